@@ -1,0 +1,38 @@
+# The two commands of the README:
+#   make demo   set up and open the tour notebook in JupyterLab (HEADLESS=1: execute every demo to build/*.html)
+#   make test   set up and run the whole test suite (what CI runs)
+VENV := .venv
+PY := $(VENV)/bin/python
+NOTEBOOK ?= demo_notebooks/01_backprop_tour.ipynb
+PORT ?= 8888
+
+.PHONY: demo demo-headless test bench setup-demo setup-test build clean
+
+setup-demo:
+	scripts/setup.sh lab
+
+setup-test:
+	scripts/setup.sh test,torch,bench,lab --browser
+
+demo: setup-demo
+ifeq ($(HEADLESS),1)
+	$(MAKE) demo-headless
+else
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(NOTEBOOK)
+endif
+
+demo-headless:
+	$(PY) -m gradmagic.demo --out build
+
+test: setup-test
+	$(PY) -m pytest -q
+
+bench: setup-test
+	$(PY) benchmarks/run.py
+
+build:
+	$(PY) -m pip install -q build
+	$(PY) -m build --outdir dist
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache

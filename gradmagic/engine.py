@@ -1,0 +1,398 @@
+"""A scalar reverse-mode autograd engine.
+
+A :class:`Value` is one node of a computation graph: a number (``data``), the
+gradient of the last ``backward()`` target with respect to it (``grad``), the
+operation that made it and the nodes it was made from (its parents).
+
+Each arithmetic operator or method below computes its result with the float
+forward of its entry in :mod:`gradmagic.ops` and remembers the entry and its
+inputs; ``backward()`` then walks the graph once, in reverse topological order,
+and applies each entry's local derivatives (the chain rule)::
+
+    >>> a, b = Value(2.0, label="a"), Value(-3.0, label="b")
+    >>> L = a * b + a
+    >>> L.backward()
+    >>> a.grad, b.grad            # dL/da = b + 1, dL/db = a
+    (-2.0, 2.0)
+
+Design notes:
+
+* Nodes hold no closures and no references to their children, so a graph has
+  no reference cycles and is freed as soon as it is unreachable.
+* ``backward()`` never recurses: a chain of a million nodes is fine.
+* Graph walks key on node identity, never on ``==`` or ``hash``, which follow
+  the numbers (``Value(2) == 2``) as Python's own numbers do.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from contextlib import contextmanager
+
+from .ops import OPS, Op
+
+__all__ = ["Value", "no_grad", "is_grad_enabled"]
+
+
+class _State:
+    """Process-wide engine switches and counters (read by the magic and views)."""
+
+    grad_enabled = True
+    # how often a Value's number decided control flow (comparisons, bool(),
+    # int(), __index__): a numerical check then holds for this branch only
+    branch_events = 0
+    # how often a Value was converted to a float by code that could have cut
+    # the graph (float(v), math.exp(v) outside an %%autograd cell, ...)
+    float_conversions = 0
+
+
+state = _State()
+
+
+@contextmanager
+def no_grad():
+    """Within this block, operations on Values record no graph.
+
+    Results are plain leaves (no parents), as in ``torch.no_grad()``; useful for
+    optimizer updates and evaluation.
+    """
+    before = state.grad_enabled
+    state.grad_enabled = False
+    try:
+        yield
+    finally:
+        state.grad_enabled = before
+
+
+def is_grad_enabled() -> bool:
+    return state.grad_enabled
+
+
+def _number(x):
+    """``x`` as a plain Python int or float for a constant node, or None."""
+    t = type(x)
+    if t is float or t is int:
+        return x
+    if t is bool:  # not numbers for the magic, but Python adds them as ints
+        return int(x)
+    if isinstance(x, numbers.Integral):  # numpy integers, ...
+        return int(x)
+    if isinstance(x, numbers.Real):  # numpy floats, fractions, ...
+        return float(x)
+    return None
+
+
+class Value:
+    """A scalar node of the computation graph.
+
+    ``Value(data, label="")`` makes a leaf. ``data`` keeps its Python type: an
+    int stays an int (so ``range(v)`` and ``xs[v]`` work), a float a float.
+    """
+
+    # _a, _b: the parents (None when absent); _mark: scratch for graph walks
+    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark")
+
+    def __init__(self, data, label: str = ""):
+        if isinstance(data, Value):
+            data = data.data
+        else:
+            num = _number(data)
+            if num is None or type(data) is bool:
+                raise TypeError(
+                    f"Value needs a real number, got {type(data).__name__} {data!r}")
+            data = num
+        self.data = data
+        self.grad = 0.0
+        self.label = label
+        self._op = self._a = self._b = self._mark = None
+
+    # ---------------------------------------------------------------- graph facts
+    @property
+    def op(self) -> str:
+        """Name of the operation that made this node ('' for a leaf)."""
+        return self._op.name if self._op is not None else ""
+
+    @property
+    def opdef(self) -> Op | None:
+        """The :class:`gradmagic.ops.Op` entry that made this node, or None."""
+        return self._op
+
+    @property
+    def parents(self) -> tuple:
+        """The nodes this one was computed from (empty for a leaf)."""
+        if self._a is None:
+            return ()
+        return (self._a,) if self._b is None else (self._a, self._b)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._a is None
+
+    @property
+    def kink(self) -> bool:
+        """True where the op is not differentiable here and a subgradient was used."""
+        op = self._op
+        return op is not None and op.kink is not None and op.kink(
+            *[p.data for p in self.parents])
+
+    @property
+    def finite(self) -> bool:
+        """False when data or grad is nan or infinite."""
+        try:
+            return math.isfinite(self.data) and math.isfinite(self.grad)
+        except OverflowError:  # a huge int
+            return False
+
+    def local_grads(self) -> tuple:
+        """d self / d parent for each parent, at the recorded data."""
+        op = self._op
+        if op is None:
+            return ()
+        args = [p.data for p in self.parents]
+        if op.arity == 1:
+            return (op.df(args[0], self.data),)
+        return tuple(op.df(args[0], args[1], self.data))
+
+    # ---------------------------------------------------------------- backward
+    def topo(self) -> list:
+        """Every node this one depends on, itself last, parents before children.
+
+        An iterative depth-first walk that marks the nodes it visits, so it
+        needs neither recursion nor a set keyed on nodes.
+        """
+        order = []
+        entered, left = object(), object()  # this walk's marks
+        stack = [self]
+        push, pop, append = stack.append, stack.pop, order.append
+        while stack:
+            v = stack[-1]
+            m = v._mark
+            if m is entered:
+                pop()
+                v._mark = left
+                append(v)
+                continue
+            if m is left:
+                pop()
+                continue
+            v._mark = entered
+            a = v._a
+            if a is not None:
+                m = a._mark
+                if m is not entered and m is not left:
+                    push(a)
+                b = v._b
+                if b is not None:
+                    m = b._mark
+                    if m is not entered and m is not left:
+                        push(b)
+        return order
+
+    def backward(self, grad: float = 1.0) -> None:
+        """Fill ``.grad`` of every node of this graph with d self / d node.
+
+        Idempotent: the graph's gradients are reset first, so calling it twice
+        gives the same gradients (it does not accumulate across calls as
+        PyTorch does). Nodes reached along several paths accumulate.
+        """
+        backward(self, float(grad))
+
+    def _replay(self, inputs):
+        """This node's op on numpy arrays of its parents' (perturbed) data."""
+        return self._op.np(*inputs)
+
+    # ---------------------------------------------------------------- behaving like a number
+    def __repr__(self):
+        name = f"label={self.label!r}, " if self.label else ""
+        op = f", op={self.op!r}" if self._op is not None else ""
+        return f"Value({name}data={self.data!r}, grad={self.grad!r}{op})"
+
+    def __str__(self):
+        return str(self.data)
+
+    def __format__(self, spec):
+        return format(self.data, spec)
+
+    def __float__(self):
+        state.float_conversions += 1
+        return float(self.data)
+
+    def __int__(self):
+        state.branch_events += 1
+        return int(self.data)
+
+    def __index__(self):
+        if type(self.data) is not int:
+            raise TypeError(
+                f"{type(self.data).__name__} Value {self.data!r} cannot be used as an "
+                "integer (index, range, repeat count)")
+        state.branch_events += 1
+        return self.data
+
+    def __bool__(self):
+        state.branch_events += 1
+        return bool(self.data)
+
+    def __hash__(self):
+        return hash(self.data)
+
+    def __pos__(self):
+        return self
+
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    def __complex__(self):
+        return complex(self.data)
+
+
+def backward(root, seed) -> None:
+    """Reverse-mode sweep from ``root`` with d root/d root = ``seed``.
+
+    Shared by every kind of node. A node that is not a scalar :class:`Value`
+    (a tensor) provides ``_zero_grad()`` and an op with ``vjp(node)`` that
+    adds its gradient into its parents; nodes link to their parents through
+    ``_a``/``_b`` and carry a ``_mark`` slot for :meth:`Value.topo`.
+    """
+    order = Value.topo(root)
+    for v in order:
+        if v.__class__ is Value:
+            v.grad = 0.0
+        else:
+            v._zero_grad()
+    root.grad = seed
+    for v in reversed(order):
+        op = v._op
+        if op is None:
+            continue
+        if v.__class__ is not Value:
+            op.vjp(v)
+            continue
+        g = v.grad
+        a = v._a
+        b = v._b
+        if b is not None:
+            da, db = op.df(a.data, b.data, v.data)
+            a.grad += da * g
+            b.grad += db * g
+        else:
+            a.grad += op.df(a.data, v.data) * g
+
+
+def _other(x):
+    """``x`` as a Value for a binary op, or None if it is not a number."""
+    if isinstance(x, Value):
+        return x
+    num = _number(x)
+    if num is None:
+        return None
+    v = _new(Value)
+    v.data = num
+    v.grad = 0.0
+    v.label = ""
+    v._op = v._a = v._b = v._mark = None
+    return v
+
+
+_new = object.__new__
+
+
+def _make_binary(op: Op):
+    f = op.f
+
+    def forward(self, other):
+        if other.__class__ is not Value:
+            other = _other(other)
+            if other is None:
+                return NotImplemented
+        out = _new(Value)
+        out.data = f(self.data, other.data)
+        out.grad = 0.0
+        out.label = ""
+        out._mark = None
+        if state.grad_enabled:
+            out._op = op
+            out._a = self
+            out._b = other
+        else:
+            out._op = out._a = out._b = None
+        return out
+
+    def reflected(self, other):
+        other = _other(other)
+        if other is None:
+            return NotImplemented
+        return forward(other, self)
+
+    return forward, reflected
+
+
+def _make_unary(op: Op):
+    f = op.f
+
+    def forward(self):
+        out = _new(Value)
+        out.data = f(self.data)
+        out.grad = 0.0
+        out.label = ""
+        out._b = out._mark = None
+        if state.grad_enabled:
+            out._op = op
+            out._a = self
+        else:
+            out._op = out._a = None
+        return out
+
+    forward.__doc__ = f"{op.name} of this Value ({op.rule})."
+    return forward
+
+
+def _make_compare(name: str):
+    import operator
+    cmp = getattr(operator, name)
+
+    def compare(self, other):
+        if isinstance(other, Value):
+            other = other.data
+        elif _number(other) is None:
+            return NotImplemented
+        state.branch_events += 1
+        return cmp(self.data, other)
+
+    compare.__name__ = f"__{name}__"
+    return compare
+
+
+for _dunder, _name in [("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"),
+                       ("pow", "**"), ("floordiv", "//"), ("mod", "%")]:
+    _fwd, _rev = _make_binary(OPS[_name])
+    setattr(Value, f"__{_dunder}__", _fwd)
+    setattr(Value, f"__r{_dunder}__", _rev)
+
+for _name in ["exp", "log", "tanh", "sigmoid", "relu", "sin", "cos", "tan", "sqrt"]:
+    setattr(Value, _name, _make_unary(OPS[_name]))
+
+Value.__neg__ = _make_unary(OPS["neg"])
+Value.__abs__ = _make_unary(OPS["abs"])
+Value.__floor__ = _make_unary(OPS["floor"])
+Value.__ceil__ = _make_unary(OPS["ceil"])
+Value.__trunc__ = _make_unary(OPS["trunc"])
+_round = _make_unary(OPS["round"])
+_round_n = _make_binary(OPS["roundn"])[0]
+
+
+def __round__(self, ndigits=None):
+    if ndigits is None:
+        return _round(self)
+    return _round_n(self, ndigits)
+
+
+Value.__round__ = __round__
+
+for _name in ["lt", "le", "gt", "ge", "eq", "ne"]:
+    setattr(Value, f"__{_name}__", _make_compare(_name))
+
+del _dunder, _name, _fwd, _rev

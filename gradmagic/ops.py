@@ -1,0 +1,226 @@
+"""The one table of scalar operations.
+
+Every operation the engine knows is one :class:`Op` entry in :data:`OPS`:
+
+* ``f``      -- the float forward, on plain Python numbers (ints stay ints where
+  Python keeps them ints, so ``7 // 2`` is still ``3``);
+* ``df``     -- the local derivatives: ``df(x, out)`` for a unary op returns
+  d out/d x; ``df(x, y, out)`` for a binary op returns ``(d out/d x, d out/d y)``;
+* ``np``     -- the same forward on numpy arrays, used to replay a recorded graph
+  with many perturbed inputs at once (the numerical check);
+* ``kink``   -- optional predicate on the inputs: True where the op is not
+  differentiable and ``df`` returns a subgradient (relu and abs at 0);
+* ``rule``   -- the derivative as a formula, for people.
+
+Adding an operation means adding one entry here; :mod:`gradmagic.engine` builds
+``Value``'s methods from this table.
+
+Forwards never raise for numeric reasons: a result that is not finite (log of a
+negative number, exp overflow, division by zero) is ``nan`` or ``±inf``, as in
+IEEE arithmetic, and the engine marks such nodes.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+INF = math.inf
+NAN = math.nan
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str  # unique key, also what ``Value.op`` returns
+    arity: int
+    f: Callable
+    df: Callable
+    np: Callable
+    rule: str
+    kink: Optional[Callable] = None
+    display: str = ""  # symbol shown in graphs; defaults to name
+
+    @property
+    def symbol(self) -> str:
+        return self.display or self.name
+
+
+# --------------------------------------------------------------------------- helpers
+def _sign(x):
+    return (x > 0) - (x < 0)
+
+
+def _div(x, y):
+    try:
+        return x / y
+    except ZeroDivisionError:
+        return NAN if x == 0 or x != x else math.copysign(INF, x) * math.copysign(1.0, y)
+    except OverflowError:  # int / int too large for a float
+        return math.copysign(INF, x) * _sign(y)
+
+
+def _floordiv(x, y):
+    try:
+        return x // y
+    except ZeroDivisionError:
+        return _div(x, y)
+
+
+def _mod(x, y):
+    try:
+        return x % y
+    except ZeroDivisionError:
+        return NAN
+
+
+def _pow(x, y):
+    try:
+        r = x ** y
+    except ZeroDivisionError:  # 0 ** negative
+        return INF
+    except OverflowError:  # float overflow
+        if x < 0 and float(y).is_integer() and int(y) % 2:
+            return -INF
+        return INF
+    if isinstance(r, complex):  # negative base, fractional exponent
+        return NAN
+    return r
+
+
+def _pow_df(x, y, out):
+    if y == 0:
+        dx = 0.0
+    else:
+        dx = y * _pow(x, y - 1)
+    if x > 0:
+        dy = out * math.log(x)
+    elif x == 0:
+        dy = 0.0 if y > 0 else NAN
+    else:  # d/dy x**y has no real value for a negative base
+        dy = NAN
+    return dx, dy
+
+
+def _exp(x):
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return INF
+
+
+def _log(x):
+    if x > 0:
+        return math.log(x)
+    return -INF if x == 0 else NAN
+
+
+def _sqrt(x):
+    if x >= 0:
+        return math.sqrt(x)
+    return NAN
+
+
+def _safe(f):
+    """``f`` with a domain error turned into nan (``math.sin(inf)``)."""
+    def g(x):
+        try:
+            return f(x)
+        except ValueError:
+            return NAN
+    g.__name__ = f.__name__
+    return g
+
+
+_sin, _cos, _tan = _safe(math.sin), _safe(math.cos), _safe(math.tan)
+
+
+def _sigmoid(x):
+    if x >= 0:
+        return 1.0 / (1.0 + _exp(-x))
+    e = _exp(x)
+    return e / (1.0 + e)
+
+
+def _np_sigmoid(x):
+    return 0.5 * (np.tanh(0.5 * x) + 1.0)
+
+
+def _np_log(x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(x)
+
+
+def _np_pow(x, y):
+    with np.errstate(all="ignore"):
+        return np.power(np.asarray(x, dtype=float), y)
+
+
+def _round_n(x, n):
+    return round(x, int(n))
+
+
+def _np_round_n(x, n):
+    scale = np.power(10.0, np.rint(n))
+    return np.round(x * scale) / scale
+
+
+def _zero1(x, out):
+    return 0.0
+
+
+def _zero2(x, y, out):
+    return 0.0, 0.0
+
+
+# --------------------------------------------------------------------------- the table
+_TABLE = [
+    # binary
+    Op("+", 2, operator.add, lambda x, y, out: (1.0, 1.0), np.add,
+       "∂(a+b)/∂a = 1, ∂(a+b)/∂b = 1"),
+    Op("-", 2, operator.sub, lambda x, y, out: (1.0, -1.0), np.subtract,
+       "∂(a−b)/∂a = 1, ∂(a−b)/∂b = −1"),
+    Op("*", 2, operator.mul, lambda x, y, out: (y, x), np.multiply,
+       "∂(a·b)/∂a = b, ∂(a·b)/∂b = a"),
+    Op("/", 2, _div, lambda x, y, out: (_div(1.0, y), _div(-out, y)), np.divide,
+       "∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²"),
+    Op("**", 2, _pow, _pow_df, _np_pow,
+       "∂(aᵇ)/∂a = b·aᵇ⁻¹, ∂(aᵇ)/∂b = aᵇ·ln a"),
+    Op("//", 2, _floordiv, _zero2, np.floor_divide,
+       "a // b is piecewise constant: both derivatives are 0"),
+    Op("%", 2, _mod, lambda x, y, out: (1.0, -float(_floordiv(x, y))), np.mod,
+       "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋"),
+    Op("roundn", 2, _round_n, _zero2, _np_round_n,
+       "round(a, n) is piecewise constant: derivative 0", display="round"),
+    # unary
+    Op("neg", 1, operator.neg, lambda x, out: -1.0, np.negative,
+       "∂(−a)/∂a = −1", display="−"),
+    Op("abs", 1, abs, lambda x, out: float(_sign(x)), np.abs,
+       "∂|a|/∂a = sign(a) (0 at a = 0)", kink=lambda x: x == 0),
+    Op("exp", 1, _exp, lambda x, out: out, np.exp, "∂eᵃ/∂a = eᵃ"),
+    Op("log", 1, _log, lambda x, out: _div(1.0, x), _np_log, "∂ln a/∂a = 1/a"),
+    Op("sqrt", 1, _sqrt, lambda x, out: _div(0.5, out), np.sqrt, "∂√a/∂a = 1/(2√a)"),
+    Op("tanh", 1, math.tanh, lambda x, out: 1.0 - out * out, np.tanh,
+       "∂tanh a/∂a = 1 − tanh²a"),
+    Op("sigmoid", 1, _sigmoid, lambda x, out: out * (1.0 - out), _np_sigmoid,
+       "∂σ(a)/∂a = σ(a)(1 − σ(a))", display="σ"),
+    Op("relu", 1, lambda x: x if x > 0 else 0.0, lambda x, out: 1.0 if x > 0 else 0.0,
+       lambda x: np.maximum(x, 0.0), "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)",
+       kink=lambda x: x == 0),
+    Op("sin", 1, _sin, lambda x, out: _cos(x), np.sin, "∂sin a/∂a = cos a"),
+    Op("cos", 1, _cos, lambda x, out: -_sin(x), np.cos, "∂cos a/∂a = −sin a"),
+    Op("tan", 1, _tan, lambda x, out: 1.0 + out * out, np.tan,
+       "∂tan a/∂a = 1 + tan²a"),
+    Op("round", 1, round, _zero1, np.round, "round(a) is piecewise constant: derivative 0"),
+    Op("floor", 1, math.floor, _zero1, np.floor, "⌊a⌋ is piecewise constant: derivative 0"),
+    Op("ceil", 1, math.ceil, _zero1, np.ceil, "⌈a⌉ is piecewise constant: derivative 0"),
+    Op("trunc", 1, math.trunc, _zero1, np.trunc, "trunc(a) is piecewise constant: derivative 0"),
+]
+
+OPS: dict[str, Op] = {op.name: op for op in _TABLE}
+"""Operation name → :class:`Op`."""
+
+UNARY = tuple(op for op in _TABLE if op.arity == 1)
+BINARY = tuple(op for op in _TABLE if op.arity == 2)

@@ -1,0 +1,177 @@
+"""A snapshot of one backward run: the nodes, their values and gradients.
+
+A :class:`Trace` is what ``%%autograd`` returns and what every view and check
+reads. It copies each node's data and gradient when it is made, so later
+changes to the Values (an optimizer step, another backward) do not change it;
+it also keeps the graph's nodes themselves (``trace.graph``) so the numerical
+check can replay the recorded operations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .engine import Value
+
+__all__ = ["Node", "Trace"]
+
+
+@dataclass
+class Node:
+    """One node of a traced graph, as it was when the trace was taken."""
+
+    index: int  # position in Trace.nodes (topological: parents first)
+    label: str  # the name it was assigned to, or '' (constants, temporaries)
+    op: str  # the operation that made it, '' for a leaf
+    data: Any  # float/int, or a numpy array for a tensor node
+    grad: Any
+    parents: tuple  # indices into Trace.nodes
+    kink: bool = False  # a subgradient was used (relu/abs at 0)
+    finite: bool = True  # data and grad are finite
+    shape: tuple | None = None  # None for a scalar
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.parents
+
+    @property
+    def name(self) -> str:
+        """The label, or for an unnamed node its value (constants) or op."""
+        if self.label:
+            return self.label
+        if self.is_leaf:
+            return _short(self.data)
+        return f"({self.op})"
+
+
+def _short(x) -> str:
+    if isinstance(x, np.ndarray):
+        return f"array{x.shape}"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _snapshot(x):
+    return x.copy() if isinstance(x, np.ndarray) else x
+
+
+def _finite(x) -> bool:
+    try:
+        return bool(np.all(np.isfinite(x)))
+    except (TypeError, OverflowError):
+        return False
+
+
+class Trace:
+    """One run: ``trace.value``, ``trace.grads``, ``trace.nodes``, ``trace.target``.
+
+    Parameters
+    ----------
+    target:
+        The node ``backward()`` was called on (its gradients must be filled).
+    bindings:
+        Names in the user's namespace → the node each name refers to after the
+        run; these decide which node ``grads[name]`` means when a name labels
+        several nodes (``x = x * 2`` in a loop).
+    branch_events:
+        How many times a Value's number decided control flow during the run.
+    float_conversions:
+        How many times a Value was turned into a float outside the graph.
+    options:
+        Display and check settings (eps, atol, rtol, rankdir, max_nodes, ...).
+    """
+
+    def __init__(self, target, *, bindings: dict | None = None, branch_events: int = 0,
+                 float_conversions: int = 0, source: str | None = None,
+                 options: dict | None = None, warnings: list | None = None):
+        self.graph = Value.topo(target)  # the live nodes, parents first
+        index = {id(v): i for i, v in enumerate(self.graph)}
+        self.nodes: list[Node] = []
+        for i, v in enumerate(self.graph):
+            data = v.data
+            self.nodes.append(Node(
+                index=i, label=v.label, op=v.op, data=_snapshot(data),
+                grad=_snapshot(v.grad), parents=tuple(index[id(p)] for p in v.parents),
+                kink=bool(v.kink), finite=_finite(data) and _finite(v.grad),
+                shape=data.shape if isinstance(data, np.ndarray) else None))
+        self.target: Node = self.nodes[-1]
+        self.target_node = target
+        self.bindings = {name: index[id(v)] for name, v in (bindings or {}).items()
+                         if id(v) in index}
+        self.branch_events = branch_events
+        self.float_conversions = float_conversions
+        self.source = source
+        self.options: dict = dict(options or {})
+        self.warnings: list[str] = list(warnings or [])
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def value(self):
+        """The target's data."""
+        return self.target.data
+
+    @property
+    def leaves(self) -> list[Node]:
+        return [n for n in self.nodes if n.is_leaf]
+
+    def node(self, name: str) -> Node:
+        """The node a name means: the one it is bound to, else the last so labelled."""
+        if name in self.bindings:
+            return self.nodes[self.bindings[name]]
+        for n in reversed(self.nodes):
+            if n.label == name:
+                return n
+        raise KeyError(f"no node is labelled {name!r}; labelled nodes: "
+                       f"{', '.join(sorted(self.grads)) or 'none'}")
+
+    @property
+    def grads(self) -> dict:
+        """label → gradient of the target, for every labelled node."""
+        out = {}
+        for n in self.nodes:
+            if n.label:
+                out[n.label] = n.grad
+        for name, i in self.bindings.items():
+            if self.nodes[i].label == name:
+                out[name] = self.nodes[i].grad
+        return out
+
+    @property
+    def values(self) -> dict:
+        """label → data, for every labelled node (same choice of node as ``grads``)."""
+        return {name: self.node(name).data for name in self.grads}
+
+    @property
+    def branch_dependent(self) -> bool:
+        """True if the run's control flow depended on a Value's number."""
+        return self.branch_events > 0
+
+    # ------------------------------------------------------------------ checks
+    def check(self, eps: float | None = None, atol: float | None = None,
+              rtol: float | None = None):
+        """The numerical check: finite differences beside each analytic gradient."""
+        from .check import check
+        opts = self.options
+        return check(self, eps=eps if eps is not None else opts.get("eps", 1e-6),
+                     atol=atol if atol is not None else opts.get("atol", 1e-5),
+                     rtol=rtol if rtol is not None else opts.get("rtol", 1e-3))
+
+    def expect(self, mapping, atol: float | None = None, rtol: float | None = None):
+        """Compare named gradients (and ``name.data`` values) with expected numbers."""
+        from .check import expect
+        opts = self.options
+        return expect(self, mapping,
+                      atol=atol if atol is not None else opts.get("atol", 1e-5),
+                      rtol=rtol if rtol is not None else opts.get("rtol", 1e-3))
+
+    # ------------------------------------------------------------------ display
+    def __repr__(self):
+        return (f"<Trace: {len(self.nodes)} nodes, {len(self.leaves)} leaves, "
+                f"target {self.target.name} = {_short(self.value)}>")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from .widget import mimebundle
+        return mimebundle(self)

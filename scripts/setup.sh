@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Set up everything gradmagic needs on a fresh machine: Graphviz's `dot`
+# (and, for the browser tests, Chromium) from the system's packages, then a
+# virtual environment in .venv with the package and the extras asked for.
+#   scripts/setup.sh [EXTRAS] [--browser]     e.g. scripts/setup.sh test,torch,bench --browser
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-lab}"
+browser="${2:-}"
+
+need=()
+command -v dot >/dev/null 2>&1 || need+=(graphviz)
+if [ "$browser" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then need+=(chromium); fi
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing system packages: ${need[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${need[@]}" >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+echo "setup: installing gradmagic[$extras] into .venv"
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".[$extras]"
