@@ -31,6 +31,9 @@ class Node:
     kink: bool = False  # a subgradient was used (relu/abs at 0)
     finite: bool = True  # data and grad are finite
     shape: tuple | None = None  # None for a scalar
+    # d node / d parent for each parent at the recorded data (scalar nodes);
+    # None for a tensor node, whose local derivative is a Jacobian
+    local: tuple | None = None
 
     @property
     def is_leaf(self) -> bool:
@@ -56,6 +59,12 @@ def _short(x) -> str:
 
 def _snapshot(x):
     return x.copy() if isinstance(x, np.ndarray) else x
+
+
+def _local(v):
+    if isinstance(v, Value):
+        return v.local_grads()
+    return None
 
 
 def _finite(x) -> bool:
@@ -96,7 +105,8 @@ class Trace:
                 index=i, label=v.label, op=v.op, data=_snapshot(data),
                 grad=_snapshot(v.grad), parents=tuple(index[id(p)] for p in v.parents),
                 kink=bool(v.kink), finite=_finite(data) and _finite(v.grad),
-                shape=data.shape if isinstance(data, np.ndarray) else None))
+                shape=data.shape if isinstance(data, np.ndarray) else None,
+                local=_local(v)))
         self.target: Node = self.nodes[-1]
         self.target_node = target
         self.bindings = {name: index[id(v)] for name, v in (bindings or {}).items()
