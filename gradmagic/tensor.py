@@ -1,0 +1,708 @@
+"""Tensors: numpy arrays as nodes of the same computation graph as ``Value``.
+
+A :class:`Tensor` holds a float64 array (``data``) and, after ``backward()``,
+the gradient of the target with respect to every element (``grad``, same
+shape). Each operation is one numpy call, recorded with its entry in
+:mod:`gradmagic.tensor_ops`; ``backward()`` walks the graph with the same
+iterative sweep as scalars, so graphs may mix ``Value`` and ``Tensor`` nodes::
+
+    >>> import numpy as np
+    >>> X = Tensor([[1.0, 2.0], [3.0, 4.0]], label="X", requires_grad=False)
+    >>> W = Tensor([[0.5], [-1.0]], label="W")
+    >>> L = ((X @ W) ** 2).mean()
+    >>> L.backward()
+    >>> W.grad                      # 2/N · Xᵀ(X W)
+    array([[ -9.],
+           [-13.]])
+
+Numpy functions keep the graph (``np.exp(T)``, ``np.sum(T, axis=0)``,
+``np.maximum(T, 0)``, ``array + T``) through NEP 13/18 dispatch; functions with
+no gradient here raise a clear ``TypeError`` rather than silently dropping it.
+Comparisons give plain boolean arrays.
+"""
+from __future__ import annotations
+
+import numbers
+import operator
+
+import numpy as np
+
+from . import engine
+from .engine import Value, state
+from .tensor_ops import TENSOR_OPS
+
+__all__ = ["Tensor", "tensor", "cross_entropy", "softmax", "log_softmax"]
+
+_new = object.__new__
+_F64 = np.float64
+_NO_PARAMS: dict = {}
+
+
+def _array(data, what: str = "Tensor data"):
+    """``data`` as a new float64 array, or a TypeError saying what was wrong."""
+    if isinstance(data, Tensor):
+        return data.data.copy()
+    if isinstance(data, (str, bytes)) or data is None:
+        raise TypeError(f"{what} must be numbers, got {type(data).__name__} {data!r}")
+    if isinstance(data, (complex, np.complexfloating)) or (
+            isinstance(data, np.ndarray) and data.dtype.kind == "c"):
+        raise TypeError(f"{what} must be real numbers, got complex values")
+    try:
+        return np.array(data, dtype=_F64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what} must be a number or a (nested) list/array of real "
+                        f"numbers with a regular shape: {e}") from None
+
+
+class Tensor:
+    """An array node of the computation graph.
+
+    ``Tensor(data, label="", requires_grad=True)`` makes a leaf from a number,
+    a nested list or a numpy array (copied, as float64). Operations on tensors
+    whose inputs all have ``requires_grad=False`` (or run under
+    :func:`gradmagic.no_grad`) record nothing: their results are constant
+    leaves, and ``backward()`` leaves such tensors' ``grad`` at zero.
+    """
+
+    # the node protocol shared with Value (_a, _b: parents; _mark: scratch for
+    # graph walks), plus the op's non-differentiable arguments
+    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark", "_params",
+                 "requires_grad")
+
+    def __init__(self, data, label: str = "", requires_grad: bool = True):
+        if not isinstance(label, str):
+            raise TypeError(f"label must be a string, got {type(label).__name__}")
+        self.data = _array(data)
+        self.grad = np.zeros(self.data.shape)
+        self.label = label
+        self.requires_grad = bool(requires_grad)
+        self._op = self._a = self._b = self._mark = self._params = None
+
+    # ---------------------------------------------------------------- graph facts
+    @property
+    def op(self) -> str:
+        """Name of the operation that made this node ('' for a leaf)."""
+        return self._op.name if self._op is not None else ""
+
+    @property
+    def opdef(self):
+        """The :class:`gradmagic.tensor_ops.TensorOp` that made this node, or None."""
+        return self._op
+
+    @property
+    def params(self) -> dict:
+        """The op's non-differentiable arguments (axis, shape, index), for views."""
+        return dict(self._params or {})
+
+    @property
+    def parents(self) -> tuple:
+        """The nodes this one was computed from (empty for a leaf)."""
+        if self._a is None:
+            return ()
+        return (self._a,) if self._b is None else (self._a, self._b)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._a is None
+
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def kink(self) -> bool:
+        """True where the op is not differentiable here and a subgradient was used."""
+        op = self._op
+        if op is None or op.kink is None:
+            return False
+        return op.kink(self.data, *[p.data for p in self.parents], **(self._params or {}))
+
+    @property
+    def finite(self) -> bool:
+        """False when any element of data or grad is nan or infinite."""
+        return bool(np.isfinite(self.data).all() and np.isfinite(self.grad).all())
+
+    def local_grads(self):
+        """None: a tensor op's local derivative is a Jacobian, not shown."""
+        return None
+
+    # ---------------------------------------------------------------- backward
+    def topo(self) -> list:
+        """Every node this one depends on, itself last, parents before children."""
+        return Value.topo(self)
+
+    def backward(self, grad=None) -> None:
+        """Fill ``.grad`` of every node of this graph with d self / d node.
+
+        A tensor with one element is seeded with 1; any other needs ``grad``,
+        an array of its shape (the vector in the vector-Jacobian product). As
+        for ``Value``, gradients are reset first, so calling it twice gives the
+        same gradients.
+        """
+        if grad is None:
+            if self.data.size != 1:
+                raise ValueError(
+                    f"backward() on a tensor of shape {self.shape} needs a gradient of that "
+                    "shape to start from (backward(grad=...)), or reduce it to one number "
+                    "first, e.g. T.sum() or T.mean()")
+            seed = np.ones(self.shape)
+        else:
+            seed = _array(grad, "the gradient passed to backward()")
+            try:
+                seed = np.broadcast_to(seed, self.shape).copy()
+            except ValueError:
+                raise ValueError(f"backward(grad=...) needs shape {self.shape}, "
+                                 f"got {seed.shape}") from None
+        engine.backward(self, seed)
+
+    def _zero_grad(self) -> None:
+        self.grad = np.zeros(self.data.shape)
+
+    def _replay(self, inputs):
+        """This node's op on its parents' data with a leading perturbation axis."""
+        return self._op.np(*inputs, **(self._params or {}))
+
+    # ---------------------------------------------------------------- elementwise functions
+    def exp(self):
+        return _apply(_EXP, self)
+
+    def log(self):
+        return _apply(_LOG, self)
+
+    def sqrt(self):
+        return _apply(_SQRT, self)
+
+    def tanh(self):
+        return _apply(_TANH, self)
+
+    def sigmoid(self):
+        return _apply(_SIGMOID, self)
+
+    def relu(self):
+        return _apply(_RELU, self)
+
+    def abs(self):
+        return _apply(_ABS, self)
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self, axis=None, keepdims: bool = False):
+        """Sum over ``axis`` (None: all; an int or a tuple of ints)."""
+        return _reduce(_SUM, self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims: bool = False):
+        """Mean over ``axis`` (None: all; an int or a tuple of ints)."""
+        return _reduce(_MEAN, self, axis, keepdims)
+
+    def max(self, axis=None, keepdims: bool = False):
+        """Maximum over ``axis``; ties share the gradient equally (and set ``kink``)."""
+        return _reduce(_MAX, self, axis, keepdims)
+
+    def min(self, axis=None, keepdims: bool = False):
+        """Minimum over ``axis``; ties share the gradient equally (and set ``kink``)."""
+        return _reduce(_MIN, self, axis, keepdims)
+
+    def softmax(self, axis: int = -1):
+        return softmax(self, axis)
+
+    def log_softmax(self, axis: int = -1):
+        return log_softmax(self, axis)
+
+    # ---------------------------------------------------------------- shapes
+    def reshape(self, *shape):
+        """The same elements in a new shape: ``T.reshape(2, 3)`` or ``T.reshape((2, 3))``."""
+        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+            shape = shape[0]
+        try:
+            shape = tuple(operator.index(n) for n in shape)
+        except TypeError:
+            raise TypeError(f"a shape must be integers, got {shape!r}") from None
+        return _apply(_RESHAPE, self, None, {"shape": shape})
+
+    def transpose(self, *axes):
+        """Axes reversed (no arguments) or permuted: ``T.transpose(1, 0, 2)``."""
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], numbers.Integral)):
+            axes = axes[0]
+        if axes is not None and len(axes) == 0:
+            axes = None
+        if axes is not None:
+            norm = _axes(axes, self.ndim)
+            if sorted(norm) != list(range(self.ndim)):
+                raise ValueError(f"transpose axes {tuple(axes)} are not a permutation of "
+                                 f"the {self.ndim} axes of shape {self.shape}")
+            axes = norm
+        return _apply(_TRANSPOSE, self, None, {"axes": axes})
+
+    @property
+    def T(self):
+        """The transpose (axes reversed)."""
+        return self.transpose()
+
+    def __getitem__(self, key):
+        index, basic = _index(key)
+        try:
+            return _apply(_GETITEM, self, None, {"index": index, "basic": basic})
+        except IndexError as e:
+            raise IndexError(f"cannot index a tensor of shape {self.shape} with "
+                             f"{key!r}: {e}") from None
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # ---------------------------------------------------------------- arithmetic
+    def __add__(self, other):
+        return _binary(_ADD, self, other)
+
+    def __radd__(self, other):
+        return _binary(_ADD, other, self)
+
+    def __sub__(self, other):
+        return _binary(_SUB, self, other)
+
+    def __rsub__(self, other):
+        return _binary(_SUB, other, self)
+
+    def __mul__(self, other):
+        return _binary(_MUL, self, other)
+
+    def __rmul__(self, other):
+        return _binary(_MUL, other, self)
+
+    def __truediv__(self, other):
+        return _binary(_DIV, self, other)
+
+    def __rtruediv__(self, other):
+        return _binary(_DIV, other, self)
+
+    def __pow__(self, other):
+        return _binary(_POW, self, other)
+
+    def __rpow__(self, other):
+        return _binary(_POW, other, self)
+
+    def __matmul__(self, other):
+        return _binary(_MATMUL, self, other)
+
+    def __rmatmul__(self, other):
+        return _binary(_MATMUL, other, self)
+
+    def __neg__(self):
+        return _apply(_NEG, self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _apply(_ABS, self)
+
+    # comparisons read the numbers: plain boolean arrays, counted as branch events
+    def __lt__(self, other):
+        return _compare(np.less, self, other)
+
+    def __le__(self, other):
+        return _compare(np.less_equal, self, other)
+
+    def __gt__(self, other):
+        return _compare(np.greater, self, other)
+
+    def __ge__(self, other):
+        return _compare(np.greater_equal, self, other)
+
+    def __eq__(self, other):
+        return _compare(np.equal, self, other)
+
+    def __ne__(self, other):
+        return _compare(np.not_equal, self, other)
+
+    __hash__ = object.__hash__  # nodes are identities, as torch tensors are
+
+    # ---------------------------------------------------------------- numbers out
+    def item(self) -> float:
+        """The one element as a float (cuts the graph; counted like ``float(v)``)."""
+        return float(self)
+
+    def __float__(self):
+        if self.data.size != 1:
+            raise TypeError(f"only a tensor with one element converts to float, "
+                            f"this one has shape {self.shape}")
+        state.float_conversions += 1
+        return float(self.data.reshape(()))
+
+    def __int__(self):
+        if self.data.size != 1:
+            raise TypeError(f"only a tensor with one element converts to int, "
+                            f"this one has shape {self.shape}")
+        state.branch_events += 1
+        return int(self.data.reshape(()))
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is "
+                             "ambiguous: use (T > 0).any() or .all()")
+        state.branch_events += 1
+        return bool(self.data.reshape(()))
+
+    def __array__(self, dtype=None, copy=None):
+        state.float_conversions += 1
+        if copy is False and dtype not in (None, _F64):
+            raise ValueError("cannot convert a Tensor's data without a copy")
+        data = self.data if dtype is None else self.data.astype(dtype)
+        return data.copy() if copy else data
+
+    def __repr__(self):
+        name = f"label={self.label!r}, " if self.label else ""
+        op = f", op={self.op!r}" if self._op is not None else ""
+        body = np.array2string(self.data, separator=", ", prefix="Tensor(data=")
+        return f"Tensor({name}shape={self.shape}, data={body}{op})"
+
+    def __str__(self):
+        return str(self.data)
+
+    def __format__(self, spec):
+        return format(self.data, spec) if spec else str(self.data)
+
+    # ---------------------------------------------------------------- numpy dispatch
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__" or kwargs:
+            what = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+            if "out" in kwargs:
+                raise TypeError(f"{what}(..., out=...) would write into an array in place, "
+                                "which a Tensor cannot record: write T = T + ... instead")
+            raise TypeError(f"{what} with {', '.join(kwargs) or 'this method'} is not "
+                            "supported on Tensors")
+        op = _UFUNC_OPS.get(ufunc)
+        if op is not None:
+            if op.arity == 1:
+                return _apply(op, inputs[0])
+            return _binary(op, *inputs)
+        special = _UFUNC_SPECIAL.get(ufunc)
+        if special is not None:
+            return special(*inputs)
+        if ufunc in _UFUNC_VALUES:
+            state.branch_events += 1
+            return ufunc(*_plain(inputs))
+        raise TypeError(f"numpy.{ufunc.__name__} has no gradient rule in gradmagic, so it "
+                        "would cut the graph; use T.data for a plain array")
+
+    def __array_function__(self, func, types, args, kwargs):
+        f = _FUNCTIONS.get(func)
+        if f is not None:
+            return f(*args, **kwargs)
+        if func in _VALUE_FUNCTIONS or func in _SHAPE_FUNCTIONS:
+            if func in _VALUE_FUNCTIONS:
+                state.branch_events += 1
+            return func(*_plain(args), **dict(zip(kwargs, _plain(kwargs.values()))))
+        raise TypeError(f"numpy.{func.__name__} has no gradient rule in gradmagic, so it "
+                        "would cut the graph; use T.data for a plain array")
+
+
+def tensor(data, label: str = "", requires_grad: bool = True) -> Tensor:
+    """A new leaf :class:`Tensor` (as ``torch.tensor``)."""
+    return Tensor(data, label=label, requires_grad=requires_grad)
+
+
+# --------------------------------------------------------------------------- building nodes
+_ADD, _SUB, _MUL, _DIV, _POW, _MATMUL = (TENSOR_OPS[k] for k in ("+", "-", "*", "/", "**", "@"))
+_NEG, _EXP, _LOG, _SQRT, _TANH, _SIGMOID, _RELU, _ABS = (
+    TENSOR_OPS[k] for k in ("neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs"))
+_SUM, _MEAN, _MAX, _MIN = (TENSOR_OPS[k] for k in ("sum", "mean", "max", "min"))
+_RESHAPE, _TRANSPOSE, _GETITEM = (TENSOR_OPS[k] for k in ("reshape", "transpose", "getitem"))
+_MAXIMUM, _MINIMUM, _WHERE = (TENSOR_OPS[k] for k in ("maximum", "minimum", "where"))
+_SOFTMAX, _LOG_SOFTMAX = TENSOR_OPS["softmax"], TENSOR_OPS["log_softmax"]
+
+
+def _constant(data) -> Tensor:
+    """A leaf that needs no gradient (a number or array used in an op)."""
+    t = _new(Tensor)
+    t.data = data
+    t.grad = np.zeros(data.shape)
+    t.label = ""
+    t.requires_grad = False
+    t._op = t._a = t._b = t._mark = t._params = None
+    return t
+
+
+def _operand(x):
+    """``x`` as a parent node for an op, or None if it is not a number or array."""
+    cls = x.__class__
+    if cls is Tensor or cls is Value or isinstance(x, (Tensor, Value)):
+        return x
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "biuf":
+            return None
+        return _constant(np.array(x, dtype=_F64))
+    if isinstance(x, (numbers.Real, list, tuple)) and not isinstance(x, (str, bytes)):
+        try:
+            return _constant(_array(x))
+        except TypeError:
+            return None
+    return None
+
+
+def _apply(op, a, b=None, params=None) -> Tensor:
+    """The node ``op(a[, b])``: one numpy call, recorded unless nothing needs a gradient."""
+    p = params or _NO_PARAMS
+    try:
+        if b is None:
+            data = op.f(a.data, **p)
+            track = a.__class__ is Value or a.requires_grad
+        else:
+            data = op.f(a.data, b.data, **p)
+            track = (a.__class__ is Value or a.requires_grad
+                     or b.__class__ is Value or b.requires_grad)
+    except ValueError as e:
+        shapes = " and ".join(str(np.shape(x.data)) for x in (a, b) if x is not None)
+        noun = "shape" if b is None else "shapes"
+        raise ValueError(f"{op.symbol} cannot be applied to {noun} {shapes}: {e}") from None
+    if data.__class__ is not np.ndarray:
+        data = np.asarray(data, dtype=_F64)
+    out = _new(Tensor)
+    out.data = data
+    out.grad = np.zeros(data.shape)
+    out.label = ""
+    out._mark = None
+    if track and state.grad_enabled:
+        out._op, out._a, out._b, out._params = op, a, b, params
+        out.requires_grad = True
+    else:
+        out._op = out._a = out._b = out._params = None
+        out.requires_grad = False
+    return out
+
+
+def _binary(op, a, b):
+    a2, b2 = _operand(a), _operand(b)
+    if a2 is None or b2 is None:
+        return NotImplemented
+    return _apply(op, a2, b2)
+
+
+def _compare(ufunc, a, b):
+    b2 = _operand(b)
+    if b2 is None:
+        return NotImplemented
+    state.branch_events += 1
+    return ufunc(a.data, b2.data)
+
+
+def _axes(axis, ndim: int):
+    """``axis`` (an int or ints, possibly negative) as a tuple of non-negative ints."""
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in items:
+        try:
+            a = operator.index(a)
+        except TypeError:
+            raise TypeError(f"an axis must be an integer, got {a!r}") from None
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} "
+                             f"dimension{'s' if ndim != 1 else ''}")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {axis!r}")
+    return tuple(out)
+
+
+def _reduce(op, t, axis, keepdims):
+    axis = None if axis is None else _axes(axis, t.ndim)
+    return _apply(op, t, None, {"axis": axis, "keepdims": bool(keepdims)})
+
+
+def _index(key):
+    """``key`` as a tuple numpy accepts, and whether it picks each element at most once."""
+    items = key if isinstance(key, tuple) else (key,)
+    out = []
+    basic = True
+    for k in items:
+        if k is None or k is Ellipsis:
+            out.append(k)
+        elif isinstance(k, slice):
+            out.append(slice(*(None if s is None else operator.index(s)
+                               for s in (k.start, k.stop, k.step))))
+        elif isinstance(k, Tensor):
+            raise IndexError("a Tensor cannot be an index (its numbers carry gradients); "
+                             "index with ints, slices or integer/boolean arrays")
+        elif isinstance(k, (list, np.ndarray)):
+            arr = np.asarray(k)
+            if arr.size == 0:
+                arr = arr.astype(np.intp)
+            if arr.dtype.kind not in "biu":
+                raise IndexError(f"index arrays must hold integers or booleans, "
+                                 f"got {arr.dtype}")
+            basic = basic and arr.dtype.kind == "b"
+            out.append(arr)
+        else:
+            try:
+                out.append(operator.index(k))
+            except TypeError:
+                raise IndexError(f"a tensor index must be an int, a slice, None, ... or an "
+                                 f"integer/boolean array, got {type(k).__name__} {k!r}") from None
+    return tuple(out), basic
+
+
+def _plain(xs):
+    """The items of ``xs`` with every Tensor replaced by its data."""
+    return [x.data if isinstance(x, Tensor) else x for x in xs]
+
+
+# --------------------------------------------------------------------------- free functions
+def _as_tensor(x) -> Tensor:
+    t = _operand(x)
+    if t is None or t.__class__ is Value:
+        raise TypeError(f"expected a Tensor or an array, got {type(x).__name__}")
+    return t
+
+
+def softmax(x, axis: int = -1) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis`` (computed stably)."""
+    x = _as_tensor(x)
+    return _apply(_SOFTMAX, x, None, {"axis": _axes(axis, x.ndim)[0]})
+
+
+def log_softmax(x, axis: int = -1) -> Tensor:
+    """``log(softmax(x))`` along ``axis``, computed without overflow."""
+    x = _as_tensor(x)
+    return _apply(_LOG_SOFTMAX, x, None, {"axis": _axes(axis, x.ndim)[0]})
+
+
+def cross_entropy(logits, targets) -> Tensor:
+    """Mean negative log-likelihood of integer class ``targets`` under ``softmax(logits)``.
+
+    ``logits`` has shape (N, C) (or (C,) for one example); ``targets`` holds N
+    class indices in ``range(C)``. As ``torch.nn.functional.cross_entropy``.
+    """
+    logits = _as_tensor(logits)
+    if isinstance(targets, Tensor):
+        targets = targets.data
+    t = np.asarray(targets)
+    if logits.ndim not in (1, 2):
+        raise ValueError(f"cross_entropy needs logits of shape (N, C) or (C,), "
+                         f"got {logits.shape}")
+    if t.dtype.kind == "f" and np.all(t == np.round(t)):
+        t = t.astype(np.intp)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy targets must be integer class indices, got {t.dtype}")
+    n_classes = logits.shape[-1]
+    expected = logits.shape[:-1]
+    if t.shape != expected:
+        raise ValueError(f"cross_entropy: logits of shape {logits.shape} need targets of "
+                         f"shape {expected}, got {t.shape}")
+    if t.size and (t.min() < 0 or t.max() >= n_classes):
+        raise ValueError(f"cross_entropy targets must be in range({n_classes})")
+    logp = log_softmax(logits, axis=-1)
+    picked = logp[t] if logits.ndim == 1 else logp[np.arange(len(t)), t]
+    return -picked.mean()
+
+
+def _np_sum(a, axis=None, dtype=None, out=None, keepdims=False):
+    _no_dtype_out("sum", dtype, out)
+    return _as_tensor(a).sum(axis, keepdims)
+
+
+def _np_mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    _no_dtype_out("mean", dtype, out)
+    return _as_tensor(a).mean(axis, keepdims)
+
+
+def _np_max(a, axis=None, out=None, keepdims=False):
+    _no_dtype_out("max", None, out)
+    return _as_tensor(a).max(axis, keepdims)
+
+
+def _np_min(a, axis=None, out=None, keepdims=False):
+    _no_dtype_out("min", None, out)
+    return _as_tensor(a).min(axis, keepdims)
+
+
+def _np_reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    if order != "C":
+        raise TypeError("Tensors reshape in C order only")
+    return _as_tensor(a).reshape(shape if shape is not None else newshape)
+
+
+def _np_transpose(a, axes=None):
+    return _as_tensor(a).transpose(axes)
+
+
+def _np_ravel(a, order="C"):
+    if order != "C":
+        raise TypeError("Tensors reshape in C order only")
+    return _as_tensor(a).reshape(-1)
+
+
+def _np_dot(a, b, out=None):
+    _no_dtype_out("dot", None, out)
+    if np.ndim(_plain([a])[0]) > 2 or np.ndim(_plain([b])[0]) > 2:
+        raise TypeError("numpy.dot of Tensors is supported up to 2-D; use @ (matmul)")
+    return _binary_or_raise(_MATMUL, a, b)
+
+
+def _np_where(condition, x=None, y=None):
+    if x is None or y is None:
+        raise TypeError("numpy.where(condition) on a Tensor: use np.nonzero(T.data)")
+    if isinstance(condition, Tensor):
+        condition = condition.data != 0
+    return _binary_or_raise(_WHERE, x, y, {"cond": np.asarray(condition, dtype=bool)})
+
+
+def _np_norm(x, ord=None, axis=None, keepdims=False):
+    if ord is not None or axis is not None or keepdims:
+        raise TypeError("numpy.linalg.norm of a Tensor supports the default "
+                        "(Frobenius/2-norm of all elements) only")
+    x = _as_tensor(x)
+    return (x * x).sum().sqrt()
+
+
+def _no_dtype_out(name, dtype, out):
+    if dtype is not None or out is not None:
+        raise TypeError(f"numpy.{name} of a Tensor does not take dtype= or out=")
+
+
+def _binary_or_raise(op, a, b, params=None):
+    a2, b2 = _operand(a), _operand(b)
+    if a2 is None or b2 is None:
+        bad = a if a2 is None else b
+        raise TypeError(f"{op.symbol} needs numbers or arrays, got {type(bad).__name__}")
+    return _apply(op, a2, b2, params)
+
+
+_UFUNC_OPS = {
+    np.add: _ADD, np.subtract: _SUB, np.multiply: _MUL, np.true_divide: _DIV,
+    np.power: _POW, np.matmul: _MATMUL, np.maximum: _MAXIMUM, np.minimum: _MINIMUM,
+    np.negative: _NEG, np.exp: _EXP, np.log: _LOG, np.sqrt: _SQRT, np.tanh: _TANH,
+    np.absolute: _ABS,
+}
+_UFUNC_SPECIAL = {
+    np.positive: lambda x: x,
+    np.square: lambda x: _binary_or_raise(_POW, x, 2.0),
+}
+# results that depend on the numbers but carry no gradient (piecewise constant)
+_UFUNC_VALUES = {
+    np.greater, np.greater_equal, np.less, np.less_equal, np.equal, np.not_equal,
+    np.isfinite, np.isnan, np.isinf, np.sign, np.signbit, np.floor, np.ceil, np.rint,
+    np.trunc,
+}
+_FUNCTIONS = {
+    np.sum: _np_sum, np.mean: _np_mean, np.max: _np_max, np.amax: _np_max,
+    np.min: _np_min, np.amin: _np_min, np.reshape: _np_reshape, np.ravel: _np_ravel,
+    np.transpose: _np_transpose, np.dot: _np_dot, np.where: _np_where,
+    np.linalg.norm: _np_norm,
+}
+_VALUE_FUNCTIONS = {
+    np.argmax, np.argmin, np.argsort, np.allclose, np.isclose, np.array_equal,
+    np.count_nonzero, np.nonzero, np.any, np.all, np.round, np.around,
+}
+_SHAPE_FUNCTIONS = {np.shape, np.ndim, np.size, np.zeros_like, np.ones_like}
