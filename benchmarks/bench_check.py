@@ -1,0 +1,101 @@
+"""How much a full numerical check costs, as a multiple of one backward pass.
+
+The network is micrograd's demo: an MLP 2-16-16-1 with relu, a hinge loss on
+one input point and an L2 penalty ``1e-4 * sum(p * p)`` (about 1,700 nodes,
+340 leaves). The target is ``check <= 5x backward``.
+
+For comparison it also times the naive way -- re-running the forward pass
+twice per leaf -- on a few leaves and scales that up to all of them.
+
+Run: ``python benchmarks/bench_check.py``.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from gradmagic import Value
+from gradmagic.check import check
+from gradmagic.nn import MLP
+from gradmagic.trace import Trace
+
+TARGET_RATIO = 5.0
+
+
+def _demo():
+    """The demo network, its input point and a function computing the loss."""
+    net = MLP(2, [16, 16, 1], activation="relu", seed=1337)
+    x = [Value(0.53, label="x0"), Value(-0.41, label="x1")]
+    y = -1
+
+    def loss():
+        score = net(x)
+        data_loss = (1 + -y * score).relu()
+        reg = 1e-4 * sum(p * p for p in net.parameters())
+        return data_loss + reg
+
+    return net, loss
+
+
+def _times(fn, repeats: int) -> list:
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _naive_seconds_per_leaf(net, loss, eps: float, leaves: int) -> float:
+    """Re-run the forward twice per parameter: the cost for one parameter."""
+    params = net.parameters()[:leaves]
+    start = time.perf_counter()
+    for p in params:
+        x = p.data
+        p.data = x + eps
+        up = loss().data
+        p.data = x - eps
+        down = loss().data
+        p.data = x
+        (up - down) / (2 * eps)
+    return (time.perf_counter() - start) / len(params)
+
+
+def main(repeats: int = 40) -> dict:
+    net, loss = _demo()
+    target = loss()
+    target.backward()
+    trace = Trace(target)
+    report = check(trace)
+    assert report.passed, report.verdict
+
+    backward, checking = [], []
+    for _ in range(repeats):  # interleaved, so background load hits both alike
+        backward += _times(target.backward, 3)
+        checking += _times(lambda: check(trace).passed, 1)
+    n_leaves = len(trace.leaves)
+    naive = _naive_seconds_per_leaf(net, loss, 1e-6, 20) * n_leaves
+
+    t_back = min(backward)
+    t_check = min(checking)
+    result = {
+        "nodes": len(trace.nodes),
+        "leaves": n_leaves,
+        "backward_ms": t_back * 1e3,
+        "check_ms": t_check * 1e3,
+        "ratio": t_check / t_back,
+        "ratio_median": statistics.median(checking) / statistics.median(backward),
+        "naive_ratio": naive / t_back,
+    }
+    print(f"bench_check: {result['nodes']} nodes, {result['leaves']} leaves")
+    print(f"  one backward pass        {result['backward_ms']:8.3f} ms")
+    print(f"  full numerical check     {result['check_ms']:8.3f} ms   "
+          f"ratio {result['ratio']:.2f}x (median {result['ratio_median']:.2f}x; "
+          f"target <= {TARGET_RATIO:g}x)")
+    print(f"  naive re-run, 2 per leaf {naive * 1e3:8.1f} ms   "
+          f"ratio {result['naive_ratio']:.0f}x (scaled up from 20 leaves)")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,707 @@
+"""The numerical check: finite differences beside every analytic gradient.
+
+:func:`check` measures ``d target / d leaf`` for every leaf with a central
+difference ``(f(x + eps) - f(x - eps)) / 2 eps`` and compares it with the
+gradient that backward computed. It never re-runs the user's cell (no side
+effect runs twice): it *replays* the recorded graph, node by node, with each
+operation's numpy forward from :mod:`gradmagic.ops`.
+
+All perturbations go through one replay. Each leaf's input is an array with
+one column per evaluation point -- column 0 unperturbed, then ``x + eps`` and
+``x - eps`` for every perturbed leaf -- so a single pass over the nodes
+computes every ``f(x ± eps e_i)`` at once, at the cost of a few numpy calls
+per node.
+
+:func:`expect` compares named gradients or values with expected numbers (for
+textbook cases and homework) and returns the same kind of report.
+
+A :class:`CheckReport` has ``.passed``, ``.rows`` (:class:`CheckRow`),
+``to_dict()``, ``assert_passed()`` and a text and an HTML view.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+
+from .engine import Value
+
+__all__ = ["check", "expect", "CheckReport", "CheckRow", "STATUSES"]
+
+STATUSES = {
+    "pass": "agrees within the tolerance",
+    "fail": "disagrees beyond the tolerance",
+    "kink": "disagrees where the target is not smooth (kink or jump within eps)",
+    "nonfinite": "a value is nan or infinite, so nothing can be compared",
+    "error": "could not be compared",
+}
+"""Row status → what it means. ``kink`` and ``nonfinite`` rows are flagged, not failed."""
+
+_OK = frozenset({"pass", "kink", "nonfinite"})
+_STATUS = ("pass", "fail", "kink", "nonfinite")  # the check's status codes 0..3
+_RANK = {"error": 0, "fail": 1, "nonfinite": 2, "kink": 3, "pass": 4}
+
+# Work limits of one check, in array elements: all the columns of all the
+# nodes (beyond it, leaves are sampled), and one replay chunk (memory).
+_WORK = 2 ** 25
+_CHUNK = 2 ** 22
+
+
+class CheckRow(NamedTuple):
+    """One comparison: a number from the trace (``got``) beside what it should be.
+
+    In a gradient check ``got`` is the analytic gradient and ``expected`` the
+    numerical slope (also available as ``.analytic`` and ``.numeric``); in an
+    :func:`expect` report ``expected`` is the number the caller gave.
+    """
+
+    name: str
+    got: Any
+    expected: Any
+    abs_err: float
+    rel_err: float
+    bound: float  # atol + rtol * |expected|: the row passes if abs_err <= bound
+    status: str  # a key of STATUSES
+    note: str = ""
+    index: Optional[int] = None  # the node's index in trace.nodes
+    count: int = 1  # elements compared (a tensor row shows its worst element)
+
+    @property
+    def ok(self) -> bool:
+        """True unless the row failed or could not be compared (flags are ok)."""
+        return self.status in _OK
+
+    @property
+    def analytic(self):
+        return self.got
+
+    @property
+    def numeric(self):
+        return self.expected
+
+    @property
+    def excess(self) -> float:
+        """abs_err / bound: above 1 means outside the tolerance."""
+        err, bound = self.abs_err, self.bound
+        if err != err:
+            return math.inf
+        if bound > 0:
+            return err / bound
+        return math.inf if err > 0 else 0.0
+
+    def sort_key(self):
+        """Worst first: errors, failures, flags, passes; then by excess."""
+        return (_RANK[self.status], -self.excess)
+
+    def to_dict(self, names=("got", "expected")) -> dict:
+        return {"name": self.name, "node": self.index, names[0]: _plain(self.got),
+                names[1]: _plain(self.expected), "abs_err": self.abs_err,
+                "rel_err": self.rel_err, "bound": self.bound, "status": self.status,
+                "note": self.note, "count": self.count}
+
+
+# a CheckRow from a full tuple of fields: CheckRow._make without its Python call
+_new_row = functools.partial(tuple.__new__, CheckRow)
+
+
+def _plain(x):
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+class CheckReport:
+    """The result of :func:`check` or :func:`expect`.
+
+    ``kind`` is ``"check"`` (analytic gradients against finite differences) or
+    ``"expect"`` (trace numbers against given answers). ``notes`` are
+    report-wide remarks (branch dependence, sampling, replay problems).
+    """
+
+    def __init__(self, rows, *, kind: str = "check", atol: float, rtol: float,
+                 eps: float | None = None, notes=(), replay_ok: bool = True,
+                 target: str = ""):
+        self.rows: list[CheckRow] = list(rows)
+        self.kind = kind
+        self.eps, self.atol, self.rtol = eps, atol, rtol
+        self.notes: list[str] = list(notes)
+        self.replay_ok = replay_ok
+        self.target = target
+
+    # ------------------------------------------------------------------ verdict
+    @property
+    def columns(self) -> tuple:
+        """Names of the two compared columns."""
+        return ("analytic", "numeric") if self.kind == "check" else ("got", "expected")
+
+    @property
+    def passed(self) -> bool:
+        return self.replay_ok and all(r.ok for r in self.rows)
+
+    @property
+    def failures(self) -> list:
+        """Rows that failed or could not be compared, worst first."""
+        return sorted((r for r in self.rows if not r.ok), key=CheckRow.sort_key)
+
+    @property
+    def flagged(self) -> list:
+        """Rows at a kink or with non-finite numbers: reported, not failed."""
+        return [r for r in self.rows if r.status in ("kink", "nonfinite")]
+
+    def worst_first(self) -> list:
+        return sorted(self.rows, key=CheckRow.sort_key)
+
+    @property
+    def verdict(self) -> str:
+        n = len(self.rows)
+        good = sum(r.ok for r in self.rows)
+        if self.kind == "expect":
+            text = f"{good} of {n} correct"
+        elif good == n:
+            text = (f"all {n} gradients match finite differences" if n != 1
+                    else "the gradient matches finite differences")
+        else:
+            text = f"{n - good} of {n} gradients disagree with finite differences"
+        flagged = len(self.flagged)
+        if flagged:
+            text += f" ({flagged} flagged)"
+        if not self.replay_ok:
+            text = "replay does not reproduce the run; " + text
+        return text
+
+    def assert_passed(self) -> None:
+        """Raise AssertionError naming the worst row unless the report passed."""
+        if self.passed:
+            return
+        lines = [self.verdict]
+        if not self.replay_ok:
+            lines += [n for n in self.notes if n.startswith("Replay mismatch")]
+        failures = self.failures
+        if failures:
+            lines.append("worst: " + _describe(failures[0], self.columns))
+            if len(failures) > 1:
+                lines.append(f"(and {len(failures) - 1} more: "
+                             + ", ".join(repr(r.name) for r in failures[1:6])
+                             + (", ..." if len(failures) > 6 else "") + ")")
+        raise AssertionError("\n".join(lines))
+
+    # ------------------------------------------------------------------ views
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "passed": self.passed, "verdict": self.verdict,
+                "target": self.target, "eps": self.eps, "atol": self.atol, "rtol": self.rtol,
+                "replay_ok": self.replay_ok, "notes": list(self.notes),
+                "rows": [r.to_dict(self.columns) for r in self.rows]}
+
+    def __str__(self):
+        from .render import report_text
+        return report_text(self)
+
+    def _repr_html_(self):
+        from .render import report_html
+        return report_html(self)
+
+    def __repr__(self):
+        return f"<CheckReport: {self.verdict}>"
+
+
+def _describe(row: CheckRow, columns) -> str:
+    where = f" (node #{row.index})" if row.index is not None else ""
+    if row.status == "error":
+        return f"{row.name!r}{where}: {row.note}"
+    if columns[0] == "analytic":
+        text = (f"{row.name!r}{where}: expected {_num(row.expected)} (numeric slope), "
+                f"got {_num(row.got)} (analytic gradient)")
+    else:
+        text = f"{row.name!r}{where}: expected {_num(row.expected)}, got {_num(row.got)}"
+    text += f"; |difference| {_num(row.abs_err)} > tolerance {_num(row.bound)}"
+    if row.note:
+        text += f" [{row.note}]"
+    return text
+
+
+def _num(x) -> str:
+    if isinstance(x, np.ndarray):
+        return np.array2string(x, precision=6, threshold=8)
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+# =========================================================================== the check
+def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
+          max_leaves="auto", max_elements: int = 200, seed: int = 0) -> CheckReport:
+    """Compare each leaf's analytic gradient with a central finite difference.
+
+    Parameters
+    ----------
+    trace:
+        A :class:`gradmagic.trace.Trace` (its graph is replayed, not re-run).
+    eps, atol, rtol:
+        Step and tolerance: a row passes if ``|analytic - numeric| <= atol +
+        rtol * |numeric|`` (the defaults are PyTorch gradcheck's).
+    max_leaves:
+        How many leaves to perturb: ``"auto"`` perturbs all of them unless the
+        graph is so large that it would be slow, then the named leaves and a
+        seeded random sample of the rest; ``None`` perturbs all; an int caps it.
+    max_elements:
+        At most this many elements of each array (tensor) leaf are perturbed,
+        chosen with ``seed``; its row shows the worst of them.
+    """
+    for name, x in (("eps", eps), ("atol", atol), ("rtol", rtol)):
+        if not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
+    if eps == 0:
+        raise ValueError("eps must be > 0")
+    plan = _Plan(trace)
+    slots, notes = plan.choose(max_leaves, max_elements, seed)
+    if trace.branch_dependent:
+        notes.insert(0, f"The cell's control flow depended on values "
+                        f"({trace.branch_events} comparison(s) or conversion(s) of a Value): "
+                        "this check holds for this branch only; other inputs may take "
+                        "another path.")
+    if getattr(trace, "float_conversions", 0):
+        notes.append(f"{trace.float_conversions} Value(s) were converted to plain floats "
+                     "during the run: anything computed from such a float is a constant in "
+                     "the graph, so neither backward nor this replay can see its effect.")
+    with np.errstate(all="ignore"):
+        measured = plan.measure(slots, eps)
+    replay_ok, note = plan.replay_agrees(measured.f0)
+    if note:
+        notes.append(note)
+    target = trace.target
+    if not _finite(measured.f0):
+        notes.append(f"The target is {measured.f0}: no slope can be measured.")
+    rows = _rows(plan, slots, measured, atol, rtol, trace)
+    return CheckReport(rows, kind="check", eps=eps, atol=atol, rtol=rtol, notes=notes,
+                       replay_ok=replay_ok, target=target.name)
+
+
+def _finite(x) -> bool:
+    try:
+        return bool(np.all(np.isfinite(x)))
+    except TypeError:
+        return False
+
+
+class _Measured:
+    """What one check measured, one entry per slot (perturbed element)."""
+
+    def __init__(self, f0, numeric, fwd, bwd, steps):
+        self.f0 = f0
+        self.numeric, self.fwd, self.bwd, self.steps = numeric, fwd, bwd, steps
+
+
+class _Plan:
+    """The replay program of a trace: its leaves, and each op node's forward.
+
+    ``program`` lists, in topological order, ``(node, forward, a, b, free_a,
+    free_b)``: the node computed from parents ``a`` and ``b`` (``b`` is -1 for a
+    unary op; -2 for a node with its own ``_replay``, whose ``a`` is the tuple
+    of parents and ``free_b`` the parents to free). ``free_*`` marks a parent's
+    last use, after which its array is dropped: the replay's working set then
+    stays small and numpy reuses hot memory instead of growing the heap.
+    """
+
+    def __init__(self, trace):
+        nodes, graph = trace.nodes, trace.graph
+        if len(nodes) != len(graph):
+            raise ValueError("this Trace's graph and node list differ; it cannot be replayed")
+        self.trace = trace
+        self.n = n = len(nodes)
+        self.target = trace.target.index
+        self.scalar_leaves = []  # node indices
+        self.array_leaves = []
+        self.kinks = []  # nodes where a subgradient was used
+        program = []
+        append = program.append
+        sizes = n
+        used = bytearray(n)  # walking backwards: has a later node read it?
+        used[self.target] = 1  # never freed
+        for i in range(n - 1, -1, -1):
+            node = nodes[i]
+            parents = node.parents
+            if node.kink:
+                self.kinks.append(i)
+            if node.shape is not None:
+                sizes += max(1, int(np.prod(node.shape))) - 1
+            if not parents:
+                if node.shape is None:
+                    self.scalar_leaves.append(i)
+                else:
+                    self.array_leaves.append(i)
+                continue
+            v = graph[i]
+            if v.__class__ is Value:  # Value._replay is its op's numpy forward
+                a = parents[0]
+                free_a = not used[a]
+                used[a] = 1
+                if len(parents) == 1:
+                    append((i, v._op.np, a, -1, free_a, False))
+                else:
+                    b = parents[1]
+                    free_b = not used[b]
+                    used[b] = 1
+                    append((i, v._op.np, a, b, free_a, free_b))
+                continue
+            fn = getattr(v, "_replay", None)
+            if fn is None:
+                raise TypeError(f"node #{i} ({type(v).__name__}, op {node.op!r}) has no "
+                                "_replay method, so the graph cannot be replayed")
+            free = tuple(p for p in set(parents) if not used[p])
+            for p in parents:
+                used[p] = 1
+            append((i, fn, parents, -2, False, free))
+        program.reverse()
+        self.program = program
+        self.scalar_leaves.reverse()
+        self.array_leaves.reverse()
+        self.sizes = sizes  # elements in one column of all the nodes
+
+    # ------------------------------------------------------------------ what to perturb
+    def choose(self, max_leaves, max_elements: int, seed: int):
+        """Slots to perturb: (leaf index, flat element or -1 for a scalar).
+
+        Returns the slots and notes on what was sampled.
+        """
+        nodes = self.trace.nodes
+        notes = []
+        rng = np.random.default_rng(seed)
+        leaves = self.scalar_leaves
+        if self.array_leaves:
+            leaves = sorted(leaves + self.array_leaves)
+        if max_leaves == "auto":
+            limit = max(50, _WORK // (2 * self.sizes))
+        elif max_leaves is None:
+            limit = len(leaves)
+        elif isinstance(max_leaves, int) and max_leaves > 0:
+            limit = max_leaves
+        else:
+            raise ValueError(f"max_leaves must be 'auto', None or an int > 0, got {max_leaves!r}")
+        if len(leaves) > limit:
+            named = [i for i in leaves if nodes[i].label][:limit]
+            rest = np.array([i for i in leaves if not nodes[i].label], dtype=int)
+            extra = rng.choice(rest, size=min(len(rest), limit - len(named)), replace=False)
+            chosen = sorted(named + extra.tolist())
+            notes.append(f"Checked {len(chosen):,} of {len(leaves):,} leaves (the named ones "
+                         f"first, then a random sample with seed {seed}) to keep the check "
+                         "fast; pass max_leaves=None to check them all.")
+            leaves = chosen
+        if not self.array_leaves:
+            return [(i, -1) for i in leaves], notes
+        slots = []
+        for i in leaves:
+            shape = nodes[i].shape
+            if shape is None:
+                slots.append((i, -1))
+                continue
+            size = int(np.prod(shape))
+            if size > max_elements:
+                elems = np.sort(rng.choice(size, size=max_elements, replace=False))
+                notes.append(f"{nodes[i].name}: {max_elements} of its {size:,} elements "
+                             f"perturbed (random sample, seed {seed}).")
+            else:
+                elems = np.arange(size)
+            slots.extend((i, int(e)) for e in elems)
+        return slots, notes
+
+    # ------------------------------------------------------------------ replay
+    def measure(self, slots, eps: float) -> _Measured:
+        """Replay the graph for every slot, in as few chunks as memory allows."""
+        per_chunk = max(1, (_CHUNK // self.sizes - 1) // 2)
+        parts = []
+        for start in range(0, max(len(slots), 1), per_chunk):
+            vals, steps = self._replay(slots[start:start + per_chunk], eps)
+            parts.append((self._target_column(vals), steps))
+        f0 = parts[0][0][0]
+        f = np.concatenate([p[0][1:] for p in parts])
+        hp = np.concatenate([p[1][0] for p in parts])
+        hm = np.concatenate([p[1][1] for p in parts])
+        plus, minus = f[0::2], f[1::2]
+        steps = hp + hm
+        return _Measured(f0, (plus - minus) / steps, (plus - f0) / hp, (f0 - minus) / hm,
+                         steps)
+
+    def _target_column(self, vals):
+        f = np.asarray(vals[self.target], dtype=float)
+        if f.ndim > 1:
+            if f[0].size != 1:
+                raise ValueError(f"the target has shape {f.shape[1:]}; the numerical check "
+                                 "needs a scalar target")
+            f = f.reshape(len(f))
+        return f
+
+    def _leaf_inputs(self, slots, eps: float):
+        """The leaves' column arrays, and the actual steps up and down per slot.
+
+        Column 0 is unperturbed; slot ``j`` is perturbed by +eps in column
+        ``2j + 1`` and by -eps in column ``2j + 2``. The steps are the actual
+        ``(x + eps) - x`` and ``x - (x - eps)`` after float rounding.
+        """
+        nodes = self.trace.nodes
+        n_slots = len(slots)
+        k = 1 + 2 * n_slots
+        vals = [None] * self.n
+        hp = np.empty(n_slots)
+        hm = np.empty(n_slots)
+        slot_node = np.array([s[0] for s in slots], dtype=int)
+        slot_elem = np.array([s[1] for s in slots], dtype=int)
+        plus = np.arange(n_slots) * 2 + 1  # the column of slot j's x + eps
+        sl = self.scalar_leaves  # one matrix, a row per leaf
+        if sl:
+            base = np.array([nodes[i].data for i in sl], dtype=float)
+            m = np.repeat(base[:, None], k, axis=1)
+            row_of = np.full(self.n, -1)
+            row_of[sl] = np.arange(len(sl))
+            pick = np.flatnonzero(slot_elem < 0)
+            if pick.size:
+                rows, c = row_of[slot_node[pick]], plus[pick]
+                m[rows, c] += eps
+                m[rows, c + 1] -= eps
+                hp[pick] = m[rows, c] - base[rows]
+                hm[pick] = base[rows] - m[rows, c + 1]
+            for leaf, row in zip(sl, m):
+                vals[leaf] = row
+        for leaf in self.array_leaves:  # (k, *shape) each
+            data = np.asarray(nodes[leaf].data, dtype=float)
+            flat = data.reshape(-1)
+            arr = np.repeat(flat[None, :], k, axis=0)
+            pick = np.flatnonzero(slot_node == leaf)
+            if pick.size:
+                elems, c = slot_elem[pick], plus[pick]
+                arr[c, elems] += eps
+                arr[c + 1, elems] -= eps
+                hp[pick] = arr[c, elems] - flat[elems]
+                hm[pick] = flat[elems] - arr[c + 1, elems]
+            vals[leaf] = arr.reshape((k,) + data.shape)
+        return vals, (hp, hm)
+
+    def _replay(self, slots, eps: float, keep: bool = False):
+        """One pass over the nodes: every node's column array (``keep``) or the target's."""
+        vals, steps = self._leaf_inputs(slots, eps)
+        if keep:
+            for out, fn, a, b, _, _ in self.program:
+                if b >= 0:
+                    vals[out] = fn(vals[a], vals[b])
+                elif b == -1:
+                    vals[out] = fn(vals[a])
+                else:
+                    vals[out] = fn([vals[i] for i in a])
+            return vals, steps
+        for out, fn, a, b, free_a, free_b in self.program:
+            if b >= 0:
+                vals[out] = fn(vals[a], vals[b])
+                if free_b:
+                    vals[b] = None
+            elif b == -1:
+                vals[out] = fn(vals[a])
+            else:
+                vals[out] = fn([vals[i] for i in a])
+                for i in free_b:
+                    vals[i] = None
+            if free_a:
+                vals[a] = None
+        return vals, steps
+
+    def replay_agrees(self, f0):
+        """(ok, note): does the unperturbed replay give the recorded target value?"""
+        recorded = self.trace.target.data
+        if _same(f0, recorded):
+            return True, ""
+        vals, _ = self._replay([], 1.0, keep=True)
+        first = ""
+        for node in self.trace.nodes:
+            got = np.asarray(vals[node.index])[0]
+            if not _same(got, node.data):
+                first = f" (it first differs at node #{node.index} {node.name!r}"
+                if node.shape is None:
+                    first += f": replayed {_num(float(got))}, recorded {_num(node.data)}"
+                first += ")"
+                break
+        return False, (f"Replay mismatch: replaying the graph gives {_num(float(f0))} but the "
+                       f"run recorded {_num(recorded)}{first}. The numerical check is not "
+                       "trustworthy: an op's numpy forward differs from its float forward, "
+                       "or a node was changed after the run.")
+
+
+def _same(a, b) -> bool:
+    """Equal up to float rounding (nan equals nan)."""
+    if isinstance(b, (int, float)) and not isinstance(a, np.ndarray):
+        a = float(a)
+        return a == b or abs(a - b) <= 1e-12 + 1e-9 * abs(b) or (a != a and b != b)
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        return False
+    return bool(np.all(np.isclose(a, b, rtol=1e-9, atol=1e-12, equal_nan=True)
+                       | (a == b)))
+
+
+def _rows(plan, slots, m: _Measured, atol, rtol, trace) -> list:
+    """One row per scalar leaf, one summary row per array leaf."""
+    nodes = trace.nodes
+    analytic = np.array([nodes[i].grad if e < 0 else np.asarray(nodes[i].grad).flat[e]
+                         for i, e in slots], dtype=float)
+    numeric = m.numeric
+    abs_err = np.abs(analytic - numeric)
+    mag = np.abs(numeric)
+    with np.errstate(all="ignore"):
+        rel_err = np.where(abs_err == 0, 0.0, abs_err / mag)
+        bound = atol + rtol * mag
+        finite = np.isfinite(analytic) & np.isfinite(numeric)
+        close = abs_err <= bound
+        fwd, bwd = m.fwd, m.bwd
+        jump = np.abs(fwd - bwd) > atol + rtol * np.maximum(np.abs(fwd), np.abs(bwd))
+    status = np.where(~finite, 3, np.where(close, 0, np.where(jump, 2, 1)))
+    kinks = _kink_reach(trace, plan.kinks)
+    a_l, n_l, e_l, r_l, b_l, s_l = (analytic.tolist(), numeric.tolist(), abs_err.tolist(),
+                                    rel_err.tolist(), bound.tolist(), status.tolist())
+    if not plan.array_leaves:  # one row per slot
+        index = [i for i, _ in slots]
+        notes = [""] * len(slots)
+        for j in (range(len(slots)) if kinks else np.flatnonzero(status).tolist()):
+            notes[j] = _note(s_l[j], j, m, a_l[j], nodes[index[j]], kinks)
+        return list(map(_new_row, zip(
+            [nodes[i].name for i in index], a_l, n_l, e_l, r_l, b_l,
+            [_STATUS[s] for s in s_l], notes, index, [1] * len(slots))))
+    rows = []
+    j = 0
+    while j < len(slots):
+        leaf, elem = slots[j]
+        node = nodes[leaf]
+        if elem < 0:
+            s = s_l[j]
+            rows.append(CheckRow(node.name, a_l[j], n_l[j], e_l[j], r_l[j], b_l[j], _STATUS[s],
+                                 _note(s, j, m, a_l[j], node, kinks), leaf))
+            j += 1
+            continue
+        end = j
+        while end < len(slots) and slots[end][0] == leaf:
+            end += 1
+        rows.append(_array_row(node, slots, j, end, status, m, analytic, abs_err, rel_err,
+                               bound, kinks))
+        j = end
+    return rows
+
+
+def _array_row(node, slots, start, end, status, m, analytic, abs_err, rel_err, bound,
+               kinks) -> CheckRow:
+    """The worst of an array leaf's perturbed elements, as one row."""
+    part = slice(start, end)
+    rank = np.array([_RANK[_STATUS[s]] for s in status[part].tolist()])
+    excess = np.where(np.isnan(abs_err[part]), np.inf, abs_err[part] / bound[part])
+    w = start + int(np.lexsort((-excess, rank))[0])
+    s = int(status[w])
+    shape = node.shape
+    where = np.unravel_index(slots[w][1], shape)
+    count = end - start
+    total = int(np.prod(shape))
+    sampled = f"{count} of {total:,} elements" if count < total else f"all {count} elements"
+    bad = int(np.sum(status[part] != 0))
+    note = f"worst element {tuple(int(x) for x in where)} of {sampled}"
+    if bad:
+        note += f"; {bad} not passing"
+    extra = _note(s, w, m, float(analytic[w]), node, kinks)
+    if extra:
+        note += "; " + extra
+    return CheckRow(node.name, float(analytic[w]), float(m.numeric[w]), float(abs_err[w]),
+                    float(rel_err[w]), float(bound[w]), _STATUS[s], note, node.index, count)
+
+
+def _note(s: int, j: int, m: _Measured, analytic: float, node, kinks) -> str:
+    """Why a row is flagged or failed, in words."""
+    if s == 3:
+        if not _finite(m.f0):
+            return "the target is not finite"
+        if not math.isfinite(analytic):
+            return f"analytic gradient is {analytic}"
+        if m.steps[j] == 0:
+            return f"eps is too small to change {node.name} = {node.data}"
+        return "f(x ± eps) is not finite"
+    kink = kinks.get(node.index)
+    if s == 2:
+        text = (f"one-sided slopes differ ({m.fwd[j]:.6g} from the right, "
+                f"{m.bwd[j]:.6g} from the left)")
+        return text + (f": {kink}" if kink else ": a kink or jump within eps")
+    if kink:
+        return ("passes " + kink) if s == 0 else kink
+    return ""
+
+
+def _kink_reach(trace, kinks) -> dict:
+    """leaf index → description of a kink node it feeds (only leaves that do)."""
+    if not kinks:
+        return {}
+    nodes = trace.nodes
+    where = {}
+    for node in reversed(nodes):
+        if node.kink and node.index not in where:
+            where[node.index] = f"{node.op} at a non-differentiable point (node #{node.index})"
+        reach = where.get(node.index)
+        if reach:
+            for p in node.parents:
+                where.setdefault(p, reach)
+    return {i: text for i, text in where.items() if nodes[i].is_leaf}
+
+
+# =========================================================================== expect
+def expect(trace, mapping, atol: float = 1e-5, rtol: float = 1e-3) -> CheckReport:
+    """Compare named gradients (``"x"`` or ``"x.grad"``) and values (``"x.data"``).
+
+    ``mapping`` is a dict or a list of (name, expected) pairs. A name with no
+    node is an ``error`` row, never skipped. The verdict reads "3 of 4 correct".
+    """
+    items = mapping.items() if isinstance(mapping, dict) else mapping
+    rows = []
+    for pair in items:
+        try:
+            key, want = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"expect() needs a dict or (name, expected) pairs, got {pair!r}")
+        rows.append(_expect_row(trace, str(key), want, atol, rtol))
+    notes = []
+    if trace.branch_dependent:
+        notes.append("The cell's control flow depended on values: these numbers hold for "
+                     "this branch.")
+    return CheckReport(rows, kind="expect", atol=atol, rtol=rtol, notes=notes,
+                       target=trace.target.name)
+
+
+def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
+    name, attr = key, "grad"
+    for suffix in (".data", ".grad"):
+        if key.endswith(suffix):
+            name, attr = key[:-len(suffix)], suffix[1:]
+    try:
+        node = trace.node(name)
+    except KeyError:
+        return _error_row(key, want, f"no node named {name!r}")
+    got = getattr(node, attr)
+    try:
+        w = np.asarray(want, dtype=float)
+    except (TypeError, ValueError):
+        return _error_row(key, want, f"expected value {want!r} is not a number", node.index)
+    g = np.asarray(got, dtype=float)
+    if w.shape != g.shape:
+        return _error_row(key, want, f"{attr} has shape {g.shape}, expected shape {w.shape}",
+                          node.index, got)
+    with np.errstate(all="ignore"):
+        err = np.where((w == g) | (np.isnan(w) & np.isnan(g)), 0.0, np.abs(g - w))
+        bound = atol + rtol * np.abs(w)
+        rel = np.where(err == 0, 0.0, err / np.abs(w))
+        excess = np.where(np.isnan(err), np.inf, err / np.where(bound > 0, bound, np.inf))
+    worst = int(np.argmax(excess)) if excess.size else 0
+    e, b, r = (float(err.flat[worst]), float(bound.flat[worst]), float(rel.flat[worst]))
+    ok = bool(np.all((err <= bound) | (err == 0)))
+    note = ""
+    if g.size > 1:
+        note = f"worst element {np.unravel_index(worst, g.shape)} of {g.size}"
+    return CheckRow(key, got, want, e, r, b, "pass" if ok else "fail", note, node.index,
+                    int(g.size))
+
+
+def _error_row(key, want, note, index=None, got=None) -> CheckRow:
+    return CheckRow(key, got, want, math.nan, math.nan, math.nan, "error", note, index)

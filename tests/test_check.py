@@ -1,0 +1,423 @@
+"""The numerical check (gradmagic.check): replayed finite differences and reports."""
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gradmagic import Value
+from gradmagic import check as check_module
+from gradmagic.check import CheckReport, check, expect
+from gradmagic.engine import _make_binary, _make_unary
+from gradmagic.nn import MLP
+from gradmagic.ops import OPS
+from gradmagic.trace import Trace
+
+
+def traced(target, **kwargs):
+    target.backward()
+    return Trace(target, **kwargs)
+
+
+def leaf(x, label):
+    return Value(x, label=label)
+
+
+def walkthrough():
+    """micrograd's L = (a*b + c) * f, gradients known by hand."""
+    a, b, c, f = leaf(2.0, "a"), leaf(-3.0, "b"), leaf(10.0, "c"), leaf(-2.0, "f")
+    e = a * b
+    d = e + c
+    L = d * f
+    L.label = "L"
+    return traced(L)
+
+
+def row(report, name):
+    (found,) = [r for r in report.rows if r.name == name]
+    return found
+
+
+# --------------------------------------------------------------------------- correct graphs
+def test_walkthrough_passes_with_numeric_slopes_beside_hand_gradients():
+    report = check(walkthrough())
+    assert report.passed and report.kind == "check"
+    hand = {"a": 6.0, "b": -4.0, "c": -2.0, "f": 4.0}
+    assert {r.name for r in report.rows} == set(hand)
+    for name, grad in hand.items():
+        r = row(report, name)
+        assert r.analytic == grad
+        assert r.numeric == pytest.approx(grad, rel=1e-7)
+        assert r.abs_err == pytest.approx(abs(r.analytic - r.numeric), abs=1e-15)
+        assert r.bound == pytest.approx(1e-5 + 1e-3 * abs(r.numeric))
+        assert r.status == "pass"
+    assert "all 4 gradients match" in report.verdict
+
+
+def test_trace_check_uses_options_for_tolerances():
+    a = leaf(2.0, "a")
+    trace = traced(a * a, options={"eps": 1e-3, "atol": 0.0, "rtol": 0.0})
+    report = trace.check()
+    assert report.eps == 1e-3 and report.atol == 0.0 and report.rtol == 0.0
+    assert row(report, "a").bound == 0.0
+    assert trace.check(eps=1e-4).eps == 1e-4
+
+
+def test_every_leaf_is_checked_including_constants_and_ints():
+    x = leaf(3, "x")  # an int leaf
+    y = x ** 2 + 5 * x  # 2 and 5 become constant leaves
+    report = check(traced(y))
+    assert len(report.rows) == 3
+    assert row(report, "x").numeric == pytest.approx(11.0, rel=1e-7)
+    two = row(report, "2")  # d/dn x**n = x**n ln x
+    assert two.numeric == pytest.approx(9 * math.log(3), rel=1e-6)
+    assert report.passed
+
+
+def test_target_that_is_a_leaf():
+    report = check(traced(leaf(1.5, "x")))
+    assert report.passed and row(report, "x").numeric == pytest.approx(1.0)
+
+
+def test_mlp_with_hinge_and_l2_passes():
+    net = MLP(2, [4, 4, 1], seed=3)
+    x = [leaf(0.3, "x0"), leaf(-0.8, "x1")]
+    loss = (1 - 1 * net(x)).relu() + 1e-4 * sum(p * p for p in net.parameters())
+    report = check(traced(loss))
+    assert report.passed, report.verdict
+    assert len(report.rows) == len(Trace(loss).leaves)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.2, 3.0), st.floats(-2.0, 2.0), st.sampled_from(
+    ["tanh", "sigmoid", "exp", "sin", "cos", "log", "sqrt"]))
+def test_random_smooth_expressions_pass(x0, y0, name):
+    x, y = leaf(x0, "x"), leaf(y0, "y")
+    z = getattr(x * y + x, name)() if name not in ("log", "sqrt") else getattr(x * x + 1, name)()
+    out = z * y - x / (1 + y * y)
+    assert check(traced(out)).passed
+
+
+def test_numeric_slopes_match_pytorch_float64():
+    torch = pytest.importorskip("torch")
+    x, y = leaf(0.7, "x"), leaf(-1.3, "y")
+    out = (x * y).tanh() * x.exp() + y ** 2 / x
+    report = check(traced(out))
+    tx = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor(-1.3, dtype=torch.float64, requires_grad=True)
+    ((tx * ty).tanh() * tx.exp() + ty ** 2 / tx).backward()
+    assert row(report, "x").numeric == pytest.approx(tx.grad.item(), rel=1e-6)
+    assert row(report, "y").numeric == pytest.approx(ty.grad.item(), rel=1e-6)
+
+
+# --------------------------------------------------------------------------- wrong derivatives
+def wrong_tanh():
+    """tanh whose table entry (a copy) says the derivative is 1 - out (it is 1 - out²)."""
+    bad = dataclasses.replace(OPS["tanh"], df=lambda x, out: 1.0 - out)
+    return _make_unary(bad)
+
+
+def test_a_wrong_derivative_in_a_copied_op_is_caught():
+    x, w = leaf(0.5, "x"), leaf(-1.2, "w")
+    n = x * w + 0.3
+    out = wrong_tanh()(n) * 2.0
+    report = check(traced(out))
+    assert OPS["tanh"].df(0.1, math.tanh(0.1)) != 1.0 - math.tanh(0.1)  # table untouched
+    assert not report.passed
+    assert row(report, "x").status == "fail" and row(report, "w").status == "fail"
+    true_dx = 2.0 * (1 - math.tanh(-0.3) ** 2) * -1.2
+    assert row(report, "x").numeric == pytest.approx(true_dx, rel=1e-6)
+    assert row(report, "x").analytic != pytest.approx(true_dx, rel=1e-3)
+    assert "disagree" in report.verdict
+
+
+def test_a_wrong_binary_derivative_fails_only_the_leaves_it_feeds():
+    bad_mul = _make_binary(dataclasses.replace(OPS["*"], df=lambda x, y, out: (x, y)))[0]
+    a, b, c = leaf(2.0, "a"), leaf(5.0, "b"), leaf(7.0, "c")
+    out = bad_mul(a, b) + c * c
+    report = check(traced(out))
+    assert {r.name: r.status for r in report.rows} == {"a": "fail", "b": "fail", "c": "pass"}
+
+
+def test_assert_passed_names_the_worst_node_with_expected_got_and_tolerance():
+    bad_mul = _make_binary(dataclasses.replace(OPS["*"], df=lambda x, y, out: (x, y)))[0]
+    a, b = leaf(2.0, "a"), leaf(50.0, "b")
+    # da = 2 (should be 50) and db = 50 (should be 2): both off by 48, but b's
+    # tolerance is the tighter one, so b is the worst
+    report = check(traced(bad_mul(a, b)))
+    with pytest.raises(AssertionError) as info:
+        report.assert_passed()
+    message = str(info.value)
+    worst = message.split("worst:")[1].split("\n")[0]
+    assert "'b'" in worst and "expected 2 " in worst and "got 50 " in worst
+    assert "tolerance 0.00201" in worst  # 1e-5 + 1e-3 * 2
+    assert "'a'" in message.split("worst:")[1].split("\n")[1]  # listed among the others
+
+
+def test_assert_passed_is_silent_when_passed():
+    walkthrough_report = check(walkthrough())
+    assert walkthrough_report.assert_passed() is None
+
+
+def test_replay_mismatch_is_reported_and_fails():
+    """An op whose numpy forward disagrees with its float forward."""
+    odd_exp = _make_unary(dataclasses.replace(OPS["exp"], np=np.expm1))
+    x = leaf(0.5, "x")
+    trace = traced(odd_exp(x) * 3.0)
+    report = check(trace)
+    assert not report.replay_ok and not report.passed
+    (note,) = [n for n in report.notes if n.startswith("Replay mismatch")]
+    exp_node = next(n for n in trace.nodes if n.op == "exp")
+    assert f"node #{exp_node.index} '(exp)'" in note
+    with pytest.raises(AssertionError, match="Replay mismatch"):
+        report.assert_passed()
+
+
+def test_leaf_changed_after_the_run_does_not_change_the_check():
+    a = leaf(2.0, "a")
+    trace = traced(a * a)
+    a.data = 100.0  # an optimizer step after the run: the snapshot is what counts
+    report = check(trace)
+    assert report.replay_ok and row(report, "a").numeric == pytest.approx(4.0)
+
+
+# --------------------------------------------------------------------------- flags
+def test_relu_at_zero_is_flagged_as_kink_not_failed():
+    x, y = leaf(0.0, "x"), leaf(3.0, "y")
+    report = check(traced(x.relu() * y))
+    r = row(report, "x")
+    assert r.status == "kink"
+    assert "relu" in r.note and "one-sided" in r.note
+    assert report.passed and r in report.flagged
+    assert "flagged" in report.verdict
+
+
+def test_abs_at_zero_passes_with_a_note():
+    """The central difference of |x| at 0 is 0, which is the subgradient used."""
+    x = leaf(0.0, "x")
+    r = row(check(traced(abs(x) + 1.0)), "x")
+    assert r.status == "pass" and r.note.startswith("passes abs")
+
+
+def test_wrong_derivative_is_not_excused_by_an_unrelated_kink():
+    x, z = leaf(0.4, "x"), leaf(0.0, "z")
+    out = wrong_tanh()(x) + z.relu()
+    report = check(traced(out))
+    assert row(report, "x").status == "fail"
+    assert row(report, "z").status == "kink"
+
+
+def test_jump_in_a_piecewise_constant_op_is_flagged():
+    x = leaf(2.0, "x")  # floor jumps at 2
+    r = row(check(traced(x.__floor__() + x)), "x")
+    assert r.status == "kink" and "jump" in r.note
+
+
+@pytest.mark.parametrize("make, expect_note", [
+    (lambda x: x.log(), "target is not finite"),  # log(-1) = nan
+    (lambda x: (x + 1.0).sqrt(), "analytic gradient is inf"),  # sqrt at 0
+])
+def test_non_finite_values_are_flagged(make, expect_note):
+    x = leaf(-1.0, "x")
+    report = check(traced(make(x)))
+    r = row(report, "x")
+    assert r.status == "nonfinite" and expect_note in r.note
+    assert report.passed and r in report.flagged
+
+
+def test_eps_too_small_for_a_big_leaf_is_explained():
+    x = leaf(1e12, "x")
+    r = row(check(traced(x * 2.0), eps=1e-6), "x")
+    assert r.status == "nonfinite" and "eps is too small" in r.note
+
+
+def test_branch_dependent_runs_say_the_check_holds_for_this_branch():
+    x = leaf(2.0, "x")
+    report = check(traced(x * x, branch_events=3))
+    assert report.passed
+    assert any("this branch" in n and "3" in n for n in report.notes)
+    assert "this branch" in str(report)
+
+
+def test_float_conversions_are_mentioned():
+    x = leaf(2.0, "x")
+    report = check(traced(x * 3.0, float_conversions=1))
+    assert any("converted to plain floats" in n for n in report.notes)
+
+
+# --------------------------------------------------------------------------- size and sampling
+def test_sampling_leaves_keeps_named_ones_and_says_so():
+    xs = [leaf(0.1 * i, f"x{i}") if i < 3 else Value(0.1 * i) for i in range(30)]
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x * x
+    report = check(traced(total), max_leaves=8)
+    assert len(report.rows) == 8
+    assert {"x0", "x1", "x2"} <= {r.name for r in report.rows}
+    assert any("Checked 8 of 30 leaves" in n for n in report.notes)
+    assert report.passed
+    again = check(Trace(total), max_leaves=8)
+    assert [r.index for r in again.rows] == [r.index for r in report.rows]  # seeded
+
+
+def test_replay_in_several_chunks_matches_one_chunk(monkeypatch):
+    xs = [leaf(0.3 + 0.1 * i, f"x{i}") for i in range(12)]
+    out = xs[0]
+    for x in xs[1:]:
+        out = (out * x).tanh() + x
+    trace = traced(out)
+    whole = check(trace)
+    monkeypatch.setattr(check_module, "_CHUNK", 3 * len(trace.nodes))  # one slot a chunk
+    parts = check(trace)
+    assert [r.numeric for r in parts.rows] == pytest.approx([r.numeric for r in whole.rows],
+                                                             rel=1e-12)
+    assert parts.passed
+
+
+@pytest.mark.parametrize("kwargs", [{"eps": 0}, {"eps": -1e-6}, {"atol": -1},
+                                    {"rtol": float("nan")}, {"max_leaves": 0}])
+def test_bad_settings_get_a_clear_message(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        check(walkthrough(), **kwargs)
+
+
+# --------------------------------------------------------------------------- array leaves
+class Grid:
+    """A minimal array node (the contract tensor nodes follow for the check).
+
+    ``_replay(inputs)`` receives arrays with a leading perturbation axis.
+    """
+
+    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark", "fn")
+
+    def __init__(self, data, label="", parents=(), fn=None, op=""):
+        self.data = data
+        self.grad = np.zeros_like(data, dtype=float)
+        self.label = label
+        self._a = parents[0] if parents else None
+        self._b = parents[1] if len(parents) > 1 else None
+        self._mark = None
+        self._op = op or None
+        self.fn = fn
+
+    op = property(lambda self: self._op or "")
+    parents = property(lambda self: tuple(p for p in (self._a, self._b) if p is not None))
+    kink = False
+
+    def _replay(self, inputs):
+        return self.fn(*inputs)
+
+
+def weighted_square_sum(shape, wrong_at=None):
+    """out = sum(W**2 * C): dout/dW = 2 W C."""
+    rng = np.random.default_rng(1)
+    w = Grid(rng.normal(size=shape), "W")
+    c = Grid(rng.uniform(0.5, 1.5, size=shape), "C")
+    axes = tuple(range(1, len(shape) + 1))
+    out = Grid(np.sum(w.data ** 2 * c.data), "out", (w, c),
+               lambda a, b: np.sum(a ** 2 * b, axis=axes), op="sumsq")
+    out.grad = 1.0
+    w.grad = 2 * w.data * c.data
+    c.grad = w.data ** 2
+    if wrong_at is not None:
+        w.grad[wrong_at] += 0.5
+    return Trace(out), w
+
+
+def test_array_leaves_get_one_summary_row_each():
+    trace, _ = weighted_square_sum((3, 4))
+    report = check(trace)
+    assert report.passed
+    assert [r.name for r in report.rows] == ["C", "W"] or \
+        sorted(r.name for r in report.rows) == ["C", "W"]
+    w = row(report, "W")
+    assert w.count == 12 and "all 12 elements" in w.note
+
+
+def test_large_array_leaves_are_sampled_and_a_wrong_element_is_found():
+    trace, _ = weighted_square_sum((30, 30), wrong_at=None)
+    report = check(trace)
+    w = row(report, "W")
+    assert w.count == 200 and "200 of 900" in w.note
+    assert any("W: 200 of its 900 elements" in n for n in report.notes)
+    # the sample is seeded: a wrong element inside it is always caught
+    slots, _ = check_module._Plan(trace).choose("auto", 200, 0)
+    sampled = [e for i, e in slots if trace.nodes[i].label == "W"]
+    bad = np.unravel_index(sampled[17], (30, 30))
+    trace, _ = weighted_square_sum((30, 30), wrong_at=bad)
+    w = row(check(trace), "W")
+    assert w.status == "fail" and str(tuple(int(i) for i in bad)) in w.note
+
+
+# --------------------------------------------------------------------------- the report
+def test_to_dict_is_json_ready_and_complete():
+    report = check(walkthrough())
+    data = report.to_dict()
+    assert data["passed"] is True and data["kind"] == "check"
+    assert data["eps"] == 1e-6 and data["atol"] == 1e-5 and data["rtol"] == 1e-3
+    assert len(data["rows"]) == 4
+    first = data["rows"][0]
+    assert set(first) >= {"name", "node", "analytic", "numeric", "abs_err", "rel_err",
+                          "bound", "status", "note"}
+    assert json.loads(json.dumps(data))["verdict"] == report.verdict
+
+
+def test_text_and_html_views_show_the_bound_and_worst_first():
+    bad_mul = _make_binary(dataclasses.replace(OPS["*"], df=lambda x, y, out: (x, y)))[0]
+    a, b, c = leaf(2.0, "a"), leaf(50.0, "b"), leaf(1.0, "c")
+    report = check(traced(bad_mul(a, b) + c))
+    text = str(report)
+    lines = text.splitlines()
+    assert lines[0].startswith("✗")
+    body = [ln for ln in lines if ln.startswith(("a ", "b ", "c "))]
+    assert [ln[0] for ln in body] == ["b", "a", "c"]  # worst first (largest err/bound)
+    assert "bound" in text
+    page = report._repr_html_()
+    assert page.index(">b<") < page.index(">a<") < page.index(">c<")
+    assert "0.00201" in page and "<table" in page  # b's bound
+    assert repr(report).startswith("<CheckReport:")
+
+
+# --------------------------------------------------------------------------- expect
+def test_expect_verdict_unknown_names_and_data_keys():
+    trace = walkthrough()
+    report = expect(trace, {"a": 6.0, "b.grad": -4, "L.data": -8.0, "c": 99.0, "zz": 1.0},
+                    atol=1e-9, rtol=0)
+    assert isinstance(report, CheckReport) and report.kind == "expect"
+    assert report.verdict == "3 of 5 correct"
+    assert not report.passed
+    statuses = {r.name: r.status for r in report.rows}
+    assert statuses == {"a": "pass", "b.grad": "pass", "L.data": "pass", "c": "fail",
+                        "zz": "error"}
+    assert row(report, "zz").note == "no node named 'zz'"
+    assert row(report, "c").got == -2.0 and row(report, "c").expected == 99.0
+    with pytest.raises(AssertionError, match="'zz'.*no node named"):
+        report.assert_passed()
+    assert report.to_dict()["rows"][0].keys() >= {"got", "expected"}
+
+
+def test_expect_accepts_pairs_and_uses_trace_tolerances():
+    trace = walkthrough()
+    trace.options.update(atol=0.5, rtol=0.0)
+    report = trace.expect([("a", 6.4), ("f", 4)])
+    assert report.passed and report.verdict == "2 of 2 correct"
+
+
+def test_expect_bad_expected_values_are_error_rows():
+    trace = walkthrough()
+    report = expect(trace, {"a": "six", "b": [1.0, 2.0]})
+    assert [r.status for r in report.rows] == ["error", "error"]
+    assert "not a number" in report.rows[0].note and "shape" in report.rows[1].note
+    with pytest.raises(TypeError, match="pairs"):
+        expect(trace, [("a", 1.0, 2.0)])
+
+
+def test_expect_compares_nan_with_nan():
+    x = leaf(-1.0, "x")
+    y = x.log()
+    y.label = "y"
+    trace = traced(y)
+    assert expect(trace, {"y.data": float("nan"), "x.data": -1.0}).passed
+    assert not expect(trace, {"x.grad": float("nan")}).passed  # the grad is -1
