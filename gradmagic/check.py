@@ -316,6 +316,7 @@ class _Plan:
         self.scalar_leaves = []  # node indices
         self.array_leaves = []
         self.kinks = []  # nodes where a subgradient was used
+        self.constants = []  # leaves that asked for no gradient (requires_grad=False)
         program = []
         append = program.append
         sizes = n
@@ -333,6 +334,8 @@ class _Plan:
                     self.scalar_leaves.append(i)
                 else:
                     self.array_leaves.append(i)
+                if not getattr(graph[i], "requires_grad", True):
+                    self.constants.append(i)
                 continue
             v = graph[i]
             if v.__class__ is Value:  # Value._replay is its op's numpy forward
@@ -373,6 +376,13 @@ class _Plan:
         leaves = self.scalar_leaves
         if self.array_leaves:
             leaves = sorted(leaves + self.array_leaves)
+        if self.constants:
+            fixed = set(self.constants)
+            leaves = [i for i in leaves if i not in fixed]
+            names = ", ".join(nodes[i].name for i in sorted(fixed)[:5])
+            notes.append(f"{len(fixed)} constant lea{'f' if len(fixed) == 1 else 'ves'} "
+                         f"(requires_grad=False: {names}{', ...' if len(fixed) > 5 else ''}) "
+                         "not checked.")
         if max_leaves == "auto":
             limit = max(50, _WORK // (2 * self.sizes))
         elif max_leaves is None:

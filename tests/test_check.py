@@ -421,3 +421,45 @@ def test_expect_compares_nan_with_nan():
     trace = traced(y)
     assert expect(trace, {"y.data": float("nan"), "x.data": -1.0}).passed
     assert not expect(trace, {"x.grad": float("nan")}).passed  # the grad is -1
+
+
+# --------------------------------------------------------------------------- real tensors
+def tensor_net_trace(nin=4, hidden=30):
+    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor_nn = pytest.importorskip("gradmagic.tensor_nn")
+    net = tensor_nn.Sequential(tensor_nn.Linear(nin, hidden, seed=0), tensor_nn.ReLU(),
+                               tensor_nn.Linear(hidden, 3, seed=1))
+    X = tensor.Tensor(np.random.default_rng(0).normal(size=(8, nin)), label="X",
+                      requires_grad=False)
+    loss = tensor.cross_entropy(net(X), [0, 1, 2, 0, 1, 2, 0, 1])
+    return traced(loss)
+
+
+def test_tensor_network_check_passes_and_skips_constant_inputs():
+    trace = tensor_net_trace()
+    report = check(trace)
+    assert report.passed, str(report)
+    assert sorted(r.name for r in report.rows) == ["0.W", "0.b", "2.W", "2.b"]
+    assert any("constant leaf" in n and "X" in n for n in report.notes)
+    assert row(report, "0.W").count == 120
+
+
+def test_tensor_leaf_sampling_and_a_wrong_gradient_element():
+    trace = tensor_net_trace(nin=10, hidden=40)  # 0.W has 400 elements
+    slots, _ = check_module._Plan(trace).choose("auto", 200, 0)
+    w = trace.node("0.W")
+    sampled = [e for i, e in slots if i == w.index]
+    assert len(sampled) == 200
+    where = np.unravel_index(sampled[3], w.shape)
+    w.grad[where] += 0.1  # a wrong analytic gradient in the snapshot
+    r = row(check(trace), "0.W")
+    assert r.status == "fail" and str(tuple(int(i) for i in where)) in r.note
+    assert "200 of 400 elements" in r.note
+
+
+def test_mixed_value_and_tensor_graph():
+    tensor = pytest.importorskip("gradmagic.tensor")
+    a = leaf(0.5, "a")
+    T = tensor.Tensor([[1.0, 2.0], [3.0, -1.0]], label="T")
+    report = check(traced((T * a).tanh().sum() * a))
+    assert report.passed and sorted(r.name for r in report.rows) == ["T", "a"]

@@ -1,0 +1,510 @@
+"""Views of a run as text: Graphviz DOT and SVG, HTML tables and plain text.
+
+Everything here is a pure function of a :class:`gradmagic.trace.Trace` (and
+optionally a :class:`gradmagic.check.CheckReport`) returning a string, so the
+same views serve the widget, the static ``text/html`` fallback and a terminal.
+Nothing here imports ipywidgets.
+
+The graph follows micrograd's picture: each value is a record
+``label | data | grad`` and each operation a small node between its inputs and
+its result. Leaves, operations and the target have their own colours; leaves
+whose gradient fails the numerical check are red; kinks and non-finite values
+are marked. Past ``max_nodes`` nodes the graph view shows a summary instead.
+"""
+from __future__ import annotations
+
+import html
+import math
+from collections import Counter, deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ops import OPS
+
+__all__ = ["fmt", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
+           "svg", "graph_html", "node_order", "nodes_table_html", "nodes_table_text",
+           "report_html", "report_text", "headline", "static_html", "text", "MISSING_DOT"]
+
+DEFAULT_MAX_NODES = 150
+NEIGHBOURHOOD = 30  # nodes nearest the target drawn in a summary
+NAMED = 20  # named nodes drawn in a summary
+TABLE_ROWS = 1000  # rows of an HTML table before it is cut
+TEXT_ROWS = 40  # rows of a plain-text table before it is cut
+
+MISSING_DOT = ("Graphviz's `dot` program was not found, so the graph cannot be drawn; "
+               "install it with `apt-get install graphviz` (or `brew install graphviz`, "
+               "`conda install graphviz`). The DOT source:")
+
+FILL = {"leaf": "#dbeafe", "value": "#ffffff", "target": "#fde68a", "op": "#e5e7eb",
+        "fail": "#fecaca", "current": "#bbf7d0"}
+LINE = {"plain": "#4b5563", "fail": "#dc2626", "kink": "#ea580c", "nonfinite": "#7c3aed",
+        "path": "#2563eb", "current": "#16a34a"}
+
+
+# =========================================================================== numbers
+def fmt(x, digits: int = 4) -> str:
+    """A short form of a node's number (or array) for graphs and tables."""
+    if x is None:
+        return ""
+    if isinstance(x, np.ndarray):
+        if x.size <= 4:
+            return np.array2string(x, precision=digits, separator=", ", threshold=4)
+        return f"array{x.shape}"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, (float, np.floating)):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _magnitude(x) -> float:
+    """|x| for sorting (the largest |element| of an array); nan sorts as inf."""
+    try:
+        m = float(np.max(np.abs(x))) if isinstance(x, np.ndarray) else abs(float(x))
+    except (TypeError, ValueError, OverflowError):
+        return math.inf
+    return math.inf if m != m else m
+
+
+# =========================================================================== DOT
+def escape_record(text: str) -> str:
+    """``text`` as one field of a Graphviz record label (inside a quoted string)."""
+    out = []
+    for ch in str(text):
+        if ch in '\\{}|<>"':
+            out.append("\\" + ch)
+        elif ch in "\n\r\t":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def escape_string(text: str) -> str:
+    """``text`` inside a quoted DOT string (not a record)."""
+    return (str(text).replace("\\", "\\\\").replace('"', '\\"')
+            .replace("\n", " ").replace("\r", " "))
+
+
+def _symbol(op: str) -> str:
+    entry = OPS.get(op)
+    return entry.symbol if entry is not None else op
+
+
+def _attrs(attrs: dict) -> str:
+    """DOT attributes; values must already be escaped for a quoted string."""
+    return ", ".join(f'{k}="{v}"' for k, v in attrs.items())
+
+
+def _edge(tail: str, head: str, attrs: dict | None = None) -> str:
+    return f"  {tail} -> {head}" + (f" [{_attrs(attrs)}];" if attrs else ";")
+
+
+def _failed(report) -> dict:
+    """node index → check status, for rows that did not simply pass."""
+    if report is None:
+        return {}
+    return {r.index: r.status for r in report.rows
+            if r.index is not None and r.status != "pass"}
+
+
+def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
+           path=(), current: int | None = None, grad_text=None) -> str:
+    """The DOT source of the run's graph.
+
+    ``subset`` draws only those node indices (a summary); ``path`` highlights
+    nodes and the edges between them; ``current`` highlights one node (the
+    one the backward pass is processing); ``grad_text`` replaces each node's
+    grad field (a list of strings indexed like ``trace.nodes``).
+    """
+    rankdir = _rankdir(rankdir if rankdir is not None else trace.options.get("rankdir"))
+    nodes = trace.nodes
+    shown = range(len(nodes)) if subset is None else sorted(subset)
+    drawn = set(shown)
+    path = set(path)
+    status = _failed(report)
+    target = trace.target.index
+    on_path = {"color": LINE["path"], "penwidth": "2"}
+    lines = ["digraph gradmagic {",
+             f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35];',
+             '  node [fontname="Helvetica", fontsize=10, penwidth=1];',
+             '  edge [color="#6b7280", arrowsize=0.6];']
+    for i in shown:
+        node = nodes[i]
+        attrs = _value_attrs(node, i == target, status.get(i), i in path, i == current,
+                             rankdir, grad_text)
+        lines.append(f"  v{i} [{attrs}];")
+        if not node.parents:
+            continue
+        op = {"shape": "ellipse", "label": escape_string(_symbol(node.op)), "style": "filled",
+              "fillcolor": FILL["op"], "color": LINE["plain"], "margin": "0.04,0.02",
+              "height": "0.3"}
+        if node.kink:
+            op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2",
+                      tooltip="not differentiable here: a subgradient was used")
+        if i in path:
+            op.update(color=LINE["path"], penwidth="2.5")
+        if i == current:
+            op.update(fillcolor=FILL["current"], color=LINE["current"], penwidth="3")
+        lines.append(f"  o{i} [{_attrs(op)}];")
+        lines.append(_edge(f"o{i}", f"v{i}", on_path if i in path else None))
+        hidden = 0
+        for p in node.parents:
+            if p in drawn:
+                lines.append(_edge(f"v{p}", f"o{i}",
+                                   on_path if p in path and i in path else None))
+            else:
+                hidden += 1
+        if hidden:
+            lines.append(f'  h{i} [shape=plaintext, fontcolor="#6b7280", '
+                         f'label="{hidden} more input{"s" if hidden > 1 else ""}"];')
+            lines.append(_edge(f"h{i}", f"o{i}", {"style": "dashed"}))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _rankdir(value) -> str:
+    value = (value or "LR").upper()
+    if value not in ("LR", "TB"):
+        raise ValueError(f"rankdir must be 'LR' or 'TB', got {value!r}")
+    return value
+
+
+def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_text) -> str:
+    data = fmt(node.data)
+    grad = grad_text[node.index] if grad_text is not None else fmt(node.grad)
+    if not node.finite:
+        data = ("⚠ " + data) if not _finite(node.data) else data
+        grad = ("⚠ " + grad) if grad_text is None and not _finite(node.grad) else grad
+    fields = "|".join(escape_record(f) for f in (node.label, f"data {data}", f"grad {grad}"))
+    attrs = {"shape": "record", "label": "{%s}" % fields if rankdir == "LR" else fields,
+             "style": "filled", "color": LINE["plain"]}
+    attrs["fillcolor"] = (FILL["target"] if is_target else
+                          FILL["leaf"] if node.is_leaf else FILL["value"])
+    if not node.finite:
+        attrs.update(color=LINE["nonfinite"], penwidth="2", tooltip="nan or infinite")
+    if status in ("fail", "error"):
+        attrs.update(fillcolor=FILL["fail"], color=LINE["fail"], penwidth="2",
+                     tooltip="fails the numerical check")
+    elif status == "kink":
+        attrs.update(color=LINE["kink"], penwidth="2", tooltip="at a kink")
+    if on_path:
+        attrs.update(color=LINE["path"], penwidth="2.5")
+    if is_current:
+        attrs.update(fillcolor=FILL["current"], color=LINE["current"], penwidth="3")
+    return _attrs(attrs)
+
+
+def _finite(x) -> bool:
+    try:
+        return bool(np.all(np.isfinite(x)))
+    except TypeError:
+        return False
+
+
+# =========================================================================== big graphs
+@dataclass
+class Summary:
+    """What a big graph's view draws instead of every node."""
+
+    shown: list  # node indices drawn
+    counts: str  # e.g. "100,000 nodes: 50,001 leaves, 49,999 operations (+ 49,999)"
+    note: str  # why and how to see more
+
+
+def _max_nodes(trace, max_nodes=None) -> int:
+    value = max_nodes if max_nodes is not None else trace.options.get("max_nodes")
+    return DEFAULT_MAX_NODES if value is None else int(value)
+
+
+def summarise(trace, max_nodes: int | None = None) -> Summary | None:
+    """The summary of a graph with more than ``max_nodes`` nodes, else None.
+
+    It draws the nodes nearest the target (a breadth-first walk up from it)
+    and the named nodes: the names bound in the cell, or else each label's
+    last node.
+    """
+    limit = _max_nodes(trace, max_nodes)
+    nodes = trace.nodes
+    n = len(nodes)
+    if n <= limit:
+        return None
+    near_budget = max(1, min(NEIGHBOURHOOD, limit))
+    seen = {trace.target.index}
+    queue = deque([trace.target.index])
+    while queue and len(seen) < near_budget:
+        for p in nodes[queue.popleft()].parents:
+            if p not in seen and len(seen) < near_budget:
+                seen.add(p)
+                queue.append(p)
+    named = list(dict.fromkeys(trace.bindings.values())) if trace.bindings else \
+        list({node.label: node.index for node in nodes if node.label}.values())
+    extra = [i for i in named if i not in seen][:max(0, min(NAMED, limit))]
+    leaves = sum(1 for node in nodes if not node.parents)
+    ops = Counter(node.op for node in nodes if node.parents)
+    top = ", ".join(f"{_symbol(op)} {count:,}" for op, count in ops.most_common(6))
+    counts = (f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations"
+              + (f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""))
+    note = (f"The graph has {n:,} nodes, more than the {limit:,} drawn in full: showing the "
+            f"{len(seen)} nodes nearest the target"
+            + (f" and {len(extra)} named node{'s' if len(extra) != 1 else ''}" if extra else "")
+            + f". To draw every node, run the cell with `%%autograd --max-nodes {n}` "
+              "(slow for big graphs); the tables list all nodes.")
+    return Summary(shown=sorted(seen | set(extra)), counts=counts, note=note)
+
+
+# =========================================================================== SVG
+def svg(dot_source: str) -> str:
+    """Render DOT to an inline ``<svg>`` element with Graphviz's ``dot``.
+
+    Raises ``graphviz.ExecutableNotFound`` when ``dot`` is not installed.
+    """
+    import graphviz
+    out = graphviz.Source(dot_source).pipe(format="svg", encoding="utf-8")
+    start = out.find("<svg")
+    return out[start:] if start >= 0 else out
+
+
+def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
+               **dot_options) -> str:
+    """The Graph view as HTML: the SVG (or a summary of a big graph).
+
+    Without Graphviz it says so in one line with the install command and
+    shows the DOT source. ``cache`` maps DOT source → SVG between calls.
+    """
+    summary = summarise(trace, max_nodes)
+    parts = []
+    if summary is not None:
+        dot_options.setdefault("subset", summary.shown)
+        parts.append(f'<p style="margin:0 0 4px 0"><b>{html.escape(summary.counts)}</b><br>'
+                     f"{_md_code(summary.note)}</p>")
+    source = to_dot(trace, report, **dot_options)
+    image = cache.get(source) if cache is not None else None
+    if image is None:
+        try:
+            image = svg(source)
+        except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
+            return "".join(parts) + _no_graph(exc, source)
+        if cache is not None:
+            cache[source] = image
+    parts.append(f'<div style="overflow:auto; max-width:100%">{image}</div>')
+    return "".join(parts)
+
+
+def _no_graph(exc, source: str) -> str:
+    import graphviz
+    if isinstance(exc, graphviz.ExecutableNotFound):
+        message = _md_code(MISSING_DOT)
+    else:
+        message = html.escape(f"Graphviz could not draw the graph ({exc}). The DOT source:")
+    return (f'<p style="margin:0">{message}</p>'
+            f'<pre style="max-height:20em; overflow:auto">{html.escape(source)}</pre>')
+
+
+def _md_code(text: str) -> str:
+    """Escape text for HTML, turning `code` spans into <code>."""
+    pieces = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(pieces))
+
+
+# =========================================================================== tables
+SORT_KEYS = {
+    "graph": "graph order (target first)",
+    "grad": "|grad|, largest first",
+    "data": "|data|, largest first",
+    "label": "label",
+}
+
+
+def node_order(trace, key: str = "graph") -> list:
+    """Node indices for the Gradients table: the target first, then by ``key``."""
+    nodes = trace.nodes
+    target = trace.target.index
+    rest = [i for i in range(len(nodes) - 1, -1, -1) if i != target]
+    if key == "grad":
+        rest.sort(key=lambda i: -_magnitude(nodes[i].grad))
+    elif key == "data":
+        rest.sort(key=lambda i: -_magnitude(nodes[i].data))
+    elif key == "label":
+        rest.sort(key=lambda i: (not nodes[i].label, nodes[i].name))
+    elif key != "graph":
+        raise ValueError(f"sort key must be one of {sorted(SORT_KEYS)}, got {key!r}")
+    return [target] + rest
+
+
+def _flags(node, status) -> str:
+    flags = []
+    if node.kink:
+        flags.append("kink")
+    if not node.finite:
+        flags.append("non-finite")
+    if status:
+        flags.append(f"check: {status}")
+    return ", ".join(flags)
+
+
+_TABLE = ('<table style="border-collapse:collapse; font-size:12px; '
+          'font-family:ui-monospace,monospace">')
+_CELL = 'style="padding:1px 8px; text-align:{align}; border-bottom:1px solid #e5e7eb"'
+
+
+def _html_table(header, rows, colours=None) -> str:
+    out = [_TABLE, "<thead><tr>"]
+    out += [f'<th {_CELL.format(align="left")}>{html.escape(h)}</th>' for h in header]
+    out.append("</tr></thead><tbody>")
+    for k, row in enumerate(rows):
+        colour = colours[k] if colours else ""
+        out.append(f'<tr style="background:{colour}">' if colour else "<tr>")
+        for cell in row:
+            align = "right" if _numeric_text(cell) else "left"
+            out.append(f"<td {_CELL.format(align=align)}>{html.escape(cell)}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _numeric_text(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
+
+
+def _node_rows(trace, order, report):
+    status = _failed(report)
+    nodes = trace.nodes
+    target = trace.target.index
+    rows, colours = [], []
+    for i in order:
+        node = nodes[i]
+        rows.append([str(i), node.label or ("(target)" if i == target else ""),
+                     _symbol(node.op) if node.op else "leaf", fmt(node.data, 6),
+                     fmt(node.grad, 6), _flags(node, status.get(i))])
+        colours.append(FILL["fail"] if status.get(i) in ("fail", "error") else
+                       FILL["target"] if i == target else "")
+    return rows, colours
+
+
+def nodes_table_html(trace, order=None, report=None, limit: int = TABLE_ROWS) -> str:
+    """Every node (up to ``limit``): label, op, data, grad and flags."""
+    order = node_order(trace) if order is None else order
+    rows, colours = _node_rows(trace, order[:limit], report)
+    table = _html_table(["#", "label", "op", "data", "grad", "flags"], rows, colours)
+    if len(order) > limit:
+        table += (f"<p>Showing {limit:,} of {len(order):,} nodes; sort by |grad| to see the "
+                  "largest gradients first.</p>")
+    return table
+
+
+def nodes_table_text(trace, order=None, report=None, limit: int = TEXT_ROWS) -> str:
+    """The same table as plain text (columns aligned)."""
+    order = node_order(trace) if order is None else order
+    rows, _ = _node_rows(trace, order[:limit], report)
+    out = _text_table(["#", "label", "op", "data", "grad", "flags"], rows)
+    if len(order) > limit:
+        out += f"\n... {len(order) - limit:,} more nodes (trace.nodes has them all)"
+    return out
+
+
+def _text_table(header, rows) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(c.rjust(w) if _numeric_text(c) else c.ljust(w)
+                               for c, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
+
+
+# =========================================================================== check reports
+def _report_rows(report, limit):
+    first, second = report.columns
+    header = ["name", first, second, "abs err", "rel err", "bound", "status", "note"]
+    rows = []
+    for r in report.worst_first()[:limit]:
+        rows.append([r.name, fmt(r.got, 8), fmt(r.expected, 8), fmt(r.abs_err, 3),
+                     fmt(r.rel_err, 3), fmt(r.bound, 3), r.status, r.note])
+    return header, rows
+
+
+def _report_head(report) -> list:
+    if report.kind == "check":
+        tol = (f"eps {report.eps:g}, pass if |analytic − numeric| ≤ atol + rtol·|numeric| "
+               f"(atol {report.atol:g}, rtol {report.rtol:g})")
+    else:
+        tol = f"pass if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|"
+    mark = "✓" if report.passed else "✗"
+    return [f"{mark} {report.verdict}", tol] + list(report.notes)
+
+
+_STATUS_FILL = {"fail": FILL["fail"], "error": FILL["fail"], "kink": "#ffedd5",
+                "nonfinite": "#ede9fe"}
+
+
+def report_html(report, limit: int = TABLE_ROWS) -> str:
+    """A CheckReport as HTML: the verdict, the tolerance, notes, then rows worst first."""
+    head = _report_head(report)
+    colour = "#166534" if report.passed else LINE["fail"]
+    out = [f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
+           f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>']
+    out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in head[2:]]
+    header, rows = _report_rows(report, limit)
+    colours = [_STATUS_FILL.get(row[6], "") for row in rows]
+    out.append(_html_table(header, rows, colours))
+    if len(report.rows) > limit:
+        out.append(f"<p>Showing the worst {limit:,} of {len(report.rows):,} rows.</p>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def report_text(report, limit: int = TEXT_ROWS) -> str:
+    """A CheckReport as plain text, rows worst first."""
+    lines = _report_head(report)
+    header, rows = _report_rows(report, limit)
+    lines.append(_text_table(header, rows))
+    if len(report.rows) > limit:
+        lines.append(f"... {len(report.rows) - limit:,} more rows (report.rows has them all)")
+    return "\n".join(lines)
+
+
+# =========================================================================== whole run
+def headline(trace) -> str:
+    """One line about the run: target, value and size."""
+    leaves = sum(1 for n in trace.nodes if not n.parents)
+    return (f"{trace.target.name} = {fmt(trace.value, 6)}  ({len(trace.nodes):,} nodes, "
+            f"{leaves:,} leaves)")
+
+
+def _run_notes(trace, report) -> list:
+    notes = list(getattr(trace, "warnings", []) or [])
+    if report is None and trace.options.get("no_check"):
+        notes.append("Numerical check skipped (--no-check); run trace.check() to compute it.")
+    return notes
+
+
+def static_html(trace, report=None, *, expected=None, cache: dict | None = None) -> str:
+    """The whole run without widgets: headline, graph, gradient table, check table."""
+    out = ['<div class="gradmagic">',
+           f'<p style="margin:0 0 4px 0"><b>{html.escape(headline(trace))}</b></p>']
+    out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in _run_notes(trace, report)]
+    out.append(graph_html(trace, report, cache=cache))
+    for title, body in (("Check", report_html(report) if report is not None else None),
+                        ("Expected answers", report_html(expected) if expected else None),
+                        ("Gradients", nodes_table_html(trace, report=report))):
+        if body is not None:
+            out.append(f"<details{' open' if title != 'Gradients' else ''}>"
+                       f"<summary><b>{title}</b></summary>{body}</details>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def text(trace, report=None, *, expected=None) -> str:
+    """The whole run as plain text, for terminals."""
+    lines = [headline(trace)] + [f"! {n}" for n in _run_notes(trace, report)]
+    lines.append(nodes_table_text(trace, report=report))
+    for rep in (report, expected):
+        if rep is not None:
+            lines += ["", report_text(rep, limit=10)]
+    return "\n".join(lines)

@@ -1,0 +1,271 @@
+"""Views of a run (gradmagic.render): DOT, SVG, summaries, tables, text."""
+import dataclasses
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+import graphviz
+import pytest
+
+from gradmagic import Value
+from gradmagic import render
+from gradmagic.check import check
+from gradmagic.engine import _make_unary
+from gradmagic.ops import OPS
+from gradmagic.trace import Trace
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def traced(target, **kwargs):
+    target.backward()
+    return Trace(target, **kwargs)
+
+
+def svg_texts(svg: str) -> list:
+    """The text Graphviz drew, unescaped (as a browser would show it)."""
+    root = ET.fromstring(svg)
+    return [t.text for t in root.iter(SVG + "text") if t.text]
+
+
+def small():
+    a, b = Value(2.0, label="a"), Value(-3.0, label="b")
+    c = a * b
+    c.label = "c"
+    L = (c + a).tanh()
+    L.label = "L"
+    return traced(L)
+
+
+def dot_line(dot: str, node_id: str) -> str:
+    (line,) = [ln for ln in dot.splitlines() if ln.strip().startswith(node_id + " [")]
+    return line
+
+
+# --------------------------------------------------------------------------- escaping
+@pytest.mark.parametrize("label", ['a{b}', 'x|y', '<tag>', 'say "hi"', 'a & b', 'back\\slash',
+                                   '\\N', 'Δx₁ → ∞', 'ok 🙂', '{|<>"&}'])
+def test_any_label_renders_verbatim_through_dot(label):
+    x = Value(1.5, label=label)
+    y = x * 2.0
+    y.label = label + "'"
+    trace = traced(y)
+    texts = svg_texts(render.svg(render.to_dot(trace)))
+    assert label in texts and label + "'" in texts
+
+
+def test_escape_record_escapes_every_special_character():
+    assert render.escape_record('{a|b<c>"d"\\}') == '\\{a\\|b\\<c\\>\\"d\\"\\\\\\}'
+    assert render.escape_record("line\nbreak") == "line break"
+    assert render.escape_string('say "x" \\') == 'say \\"x\\" \\\\'
+
+
+# --------------------------------------------------------------------------- structure and colours
+def test_values_are_records_with_label_data_grad_and_ops_sit_between():
+    trace = small()
+    dot = render.to_dot(trace)
+    c = trace.node("c")
+    line = dot_line(dot, f"v{c.index}")
+    assert 'shape="record"' in line and 'label="{c|data -6|grad ' in line
+    assert f"o{c.index} -> v{c.index};" in dot
+    a, b = trace.node("a").index, trace.node("b").index
+    assert f"v{a} -> o{c.index};" in dot and f"v{b} -> o{c.index};" in dot
+    assert 'label="*"' in dot_line(dot, f"o{c.index}")
+    assert "o" + str(a) + " [" not in dot  # leaves have no op node
+
+
+def test_leaves_ops_and_target_have_distinct_colours():
+    trace = small()
+    dot = render.to_dot(trace)
+    fill = lambda node_id: re.search(r'fillcolor="([^"]+)"', dot_line(dot, node_id)).group(1)
+    leaf = fill(f"v{trace.node('a').index}")
+    middle = fill(f"v{trace.node('c').index}")
+    target = fill(f"v{trace.target.index}")
+    op = fill(f"o{trace.target.index}")
+    assert len({leaf, middle, target, op}) == 4
+    assert leaf == render.FILL["leaf"] and target == render.FILL["target"]
+
+
+def test_nodes_failing_the_check_are_red():
+    wrong = _make_unary(dataclasses.replace(OPS["tanh"], df=lambda x, out: 1.0 - out))
+    x, y = Value(0.4, label="x"), Value(2.0, label="y")
+    trace = traced(wrong(x) + y)
+    report = check(trace)
+    dot = render.to_dot(trace, report)
+    bad = dot_line(dot, f"v{trace.node('x').index}")
+    good = dot_line(dot, f"v{trace.node('y').index}")
+    assert render.FILL["fail"] in bad and render.LINE["fail"] in bad
+    assert render.FILL["fail"] not in good
+    svg = render.svg(dot)
+    assert render.FILL["fail"] in svg
+
+
+def test_kinks_and_non_finite_values_are_marked():
+    x, y = Value(0.0, label="x"), Value(-1.0, label="y")
+    r = x.relu()
+    r.label = "r"
+    out = r + y.log()
+    trace = traced(out)
+    dot = render.to_dot(trace)
+    relu_op = dot_line(dot, f"o{trace.node('r').index}")
+    assert "kink" in relu_op and render.LINE["kink"] in relu_op
+    nan_value = dot_line(dot, f"v{trace.target.index}")
+    assert "⚠ nan" in nan_value and render.LINE["nonfinite"] in nan_value
+    assert "kink" in " ".join(svg_texts(render.svg(dot)))
+
+
+def test_rankdir_from_argument_and_options():
+    trace = small()
+    assert "rankdir=LR" in render.to_dot(trace)
+    tb = render.to_dot(trace, rankdir="tb")
+    assert "rankdir=TB" in tb and 'label="c|data' in tb  # no record flip in TB
+    trace.options["rankdir"] = "TB"
+    assert "rankdir=TB" in render.to_dot(trace)
+    with pytest.raises(ValueError, match="rankdir"):
+        render.to_dot(trace, rankdir="RL")
+
+
+def test_path_and_current_highlights():
+    trace = small()
+    a = trace.node("a").index
+    dot = render.to_dot(trace, path={a, trace.target.index}, current=a)
+    assert render.FILL["current"] in dot_line(dot, f"v{a}")
+    assert render.LINE["path"] in dot_line(dot, f"o{trace.target.index}")
+
+
+# --------------------------------------------------------------------------- big graphs
+def chain(n):
+    x = Value(0.5, label="x")
+    total = Value(0.0, label="start")
+    for i in range(n):
+        total = total + x * float(i % 7)
+    total.label = "total"
+    return traced(total, bindings={"x": x, "total": total})
+
+
+def test_small_graphs_are_drawn_in_full():
+    trace = small()
+    assert render.summarise(trace) is None
+    html = render.graph_html(trace)
+    assert "<svg" in html and "max-nodes" not in html
+
+
+def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
+    trace = chain(200)
+    n = len(trace.nodes)
+    assert n == 602  # x, start, and a constant, a * and a + per step
+    summary = render.summarise(trace)
+    assert summary is not None
+    assert len(summary.shown) <= render.NEIGHBOURHOOD + render.NAMED
+    assert trace.target.index in summary.shown and trace.node("x").index in summary.shown
+    assert "602 nodes" in summary.counts and "+ 200" in summary.counts
+    assert "--max-nodes 602" in summary.note
+    html = render.graph_html(trace)
+    assert "<svg" in html and "--max-nodes 602" in html
+    drawn = re.findall(r"^  v(\d+) \[", render.to_dot(trace, subset=summary.shown), re.M)
+    assert len(drawn) == len(summary.shown)
+    assert "more input" in render.to_dot(trace, subset=summary.shown)
+
+
+def test_max_nodes_option_and_argument():
+    trace = chain(20)  # 62 nodes
+    assert render.summarise(trace) is None
+    trace.options["max_nodes"] = 10
+    assert render.summarise(trace) is not None
+    assert render.summarise(trace, max_nodes=100) is None
+
+
+def test_a_hundred_thousand_node_trace_summarises():
+    trace = chain(33_400)
+    summary = render.summarise(trace)
+    html = render.graph_html(trace)
+    assert "100,202 nodes" in summary.counts
+    assert "<svg" in html and len(html) < 200_000
+
+
+# --------------------------------------------------------------------------- without Graphviz
+def test_without_dot_the_graph_view_says_how_to_install_and_shows_dot(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot executable anywhere
+    trace = small()
+    html = render.graph_html(trace)
+    first = html.split("</p>")[0]
+    assert "apt-get install graphviz" in first and "\n" not in first
+    assert "<pre" in html and "digraph gradmagic" in html
+    assert "&quot;" in html or "&lt;" in html or 'label=' in html  # the DOT, escaped
+
+
+def test_other_graphviz_failures_show_the_message_and_source(monkeypatch):
+    def broken(source):
+        raise graphviz.CalledProcessError(1, ["dot"], stderr="syntax error")
+    monkeypatch.setattr(render, "svg", broken)
+    html = render.graph_html(small())
+    assert "could not draw" in html and "digraph gradmagic" in html
+
+
+def test_svg_cache_avoids_redrawing(monkeypatch):
+    calls = []
+    real = render.svg
+    monkeypatch.setattr(render, "svg", lambda source: calls.append(1) or real(source))
+    cache = {}
+    trace = small()
+    first = render.graph_html(trace, cache=cache)
+    second = render.graph_html(trace, cache=cache)
+    assert first == second and len(calls) == 1
+
+
+# --------------------------------------------------------------------------- tables and text
+def test_node_order_puts_the_target_first_and_sorts():
+    trace = small()
+    for key in render.SORT_KEYS:
+        order = render.node_order(trace, key)
+        assert order[0] == trace.target.index and sorted(order) == list(range(len(trace.nodes)))
+    by_grad = render.node_order(trace, "grad")[1:]
+    mags = [abs(trace.nodes[i].grad) for i in by_grad]
+    assert mags == sorted(mags, reverse=True)
+    with pytest.raises(ValueError, match="sort key"):
+        render.node_order(trace, "colour")
+
+
+def test_html_table_lists_every_node_escaped():
+    x = Value(1.0, label="<script>")
+    trace = traced(x * 3.0)
+    table = render.nodes_table_html(trace)
+    assert "&lt;script&gt;" in table and "<script>" not in table
+    assert table.count("<tr") == len(trace.nodes) + 1
+
+
+def test_html_table_is_cut_for_huge_graphs():
+    trace = chain(400)
+    table = render.nodes_table_html(trace, limit=50)
+    assert table.count("<tr") == 51 and "Showing 50 of 1,202 nodes" in table
+
+
+def test_plain_text_view_has_headline_table_and_check():
+    trace = small()
+    out = render.text(trace, check(trace))
+    lines = out.splitlines()
+    assert lines[0].startswith("L = ") and "5 nodes" in lines[0]
+    assert lines[1].split() == ["#", "label", "op", "data", "grad", "flags"]
+    assert lines[3].split()[:3] == [str(trace.target.index), "L", "tanh"]
+    assert "✓ all 2 gradients match" in out
+
+
+def test_static_html_has_graph_tables_and_check():
+    trace = small()
+    page = render.static_html(trace, check(trace))
+    assert "<svg" in page and "Gradients" in page and "Check" in page
+    assert "all 2 gradients match" in page
+
+
+def test_static_html_mentions_a_skipped_check():
+    trace = small()
+    trace.options["no_check"] = True
+    assert "--no-check" in render.static_html(trace, None)
+
+
+def test_render_does_not_import_ipywidgets():
+    import subprocess
+    code = "import gradmagic.render, sys; print('ipywidgets' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
