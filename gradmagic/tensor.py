@@ -65,18 +65,53 @@ class Tensor:
     """
 
     # the node protocol shared with Value (_a, _b: parents; _mark: scratch for
-    # graph walks), plus the op's non-differentiable arguments
-    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark", "_params",
+    # graph walks), plus the op's non-differentiable arguments; the gradient
+    # is made on first use (_grad None reads as zeros), so a forward pass and
+    # the reset before backward allocate nothing
+    __slots__ = ("data", "_grad", "label", "_op", "_a", "_b", "_mark", "_params",
                  "requires_grad")
 
     def __init__(self, data, label: str = "", requires_grad: bool = True):
         if not isinstance(label, str):
             raise TypeError(f"label must be a string, got {type(label).__name__}")
         self.data = _array(data)
-        self.grad = np.zeros(self.data.shape)
+        self._grad = None
         self.label = label
         self.requires_grad = bool(requires_grad)
         self._op = self._a = self._b = self._mark = self._params = None
+
+    # ---------------------------------------------------------------- gradient
+    @property
+    def grad(self) -> np.ndarray:
+        """d target / d this tensor after ``backward()`` (zeros before; same shape as data)."""
+        g = self._grad
+        if g is None:
+            g = self._grad = np.zeros(self.data.shape)
+        return g
+
+    @grad.setter
+    def grad(self, value):
+        self._grad = value
+
+    def _zero_grad(self) -> None:
+        self._grad = None
+
+    def _add_grad(self, g, upstream) -> None:
+        """Add one gradient contribution ``g`` (of this tensor's shape).
+
+        Contributions are added out of place, so the first one can become
+        ``grad`` as it is, even when it is the child's gradient (``upstream``)
+        or a view of it, at no copy. A leaf's gradient is always its own
+        writable array, since optimizers and users work on it.
+        """
+        old = self._grad
+        if old is not None:
+            self._grad = old + g
+        elif self._a is None and (g is upstream or g.base is not None
+                                  or not g.flags.writeable or g.dtype != _F64):
+            self._grad = np.array(g, dtype=_F64)
+        else:
+            self._grad = g
 
     # ---------------------------------------------------------------- graph facts
     @property
@@ -162,9 +197,6 @@ class Tensor:
                 raise ValueError(f"backward(grad=...) needs shape {self.shape}, "
                                  f"got {seed.shape}") from None
         engine.backward(self, seed)
-
-    def _zero_grad(self) -> None:
-        self.grad = np.zeros(self.data.shape)
 
     def _replay(self, inputs):
         """This node's op on its parents' data with a leading perturbation axis."""
@@ -428,7 +460,7 @@ def _constant(data) -> Tensor:
     """A leaf that needs no gradient (a number or array used in an op)."""
     t = _new(Tensor)
     t.data = data
-    t.grad = np.zeros(data.shape)
+    t._grad = None
     t.label = ""
     t.requires_grad = False
     t._op = t._a = t._b = t._mark = t._params = None
@@ -471,7 +503,7 @@ def _apply(op, a, b=None, params=None) -> Tensor:
         data = np.asarray(data, dtype=_F64)
     out = _new(Tensor)
     out.data = data
-    out.grad = np.zeros(data.shape)
+    out._grad = None
     out.label = ""
     out._mark = None
     if track and state.grad_enabled:

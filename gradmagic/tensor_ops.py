@@ -7,7 +7,8 @@ Every operation a :class:`gradmagic.tensor.Tensor` knows is one
   op's non-differentiable arguments (an axis, a shape, an index);
 * ``df``   -- one vector-Jacobian rule per input: ``d(g, out, x[, y], **params)``
   is the gradient reaching that input when ``g`` reaches the output. It may
-  keep broadcast dimensions; :meth:`TensorOp.vjp` sums them away;
+  keep broadcast dimensions (:meth:`TensorOp.vjp` sums them away) and may be
+  ``g`` itself or a view of it, but never ``x``, ``y`` or ``out``;
 * ``np``   -- the same forward on inputs that carry one extra leading
   "perturbation" axis (shape ``(K, *shape)``; a scalar parent ``(K,)``), used to
   replay a recorded graph for many perturbed inputs at once;
@@ -63,7 +64,7 @@ class TensorOp:
                 parent.grad += float(np.sum(rule(node.grad, node.data, *args, **params)))
             elif parent.requires_grad:
                 g = rule(node.grad, node.data, *args, **params)
-                parent.grad += _unbroadcast(g, parent.data.shape)
+                parent._add_grad(_unbroadcast(g, parent.data.shape), node.grad)
 
 
 def _unbroadcast(g, shape: tuple):

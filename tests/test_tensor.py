@@ -548,3 +548,24 @@ def test_replay_with_a_scalar_value_parent(make):
     for k in range(K):
         args = [x[k] for x in inputs]
         np.testing.assert_allclose(batch[k], node._op.f(*args, **node.params))
+
+
+def test_shared_gradient_buffers_never_change_another_nodes_gradient():
+    x = Tensor([1.0, 2.0], label="x")
+    m = x * 1.0
+    s = m + 0.0  # '+' hands its own gradient to m: m shares s's buffer at first
+    out = (s + m * 3.0).sum()
+    out.backward()
+    np.testing.assert_allclose(s.grad, [1.0, 1.0])
+    np.testing.assert_allclose(m.grad, [4.0, 4.0])
+    np.testing.assert_allclose(x.grad, [4.0, 4.0])
+
+
+def test_leaf_gradients_are_their_own_writable_arrays():
+    W = Tensor([[1.0, 2.0]])
+    out = W + 0.0
+    out.sum().backward()  # sum's rule gives a read-only broadcast view
+    assert W.grad.flags.writeable and W.grad.base is None
+    assert not np.shares_memory(W.grad, out.grad)
+    W.grad[0, 0] = 5.0
+    assert out.grad[0, 0] == 1.0
