@@ -1,0 +1,229 @@
+"""The widget and the display bundle (gradmagic.widget), without a browser."""
+import re
+
+import pytest
+
+from gradmagic import Value
+from gradmagic import check as check_module
+from gradmagic import render, widget
+from gradmagic.trace import Trace
+from gradmagic.widget import (WIDGET_MIME, TraceWidget, backward_steps, grads_at, mimebundle,
+                              path_to_target)
+
+pytest.importorskip("ipywidgets")
+
+
+def traced(target, **kwargs):
+    target.backward()
+    return Trace(target, **kwargs)
+
+
+def neuron():
+    """o = tanh(x1*w1 + x2*w2 + b): Karpathy's example, x1 reused once more."""
+    x1, w1 = Value(2.0, label="x1"), Value(-3.0, label="w1")
+    x2, w2 = Value(0.0, label="x2"), Value(1.0, label="w2")
+    b = Value(6.8813735870195432, label="b")
+    n = x1 * w1 + x2 * w2 + b
+    n.label = "n"
+    o = (n + x1 * 0.0).tanh()
+    o.label = "o"
+    return traced(o)
+
+
+# --------------------------------------------------------------------------- structure
+def test_tabs_slider_and_picker():
+    trace = neuron()
+    view = TraceWidget(trace, trace.check())
+    assert view.tabs.titles == ("Graph", "Gradients", "Check", "Backward")
+    assert len(view.tabs.children) == 4
+    ops = sum(1 for n in trace.nodes if n.parents)
+    assert (view.slider.min, view.slider.max, view.slider.value) == (0, ops, 0)
+    values = [v for _, v in view.picker.options]
+    assert values[0] == widget.NONE and sorted(values[1:]) == list(range(len(trace.nodes)))
+    assert values[1] == trace.target.index  # target first
+    assert "<svg" in view.graph.value
+    assert f"all {len(trace.leaves)} gradients match" in view.check_view.value
+
+
+def table_rows(page: str) -> list:
+    """Node indices of an HTML nodes table, in row order."""
+    return [int(i) for i in re.findall(r"<tr[^>]*><td[^>]*>(\d+)</td>", page)]
+
+
+def test_gradients_tab_lists_every_node_target_first_and_sorts():
+    trace = neuron()
+    view = TraceWidget(trace)
+    rows = table_rows(view.table.value)
+    assert rows[0] == trace.target.index and sorted(rows) == list(range(len(trace.nodes)))
+    view.sort.value = "grad"
+    rows = table_rows(view.table.value)
+    assert rows[0] == trace.target.index
+    mags = [abs(trace.nodes[i].grad) for i in rows[1:]]
+    assert mags == sorted(mags, reverse=True)
+    view.sort.value = "label"
+    labels = [trace.nodes[i].label for i in table_rows(view.table.value)[1:]]
+    named = [x for x in labels if x]
+    assert named == sorted(named) and labels[:len(named)] == named
+
+
+def test_check_tab_is_worst_first_and_skipped_with_no_check():
+    x, y = Value(0.0, label="x"), Value(2.0, label="y")
+    trace = traced(x.relu() * y + y)
+    view = TraceWidget(trace, trace.check())
+    page = view.check_view.value
+    assert page.index(">x<") < page.index(">y<")  # the flagged kink row first
+    trace.options["no_check"] = True
+    skipped = TraceWidget(trace, None)
+    assert "skipped" in skipped.check_view.value and "--no-check" in skipped.check_view.value
+
+
+# --------------------------------------------------------------------------- backward stepping
+def test_backward_steps_run_from_the_target_in_reverse_topological_order():
+    trace = neuron()
+    steps = backward_steps(trace)
+    assert steps[0] == trace.target.index
+    assert steps == sorted(steps, reverse=True)
+    assert all(trace.nodes[i].parents for i in steps)
+
+
+def test_partial_gradients_end_at_the_recorded_ones():
+    trace = neuron()
+    steps = backward_steps(trace)
+    grads, state = grads_at(trace, 0)
+    assert state[trace.target.index] == "final"
+    assert [s for i, s in enumerate(state) if i != trace.target.index] == \
+        ["unknown"] * (len(trace.nodes) - 1)
+    grads, state = grads_at(trace, len(steps))
+    assert state == ["final"] * len(trace.nodes)
+    for node, g in zip(trace.nodes, grads):
+        assert g == pytest.approx(node.grad, abs=1e-12)
+
+
+def test_a_reused_node_is_partial_until_all_its_children_are_processed():
+    trace = neuron()
+    x1 = trace.node("x1").index
+    children = [n.index for n in trace.nodes if x1 in n.parents]
+    assert len(children) == 2
+    steps = backward_steps(trace)
+    first = min(steps.index(c) for c in children) + 1  # after the first child
+    grads, state = grads_at(trace, first)
+    assert state[x1] == "partial"
+    later = max(steps.index(c) for c in children) + 1
+    grads, state = grads_at(trace, later)
+    assert state[x1] == "final" and grads[x1] == pytest.approx(trace.node("x1").grad)
+
+
+def test_slider_redraws_with_the_processed_node_highlighted():
+    trace = neuron()
+    view = TraceWidget(trace)
+    assert view.backward_graph.value == ""  # drawn lazily
+    view.tabs.selected_index = 3
+    assert "Start" in view.step_info.value and "?" in view.backward_graph.value
+    view.slider.value = 1
+    assert "Step 1 of" in view.step_info.value
+    assert render.FILL["current"] in view.backward_graph.value
+    assert "tanh" in view.step_info.value  # the rule text of the processed op
+    view.slider.value = view.slider.max
+    assert "so far" not in view.backward_graph.value
+
+
+# --------------------------------------------------------------------------- node picker
+def test_picker_highlights_the_path_and_explains_the_gradient():
+    trace = neuron()
+    view = TraceWidget(trace)
+    n = trace.node("n")
+    view.picker.value = n.index
+    assert view.selected == n.index
+    info = view.info.value
+    assert "Local derivatives" in info and "∂(a+b)/∂a = 1" in info
+    assert "Incoming gradient" in info and f"{n.grad:.6g}" in info
+    assert render.LINE["path"] in view.graph.value
+    path = path_to_target(trace, n.index)
+    assert trace.target.index in path and trace.node("x2").index not in path
+    view.picker.value = widget.NONE
+    assert view.selected is None and view.info.value == ""
+
+
+def test_picker_on_a_leaf_and_on_the_target():
+    trace = neuron()
+    view = TraceWidget(trace)
+    view.select(trace.node("x1").index)
+    assert "A leaf" in view.info.value and view.info.value.count(" from ") == 2  # used twice
+    view.select(trace.target.index)
+    assert "seed" in view.info.value
+
+
+def test_big_graphs_offer_the_summary_nodes_only():
+    x = Value(0.5, label="x")
+    total = Value(0.0)
+    for i in range(300):
+        total = total + x * 0.5
+    trace = traced(total, bindings={"x": x})
+    view = TraceWidget(trace)
+    shown = set(render.summarise(trace).shown)
+    assert {v for _, v in view.picker.options[1:]} == shown
+    assert "--max-nodes" in view.graph.value
+
+
+# --------------------------------------------------------------------------- the bundle
+def test_mimebundle_has_widget_view_static_html_and_text():
+    trace = neuron()
+    bundle = mimebundle(trace)
+    assert set(bundle) == {WIDGET_MIME, "text/html", "text/plain"}
+    assert bundle[WIDGET_MIME]["model_id"]
+    assert "<svg" in bundle["text/html"] and "<table" in bundle["text/html"]
+    assert "gradients match" in bundle["text/html"]
+    assert bundle["text/plain"].startswith("o = ") and "x1" in bundle["text/plain"]
+    assert trace._repr_mimebundle_().keys() == bundle.keys()
+
+
+def test_static_view_and_widget_share_one_drawing(monkeypatch):
+    calls = []
+    real = render.svg
+    monkeypatch.setattr(render, "svg", lambda source: calls.append(source) or real(source))
+    mimebundle(neuron())
+    assert len(calls) == 1
+
+
+def test_without_ipywidgets_the_bundle_is_static(monkeypatch):
+    def missing():
+        raise ImportError("No module named 'ipywidgets'")
+    monkeypatch.setattr(widget, "_widgets", missing)
+    bundle = mimebundle(neuron())
+    assert set(bundle) == {"text/html", "text/plain"}
+
+
+def test_no_check_option_skips_the_check(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("check must not run")
+    monkeypatch.setattr(check_module, "check", boom)
+    trace = neuron()
+    trace.options["no_check"] = True
+    bundle = mimebundle(trace)
+    assert "--no-check" in bundle["text/html"] and "--no-check" in bundle["text/plain"]
+
+
+def test_a_check_that_cannot_run_does_not_break_the_display(monkeypatch):
+    def broken(*args, **kwargs):
+        raise TypeError("node #3 has no _replay method")
+    monkeypatch.setattr(check_module, "check", broken)
+    bundle = mimebundle(neuron())
+    assert "could not run" in bundle["text/plain"] and "_replay" in bundle["text/html"]
+    assert "<svg" in bundle["text/html"]
+
+
+def test_expect_option_adds_expected_answers():
+    trace = neuron()
+    trace.options["expect"] = {"x1": -1.5, "w1": 1.0, "nope": 0.0}
+    bundle = mimebundle(trace)
+    assert "2 of 3 correct" in bundle["text/html"] and "no node named" in bundle["text/plain"]
+
+
+def test_without_dot_the_other_tabs_still_work(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    trace = neuron()
+    view = TraceWidget(trace, trace.check())
+    assert "apt-get install graphviz" in view.graph.value
+    assert "<table" in view.table.value and "gradients match" in view.check_view.value
+    bundle = mimebundle(trace)
+    assert "apt-get install graphviz" in bundle["text/html"]
