@@ -49,6 +49,8 @@ def _array(data, what: str = "Tensor data"):
         raise TypeError(f"{what} must be real numbers, got complex values")
     try:
         return np.array(data, dtype=_F64)
+    except OverflowError:
+        raise ValueError(f"{what} has a number too large for a float64") from None
     except (TypeError, ValueError) as e:
         raise TypeError(f"{what} must be a number or a (nested) list/array of real "
                         f"numbers with a regular shape: {e}") from None
@@ -91,7 +93,17 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
-        self._grad = value
+        if value is None:  # as in torch: forget the gradient (reads as zeros)
+            self._grad = None
+            return
+        g = np.asarray(value, dtype=_F64)
+        if g.shape != self.data.shape:
+            try:
+                g = np.broadcast_to(g, self.data.shape).copy()
+            except ValueError:
+                raise ValueError(f"a gradient for shape {self.shape} cannot have shape "
+                                 f"{g.shape}") from None
+        self._grad = g
 
     def _zero_grad(self) -> None:
         self._grad = None
@@ -284,6 +296,11 @@ class Tensor:
         except IndexError as e:
             raise IndexError(f"cannot index a tensor of shape {self.shape} with "
                              f"{key!r}: {e}") from None
+
+    def __setitem__(self, key, value):
+        raise TypeError("a Tensor cannot be changed in place (the graph would no longer "
+                        "match its data): build a new one, e.g. with np.where(mask, new, T), "
+                        "or change T.data outside the computation")
 
     def __len__(self):
         if self.ndim == 0:

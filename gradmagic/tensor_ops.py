@@ -211,7 +211,7 @@ def _mean(x, axis, keepdims):
 
 
 def _mean_dx(g, out, x, axis, keepdims):
-    count = np.size(x) // max(np.size(out), 1) if np.size(x) else 1
+    count = max(np.size(x), 1) / max(np.size(out), 1)  # elements per mean
     return np.broadcast_to(_expand(g, axis, keepdims) / count, np.shape(x))
 
 

@@ -569,3 +569,21 @@ def test_leaf_gradients_are_their_own_writable_arrays():
     assert not np.shares_memory(W.grad, out.grad)
     W.grad[0, 0] = 5.0
     assert out.grad[0, 0] == 1.0
+
+
+def test_setting_grad_coerces_or_forgets():
+    T = Tensor([[1.0, 2.0]])
+    T.grad = 1.0
+    assert T.grad.shape == (1, 2) and T.grad.dtype == np.float64
+    T.grad = None
+    assert not T.grad.any() and T.grad.shape == (1, 2)
+    with pytest.raises(ValueError, match=r"shape \(1, 2\)"):
+        T.grad = np.ones(3)
+
+
+def test_tensors_cannot_be_changed_in_place():
+    T = Tensor([1.0, 2.0])
+    with pytest.raises(TypeError, match="in place"):
+        T[0] = 5.0
+    with pytest.raises(ValueError, match="too large"):
+        Tensor(10 ** 400)
