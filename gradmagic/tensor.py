@@ -227,6 +227,12 @@ class Tensor:
     def tanh(self):
         return _apply(_TANH, self)
 
+    def sin(self):
+        return _apply(_SIN, self)
+
+    def cos(self):
+        return _apply(_COS, self)
+
     def sigmoid(self):
         return _apply(_SIGMOID, self)
 
@@ -471,6 +477,7 @@ _SUM, _MEAN, _MAX, _MIN = (TENSOR_OPS[k] for k in ("sum", "mean", "max", "min"))
 _RESHAPE, _TRANSPOSE, _GETITEM = (TENSOR_OPS[k] for k in ("reshape", "transpose", "getitem"))
 _MAXIMUM, _MINIMUM, _WHERE = (TENSOR_OPS[k] for k in ("maximum", "minimum", "where"))
 _SOFTMAX, _LOG_SOFTMAX = TENSOR_OPS["softmax"], TENSOR_OPS["log_softmax"]
+_SIN, _COS = TENSOR_OPS["sin"], TENSOR_OPS["cos"]
 
 
 def _constant(data) -> Tensor:
@@ -732,7 +739,7 @@ _UFUNC_OPS = {
     np.add: _ADD, np.subtract: _SUB, np.multiply: _MUL, np.true_divide: _DIV,
     np.power: _POW, np.matmul: _MATMUL, np.maximum: _MAXIMUM, np.minimum: _MINIMUM,
     np.negative: _NEG, np.exp: _EXP, np.log: _LOG, np.sqrt: _SQRT, np.tanh: _TANH,
-    np.absolute: _ABS,
+    np.absolute: _ABS, np.sin: _SIN, np.cos: _COS,
 }
 _UFUNC_SPECIAL = {
     np.positive: lambda x: x,
