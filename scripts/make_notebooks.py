@@ -1,0 +1,126 @@
+"""Write the demo notebooks' cells (without outputs) into demo_notebooks/.
+
+The notebooks are kept as this script's text so their content is reviewable
+in a diff; `make notebooks` then executes them and saves their outputs and
+widget state (python -m gradmagic.demo --save).
+"""
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+OUT = Path(__file__).resolve().parent.parent / "demo_notebooks"
+
+
+def notebook(name: str, cells: list) -> None:
+    nb = new_notebook(cells=[
+        new_markdown_cell(text) if kind == "md" else new_code_cell(text)
+        for kind, text in cells
+    ])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    OUT.mkdir(exist_ok=True)
+    path = OUT / name
+    if path.exists():  # keep saved outputs of cells whose source did not change
+        old = nbformat.read(path, as_version=4)
+        saved = {c.source: c for c in old.cells if c.cell_type == "code"}
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.source in saved:
+                cell.outputs = saved[cell.source].outputs
+                cell.execution_count = saved[cell.source].execution_count
+        if "widgets" in old.metadata:
+            nb.metadata["widgets"] = old.metadata["widgets"]
+    nbformat.write(nb, path)
+    print("wrote", path)
+
+
+TOUR = [
+    ("md", """# A guided tour of backpropagation
+
+`%%autograd` runs a cell with every number turned into a node of a computation graph, calls
+`backward()` on the cell's last expression and shows what happened: the graph, each node's value
+and gradient, and a numerical check (finite differences) beside every gradient.
+
+Load the extension once per notebook:"""),
+    ("code", "%load_ext gradmagic"),
+    ("md", """## 1. A single expression
+
+$f(x, y) = 3x^2 + xy + 5y^2$. By hand: $\\partial f/\\partial x = 6x + y = 15$ and
+$\\partial f/\\partial y = x + 10y = 32$ at $(2, 3)$. Open the **Graph** tab to see how the
+expression was built, **Gradients** for the numbers, **Check** for the finite differences."""),
+    ("code", "%%autograd\nx = 2.0\ny = 3.0\nf = 3*x**2 + x*y + 5*y**2\nf"),
+    ("md", "After the cell, `x` and `y` are nodes of the graph and carry their gradients:"),
+    ("code", "x.grad, y.grad"),
+    ("md", """## 2. The chain rule, one step at a time
+
+The walk-through from *The spelled-out intro to neural networks and backpropagation*:
+$L = (a b + c) f$. Move the slider in the **Backward** tab: each step takes one node, in reverse
+topological order, and hands its gradient to its parents, multiplied by the local derivative.
+Pick a node to see its local derivative and the gradient flowing into it."""),
+    ("code", "%%autograd\na = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f\nL"),
+    ("md", """## 3. A neuron
+
+A tanh neuron with two inputs. The bias was chosen so that the output is $1/\\sqrt 2$; then
+$\\partial o/\\partial n = 1 - o^2 = 0.5$ and every other gradient follows from it."""),
+    ("code", "%%autograd\nx1 = 2.0\nx2 = 0.0\nw1 = -3.0\nw2 = 1.0\nb = 6.8813735870195432\n"
+             "n = x1*w1 + x2*w2 + b\no = n.tanh()\no"),
+    ("md", """The same neuron written with `math.tanh` keeps the graph too: `%%autograd` maps `math`
+functions onto the engine."""),
+    ("code", "import math"),
+    ("code", "%%autograd\no = math.tanh(x1*w1 + x2*w2 + b)"),
+    ("md", """## 4. A value used twice
+
+When a node feeds two places, its gradient is the **sum** of what flows back along each path.
+Forgetting to accumulate is the classic backprop bug: here $b = a + a$, so
+$\\partial b/\\partial a = 2$, not 1."""),
+    ("code", "%%autograd\na = 3.0\nb = a + a\nb"),
+    ("md", """## 5. Your own code
+
+Functions, loops and comprehensions work as in plain Python; the magic only changes numbers into
+nodes. Here a polynomial is evaluated with Horner's rule."""),
+    ("code", "%%autograd --rankdir TB\ndef horner(coeffs, t):\n    acc = 0.0\n    for c in coeffs:\n"
+             "        acc = acc * t + c\n    return acc\n\nt = 0.5\np = horner([2.0, -1.0, 3.0], t)\np"),
+    ("md", """## 6. Non-differentiable points and branches
+
+`relu` has no derivative at 0: the engine uses the subgradient 0 and the view marks the node.
+A comparison on a node makes the run depend on its value; the check then says it holds for this
+branch only."""),
+    ("code", "%%autograd\nz = 0.0\nr = z.relu() + (z*z if z > -1 else z)\nr"),
+    ("md", """## 7. Without the magic
+
+Everything above is the engine `gradmagic.Value`, which works in plain Python too:"""),
+    ("code", "from gradmagic import Value\n\na = Value(2.0, label='a')\nb = Value(-3.0, label='b')\n"
+             "L = (a * b + a).tanh()\nL.backward()\na.grad, b.grad"),
+]
+
+MLP = [
+    ("md", """# Training a small network with `gradmagic.nn`
+
+A two-layer perceptron learns to separate two interleaved half-moons. Then `%%autograd` looks
+inside one training step."""),
+    ("code", "%load_ext gradmagic\nimport numpy as np\nfrom gradmagic.nn import MLP, hinge_loss, accuracy\n"
+             "from gradmagic.optim import SGD"),
+    ("md", "Two moons, made with numpy (labels are -1 and +1):"),
+    ("code", "rng = np.random.default_rng(0)\nn = 60\nt = rng.uniform(0, np.pi, n)\n"
+             "X = np.concatenate([np.c_[np.cos(t), np.sin(t)], np.c_[1 - np.cos(t), 0.5 - np.sin(t)]])\n"
+             "X += rng.normal(scale=0.1, size=X.shape)\ny = np.r_[-np.ones(n), np.ones(n)]\n"
+             "X = X.tolist(); y = y.tolist()\nlen(X)"),
+    ("code", "net = MLP(2, [16, 16, 1], activation='relu', seed=1)\nopt = SGD(net.parameters(), lr=0.05, momentum=0.9)\n"
+             "for step in range(60):\n    scores = [net(x) for x in X]\n    loss = hinge_loss(scores, y)\n"
+             "    loss.backward()\n    opt.step()\n    if step % 10 == 0:\n"
+             "        print(f'step {step:2d}  loss {loss.data:.3f}  accuracy {accuracy(scores, y):.0%}')\n"
+             "print(f'final accuracy {accuracy([net(x) for x in X], y):.0%}')"),
+    ("md", """## One step under the microscope
+
+The loss on one point, with the network's weights entering as leaves. The graph has about 350
+nodes, more than the default `--max-nodes 150`, so the Graph tab shows a summary around the loss;
+the Gradients and Check tabs list every node."""),
+    ("code", "%%autograd\nscore = net(X[0])\nloss = (1 - y[0] * score).relu()\nloss"),
+    ("md", "The gradient of that loss with respect to the first weight, from the trace:"),
+    ("code", "import gradmagic\ntrace = gradmagic.last\nreport = trace.check()\nprint(report.passed, len(report.rows))"),
+]
+
+if __name__ == "__main__":
+    notebook("01_backprop_tour.ipynb", TOUR)
+    notebook("02_training_mlp.ipynb", MLP)
