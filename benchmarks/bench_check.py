@@ -7,6 +7,10 @@ one input point and an L2 penalty ``1e-4 * sum(p * p)`` (about 1,700 nodes,
 For comparison it also times the naive way -- re-running the forward pass
 twice per leaf -- on a few leaves and scales that up to all of them.
 
+Last, the display of a 100,000-node run (check, summary graph, tables, widget)
+is timed against the forward and backward pass that made it: it must take
+seconds, not minutes.
+
 Run: ``python benchmarks/bench_check.py``.
 """
 from __future__ import annotations
@@ -61,6 +65,26 @@ def _naive_seconds_per_leaf(net, loss, eps: float, leaves: int) -> float:
     return (time.perf_counter() - start) / len(params)
 
 
+def _big_display(n_steps: int = 33_400) -> dict:
+    """Seconds to display a ~100,000-node run, beside the run itself."""
+    from gradmagic.widget import mimebundle
+
+    start = time.perf_counter()
+    x = Value(0.5, label="x")
+    total = Value(0.0, label="start")
+    for i in range(n_steps):
+        total = total + x * float(i % 7)
+    total.backward()
+    run = time.perf_counter() - start
+    trace = Trace(total, bindings={"x": x, "total": total})
+    start = time.perf_counter()
+    bundle = mimebundle(trace)
+    display = time.perf_counter() - start
+    return {"big_nodes": len(trace.nodes), "big_run_s": run, "big_display_s": display,
+            "big_display_ratio": display / run,
+            "big_html_kb": len(bundle["text/html"]) / 1024}
+
+
 def main(repeats: int = 40) -> dict:
     net, loss = _demo()
     target = loss()
@@ -94,6 +118,11 @@ def main(repeats: int = 40) -> dict:
           f"target <= {TARGET_RATIO:g}x)")
     print(f"  naive re-run, 2 per leaf {naive * 1e3:8.1f} ms   "
           f"ratio {result['naive_ratio']:.0f}x (scaled up from 20 leaves)")
+    big = _big_display()
+    result.update(big)
+    print(f"  display of a {big['big_nodes']:,}-node run: {big['big_display_s']:.2f} s "
+          f"({big['big_display_ratio']:.2f}x the {big['big_run_s']:.2f} s forward + backward; "
+          f"static HTML {big['big_html_kb']:.0f} KB)")
     return result
 
 

@@ -157,18 +157,21 @@ class CheckReport:
 
     @property
     def verdict(self) -> str:
+        """One line: how many rows agree, disagree or are flagged."""
         n = len(self.rows)
-        good = sum(r.ok for r in self.rows)
+        bad = sum(not r.ok for r in self.rows)
+        flagged = len(self.flagged)
         if self.kind == "expect":
-            text = f"{good} of {n} correct"
-        elif good == n:
+            text = f"{n - bad} of {n} correct"
+        elif bad:
+            text = f"{bad} of {n} gradients disagree with finite differences"
+        elif not flagged:
             text = (f"all {n} gradients match finite differences" if n != 1
                     else "the gradient matches finite differences")
         else:
-            text = f"{n - good} of {n} gradients disagree with finite differences"
-        flagged = len(self.flagged)
+            text = f"{n - flagged} of {n} gradients match finite differences"
         if flagged:
-            text += f" ({flagged} flagged)"
+            text += f"; {flagged} flagged (kink or non-finite), not judged"
         if not self.replay_ok:
             text = "replay does not reproduce the run; " + text
         return text
@@ -295,6 +298,20 @@ class _Measured:
         self.numeric, self.fwd, self.bwd, self.steps = numeric, fwd, bwd, steps
 
 
+class _Slots:
+    """The perturbed elements ("slots"): leaf node index and flat element (-1: a scalar)."""
+
+    def __init__(self, node, elem):
+        self.node = np.asarray(node, dtype=np.intp)
+        self.elem = np.asarray(elem, dtype=np.intp)
+
+    def __len__(self):
+        return len(self.node)
+
+    def __getitem__(self, part: slice) -> "_Slots":
+        return _Slots(self.node[part], self.elem[part])
+
+
 class _Plan:
     """The replay program of a trace: its leaves, and each op node's forward.
 
@@ -313,10 +330,7 @@ class _Plan:
         self.trace = trace
         self.n = n = len(nodes)
         self.target = trace.target.index
-        self.scalar_leaves = []  # node indices
-        self.array_leaves = []
-        self.kinks = []  # nodes where a subgradient was used
-        self.constants = []  # leaves that asked for no gradient (requires_grad=False)
+        scalar_leaves, array_leaves, kinks, constants = [], [], [], []
         program = []
         append = program.append
         sizes = n
@@ -326,19 +340,12 @@ class _Plan:
             node = nodes[i]
             parents = node.parents
             if node.kink:
-                self.kinks.append(i)
-            if node.shape is not None:
-                sizes += max(1, int(np.prod(node.shape))) - 1
-            if not parents:
-                if node.shape is None:
-                    self.scalar_leaves.append(i)
-                else:
-                    self.array_leaves.append(i)
-                if not getattr(graph[i], "requires_grad", True):
-                    self.constants.append(i)
-                continue
+                kinks.append(i)
             v = graph[i]
-            if v.__class__ is Value:  # Value._replay is its op's numpy forward
+            if v.__class__ is Value:  # a scalar; Value._replay is its op's numpy forward
+                if not parents:
+                    scalar_leaves.append(i)
+                    continue
                 a = parents[0]
                 free_a = not used[a]
                 used[a] = 1
@@ -350,6 +357,13 @@ class _Plan:
                     used[b] = 1
                     append((i, v._op.np, a, b, free_a, free_b))
                 continue
+            if node.shape is not None:
+                sizes += max(1, int(np.prod(node.shape))) - 1
+            if not parents:
+                (scalar_leaves if node.shape is None else array_leaves).append(i)
+                if not getattr(v, "requires_grad", True):
+                    constants.append(i)
+                continue
             fn = getattr(v, "_replay", None)
             if fn is None:
                 raise TypeError(f"node #{i} ({type(v).__name__}, op {node.op!r}) has no "
@@ -360,16 +374,15 @@ class _Plan:
             append((i, fn, parents, -2, False, free))
         program.reverse()
         self.program = program
-        self.scalar_leaves.reverse()
-        self.array_leaves.reverse()
+        self.scalar_leaves = scalar_leaves[::-1]  # node indices, ascending
+        self.array_leaves = array_leaves[::-1]
+        self.kinks = kinks  # nodes where a subgradient was used
+        self.constants = constants  # leaves that asked for no gradient (requires_grad=False)
         self.sizes = sizes  # elements in one column of all the nodes
 
     # ------------------------------------------------------------------ what to perturb
     def choose(self, max_leaves, max_elements: int, seed: int):
-        """Slots to perturb: (leaf index, flat element or -1 for a scalar).
-
-        Returns the slots and notes on what was sampled.
-        """
+        """The slots to perturb, and notes on what was left out or sampled."""
         nodes = self.trace.nodes
         notes = []
         rng = np.random.default_rng(seed)
@@ -401,12 +414,13 @@ class _Plan:
                          "fast; pass max_leaves=None to check them all.")
             leaves = chosen
         if not self.array_leaves:
-            return [(i, -1) for i in leaves], notes
-        slots = []
+            return _Slots(leaves, np.full(len(leaves), -1)), notes
+        node, elem = [], []
         for i in leaves:
             shape = nodes[i].shape
             if shape is None:
-                slots.append((i, -1))
+                node.append(i)
+                elem.append(-1)
                 continue
             size = int(np.prod(shape))
             if size > max_elements:
@@ -415,21 +429,26 @@ class _Plan:
                              f"perturbed (random sample, seed {seed}).")
             else:
                 elems = np.arange(size)
-            slots.extend((i, int(e)) for e in elems)
-        return slots, notes
+            node += [i] * len(elems)
+            elem += elems.tolist()
+        return _Slots(node, elem), notes
 
     # ------------------------------------------------------------------ replay
-    def measure(self, slots, eps: float) -> _Measured:
+    def measure(self, slots: _Slots, eps: float) -> _Measured:
         """Replay the graph for every slot, in as few chunks as memory allows."""
         per_chunk = max(1, (_CHUNK // self.sizes - 1) // 2)
         parts = []
         for start in range(0, max(len(slots), 1), per_chunk):
             vals, steps = self._replay(slots[start:start + per_chunk], eps)
             parts.append((self._target_column(vals), steps))
-        f0 = parts[0][0][0]
-        f = np.concatenate([p[0][1:] for p in parts])
-        hp = np.concatenate([p[1][0] for p in parts])
-        hm = np.concatenate([p[1][1] for p in parts])
+        if len(parts) == 1:
+            ((f, (hp, hm)),) = parts
+            f0, f = f[0], f[1:]
+        else:
+            f0 = parts[0][0][0]
+            f = np.concatenate([p[0][1:] for p in parts])
+            hp = np.concatenate([p[1][0] for p in parts])
+            hm = np.concatenate([p[1][1] for p in parts])
         plus, minus = f[0::2], f[1::2]
         steps = hp + hm
         return _Measured(f0, (plus - minus) / steps, (plus - f0) / hp, (f0 - minus) / hm,
@@ -444,7 +463,7 @@ class _Plan:
             f = f.reshape(len(f))
         return f
 
-    def _leaf_inputs(self, slots, eps: float):
+    def _leaf_inputs(self, slots: _Slots, eps: float):
         """The leaves' column arrays, and the actual steps up and down per slot.
 
         Column 0 is unperturbed; slot ``j`` is perturbed by +eps in column
@@ -457,18 +476,15 @@ class _Plan:
         vals = [None] * self.n
         hp = np.empty(n_slots)
         hm = np.empty(n_slots)
-        slot_node = np.array([s[0] for s in slots], dtype=int)
-        slot_elem = np.array([s[1] for s in slots], dtype=int)
-        plus = np.arange(n_slots) * 2 + 1  # the column of slot j's x + eps
+        plus = np.arange(1, k, 2)  # the column of slot j's x + eps
         sl = self.scalar_leaves  # one matrix, a row per leaf
         if sl:
             base = np.array([nodes[i].data for i in sl], dtype=float)
             m = np.repeat(base[:, None], k, axis=1)
-            row_of = np.full(self.n, -1)
-            row_of[sl] = np.arange(len(sl))
-            pick = np.flatnonzero(slot_elem < 0)
+            pick = np.flatnonzero(slots.elem < 0)
             if pick.size:
-                rows, c = row_of[slot_node[pick]], plus[pick]
+                rows = np.searchsorted(sl, slots.node[pick])
+                c = plus[pick]
                 m[rows, c] += eps
                 m[rows, c + 1] -= eps
                 hp[pick] = m[rows, c] - base[rows]
@@ -479,9 +495,9 @@ class _Plan:
             data = np.asarray(nodes[leaf].data, dtype=float)
             flat = data.reshape(-1)
             arr = np.repeat(flat[None, :], k, axis=0)
-            pick = np.flatnonzero(slot_node == leaf)
+            pick = np.flatnonzero(slots.node == leaf)
             if pick.size:
-                elems, c = slot_elem[pick], plus[pick]
+                elems, c = slots.elem[pick], plus[pick]
                 arr[c, elems] += eps
                 arr[c + 1, elems] -= eps
                 hp[pick] = arr[c, elems] - flat[elems]
@@ -489,7 +505,7 @@ class _Plan:
             vals[leaf] = arr.reshape((k,) + data.shape)
         return vals, (hp, hm)
 
-    def _replay(self, slots, eps: float, keep: bool = False):
+    def _replay(self, slots: _Slots, eps: float, keep: bool = False):
         """One pass over the nodes: every node's column array (``keep``) or the target's."""
         vals, steps = self._leaf_inputs(slots, eps)
         if keep:
@@ -521,7 +537,7 @@ class _Plan:
         recorded = self.trace.target.data
         if _same(f0, recorded):
             return True, ""
-        vals, _ = self._replay([], 1.0, keep=True)
+        vals, _ = self._replay(_Slots([], []), 1.0, keep=True)
         first = ""
         for node in self.trace.nodes:
             got = np.asarray(vals[node.index])[0]
@@ -550,11 +566,15 @@ def _same(a, b) -> bool:
                        | (a == b)))
 
 
-def _rows(plan, slots, m: _Measured, atol, rtol, trace) -> list:
+def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
     """One row per scalar leaf, one summary row per array leaf."""
     nodes = trace.nodes
-    analytic = np.array([nodes[i].grad if e < 0 else np.asarray(nodes[i].grad).flat[e]
-                         for i, e in slots], dtype=float)
+    index = slots.node.tolist()
+    if plan.array_leaves:
+        analytic = np.array([nodes[i].grad if e < 0 else np.asarray(nodes[i].grad).flat[e]
+                             for i, e in zip(index, slots.elem.tolist())], dtype=float)
+    else:
+        analytic = np.array([nodes[i].grad for i in index], dtype=float)
     numeric = m.numeric
     abs_err = np.abs(analytic - numeric)
     mag = np.abs(numeric)
@@ -570,34 +590,34 @@ def _rows(plan, slots, m: _Measured, atol, rtol, trace) -> list:
     a_l, n_l, e_l, r_l, b_l, s_l = (analytic.tolist(), numeric.tolist(), abs_err.tolist(),
                                     rel_err.tolist(), bound.tolist(), status.tolist())
     if not plan.array_leaves:  # one row per slot
-        index = [i for i, _ in slots]
-        notes = [""] * len(slots)
-        for j in (range(len(slots)) if kinks else np.flatnonzero(status).tolist()):
+        notes = [""] * len(index)
+        for j in (range(len(index)) if kinks else np.flatnonzero(status).tolist()):
             notes[j] = _note(s_l[j], j, m, a_l[j], nodes[index[j]], kinks)
         return list(map(_new_row, zip(
             [nodes[i].name for i in index], a_l, n_l, e_l, r_l, b_l,
-            [_STATUS[s] for s in s_l], notes, index, [1] * len(slots))))
+            [_STATUS[s] for s in s_l], notes, index, [1] * len(index))))
     rows = []
+    elems = slots.elem.tolist()
     j = 0
-    while j < len(slots):
-        leaf, elem = slots[j]
+    while j < len(index):
+        leaf = index[j]
         node = nodes[leaf]
-        if elem < 0:
+        if elems[j] < 0:
             s = s_l[j]
             rows.append(CheckRow(node.name, a_l[j], n_l[j], e_l[j], r_l[j], b_l[j], _STATUS[s],
                                  _note(s, j, m, a_l[j], node, kinks), leaf))
             j += 1
             continue
         end = j
-        while end < len(slots) and slots[end][0] == leaf:
+        while end < len(index) and index[end] == leaf:
             end += 1
-        rows.append(_array_row(node, slots, j, end, status, m, analytic, abs_err, rel_err,
+        rows.append(_array_row(node, elems, j, end, status, m, analytic, abs_err, rel_err,
                                bound, kinks))
         j = end
     return rows
 
 
-def _array_row(node, slots, start, end, status, m, analytic, abs_err, rel_err, bound,
+def _array_row(node, elems, start, end, status, m, analytic, abs_err, rel_err, bound,
                kinks) -> CheckRow:
     """The worst of an array leaf's perturbed elements, as one row."""
     part = slice(start, end)
@@ -606,7 +626,7 @@ def _array_row(node, slots, start, end, status, m, analytic, abs_err, rel_err, b
     w = start + int(np.lexsort((-excess, rank))[0])
     s = int(status[w])
     shape = node.shape
-    where = np.unravel_index(slots[w][1], shape)
+    where = np.unravel_index(elems[w], shape)
     count = end - start
     total = int(np.prod(shape))
     sampled = f"{count} of {total:,} elements" if count < total else f"all {count} elements"

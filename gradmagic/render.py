@@ -435,7 +435,7 @@ def _report_head(report) -> list:
                f"(atol {report.atol:g}, rtol {report.rtol:g})")
     else:
         tol = f"pass if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|"
-    mark = "✓" if report.passed else "✗"
+    mark = "✗" if not report.passed else "⚠" if report.flagged else "✓"
     return [f"{mark} {report.verdict}", tol] + list(report.notes)
 
 
@@ -446,7 +446,8 @@ _STATUS_FILL = {"fail": FILL["fail"], "error": FILL["fail"], "kink": "#ffedd5",
 def report_html(report, limit: int = TABLE_ROWS) -> str:
     """A CheckReport as HTML: the verdict, the tolerance, notes, then rows worst first."""
     head = _report_head(report)
-    colour = "#166534" if report.passed else LINE["fail"]
+    colour = (LINE["fail"] if not report.passed else LINE["kink"] if report.flagged
+              else "#166534")
     out = [f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
            f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>']
     out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in head[2:]]

@@ -310,6 +310,12 @@ class Grid:
         return self.fn(*inputs)
 
 
+def sampled_elements(trace, index):
+    """The flat elements of leaf ``index`` that check() perturbs (seeded)."""
+    slots, _ = check_module._Plan(trace).choose("auto", 200, 0)
+    return slots.elem[slots.node == index].tolist()
+
+
 def weighted_square_sum(shape, wrong_at=None):
     """out = sum(W**2 * C): dout/dW = 2 W C."""
     rng = np.random.default_rng(1)
@@ -343,8 +349,7 @@ def test_large_array_leaves_are_sampled_and_a_wrong_element_is_found():
     assert w.count == 200 and "200 of 900" in w.note
     assert any("W: 200 of its 900 elements" in n for n in report.notes)
     # the sample is seeded: a wrong element inside it is always caught
-    slots, _ = check_module._Plan(trace).choose("auto", 200, 0)
-    sampled = [e for i, e in slots if trace.nodes[i].label == "W"]
+    sampled = sampled_elements(trace, trace.node("W").index)
     bad = np.unravel_index(sampled[17], (30, 30))
     trace, _ = weighted_square_sum((30, 30), wrong_at=bad)
     w = row(check(trace), "W")
@@ -446,9 +451,8 @@ def test_tensor_network_check_passes_and_skips_constant_inputs():
 
 def test_tensor_leaf_sampling_and_a_wrong_gradient_element():
     trace = tensor_net_trace(nin=10, hidden=40)  # 0.W has 400 elements
-    slots, _ = check_module._Plan(trace).choose("auto", 200, 0)
     w = trace.node("0.W")
-    sampled = [e for i, e in slots if i == w.index]
+    sampled = sampled_elements(trace, w.index)
     assert len(sampled) == 200
     where = np.unravel_index(sampled[3], w.shape)
     w.grad[where] += 0.1  # a wrong analytic gradient in the snapshot
