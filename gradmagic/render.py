@@ -114,7 +114,7 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
     """The DOT source of the run's graph.
 
     ``subset`` draws only those node indices (a summary); ``path`` highlights
-    nodes and the edges between them; ``current`` highlights one node (the
+    nodes, and the edges and operations that connect them; ``current`` highlights one node (the
     one the backward pass is processing); ``grad_text`` replaces each node's
     grad field (a list of strings indexed like ``trace.nodes``).
     """
@@ -143,12 +143,14 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
         if node.kink:
             op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2",
                       tooltip="not differentiable here: a subgradient was used")
-        if i in path:
+        # the flow runs through this op when the node and one of its inputs are on the path
+        flows = i in path and any(p in path for p in node.parents)
+        if flows:
             op.update(color=LINE["path"], penwidth="2.5")
         if i == current:
             op.update(fillcolor=FILL["current"], color=LINE["current"], penwidth="3")
         lines.append(f"  o{i} [{_attrs(op)}];")
-        lines.append(_edge(f"o{i}", f"v{i}", on_path if i in path else None))
+        lines.append(_edge(f"o{i}", f"v{i}", on_path if flows else None))
         hidden = 0
         for p in node.parents:
             if p in drawn:
@@ -349,6 +351,14 @@ _TABLE = ('<table style="border-collapse:collapse; font-size:12px; '
 _CELL = 'style="padding:1px 8px; text-align:{align}; border-bottom:1px solid #e5e7eb"'
 
 
+# columns whose cells are words, aligned left even when they look like numbers
+_WORDS = {"label", "op", "flags", "name", "status", "note"}
+
+
+def _right(column: str, cell: str) -> bool:
+    return column not in _WORDS and _numeric_text(cell)
+
+
 def _html_table(header, rows, colours=None) -> str:
     out = [_TABLE, "<thead><tr>"]
     out += [f'<th {_CELL.format(align="left")}>{html.escape(h)}</th>' for h in header]
@@ -356,8 +366,8 @@ def _html_table(header, rows, colours=None) -> str:
     for k, row in enumerate(rows):
         colour = colours[k] if colours else ""
         out.append(f'<tr style="background:{colour}">' if colour else "<tr>")
-        for cell in row:
-            align = "right" if _numeric_text(cell) else "left"
+        for column, cell in zip(header, row):
+            align = "right" if _right(column, cell) else "left"
             out.append(f"<td {_CELL.format(align=align)}>{html.escape(cell)}</td>")
         out.append("</tr>")
     out.append("</tbody></table>")
@@ -413,8 +423,8 @@ def _text_table(header, rows) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     for row in rows:
-        lines.append("  ".join(c.rjust(w) if _numeric_text(c) else c.ljust(w)
-                               for c, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(c.rjust(w) if _right(h, c) else c.ljust(w)
+                               for h, c, w in zip(header, row, widths)).rstrip())
     return "\n".join(lines)
 
 

@@ -127,10 +127,15 @@ def test_rankdir_from_argument_and_options():
 
 def test_path_and_current_highlights():
     trace = small()
-    a = trace.node("a").index
-    dot = render.to_dot(trace, path={a, trace.target.index}, current=a)
-    assert render.FILL["current"] in dot_line(dot, f"v{a}")
-    assert render.LINE["path"] in dot_line(dot, f"o{trace.target.index}")
+    c, top = trace.node("c").index, trace.target.index
+    path = {c, c + 1, top}  # c, c + a, tanh(c + a)
+    assert trace.nodes[c + 1].parents[0] == c and trace.nodes[top].parents == (c + 1,)
+    dot = render.to_dot(trace, path=path, current=c)
+    assert render.FILL["current"] in dot_line(dot, f"v{c}")
+    assert render.LINE["path"] in dot_line(dot, f"o{top}")
+    assert render.LINE["path"] in dot_line(dot, f"o{c + 1}")
+    assert render.LINE["path"] not in dot_line(dot, f"o{c}")  # c's own op is upstream
+    assert f'v{c} -> o{c + 1} [color="{render.LINE["path"]}"' in dot
 
 
 # --------------------------------------------------------------------------- big graphs
