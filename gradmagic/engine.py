@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from contextlib import contextmanager
 
-from .ops import OPS, Op
+from .ops import OPS, Op, real
 
-__all__ = ["Value", "no_grad", "is_grad_enabled"]
+__all__ = ["Value", "no_grad", "is_grad_enabled", "apply"]
 
 
 class _State:
@@ -137,7 +138,7 @@ class Value:
 
     @property
     def finite(self) -> bool:
-        """False when data or grad is nan or infinite."""
+        """False when data or grad is nan, infinite or an int too big for a float."""
         try:
             return math.isfinite(self.data) and math.isfinite(self.grad)
         except OverflowError:  # a huge int
@@ -148,10 +149,12 @@ class Value:
         op = self._op
         if op is None:
             return ()
-        args = [p.data for p in self.parents]
-        if op.arity == 1:
-            return (op.df(args[0], self.data),)
-        return tuple(op.df(args[0], args[1], self.data))
+        args = [p.data for p in self.parents] + [self.data]
+        try:
+            d = op.df(*args)
+        except OverflowError:  # an int too big for a float: read it as ±inf
+            d = op.df(*map(real, args))
+        return (d,) if op.arity == 1 else tuple(d)
 
     # ---------------------------------------------------------------- backward
     def topo(self) -> list:
@@ -215,7 +218,7 @@ class Value:
 
     def __float__(self):
         state.float_conversions += 1
-        return float(self.data)
+        return real(self.data)
 
     def __int__(self):
         state.branch_events += 1
@@ -274,12 +277,18 @@ def backward(root, seed) -> None:
         g = v.grad
         a = v._a
         b = v._b
-        if b is not None:
-            da, db = op.df(a.data, b.data, v.data)
-            a.grad += da * g
-            b.grad += db * g
-        else:
-            a.grad += op.df(a.data, v.data) * g
+        try:
+            if b is None:
+                a.grad += op.df(a.data, v.data) * g
+            else:
+                da, db = op.df(a.data, b.data, v.data)
+                da *= g  # both products first, so neither is added twice
+                db *= g  # if the second one overflows
+                a.grad += da
+                b.grad += db
+        except OverflowError:  # an int too big for a float
+            for p, d in zip(v.parents, v.local_grads()):
+                p.grad += real(d) * g
 
 
 def _other(x):
@@ -309,7 +318,10 @@ def _make_binary(op: Op):
             if other is None:
                 return NotImplemented
         out = _new(Value)
-        out.data = f(self.data, other.data)
+        try:
+            out.data = f(self.data, other.data)
+        except OverflowError:  # an int too big for a float: read it as ±inf
+            out.data = f(real(self.data), real(other.data))
         out.grad = 0.0
         out.label = ""
         out._mark = None
@@ -327,6 +339,8 @@ def _make_binary(op: Op):
             return NotImplemented
         return forward(other, self)
 
+    forward.__doc__ = f"self {op.symbol} other as a new node ({op.rule})."
+    reflected.__doc__ = f"other {op.symbol} self as a new node ({op.rule})."
     return forward, reflected
 
 
@@ -335,7 +349,10 @@ def _make_unary(op: Op):
 
     def forward(self):
         out = _new(Value)
-        out.data = f(self.data)
+        try:
+            out.data = f(self.data)
+        except OverflowError:  # an int too big for a float: read it as ±inf
+            out.data = f(real(self.data))
         out.grad = 0.0
         out.label = ""
         out._b = out._mark = None
@@ -351,7 +368,6 @@ def _make_unary(op: Op):
 
 
 def _make_compare(name: str):
-    import operator
     cmp = getattr(operator, name)
 
     def compare(self, other):
@@ -366,28 +382,36 @@ def _make_compare(name: str):
     return compare
 
 
-for _dunder, _name in [("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"),
-                       ("pow", "**"), ("floordiv", "//"), ("mod", "%")]:
-    _fwd, _rev = _make_binary(OPS[_name])
-    setattr(Value, f"__{_dunder}__", _fwd)
-    setattr(Value, f"__r{_dunder}__", _rev)
+# ---------------------------------------------------------------- methods from the op table
+# Python's own spelling of the ops that have one; every other op becomes a
+# method named after it (``v.tanh()``), so a new entry in ops.OPS needs no
+# change here.
+_OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow",
+              "//": "floordiv", "%": "mod"}
+_PROTOCOL = {"neg": "__neg__", "abs": "__abs__", "floor": "__floor__",
+             "ceil": "__ceil__", "trunc": "__trunc__"}
+_ROUND = ("round", "roundn")  # both spelled round(v[, n]): Value.__round__ below
+_FORWARD = {}  # op name -> the function that makes its node
 
-for _name in ["exp", "log", "tanh", "sigmoid", "relu", "sin", "cos", "tan", "sqrt"]:
-    setattr(Value, _name, _make_unary(OPS[_name]))
-
-Value.__neg__ = _make_unary(OPS["neg"])
-Value.__abs__ = _make_unary(OPS["abs"])
-Value.__floor__ = _make_unary(OPS["floor"])
-Value.__ceil__ = _make_unary(OPS["ceil"])
-Value.__trunc__ = _make_unary(OPS["trunc"])
-_round = _make_unary(OPS["round"])
-_round_n = _make_binary(OPS["roundn"])[0]
+for _op in OPS.values():
+    if _op.arity == 2:
+        _fwd, _rev = _make_binary(_op)
+        if _op.name in _OPERATORS:
+            setattr(Value, f"__{_OPERATORS[_op.name]}__", _fwd)
+            setattr(Value, f"__r{_OPERATORS[_op.name]}__", _rev)
+    else:
+        _fwd = _make_unary(_op)
+    _FORWARD[_op.name] = _fwd
+    if _op.name in _PROTOCOL:
+        setattr(Value, _PROTOCOL[_op.name], _fwd)
+    elif _op.name not in _OPERATORS and _op.name not in _ROUND:
+        setattr(Value, _op.name, _fwd)
 
 
 def __round__(self, ndigits=None):
     if ndigits is None:
-        return _round(self)
-    return _round_n(self, ndigits)
+        return _FORWARD["round"](self)
+    return _FORWARD["roundn"](self, ndigits)
 
 
 Value.__round__ = __round__
@@ -395,4 +419,23 @@ Value.__round__ = __round__
 for _name in ["lt", "le", "gt", "ge", "eq", "ne"]:
     setattr(Value, f"__{_name}__", _make_compare(_name))
 
-del _dunder, _name, _fwd, _rev
+del _op, _fwd, _name
+
+
+def apply(name: str, *args) -> Value:
+    """The node for op ``name`` of :data:`gradmagic.ops.OPS` on ``args``.
+
+    Arguments are Values or plain numbers. This is what ``a + b``, ``-a`` or
+    ``a.tanh()`` do, reachable by the op's name (``apply("tanh", a)``).
+    """
+    forward = _FORWARD.get(name)
+    if forward is None:
+        raise ValueError(f"unknown op {name!r}; the ops are {', '.join(OPS)}")
+    if len(args) != OPS[name].arity:
+        raise TypeError(f"op {name!r} takes {OPS[name].arity} argument(s), got {len(args)}")
+    first = _other(args[0])
+    out = NotImplemented if first is None else forward(first, *args[1:])
+    if out is NotImplemented:
+        raise TypeError(f"op {name!r} needs numbers or Values, got "
+                        f"{', '.join(type(a).__name__ for a in args)}")
+    return out

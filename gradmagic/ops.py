@@ -17,12 +17,17 @@ Adding an operation means adding one entry here; :mod:`gradmagic.engine` builds
 
 Forwards never raise for numeric reasons: a result that is not finite (log of a
 negative number, exp overflow, division by zero) is ``nan`` or ``±inf``, as in
-IEEE arithmetic, and the engine marks such nodes.
+IEEE arithmetic, and the engine marks such nodes. The one exception is an int
+argument too large for a float (``10 ** 400``): ``f`` and ``df`` may then raise
+``OverflowError``, and the caller retries with :func:`real` of the arguments
+(the engine does), which reads such an int as ``±inf``. Checking for it up front
+would slow down every operation for a case that almost never happens.
 """
 from __future__ import annotations
 
 import math
 import operator
+import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -53,13 +58,27 @@ def _sign(x):
     return (x > 0) - (x < 0)
 
 
+_FLOAT_MAX = sys.float_info.max
+
+
+def real(x):
+    """``x`` as a float; an int too large for a float becomes ``±inf``."""
+    try:
+        return float(x)
+    except OverflowError:
+        return INF if x > 0 else -INF
+
+
+def _too_big(x):
+    """True for an int that no float can hold."""
+    return isinstance(x, int) and not -_FLOAT_MAX <= x <= _FLOAT_MAX
+
+
 def _div(x, y):
     try:
         return x / y
     except ZeroDivisionError:
         return NAN if x == 0 or x != x else math.copysign(INF, x) * math.copysign(1.0, y)
-    except OverflowError:  # int / int too large for a float
-        return math.copysign(INF, x) * _sign(y)
 
 
 def _floordiv(x, y):
@@ -81,10 +100,10 @@ def _pow(x, y):
         r = x ** y
     except ZeroDivisionError:  # 0 ** negative
         return INF
-    except OverflowError:  # float overflow
-        if x < 0 and float(y).is_integer() and int(y) % 2:
-            return -INF
-        return INF
+    except OverflowError:
+        if _too_big(x) or _too_big(y):  # not a float overflow: see the module notes
+            raise
+        return -INF if x < 0 and y % 2 == 1 else INF  # odd powers keep the sign
     if isinstance(r, complex):  # negative base, fractional exponent
         return NAN
     return r
@@ -107,8 +126,8 @@ def _pow_df(x, y, out):
 def _exp(x):
     try:
         return math.exp(x)
-    except OverflowError:
-        return INF
+    except OverflowError:  # too big a result, or an int beyond float range
+        return INF if x > 0 else 0.0
 
 
 def _log(x):
@@ -137,6 +156,20 @@ def _safe(f):
 _sin, _cos, _tan = _safe(math.sin), _safe(math.cos), _safe(math.tan)
 
 
+def _to_integer(f):
+    """``f`` (floor, ceil, trunc, round) passing nan and ±inf through unchanged.
+
+    ``math.floor(inf)`` raises; here, as in numpy, it is ``inf``.
+    """
+    def g(x):
+        try:
+            return f(x)
+        except (OverflowError, ValueError):
+            return x
+    g.__name__ = f.__name__
+    return g
+
+
 def _sigmoid(x):
     if x >= 0:
         return 1.0 / (1.0 + _exp(-x))
@@ -159,12 +192,21 @@ def _np_pow(x, y):
 
 
 def _round_n(x, n):
-    return round(x, int(n))
+    """``round(x, n)``; a fractional ``n`` is truncated, a non-finite one gives nan."""
+    try:
+        n = int(n)
+    except (OverflowError, ValueError):  # n is nan or ±inf
+        return NAN
+    # past this many digits rounding changes nothing (floats) or gives 0 (ints);
+    # clamping spares Python computing 10 ** n for a huge n
+    limit = 400 + (x.bit_length() if isinstance(x, int) else 0)
+    return round(x, max(-limit, min(n, limit)))
 
 
 def _np_round_n(x, n):
-    scale = np.power(10.0, np.rint(n))
-    return np.round(x * scale) / scale
+    with np.errstate(all="ignore"):
+        scale = np.power(10.0, np.trunc(n))
+        return np.round(x * scale) / scale
 
 
 def _zero1(x, out):
@@ -206,17 +248,22 @@ _TABLE = [
        "∂tanh a/∂a = 1 − tanh²a"),
     Op("sigmoid", 1, _sigmoid, lambda x, out: out * (1.0 - out), _np_sigmoid,
        "∂σ(a)/∂a = σ(a)(1 − σ(a))", display="σ"),
-    Op("relu", 1, lambda x: x if x > 0 else 0.0, lambda x, out: 1.0 if x > 0 else 0.0,
+    # written so that nan passes through, as in numpy and PyTorch
+    Op("relu", 1, lambda x: 0.0 if x <= 0 else x, lambda x, out: 0.0 if x <= 0 else 1.0,
        lambda x: np.maximum(x, 0.0), "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)",
        kink=lambda x: x == 0),
     Op("sin", 1, _sin, lambda x, out: _cos(x), np.sin, "∂sin a/∂a = cos a"),
     Op("cos", 1, _cos, lambda x, out: -_sin(x), np.cos, "∂cos a/∂a = −sin a"),
     Op("tan", 1, _tan, lambda x, out: 1.0 + out * out, np.tan,
        "∂tan a/∂a = 1 + tan²a"),
-    Op("round", 1, round, _zero1, np.round, "round(a) is piecewise constant: derivative 0"),
-    Op("floor", 1, math.floor, _zero1, np.floor, "⌊a⌋ is piecewise constant: derivative 0"),
-    Op("ceil", 1, math.ceil, _zero1, np.ceil, "⌈a⌉ is piecewise constant: derivative 0"),
-    Op("trunc", 1, math.trunc, _zero1, np.trunc, "trunc(a) is piecewise constant: derivative 0"),
+    Op("round", 1, _to_integer(round), _zero1, np.round,
+       "round(a) is piecewise constant: derivative 0"),
+    Op("floor", 1, _to_integer(math.floor), _zero1, np.floor,
+       "⌊a⌋ is piecewise constant: derivative 0"),
+    Op("ceil", 1, _to_integer(math.ceil), _zero1, np.ceil,
+       "⌈a⌉ is piecewise constant: derivative 0"),
+    Op("trunc", 1, _to_integer(math.trunc), _zero1, np.trunc,
+       "trunc(a) is piecewise constant: derivative 0"),
 ]
 
 OPS: dict[str, Op] = {op.name: op for op in _TABLE}

@@ -1,0 +1,30 @@
+"""Fixtures shared by the test modules."""
+import pytest
+
+
+def _central_differences(f, xs, eps=1e-6):
+    """d f / d xs[i] for each i, by central differences with a step scaled to xs[i]."""
+    xs = [float(x) for x in xs]
+    grads = []
+    for i, x in enumerate(xs):
+        h = eps * max(1.0, abs(x))
+        up, down = list(xs), list(xs)
+        up[i], down[i] = x + h, x - h
+        grads.append((f(up) - f(down)) / (2 * h))
+    return grads
+
+
+@pytest.fixture
+def numgrad():
+    """``numgrad(f, xs, eps=1e-6)``: central-difference gradient of ``f(list) -> float``."""
+    return _central_differences
+
+
+@pytest.fixture
+def torch64():
+    """PyTorch with float64 as the default dtype (the test is skipped without torch)."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield torch
+    torch.set_default_dtype(before)
