@@ -124,13 +124,15 @@ class CheckReport:
 
     def __init__(self, rows, *, kind: str = "check", atol: float, rtol: float,
                  eps: float | None = None, notes=(), replay_ok: bool = True,
-                 target: str = ""):
+                 target: str = "", replay: tuple | None = None):
         self.rows: list[CheckRow] = list(rows)
         self.kind = kind
         self.eps, self.atol, self.rtol = eps, atol, rtol
         self.notes: list[str] = list(notes)
         self.replay_ok = replay_ok
         self.target = target
+        # the sanity check of a gradient check: (recorded, replayed) target value
+        self.replay = replay
 
     # ------------------------------------------------------------------ verdict
     @property
@@ -197,6 +199,8 @@ class CheckReport:
         return {"kind": self.kind, "passed": self.passed, "verdict": self.verdict,
                 "target": self.target, "eps": self.eps, "atol": self.atol, "rtol": self.rtol,
                 "replay_ok": self.replay_ok, "notes": list(self.notes),
+                "replay": None if self.replay is None else
+                dict(zip(("recorded", "replayed"), self.replay)),
                 "rows": [r.to_dict(self.columns) for r in self.rows]}
 
     def __str__(self):
@@ -268,19 +272,19 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
                         "another path.")
     if getattr(trace, "float_conversions", 0):
         notes.append(f"{trace.float_conversions} Value(s) were converted to plain floats "
-                     "during the run: anything computed from such a float is a constant in "
-                     "the graph, so neither backward nor this replay can see its effect.")
+                     "during the run: if such a float fed the result, that part is a constant "
+                     "in the graph, and neither backward nor this replay can see it.")
     with np.errstate(all="ignore"):
         measured = plan.measure(slots, eps)
-    replay_ok, note = plan.replay_agrees(measured.f0)
+        replay_ok, note = plan.replay_agrees(measured.f0)
     if note:
         notes.append(note)
-    target = trace.target
     if not _finite(measured.f0):
         notes.append(f"The target is {measured.f0}: no slope can be measured.")
     rows = _rows(plan, slots, measured, atol, rtol, trace)
     return CheckReport(rows, kind="check", eps=eps, atol=atol, rtol=rtol, notes=notes,
-                       replay_ok=replay_ok, target=target.name)
+                       replay_ok=replay_ok, target=trace.target.name,
+                       replay=(_plain(trace.target.data), float(measured.f0)))
 
 
 def _finite(x) -> bool:

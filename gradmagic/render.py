@@ -445,6 +445,10 @@ def _report_head(report) -> list:
                f"(atol {report.atol:g}, rtol {report.rtol:g})")
     else:
         tol = f"pass if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|"
+    if report.replay is not None:
+        recorded, replayed = report.replay
+        tol += (f"; replayed target {fmt(replayed, 8)} "
+                + ("= recorded" if report.replay_ok else f"≠ recorded {fmt(recorded, 8)}"))
     mark = "✗" if not report.passed else "⚠" if report.flagged else "✓"
     return [f"{mark} {report.verdict}", tol] + list(report.notes)
 

@@ -173,6 +173,10 @@ def test_replay_mismatch_is_reported_and_fails():
     assert f"node #{exp_node.index} '(exp)'" in note
     with pytest.raises(AssertionError, match="Replay mismatch"):
         report.assert_passed()
+    recorded, replayed = report.replay
+    assert recorded == pytest.approx(3 * math.exp(0.5))
+    assert replayed == pytest.approx(3 * math.expm1(0.5))
+    assert "≠ recorded" in str(report)
 
 
 def test_leaf_changed_after_the_run_does_not_change_the_check():
@@ -367,6 +371,8 @@ def test_to_dict_is_json_ready_and_complete():
     assert set(first) >= {"name", "node", "analytic", "numeric", "abs_err", "rel_err",
                           "bound", "status", "note"}
     assert json.loads(json.dumps(data))["verdict"] == report.verdict
+    assert data["replay"] == {"recorded": -8.0, "replayed": -8.0}
+    assert "replayed target -8 = recorded" in str(report)
 
 
 def test_text_and_html_views_show_the_bound_and_worst_first():
