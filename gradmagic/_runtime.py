@@ -1,0 +1,380 @@
+"""The helpers that code rewritten by ``%%autograd`` calls while it runs.
+
+:mod:`gradmagic.rewrite` turns a cell into code that calls these functions
+(``lit``, ``lab``, ``leaf``, ``shown``, ``ints``, ``call``, ``fn``); the
+magic links that code to this module. They are small and fast, since some
+run inside the user's loops. Functions and lambdas defined in an
+``%%autograd`` cell keep calling them later, from any cell.
+
+While a cell runs, :func:`recording` collects the places where a Value was
+turned into a plain number by a function with no gradient rule (``math.atan``,
+``np.array([a, b])``): the magic reports them instead of cutting the graph
+silently.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import sys
+from contextlib import contextmanager
+
+import numpy as np
+
+from . import engine
+from .engine import Value
+
+__all__ = ["lit", "lab", "leaf", "shown", "ints", "call", "fn", "recording",
+           "tensor_class", "is_node"]
+
+
+# --------------------------------------------------------------------------- nodes
+@functools.cache
+def tensor_class():
+    """:class:`gradmagic.tensor.Tensor` if tensors are available, else None."""
+    try:
+        from .tensor import Tensor
+    except ImportError:
+        return None
+    return Tensor
+
+
+def is_node(x) -> bool:
+    """True for a Value or a Tensor."""
+    cls = x.__class__
+    return cls is Value or (cls is not int and cls is not float and cls is tensor_class())
+
+
+lit = engine._other
+"""``lit(2.0)``: a fresh leaf for a numeric literal (the engine's constant maker)."""
+
+
+def lab(v, name: str):
+    """``v``, labelled ``name`` if it is a node without a label."""
+    if v.__class__ is Value:
+        if not v.label:
+            v.label = name
+    elif is_node(v) and not v.label:
+        v.label = name
+    return v
+
+
+def leaf(v, name: str):
+    """A library call's result assigned to ``name``: numbers and float arrays as leaves.
+
+    ``x = random.random()`` and ``n = np.argmax(...)`` give Value leaves,
+    ``W = np.random.randn(3, 2)`` a Tensor leaf when tensors are available.
+    """
+    if is_node(v):
+        return lab(v, name)
+    if _is_number(v):
+        return Value(v, label=name)
+    tensor = tensor_class()
+    if tensor is not None and isinstance(v, np.ndarray) and v.dtype.kind == "f":
+        return tensor(v, label=name)
+    return v
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_, Value))
+
+
+# --------------------------------------------------------------------------- plain numbers
+def shown(x):
+    """``x`` for display: Values (also inside lists, tuples, dicts, sets) as numbers."""
+    return _shown(x, {})
+
+
+def _shown(x, memo):
+    cls = x.__class__
+    if cls is Value:
+        return x.data
+    if cls is list or cls is dict:
+        if id(x) in memo:  # a list that contains itself
+            return memo[id(x)]
+        out = memo[id(x)] = cls()
+        if cls is list:
+            out.extend(_shown(e, memo) for e in x)
+        else:
+            out.update((_shown(k, memo), _shown(v, memo)) for k, v in x.items())
+        return out
+    if cls is tuple or cls is set or cls is frozenset:
+        return cls(_shown(e, memo) for e in x)
+    if cls is np.ndarray and x.dtype == object and any(e.__class__ is Value for e in x.flat):
+        return np.array([_shown(e, memo) for e in x.flat]).reshape(x.shape)
+    if is_node(x):
+        return x.data
+    return x
+
+
+def ints(x):
+    """An int-valued Value as its int (for ``range(n)``, ``"ab" * n``, ...)."""
+    if x.__class__ is Value and x.data.__class__ is int:
+        return x.data
+    return x
+
+
+def _ints_deep(x):
+    if x.__class__ is Value:
+        return x.data if x.data.__class__ is int else x
+    if x.__class__ in (list, tuple) and any(e.__class__ in (Value, list, tuple) for e in x):
+        return x.__class__(_ints_deep(e) for e in x)
+    return x
+
+
+# --------------------------------------------------------------------------- library calls
+def call(f, /, *args, **kwargs):
+    """``f(*args, **kwargs)`` for a library callable ``f``.
+
+    Int-valued Values become ints (sizes, seeds, indices). A numpy function
+    that cannot keep the graph (``np.array``, ``np.zeros``, ``rng.normal``)
+    gets every Value as its plain number, and the cut is recorded.
+    """
+    if _numpy_without_graph(f) and not any(is_node(a) and a.__class__ is not Value
+                                           for a in args):
+        name = _describe(f)
+        args = [_data(a, name) for a in args]
+        kwargs = {k: _data(v, name) for k, v in kwargs.items()}
+    else:
+        args = [_ints_deep(a) for a in args]
+        kwargs = {k: _ints_deep(v) for k, v in kwargs.items()}
+    return f(*args, **kwargs)
+
+
+_GRAPH_FUNCTIONS = frozenset({
+    np.sum, np.mean, np.prod, np.dot, np.inner, np.outer, np.vdot, np.max, np.min,
+    np.amax, np.amin, np.clip, np.where, np.cumsum, np.cumprod, np.average, np.trace,
+    np.diff, np.sort, np.median})
+"""Numpy functions that compute with Values (object arrays) and keep the graph."""
+
+
+def _numpy_without_graph(f) -> bool:
+    if isinstance(f, np.ufunc):
+        return False
+    try:
+        if f in _GRAPH_FUNCTIONS:
+            return False
+    except TypeError:  # unhashable
+        return False
+    module = getattr(f, "__module__", None)
+    if not isinstance(module, str):  # a method of a numpy object: np.random.normal
+        module = type(getattr(f, "__self__", None)).__module__
+    return module.partition(".")[0] == "numpy"
+
+
+def _describe(f) -> str:
+    module = getattr(f, "__module__", None)
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
+    if isinstance(module, str) and module not in ("builtins", "__main__"):
+        return f"{module.partition('.')[0]}.{name}"
+    return name
+
+
+def _data(x, where: str):
+    """``x`` with every Value replaced by its number (a float Value's cut is recorded)."""
+    if x.__class__ is Value:
+        if x.data.__class__ is not int:
+            _record(f"{where} took {_who(x)} as a plain number")
+        return x.data
+    if x.__class__ in (list, tuple) and any(e.__class__ in (Value, list, tuple) for e in x):
+        return x.__class__(_data(e, where) for e in x)
+    return x
+
+
+def _who(v) -> str:
+    return f"Value {v.label!r}" if v.label else f"a Value ({v.data!r})"
+
+
+# --------------------------------------------------------------------------- math by name
+def fn(f):
+    """The graph-keeping version of the math function ``f`` (``f`` itself if none)."""
+    try:
+        return _DISPATCH.get(f, f)
+    except TypeError:  # unhashable
+        return f
+
+
+def _num(x):
+    return x.data if x.__class__ is Value else x
+
+
+def _has_value(args) -> bool:
+    for a in args:
+        if a.__class__ is Value:
+            return True
+    return False
+
+
+def _as_float(x):
+    """``float(x)`` for a Value, keeping the graph."""
+    return x if x.data.__class__ is float else x * 1.0
+
+
+def _keeps(build, exact=True):
+    """Wrap ``f``: plain numbers go to ``f``; with a Value, ``build`` makes the graph.
+
+    With ``exact``, the node's number is then set to ``f``'s own result on the
+    plain numbers, so ``math.log2(8)`` is exactly 3.0 as in plain Python.
+    """
+    def wrap(f):
+        def keep(*args, **kwargs):
+            if kwargs or not _has_value(args):
+                return f(*args, **kwargs)
+            node = build(*args)
+            if exact:
+                try:
+                    number = f(*map(_num, args))
+                except (ValueError, OverflowError, ZeroDivisionError):
+                    return node  # the engine's nan or inf stands
+                node.data = number.item() if isinstance(number, np.generic) else number
+            return node
+        return functools.update_wrapper(keep, f, updated=())
+    return wrap
+
+
+def _cut(f):
+    """Wrap a function with no gradient rule: compute on numbers, record the cut."""
+    name = _describe(f)
+
+    def cut(*args, **kwargs):
+        if _has_value(args):
+            _record(f"{name} has no gradient rule: {', '.join(_who(a) for a in args if a.__class__ is Value)} "
+                    "entered it as a plain number")
+            args = map(_num, args)
+        return f(*args, **kwargs)
+    return functools.update_wrapper(cut, f, updated=())
+
+
+def _on_numbers(f):
+    """Wrap a predicate (``isfinite``, ``isclose``): it reads the numbers, no graph needed."""
+    def test(*args, **kwargs):
+        return f(*map(_num, args), **{k: _num(v) for k, v in kwargs.items()})
+    return functools.update_wrapper(test, f, updated=())
+
+
+def _value(x):
+    return x if x.__class__ is Value else lit(x)
+
+
+def _log(x, base=None):
+    if base is None:
+        return _value(x).log()
+    return _value(x).log() / _value(base).log()
+
+
+def _hypot(*xs):
+    return sum(_value(x) * x for x in xs).sqrt()
+
+
+def _fsum(iterable):
+    xs = list(iterable)
+    if not _has_value(xs):
+        return math.fsum(xs)
+    node = sum(xs, 0.0)
+    node.data = math.fsum(map(_num, xs))
+    return node
+
+
+def _pow(base, exp, mod=None):
+    if mod is not None:
+        return pow(_num(base), _num(exp), _num(mod))
+    return base ** exp
+
+
+def _isinstance(obj, cls):
+    return isinstance(obj, cls) or (obj.__class__ is Value and isinstance(obj.data, cls))
+
+
+_BUILDERS = {  # name -> graph of the function from Value operations
+    "exp": lambda x: x.exp(), "sqrt": lambda x: x.sqrt(), "tanh": lambda x: x.tanh(),
+    "sin": lambda x: x.sin(), "cos": lambda x: x.cos(), "tan": lambda x: x.tan(),
+    "log": _log,
+    "log2": lambda x: _value(x).log() / math.log(2),
+    "log10": lambda x: _value(x).log() / math.log(10),
+    "log1p": lambda x: (1 + x).log(),
+    "expm1": lambda x: x.exp() - 1,
+    "exp2": lambda x: 2 ** x,
+    "sinh": lambda x: (x.exp() - (-x).exp()) / 2,
+    "cosh": lambda x: (x.exp() + (-x).exp()) / 2,
+    "asinh": lambda x: (x + (x * x + 1).sqrt()).log(),
+    "acosh": lambda x: (x + (x * x - 1).sqrt()).log(),
+    "atanh": lambda x: ((1 + x) / (1 - x)).log() / 2,
+    "fabs": lambda x: _as_float(abs(x)),
+    "degrees": lambda x: x * (180 / math.pi),
+    "radians": lambda x: x * (math.pi / 180),
+    "hypot": _hypot,
+    "pow": lambda x, y: _as_float(_value(x) ** y),
+    "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "rint": round,
+}
+_NUMPY_NAMES = {"arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
+                "rad2deg": "degrees", "deg2rad": "radians"}
+_NO_GRADIENT = ("atan", "asin", "acos", "atan2", "erf", "erfc", "gamma", "lgamma", "cbrt",
+                "copysign", "fmod", "remainder", "arctan", "arcsin", "arccos", "arctan2")
+_PREDICATES = ("isclose", "isfinite", "isnan", "isinf")
+
+
+def _table() -> dict:
+    """Math functions (by object) → their graph-keeping versions."""
+    table = {}
+    for name in ("exp", "sqrt", "tanh", "sin", "cos", "tan", "log"):  # the engine's forwards
+        table[getattr(math, name)] = _keeps(_BUILDERS[name], exact=False)(getattr(math, name))
+    for name in ("log2", "log10", "log1p", "expm1", "sinh", "cosh", "asinh", "acosh",
+                 "atanh", "fabs", "degrees", "radians", "hypot", "pow"):
+        table[getattr(math, name)] = _keeps(_BUILDERS[name])(getattr(math, name))
+    for name in ("log2", "log10", "log1p", "expm1", "exp2", "sinh", "cosh", "arcsinh",
+                 "arccosh", "arctanh", "fabs", "degrees", "radians", "rad2deg", "deg2rad",
+                 "hypot", "floor", "ceil", "trunc", "rint"):
+        f = getattr(np, name)
+        table[f] = _keeps(_BUILDERS[_NUMPY_NAMES.get(name, name)])(f)
+    for module in (math, np):
+        for name in _NO_GRADIENT:
+            f = getattr(module, name, None)
+            if f is not None:
+                table[f] = _cut(f)
+        for name in _PREDICATES:
+            f = getattr(module, name, None)
+            if f is not None:
+                table[f] = _on_numbers(f)
+    table[float] = _keeps(_as_float, exact=False)(float)
+    for t in (np.float64, np.float32, np.float16):
+        table[t] = _keeps(_as_float)(t)
+    table[pow] = _pow
+    table[isinstance] = _isinstance
+    table[math.fsum] = _fsum
+    return table
+
+
+_DISPATCH = _table()
+
+
+# --------------------------------------------------------------------------- recording cuts
+class _Run:
+    """What one run of a cell recorded: ``cuts``, a list of (line, message)."""
+
+    def __init__(self, filename: str):
+        self.filename = filename
+        self.cuts: list[tuple[int | None, str]] = []
+
+
+_run: _Run | None = None
+
+
+@contextmanager
+def recording(filename: str):
+    """Record the cuts made by code compiled from ``filename`` while in this block."""
+    global _run
+    outer, _run = _run, _Run(filename)
+    try:
+        yield _run
+    finally:
+        _run = outer
+
+
+def _record(message: str) -> None:
+    run = _run
+    if run is None:
+        return
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename != run.filename:
+        frame = frame.f_back
+    run.cuts.append((frame.f_lineno if frame is not None else None, message))

@@ -1,0 +1,459 @@
+"""The ``%%autograd`` cell magic and its one-line form ``%autograd EXPR``.
+
+A run: parse the options, rewrite the cell (:mod:`gradmagic.rewrite`),
+compile it with the shell's caching compiler under the cell's own name (so
+tracebacks show the user's lines, the ``%%autograd`` line being line 1), turn
+the numbers the cell reads from the namespace into fresh leaves, execute it in
+the user's namespace, call ``backward()`` on the target and return a
+:class:`~gradmagic.trace.Trace` (also kept in ``gradmagic.last``).
+
+Load it with ``%load_ext gradmagic``; ``%unload_ext gradmagic`` removes it.
+"""
+from __future__ import annotations
+
+import ast
+import numbers
+import operator
+import re
+import types
+from collections.abc import Mapping
+
+import numpy as np
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, output_can_be_silenced
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from . import _runtime
+from .engine import Value, state
+from .rewrite import RUNTIME, rewrite
+from .trace import Trace
+
+__all__ = ["AutogradMagics", "load", "unload"]
+
+
+@magics_class
+class AutogradMagics(Magics):
+    """Magics that differentiate a cell of ordinary Python."""
+
+    @magic_arguments()
+    @argument("-t", "--target", metavar="NAME",
+              help="differentiate the Value bound to NAME after the cell runs (default: the "
+                   "cell's last expression, or the name its last statement assigns)")
+    @argument("--no-check", action="store_true",
+              help="skip the numerical (finite-difference) check of the gradients")
+    @argument("--eps", type=float, default=1e-6, help="step of the numerical check")
+    @argument("--atol", type=float, default=1e-5, help="absolute tolerance of the check")
+    @argument("--rtol", type=float, default=1e-3, help="relative tolerance of the check")
+    @argument("--expect", metavar="SPEC",
+              help='expected gradients, e.g. "a=6, b=-4" ("a.data=2" for a value), or the '
+                   "name of a dict holding them")
+    @argument("--rankdir", choices=("LR", "TB"), default="LR",
+              help="graph direction: left to right or top to bottom")
+    @argument("--max-nodes", type=int, default=150, metavar="N",
+              help="draw at most N nodes; larger graphs are summarised")
+    @argument("--torch", action="store_true", help="also compare with PyTorch")
+    @argument("-q", "--quiet", action="store_true",
+              help="display nothing (the Trace is still in gradmagic.last)")
+    @argument("expression", nargs="*",
+              help="line form only: the expression to differentiate")
+    @output_can_be_silenced
+    @line_cell_magic
+    def autograd(self, line, cell=None):
+        """Run a cell of plain Python with every number a Value, then backward().
+
+        The cell's last expression (or the name its last statement assigns, or
+        -t NAME) is the target. Returns a Trace of the run: .value, .grads,
+        .nodes. Numbers the cell reads from the namespace enter as fresh leaves
+        and are bound to them afterwards, so x.grad works after the cell.
+
+        Line form: %autograd [options] EXPRESSION
+        """
+        __tracebackhide__ = True
+        if cell is None:
+            option_text, source = _split_line(line)
+            args = self._parse(option_text)
+            if not source:
+                raise UsageError("%autograd needs an expression to differentiate, "
+                                 f"e.g. %autograd a*b + c\n\n{_help()}")
+            header = f"%autograd {line}"
+        else:
+            args = self._parse(line)
+            if args.expression:
+                raise UsageError(f"unexpected text after the options of %%autograd: "
+                                 f"{' '.join(args.expression)!r}\n\n{_help()}")
+            source, header = cell, f"%%autograd {line}".rstrip()
+        options = self._options(args)
+        return self._run(source, header, options, cell_form=cell is not None)
+
+    # ------------------------------------------------------------------ options
+    def _parse(self, text: str):
+        try:
+            return parse_argstring(self.autograd, text)
+        except UsageError as e:
+            raise UsageError(f"{e}\n\n{_help()}") from None
+
+    def _options(self, args) -> dict:
+        def bad(message):
+            raise UsageError(f"{message}\n\n{_help()}")
+        if args.target is not None and not args.target.isidentifier():
+            bad(f"--target needs a variable name, got {args.target!r}")
+        if not args.eps > 0:
+            bad(f"--eps must be positive, got {args.eps}")
+        if not (args.atol >= 0 and args.rtol >= 0):
+            bad("--atol and --rtol must not be negative")
+        if args.max_nodes < 1:
+            bad(f"--max-nodes must be at least 1, got {args.max_nodes}")
+        expect = None
+        if args.expect is not None:
+            try:
+                expect = parse_expect(args.expect, self.shell.user_ns)
+            except ValueError as e:
+                bad(f"--expect: {e}")
+        return {"target": args.target, "no_check": args.no_check, "eps": args.eps,
+                "atol": args.atol, "rtol": args.rtol, "expect": expect,
+                "rankdir": args.rankdir, "max_nodes": args.max_nodes, "torch": args.torch,
+                "quiet": args.quiet}
+
+    # ------------------------------------------------------------------ running
+    def _run(self, source: str, header: str, options: dict, cell_form: bool):
+        __tracebackhide__ = True
+        import gradmagic
+        gradmagic.last = None
+        shell = self.shell
+        ns = shell.user_ns
+        text = f"{header}\n{source}" if cell_form else header
+        filename = shell.compile.cache(text, shell.execution_count)
+        plain, math_names = namespace_names(ns)
+        try:
+            rw = rewrite(source, filename=filename, first_line=2 if cell_form else 1,
+                         plain_names=plain, math_names=math_names)
+            code = _link(shell.compile(rw.module, filename, "exec"))
+            final = rw.final and _link(shell.compile(rw.final, filename, "eval"))
+        except (SyntaxError, ValueError) as e:
+            if isinstance(e, SyntaxError) and not cell_form:
+                _point_into(e, header, source)
+            return self._fail(e, filename, cell_form)
+
+        branches, floats = state.branch_events, state.float_conversions
+        lifted = lift(ns, rw.reads)
+        try:
+            with _runtime.recording(filename) as run:
+                exec(code, shell.user_global_ns, ns)
+                value = eval(final, shell.user_global_ns, ns) if final else None
+        except BaseException as e:
+            for name, (old, new) in lifted.items():
+                if ns.get(name) is new:
+                    ns[name] = old
+            if not isinstance(e, Exception):
+                raise
+            return self._fail(e, filename, cell_form)
+
+        target = self._target(rw, options, value, ns)
+        if target is None:
+            return None
+        relabel(ns)
+        target.backward()
+        converted = state.float_conversions - floats
+        trace = Trace(target, bindings=bindings(ns),
+                      branch_events=state.branch_events - branches,
+                      float_conversions=converted + len(run.cuts), source=source,
+                      options=options, warnings=cut_warnings(run.cuts, converted))
+        gradmagic.last = trace
+        return None if options["quiet"] else trace
+
+    def _target(self, rw, options, value, ns):
+        """The node to differentiate, or None after saying (unless quiet) why there is none."""
+        notice = _silent if options["quiet"] else _notice
+        name = options["target"]
+        if name is not None:
+            if name not in ns:
+                return notice(f"-t {name}: no variable {name!r} after the cell ran")
+            value, what = ns[name], name
+        elif rw.final is not None:
+            value, what = value, "the cell's value"
+        elif rw.target is not None:
+            value, what = ns.get(rw.target), rw.target
+        else:
+            return notice("the cell does not end with an expression or an assignment; "
+                                "end it with one, or name the target with -t NAME")
+        if not _runtime.is_node(value):
+            return notice(f"{what} is {_describe(value)}, not a Value, so there is "
+                                "nothing to differentiate")
+        if value.__class__ is not Value and value.data.size != 1:
+            return notice(f"{what} is a tensor of shape {value.data.shape}; reduce it "
+                                "to one number (.sum(), .mean()) to differentiate it")
+        return value
+
+    def _fail(self, exc: BaseException, filename: str, cell_form: bool):
+        """Show ``exc`` as a plain cell would show it: the user's lines only.
+
+        In a cell run by the shell the traceback is shown here and the run is
+        marked as failed; otherwise (the line form, or a direct call) the
+        exception propagates with the same shortened traceback.
+        """
+        __tracebackhide__ = True
+        tb = user_traceback(exc.__traceback__, filename)
+        result = self.shell.displayhook.exec_result if cell_form else None
+        if result is None:
+            raise exc.with_traceback(tb)
+        self.shell.showtraceback((type(exc), exc, tb), tb_offset=0)
+        result.error_in_exec = exc
+        return None
+
+
+def _notice(message: str) -> None:
+    print(f"%%autograd: {message}")
+
+
+def _silent(message: str) -> None:
+    """The notice under --quiet: nothing."""
+
+
+def _help() -> str:
+    return AutogradMagics.autograd.__doc__
+
+
+# --------------------------------------------------------------------------- steps
+def _link(code: types.CodeType) -> types.CodeType:
+    """``code`` with the :data:`~gradmagic.rewrite.RUNTIME` placeholder made the runtime module."""
+    consts = tuple(
+        _runtime if type(c) is str and c == RUNTIME
+        else _link(c) if isinstance(c, types.CodeType) else c
+        for c in code.co_consts)
+    return code.replace(co_consts=consts)
+
+
+def namespace_names(ns) -> tuple[set, set]:
+    """Names of library objects, and of math functions, in the namespace ``ns``.
+
+    Library objects are modules and whatever comes from a package: functions,
+    classes and their instances (numpy arrays, random generators, models);
+    calls through them get plain literals. Scalar Values, numbers, containers
+    and anything defined in the notebook itself are not library objects.
+    """
+    plain, math_names = set(), set()
+    for name, obj in ns.items():
+        if name.startswith("_"):
+            continue
+        if callable(obj) and _runtime.fn(obj) is not obj:
+            math_names.add(name)
+            continue
+        if obj.__class__ is Value:
+            continue
+        if isinstance(obj, types.ModuleType):
+            plain.add(name)
+            continue
+        module = getattr(obj, "__module__", None)
+        if not isinstance(module, str):
+            module = type(obj).__module__
+        if module not in ("builtins", "__main__"):
+            plain.add(name)
+    return plain, math_names
+
+
+def _leaf_for(obj, name: str):
+    """A fresh leaf holding ``obj``'s number(s), or None if ``obj`` is not numeric."""
+    if obj.__class__ is Value:
+        return Value(obj.data, label=name)
+    if isinstance(obj, numbers.Real) and not isinstance(obj, (bool, np.bool_)):
+        return Value(obj, label=name)
+    tensor = _runtime.tensor_class()
+    if tensor is not None:
+        if obj.__class__ is tensor:
+            return tensor(obj.data, label=name)
+        if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
+            return tensor(obj, label=name)
+    return None
+
+
+def lift(ns, names) -> dict:
+    """Rebind each numeric name in ``names`` to a fresh leaf; returns name → (old, leaf)."""
+    lifted = {}
+    for name in names:
+        if name in ns:
+            new = _leaf_for(ns[name], name)
+            if new is not None:
+                lifted[name] = (ns[name], new)
+                ns[name] = new
+    return lifted
+
+
+def relabel(ns) -> None:
+    """Label each node bound to a name with it, unless its label is a name bound to it."""
+    for name, v in list(ns.items()):
+        if (not name.startswith("_") and _runtime.is_node(v) and v.label != name
+                and ns.get(v.label) is not v):
+            v.label = name
+
+
+def bindings(ns) -> dict:
+    """Name → node for every node bound in the namespace."""
+    return {name: v for name, v in ns.items()
+            if not name.startswith("_") and _runtime.is_node(v)}
+
+
+def cut_warnings(cuts, converted: int) -> list[str]:
+    """One line per place a Value was turned into a plain number."""
+    counts = {}
+    for line, message in cuts:
+        counts[line, message] = counts.get((line, message), 0) + 1
+    warnings = []
+    for (line, message), n in counts.items():
+        where = f"line {line}: " if line is not None else ""
+        times = f" ({n} times)" if n > 1 else ""
+        warnings.append(f"{where}{message}, so no gradient flows through it{times}")
+    if converted:
+        warnings.append(
+            f"{converted} Value{'s were' if converted > 1 else ' was'} converted to a plain "
+            "float by code outside the graph (e.g. a library function or storing into a "
+            "numpy float array), so no gradient flows through "
+            f"{'those numbers' if converted > 1 else 'that number'}")
+    return warnings
+
+
+def user_traceback(tb, filename: str):
+    """The part of ``tb`` from the user's cell on, without the runtime's frames."""
+    start = tb
+    while start is not None and start.tb_frame.f_code.co_filename != filename:
+        start = start.tb_next
+    if start is None:
+        return tb
+    frames = []
+    while start is not None:
+        if start.tb_frame.f_globals.get("__name__") != _runtime.__name__:
+            frames.append(start)
+        start = start.tb_next
+    out = None
+    for t in reversed(frames):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def _point_into(error: SyntaxError, header: str, source: str) -> None:
+    """Make a line-form syntax error point into the ``%autograd ...`` line."""
+    shift = header.rfind(source)
+    if error.offset is not None and shift >= 0:
+        error.offset += shift
+        if getattr(error, "end_offset", None):
+            error.end_offset += shift
+    error.text = header
+
+
+def _describe(value) -> str:
+    if value is None:
+        return "None"
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"a {type(value).__name__} ({text})"
+
+
+# --------------------------------------------------------------------------- option text
+_TOKEN = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
+_FLAGS = frozenset({"--no-check", "--torch", "-q", "--quiet"})
+_VALUED = frozenset({"-t", "--target", "--eps", "--atol", "--rtol", "--expect",
+                     "--rankdir", "--max-nodes"})
+
+
+def _split_line(line: str) -> tuple[str, str]:
+    """Split a line-magic call into its options and its expression.
+
+    ``'-q --expect "a=1" a*b'`` → ``('-q --expect "a=1"', 'a*b')``. Options
+    come first; the expression starts at the first word that is not one (a
+    word like ``--frobnicate`` is kept as an option, to be reported).
+    """
+    pos = 0
+    while True:
+        m = _TOKEN.match(line, pos)
+        if m is None:
+            break
+        word = m.group(1)
+        if word in _FLAGS or (word.startswith("--") and "=" in word) or (
+                word.startswith("--") and word[2:3].isalpha() and word not in _VALUED):
+            pos = m.end()
+        elif word in _VALUED:
+            value = _TOKEN.match(line, m.end())
+            pos = value.end() if value else m.end()
+        else:
+            break
+    return line[:pos].strip(), line[pos:].strip()
+
+
+_EXPECT_KEY = re.compile(r"[A-Za-z_]\w*(\.data)?\Z")
+
+
+def parse_expect(spec: str, ns) -> dict:
+    """``"a=6, b=-4"`` (or the name of a mapping in ``ns``) → ``{'a': 6.0, 'b': -4.0}``.
+
+    Keys are variable names, optionally with ``.data`` for an expected value
+    rather than a gradient; numbers may be simple arithmetic (``-4/3``).
+    Raises ValueError with a readable message.
+    """
+    spec = spec.strip().strip("\"'")
+    if spec.isidentifier():
+        if spec not in ns:
+            raise ValueError(f"no variable {spec!r} (give NAME=NUMBER pairs or a dict)")
+        mapping = ns[spec]
+        if not isinstance(mapping, Mapping):
+            raise ValueError(f"{spec!r} is a {type(mapping).__name__}, not a dict")
+        items = list(mapping.items())
+    else:
+        items = []
+        for part in spec.split(","):
+            if not part.strip():
+                continue
+            key, eq, number = part.partition("=")
+            if not eq:
+                raise ValueError(f"{part.strip()!r} is not NAME=NUMBER")
+            items.append((key.strip(), number.strip()))
+    expect = {}
+    for key, number in items:
+        if not isinstance(key, str) or not _EXPECT_KEY.match(key):
+            raise ValueError(f"{key!r} is not a variable name (optionally with .data)")
+        expect[key] = _expected_number(number)
+    if not expect:
+        raise ValueError("no NAME=NUMBER pairs given")
+    return expect
+
+
+def _expected_number(x) -> float:
+    if isinstance(x, Value):
+        return float(x.data)
+    if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        return float(x)
+    if isinstance(x, str):
+        try:
+            return float(_arithmetic(ast.parse(x, mode="eval").body))
+        except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError):
+            pass
+    raise ValueError(f"{x!r} is not a number")
+
+
+def _arithmetic(node):
+    """The value of a tree of numbers and + - * / ** (nothing else is evaluated)."""
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.Pow: operator.pow,
+           ast.USub: operator.neg, ast.UAdd: operator.pos}
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and type(node.op) in ops:
+        return ops[type(node.op)](_arithmetic(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        return ops[type(node.op)](_arithmetic(node.left), _arithmetic(node.right))
+    raise ValueError("not a number")
+
+
+# --------------------------------------------------------------------------- extension
+def load(shell) -> None:
+    """Register the magics (``%load_ext gradmagic``)."""
+    shell.register_magics(AutogradMagics)
+
+
+def unload(shell) -> None:
+    """Remove what :func:`load` registered (``%unload_ext gradmagic``)."""
+    manager = shell.magics_manager
+    for kind in ("line", "cell"):
+        f = manager.magics[kind].get("autograd")
+        if isinstance(getattr(f, "__self__", None), AutogradMagics):
+            del manager.magics[kind]["autograd"]
+    manager.registry.pop(AutogradMagics.__name__, None)

@@ -1,0 +1,616 @@
+"""Rewrite a cell for ``%%autograd``: source text in, Python AST out.
+
+Nothing is executed here. :func:`rewrite` parses the cell and returns a
+:class:`Rewritten` whose module, run in the user's namespace, builds a graph of
+:class:`~gradmagic.engine.Value` nodes while computing exactly the numbers
+plain Python would:
+
+* **Numeric literals** (int and float, never bool or complex) become fresh
+  leaves, ``2.0`` → ``lit(2.0)``, except where plain Python needs a plain
+  number, listed below. A literal that is an operand of arithmetic with a
+  non-literal (``x * 2.0``, ``x ** 2``) also stays plain: if ``x`` is a Value
+  the engine makes the constant node itself, so loops run at engine speed.
+* **Plain contexts** (literals stay plain, names met there are not lifted):
+  subscripts and slices (``xs[0]``, ``xs[1:3]``), dict keys and set elements,
+  operands of comparisons, default values of parameters, annotations and
+  ``match`` patterns, the repeat count of ``"ab" * 3`` / ``[0] * n``, the right
+  side of ``"%d" % n``, f-strings, operands of bitwise operators, the ``ndigits`` of ``round(x, 2)``, the
+  arguments of display functions (``print``, ``str``, ``repr``, ``format``,
+  ``"...".format``), of structural builtins (``len``, ``isinstance``,
+  ``zip``, ``dict``, ...), of integer builtins (``range``, ``enumerate``,
+  ``chr``, ``int``, ...) and of library callables (anything reached from a
+  module or from an object or function defined outside the notebook:
+  ``np.zeros(3)``, ``random.seed(0)``, ``MLP(3, [4, 1])``).
+* **Run-time adapters**: display arguments go through ``shown`` (a Value
+  prints as its number, also inside lists), integer-builtin arguments through
+  ``ints`` (an int-valued Value becomes its int), library calls through
+  ``call`` (int Values become ints; numpy functions with no gradient get plain
+  numbers and the cut is reported), and calls of math functions by name
+  (``math.exp``, ``np.log1p``, ``from math import exp``, ``float``, ``pow``)
+  through ``fn``, which maps them to graph-keeping versions when given Values.
+* **Labels**: a Value assigned to a name is labelled with it (plain, tuple and
+  augmented assignment, ``for`` targets, ``:=``): ``e = a*b`` labels the
+  product ``e``. A number or float array produced by a library call and
+  assigned to a name becomes a leaf (``W = np.random.randn(3, 2)``), unless
+  the cell changes it in place (``W[0] = 1``): a Tensor cannot be.
+* **Reads**: the global names read in numeric contexts (and not changed in
+  place) are reported, so the magic can turn numbers and arrays already in
+  the namespace into fresh leaves.
+* **Target**: a final expression statement is split off to be evaluated
+  separately; a final assignment to one name names the target.
+
+Rewritten code reaches its helpers through the constant :data:`RUNTIME`
+(``RUNTIME.lit(2.0)``), which :mod:`gradmagic.magic` replaces in the compiled
+code by the :mod:`gradmagic._runtime` module, so no helper name ever enters the
+user's namespace. Every new node carries the line of the user's code it came
+from, so tracebacks show the user's own lines.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+__all__ = ["RUNTIME", "MATH_NAMES", "Rewritten", "rewrite"]
+
+RUNTIME = "\x00gradmagic._runtime"
+"""Placeholder constant standing for :mod:`gradmagic._runtime` in rewritten code."""
+
+MATH_NAMES = frozenset("""
+    exp exp2 expm1 log log2 log10 log1p sqrt cbrt tanh sinh cosh sin cos tan
+    asin acos atan atan2 asinh acosh atanh arcsin arccos arctan arctan2 arcsinh
+    arccosh arctanh fabs pow hypot degrees radians deg2rad rad2deg fsum floor ceil
+    trunc rint isclose isfinite isnan isinf erf erfc gamma lgamma copysign fmod
+    remainder float float64 float32 float16 isinstance
+    """.split())
+"""Function names whose calls go through the run-time dispatch (``fn``)."""
+
+_BUILTIN_MATH = frozenset({"float", "pow", "isinstance"})  # builtins dispatched by name
+_DISPLAY = frozenset({"print", "repr", "str", "format", "ascii"})
+_INT_BUILTINS = frozenset({"range", "enumerate", "chr", "hex", "oct", "bin", "slice",
+                           "bytes", "bytearray", "int", "complex"})
+_PLAIN_BUILTINS = frozenset({
+    "len", "isinstance", "issubclass", "getattr", "setattr", "hasattr", "delattr",
+    "iter", "next", "zip", "map", "filter", "sorted", "reversed", "all", "any", "type",
+    "open", "id", "hash", "ord", "bool", "super", "vars", "dir", "callable", "input",
+    "globals", "locals", "exec", "eval", "compile", "object", "property",
+    "staticmethod", "classmethod", "memoryview", "breakpoint", "dict", "set",
+    "frozenset"})
+
+_BITWISE = (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
+
+# how a call's arguments are treated
+_VALUES, _DISPLAY_ARGS, _INTS, _PLAIN, _LIBRARY = range(5)
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """The rewritten cell.
+
+    ``module`` holds every statement but a final expression, which is
+    ``final`` (an :class:`ast.Expression`, or None). ``target`` is the name a
+    final assignment binds (None otherwise); ``reads`` the global names read
+    as numbers.
+    """
+
+    module: ast.Module
+    final: ast.Expression | None
+    target: str | None
+    reads: frozenset
+
+
+def rewrite(source: str, *, filename: str = "<cell>", first_line: int = 1,
+            plain_names=(), math_names=()) -> Rewritten:
+    """Rewrite ``source`` (see the module docstring); raises ``SyntaxError``.
+
+    ``first_line`` is the line number of the source's first line (2 for the
+    body of a ``%%autograd`` cell). ``plain_names`` are names known to refer
+    to library objects (modules, functions and classes from packages), whose
+    calls get plain literals; ``math_names`` are further names bound to math
+    functions (``e = math.exp``). Names the cell itself imports or defines
+    are found here.
+    """
+    tree = ast.parse("\n" * (first_line - 1) + source, filename)
+    plain, math, defined = _names(tree, set(plain_names), set(math_names))
+    mutated = _mutated(tree)
+    last = tree.body[-1] if tree.body else None
+    target = _assigned_name(last)
+    rw = _Rewriter(plain, math, defined, mutated)
+    tree = rw.visit(tree)
+    final = None
+    if isinstance(last, ast.Expr):
+        final = ast.Expression(body=tree.body.pop().value)
+        ast.fix_missing_locations(final)
+    ast.fix_missing_locations(tree)
+    return Rewritten(tree, final, target, frozenset(rw.reads - mutated))
+
+
+# --------------------------------------------------------------------------- static facts
+def _names(tree, plain: set, math: set):
+    """Library names, math-function names and names the cell defines."""
+    math |= _BUILTIN_MATH
+    defined = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                plain.add(a.asname or a.name.partition(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module != "__main__":
+            for a in node.names:
+                if a.name == "*":
+                    continue
+                (math if a.name in MATH_NAMES else plain).add(a.asname or a.name)
+    plain -= defined
+    math -= defined
+    # results of library calls are library objects too: rng = np.random.default_rng()
+    for node in _in_order(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and _is_library(node.value.func, plain, defined)):
+            plain.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return plain, math, defined
+
+
+def _mutated(tree) -> set:
+    """Names of objects the cell changes in place (``z[0] = 1``, ``out=z``).
+
+    Such an array must stay a numpy array: a Tensor cannot be changed in place.
+    """
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for t in targets:
+                root = _root(t)
+                if isinstance(t, ast.Subscript) and isinstance(root, ast.Name):
+                    names.add(root.id)
+        elif isinstance(node, ast.keyword) and node.arg == "out":
+            names.update(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
+    return names
+
+
+def _in_order(node):
+    """The nodes of a tree in source order (depth first)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+
+
+def _root(node):
+    """The innermost object of ``a.b[0].c(...).d``: the node ``a``."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _is_library(func, plain, defined) -> bool:
+    if isinstance(func, ast.Attribute) and func.attr in MATH_NAMES:
+        return False
+    root = _root(func)
+    return isinstance(root, ast.Name) and root.id in plain and root.id not in defined
+
+
+def _is_number(node) -> bool:
+    return (isinstance(node, ast.Constant) and type(node.value) in (int, float))
+
+
+def _is_text(node) -> bool:
+    return isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)))
+
+
+def _is_sequence_display(node) -> bool:
+    return _is_text(node) or isinstance(node, (ast.List, ast.Tuple, ast.ListComp))
+
+
+def _target_names(target) -> list:
+    """The names bound by an assignment target (``a, (b, *c)`` → a, b, c)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for t in target.elts for n in _target_names(t)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return []
+
+
+def _assigned_name(stmt):
+    """The one name a final assignment binds, if it binds just one."""
+    if isinstance(stmt, ast.Assign):
+        target = stmt.targets[0]
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        target = stmt.target
+    else:
+        return None
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _local_names(node) -> set:
+    """Names local to a function, lambda, class body or comprehension."""
+    names, declared = set(), set()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = node.args
+        for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+            if arg is not None:
+                names.add(arg.arg)
+        body = [node.body] if isinstance(node, ast.Lambda) else node.body
+    elif isinstance(node, ast.ClassDef):
+        body = node.body
+    else:  # a comprehension: its targets
+        body = [g.target for g in node.generators]
+    stack = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            stack.extend(n.decorator_list)
+            continue  # a nested scope
+        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                            ast.GeneratorExp)):
+            continue
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).partition(".")[0] for a in n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            declared.update(n.names)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            names.add(n.name)
+        stack.extend(ast.iter_child_nodes(n))
+    return names - declared
+
+
+# --------------------------------------------------------------------------- the rewriter
+def _runtime(helper: str, *args, like=None):
+    """``RUNTIME.helper(*args)``, placed at ``like``'s line."""
+    call = ast.Call(func=ast.Attribute(value=ast.Constant(RUNTIME), attr=helper,
+                                       ctx=ast.Load()),
+                    args=list(args), keywords=[])
+    return ast.copy_location(call, like) if like is not None else call
+
+
+def _label(name: str, like) -> ast.stmt:
+    """The statement ``RUNTIME.lab(name, 'name')``."""
+    stmt = ast.Expr(_runtime("lab", ast.Name(name, ast.Load()), ast.Constant(name),
+                             like=like))
+    return ast.copy_location(stmt, like)
+
+
+class _Rewriter(ast.NodeTransformer):
+    """The transformation described in the module docstring."""
+
+    def __init__(self, plain, math, defined, mutated):
+        self.plain, self.math, self.defined, self.mutated = plain, math, defined, mutated
+        self.reads = set()
+        self.lits_plain = False  # numeric literals stay plain here
+        self.reading = True  # loaded names count as numeric reads here
+        self.scopes = []  # (local names, is a class body) of enclosing scopes
+
+    # ---------------------------------------------------------------- contexts
+    def _visit(self, node, *, plain: bool = False, read: bool = True):
+        """Visit ``node`` with literals plain (``plain``) and reads counted (``read``)."""
+        if node is None:
+            return None
+        saved = self.lits_plain, self.reading
+        self.lits_plain, self.reading = self.lits_plain or plain, self.reading and read
+        try:
+            return self.visit(node)
+        finally:
+            self.lits_plain, self.reading = saved
+
+    def _plain(self, node):
+        return self._visit(node, plain=True, read=False)
+
+    def _is_global(self, name: str) -> bool:
+        for i, (names, is_class) in enumerate(reversed(self.scopes)):
+            if name in names and (not is_class or i == 0):
+                return False
+        return True
+
+    def _scoped(self, node, names, is_class=False):
+        self.scopes.append((names, is_class))
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.scopes.pop()
+
+    # ---------------------------------------------------------------- leaves
+    def visit_Constant(self, node):
+        if self.lits_plain or not _is_number(node):
+            return node
+        return _runtime("lit", node, like=node)
+
+    def visit_UnaryOp(self, node):
+        # -2.0 is one literal, not the negation of a leaf
+        if isinstance(node.op, (ast.USub, ast.UAdd)) and _is_number(node.operand):
+            value = node.operand.value
+            folded = ast.copy_location(
+                ast.Constant(-value if isinstance(node.op, ast.USub) else value), node)
+            return self.visit_Constant(folded)
+        if isinstance(node.op, ast.Invert):
+            node.operand = self._count(node.operand)
+            return node
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if (self.reading and isinstance(node.ctx, ast.Load)
+                and self._is_global(node.id)):
+            self.reads.add(node.id)
+        return node
+
+    # ---------------------------------------------------------------- expressions
+    def _operand(self, node, other):
+        """An arithmetic operand: a literal stays plain beside a non-literal."""
+        folded = node
+        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd))
+                and _is_number(node.operand)):
+            folded = node.operand
+        if _is_number(folded) and not _is_number(other):
+            return self._visit(node, plain=True)
+        return self.visit(node)
+
+    def visit_BinOp(self, node):
+        if isinstance(node.op, ast.Mult) and _is_sequence_display(node.left):
+            node.left = self.visit(node.left)
+            node.right = self._count(node.right)
+        elif isinstance(node.op, ast.Mult) and _is_sequence_display(node.right):
+            node.left = self._count(node.left)
+            node.right = self.visit(node.right)
+        elif isinstance(node.op, ast.Mod) and _is_text(node.left):
+            node.left = self.visit(node.left)
+            node.right = self._shown(node.right)
+        elif isinstance(node.op, _BITWISE):
+            node.left, node.right = self._count(node.left), self._count(node.right)
+        else:
+            left, right = node.left, node.right
+            node.left = self._operand(left, right)
+            node.right = self._operand(right, left)
+        return node
+
+    def _count(self, node):
+        """A repeat count or an integer argument: plain, int Values as ints."""
+        node = self._plain(node)
+        if isinstance(node, ast.Constant) or (
+                isinstance(node, ast.BinOp) and isinstance(node.op, _BITWISE)):
+            return node
+        return _runtime("ints", node, like=node)
+
+    def _shown(self, node):
+        """A value about to be displayed: Values as their numbers."""
+        node = self._plain(node)
+        if isinstance(node, (ast.Constant, ast.JoinedStr)):
+            return node
+        return _runtime("shown", node, like=node)
+
+    def visit_Compare(self, node):
+        def side(n):
+            if isinstance(n, ast.Name):
+                return self._visit(n, read=False)
+            return self._operand(n, ast.Name("_", ast.Load()))
+        node.left = side(node.left)
+        node.comparators = [side(c) for c in node.comparators]
+        return node
+
+    def visit_Subscript(self, node):
+        node.value = self.visit(node.value)
+        node.slice = self._plain(node.slice)
+        return node
+
+    def visit_Dict(self, node):
+        node.keys = [self._plain(k) for k in node.keys]
+        node.values = [self.visit(v) for v in node.values]
+        return node
+
+    def visit_Set(self, node):
+        node.elts = [self._plain(e) for e in node.elts]
+        return node
+
+    def visit_DictComp(self, node):
+        names = set().union(*(_target_names(g.target) for g in node.generators))
+        self.scopes.append((names, False))
+        try:
+            node.generators = [self.visit(g) for g in node.generators]
+            node.key = self._plain(node.key)
+            node.value = self.visit(node.value)
+        finally:
+            self.scopes.pop()
+        return node
+
+    def visit_SetComp(self, node):
+        names = set().union(*(_target_names(g.target) for g in node.generators))
+        self.scopes.append((names, False))
+        try:
+            node.generators = [self.visit(g) for g in node.generators]
+            node.elt = self._plain(node.elt)
+        finally:
+            self.scopes.pop()
+        return node
+
+    def visit_ListComp(self, node):
+        return self._scoped(node, _local_names(node))
+
+    visit_GeneratorExp = visit_ListComp
+
+    def visit_JoinedStr(self, node):
+        node.values = [self._formatted(v) for v in node.values]
+        return node
+
+    def _formatted(self, node):
+        if isinstance(node, ast.FormattedValue):
+            node.value = self._shown(node.value)
+            if node.format_spec is not None:
+                node.format_spec = self.visit(node.format_spec)
+        return node
+
+    def visit_NamedExpr(self, node):
+        node.value = _runtime("lab", self.visit(node.value), ast.Constant(node.target.id),
+                              like=node.value)
+        return node
+
+    def visit_Lambda(self, node):
+        self._defaults(node.args)
+        self.scopes.append((_local_names(node), False))
+        try:
+            node.body = self.visit(node.body)
+        finally:
+            self.scopes.pop()
+        return node
+
+    # ---------------------------------------------------------------- calls
+    def _kind(self, func) -> int:
+        if isinstance(func, ast.Name):
+            name = func.id
+            if name in self.defined:
+                return _VALUES
+            if name in _DISPLAY:
+                return _DISPLAY_ARGS
+            if name in _INT_BUILTINS:
+                return _INTS
+            if name in _PLAIN_BUILTINS:
+                return _PLAIN
+            if name in self.math:
+                return _VALUES
+            return _LIBRARY if name in self.plain else _VALUES
+        if isinstance(func, ast.Attribute):
+            if _is_text(_root(func)):
+                return _DISPLAY_ARGS if func.attr in ("format", "format_map") else _LIBRARY
+            if _is_library(func, self.plain, self.defined):
+                return _LIBRARY
+        return _VALUES
+
+    def _dispatched(self, func) -> bool:
+        if isinstance(func, ast.Name):
+            return func.id in self.math
+        return isinstance(func, ast.Attribute) and func.attr in MATH_NAMES
+
+    def visit_Call(self, node):
+        kind = self._kind(node.func)
+        dispatch = self._dispatched(node.func) and bool(node.args or node.keywords)
+        node.func = self.visit(node.func)
+        if kind == _VALUES and isinstance(node.func, ast.Name) and node.func.id == "round":
+            # round(x, 2): x as usual, the digits a plain int
+            node.args = [self.visit(a) if i == 0 else self._count(a)
+                         for i, a in enumerate(node.args)]
+            for k in node.keywords:
+                k.value = self._count(k.value) if k.arg == "ndigits" else self.visit(k.value)
+        elif kind == _VALUES:
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+        elif kind == _DISPLAY_ARGS:
+            self._adapt_args(node, self._shown)
+        elif kind == _INTS:
+            self._adapt_args(node, self._count)
+        elif kind == _PLAIN:
+            node.args = [self._plain(a) for a in node.args]
+            node.keywords = [self._plain(k) for k in node.keywords]
+        else:  # a library call: plain literals, names lifted, adapted at run time
+            node.args = [self._visit(a, plain=True) for a in node.args]
+            node.keywords = [self._visit(k, plain=True) for k in node.keywords]
+            node.args.insert(0, node.func)
+            node.func = _runtime("call", like=node).func
+        if dispatch:
+            node.func = _runtime("fn", node.func, like=node.func)
+        return node
+
+    def _adapt_args(self, node, adapt):
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                a.value = adapt(a.value)
+                args.append(a)
+            else:
+                args.append(adapt(a))
+        node.args = args
+        for k in node.keywords:
+            k.value = adapt(k.value) if k.arg is not None else self._plain(k.value)
+
+    # ---------------------------------------------------------------- statements
+    def visit_Assign(self, node):
+        node.value = self.visit(node.value)
+        names = [n for t in node.targets for n in _target_names(t)]
+        node.targets = [self.visit(t) for t in node.targets]
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            library = self._from_library(node.value) and names[0] not in self.mutated
+            helper = "leaf" if library else "lab"
+            node.value = _runtime(helper, node.value, ast.Constant(names[0]),
+                                  like=node.value)
+            return node
+        return [node] + [_label(n, node) for n in dict.fromkeys(names)]
+
+    def _from_library(self, value) -> bool:
+        return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                and isinstance(value.func.value, ast.Constant)
+                and value.func.value.value == RUNTIME and value.func.attr == "call")
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            return node
+        node.value = self.visit(node.value)
+        node.target = self.visit(node.target)
+        if isinstance(node.target, ast.Name):
+            node.value = _runtime("lab", node.value, ast.Constant(node.target.id),
+                                  like=node.value)
+        return node
+
+    def visit_AugAssign(self, node):
+        node.value = self._operand(node.value, node.target)
+        if isinstance(node.target, ast.Name):
+            self.visit_Name(ast.Name(node.target.id, ast.Load()))
+            return [node, _label(node.target.id, node)]
+        node.target = self.visit(node.target)
+        return node
+
+    def visit_For(self, node):
+        node = self.generic_visit(node)
+        if not (isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name)
+                and node.iter.func.id == "range"):
+            labels = [_label(n, node.target) for n in _target_names(node.target)]
+            node.body[:0] = labels
+        return node
+
+    visit_AsyncFor = visit_For
+
+    def _defaults(self, args):
+        args.defaults = [self._plain(d) for d in args.defaults]
+        args.kw_defaults = [self._plain(d) for d in args.kw_defaults]
+
+    def visit_FunctionDef(self, node):
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        self._defaults(node.args)
+        self.scopes.append((_local_names(node), False))
+        try:
+            node.body = self._statements(node.body)
+        finally:
+            self.scopes.pop()
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.bases = [self.visit(b) for b in node.bases]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        self.scopes.append((_local_names(node), True))
+        try:
+            node.body = self._statements(node.body)
+        finally:
+            self.scopes.pop()
+        return node
+
+    def _statements(self, stmts):
+        out = []
+        for s in stmts:
+            r = self.visit(s)
+            out.extend(r if isinstance(r, list) else [r])
+        return out
+
+    def visit_match_case(self, node):
+        node.guard = self.visit(node.guard) if node.guard is not None else None
+        node.body = self._statements(node.body)
+        return node
+

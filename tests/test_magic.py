@@ -1,0 +1,451 @@
+"""Tests of the %%autograd magic, run through a real IPython shell."""
+import contextlib
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing import globalipapp
+
+import gradmagic
+from gradmagic.engine import Value
+from gradmagic.trace import Trace
+
+from cells_corpus import CELLS
+
+TEXTBOOK = Path(__file__).parents[2] / "shared/cases/textbook.json"
+
+# the textbook cells, inlined so they run even without the shared file
+INLINE_TEXTBOOK = [
+    ("L = d*f walk-through",
+     "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f\nL",
+     [["L.data", -8.0], ["a.grad", 6.0], ["b.grad", -4.0], ["c.grad", -2.0],
+      ["f.grad", 4.0]]),
+    ("tanh neuron",
+     "x1 = 2.0\nx2 = 0.0\nw1 = -3.0\nw2 = 1.0\nb = 6.8813735870195432\n"
+     "n = x1*w1 + x2*w2 + b\no = n.tanh()\no",
+     [["o.data", 0.7071067811865476], ["x1.grad", -1.5], ["w1.grad", 1.0],
+      ["x2.grad", 0.5], ["w2.grad", 0.0]]),
+    ("quadratic in two variables", "x = 2.0\ny = 3.0\nf = 3*x**2 + x*y + 5*y**2\nf",
+     [["f.data", 63.0], ["x.grad", 15.0], ["y.grad", 32.0]]),
+    ("a value used twice", "a = 3.0\nb = a + a\nb", [["b.data", 6.0], ["a.grad", 2.0]]),
+]
+
+RUNTIME_NAMES = ("_runtime", "RT.", "lab(", "lit(", "shown(", "ints(", "\\x00", "\x00")
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "gradmagic")
+    yield shell
+    shell.run_line_magic("unload_ext", "gradmagic")
+
+
+@pytest.fixture(autouse=True)
+def fresh_names(ip):
+    """Remove the names a test adds to the shared namespace."""
+    before = set(ip.user_ns)
+    yield
+    for name in set(ip.user_ns) - before:
+        del ip.user_ns[name]
+
+
+def autograd(ip, body, options="-q", **kw):
+    """Run ``%%autograd options`` over ``body``; returns the ExecutionResult."""
+    return ip.run_cell(f"%%autograd {options}\n{body}", **kw)
+
+
+def check_values(ip, checks):
+    for expression, expected in checks:
+        assert eval(expression, ip.user_ns) == pytest.approx(expected, abs=1e-9), expression
+
+
+# --------------------------------------------------------------------------- textbook
+@pytest.mark.parametrize("name, cell, checks", INLINE_TEXTBOOK, ids=[c[0] for c in INLINE_TEXTBOOK])
+def test_textbook_cells_inline(ip, name, cell, checks):
+    assert autograd(ip, cell).success
+    check_values(ip, checks)
+    assert gradmagic.last.value == pytest.approx(checks[0][1])
+
+
+def test_textbook_cells_from_shared_file(ip):
+    if not TEXTBOOK.exists():
+        pytest.skip(f"{TEXTBOOK} is absent")
+    cases = json.loads(TEXTBOOK.read_text())["cases"]
+    assert cases
+    for case in cases:
+        assert autograd(ip, case["cell"]).success, case["name"]
+        check_values(ip, case["checks"])
+
+
+def test_gradients_match_torch(ip):
+    torch = pytest.importorskip("torch")
+    assert autograd(ip, "import math\nx = 0.7\ny = -1.3\n"
+                        "z = math.tanh(x * y) + math.exp(x) / (1 + y ** 2) - math.log(x) * y"
+                        ).success
+    tx = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor(-1.3, dtype=torch.float64, requires_grad=True)
+    tz = torch.tanh(tx * ty) + torch.exp(tx) / (1 + ty ** 2) - torch.log(tx) * ty
+    tz.backward()
+    assert ip.user_ns["z"].data == pytest.approx(tz.item(), rel=1e-12)
+    assert ip.user_ns["x"].grad == pytest.approx(tx.grad.item(), rel=1e-12)
+    assert ip.user_ns["y"].grad == pytest.approx(ty.grad.item(), rel=1e-12)
+
+
+def test_gradients_match_finite_differences(ip):
+    body = "import math\nu = {u}\nv = 0.4\nr = math.sqrt(u * u + v) * math.sin(u) - u / v"
+    assert autograd(ip, body.format(u=1.1)).success
+    analytic = ip.user_ns["u"].grad
+    h = 1e-6
+    values = []
+    for u in (1.1 + h, 1.1 - h):
+        autograd(ip, body.format(u=u))
+        values.append(ip.user_ns["r"].data)
+    assert analytic == pytest.approx((values[0] - values[1]) / (2 * h), rel=1e-6)
+
+
+# --------------------------------------------------------------------------- result
+def test_the_result_is_a_trace_held_by_out_and_gradmagic_last(ip):
+    result = autograd(ip, "a = 2.0\nb = a * a + 1\nb", options="", store_history=True)
+    trace = result.result
+    assert isinstance(trace, Trace) and trace is gradmagic.last
+    assert ip.user_ns["_"] is trace
+    assert trace.value == 5.0 and trace.grads == {"a": 4.0, "b": 1.0}
+    assert [n.label for n in trace.nodes][-1] == "b" and trace.target.op == "+"
+    assert {n.label: n.data for n in trace.nodes if n.label} == {"a": 2.0, "b": 5.0}
+
+
+def test_quiet_returns_nothing_but_keeps_the_trace(ip):
+    result = autograd(ip, "a = 2.0\na * 3", store_history=True)
+    assert result.result is None and gradmagic.last.value == 6.0
+
+
+def test_a_trailing_semicolon_silences_the_value(ip):
+    result = autograd(ip, "a = 2.0\na * 3;", options="", store_history=True)
+    assert result.result is None and gradmagic.last.value == 6.0
+
+
+def test_options_are_stored_in_the_trace(ip):
+    assert autograd(ip, "a = 1.0\nb = a * 2", options="-q --eps 1e-4 --atol 0.01 --rtol 0.2 "
+                        "--no-check --rankdir TB --max-nodes 20 --torch "
+                        '--expect "a=2, b.data=2.0"').success
+    assert gradmagic.last.options == {
+        "target": None, "no_check": True, "eps": 1e-4, "atol": 0.01, "rtol": 0.2,
+        "expect": {"a": 2.0, "b.data": 2.0}, "rankdir": "TB", "max_nodes": 20,
+        "torch": True, "quiet": True}
+
+
+def test_defaults_of_the_options(ip):
+    assert autograd(ip, "a = 1.0\na + 1").success
+    opts = gradmagic.last.options
+    assert (opts["eps"], opts["atol"], opts["rtol"], opts["rankdir"], opts["max_nodes"]) == (
+        1e-6, 1e-5, 1e-3, "LR", 150)
+    assert opts["expect"] is None and not opts["no_check"] and not opts["torch"]
+
+
+def test_expect_from_a_dict_and_arithmetic(ip):
+    ip.user_ns["answers"] = {"a": 6, "b.data": -4 / 3}
+    autograd(ip, "a = 1.0\nb = a * 2", options="-q --expect answers")
+    assert gradmagic.last.options["expect"] == {"a": 6.0, "b.data": -4 / 3}
+    autograd(ip, "a = 1.0\nb = a * 2", options="-q --expect 'a=-4/3, b = 2**3'")
+    assert gradmagic.last.options["expect"] == {"a": -4 / 3, "b": 8.0}
+
+
+@pytest.mark.parametrize("options, message", [
+    ("--eps abc", "invalid float value"),
+    ("--eps -1", "--eps must be positive"),
+    ("--rankdir XY", "invalid choice"),
+    ("--max-nodes 0", "at least 1"),
+    ("--frobnicate", "unrecognized arguments"),
+    ("-t 1x", "variable name"),
+    ('--expect "a=six"', "'six' is not a number"),
+    ('--expect "a 6"', "is not NAME=NUMBER"),
+    ('--expect "1a=6"', "not a variable name"),
+    ("--expect nosuchdict", "no variable 'nosuchdict'"),
+    ("stray words", "unexpected text"),
+])
+def test_bad_options_raise_usage_error_with_help(ip, options, message):
+    with pytest.raises(UsageError) as e:
+        ip.run_cell_magic("autograd", options, "a = 1.0")
+    assert message in str(e.value)
+    assert "--max-nodes" in str(e.value) and "--expect" in str(e.value)  # the help text
+
+
+def test_help_lists_the_options(ip):
+    doc = ip.find_cell_magic("autograd").__doc__
+    for option in ("-t NAME, --target NAME", "--no-check", "--eps", "--atol", "--rtol",
+                   "--expect SPEC", "--rankdir", "--max-nodes N", "--torch", "-q, --quiet"):
+        assert option in doc
+    info = ip.object_inspect_text("%%autograd")
+    assert "--expect" in info and "backward()" in info
+
+
+# --------------------------------------------------------------------------- target
+def test_target_is_the_last_assignment(ip):
+    autograd(ip, "a = 2.0\nL = a ** 3")
+    assert gradmagic.last.target.label == "L" and ip.user_ns["a"].grad == 12.0
+
+
+def test_target_option_overrides(ip):
+    autograd(ip, "a = 2.0\nL = a ** 3\nM = a * 5\nprint('done')", options="-q -t L")
+    assert gradmagic.last.target.label == "L" and ip.user_ns["a"].grad == 12.0
+
+
+def test_target_of_the_line_form(ip):
+    ip.user_ns["p"] = 1.5
+    result = ip.run_cell("%autograd -q p * p + 2 * p")
+    assert result.success
+    assert gradmagic.last.value == 5.25 and ip.user_ns["p"].grad == 5.0
+
+
+def test_a_result_that_is_not_a_value_gives_a_one_line_notice(ip, capsys):
+    assert autograd(ip, "a = 2.0\nprint('hello')", options="").success
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "hello", "%%autograd: the cell's value is None, not a Value, so there is nothing to "
+                 "differentiate"]
+    assert gradmagic.last is None and "Traceback" not in out
+
+
+@pytest.mark.parametrize("body, options, words", [
+    ("s = 'text'", "", "s is a str ('text'), not a Value"),
+    ("for i in range(2):\n    pass", "", "does not end with an expression"),
+    ("a = 1.0", "-t nothere", "no variable 'nothere'"),
+])
+def test_other_notices(ip, capsys, body, options, words):
+    assert autograd(ip, body, options=options).success
+    out = capsys.readouterr().out
+    assert words in out and len(out.splitlines()) == 1 and gradmagic.last is None
+
+
+def test_quiet_silences_the_notice(ip, capsys):
+    assert autograd(ip, "x = 'no number'").success
+    assert capsys.readouterr().out == ""
+
+
+# --------------------------------------------------------------------------- names and runs
+def test_numbers_from_earlier_cells_become_labelled_leaves(ip):
+    ip.user_ns["np"] = np
+    ip.run_cell("w = 3.0\nk = 2\ns = np.float64(0.5)\nflag = True", store_history=False)
+    autograd(ip, "L = w * w * k + s + flag")
+    w, k, s = (ip.user_ns[n] for n in "wks")
+    assert (w.label, w.grad, w.is_leaf) == ("w", 12.0, True)
+    assert (k.label, k.grad, type(k.data)) == ("k", 9.0, int)
+    assert (s.label, s.grad, type(s.data)) == ("s", 1.0, float)
+    assert ip.user_ns["flag"] is True
+
+
+def test_values_from_earlier_runs_enter_as_fresh_leaves(ip):
+    autograd(ip, "a = 2.0\nb = a * 3")
+    old_a, old_b = ip.user_ns["a"], ip.user_ns["b"]
+    autograd(ip, "c = b * 2")
+    b = ip.user_ns["b"]
+    assert b is not old_b and b.is_leaf and b.data == 6.0 and b.label == "b"
+    assert b.grad == 2.0 and old_a.grad == 3.0  # the old graph is not touched
+    assert [n.label for n in gradmagic.last.nodes if n.is_leaf and n.label] == ["b"]
+
+
+def test_running_a_cell_twice_gives_the_same_gradients(ip):
+    ip.user_ns["w"] = 0.5
+    body = "xs = [1.0, 2.0, 3.0]\nL = sum((w * x - 1) ** 2 for x in xs)"
+    autograd(ip, body)
+    first = dict(gradmagic.last.grads), ip.user_ns["w"].grad
+    autograd(ip, body)
+    assert (gradmagic.last.grads, ip.user_ns["w"].grad) == first
+    assert first[1] == pytest.approx(2 * sum((0.5 * x - 1) * x for x in (1, 2, 3)))
+
+
+def test_names_read_only_as_integers_stay_plain(ip):
+    ip.run_cell("n = 3\nidx = 1", store_history=False)
+    autograd(ip, "xs = [2.0] * n\ntotal = sum(xs[:n]) + xs[idx]\nfor i in range(n):\n"
+                 "    total = total * 1.5")
+    assert type(ip.user_ns["n"]) is int and type(ip.user_ns["idx"]) is int
+    assert ip.user_ns["total"].data == 8.0 * 1.5 ** 3
+
+
+def test_functions_defined_in_a_cell_keep_working_in_plain_cells(ip):
+    autograd(ip, "def f(x):\n    y = 2.0 * x\n    return y + 1\nz = f(3.0)")
+    assert ip.user_ns["z"].data == 7.0
+    ip.user_ns["Value"] = Value
+    assert ip.run_cell("plain = f(4.0)\nvia_value = f(Value(1.0))").success
+    assert ip.user_ns["plain"] == 9.0 and type(ip.user_ns["plain"]) is float
+    assert ip.user_ns["via_value"].data == 3.0
+    assert ip.user_ns["via_value"].parents[0].label == "y"
+
+
+def test_a_node_bound_at_the_end_takes_its_name(ip):
+    autograd(ip, "def loss(p):\n    out = p * p\n    return out\nq = 3.0\nL = loss(q)")
+    assert ip.user_ns["L"].label == "L" and gradmagic.last.grads["L"] == 1.0
+
+
+def test_branches_and_conversions_are_counted(ip):
+    autograd(ip, "x = 2.0\ny = x * 3 if x > 0 else -x")
+    assert gradmagic.last.branch_events == 1 and gradmagic.last.branch_dependent
+    assert gradmagic.last.float_conversions == 0 and gradmagic.last.warnings == []
+
+
+def test_a_cut_graph_is_reported_with_its_line(ip):
+    ip.user_ns.update(np=np, math=math)
+    autograd(ip, "x = 0.5\ny = math.atan(x) + x\nz = np.zeros(2)\nz[0] = x\nv = np.array([x, y])"
+                 "\nL = y + v.sum()")
+    trace = gradmagic.last
+    assert trace.float_conversions == 4
+    assert trace.warnings == [
+        "line 3: math.atan has no gradient rule: Value 'x' entered it as a plain number, so "
+        "no gradient flows through it",
+        "line 6: numpy.array took Value 'x' as a plain number, so no gradient flows through it",
+        "line 6: numpy.array took Value 'y' as a plain number, so no gradient flows through it",
+        "1 Value was converted to a plain float by code outside the graph (e.g. a library "
+        "function or storing into a numpy float array), so no gradient flows through that "
+        "number"]
+    assert isinstance(ip.user_ns["z"], np.ndarray)  # changed in place: not a Tensor
+
+
+def test_no_new_names_and_no_ast_transformers(ip):
+    transformers = list(ip.ast_transformers)
+    before = set(ip.user_ns)
+    autograd(ip, "a = 1.0\nb = a + 1")
+    assert set(ip.user_ns) - before == {"a", "b"}
+    assert ip.ast_transformers == transformers
+    assert ip.run_cell("plain_number = 2.0").success
+    assert type(ip.user_ns["plain_number"]) is float
+
+
+def test_unload_removes_the_magics_and_load_restores_them(ip):
+    ip.run_line_magic("unload_ext", "gradmagic")
+    try:
+        assert ip.find_cell_magic("autograd") is None and ip.find_line_magic("autograd") is None
+        assert "AutogradMagics" not in ip.magics_manager.registry
+        assert not ip.run_cell("%%autograd\na = 1.0").success
+    finally:
+        ip.run_line_magic("load_ext", "gradmagic")
+    assert ip.find_cell_magic("autograd") is not None
+    assert autograd(ip, "a = 1.0\na * 2").success
+
+
+# --------------------------------------------------------------------------- errors
+def test_an_exception_shows_the_users_line_only(ip, capsys):
+    ip.user_ns["w"] = 4.0
+    result = autograd(ip, "a = w * 2\nb = a / missing\nc = 1", options="")
+    assert isinstance(result.error_in_exec, NameError) and not result.success
+    shown = capsys.readouterr().out
+    assert "----> 3 b = a / missing" in shown and "      1 %%autograd" in shown
+    assert "NameError: name 'missing' is not defined" in shown
+    assert not any(name in shown for name in RUNTIME_NAMES), shown
+    assert "run_cell_magic" not in shown and "magic.py" not in shown
+    # the namespace as plain Python leaves it: a and b were made, w was not touched
+    assert ip.user_ns["w"] == 4.0 and type(ip.user_ns["w"]) is float
+    assert ip.user_ns["a"].data == 8.0 and "b" not in ip.user_ns and "c" not in ip.user_ns
+    assert gradmagic.last is None
+
+
+def test_an_exception_in_a_function_of_the_cell_shows_both_lines(ip, capsys):
+    result = autograd(ip, "import math\ndef f(x):\n    return math.exp(x, 2)\ny = f(1.0)",
+                      options="")
+    assert isinstance(result.error_in_exec, TypeError)
+    shown = capsys.readouterr().out
+    assert "----> 5 y = f(1.0)" in shown and "----> 4     return math.exp(x, 2)" in shown
+    assert not any(name in shown for name in RUNTIME_NAMES), shown
+
+
+def test_a_syntax_error_points_at_the_users_text(ip, capsys):
+    ip.user_ns["w"] = 4.0
+    result = autograd(ip, "a = w * 2\nb = a +\nc = 1", options="")
+    assert isinstance(result.error_in_exec, SyntaxError)
+    shown = capsys.readouterr().out
+    assert "line 3" in shown and "b = a +" in shown and "SyntaxError" in shown
+    assert not any(name in shown for name in RUNTIME_NAMES)
+    assert ip.user_ns["w"] == 4.0 and "a" not in ip.user_ns
+
+
+def test_an_error_in_the_line_form_stops_the_cell(ip, capsys):
+    result = ip.run_cell("%autograd -q undefined_thing * 2\nafter = 1")
+    assert isinstance(result.error_in_exec, NameError) and "after" not in ip.user_ns
+    shown = capsys.readouterr().out
+    assert "undefined_thing * 2" in shown
+    assert not any(name in shown for name in RUNTIME_NAMES)
+
+
+def test_exceptions_from_the_engine_keep_their_message(ip, capsys):
+    result = autograd(ip, "i = 1.5\nxs = [1, 2, 3]\nv = xs[i]", options="")
+    assert isinstance(result.error_in_exec, TypeError)
+    shown = capsys.readouterr().out
+    assert "----> 4 v = xs[i]" in shown
+    assert "TypeError: float Value 1.5 cannot be used as an integer" in shown
+
+
+# --------------------------------------------------------------------------- corpus
+def _normal(x):
+    """A comparable form of a namespace value: numbers, strings, bools, containers."""
+    if isinstance(x, Value):
+        return _normal(x.data)
+    if hasattr(x, "data") and isinstance(getattr(x, "data"), np.ndarray):  # a Tensor
+        return _normal(x.data)
+    if isinstance(x, np.ndarray):
+        return ("array", x.tolist()) if x.ndim else _normal(x.item())
+    if isinstance(x, np.generic):
+        return _normal(x.item())
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [_normal(e) for e in x])
+    if isinstance(x, dict):
+        return ("dict", [(_normal(k), _normal(v)) for k, v in x.items()])
+    if isinstance(x, (set, frozenset)):
+        return ("set", sorted(repr(_normal(e)) for e in x))
+    if isinstance(x, (bool, int, float, str)) or x is None:
+        return (type(x).__name__, "nan" if x != x else x)
+    if type(x).__module__ == "__main__" and hasattr(x, "__dict__"):
+        return ("object", _normal(vars(x)))
+    return None  # functions, modules, generators: not compared
+
+
+@pytest.mark.parametrize("name, source", CELLS, ids=[c[0] for c in CELLS])
+def test_corpus_cell_computes_as_plain_python(ip, name, source):
+    plain = {"__name__": "__main__"}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(source, "<plain>", "exec"), plain)
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        result = autograd(ip, source.lstrip("\n"))
+    assert result.success, shown.getvalue()
+    assert shown.getvalue() == printed.getvalue()
+    compared = 0
+    for key, value in plain.items():
+        expected = _normal(value)
+        if key.startswith("__") or expected is None:
+            continue
+        assert _normal(ip.user_ns[key]) == expected, key
+        compared += 1
+    assert compared > 0
+
+
+def test_corpus_is_big_enough():
+    assert len(CELLS) >= 40 and len({name for name, _ in CELLS}) == len(CELLS)
+
+
+# --------------------------------------------------------------------------- tensors
+def test_float_arrays_become_tensor_leaves(ip):
+    tensor = pytest.importorskip("gradmagic.tensor")
+    ip.user_ns.update(np=np, X=np.array([[1.0, 2.0], [3.0, 4.0]]), idx=np.array([0, 1]))
+    assert autograd(ip, "W = np.ones((2, 1))\nb = np.array([0.5])\n"
+                        "L = ((X @ W + b) ** 2).sum()").success
+    X, W, b, L = (ip.user_ns[n] for n in ("X", "W", "b", "L"))
+    assert all(isinstance(t, tensor.Tensor) for t in (X, W, b, L))
+    assert (X.label, W.label, b.label) == ("X", "W", "b")
+    out = np.array([[1.0, 2.0], [3.0, 4.0]]) @ np.ones((2, 1)) + 0.5
+    assert L.data == pytest.approx((out ** 2).sum())
+    assert W.grad == pytest.approx(2 * np.array([[1.0, 2.0], [3.0, 4.0]]).T @ out)
+    assert b.grad == pytest.approx(2 * out.sum(axis=0))
+    assert isinstance(ip.user_ns["idx"], np.ndarray)  # int arrays stay arrays
+
+
+def test_a_tensor_target_must_be_one_number(ip, capsys):
+    pytest.importorskip("gradmagic.tensor")
+    ip.user_ns["np"] = np
+    assert autograd(ip, "v = np.ones(3)\nv * 2", options="").success
+    assert "reduce it to one number" in capsys.readouterr().out
+    assert gradmagic.last is None
