@@ -20,11 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .check import STATUSES
 from .ops import OPS
 
 __all__ = ["fmt", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
-           "svg", "graph_html", "node_order", "nodes_table_html", "nodes_table_text",
-           "report_html", "report_text", "headline", "static_html", "text", "MISSING_DOT"]
+           "svg", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
+           "nodes_table_text", "report_html", "report_text", "headline", "static_html", "text",
+           "MISSING_DOT"]
 
 DEFAULT_MAX_NODES = 150
 NEIGHBOURHOOD = 30  # nodes nearest the target drawn in a summary
@@ -87,6 +89,18 @@ def escape_string(text: str) -> str:
             .replace("\n", " ").replace("\r", " "))
 
 
+def op_entry(trace, index: int):
+    """The op table entry (scalar or tensor) that made node ``index``, or None."""
+    entry = getattr(trace.graph[index], "opdef", None) if index < len(trace.graph) else None
+    return entry if entry is not None else OPS.get(trace.nodes[index].op)
+
+
+def op_symbol(trace, index: int) -> str:
+    """How node ``index``'s op is drawn: its table symbol ('' for a leaf)."""
+    entry = op_entry(trace, index)
+    return getattr(entry, "symbol", None) or trace.nodes[index].op
+
+
 def _symbol(op: str) -> str:
     entry = OPS.get(op)
     return entry.symbol if entry is not None else op
@@ -137,7 +151,7 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
         lines.append(f"  v{i} [{attrs}];")
         if not node.parents:
             continue
-        op = {"shape": "ellipse", "label": escape_string(_symbol(node.op)), "style": "filled",
+        op = {"shape": "ellipse", "label": escape_string(op_symbol(trace, i)), "style": "filled",
               "fillcolor": FILL["op"], "color": LINE["plain"], "margin": "0.04,0.02",
               "height": "0.3"}
         if node.kink:
@@ -390,7 +404,7 @@ def _node_rows(trace, order, report):
     for i in order:
         node = nodes[i]
         rows.append([str(i), node.label or ("(target)" if i == target else ""),
-                     _symbol(node.op) if node.op else "leaf", fmt(node.data, 6),
+                     op_symbol(trace, i) if node.op else "leaf", fmt(node.data, 6),
                      fmt(node.grad, 6), _flags(node, status.get(i))])
         colours.append(FILL["fail"] if status.get(i) in ("fail", "error") else
                        FILL["target"] if i == target else "")
@@ -449,6 +463,10 @@ def _report_head(report) -> list:
         recorded, replayed = report.replay
         tol += (f"; replayed target {fmt(replayed, 8)} "
                 + ("= recorded" if report.replay_ok else f"≠ recorded {fmt(recorded, 8)}"))
+    seen = {r.status for r in report.rows} - {"pass"}
+    legend = [f"{status}: {meaning}" for status, meaning in STATUSES.items() if status in seen]
+    if legend:
+        tol += "; " + "; ".join(legend)
     mark = "✗" if not report.passed else "⚠" if report.flagged else "✓"
     return [f"{mark} {report.verdict}", tol] + list(report.notes)
 

@@ -24,7 +24,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 
 from . import render
-from .ops import OPS
 
 __all__ = ["TraceWidget", "mimebundle", "backward_steps", "grads_at", "path_to_target",
            "WIDGET_MIME"]
@@ -200,7 +199,7 @@ class TraceWidget:
         options = [("(none)", NONE)]
         for i in order:
             node = nodes[i]
-            what = render._symbol(node.op) if node.op else "leaf"
+            what = render.op_symbol(self.trace, i) if node.op else "leaf"
             options.append((f"{node.name}  [{what}, #{i}]", i))
         return options
 
@@ -261,9 +260,9 @@ class TraceWidget:
             parent = self.trace.nodes[p]
             terms.append(f"{_code(parent.name)} += {render.fmt(node.grad)} × "
                          f"{render.fmt(local)} = {render.fmt(node.grad * local)}")
-        rule = OPS[node.op].rule if node.op in OPS else ""
+        rule = getattr(render.op_entry(self.trace, node.index), "rule", "")
         return (f"<p>Step {step} of {total}: {_code(node.name)} "
-                f"({html.escape(render._symbol(node.op))}) has its final gradient "
+                f"({html.escape(render.op_symbol(self.trace, node.index))}) has its final gradient "
                 f"{_code(render.fmt(node.grad))} and passes it to its inputs"
                 + (": " + "; ".join(terms) if terms else "") + "."
                 + (f"<br><small>{html.escape(rule)}</small>" if rule else "") + "</p>")
@@ -285,7 +284,7 @@ class TraceWidget:
         lines = [f"<b>{_code(node.name)}</b> (node #{index}): data "
                  f"{_code(render.fmt(node.data, 6))}, grad {_code(render.fmt(node.grad, 6))}"]
         if node.parents:
-            entry = OPS.get(node.op)
+            entry = render.op_entry(self.trace, index)
             local = node.local
             if local is None:
                 lines.append(f"Local derivative: the Jacobian of {html.escape(node.op)} "

@@ -180,6 +180,7 @@ def test_max_nodes_option_and_argument():
     assert render.summarise(trace, max_nodes=100) is None
 
 
+@pytest.mark.slow
 def test_a_hundred_thousand_node_trace_summarises():
     trace = chain(33_400)
     summary = render.summarise(trace)
