@@ -85,7 +85,7 @@ def _big_display(n_steps: int = 33_400) -> dict:
             "big_html_kb": len(bundle["text/html"]) / 1024}
 
 
-def main(repeats: int = 40) -> dict:
+def main(repeats: int = 60) -> dict:
     net, loss = _demo()
     target = loss()
     target.backward()
@@ -95,7 +95,7 @@ def main(repeats: int = 40) -> dict:
 
     backward, checking = [], []
     for _ in range(repeats):  # interleaved, so background load hits both alike
-        backward += _times(target.backward, 3)
+        backward += _times(target.backward, 1)
         checking += _times(lambda: check(trace).passed, 1)
     n_leaves = len(trace.leaves)
     naive = _naive_seconds_per_leaf(net, loss, 1e-6, 20) * n_leaves

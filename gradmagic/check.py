@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -42,6 +43,7 @@ STATUSES = {
 _OK = frozenset({"pass", "kink", "nonfinite"})
 _STATUS = ("pass", "fail", "kink", "nonfinite")  # the check's status codes 0..3
 _RANK = {"error": 0, "fail": 1, "nonfinite": 2, "kink": 3, "pass": 4}
+_status_of = operator.attrgetter("status")
 
 # Work limits of one check, in array elements: all the columns of all the
 # nodes (beyond it, leaves are sampled), and one replay chunk (memory).
@@ -142,7 +144,7 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        return self.replay_ok and all(r.ok for r in self.rows)
+        return self.replay_ok and _OK.issuperset(map(_status_of, self.rows))
 
     @property
     def failures(self) -> list:
@@ -353,7 +355,7 @@ class _Plan:
                 a = parents[0]
                 free_a = not used[a]
                 used[a] = 1
-                if len(parents) == 1:
+                if v._b is None:
                     append((i, v._op.np, a, -1, free_a, False))
                 else:
                     b = parents[1]
