@@ -25,7 +25,8 @@ from .ops import OPS
 
 __all__ = ["fmt", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
            "svg", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
-           "nodes_table_text", "report_html", "report_text", "headline", "static_html", "text",
+           "nodes_table_text", "report_html", "report_text", "headline", "run_notes", "static_html",
+           "text",
            "MISSING_DOT"]
 
 DEFAULT_MAX_NODES = 150
@@ -510,7 +511,8 @@ def headline(trace) -> str:
             f"{leaves:,} leaves)")
 
 
-def _run_notes(trace, report) -> list:
+def run_notes(trace, report) -> list:
+    """Remarks about the run: the trace's warnings and a skipped check."""
     notes = list(getattr(trace, "warnings", []) or [])
     if report is None and trace.options.get("no_check"):
         notes.append("Numerical check skipped (--no-check); run trace.check() to compute it.")
@@ -521,7 +523,7 @@ def static_html(trace, report=None, *, expected=None, cache: dict | None = None)
     """The whole run without widgets: headline, graph, gradient table, check table."""
     out = ['<div class="gradmagic">',
            f'<p style="margin:0 0 4px 0"><b>{html.escape(headline(trace))}</b></p>']
-    out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in _run_notes(trace, report)]
+    out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in run_notes(trace, report)]
     out.append(graph_html(trace, report, cache=cache))
     for title, body in (("Check", report_html(report) if report is not None else None),
                         ("Expected answers", report_html(expected) if expected else None),
@@ -535,7 +537,7 @@ def static_html(trace, report=None, *, expected=None, cache: dict | None = None)
 
 def text(trace, report=None, *, expected=None) -> str:
     """The whole run as plain text, for terminals."""
-    lines = [headline(trace)] + [f"! {n}" for n in _run_notes(trace, report)]
+    lines = [headline(trace)] + [f"! {n}" for n in run_notes(trace, report)]
     lines.append(nodes_table_text(trace, report=report))
     for rep in (report, expected):
         if rep is not None:

@@ -174,7 +174,8 @@ class TraceWidget:
             w.VBox([self.slider, self.step_info, self.backward_graph]),
         ])
         self.tabs.titles = TAB_TITLES
-        self.box = w.VBox([w.HTML(f"<b>{html.escape(render.headline(trace))}</b>"),
+        notes = "".join(f"<br>⚠ {html.escape(n)}" for n in render.run_notes(trace, report))
+        self.box = w.VBox([w.HTML(f"<b>{html.escape(render.headline(trace))}</b>{notes}"),
                            self.picker, self.info, self.tabs])
 
         self.picker.observe(lambda change: self.select(_picked(change["new"])), names="value")

@@ -227,3 +227,12 @@ def test_without_dot_the_other_tabs_still_work(monkeypatch, tmp_path):
     assert "<table" in view.table.value and "gradients match" in view.check_view.value
     bundle = mimebundle(trace)
     assert "apt-get install graphviz" in bundle["text/html"]
+
+
+def test_trace_warnings_are_shown_in_every_view():
+    x = Value(2.0, label="x")
+    trace = traced(x * x, warnings=["line 3: float(x) cut the graph"])
+    view = TraceWidget(trace)
+    bundle = mimebundle(trace)
+    for page in (view.box.children[0].value, bundle["text/html"], bundle["text/plain"]):
+        assert "line 3: float(x) cut the graph" in page
