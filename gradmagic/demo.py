@@ -28,9 +28,19 @@ def execute(path: Path, timeout: int = 600):
 
 
 def to_html(nb) -> str:
-    """The notebook as a standalone HTML page (widget outputs fall back to their static HTML)."""
+    """The notebook as a standalone HTML page that reads offline.
+
+    With widget state in the notebook, nbconvert would render each widget with
+    a widget manager loaded from a CDN; without it, it shows the static
+    ``text/html`` that every gradmagic display carries. The page is for
+    reading anywhere, so the state is left out of this copy.
+    """
+    import copy
+
     from nbconvert import HTMLExporter
 
+    nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
     body, _ = HTMLExporter().from_notebook_node(nb)
     return body
 

@@ -116,6 +116,7 @@ class Trace:
         self.source = source
         self.options: dict = dict(options or {})
         self.warnings: list[str] = list(warnings or [])
+        self._report = None  # (settings, CheckReport) of the last check()
 
     # ------------------------------------------------------------------ facts
     @property
@@ -162,12 +163,20 @@ class Trace:
     # ------------------------------------------------------------------ checks
     def check(self, eps: float | None = None, atol: float | None = None,
               rtol: float | None = None):
-        """The numerical check: finite differences beside each analytic gradient."""
+        """The numerical check: finite differences beside each analytic gradient.
+
+        Settings default to the run's options (``--eps/--atol/--rtol``), else
+        PyTorch gradcheck's (eps 1e-6, atol 1e-5, rtol 1e-3). The report for the
+        run's own settings is computed once and kept.
+        """
         from .check import check
         opts = self.options
-        return check(self, eps=eps if eps is not None else opts.get("eps", 1e-6),
-                     atol=atol if atol is not None else opts.get("atol", 1e-5),
-                     rtol=rtol if rtol is not None else opts.get("rtol", 1e-3))
+        settings = (eps if eps is not None else opts.get("eps", 1e-6),
+                    atol if atol is not None else opts.get("atol", 1e-5),
+                    rtol if rtol is not None else opts.get("rtol", 1e-3))
+        if self._report is None or self._report[0] != settings:
+            self._report = (settings, check(self, *settings))
+        return self._report[1]
 
     def expect(self, mapping, atol: float | None = None, rtol: float | None = None):
         """Compare named gradients (and ``name.data`` values) with expected numbers."""
