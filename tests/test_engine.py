@@ -497,3 +497,12 @@ def test_textbook_value_used_twice():
     b = a + a
     b.backward()
     assert (b.data, a.grad) == (6.0, 2.0)
+
+
+# --------------------------------------------------------------- documentation
+@pytest.mark.parametrize("module", ["engine", "ops", "nn", "optim"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(f"gradmagic.{module}"))
+    assert result.failed == 0
