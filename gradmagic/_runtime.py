@@ -41,7 +41,7 @@ def tensor_class():
 
 def is_node(x) -> bool:
     """True for a Value or a Tensor."""
-    cls = x.__class__
+    cls = type(x)
     return cls is Value or (cls is not int and cls is not float and cls is tensor_class())
 
 
@@ -51,7 +51,7 @@ lit = engine._other
 
 def lab(v, name: str):
     """``v``, labelled ``name`` if it is a node without a label."""
-    if v.__class__ is Value:
+    if type(v) is Value:
         if not v.label:
             v.label = name
     elif is_node(v) and not v.label:
@@ -86,7 +86,7 @@ def shown(x):
 
 
 def _shown(x, memo):
-    cls = x.__class__
+    cls = type(x)
     if cls is Value:
         return x.data
     if cls is list or cls is dict:
@@ -100,7 +100,7 @@ def _shown(x, memo):
         return out
     if cls is tuple or cls is set or cls is frozenset:
         return cls(_shown(e, memo) for e in x)
-    if cls is np.ndarray and x.dtype == object and any(e.__class__ is Value for e in x.flat):
+    if cls is np.ndarray and x.dtype == object and any(type(e) is Value for e in x.flat):
         return np.array([_shown(e, memo) for e in x.flat]).reshape(x.shape)
     if is_node(x):
         return x.data
@@ -109,16 +109,16 @@ def _shown(x, memo):
 
 def ints(x):
     """An int-valued Value as its int (for ``range(n)``, ``"ab" * n``, ...)."""
-    if x.__class__ is Value and x.data.__class__ is int:
+    if type(x) is Value and type(x.data) is int:
         return x.data
     return x
 
 
 def _ints_deep(x):
-    if x.__class__ is Value:
-        return x.data if x.data.__class__ is int else x
-    if x.__class__ in (list, tuple) and any(e.__class__ in (Value, list, tuple) for e in x):
-        return x.__class__(_ints_deep(e) for e in x)
+    if type(x) is Value:
+        return x.data if type(x.data) is int else x
+    if type(x) in (list, tuple) and any(type(e) in (Value, list, tuple) for e in x):
+        return type(x)(_ints_deep(e) for e in x)
     return x
 
 
@@ -130,7 +130,7 @@ def call(f, /, *args, **kwargs):
     that cannot keep the graph (``np.array``, ``np.zeros``, ``rng.normal``)
     gets every Value as its plain number, and the cut is recorded.
     """
-    if _numpy_without_graph(f) and not any(is_node(a) and a.__class__ is not Value
+    if _numpy_without_graph(f) and not any(is_node(a) and type(a) is not Value
                                            for a in args):
         name = _describe(f)
         args = [_data(a, name) for a in args]
@@ -172,12 +172,12 @@ def _describe(f) -> str:
 
 def _data(x, where: str):
     """``x`` with every Value replaced by its number (a float Value's cut is recorded)."""
-    if x.__class__ is Value:
-        if x.data.__class__ is not int:
+    if type(x) is Value:
+        if type(x.data) is not int:
             _record(f"{where} took {_who(x)} as a plain number")
         return x.data
-    if x.__class__ in (list, tuple) and any(e.__class__ in (Value, list, tuple) for e in x):
-        return x.__class__(_data(e, where) for e in x)
+    if type(x) in (list, tuple) and any(type(e) in (Value, list, tuple) for e in x):
+        return type(x)(_data(e, where) for e in x)
     return x
 
 
@@ -195,19 +195,19 @@ def fn(f):
 
 
 def _num(x):
-    return x.data if x.__class__ is Value else x
+    return x.data if type(x) is Value else x
 
 
 def _has_value(args) -> bool:
     for a in args:
-        if a.__class__ is Value:
+        if type(a) is Value:
             return True
     return False
 
 
 def _as_float(x):
     """``float(x)`` for a Value, keeping the graph."""
-    return x if x.data.__class__ is float else x * 1.0
+    return x if type(x.data) is float else x * 1.0
 
 
 def _keeps(build, exact=True):
@@ -238,8 +238,8 @@ def _cut(f):
 
     def cut(*args, **kwargs):
         if _has_value(args):
-            _record(f"{name} has no gradient rule: {', '.join(_who(a) for a in args if a.__class__ is Value)} "
-                    "entered it as a plain number")
+            who = ", ".join(_who(a) for a in args if type(a) is Value)
+            _record(f"{name} has no gradient rule: {who} entered it as a plain number")
             args = map(_num, args)
         return f(*args, **kwargs)
     return functools.update_wrapper(cut, f, updated=())
@@ -253,7 +253,7 @@ def _on_numbers(f):
 
 
 def _value(x):
-    return x if x.__class__ is Value else lit(x)
+    return x if type(x) is Value else lit(x)
 
 
 def _log(x, base=None):
@@ -282,7 +282,7 @@ def _pow(base, exp, mod=None):
 
 
 def _isinstance(obj, cls):
-    return isinstance(obj, cls) or (obj.__class__ is Value and isinstance(obj.data, cls))
+    return isinstance(obj, cls) or (type(obj) is Value and isinstance(obj.data, cls))
 
 
 _BUILDERS = {  # name -> graph of the function from Value operations

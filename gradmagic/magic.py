@@ -75,7 +75,7 @@ class AutogradMagics(Magics):
             if not source:
                 raise UsageError("%autograd needs an expression to differentiate, "
                                  f"e.g. %autograd a*b + c\n\n{_help()}")
-            header = f"%autograd {line}"
+            header = f"%autograd {line}".rstrip()
         else:
             args = self._parse(line)
             if args.expression:
@@ -83,7 +83,20 @@ class AutogradMagics(Magics):
                                  f"{' '.join(args.expression)!r}\n\n{_help()}")
             source, header = cell, f"%%autograd {line}".rstrip()
         options = self._options(args)
-        return self._run(source, header, options, cell_form=cell is not None)
+        raw = self._raw_cell()
+        whole_cell = raw is not None and (
+            raw.startswith("%%autograd") if cell is not None
+            else raw.startswith("%autograd") and "\n" not in raw)
+        if whole_cell:  # show the first line exactly as typed
+            header = raw.partition("\n")[0]
+        return self._run(source, header, options, cell_form=cell is not None,
+                         whole_cell=whole_cell)
+
+    def _raw_cell(self):
+        """The text of the cell the shell is running (stripped), or None."""
+        result = self.shell.displayhook.exec_result
+        raw = getattr(getattr(result, "info", None), "raw_cell", None)
+        return raw.strip() if isinstance(raw, str) else None
 
     # ------------------------------------------------------------------ options
     def _parse(self, text: str):
@@ -115,7 +128,8 @@ class AutogradMagics(Magics):
                 "quiet": args.quiet}
 
     # ------------------------------------------------------------------ running
-    def _run(self, source: str, header: str, options: dict, cell_form: bool):
+    def _run(self, source: str, header: str, options: dict, cell_form: bool,
+             whole_cell: bool):
         __tracebackhide__ = True
         import gradmagic
         gradmagic.last = None
@@ -132,7 +146,7 @@ class AutogradMagics(Magics):
         except (SyntaxError, ValueError) as e:
             if isinstance(e, SyntaxError) and not cell_form:
                 _point_into(e, header, source)
-            return self._fail(e, filename, cell_form)
+            return self._fail(e, filename, whole_cell)
 
         branches, floats = state.branch_events, state.float_conversions
         lifted = lift(ns, rw.reads)
@@ -146,7 +160,7 @@ class AutogradMagics(Magics):
                     ns[name] = old
             if not isinstance(e, Exception):
                 raise
-            return self._fail(e, filename, cell_form)
+            return self._fail(e, filename, whole_cell)
 
         target = self._target(rw, options, value, ns)
         if target is None:
@@ -179,25 +193,26 @@ class AutogradMagics(Magics):
         if not _runtime.is_node(value):
             return notice(f"{what} is {_describe(value)}, not a Value, so there is "
                                 "nothing to differentiate")
-        if value.__class__ is not Value and value.data.size != 1:
+        if type(value) is not Value and value.data.size != 1:
             return notice(f"{what} is a tensor of shape {value.data.shape}; reduce it "
                                 "to one number (.sum(), .mean()) to differentiate it")
         return value
 
-    def _fail(self, exc: BaseException, filename: str, cell_form: bool):
+    def _fail(self, exc: BaseException, filename: str, whole_cell: bool):
         """Show ``exc`` as a plain cell would show it: the user's lines only.
 
-        In a cell run by the shell the traceback is shown here and the run is
-        marked as failed; otherwise (the line form, or a direct call) the
-        exception propagates with the same shortened traceback.
+        When the magic is the whole cell the shell runs, the traceback is shown
+        here and the run is marked as failed (so notebooks stop, as they would
+        on a plain cell). Otherwise (the line form inside a longer cell, or a
+        direct call) the exception propagates, with the same shortened
+        traceback below the caller's frames.
         """
         __tracebackhide__ = True
         tb = user_traceback(exc.__traceback__, filename)
-        result = self.shell.displayhook.exec_result if cell_form else None
-        if result is None:
+        if not whole_cell:
             raise exc.with_traceback(tb)
         self.shell.showtraceback((type(exc), exc, tb), tb_offset=0)
-        result.error_in_exec = exc
+        self.shell.displayhook.exec_result.error_in_exec = exc
         return None
 
 
@@ -233,33 +248,41 @@ def namespace_names(ns) -> tuple[set, set]:
     """
     plain, math_names = set(), set()
     for name, obj in ns.items():
-        if name.startswith("_"):
-            continue
+        if not name.startswith("_"):
+            kind = _kind(obj)
+            if kind == "math":
+                math_names.add(name)
+            elif kind == "library":
+                plain.add(name)
+    return plain, math_names
+
+
+def _kind(obj) -> str:
+    """'math', 'library' or '' (anything else) for an object of the namespace."""
+    try:
         if callable(obj) and _runtime.fn(obj) is not obj:
-            math_names.add(name)
-            continue
-        if obj.__class__ is Value:
-            continue
+            return "math"
+        if type(obj) is Value:
+            return ""
         if isinstance(obj, types.ModuleType):
-            plain.add(name)
-            continue
+            return "library"
         module = getattr(obj, "__module__", None)
         if not isinstance(module, str):
             module = type(obj).__module__
-        if module not in ("builtins", "__main__"):
-            plain.add(name)
-    return plain, math_names
+        return "" if module in ("builtins", "__main__") else "library"
+    except Exception:  # an exotic object (a proxy that fails on inspection): leave it be
+        return ""
 
 
 def _leaf_for(obj, name: str):
     """A fresh leaf holding ``obj``'s number(s), or None if ``obj`` is not numeric."""
-    if obj.__class__ is Value:
+    if type(obj) is Value:
         return Value(obj.data, label=name)
     if isinstance(obj, numbers.Real) and not isinstance(obj, (bool, np.bool_)):
         return Value(obj, label=name)
     tensor = _runtime.tensor_class()
     if tensor is not None:
-        if obj.__class__ is tensor:
+        if type(obj) is tensor:
             return tensor(obj.data, label=name)
         if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
             return tensor(obj, label=name)

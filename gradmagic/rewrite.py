@@ -12,15 +12,16 @@ plain Python would:
   the engine makes the constant node itself, so loops run at engine speed.
 * **Plain contexts** (literals stay plain, names met there are not lifted):
   subscripts and slices (``xs[0]``, ``xs[1:3]``), dict keys and set elements,
-  operands of comparisons, default values of parameters, annotations and
-  ``match`` patterns, the repeat count of ``"ab" * 3`` / ``[0] * n``, the right
-  side of ``"%d" % n``, f-strings, operands of bitwise operators, the ``ndigits`` of ``round(x, 2)``, the
-  arguments of display functions (``print``, ``str``, ``repr``, ``format``,
-  ``"...".format``), of structural builtins (``len``, ``isinstance``,
-  ``zip``, ``dict``, ...), of integer builtins (``range``, ``enumerate``,
-  ``chr``, ``int``, ...) and of library callables (anything reached from a
-  module or from an object or function defined outside the notebook:
-  ``np.zeros(3)``, ``random.seed(0)``, ``MLP(3, [4, 1])``).
+  operands of comparisons and of bitwise operators, default values of
+  parameters, annotations and ``match`` patterns, the repeat count of
+  ``"ab" * 3`` / ``[0] * n``, the right side of ``"%d" % n``, f-strings, the
+  ``ndigits`` of ``round(x, 2)``, the arguments of display functions
+  (``print``, ``str``, ``repr``, ``format``, ``display``, ``"...".format``),
+  of structural builtins (``len``, ``isinstance``, ``zip``, ``dict``, ...),
+  of integer builtins (``range``, ``enumerate``, ``chr``, ``int``, ...) and of
+  library callables (anything reached from a module or from an object or
+  function defined outside the notebook: ``np.zeros(3)``, ``random.seed(0)``,
+  ``MLP(3, [4, 1])``).
 * **Run-time adapters**: display arguments go through ``shown`` (a Value
   prints as its number, also inside lists), integer-builtin arguments through
   ``ints`` (an int-valued Value becomes its int), library calls through
@@ -65,7 +66,7 @@ MATH_NAMES = frozenset("""
 """Function names whose calls go through the run-time dispatch (``fn``)."""
 
 _BUILTIN_MATH = frozenset({"float", "pow", "isinstance"})  # builtins dispatched by name
-_DISPLAY = frozenset({"print", "repr", "str", "format", "ascii"})
+_DISPLAY = frozenset({"print", "repr", "str", "format", "ascii", "display"})
 _INT_BUILTINS = frozenset({"range", "enumerate", "chr", "hex", "oct", "bin", "slice",
                            "bytes", "bytearray", "int", "complex"})
 _PLAIN_BUILTINS = frozenset({
@@ -110,73 +111,73 @@ def rewrite(source: str, *, filename: str = "<cell>", first_line: int = 1,
     are found here.
     """
     tree = ast.parse("\n" * (first_line - 1) + source, filename)
-    plain, math, defined = _names(tree, set(plain_names), set(math_names))
-    mutated = _mutated(tree)
+    facts = _facts(tree, set(plain_names), set(math_names))
     last = tree.body[-1] if tree.body else None
     target = _assigned_name(last)
-    rw = _Rewriter(plain, math, defined, mutated)
+    rw = _Rewriter(facts)
     tree = rw.visit(tree)
     final = None
     if isinstance(last, ast.Expr):
         final = ast.Expression(body=tree.body.pop().value)
-        ast.fix_missing_locations(final)
-    ast.fix_missing_locations(tree)
-    return Rewritten(tree, final, target, frozenset(rw.reads - mutated))
+    return Rewritten(tree, final, target, frozenset(rw.reads - facts.mutated))
 
 
 # --------------------------------------------------------------------------- static facts
-def _names(tree, plain: set, math: set):
-    """Library names, math-function names and names the cell defines."""
+@dataclass
+class _Facts:
+    """What one walk over the cell finds out before rewriting it."""
+
+    plain: set  # names of library objects
+    math: set  # names of math functions
+    defined: set  # names the cell defines with def, class or a lambda
+    mutated: set  # names of objects changed in place: z[0] = 1, out=z
+
+
+_FACT_NODES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
+                         ast.ImportFrom, ast.keyword, ast.Assign, ast.AugAssign,
+                         ast.AnnAssign, ast.Delete})
+
+
+def _facts(tree, plain: set, math: set) -> _Facts:
     math |= _BUILTIN_MATH
-    defined = set()
+    defined, mutated, made = set(), set(), []
     for node in ast.walk(tree):
+        if node.__class__ not in _FACT_NODES:
+            continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defined.add(node.name)
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
-            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
         elif isinstance(node, ast.Import):
             for a in node.names:
                 plain.add(a.asname or a.name.partition(".")[0])
         elif isinstance(node, ast.ImportFrom) and node.module != "__main__":
             for a in node.names:
-                if a.name == "*":
-                    continue
-                (math if a.name in MATH_NAMES else plain).add(a.asname or a.name)
-    plain -= defined
-    math -= defined
-    # results of library calls are library objects too: rng = np.random.default_rng()
-    for node in _in_order(tree):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and _is_library(node.value.func, plain, defined)):
-            plain.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return plain, math, defined
-
-
-def _mutated(tree) -> set:
-    """Names of objects the cell changes in place (``z[0] = 1``, ``out=z``).
-
-    Such an array must stay a numpy array: a Tensor cannot be changed in place.
-    """
-    names = set()
-    for node in ast.walk(tree):
+                if a.name != "*":
+                    (math if a.name in MATH_NAMES else plain).add(a.asname or a.name)
+        elif isinstance(node, ast.keyword) and node.arg == "out":
+            mutated.update(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for t in targets:
                 root = _root(t)
                 if isinstance(t, ast.Subscript) and isinstance(root, ast.Name):
-                    names.add(root.id)
-        elif isinstance(node, ast.keyword) and node.arg == "out":
-            names.update(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
-    return names
-
-
-def _in_order(node):
-    """The nodes of a tree in source order (depth first)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+                    mutated.add(root.id)
+            if isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                if isinstance(node.value, ast.Lambda):
+                    defined.update(names)
+                elif isinstance(node.value, ast.Call):
+                    made.append((names, node.value.func))
+    plain -= defined
+    math -= defined
+    # results of library calls are library objects too: rng = np.random.default_rng()
+    growing = True
+    while growing:
+        size = len(plain)
+        for names, func in made:
+            if _is_library(func, plain, defined):
+                plain.update(names)
+        growing = len(plain) > size
+    return _Facts(plain, math, defined, mutated)
 
 
 def _root(node):
@@ -266,26 +267,33 @@ def _local_names(node) -> set:
 
 
 # --------------------------------------------------------------------------- the rewriter
-def _runtime(helper: str, *args, like=None):
-    """``RUNTIME.helper(*args)``, placed at ``like``'s line."""
-    call = ast.Call(func=ast.Attribute(value=ast.Constant(RUNTIME), attr=helper,
-                                       ctx=ast.Load()),
-                    args=list(args), keywords=[])
-    return ast.copy_location(call, like) if like is not None else call
+def _at(like, node):
+    """``node`` placed at ``like``'s position in the user's source."""
+    node.lineno, node.col_offset = like.lineno, like.col_offset
+    node.end_lineno, node.end_col_offset = like.end_lineno, like.end_col_offset
+    return node
+
+
+def _runtime(helper: str, *args, like):
+    """``RUNTIME.helper(*args)``, placed (with any new argument) at ``like``'s position."""
+    func = _at(like, ast.Attribute(value=_at(like, ast.Constant(RUNTIME)), attr=helper,
+                                   ctx=ast.Load()))
+    args = [a if hasattr(a, "lineno") else _at(like, a) for a in args]
+    return _at(like, ast.Call(func=func, args=args, keywords=[]))
 
 
 def _label(name: str, like) -> ast.stmt:
     """The statement ``RUNTIME.lab(name, 'name')``."""
-    stmt = ast.Expr(_runtime("lab", ast.Name(name, ast.Load()), ast.Constant(name),
-                             like=like))
-    return ast.copy_location(stmt, like)
+    call = _runtime("lab", ast.Name(name, ast.Load()), ast.Constant(name), like=like)
+    return _at(like, ast.Expr(call))
 
 
 class _Rewriter(ast.NodeTransformer):
     """The transformation described in the module docstring."""
 
-    def __init__(self, plain, math, defined, mutated):
-        self.plain, self.math, self.defined, self.mutated = plain, math, defined, mutated
+    def __init__(self, facts: _Facts):
+        self.plain, self.math = facts.plain, facts.math
+        self.defined, self.mutated = facts.defined, facts.mutated
         self.reads = set()
         self.lits_plain = False  # numeric literals stay plain here
         self.reading = True  # loaded names count as numeric reads here
@@ -329,8 +337,7 @@ class _Rewriter(ast.NodeTransformer):
         # -2.0 is one literal, not the negation of a leaf
         if isinstance(node.op, (ast.USub, ast.UAdd)) and _is_number(node.operand):
             value = node.operand.value
-            folded = ast.copy_location(
-                ast.Constant(-value if isinstance(node.op, ast.USub) else value), node)
+            folded = _at(node, ast.Constant(-value if isinstance(node.op, ast.USub) else value))
             return self.visit_Constant(folded)
         if isinstance(node.op, ast.Invert):
             node.operand = self._count(node.operand)

@@ -65,7 +65,8 @@ def check_values(ip, checks):
 
 
 # --------------------------------------------------------------------------- textbook
-@pytest.mark.parametrize("name, cell, checks", INLINE_TEXTBOOK, ids=[c[0] for c in INLINE_TEXTBOOK])
+@pytest.mark.parametrize("name, cell, checks", INLINE_TEXTBOOK,
+                         ids=[c[0] for c in INLINE_TEXTBOOK])
 def test_textbook_cells_inline(ip, name, cell, checks):
     assert autograd(ip, cell).success
     check_values(ip, checks)
@@ -368,6 +369,38 @@ def test_an_error_in_the_line_form_stops_the_cell(ip, capsys):
     shown = capsys.readouterr().out
     assert "undefined_thing * 2" in shown
     assert not any(name in shown for name in RUNTIME_NAMES)
+
+
+def test_the_line_form_alone_shows_only_its_line(ip, capsys):
+    result = ip.run_cell("%autograd -q undefined_thing * 2")
+    assert isinstance(result.error_in_exec, NameError)
+    shown = capsys.readouterr().out
+    assert "----> 1 %autograd -q undefined_thing * 2" in shown
+    assert "run_line_magic" not in shown and "skipping hidden" not in shown
+
+
+def test_a_direct_call_inside_a_longer_cell_raises(ip):
+    result = ip.run_cell("get_ipython().run_cell_magic('autograd', '-q', 'a = 1.0\\nb = a / nope')"
+                         "\nafter = 1")
+    assert isinstance(result.error_in_exec, NameError) and "after" not in ip.user_ns
+    with pytest.raises(NameError):
+        ip.run_cell_magic("autograd", "-q", "a = 1.0\nb = a / nope")
+
+
+def test_a_syntax_error_in_the_line_form_points_into_the_line(ip, capsys):
+    result = ip.run_cell("%autograd -q 2 *")
+    assert isinstance(result.error_in_exec, SyntaxError)
+    shown = capsys.readouterr().out
+    assert "%autograd -q 2 *\n" in shown and shown.index("^") > shown.index("%autograd")
+
+
+def test_exotic_objects_in_the_namespace_are_left_alone(ip):
+    class Touchy:
+        def __getattribute__(self, name):
+            raise RuntimeError("do not touch")
+    ip.user_ns["touchy"] = Touchy()
+    assert autograd(ip, "a = 2.0\nb = a * a").success
+    assert ip.user_ns["a"].grad == 4.0
 
 
 def test_exceptions_from_the_engine_keep_their_message(ip, capsys):

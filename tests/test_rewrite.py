@@ -116,6 +116,12 @@ def test_display_shows_numbers_not_values(capsys):
     assert ns["t"] == "1.5 [1.5, 2] 1.50" and ns["u"] == "1.5 [1.5, 2]"
 
 
+def test_ipython_display_shows_the_number():
+    shown = []
+    ns, _ = run("a = 2.5\ndisplay(a, [a])", ns={"display": lambda *xs: shown.extend(xs)})
+    assert shown == [2.5, [2.5]] and type(shown[0]) is float
+
+
 def test_display_of_a_list_containing_itself():
     ns, _ = run("xs = [1.0]\nxs.append(xs)\ns = str(xs)")
     assert ns["s"] == "[1.0, [...]]"
