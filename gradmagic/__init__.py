@@ -1,8 +1,15 @@
-"""gradmagic: a gradient microscope for Jupyter."""
-from .engine import Value, no_grad, is_grad_enabled
+"""gradmagic: a gradient microscope for Jupyter.
+
+``%load_ext gradmagic`` registers the ``%%autograd`` cell magic. The engine is
+usable on its own: :class:`Value` (scalars), :class:`Tensor` (numpy arrays),
+:mod:`gradmagic.nn` and :mod:`gradmagic.optim`.
+"""
+from .engine import Value, apply, is_grad_enabled, no_grad
+from .tensor import Tensor, tensor
+from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Value", "no_grad", "is_grad_enabled"]
+__all__ = ["Value", "Tensor", "tensor", "Trace", "apply", "no_grad", "is_grad_enabled", "last"]
 
 last = None
 """The Trace of the latest ``%%autograd`` run (None before any, or after a run that made none)."""

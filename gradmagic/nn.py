@@ -11,7 +11,8 @@ import random
 
 from .engine import Value
 
-__all__ = ["Module", "Neuron", "Layer", "MLP", "mse_loss", "hinge_loss", "accuracy"]
+__all__ = ["Module", "Neuron", "Layer", "MLP", "mse_loss", "hinge_loss", "accuracy",
+           "Linear", "ReLU", "Tanh", "Sequential"]
 
 ACTIVATIONS = ("tanh", "relu", "linear")
 
@@ -149,3 +150,7 @@ def accuracy(scores, labels) -> float:
     pairs = list(_pairs(scores, labels))
     hits = sum((float(s) > 0) == (y > 0) for s, y in pairs)
     return hits / len(pairs)
+
+
+# Tensor layers live in their own module (they build on Module, defined above).
+from .tensor_nn import Linear, ReLU, Sequential, Tanh  # noqa: E402
