@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import sys
 from contextlib import contextmanager
 
@@ -25,7 +24,7 @@ from . import engine
 from .engine import Value
 
 __all__ = ["lit", "lab", "leaf", "shown", "ints", "call", "fn", "recording",
-           "tensor_class", "is_node"]
+           "tensor_class", "is_node", "new_leaf"]
 
 
 # --------------------------------------------------------------------------- nodes
@@ -67,16 +66,32 @@ def leaf(v, name: str):
     """
     if is_node(v):
         return lab(v, name)
-    if _is_number(v):
-        return Value(v, label=name)
+    made = new_leaf(v, name)
+    return v if made is None else made
+
+
+_EXACT_NUMBERS = frozenset({int, float, np.float64, np.int64})
+"""Number types a Value holds with unchanged arithmetic (not bool, float32, Fraction...)."""
+
+
+def new_leaf(x, name: str):
+    """A fresh leaf labelled ``name`` holding ``x``'s number(s), or None if there is none.
+
+    ``x`` may be a number of an exact type, a Value (its data is taken), a
+    float64 array or a Tensor (Tensor leaves, when tensors are available).
+    """
+    cls = type(x)
+    if cls in _EXACT_NUMBERS:
+        return Value(x, label=name)
+    if cls is Value:
+        return Value(x.data, label=name)
     tensor = tensor_class()
-    if tensor is not None and isinstance(v, np.ndarray) and v.dtype.kind == "f":
-        return tensor(v, label=name)
-    return v
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_, Value))
+    if tensor is not None:
+        if cls is tensor:
+            return tensor(x.data, label=name)
+        if cls is np.ndarray and x.dtype == np.float64:
+            return tensor(x, label=name)
+    return None
 
 
 # --------------------------------------------------------------------------- plain numbers

@@ -18,7 +18,6 @@ import re
 import types
 from collections.abc import Mapping
 
-import numpy as np
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, output_can_be_silenced
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -274,27 +273,12 @@ def _kind(obj) -> str:
         return ""
 
 
-def _leaf_for(obj, name: str):
-    """A fresh leaf holding ``obj``'s number(s), or None if ``obj`` is not numeric."""
-    if type(obj) is Value:
-        return Value(obj.data, label=name)
-    if isinstance(obj, numbers.Real) and not isinstance(obj, (bool, np.bool_)):
-        return Value(obj, label=name)
-    tensor = _runtime.tensor_class()
-    if tensor is not None:
-        if type(obj) is tensor:
-            return tensor(obj.data, label=name)
-        if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
-            return tensor(obj, label=name)
-    return None
-
-
 def lift(ns, names) -> dict:
     """Rebind each numeric name in ``names`` to a fresh leaf; returns name → (old, leaf)."""
     lifted = {}
     for name in names:
         if name in ns:
-            new = _leaf_for(ns[name], name)
+            new = _runtime.new_leaf(ns[name], name)
             if new is not None:
                 lifted[name] = (ns[name], new)
                 ns[name] = new

@@ -114,7 +114,7 @@ def test_the_result_is_a_trace_held_by_out_and_gradmagic_last(ip):
     result = autograd(ip, "a = 2.0\nb = a * a + 1\nb", options="", store_history=True)
     trace = result.result
     assert isinstance(trace, Trace) and trace is gradmagic.last
-    assert ip.user_ns["_"] is trace
+    assert ip.user_ns["Out"][result.execution_count] is trace
     assert trace.value == 5.0 and trace.grads == {"a": 4.0, "b": 1.0}
     assert [n.label for n in trace.nodes][-1] == "b" and trace.target.op == "+"
     assert {n.label: n.data for n in trace.nodes if n.label} == {"a": 2.0, "b": 5.0}
@@ -238,6 +238,23 @@ def test_numbers_from_earlier_cells_become_labelled_leaves(ip):
     assert (k.label, k.grad, type(k.data)) == ("k", 9.0, int)
     assert (s.label, s.grad, type(s.data)) == ("s", 1.0, float)
     assert ip.user_ns["flag"] is True
+
+
+def test_numbers_with_other_arithmetic_are_not_lifted(ip):
+    from fractions import Fraction
+    ip.user_ns.update(h=np.float32(0.1), q=Fraction(1, 3), i8=np.int8(100), Fraction=Fraction,
+                      np=np)
+    assert autograd(ip, "a = h * 2\nb = q + Fraction(1, 6)\nc = i8 + np.int8(27)\n"
+                        "L = a * 1.0").success
+    assert type(ip.user_ns["h"]) is np.float32 and ip.user_ns["a"] == np.float32(0.1) * 2
+    assert ip.user_ns["b"] == Fraction(1, 2) and type(ip.user_ns["i8"]) is np.int8
+
+
+def test_the_magic_itself_decides_no_branches(ip):
+    ip.user_ns["np"] = np
+    assert autograd(ip, "import random\nx = random.random()\nxs = [x, 2.0]\nprint(xs, f'{x}')\n"
+                        "n = len(xs)\nm = sum(xs) / n\nz = np.zeros(n)\nL = m * x").success
+    assert gradmagic.last.branch_events == 0
 
 
 def test_values_from_earlier_runs_enter_as_fresh_leaves(ip):
