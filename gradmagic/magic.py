@@ -22,6 +22,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, output_can_be_silenced
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+import gradmagic
+
 from . import _runtime
 from .engine import Value, state
 from .rewrite import RUNTIME, rewrite
@@ -97,6 +99,12 @@ class AutogradMagics(Magics):
         raw = getattr(getattr(result, "info", None), "raw_cell", None)
         return raw.strip() if isinstance(raw, str) else None
 
+    def _cell_number(self) -> int:
+        """The number of the running cell, as its ``In[n]`` prompt shows it."""
+        result = self.shell.displayhook.exec_result
+        number = getattr(result, "execution_count", None)
+        return self.shell.execution_count if number is None else number
+
     # ------------------------------------------------------------------ options
     def _parse(self, text: str):
         try:
@@ -130,12 +138,11 @@ class AutogradMagics(Magics):
     def _run(self, source: str, header: str, options: dict, cell_form: bool,
              whole_cell: bool):
         __tracebackhide__ = True
-        import gradmagic
         gradmagic.last = None
         shell = self.shell
         ns = shell.user_ns
         text = f"{header}\n{source}" if cell_form else header
-        filename = shell.compile.cache(text, shell.execution_count)
+        filename = shell.compile.cache(text, self._cell_number())
         plain, math_names = namespace_names(ns)
         try:
             rw = rewrite(source, filename=filename, first_line=2 if cell_form else 1,
@@ -188,13 +195,13 @@ class AutogradMagics(Magics):
             value, what = ns.get(rw.target), rw.target
         else:
             return notice("the cell does not end with an expression or an assignment; "
-                                "end it with one, or name the target with -t NAME")
+                          "end it with one, or name the target with -t NAME")
         if not _runtime.is_node(value):
             return notice(f"{what} is {_describe(value)}, not a Value, so there is "
-                                "nothing to differentiate")
+                          "nothing to differentiate")
         if type(value) is not Value and value.data.size != 1:
             return notice(f"{what} is a tensor of shape {value.data.shape}; reduce it "
-                                "to one number (.sum(), .mean()) to differentiate it")
+                          "to one number (.sum(), .mean()) to differentiate it")
         return value
 
     def _fail(self, exc: BaseException, filename: str, whole_cell: bool):
@@ -442,7 +449,7 @@ def _arithmetic(node):
            ast.Div: operator.truediv, ast.Pow: operator.pow,
            ast.USub: operator.neg, ast.UAdd: operator.pos}
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+        return float(node.value)  # floats, so 9**9**9 overflows instead of running on
     if isinstance(node, ast.UnaryOp) and type(node.op) in ops:
         return ops[type(node.op)](_arithmetic(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in ops:

@@ -361,6 +361,11 @@ def test_an_exception_shows_the_users_line_only(ip, capsys):
     assert gradmagic.last is None
 
 
+def test_the_traceback_names_the_cell_by_its_prompt_number(ip, capsys):
+    result = autograd(ip, "a = 1.0\nb = a / nope", options="", store_history=True)
+    assert f"Cell In[{result.execution_count}], line 3" in capsys.readouterr().out
+
+
 def test_an_exception_in_a_function_of_the_cell_shows_both_lines(ip, capsys):
     result = autograd(ip, "import math\ndef f(x):\n    return math.exp(x, 2)\ny = f(1.0)",
                       options="")
