@@ -225,23 +225,20 @@ def _as_float(x):
     return x if type(x.data) is float else x * 1.0
 
 
-def _keeps(build, exact=True):
+def _keeps(build):
     """Wrap ``f``: plain numbers go to ``f``; with a Value, ``build`` makes the graph.
 
-    With ``exact``, the node's number is then set to ``f``'s own result on the
-    plain numbers, so ``math.log2(8)`` is exactly 3.0 as in plain Python.
+    ``f`` itself runs first on the plain numbers, so it fails as in plain
+    Python (``math.log(0)`` raises ValueError), and the node holds exactly
+    ``f``'s result (``math.log2(8)`` is 3.0, not ``log(8) / log(2)``).
     """
     def wrap(f):
         def keep(*args, **kwargs):
             if kwargs or not _has_value(args):
                 return f(*args, **kwargs)
+            number = f(*map(_num, args))
             node = build(*args)
-            if exact:
-                try:
-                    number = f(*map(_num, args))
-                except (ValueError, OverflowError, ZeroDivisionError):
-                    return node  # the engine's nan or inf stands
-                node.data = number.item() if isinstance(number, np.generic) else number
+            node.data = number.item() if isinstance(number, np.generic) else number
             return node
         return functools.update_wrapper(keep, f, updated=())
     return wrap
@@ -331,10 +328,9 @@ _PREDICATES = ("isclose", "isfinite", "isnan", "isinf")
 def _table() -> dict:
     """Math functions (by object) → their graph-keeping versions."""
     table = {}
-    for name in ("exp", "sqrt", "tanh", "sin", "cos", "tan", "log"):  # the engine's forwards
-        table[getattr(math, name)] = _keeps(_BUILDERS[name], exact=False)(getattr(math, name))
-    for name in ("log2", "log10", "log1p", "expm1", "sinh", "cosh", "asinh", "acosh",
-                 "atanh", "fabs", "degrees", "radians", "hypot", "pow"):
+    for name in ("exp", "sqrt", "tanh", "sin", "cos", "tan", "log", "log2", "log10",
+                 "log1p", "expm1", "sinh", "cosh", "asinh", "acosh", "atanh", "fabs",
+                 "degrees", "radians", "hypot", "pow"):
         table[getattr(math, name)] = _keeps(_BUILDERS[name])(getattr(math, name))
     for name in ("log2", "log10", "log1p", "expm1", "exp2", "sinh", "cosh", "arcsinh",
                  "arccosh", "arctanh", "fabs", "degrees", "radians", "rad2deg", "deg2rad",
@@ -350,8 +346,7 @@ def _table() -> dict:
             f = getattr(module, name, None)
             if f is not None:
                 table[f] = _on_numbers(f)
-    table[float] = _keeps(_as_float, exact=False)(float)
-    for t in (np.float64, np.float32, np.float16):
+    for t in (float, np.float64, np.float32, np.float16):
         table[t] = _keeps(_as_float)(t)
     table[pow] = _pow
     table[isinstance] = _isinstance

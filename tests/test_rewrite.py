@@ -167,6 +167,15 @@ def test_math_results_are_the_same_numbers_as_plain_python():
     assert ns["f"].data == 3.0 and type(ns["f"].data) is float
 
 
+def test_math_functions_fail_as_in_plain_python():
+    for call, error in (("math.log(x - 2)", ValueError), ("math.sqrt(-x)", ValueError),
+                        ("math.exp(x * 1000)", OverflowError)):
+        with pytest.raises(error):
+            run(f"import math\nx = 2.0\ny = {call}")
+    ns, _ = run("x = 2.0\ny = np.log(x - 2)", ns={"np": np}, plain_names={"np"})
+    assert ns["y"].data == -math.inf  # numpy gives -inf, as in plain Python
+
+
 def test_aliases_of_math_functions_dispatch():
     ns, _ = run("from math import exp as e\nx = 1.0\ny = e(x)\nz = g(x)",
                 ns={"g": math.tanh}, math_names={"g"})
