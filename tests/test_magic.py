@@ -334,11 +334,13 @@ def test_no_new_names_and_no_ast_transformers(ip):
 
 
 def test_unload_removes_the_magics_and_load_restores_them(ip):
+    autograd(ip, "def f(x):\n    return 2.0 * x + 1.0\ny = f(1.0)")
     ip.run_line_magic("unload_ext", "gradmagic")
     try:
         assert ip.find_cell_magic("autograd") is None and ip.find_line_magic("autograd") is None
         assert "AutogradMagics" not in ip.magics_manager.registry
         assert not ip.run_cell("%%autograd\na = 1.0").success
+        assert ip.run_cell("z = f(2.0)").success and ip.user_ns["z"] == 5.0
     finally:
         ip.run_line_magic("load_ext", "gradmagic")
     assert ip.find_cell_magic("autograd") is not None
