@@ -42,16 +42,16 @@ class AutogradMagics(Magics):
                    "cell's last expression, or the name its last statement assigns)")
     @argument("--no-check", action="store_true",
               help="skip the numerical (finite-difference) check of the gradients")
-    @argument("--eps", type=float, default=1e-6, help="step of the numerical check")
-    @argument("--atol", type=float, default=1e-5, help="absolute tolerance of the check")
-    @argument("--rtol", type=float, default=1e-3, help="relative tolerance of the check")
+    @argument("--eps", type=float, default=1e-6, help="step of the numerical check (default 1e-6)")
+    @argument("--atol", type=float, default=1e-5, help="absolute tolerance of the check (default 1e-5)")
+    @argument("--rtol", type=float, default=1e-3, help="relative tolerance of the check (default 1e-3)")
     @argument("--expect", metavar="SPEC",
               help='expected gradients, e.g. "a=6, b=-4" ("a.data=2" for a value), or the '
                    "name of a dict holding them")
     @argument("--rankdir", choices=("LR", "TB"), default="LR",
-              help="graph direction: left to right or top to bottom")
+              help="graph direction: left to right (default) or top to bottom")
     @argument("--max-nodes", type=int, default=150, metavar="N",
-              help="draw at most N nodes; larger graphs are summarised")
+              help="draw at most N nodes (default 150); larger graphs are summarised")
     @argument("--torch", action="store_true", help="also compare with PyTorch")
     @argument("-q", "--quiet", action="store_true",
               help="display nothing (the Trace is still in gradmagic.last)")
@@ -67,6 +67,7 @@ class AutogradMagics(Magics):
         .nodes. Numbers the cell reads from the namespace enter as fresh leaves
         and are bound to them afterwards, so x.grad works after the cell.
 
+        Cell form: %%autograd [options], the code below.
         Line form: %autograd [options] EXPRESSION
         """
         __tracebackhide__ = True
