@@ -43,8 +43,10 @@ class AutogradMagics(Magics):
     @argument("--no-check", action="store_true",
               help="skip the numerical (finite-difference) check of the gradients")
     @argument("--eps", type=float, default=1e-6, help="step of the numerical check (default 1e-6)")
-    @argument("--atol", type=float, default=1e-5, help="absolute tolerance of the check (default 1e-5)")
-    @argument("--rtol", type=float, default=1e-3, help="relative tolerance of the check (default 1e-3)")
+    @argument("--atol", type=float, default=1e-5,
+              help="absolute tolerance of the check (default 1e-5)")
+    @argument("--rtol", type=float, default=1e-3,
+              help="relative tolerance of the check (default 1e-3)")
     @argument("--expect", metavar="SPEC",
               help='expected gradients, e.g. "a=6, b=-4" ("a.data=2" for a value), or the '
                    "name of a dict holding them")
