@@ -113,12 +113,16 @@ inside one training step."""),
              "print(f'final accuracy {accuracy([net(x) for x in X], y):.0%}')"),
     ("md", """## One step under the microscope
 
-The loss on one point, with the network's weights entering as leaves. The graph has about 350
-nodes, more than the default `--max-nodes 150`, so the Graph tab shows a summary around the loss;
-the Gradients and Check tabs list every node."""),
-    ("code", "%%autograd\nscore = net(X[0])\nloss = (1 - y[0] * score).relu()\nloss"),
-    ("md", "The gradient of that loss with respect to the first weight, from the trace:"),
-    ("code", "import gradmagic\ntrace = gradmagic.last\nreport = trace.check()\nprint(report.passed, len(report.rows))"),
+The point the network finds hardest (smallest margin $y \\cdot \\text{score}$), and the hinge
+loss on it, with the network's weights entering as leaves. The graph has about a thousand nodes,
+more than the default `--max-nodes 150`, so the Graph tab shows a summary around the loss; the
+Gradients and Check tabs list every node."""),
+    ("code", "hardest = min(range(len(X)), key=lambda i: y[i] * net(X[i]).data)\nhardest, y[hardest]"),
+    ("code", "%%autograd\nscore = net(X[hardest])\nloss = (1 - y[hardest] * score).relu()\nloss"),
+    ("md", """The trace of that run is `gradmagic.last`: the weights with the largest gradients are the
+ones the next SGD step moves most."""),
+    ("code", "import gradmagic\ntrace = gradmagic.last\nbiggest = sorted(trace.grads.items(), key=lambda kv: -abs(kv[1]))[:5]\n"
+             "for name, g in biggest:\n    print(f'{name:12s} {g:+.4f}')\nprint(trace.check().passed)"),
 ]
 
 if __name__ == "__main__":
