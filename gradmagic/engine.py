@@ -257,6 +257,35 @@ class Value:
     def __complex__(self):
         return complex(self.data)
 
+    # ---------------------------------------------------------------- float's other methods
+    # read-only number facts, as float and int have them (so code written for
+    # numbers keeps working); only ``real`` and ``conjugate()`` keep the graph
+    @property
+    def real(self) -> "Value":
+        """The real part: this Value itself (a real number is its own real part)."""
+        return self
+
+    @property
+    def imag(self):
+        """The imaginary part: a plain 0 (0.0 for a float), a constant with no gradient."""
+        return self.data.imag
+
+    def conjugate(self) -> "Value":
+        """The complex conjugate: this Value itself (a real number is its own conjugate)."""
+        return self
+
+    def is_integer(self) -> bool:
+        """Whether the number is a whole number: a plain bool, counted as a branch event."""
+        state.branch_events += 1
+        data = self.data
+        return type(data) is int or data.is_integer()
+
+    def as_integer_ratio(self) -> tuple:
+        """The number as a plain (numerator, denominator) pair of ints (cuts the graph;
+        counted as a float conversion, like ``float(v)``)."""
+        state.float_conversions += 1
+        return self.data.as_integer_ratio()
+
 
 def backward(root, seed) -> None:
     """Reverse-mode sweep from ``root`` with d root/d root = ``seed``.

@@ -232,6 +232,41 @@ def test_control_flow_and_float_conversions_are_counted():
     assert s.float_conversions == floats + 1
 
 
+@pytest.mark.parametrize("number", [2.5, -0.75, 3.0, 7, -4, 0, 0.0, 1e300, math.inf, math.nan])
+def test_float_methods_give_what_the_number_gives(number):
+    v = Value(number)
+    assert v.imag == number.imag and type(v.imag) is type(number.imag)
+    assert v.is_integer() is (float(number).is_integer())
+    if math.isfinite(number):
+        assert v.as_integer_ratio() == number.as_integer_ratio()
+    else:
+        with pytest.raises((OverflowError, ValueError)):
+            number.as_integer_ratio()
+        with pytest.raises((OverflowError, ValueError)):
+            v.as_integer_ratio()
+
+
+def test_real_and_conjugate_are_the_value_itself_and_keep_the_graph():
+    x = Value(1.5, label="x")
+    assert x.real is x and x.conjugate() is x
+    out = (x * x).real * 3 + x.conjugate()
+    out.backward()
+    assert out.data == 1.5 * 1.5 * 3 + 1.5 and x.grad == 2 * 1.5 * 3 + 1
+    assert abs(x).real.data == 1.5  # the real part of a computed node is that node
+
+
+def test_float_methods_count_as_branches_and_conversions():
+    s = engine.state
+    branches, floats = s.branch_events, s.float_conversions
+    v = Value(2.0)
+    v.is_integer()
+    assert (s.branch_events, s.float_conversions) == (branches + 1, floats)
+    v.as_integer_ratio()
+    assert (s.branch_events, s.float_conversions) == (branches + 1, floats + 1)
+    v.real, v.imag, v.conjugate()
+    assert (s.branch_events, s.float_conversions) == (branches + 1, floats + 1)
+
+
 # --------------------------------------------------------------- backward
 def test_topo_puts_parents_before_children():
     x = Value(1.0)
