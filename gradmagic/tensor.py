@@ -165,6 +165,15 @@ class Tensor:
         return self.data.size
 
     @property
+    def dtype(self) -> np.dtype:
+        """Always float64 (the dtype of ``data`` and ``grad``)."""
+        return self.data.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+    @property
     def kink(self) -> bool:
         """True where the op is not differentiable here and a subgradient was used."""
         op = self._op
@@ -259,6 +268,16 @@ class Tensor:
         """Minimum over ``axis``; ties share the gradient equally (and set ``kink``)."""
         return _reduce(_MIN, self, axis, keepdims)
 
+    def argmax(self, axis=None):
+        """Index of the maximum, as numpy gives it (a plain int or int array: no gradient)."""
+        state.branch_events += 1
+        return self.data.argmax(axis=None if axis is None else _axes(axis, self.ndim)[0])
+
+    def argmin(self, axis=None):
+        """Index of the minimum, as numpy gives it (a plain int or int array: no gradient)."""
+        state.branch_events += 1
+        return self.data.argmin(axis=None if axis is None else _axes(axis, self.ndim)[0])
+
     def softmax(self, axis: int = -1):
         return softmax(self, axis)
 
@@ -268,17 +287,39 @@ class Tensor:
     # ---------------------------------------------------------------- shapes
     def reshape(self, *shape):
         """The same elements in a new shape: ``T.reshape(2, 3)`` or ``T.reshape((2, 3))``."""
-        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        if len(shape) == 1 and not _is_int(shape[0]):
             shape = shape[0]
         try:
-            shape = tuple(operator.index(n) for n in shape)
+            shape = tuple(_int(n) for n in shape)
         except TypeError:
             raise TypeError(f"a shape must be integers, got {shape!r}") from None
         return _apply(_RESHAPE, self, None, {"shape": shape})
 
+    def flatten(self):
+        """The elements as one axis (C order), like ``reshape(-1)``."""
+        return self.reshape(-1)
+
+    ravel = flatten
+
+    def copy(self):
+        """A new node with the same numbers whose gradient flows back to this one.
+
+        The copy is the identity op (as ``torch.Tensor.clone``), so a cell that
+        copies an array before computing with it keeps its gradients. For a
+        fresh leaf that cuts the graph, make one: ``Tensor(T.data)``.
+        """
+        return _apply(_COPY, self)
+
+    def astype(self, dtype):
+        """A float64 copy (see :meth:`copy`); other dtypes would drop the gradient."""
+        if np.dtype(dtype) != _F64:
+            raise TypeError(f"a Tensor holds float64 numbers and cannot become {dtype!r}; "
+                            f"use T.data.astype(...) for a plain array (no gradient)")
+        return self.copy()
+
     def transpose(self, *axes):
         """Axes reversed (no arguments) or permuted: ``T.transpose(1, 0, 2)``."""
-        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], numbers.Integral)):
+        if len(axes) == 1 and (axes[0] is None or not _is_int(axes[0])):
             axes = axes[0]
         if axes is not None and len(axes) == 0:
             axes = None
@@ -477,7 +518,7 @@ _SUM, _MEAN, _MAX, _MIN = (TENSOR_OPS[k] for k in ("sum", "mean", "max", "min"))
 _RESHAPE, _TRANSPOSE, _GETITEM = (TENSOR_OPS[k] for k in ("reshape", "transpose", "getitem"))
 _MAXIMUM, _MINIMUM, _WHERE = (TENSOR_OPS[k] for k in ("maximum", "minimum", "where"))
 _SOFTMAX, _LOG_SOFTMAX = TENSOR_OPS["softmax"], TENSOR_OPS["log_softmax"]
-_SIN, _COS = TENSOR_OPS["sin"], TENSOR_OPS["cos"]
+_SIN, _COS, _COPY = TENSOR_OPS["sin"], TENSOR_OPS["cos"], TENSOR_OPS["copy"]
 
 
 def _constant(data) -> Tensor:
@@ -554,13 +595,29 @@ def _compare(ufunc, a, b):
     return ufunc(a.data, b2.data)
 
 
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) or (x.__class__ is Value and type(x.data) is int)
+
+
+def _int(x) -> int:
+    """``x`` (an int, a numpy integer, an int-valued Value) as an int.
+
+    ``%%autograd`` makes the literal in ``T.reshape(4)`` or ``T.sum(axis=0)`` a
+    Value; like ``range(n)``, a shape or an axis takes its int, and (as for
+    ``range``) this is not counted as a branch on the number.
+    """
+    if x.__class__ is Value and type(x.data) is int:
+        return x.data
+    return operator.index(x)
+
+
 def _axes(axis, ndim: int):
     """``axis`` (an int or ints, possibly negative) as a tuple of non-negative ints."""
     items = axis if isinstance(axis, (tuple, list)) else (axis,)
     out = []
     for a in items:
         try:
-            a = operator.index(a)
+            a = _int(a)
         except TypeError:
             raise TypeError(f"an axis must be an integer, got {a!r}") from None
         if not -ndim <= a < ndim:
@@ -689,6 +746,10 @@ def _np_reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     return _as_tensor(a).reshape(shape if shape is not None else newshape)
 
 
+def _np_copy(a, order="K", subok=False):
+    return _as_tensor(a).copy()
+
+
 def _np_transpose(a, axes=None):
     return _as_tensor(a).transpose(axes)
 
@@ -755,7 +816,7 @@ _FUNCTIONS = {
     np.sum: _np_sum, np.mean: _np_mean, np.max: _np_max, np.amax: _np_max,
     np.min: _np_min, np.amin: _np_min, np.reshape: _np_reshape, np.ravel: _np_ravel,
     np.transpose: _np_transpose, np.dot: _np_dot, np.where: _np_where,
-    np.linalg.norm: _np_norm,
+    np.linalg.norm: _np_norm, np.copy: _np_copy,
 }
 _VALUE_FUNCTIONS = {
     np.argmax, np.argmin, np.argsort, np.allclose, np.isclose, np.array_equal,

@@ -385,6 +385,7 @@ _TABLE = [
     TensorOp("log_softmax", 1, _quiet(_log_softmax), (_quiet(_log_softmax_dx),),
              _quiet(_along(_log_softmax)), "∂L/∂a = g − softmax(a)·Σg"),
     # moving elements around
+    TensorOp("copy", 1, np.copy, (_g,), np.copy, "∂copy(a)/∂a = 1"),
     TensorOp("reshape", 1, lambda x, shape: np.reshape(x, shape),
              (lambda g, out, x, shape: np.reshape(g, np.shape(x)),), _reshape_batched,
              "the gradient is reshaped back"),

@@ -70,6 +70,7 @@ CASES = [
     Case("transpose_T", lambda a: a.T, [(3, 4)], lambda a: a.t()),
     Case("transpose_axes", lambda a: a.transpose(1, 2, 0), [(2, 3, 4)],
          lambda a: a.permute(1, 2, 0)),
+    Case("copy", lambda a: a.copy() * a, [(3, 4)], lambda a: a.clone() * a),
     Case("getitem_int", lambda a: a[1], [(3, 4)]),
     Case("getitem_slice", lambda a: a[1:, ::2], [(3, 4)]),
     Case("getitem_repeat", lambda a: a[[0, 0, 2]], [(3, 4)]),
@@ -610,3 +611,55 @@ def test_forward_equals_plain_numpy(case):
     expected = NUMPY_FORMS.get(case.name, case.ours)(*arrays)
     assert isinstance(ours, Tensor) and not isinstance(expected, Tensor)
     np.testing.assert_allclose(ours.data, expected, rtol=1e-12, atol=1e-14)
+
+
+# --------------------------------------------------------------------------- copies and attributes
+def test_copy_is_a_differentiable_identity_with_its_own_node():
+    W = Tensor([[1.0, -2.0], [0.5, 3.0]], label="W")
+    for make in (lambda t: t.copy(), np.copy, lambda t: t.astype(np.float64),
+                 lambda t: t.astype(float)):
+        V = make(W)
+        assert isinstance(V, Tensor) and V is not W and V.op == "copy" and V.parents == (W,)
+        assert V.data is not W.data and np.array_equal(V.data, W.data)
+        (V * W).sum().backward()
+        np.testing.assert_allclose(W.grad, 2 * W.data)  # through the copy and directly
+        np.testing.assert_allclose(V.grad, W.data)
+    with no_grad():
+        assert W.copy().is_leaf and not W.copy().requires_grad
+
+
+def test_astype_to_another_dtype_says_why_not():
+    with pytest.raises(TypeError, match="float64.*T.data.astype"):
+        Tensor([1.0]).astype(np.int64)
+
+
+def test_array_attributes_are_forwarded():
+    T = Tensor(np.arange(6.0).reshape(2, 3))
+    assert (T.shape, T.ndim, T.size, T.dtype, T.nbytes) == ((2, 3), 2, 6, np.float64, 48)
+    flat = T.flatten()
+    assert flat.shape == (6,) and flat.op == "reshape" and T.ravel().shape == (6,)
+    flat.backward(np.arange(6.0))
+    np.testing.assert_allclose(T.grad, np.arange(6.0).reshape(2, 3))
+
+
+def test_argmax_and_argmin_are_plain_indices_counted_as_branches():
+    T = Tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+    before = state.branch_events
+    assert T.argmax() == 3 and T.argmin() == 4
+    np.testing.assert_array_equal(T.argmax(axis=1), [1, 0])
+    np.testing.assert_array_equal(T.argmin(axis=-2), [0, 1, 0])
+    assert state.branch_events == before + 4
+
+
+def test_int_valued_values_work_as_shapes_and_axes_without_branch_events():
+    # %%autograd lifts the literals in T.reshape(3, 2) or T.sum(axis=0) into Values
+    T = Tensor(np.arange(6.0).reshape(2, 3))
+    before = state.branch_events
+    assert T.reshape(Value(3), Value(2)).shape == (3, 2)
+    assert T.reshape(Value(-1)).shape == (6,)
+    assert T.sum(axis=Value(0)).shape == (3,) and T.mean(Value(1), keepdims=True).shape == (2, 1)
+    assert T.transpose(Value(1), Value(0)).shape == (3, 2)
+    assert softmax(T, axis=Value(0)).shape == (2, 3)
+    assert state.branch_events == before
+    with pytest.raises(TypeError, match="shape must be integers"):
+        T.reshape(Value(2.0), 3)
