@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 NOTEBOOK ?= demo_notebooks/01_backprop_tour.ipynb
 PORT ?= 8888
 
-.PHONY: demo demo-headless test bench setup-demo setup-test build clean
+.PHONY: demo demo-headless test bench notebooks setup-demo setup-test build clean
 
 setup-demo:
 	scripts/setup.sh lab
@@ -18,7 +18,7 @@ demo: setup-demo
 ifeq ($(HEADLESS),1)
 	$(MAKE) demo-headless
 else
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(NOTEBOOK)
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) $(NOTEBOOK)
 endif
 
 demo-headless:
@@ -29,6 +29,10 @@ test: setup-test
 
 bench: setup-test
 	$(PY) benchmarks/run.py
+
+notebooks: setup-test
+	$(PY) scripts/make_notebooks.py
+	$(PY) -m gradmagic.demo --save --out build
 
 build:
 	$(PY) -m pip install -q build
