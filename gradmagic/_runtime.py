@@ -1,7 +1,8 @@
 """The helpers that code rewritten by ``%%autograd`` calls while it runs.
 
 :mod:`gradmagic.rewrite` turns a cell into code that calls these functions
-(``lit``, ``lab``, ``leaf``, ``shown``, ``ints``, ``call``, ``fn``); the
+(``lit``, ``lab``, ``leaf``, ``changing``, ``shown``, ``ints``, ``call``,
+``fn``); the
 magic links that code to this module. They are small and fast, since some
 run inside the user's loops. Functions and lambdas defined in an
 ``%%autograd`` cell keep calling them later, from any cell.
@@ -23,7 +24,7 @@ import numpy as np
 from . import engine
 from .engine import Value
 
-__all__ = ["lit", "lab", "leaf", "shown", "ints", "call", "fn", "recording",
+__all__ = ["lit", "lab", "leaf", "changing", "shown", "ints", "call", "fn", "recording",
            "tensor_class", "is_node", "new_leaf"]
 
 
@@ -68,6 +69,19 @@ def leaf(v, name: str):
         return lab(v, name)
     made = new_leaf(v, name)
     return v if made is None else made
+
+
+def changing(v, name: str):
+    """A value bound to ``name``, which the cell changes in place (``W[0] = 1``).
+
+    A Tensor cannot be changed in place, so one assigned here becomes a plain
+    copy of its numbers, and the cut is recorded; anything else is ``lab``-elled.
+    """
+    if type(v) is not Value and is_node(v):
+        _record(f"{name} is changed in place in this cell, which a Tensor cannot be: it "
+                "holds a plain copy of the numbers")
+        return v.data.copy()
+    return lab(v, name)
 
 
 _EXACT_NUMBERS = frozenset({int, float, np.float64, np.int64})
@@ -150,10 +164,29 @@ def call(f, /, *args, **kwargs):
         name = _describe(f)
         args = [_data(a, name) for a in args]
         kwargs = {k: _data(v, name) for k, v in kwargs.items()}
+    elif args and _array_of_one_tensor(f, args, kwargs):
+        return args[0].copy() if f is np.array else args[0]
     else:
         args = [_ints_deep(a) for a in args]
         kwargs = {k: _ints_deep(v) for k, v in kwargs.items()}
     return f(*args, **kwargs)
+
+
+_ARRAY_MAKERS = frozenset({np.array, np.asarray, np.asanyarray})
+"""``np.array(T)`` gives a graph-keeping copy of a Tensor, ``np.asarray(T)`` the Tensor."""
+
+
+def _array_of_one_tensor(f, args, kwargs) -> bool:
+    """True for ``np.array(T)``, ``np.asarray(T, float)``...: a maker that keeps the graph."""
+    if type(args[0]) is not tensor_class() or len(args) > 2 or set(kwargs) - {"dtype"}:
+        return False
+    try:
+        if f not in _ARRAY_MAKERS:
+            return False
+    except TypeError:  # unhashable
+        return False
+    dtype = args[1] if len(args) == 2 else kwargs.get("dtype")
+    return dtype is None or np.dtype(dtype) == np.float64
 
 
 _GRAPH_FUNCTIONS = frozenset({
@@ -235,6 +268,8 @@ def _keeps(build):
     def wrap(f):
         def keep(*args, **kwargs):
             if kwargs or not _has_value(args):
+                if len(args) == 1 and is_node(args[0]):
+                    return _on_tensor(f, args[0])
                 return f(*args, **kwargs)
             number = f(*map(_num, args))
             node = build(*args)
@@ -242,6 +277,22 @@ def _keeps(build):
             return node
         return functools.update_wrapper(keep, f, updated=())
     return wrap
+
+
+def _on_tensor(f, t):
+    """``f(t)`` for a Tensor: ``math.exp(T)`` of a one-element T as ``np.exp(T)``.
+
+    Plain Python turns a one-element array into a float there; a Tensor keeps
+    the graph through numpy's function of the same name where it has a rule.
+    Otherwise ``f(t)`` runs as it is (a counted conversion, or numpy's error).
+    """
+    ufunc = getattr(np, f.__name__, None) if t.data.size == 1 else None
+    if isinstance(ufunc, np.ufunc) and ufunc is not f:
+        try:
+            return ufunc(t)
+        except TypeError:  # no gradient rule for it: the conversion below is reported
+            pass
+    return f(t)
 
 
 def _cut(f):

@@ -15,7 +15,8 @@ plain Python would:
   operands of comparisons and of bitwise operators, default values of
   parameters, annotations and ``match`` patterns, the repeat count of
   ``"ab" * 3`` / ``[0] * n``, the right side of ``"%d" % n``, f-strings, the
-  ``ndigits`` of ``round(x, 2)``, the arguments of display functions
+  ``ndigits`` of ``round(x, 2)``, values stored into library objects
+  (``B[1] = 5.0`` for an array ``B``), the arguments of display functions
   (``print``, ``str``, ``repr``, ``format``, ``display``, ``"...".format``),
   of structural builtins (``len``, ``isinstance``, ``zip``, ``dict``, ...),
   of integer builtins (``range``, ``enumerate``, ``chr``, ``int``, ...) and of
@@ -33,7 +34,9 @@ plain Python would:
   augmented assignment, ``for`` targets, ``:=``): ``e = a*b`` labels the
   product ``e``. A number or float array produced by a library call and
   assigned to a name becomes a leaf (``W = np.random.randn(3, 2)``), unless
-  the cell changes it in place (``W[0] = 1``): a Tensor cannot be.
+  the cell changes it in place (``W[0] = 1``): a Tensor cannot be, so a
+  Tensor assigned to such a name becomes a plain array (``changing``; the
+  cut is reported).
 * **Reads**: the global names read in numeric contexts (and not changed in
   place) are reported, so the magic can turn numbers and arrays already in
   the namespace into fresh leaves.
@@ -538,16 +541,28 @@ class _Rewriter(ast.NodeTransformer):
 
     # ---------------------------------------------------------------- statements
     def visit_Assign(self, node):
-        node.value = self.visit(node.value)
+        stores = all(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets)
+        if stores and all(self._is_library_object(_root(t)) for t in node.targets):
+            node.value = self._visit(node.value, plain=True)  # B[1] = 5.0 into an array
+        else:
+            node.value = self.visit(node.value)
         names = [n for t in node.targets for n in _target_names(t)]
         node.targets = [self.visit(t) for t in node.targets]
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            library = self._from_library(node.value) and names[0] not in self.mutated
-            helper = "leaf" if library else "lab"
+            if names[0] in self.mutated:
+                helper = "changing"
+            elif self._from_library(node.value):
+                helper = "leaf"
+            else:
+                helper = "lab"
             node.value = _runtime(helper, node.value, ast.Constant(names[0]),
                                   like=node.value)
             return node
         return [node] + [_label(n, node) for n in dict.fromkeys(names)]
+
+    def _is_library_object(self, node) -> bool:
+        return (isinstance(node, ast.Name) and node.id in self.plain
+                and node.id not in self.defined)
 
     def _from_library(self, value) -> bool:
         return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
