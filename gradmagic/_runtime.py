@@ -159,12 +159,12 @@ def call(f, /, *args, **kwargs):
     that cannot keep the graph (``np.array``, ``np.zeros``, ``rng.normal``)
     gets every Value as its plain number, and the cut is recorded.
     """
-    if _numpy_without_graph(f) and not any(is_node(a) and type(a) is not Value
-                                           for a in args):
+    numpy = _numpy_without_graph(f)
+    if numpy and not any(is_node(a) and type(a) is not Value for a in args):
         name = _describe(f)
         args = [_data(a, name) for a in args]
         kwargs = {k: _data(v, name) for k, v in kwargs.items()}
-    elif args and _array_of_one_tensor(f, args, kwargs):
+    elif numpy and _array_of_one_tensor(f, args, kwargs):
         return args[0].copy() if f is np.array else args[0]
     else:
         args = [_ints_deep(a) for a in args]
@@ -178,12 +178,8 @@ _ARRAY_MAKERS = frozenset({np.array, np.asarray, np.asanyarray})
 
 def _array_of_one_tensor(f, args, kwargs) -> bool:
     """True for ``np.array(T)``, ``np.asarray(T, float)``...: a maker that keeps the graph."""
-    if type(args[0]) is not tensor_class() or len(args) > 2 or set(kwargs) - {"dtype"}:
-        return False
-    try:
-        if f not in _ARRAY_MAKERS:
-            return False
-    except TypeError:  # unhashable
+    if (f not in _ARRAY_MAKERS or type(args[0]) is not tensor_class() or len(args) > 2
+            or set(kwargs) - {"dtype"}):
         return False
     dtype = args[1] if len(args) == 2 else kwargs.get("dtype")
     return dtype is None or np.dtype(dtype) == np.float64
@@ -268,7 +264,7 @@ def _keeps(build):
     def wrap(f):
         def keep(*args, **kwargs):
             if kwargs or not _has_value(args):
-                if len(args) == 1 and is_node(args[0]):
+                if len(args) == 1 and type(args[0]) is not float and is_node(args[0]):
                     return _on_tensor(f, args[0])
                 return f(*args, **kwargs)
             number = f(*map(_num, args))
