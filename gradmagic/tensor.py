@@ -430,6 +430,11 @@ class Tensor:
         """The one element as a float (cuts the graph; counted like ``float(v)``)."""
         return float(self)
 
+    def tolist(self):
+        """The numbers as (nested) lists of floats (cuts the graph; counted like ``float(T)``)."""
+        state.float_conversions += 1
+        return self.data.tolist()
+
     def __float__(self):
         if self.data.size != 1:
             raise TypeError(f"only a tensor with one element converts to float, "

@@ -636,6 +636,9 @@ def test_astype_to_another_dtype_says_why_not():
 def test_array_attributes_are_forwarded():
     T = Tensor(np.arange(6.0).reshape(2, 3))
     assert (T.shape, T.ndim, T.size, T.dtype, T.nbytes) == ((2, 3), 2, 6, np.float64, 48)
+    before = state.float_conversions
+    assert T.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and Tensor(2.5).tolist() == 2.5
+    assert state.float_conversions == before + 2
     flat = T.flatten()
     assert flat.shape == (6,) and flat.op == "reshape" and T.ravel().shape == (6,)
     flat.backward(np.arange(6.0))
