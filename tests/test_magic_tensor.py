@@ -364,3 +364,25 @@ def test_tensor_cells_compute_as_plain_python(ip, capsys, name, source):
         got = ip.user_ns[key]
         got = got.data if isinstance(got, (Tensor, Value)) else got
         np.testing.assert_array_equal(np.asarray(got), np.asarray(value), err_msg=key)
+
+
+# --------------------------------------------------------------------------- the demo notebook's cells
+def test_the_tensor_notebook_cells_run_without_errors(ip, capsys):
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "scripts" / "nb_tensors.py"
+    spec = importlib.util.spec_from_file_location("nb_tensors", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cells = module.TENSORS
+    assert {kind for kind, _ in cells} == {"md", "code"} and cells[1][1].startswith("%load_ext")
+    for kind, source in cells:
+        if kind == "code":
+            result = ip.run_cell(source)
+            assert result.success, (source, capsys.readouterr().out)
+    shown = capsys.readouterr().out
+    assert "Traceback" not in shown and "%%autograd:" not in shown
+    ns = ip.user_ns
+    assert ns["closed_form"] == pytest.approx(ns["W"].grad)
+    assert ns["report"].passed and any("200 of its 5,000" in n for n in ns["report"].notes)
+    assert ns["after"] < ns["before"] and gradmagic.last.check().passed
