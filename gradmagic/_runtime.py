@@ -250,23 +250,28 @@ def _has_value(args) -> bool:
 
 
 def _as_float(x):
-    """``float(x)`` for a Value, keeping the graph."""
-    return x if type(x.data) is float else x * 1.0
+    """``float(x)`` for a Value, keeping the graph (a Tensor passes as it is)."""
+    return x * 1.0 if type(x.data) is int else x
 
 
-def _keeps(build):
+def _keeps(build, tensors: bool = True):
     """Wrap ``f``: plain numbers go to ``f``; with a Value, ``build`` makes the graph.
 
     ``f`` itself runs first on the plain numbers, so it fails as in plain
     Python (``math.log(0)`` raises ValueError), and the node holds exactly
-    ``f``'s result (``math.log2(8)`` is 3.0, not ``log(8) / log(2)``).
+    ``f``'s result (``math.log2(8)`` is 3.0, not ``log(8) / log(2)``). A
+    Tensor argument goes to :func:`_on_tensor` if ``tensors``; without it
+    (``float(T)``), ``f`` converts it as in plain Python.
     """
     def wrap(f):
         def keep(*args, **kwargs):
             if kwargs or not _has_value(args):
-                if len(args) == 1 and type(args[0]) is not float and is_node(args[0]):
-                    return _on_tensor(f, args[0])
+                if (tensors and len(args) == 1 and type(args[0]) is not float
+                        and is_node(args[0])):
+                    return _on_tensor(f, build, args[0])
                 return f(*args, **kwargs)
+            if any(type(a) is not Value and is_node(a) for a in args):
+                return f(*args)  # Values and Tensors mixed: as plain Python (conversions counted)
             number = f(*map(_num, args))
             node = build(*args)
             node.data = number.item() if isinstance(number, np.generic) else number
@@ -275,20 +280,32 @@ def _keeps(build):
     return wrap
 
 
-def _on_tensor(f, t):
-    """``f(t)`` for a Tensor: ``math.exp(T)`` of a one-element T as ``np.exp(T)``.
+def _on_tensor(f, build, t):
+    """``f(t)`` for a Tensor ``t``, keeping the graph where ``build`` can.
 
-    Plain Python turns a one-element array into a float there; a Tensor keeps
-    the graph through numpy's function of the same name where it has a rule.
-    Otherwise ``f(t)`` runs as it is (a counted conversion, or numpy's error).
+    ``np.log1p(T)`` works elementwise on any Tensor; ``math.exp(T)`` on a
+    one-element one (plain Python converts it to a float there) and gives a
+    one-element Tensor. As for Values, the result holds exactly ``f``'s
+    numbers. Without a graph for it (``math.tan``), or for a larger Tensor
+    given to a ``math`` function, ``f(t)`` runs as in plain Python: a counted
+    conversion or the usual error.
     """
-    ufunc = getattr(np, f.__name__, None) if t.data.size == 1 else None
-    if isinstance(ufunc, np.ufunc) and ufunc is not f:
+    elementwise = isinstance(f, np.ufunc)
+    if elementwise:
         try:
-            return ufunc(t)
-        except TypeError:  # no gradient rule for it: the conversion below is reported
-            pass
-    return f(t)
+            return f(t)  # a ufunc the Tensor knows (np.floor: plain values)
+        except TypeError:
+            pass  # no rule of its own (np.log1p): built from ops that have one
+    elif t.data.size != 1:
+        return f(t)
+    try:
+        node = build(t)
+    except (TypeError, AttributeError):  # no graph for it
+        return f(t)
+    if node is not t and is_node(node):
+        exact = f(t.data) if elementwise else f(t.data.item())
+        node.data = np.broadcast_to(np.asarray(exact, dtype=np.float64), node.data.shape).copy()
+    return node
 
 
 def _cut(f):
@@ -312,7 +329,7 @@ def _on_numbers(f):
 
 
 def _value(x):
-    return x if type(x) is Value else lit(x)
+    return x if is_node(x) else lit(x)
 
 
 def _log(x, base=None):
@@ -394,7 +411,8 @@ def _table() -> dict:
             if f is not None:
                 table[f] = _on_numbers(f)
     for t in (float, np.float64, np.float32, np.float16):
-        table[t] = _keeps(_as_float)(t)
+        table[t] = _keeps(_as_float, tensors=False)(t)  # a Tensor converts: floats have
+        # methods (round, is_integer) a Tensor has not
     table[pow] = _pow
     table[isinstance] = _isinstance
     table[math.fsum] = _fsum

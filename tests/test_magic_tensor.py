@@ -196,6 +196,38 @@ def test_math_functions_of_a_one_element_tensor_keep_the_graph(ip):
     assert gradmagic.last.float_conversions == 0
 
 
+def test_numpy_functions_built_from_ops_keep_the_graph_and_numpys_numbers(ip):
+    ip.user_ns["np"] = np
+    x = np.array([2.0, 1e-12, 0.3])
+    ip.user_ns["v"] = x.copy()
+    assert autograd(ip, "a = np.log1p(v)\nb = np.expm1(v)\nc = np.log2(v)\nd = np.sinh(v)\n"
+                        "e = np.arctanh(v * 0.1)\nf = np.floor(v * 3.0)\n"
+                        "L = (a + b + c + d + e + f * v).sum()").success
+    ns = ip.user_ns
+    for name, exact in (("a", np.log1p(x)), ("b", np.expm1(x)), ("c", np.log2(x)),
+                        ("d", np.sinh(x))):
+        assert type(ns[name]) is Tensor
+        np.testing.assert_array_equal(ns[name].data, exact)  # numpy's own numbers
+    assert type(ns["f"]) is np.ndarray  # piecewise constant: plain values
+    expected = (1 / (1 + x) + np.exp(x) + 1 / (x * np.log(2)) + np.cosh(x)
+                + 0.1 / (1 - (0.1 * x) ** 2) + np.floor(3 * x))
+    np.testing.assert_allclose(ns["v"].grad, expected, rtol=1e-12)
+    assert gradmagic.last.warnings == []
+
+
+def test_math_functions_without_a_tensor_rule_convert_as_plain_python(ip):
+    ip.user_ns["np"] = np
+    assert autograd(ip, "import math\nv = np.array([0.5])\nt = math.tan(v)\n"
+                        "L = v.sum() * t").success
+    assert type(ip.user_ns["t"]) is float and ip.user_ns["t"] == np.tan(0.5)
+    assert ip.user_ns["v"].grad.tolist() == [np.tan(0.5)]
+    assert len(gradmagic.last.warnings) == 1 and "converted" in gradmagic.last.warnings[0]
+    assert autograd(ip, "a = 2.0\nL = math.log(v, a)").success  # mixed: a float, no crash
+    assert ip.user_ns["L"] == np.log(0.5) / np.log(2.0)
+    assert autograd(ip, "f = float(v.sum())\nr = round(f, 2)\nL = v.sum() * f").success
+    assert type(ip.user_ns["f"]) is float and ip.user_ns["r"] == 0.5  # a float, as plain Python
+
+
 # --------------------------------------------------------------------------- networks
 NET = """import gradmagic.nn as nn
 from gradmagic.tensor import cross_entropy
