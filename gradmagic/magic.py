@@ -7,6 +7,10 @@ the numbers the cell reads from the namespace into fresh leaves, execute it in
 the user's namespace, call ``backward()`` on the target and return a
 :class:`~gradmagic.trace.Trace` (also kept in ``gradmagic.last``).
 
+The run without any display is :func:`prepare` (rewrite and compile) and
+:func:`execute` (run, pick the target, backward, Trace); :func:`gradmagic.grade`
+uses the same two functions, so a graded cell computes what the magic would.
+
 Load it with ``%load_ext gradmagic``; ``%unload_ext gradmagic`` removes it.
 """
 from __future__ import annotations
@@ -17,6 +21,7 @@ import operator
 import re
 import types
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, output_can_be_silenced
@@ -26,10 +31,11 @@ import gradmagic
 
 from . import _runtime
 from .engine import Value, state
-from .rewrite import RUNTIME, rewrite
+from .rewrite import RUNTIME, Rewritten, rewrite
 from .trace import Trace
 
-__all__ = ["AutogradMagics", "load", "unload"]
+__all__ = ["AutogradMagics", "NoTarget", "Prepared", "prepare", "execute", "find_target",
+           "parse_expect", "load", "unload"]
 
 
 @magics_class
@@ -54,7 +60,8 @@ class AutogradMagics(Magics):
               help="graph direction: left to right (default) or top to bottom")
     @argument("--max-nodes", type=int, default=150, metavar="N",
               help="draw at most N nodes (default 150); larger graphs are summarised")
-    @argument("--torch", action="store_true", help="also compare with PyTorch")
+    @argument("--torch", action="store_true",
+              help="also replay the graph in PyTorch (float64) and show its gradients")
     @argument("-q", "--quiet", action="store_true",
               help="display nothing (the Trace is still in gradmagic.last)")
     @argument("expression", nargs="*",
@@ -143,69 +150,25 @@ class AutogradMagics(Magics):
         __tracebackhide__ = True
         gradmagic.last = None
         shell = self.shell
-        ns = shell.user_ns
         text = f"{header}\n{source}" if cell_form else header
         filename = shell.compile.cache(text, self._cell_number())
-        plain, math_names = namespace_names(ns)
         try:
-            rw = rewrite(source, filename=filename, first_line=2 if cell_form else 1,
-                         plain_names=plain, math_names=math_names)
-            code = _link(shell.compile(rw.module, filename, "exec"))
-            final = rw.final and _link(shell.compile(rw.final, filename, "eval"))
+            cell = prepare(source, shell.user_ns, filename=filename,
+                           first_line=2 if cell_form else 1, compiler=shell.compile)
         except (SyntaxError, ValueError) as e:
             if isinstance(e, SyntaxError) and not cell_form:
                 _point_into(e, header, source)
             return self._fail(e, filename, whole_cell)
-
-        branches, floats = state.branch_events, state.float_conversions
-        lifted = lift(ns, rw.reads)
         try:
-            with _runtime.recording(filename) as run:
-                exec(code, shell.user_global_ns, ns)
-                value = eval(final, shell.user_global_ns, ns) if final else None
-        except BaseException as e:
-            for name, (old, new) in lifted.items():
-                if ns.get(name) is new:
-                    ns[name] = old
-            if not isinstance(e, Exception):
-                raise
-            return self._fail(e, filename, whole_cell)
-
-        target = self._target(rw, options, value, ns)
-        if target is None:
+            trace = execute(cell, shell.user_ns, options, global_ns=shell.user_global_ns)
+        except NoTarget as e:
+            if not options["quiet"]:
+                print(f"%%autograd: {e}")
             return None
-        relabel(ns)
-        target.backward()
-        converted = state.float_conversions - floats
-        trace = Trace(target, bindings=bindings(ns),
-                      branch_events=state.branch_events - branches,
-                      float_conversions=converted + len(run.cuts), source=source,
-                      options=options, warnings=cut_warnings(run.cuts, converted))
+        except Exception as e:
+            return self._fail(e, filename, whole_cell)
         gradmagic.last = trace
         return None if options["quiet"] else trace
-
-    def _target(self, rw, options, value, ns):
-        """The node to differentiate, or None after saying (unless quiet) why there is none."""
-        notice = _silent if options["quiet"] else _notice
-        name = options["target"]
-        if name is not None:
-            if name not in ns:
-                return notice(f"-t {name}: no variable {name!r} after the cell ran")
-            value, what = ns[name], name
-        elif rw.final is not None:
-            value, what = value, "the cell's value"
-        elif rw.target is not None:
-            value, what = ns.get(rw.target), rw.target
-        else:
-            return notice("the cell does not end with an expression or an assignment; "
-                          "end it with one, or name the target with -t NAME")
-        if not _runtime.is_node(value):
-            return notice(f"{what} is {_describe(value)}, not a Value, so there is "
-                          "nothing to differentiate")
-        if type(value) is not Value and value.data.size != 1:
-            return notice(f"{what} is a tensor of shape {value.data.shape}; reduce it "
-                          "to one number (.sum(), .mean()) to differentiate it")
-        return value
 
     def _fail(self, exc: BaseException, filename: str, whole_cell: bool):
         """Show ``exc`` as a plain cell would show it: the user's lines only.
@@ -225,16 +188,96 @@ class AutogradMagics(Magics):
         return None
 
 
-def _notice(message: str) -> None:
-    print(f"%%autograd: {message}")
-
-
-def _silent(message: str) -> None:
-    """The notice under --quiet: nothing."""
-
-
 def _help() -> str:
     return AutogradMagics.autograd.__doc__
+
+
+# --------------------------------------------------------------------------- running a cell
+class NoTarget(Exception):
+    """The cell ran but left nothing to differentiate; the message says why."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cell rewritten and compiled, ready for :func:`execute`."""
+
+    source: str
+    rewritten: Rewritten
+    code: types.CodeType
+    final: types.CodeType | None  # the cell's last expression, evaluated separately
+    filename: str
+
+
+def prepare(source: str, ns, *, filename: str = "<cell>", first_line: int = 1,
+            compiler=compile) -> Prepared:
+    """Rewrite ``source`` for the namespace ``ns`` and compile it.
+
+    ``compiler`` is the shell's caching compiler in the magic (so tracebacks
+    show the cell's lines) and the builtin :func:`compile` elsewhere. Raises
+    ``SyntaxError`` (or ``ValueError``) for a cell that cannot be compiled.
+    """
+    plain, math_names = namespace_names(ns)
+    rw = rewrite(source, filename=filename, first_line=first_line,
+                 plain_names=plain, math_names=math_names)
+    code = _link(compiler(rw.module, filename, "exec"))
+    final = rw.final and _link(compiler(rw.final, filename, "eval"))
+    return Prepared(source, rw, code, final, filename)
+
+
+def execute(cell: Prepared, ns, options: Mapping, *, global_ns=None) -> Trace:
+    """Run a prepared cell in ``ns``, call ``backward()`` on its target, return the Trace.
+
+    This is the whole run of ``%%autograd`` without any display; the magic and
+    :func:`gradmagic.grade` both use it. ``options`` are the magic's (the
+    ``target`` key names the target; all are kept on the Trace). Raises what
+    the cell raises, after putting back the numbers it read from ``ns``, or
+    :class:`NoTarget`.
+    """
+    __tracebackhide__ = True
+    global_ns = ns if global_ns is None else global_ns
+    branches, floats = state.branch_events, state.float_conversions
+    lifted = lift(ns, cell.rewritten.reads)
+    try:
+        with _runtime.recording(cell.filename) as run:
+            exec(cell.code, global_ns, ns)
+            value = eval(cell.final, global_ns, ns) if cell.final else None
+    except BaseException:
+        for name, (old, new) in lifted.items():
+            if ns.get(name) is new:
+                ns[name] = old
+        raise
+    target = find_target(cell.rewritten, options.get("target"), value, ns)
+    relabel(ns)
+    target.backward()
+    converted = state.float_conversions - floats
+    return Trace(target, bindings=bindings(ns), branch_events=state.branch_events - branches,
+                 float_conversions=converted + len(run.cuts), source=cell.source,
+                 options=dict(options), warnings=cut_warnings(run.cuts, converted))
+
+
+def find_target(rw: Rewritten, name, value, ns):
+    """The node to differentiate after a run; raises :class:`NoTarget` saying why there is none.
+
+    ``name`` is ``-t NAME`` (or None), ``value`` the cell's last expression.
+    """
+    if name is not None:
+        if name not in ns:
+            raise NoTarget(f"-t {name}: no variable {name!r} after the cell ran")
+        value, what = ns[name], name
+    elif rw.final is not None:
+        what = "the cell's value"
+    elif rw.target is not None:
+        value, what = ns.get(rw.target), rw.target
+    else:
+        raise NoTarget("the cell does not end with an expression or an assignment; "
+                       "end it with one, or name the target with -t NAME")
+    if not _runtime.is_node(value):
+        raise NoTarget(f"{what} is {_describe(value)}, not a Value, so there is "
+                       "nothing to differentiate")
+    if type(value) is not Value and value.data.size != 1:
+        raise NoTarget(f"{what} is a tensor of shape {value.data.shape}; reduce it "
+                       "to one number (.sum(), .mean()) to differentiate it")
+    return value
 
 
 # --------------------------------------------------------------------------- steps
