@@ -16,20 +16,25 @@ per node.
 textbook cases and homework) and returns the same kind of report.
 
 A :class:`CheckReport` has ``.passed``, ``.rows`` (:class:`CheckRow`),
-``to_dict()``, ``assert_passed()`` and a text and an HTML view.
+``to_dict()``, ``assert_passed()`` (its message describes each wrong row) and a
+text and an HTML view. When there was nothing to compare because a graded
+cell did not run, :func:`unanswered` gives the failing report, with ``error``
+saying why (see :func:`gradmagic.grade`).
 """
 from __future__ import annotations
 
 import functools
 import math
 import operator
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
 from .engine import Value
 
-__all__ = ["check", "expect", "CheckReport", "CheckRow", "STATUSES"]
+__all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow",
+           "STATUSES"]
 
 STATUSES = {
     "pass": "agrees within the tolerance",
@@ -49,6 +54,9 @@ _status_of = operator.attrgetter("status")
 # nodes (beyond it, leaves are sampled), and one replay chunk (memory).
 _WORK = 2 ** 25
 _CHUNK = 2 ** 22
+
+ASSERT_ROWS = 20
+"""Wrong rows an ``assert_passed()`` message describes one by one."""
 
 
 class CheckRow(NamedTuple):
@@ -126,7 +134,7 @@ class CheckReport:
 
     def __init__(self, rows, *, kind: str = "check", atol: float, rtol: float,
                  eps: float | None = None, notes=(), replay_ok: bool = True,
-                 target: str = "", replay: tuple | None = None):
+                 target: str = "", replay: tuple | None = None, error: str | None = None):
         self.rows: list[CheckRow] = list(rows)
         self.kind = kind
         self.eps, self.atol, self.rtol = eps, atol, rtol
@@ -135,6 +143,8 @@ class CheckReport:
         self.target = target
         # the sanity check of a gradient check: (recorded, replayed) target value
         self.replay = replay
+        # why there is nothing to compare (the graded cell failed), or None
+        self.error = error
 
     # ------------------------------------------------------------------ verdict
     @property
@@ -144,7 +154,8 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        return self.replay_ok and _OK.issuperset(map(_status_of, self.rows))
+        return (self.error is None and self.replay_ok
+                and _OK.issuperset(map(_status_of, self.rows)))
 
     @property
     def failures(self) -> list:
@@ -178,29 +189,42 @@ class CheckReport:
             text += f"; {flagged} flagged (kink or non-finite), not judged"
         if not self.replay_ok:
             text = "replay does not reproduce the run; " + text
+        if self.error is not None:
+            text += "; the cell could not be run"
         return text
 
     def assert_passed(self) -> None:
-        """Raise AssertionError naming the worst row unless the report passed."""
+        """Raise AssertionError unless the report passed.
+
+        The message has the verdict, the tolerance, and one line per wrong row
+        (worst first, up to ``ASSERT_ROWS``): its name, what was expected, what
+        was got and the tolerance it missed, or why it could not be compared.
+        """
         if self.passed:
             return
         lines = [self.verdict]
+        if self.error is not None:
+            lines.append(self.error)
         if not self.replay_ok:
             lines += [n for n in self.notes if n.startswith("Replay mismatch")]
         failures = self.failures
         if failures:
-            lines.append("worst: " + _describe(failures[0], self.columns))
-            if len(failures) > 1:
-                lines.append(f"(and {len(failures) - 1} more: "
-                             + ", ".join(repr(r.name) for r in failures[1:6])
-                             + (", ..." if len(failures) > 6 else "") + ")")
+            lines.append(f"tolerance: |{self.columns[0]} − {self.columns[1]}| ≤ atol "
+                         f"{self.atol:g} + rtol {self.rtol:g}·|{self.columns[1]}|")
+        for k, row in enumerate(failures[:ASSERT_ROWS]):
+            lines.append(("worst: " if k == 0 and self.kind == "check" else "- ")
+                         + _describe(row, self.columns))
+        if len(failures) > ASSERT_ROWS:
+            lines.append(f"(and {len(failures) - ASSERT_ROWS} more: "
+                         + ", ".join(repr(r.name) for r in failures[ASSERT_ROWS:ASSERT_ROWS + 5])
+                         + (", ..." if len(failures) > ASSERT_ROWS + 5 else "") + ")")
         raise AssertionError("\n".join(lines))
 
     # ------------------------------------------------------------------ views
     def to_dict(self) -> dict:
         return {"kind": self.kind, "passed": self.passed, "verdict": self.verdict,
                 "target": self.target, "eps": self.eps, "atol": self.atol, "rtol": self.rtol,
-                "replay_ok": self.replay_ok, "notes": list(self.notes),
+                "replay_ok": self.replay_ok, "notes": list(self.notes), "error": self.error,
                 "replay": None if self.replay is None else
                 dict(zip(("recorded", "replayed"), self.replay)),
                 "rows": [r.to_dict(self.columns) for r in self.rows]}
@@ -690,20 +714,45 @@ def expect(trace, mapping, atol: float = 1e-5, rtol: float = 1e-3) -> CheckRepor
     ``mapping`` is a dict or a list of (name, expected) pairs. A name with no
     node is an ``error`` row, never skipped. The verdict reads "3 of 4 correct".
     """
-    items = mapping.items() if isinstance(mapping, dict) else mapping
-    rows = []
-    for pair in items:
-        try:
-            key, want = pair
-        except (TypeError, ValueError):
-            raise TypeError(f"expect() needs a dict or (name, expected) pairs, got {pair!r}")
-        rows.append(_expect_row(trace, str(key), want, atol, rtol))
+    rows = [_expect_row(trace, key, want, atol, rtol) for key, want in expected_pairs(mapping)]
     notes = []
     if trace.branch_dependent:
         notes.append("The cell's control flow depended on values: these numbers hold for "
                      "this branch.")
     return CheckReport(rows, kind="expect", atol=atol, rtol=rtol, notes=notes,
                        target=trace.target.name)
+
+
+def expected_pairs(mapping) -> list:
+    """``mapping`` (a dict, any Mapping, or (name, expected) pairs) as a list of pairs.
+
+    Names become strings; raises TypeError for anything else.
+    """
+    if isinstance(mapping, Mapping):
+        return [(str(key), want) for key, want in mapping.items()]
+    if isinstance(mapping, (str, bytes)) or not isinstance(mapping, Iterable):
+        raise TypeError("expected answers must be a dict or (name, expected) pairs, "
+                        f"got {type(mapping).__name__}")
+    pairs = []
+    for pair in mapping:
+        try:
+            key, want = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"expect() needs a dict or (name, expected) pairs, "
+                            f"got {pair!r}") from None
+        pairs.append((str(key), want))
+    return pairs
+
+
+def unanswered(mapping, error: str, atol: float = 1e-5, rtol: float = 1e-3) -> CheckReport:
+    """The expect report when nothing could be compared: ``error`` says why.
+
+    Every expected entry is an ``error`` row (so ``to_dict()`` lists each as
+    wrong) and the report fails, e.g. when a graded cell did not run.
+    """
+    rows = [_error_row(key, want, "not compared: the cell could not be run")
+            for key, want in expected_pairs(mapping)]
+    return CheckReport(rows, kind="expect", atol=atol, rtol=rtol, error=error)
 
 
 def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
@@ -734,7 +783,8 @@ def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
     ok = bool(np.all((err <= bound) | (err == 0)))
     note = ""
     if g.size > 1:
-        note = f"worst element {np.unravel_index(worst, g.shape)} of {g.size}"
+        where = tuple(int(i) for i in np.unravel_index(worst, g.shape))
+        note = f"worst element {where} of {g.size}"
     return CheckRow(key, got, want, e, r, b, "pass" if ok else "fail", note, node.index,
                     int(g.size))
 

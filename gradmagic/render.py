@@ -10,6 +10,11 @@ The graph follows micrograd's picture: each value is a record
 its result. Leaves, operations and the target have their own colours; leaves
 whose gradient fails the numerical check are red; kinks and non-finite values
 are marked. Past ``max_nodes`` nodes the graph view shows a summary instead.
+
+An ``expect`` report is shown as *answers* (:func:`answers_html`,
+:func:`answers_text`): a verdict line, then ✓/✗ for each expected entry with
+the engine's number and the difference. A PyTorch comparison
+(:mod:`gradmagic.torchcheck`) adds its column to the check table.
 """
 from __future__ import annotations
 
@@ -25,8 +30,8 @@ from .ops import OPS
 
 __all__ = ["fmt", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
            "svg", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
-           "nodes_table_text", "report_html", "report_text", "headline", "run_notes", "static_html",
-           "text",
+           "nodes_table_text", "report_html", "report_text", "answers_html", "answers_text",
+           "torch_html", "torch_text", "headline", "run_notes", "static_html", "text",
            "MISSING_DOT"]
 
 DEFAULT_MAX_NODES = 150
@@ -367,7 +372,7 @@ _CELL = 'style="padding:1px 8px; text-align:{align}; border-bottom:1px solid #e5
 
 
 # columns whose cells are words, aligned left even when they look like numbers
-_WORDS = {"label", "op", "flags", "name", "status", "note"}
+_WORDS = {"label", "op", "flags", "name", "status", "note", "answer", ""}
 
 
 def _right(column: str, cell: str) -> bool:
@@ -444,22 +449,39 @@ def _text_table(header, rows) -> str:
 
 
 # =========================================================================== check reports
-def _report_rows(report, limit):
+def _report_rows(report, limit, torch=None):
+    """Header and rows of a check table; ``torch`` adds PyTorch's gradient and difference."""
     first, second = report.columns
     header = ["name", first, second, "abs err", "rel err", "bound", "status", "note"]
+    theirs = _torch_rows(torch)
+    if theirs is not None:
+        header[3:3] = ["torch", "|torch − analytic|"]
     rows = []
     for r in report.worst_first()[:limit]:
-        rows.append([r.name, fmt(r.got, 8), fmt(r.expected, 8), fmt(r.abs_err, 3),
-                     fmt(r.rel_err, 3), fmt(r.bound, 3), r.status, r.note])
+        row = [r.name, fmt(r.got, 8), fmt(r.expected, 8), fmt(r.abs_err, 3),
+               fmt(r.rel_err, 3), fmt(r.bound, 3), r.status, r.note]
+        if theirs is not None:
+            row[3:3] = _torch_cells(theirs.get(r.index))
+        rows.append(row)
     return header, rows
 
 
+def _torch_rows(torch):
+    """Leaf index → TorchRow of a comparison that has rows, else None."""
+    if torch is None or torch.error is not None:
+        return None
+    return torch.by_index
+
+
+def _torch_cells(row) -> list:
+    if row is None:
+        return ["", ""]
+    return [fmt(row.torch, 8), fmt(row.diff, 3) + ("" if row.agrees else " ✗")]
+
+
 def _report_head(report) -> list:
-    if report.kind == "check":
-        tol = (f"eps {report.eps:g}, pass if |analytic − numeric| ≤ atol + rtol·|numeric| "
-               f"(atol {report.atol:g}, rtol {report.rtol:g})")
-    else:
-        tol = f"pass if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|"
+    tol = (f"eps {report.eps:g}, pass if |analytic − numeric| ≤ atol + rtol·|numeric| "
+           f"(atol {report.atol:g}, rtol {report.rtol:g})")
     if report.replay is not None:
         recorded, replayed = report.replay
         tol += (f"; replayed target {fmt(replayed, 8)} "
@@ -474,18 +496,27 @@ def _report_head(report) -> list:
 
 _STATUS_FILL = {"fail": FILL["fail"], "error": FILL["fail"], "kink": "#ffedd5",
                 "nonfinite": "#ede9fe"}
+_GOOD = "#166534"
 
 
-def report_html(report, limit: int = TABLE_ROWS) -> str:
-    """A CheckReport as HTML: the verdict, the tolerance, notes, then rows worst first."""
+def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
+    """A CheckReport as HTML: the verdict, the tolerance, notes, then rows worst first.
+
+    An ``expect`` report is shown as answers (:func:`answers_html`). ``torch``
+    (a :class:`gradmagic.torchcheck.TorchComparison`) adds PyTorch's column.
+    """
+    if report.kind == "expect":
+        return answers_html(report, limit)
     head = _report_head(report)
     colour = (LINE["fail"] if not report.passed else LINE["kink"] if report.flagged
-              else "#166534")
+              else _GOOD)
     out = [f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
            f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>']
     out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in head[2:]]
-    header, rows = _report_rows(report, limit)
-    colours = [_STATUS_FILL.get(row[6], "") for row in rows]
+    if torch is not None:
+        out.append(_torch_line_html(torch))
+    header, rows = _report_rows(report, limit, torch)
+    colours = [_STATUS_FILL.get(row[-2], "") for row in rows]
     out.append(_html_table(header, rows, colours))
     if len(report.rows) > limit:
         out.append(f"<p>Showing the worst {limit:,} of {len(report.rows):,} rows.</p>")
@@ -493,13 +524,121 @@ def report_html(report, limit: int = TABLE_ROWS) -> str:
     return "".join(out)
 
 
-def report_text(report, limit: int = TEXT_ROWS) -> str:
-    """A CheckReport as plain text, rows worst first."""
+def report_text(report, limit: int = TEXT_ROWS, *, torch=None) -> str:
+    """A CheckReport as plain text, rows worst first (answers for an ``expect`` report)."""
+    if report.kind == "expect":
+        return answers_text(report, limit)
     lines = _report_head(report)
-    header, rows = _report_rows(report, limit)
+    if torch is not None:
+        lines.append(torch.verdict)
+    header, rows = _report_rows(report, limit, torch)
     lines.append(_text_table(header, rows))
     if len(report.rows) > limit:
         lines.append(f"... {len(report.rows) - limit:,} more rows (report.rows has them all)")
+    return "\n".join(lines)
+
+
+# =========================================================================== PyTorch
+def _torch_line_html(torch) -> str:
+    colour = "#4b5563" if torch.error else _GOOD if torch.passed else LINE["fail"]
+    return f'<p style="margin:2px 0; color:{colour}">{_md_code(torch.verdict)}</p>'
+
+
+def _torch_table(torch, limit):
+    header = ["name", "analytic", "torch", "|torch − analytic|"]
+    rows = [[r.name, fmt(r.analytic, 8), *_torch_cells(r)] for r in torch.rows[:limit]]
+    return header, rows
+
+
+def torch_html(torch, limit: int = TABLE_ROWS) -> str:
+    """PyTorch's second opinion on its own (when the numerical check was skipped)."""
+    out = ["<div>", _torch_line_html(torch)]
+    if torch.error is None:
+        header, rows = _torch_table(torch, limit)
+        colours = ["" if r.agrees else FILL["fail"] for r in torch.rows[:limit]]
+        out.append(_html_table(header, rows, colours))
+    out.append("</div>")
+    return "".join(out)
+
+
+def torch_text(torch, limit: int = TEXT_ROWS) -> str:
+    """The same as plain text."""
+    if torch.error is not None:
+        return torch.verdict
+    return torch.verdict + "\n" + _text_table(*_torch_table(torch, limit))
+
+
+# =========================================================================== answers
+def _quantity(key: str, target: str) -> str:
+    """What an expected entry is, for people: ``∂L/∂a`` or ``L (value)``."""
+    if key.endswith(".data"):
+        return f"{key[:-5]} (value)"
+    name = key[:-5] if key.endswith(".grad") else key
+    return f"∂{target}/∂{name}"
+
+
+def _signed_difference(row) -> str:
+    """got − expected for numbers; the largest |difference| for arrays; '' for errors."""
+    if row.status == "error":
+        return ""
+    if isinstance(row.got, np.ndarray) or isinstance(row.expected, (np.ndarray, list, tuple)):
+        return fmt(row.abs_err, 3)
+    try:
+        return fmt(float(row.got) - float(row.expected), 3)
+    except (TypeError, ValueError, OverflowError):
+        return fmt(row.abs_err, 3)
+
+
+def _answer_rows(report, limit):
+    header = ["", "answer", "expected", "got", "got − expected", "tolerance", "note"]
+    rows = []
+    for r in report.rows[:limit]:
+        rows.append(["✓" if r.ok else "✗", _quantity(r.name, report.target or "target"),
+                     fmt(r.expected, 8), fmt(r.got, 8), _signed_difference(r),
+                     "" if r.status == "error" else fmt(r.bound, 3), r.note])
+    return header, rows
+
+
+def _answers_head(report) -> list:
+    mark = "✓" if report.passed else "✗"
+    lines = [f"{mark} {report.verdict}",
+             f"correct if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|"]
+    if report.error is not None:
+        lines.append(report.error)
+    return lines + list(report.notes)
+
+
+def answers_html(report, limit: int = TABLE_ROWS) -> str:
+    """An ``expect`` report for students: verdict on top, then ✓/✗ per expected entry.
+
+    Rows keep the order the answers were given in; names with no node are ✗
+    rows saying so.
+    """
+    head = _answers_head(report)
+    colour = _GOOD if report.passed else LINE["fail"]
+    out = [f'<div class="gradmagic-answers"><p style="margin:0; color:{colour}; '
+           f'font-size:14px"><b>{html.escape(head[0])}</b></p>',
+           f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>']
+    if report.error is not None:
+        out.append(f'<pre style="margin:2px 0; color:{LINE["fail"]}">'
+                   f"{html.escape(report.error)}</pre>")
+    out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in report.notes]
+    header, rows = _answer_rows(report, limit)
+    colours = ["#dcfce7" if row[0] == "✓" else FILL["fail"] for row in rows]
+    out.append(_html_table(header, rows, colours))
+    if len(report.rows) > limit:
+        out.append(f"<p>Showing {limit:,} of {len(report.rows):,} answers.</p>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def answers_text(report, limit: int = TEXT_ROWS) -> str:
+    """The same as plain text: verdict line, tolerance, then one line per answer."""
+    lines = _answers_head(report)
+    header, rows = _answer_rows(report, limit)
+    lines.append(_text_table(header, rows))
+    if len(report.rows) > limit:
+        lines.append(f"... {len(report.rows) - limit:,} more answers (report.rows has them all)")
     return "\n".join(lines)
 
 
@@ -519,27 +658,37 @@ def run_notes(trace, report) -> list:
     return notes
 
 
-def static_html(trace, report=None, *, expected=None, cache: dict | None = None) -> str:
-    """The whole run without widgets: headline, graph, gradient table, check table."""
+def static_html(trace, report=None, *, expected=None, torch=None,
+                cache: dict | None = None) -> str:
+    """The whole run without widgets: headline, answers, graph, check and gradient tables."""
     out = ['<div class="gradmagic">',
            f'<p style="margin:0 0 4px 0"><b>{html.escape(headline(trace))}</b></p>']
     out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in run_notes(trace, report)]
+    if expected is not None:
+        out.append(_section("Answers", answers_html(expected)))
     out.append(graph_html(trace, report, cache=cache))
-    for title, body in (("Check", report_html(report) if report is not None else None),
-                        ("Expected answers", report_html(expected) if expected else None),
-                        ("Gradients", nodes_table_html(trace, report=report))):
-        if body is not None:
-            out.append(f"<details{' open' if title != 'Gradients' else ''}>"
-                       f"<summary><b>{title}</b></summary>{body}</details>")
+    if report is not None:
+        out.append(_section("Check", report_html(report, torch=torch)))
+    elif torch is not None:
+        out.append(_section("Check", torch_html(torch)))
+    out.append(_section("Gradients", nodes_table_html(trace, report=report), open=False))
     out.append("</div>")
     return "".join(out)
 
 
-def text(trace, report=None, *, expected=None) -> str:
-    """The whole run as plain text, for terminals."""
+def _section(title: str, body: str, open: bool = True) -> str:
+    return (f"<details{' open' if open else ''}><summary><b>{title}</b></summary>"
+            f"{body}</details>")
+
+
+def text(trace, report=None, *, expected=None, torch=None) -> str:
+    """The whole run as plain text, for terminals: answers first, then the tables."""
     lines = [headline(trace)] + [f"! {n}" for n in run_notes(trace, report)]
+    if expected is not None:
+        lines += ["", "Answers", answers_text(expected), ""]
     lines.append(nodes_table_text(trace, report=report))
-    for rep in (report, expected):
-        if rep is not None:
-            lines += ["", report_text(rep, limit=10)]
+    if report is not None:
+        lines += ["", report_text(report, limit=10, torch=torch)]
+    elif torch is not None:
+        lines += ["", torch_text(torch, limit=10)]
     return "\n".join(lines)

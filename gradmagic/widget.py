@@ -4,9 +4,12 @@
 
 * a node picker: choosing a node highlights it and its path to the target
   and explains its local derivatives and the gradient flowing into it;
+* **Answers** (only with ``--expect``, and then the tab shown first): each
+  expected gradient or value beside the engine's, with ✓/✗ and a verdict;
 * **Graph**: the Graphviz SVG of the run (a summary past ``max_nodes``);
 * **Gradients**: every node's label, op, data and grad, sortable;
-* **Check**: the numerical check, worst rows first;
+* **Check**: the numerical check, worst rows first (with ``--torch``, a
+  PyTorch column too);
 * **Backward**: a slider stepping through the backward pass in reverse
   topological order, showing the gradients known so far.
 
@@ -23,7 +26,7 @@ import html
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from . import render
+from . import render, torchcheck
 
 __all__ = ["TraceWidget", "mimebundle", "backward_steps", "grads_at", "path_to_target",
            "WIDGET_MIME"]
@@ -139,15 +142,19 @@ class TraceWidget:
 
     Displaying a TraceWidget displays its box. ``report`` is the run's
     CheckReport (None when the check was skipped); ``expected`` an optional
-    :func:`gradmagic.check.expect` report; ``cache`` maps DOT to SVG and may be
-    shared with the static view so each drawing is made once.
+    :func:`gradmagic.check.expect` report, which adds the Answers tab (first,
+    and selected); ``torch`` an optional
+    :class:`gradmagic.torchcheck.TorchComparison` for the Check tab; ``cache``
+    maps DOT to SVG and may be shared with the static view so each drawing is
+    made once.
     """
 
-    def __init__(self, trace, report=None, *, expected=None, cache=None):
+    def __init__(self, trace, report=None, *, expected=None, torch=None, cache=None):
         w = _widgets()
         self.trace = trace
         self.report = report
         self.expected = expected
+        self.torch = torch
         self.cache = SvgCache() if cache is None else cache
         self.summary = render.summarise(trace)
         self.node_children = children_of(trace)
@@ -167,13 +174,16 @@ class TraceWidget:
                                   layout=w.Layout(width="40em"))
         self.step_info = w.HTML()
         self.backward_graph = w.HTML()
-        self.tabs = w.Tab(children=[
-            w.VBox([self.graph]),
-            w.VBox([self.sort, self.table]),
-            w.VBox([self.check_view]),
-            w.VBox([self.slider, self.step_info, self.backward_graph]),
-        ])
-        self.tabs.titles = TAB_TITLES
+        self.answers = w.HTML()
+        pages = [w.VBox([self.graph]), w.VBox([self.sort, self.table]),
+                 w.VBox([self.check_view]),
+                 w.VBox([self.slider, self.step_info, self.backward_graph])]
+        self.titles = TAB_TITLES
+        if expected is not None:
+            pages.insert(0, w.VBox([self.answers]))
+            self.titles = ("Answers",) + TAB_TITLES
+        self.tabs = w.Tab(children=pages, selected_index=0)
+        self.tabs.titles = self.titles
         notes = "".join(f"<br>⚠ {html.escape(n)}" for n in render.run_notes(trace, report))
         self.box = w.VBox([w.HTML(f"<b>{html.escape(render.headline(trace))}</b>{notes}"),
                            self.picker, self.info, self.tabs])
@@ -185,6 +195,7 @@ class TraceWidget:
         self.show_graph()
         self.show_table()
         self.show_check()
+        self.show_answers()
         self._backward_drawn = False
 
     # ------------------------------------------------------------------ display
@@ -222,18 +233,20 @@ class TraceWidget:
         self.table.value = render.nodes_table_html(self.trace, order, self.report)
 
     def show_check(self) -> None:
-        parts = []
-        if self.report is None:
-            parts.append("<p>The numerical check was skipped (<code>--no-check</code>); "
-                         "run <code>trace.check()</code> to compute it.</p>")
-        else:
-            parts.append(render.report_html(self.report))
+        if self.report is not None:
+            self.check_view.value = render.report_html(self.report, torch=self.torch)
+            return
+        skipped = ("<p>The numerical check was skipped (<code>--no-check</code>); "
+                   "run <code>trace.check()</code> to compute it.</p>")
+        self.check_view.value = skipped + (
+            render.torch_html(self.torch) if self.torch is not None else "")
+
+    def show_answers(self) -> None:
         if self.expected is not None:
-            parts.append("<h4>Expected answers</h4>" + render.report_html(self.expected))
-        self.check_view.value = "".join(parts)
+            self.answers.value = render.answers_html(self.expected)
 
     def _tab_changed(self) -> None:
-        if self.tabs.selected_index == TAB_TITLES.index("Backward") and not self._backward_drawn:
+        if self.tabs.selected_index == self.titles.index("Backward") and not self._backward_drawn:
             self.show_step()
 
     def show_step(self) -> None:
@@ -340,15 +353,16 @@ def mimebundle(trace) -> dict:
             expected = trace.expect(mapping)
         except Exception as exc:  # noqa: BLE001
             problems.append(f"The expected answers could not be compared: {exc}")
+    torch = torchcheck.compare(trace) if trace.options.get("torch") else None
     cache = SvgCache()
     bundle = {
-        "text/plain": "\n".join([render.text(trace, report, expected=expected)]
+        "text/plain": "\n".join([render.text(trace, report, expected=expected, torch=torch)]
                                 + [f"! {p}" for p in problems]),
         "text/html": "".join(f"<p>⚠ {html.escape(p)}</p>" for p in problems)
-        + render.static_html(trace, report, expected=expected, cache=cache),
+        + render.static_html(trace, report, expected=expected, torch=torch, cache=cache),
     }
     try:
-        view = TraceWidget(trace, report, expected=expected, cache=cache)
+        view = TraceWidget(trace, report, expected=expected, torch=torch, cache=cache)
     except ImportError:  # ipywidgets is not installed: the static views stand alone
         return bundle
     bundle[WIDGET_MIME] = view.box._repr_mimebundle_()[WIDGET_MIME]

@@ -2,10 +2,11 @@
 import dataclasses
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from gradmagic import Value
 from gradmagic import check as check_module
@@ -473,3 +474,125 @@ def test_mixed_value_and_tensor_graph():
     T = tensor.Tensor([[1.0, 2.0], [3.0, -1.0]], label="T")
     report = check(traced((T * a).tanh().sum() * a))
     assert report.passed and sorted(r.name for r in report.rows) == ["T", "a"]
+
+
+# --------------------------------------------------------------------------- assert messages
+def test_assert_passed_names_every_wrong_answer_with_expected_got_and_tolerance():
+    report = expect(walkthrough(), {"a": 6.0, "b": 4.0, "c": 2.0, "f": 40.0, "zz": 1.0})
+    with pytest.raises(AssertionError) as info:
+        report.assert_passed()
+    lines = str(info.value).splitlines()
+    assert lines[0] == "1 of 5 correct"
+    assert "atol 1e-05" in lines[1] and "rtol 0.001" in lines[1]
+    for name, want, got, bound in (("b", "4", "-4", "0.00401"), ("c", "2", "-2", "0.00201"),
+                                   ("f", "40", "4", "0.04001")):
+        (line,) = [ln for ln in lines if ln.startswith(f"- '{name}'")]
+        assert f"expected {want}," in line and f"got {got};" in line
+        assert f"tolerance {bound}" in line
+    assert any("'zz'" in ln and "no node named" in ln for ln in lines)
+    assert not any("'a'" in ln for ln in lines)
+
+
+def test_assert_passed_lists_at_most_a_screenful():
+    a = leaf(1.0, "a")
+    total = a * 0.0
+    for k in range(30):
+        total = total + leaf(float(k), f"x{k}") * a
+    report = expect(traced(total), {f"x{k}": 99.0 for k in range(30)})
+    with pytest.raises(AssertionError) as info:
+        report.assert_passed()
+    message = str(info.value)
+    described = [ln for ln in message.splitlines() if ln.startswith("- ")]
+    assert len(described) == check_module.ASSERT_ROWS
+    assert f"(and {30 - check_module.ASSERT_ROWS} more:" in message
+
+
+def test_an_error_fails_the_report_and_is_in_every_view():
+    report = check_module.unanswered({"a": 1.0, "b": 2.0}, "The cell raised KeyError on line 3")
+    assert not report.passed and report.error.startswith("The cell raised")
+    assert [r.status for r in report.rows] == ["error", "error"]
+    assert report.verdict == "0 of 2 correct; the cell could not be run"
+    assert "KeyError on line 3" in str(report) and "KeyError on line 3" in report._repr_html_()
+    with pytest.raises(AssertionError, match="KeyError on line 3"):
+        report.assert_passed()
+    assert json.loads(json.dumps(report.to_dict()))["error"] == report.error
+
+
+def test_expected_pairs_accepts_mappings_and_pairs_only():
+    from types import MappingProxyType
+    assert check_module.expected_pairs(MappingProxyType({"a": 1})) == [("a", 1)]
+    assert check_module.expected_pairs(iter([("a", 1), ("b.data", 2)])) == [("a", 1),
+                                                                           ("b.data", 2)]
+    for bad in ("a=1", 3, None):
+        with pytest.raises(TypeError, match="dict or"):
+            check_module.expected_pairs(bad)
+
+
+# --------------------------------------------------------------------------- PyTorch
+def test_every_op_has_a_torch_counterpart():
+    torch = pytest.importorskip("torch")
+    from gradmagic import torchcheck
+    from gradmagic.tensor_ops import TENSOR_OPS
+    assert set(OPS) <= set(torchcheck._scalar_ops(torch))
+    assert set(TENSOR_OPS) <= set(torchcheck._tensor_ops(torch))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["exp", "tanh", "sigmoid", "sin", "cos", "relu", "abs"]),
+                min_size=1, max_size=4),
+       st.floats(-2, 2), st.floats(0.5, 3))
+def test_torch_replay_matches_the_engine_on_scalar_graphs(names, x0, y0):
+    torch = pytest.importorskip("torch")
+    from gradmagic import torchcheck
+    x, y = leaf(x0, "x"), leaf(y0, "y")
+    z = x * y + x / y - y ** 2.5 + (x % y) + (x // y)
+    for name in names:
+        z = (abs(z) if name == "abs" else getattr(z, name)()) * y
+    trace = traced(z)
+    assume(all(n.finite for n in trace.nodes))  # overflow: inf and nan may differ in kind
+    comparison = torchcheck.compare(trace)
+    assert comparison.error is None and comparison.version == torch.__version__.split("+")[0]
+    np.testing.assert_allclose(comparison.value, z.data, rtol=1e-12, atol=1e-12)
+    for r in comparison.rows:
+        np.testing.assert_allclose(r.torch, trace.nodes[r.index].grad, rtol=1e-9, atol=1e-12,
+                                   err_msg=str(r))
+        assert r.agrees
+    assert {r.name for r in comparison.rows} >= {"x", "y"}
+
+
+def test_torch_replay_of_tensor_ops_and_a_disagreement():
+    pytest.importorskip("torch")
+    from gradmagic import torchcheck
+    from gradmagic.tensor import Tensor
+    W = Tensor([[0.1, -0.4, 0.3], [0.7, 0.2, -0.5]], label="W")
+    x = Tensor([1.0, -2.0, 0.5], label="x")
+    s = leaf(0.3, "s")
+    h = (W @ x).tanh() * s
+    L = (h.softmax(0).log().sum() + W.T[1:, 0].mean() + W.max(axis=1).sum()
+         + W.reshape(3, 2)[[0, 0, 2]].sum() + (W ** 2).sum(axis=0).sum())
+    trace = traced(L)
+    comparison = torchcheck.compare(trace)
+    assert comparison.passed, comparison.verdict
+    assert {r.name for r in comparison.rows} == {"W", "x", "s"}
+    by_name = {r.name: r for r in comparison.rows}
+    np.testing.assert_allclose(by_name["W"].torch, trace.node("W").grad, rtol=1e-10)
+    assert "agrees on all 3 gradients" in comparison.verdict
+    trace.nodes[trace.node("s").index].grad += 1.0  # as if backward had a bug
+    worse = torchcheck.compare(trace)
+    assert not worse.passed and "disagrees on 1 of 3" in worse.verdict
+    assert worse.by_index[trace.node("s").index].diff == pytest.approx(1.0)
+
+
+def test_torch_missing_or_an_unknown_op_is_a_message(monkeypatch):
+    from gradmagic import torchcheck
+    trace = walkthrough()
+    monkeypatch.setitem(sys.modules, "torch", None)
+    missing = torchcheck.compare(trace)
+    assert missing.error == torchcheck.INSTALL and not missing.passed and not missing.rows
+    assert "pip install torch" in missing.verdict and "gradmagic[torch]" in missing.verdict
+    assert "\n" not in missing.verdict
+    monkeypatch.undo()
+    pytest.importorskip("torch")
+    trace.nodes[-1].op = "frobnicate"
+    unknown = torchcheck.compare(trace)
+    assert "'frobnicate'" in unknown.error and "nothing was compared" in unknown.error

@@ -3,6 +3,7 @@ import contextlib
 import io
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -506,3 +507,52 @@ def test_a_tensor_target_must_be_one_number(ip, capsys):
     assert autograd(ip, "v = np.ones(3)\nv * 2", options="").success
     assert "reduce it to one number" in capsys.readouterr().out
     assert gradmagic.last is None
+
+
+# --------------------------------------------------------------------------- answers and torch
+WALK = "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f\nL"
+
+
+def shown(ip, body, options):
+    """The display bundle of an %%autograd cell (run with its output kept)."""
+    result = autograd(ip, body, options=options, store_history=True)
+    assert result.success and result.error_in_exec is None
+    return result.result._repr_mimebundle_()
+
+
+def test_expect_shows_answers_and_a_wrong_one_is_not_an_error(ip):
+    bundle = shown(ip, WALK, '--expect "a=6, b=4, L.data=-8, nope=1"')
+    text = bundle["text/plain"]
+    assert "✗ 2 of 4 correct" in text
+    (b_line,) = [ln for ln in text.splitlines() if "∂L/∂b" in ln]
+    assert b_line.startswith("✗") and "-8" in b_line  # got − expected
+    assert "no node named 'nope'" in text
+    assert "<summary><b>Answers</b></summary>" in bundle["text/html"]
+
+
+def test_expect_from_a_dict_in_the_namespace_is_checked(ip):
+    ip.user_ns["answers"] = {"a": 6, "b": -4, "c": -2, "f": 4, "L.data": -8}
+    bundle = shown(ip, WALK, "--expect answers")
+    assert "✓ 5 of 5 correct" in bundle["text/plain"]
+    assert gradmagic.last.expect(ip.user_ns["answers"]).passed
+
+
+def test_expect_uses_the_cells_tolerances(ip):
+    assert "✗ 0 of 1 correct" in shown(ip, WALK, '--expect "a=6.01"')["text/plain"]
+    assert "✓ 1 of 1 correct" in shown(ip, WALK, '--expect "a=6.01" --atol 0.02')["text/plain"]
+    assert "✓ 1 of 1 correct" in shown(ip, WALK, '--expect "a=6.01" --rtol 0.01')["text/plain"]
+
+
+def test_torch_option_adds_pytorchs_gradients(ip):
+    pytest.importorskip("torch")
+    text = shown(ip, WALK, "--torch")["text/plain"]
+    assert "PyTorch" in text and "agrees on all 4 gradients" in text
+    assert "|torch − analytic|" in text
+
+
+def test_torch_option_without_torch_says_how_to_install(ip, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    bundle = shown(ip, WALK, "--torch")
+    (line,) = [ln for ln in bundle["text/plain"].splitlines() if "torch" in ln]
+    assert "pip install torch" in line and "gradmagic[torch]" in line
+    assert "gradients match finite differences" in bundle["text/plain"]

@@ -275,3 +275,46 @@ def test_render_does_not_import_ipywidgets():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------- answers
+def test_answers_views_verdict_rows_and_unknown_names():
+    trace = small()
+    answers = trace.expect({"a": trace.node("a").grad + 0.5, "L.data": trace.value,
+                            "b.grad": trace.node("b").grad, "zz": 1.0})
+    text = render.answers_text(answers)
+    lines = text.splitlines()
+    assert lines[0] == "✗ 2 of 4 correct"
+    assert "≤ 1e-05 + 0.001·|expected|" in lines[1]
+    rows = lines[4:]
+    assert [r[0] for r in rows] == ["✗", "✓", "✓", "✗"]  # in the order given
+    assert "∂L/∂a" in rows[0] and "-0.5" in rows[0]  # got − expected
+    assert "L (value)" in rows[1] and "∂L/∂b" in rows[2]
+    assert "∂L/∂zz" in rows[3] and "no node named 'zz'" in rows[3]
+    page = render.answers_html(answers)
+    assert page.index("2 of 4 correct") < page.index("<table") and page.count("✗") == 3
+    assert render.report_text(answers) == text and render.report_html(answers) == page
+
+
+def test_static_views_have_an_answers_section_on_top():
+    trace = small()
+    answers = trace.expect({"a": 0.0})
+    page = render.static_html(trace, check(trace), expected=answers)
+    assert page.index("<summary><b>Answers</b></summary>") < page.index("<svg")
+    assert page.index("<svg") < page.index("<summary><b>Check</b></summary>")
+    assert "<details open><summary><b>Answers" in page
+    out = render.text(trace, check(trace), expected=answers)
+    assert out.index("✗ 0 of 1 correct") < out.index("✓ all 2 gradients match")
+    assert "Answers" not in render.text(trace, check(trace))
+    assert "Answers" not in render.static_html(trace, check(trace))
+
+
+def test_array_answers_show_the_worst_difference():
+    from gradmagic.tensor import Tensor
+    W = Tensor([[1.0, 2.0]], label="W")
+    L = (W * W).sum()
+    L.label = "L"
+    trace = traced(L)
+    answers = trace.expect({"W": [[2.0, 4.5]]})
+    (row,) = render.answers_text(answers).splitlines()[4:]
+    assert row.startswith("✗") and "0.5" in row and "worst element (0, 1)" in row

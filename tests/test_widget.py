@@ -236,3 +236,74 @@ def test_trace_warnings_are_shown_in_every_view():
     bundle = mimebundle(trace)
     for page in (view.box.children[0].value, bundle["text/html"], bundle["text/plain"]):
         assert "line 3: float(x) cut the graph" in page
+
+
+# --------------------------------------------------------------------------- answers and torch
+def test_expected_answers_get_their_own_tab_first_and_selected():
+    trace = neuron()
+    report = trace.check()
+    answers = trace.expect({"x1": -1.5, "w1": 2.0, "nope": 0.0})
+    view = TraceWidget(trace, report, expected=answers)
+    assert view.tabs.titles == ("Answers", "Graph", "Gradients", "Check", "Backward")
+    assert view.tabs.selected_index == 0 and view.tabs.children[0].children == (view.answers,)
+    page = view.answers.value
+    assert page.index("1 of 3 correct") < page.index("<table")  # the verdict on top
+    cells = re.findall(r"<tr[^>]*>(.*?)</tr>", page)[1:]
+    assert [re.findall(r"<td[^>]*>(.*?)</td>", c)[0] for c in cells] == ["✓", "✗", "✗"]
+    assert "∂o/∂x1" in page and "no node named &#x27;nope&#x27;" in page
+    assert "correct" not in view.check_view.value  # the answers left the Check tab
+    view.tabs.selected_index = view.titles.index("Backward")
+    assert "Step" in view.step_info.value or "Start" in view.step_info.value
+    plain = TraceWidget(trace, report)
+    assert plain.tabs.titles == widget.TAB_TITLES and plain.tabs.selected_index == 0
+
+
+def test_the_bundle_puts_answers_first_in_every_view():
+    trace = neuron()
+    trace.options["expect"] = {"x1": -1.5, "o.data": 0.7071067811865476, "w1": 5.0}
+    bundle = mimebundle(trace)
+    page, text = bundle["text/html"], bundle["text/plain"]
+    assert page.index("<summary><b>Answers</b></summary>") < page.index("<svg")
+    assert "✗ 2 of 3 correct" in page and "✗ 2 of 3 correct" in text
+    assert text.index("Answers") < text.index("label")
+    (w1,) = [ln for ln in text.splitlines() if "∂o/∂w1" in ln]
+    assert w1.startswith("✗") and "5" in w1 and "-4" in w1  # expected, got, got − expected
+
+
+def test_torch_adds_a_column_to_the_check():
+    pytest.importorskip("torch")
+    trace = neuron()
+    trace.options["torch"] = True
+    bundle = mimebundle(trace)
+    for page in (bundle["text/html"], bundle["text/plain"]):
+        assert "|torch − analytic|" in page and "agrees on all 6 gradients" in page
+    view = TraceWidget(trace, trace.check(), torch=check_module_torch().compare(trace))
+    header = re.findall(r"<th style=[^>]*>(.*?)</th>", view.check_view.value)
+    assert header[:5] == ["name", "analytic", "numeric", "torch", "|torch − analytic|"]
+
+
+def test_torch_without_the_check_still_shows_its_table():
+    pytest.importorskip("torch")
+    trace = neuron()
+    trace.options.update(torch=True, no_check=True)
+    bundle = mimebundle(trace)
+    assert "--no-check" in bundle["text/html"] and "|torch − analytic|" in bundle["text/html"]
+    assert "agrees on all 6 gradients" in bundle["text/plain"]
+
+
+def test_without_torch_the_option_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)
+    trace = neuron()
+    trace.options["torch"] = True
+    bundle = mimebundle(trace)
+    for page in (bundle["text/html"], bundle["text/plain"]):
+        assert "pip install torch" in page and "gradmagic[torch]" in page
+        assert "gradients match finite differences" in page  # the rest works
+    (line,) = [ln for ln in bundle["text/plain"].splitlines() if "pip install torch" in ln]
+    assert line.startswith("--torch: PyTorch is not installed")
+    assert WIDGET_MIME in bundle
+
+
+def check_module_torch():
+    from gradmagic import torchcheck
+    return torchcheck

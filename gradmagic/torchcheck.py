@@ -1,0 +1,213 @@
+"""A second opinion from PyTorch: the recorded graph replayed with torch tensors.
+
+:func:`compare` rebuilds a :class:`~gradmagic.trace.Trace`'s graph in PyTorch,
+node by node, in float64: each leaf becomes a tensor that requires a gradient,
+each operation the torch function of the same name (scalar ops from
+:mod:`gradmagic.ops`, tensor ops from :mod:`gradmagic.tensor_ops`, with the
+node's recorded parameters). ``torch.autograd.grad`` then gives the target's
+gradient with respect to every leaf, which is set beside gradmagic's own.
+
+Like the numerical check it never re-runs the user's cell. torch is imported
+only when :func:`compare` is called; without it the comparison carries a
+one-line message saying how to install it (:data:`INSTALL`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .engine import Value
+
+__all__ = ["compare", "TorchComparison", "TorchRow", "INSTALL"]
+
+INSTALL = ("--torch: PyTorch is not installed, so there is no second opinion; install it with "
+           "`pip install torch` (or gradmagic's extra: `pip install 'gradmagic[torch]'`).")
+
+
+@dataclass(frozen=True)
+class TorchRow:
+    """One leaf: gradmagic's gradient, torch's, and the largest |difference|."""
+
+    index: int  # the leaf's index in trace.nodes
+    name: str
+    analytic: Any
+    torch: Any  # a float, or a numpy array for a tensor leaf
+    diff: float  # max |torch - analytic| (0 where both are nan)
+    agrees: bool  # diff <= atol + rtol * |torch| everywhere
+
+
+@dataclass
+class TorchComparison:
+    """What :func:`compare` found: ``rows`` per leaf, or an ``error`` saying why not."""
+
+    rows: list = field(default_factory=list)
+    error: str | None = None
+    version: str = ""  # torch.__version__
+    value: Any = None  # torch's value of the target
+    atol: float = 1e-5
+    rtol: float = 1e-3
+
+    @property
+    def by_index(self) -> dict:
+        """Leaf index → :class:`TorchRow`."""
+        return {r.index: r for r in self.rows}
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(r.agrees for r in self.rows)
+
+    @property
+    def verdict(self) -> str:
+        """One line, e.g. "PyTorch 2.3.0 (float64) agrees on all 4 gradients"."""
+        if self.error is not None:
+            return self.error
+        n = len(self.rows)
+        bad = sum(not r.agrees for r in self.rows)
+        who = f"PyTorch {self.version} (float64)"
+        if bad:
+            return f"{who} disagrees on {bad} of {n} gradients"
+        return f"{who} agrees on " + (f"all {n} gradients" if n != 1 else "the gradient")
+
+
+def compare(trace, atol: float | None = None, rtol: float | None = None) -> TorchComparison:
+    """Replay ``trace`` in PyTorch float64 and compare each leaf's gradient.
+
+    Tolerances default to the run's options (``--atol/--rtol``). Never raises
+    for a graph torch cannot replay: the comparison's ``error`` says why.
+    """
+    atol = trace.options.get("atol", 1e-5) if atol is None else atol
+    rtol = trace.options.get("rtol", 1e-3) if rtol is None else rtol
+    try:
+        import torch
+    except ImportError:
+        return TorchComparison(error=INSTALL, atol=atol, rtol=rtol)
+    out = TorchComparison(version=torch.__version__.split("+")[0], atol=atol, rtol=rtol)
+    try:
+        leaves, target = _replay(torch, trace)
+        grads = (torch.autograd.grad(target.sum(), list(leaves.values()), allow_unused=True)
+                 if leaves else ())
+    except _Unsupported as exc:
+        out.error = f"--torch: {exc}; nothing was compared."
+        return out
+    except Exception as exc:  # noqa: BLE001 - torch's own complaint, shown to the user
+        out.error = f"--torch: PyTorch could not replay the graph ({type(exc).__name__}: {exc})."
+        return out
+    out.value = _plain(target)
+    nodes = trace.nodes
+    for (i, leaf), g in zip(leaves.items(), grads):
+        theirs = np.zeros(leaf.shape) if g is None else g.detach().numpy()
+        ours = np.asarray(nodes[i].grad, dtype=float)
+        diff, agrees = _difference(ours, theirs, atol, rtol)
+        out.rows.append(TorchRow(i, nodes[i].name, nodes[i].grad,
+                                 float(theirs) if theirs.ndim == 0 else theirs, diff, agrees))
+    return out
+
+
+def _plain(t):
+    a = t.detach().numpy()
+    return float(a) if a.size == 1 else a
+
+
+def _difference(ours, theirs, atol, rtol) -> tuple[float, bool]:
+    with np.errstate(all="ignore"):
+        both_nan = np.isnan(ours) & np.isnan(theirs)
+        err = np.where(both_nan | (ours == theirs), 0.0, np.abs(theirs - ours))
+        ok = (err <= atol + rtol * np.abs(theirs)) | (err == 0)
+    diff = float(np.max(err)) if err.size else 0.0
+    return (math.nan if np.isnan(err).any() else diff), bool(np.all(ok))
+
+
+class _Unsupported(Exception):
+    """An op with no torch counterpart here."""
+
+
+def _replay(torch, trace):
+    """Every node as a torch tensor: returns (leaf index → leaf tensor, target tensor)."""
+    scalar, tensor = _scalar_ops(torch), _tensor_ops(torch)
+    nodes, graph = trace.nodes, trace.graph
+    vals = [None] * len(nodes)
+    leaves = {}
+    with torch.enable_grad():
+        for node in nodes:
+            i = node.index
+            live = graph[i]
+            if not node.parents:
+                vals[i] = torch.tensor(np.asarray(node.data, dtype=np.float64),
+                                       dtype=torch.float64,
+                                       requires_grad=getattr(live, "requires_grad", True))
+                if vals[i].requires_grad:
+                    leaves[i] = vals[i]
+                continue
+            args = [vals[p] for p in node.parents]
+            if type(live) is Value:
+                f = scalar.get(node.op)
+                params = {}
+            else:
+                f = tensor.get(node.op)
+                params = getattr(live, "params", {})
+            if f is None:
+                raise _Unsupported(f"PyTorch has no counterpart here for the op {node.op!r} "
+                                   f"(node #{i})")
+            vals[i] = f(*args, **params)
+    return leaves, vals[trace.target.index]
+
+
+def _scalar_ops(torch) -> dict:
+    """Scalar op name (:data:`gradmagic.ops.OPS`) → torch function."""
+    return {
+        "+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div, "**": torch.pow,
+        "//": lambda x, y: torch.div(x, y, rounding_mode="floor"),
+        "%": torch.remainder,
+        "roundn": lambda x, n: torch.round(x, decimals=int(n.item())),
+        "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log,
+        "sqrt": torch.sqrt, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu,
+        "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "round": torch.round,
+        "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc,
+    }
+
+
+def _tensor_ops(torch) -> dict:
+    """Tensor op name (:data:`gradmagic.tensor_ops.TENSOR_OPS`) → torch function of its params."""
+    def dims(x, axis):
+        return tuple(range(x.ndim)) if axis is None else tuple(axis)
+
+    def reduction(f):
+        def reduce(x, axis, keepdims):
+            d = dims(x, axis)
+            return f(x, dim=d, keepdim=keepdims) if d else x
+        return reduce
+
+    def transpose(x, axes):
+        return x.permute(tuple(reversed(range(x.ndim))) if axes is None else tuple(axes))
+
+    def getitem(x, index, basic):
+        return x[_index(torch, index)]
+
+    ops = {name: f for name, f in _scalar_ops(torch).items()
+           if name in ("+", "-", "*", "/", "**", "neg", "exp", "log", "sqrt", "tanh", "sin",
+                       "cos", "sigmoid", "relu", "abs")}
+    ops.update({
+        "maximum": torch.maximum, "minimum": torch.minimum, "@": torch.matmul,
+        "where": lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y),
+        "sum": reduction(torch.sum), "mean": reduction(torch.mean),
+        "max": reduction(torch.amax), "min": reduction(torch.amin),
+        "softmax": lambda x, axis: torch.softmax(x, dim=axis),
+        "log_softmax": lambda x, axis: torch.log_softmax(x, dim=axis),
+        "reshape": lambda x, shape: x.reshape(tuple(shape)),
+        "transpose": transpose, "getitem": getitem, "copy": torch.clone,
+    })
+    return ops
+
+
+def _index(torch, index):
+    """A numpy index (ints, slices, arrays, masks, tuples of them) for a torch tensor."""
+    if isinstance(index, tuple):
+        return tuple(_index(torch, i) for i in index)
+    if isinstance(index, (np.ndarray, list)):
+        return torch.as_tensor(np.asarray(index))
+    if isinstance(index, np.integer):
+        return int(index)
+    return index
