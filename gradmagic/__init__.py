@@ -5,11 +5,13 @@ usable on its own: :class:`Value` (scalars), :class:`Tensor` (numpy arrays),
 :mod:`gradmagic.nn` and :mod:`gradmagic.optim`.
 """
 from .engine import Value, apply, is_grad_enabled, no_grad
+from .grade import grade
 from .tensor import Tensor, tensor
 from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Value", "Tensor", "tensor", "Trace", "apply", "no_grad", "is_grad_enabled", "last"]
+__all__ = ["Value", "Tensor", "tensor", "Trace", "apply", "no_grad", "is_grad_enabled", "grade",
+           "last"]
 
 last = None
 """The Trace of the latest ``%%autograd`` run (None before any, or after a run that made none)."""
