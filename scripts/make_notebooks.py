@@ -125,6 +125,61 @@ ones the next SGD step moves most."""),
              "for name, g in biggest:\n    print(f'{name:12s} {g:+.4f}')\nprint(trace.check().passed)"),
 ]
 
+HOMEWORK = [
+    ("md", """# Homework: gradients by hand, checked by gradmagic
+
+The teacher asks for derivatives worked out on paper; `%%autograd --expect` compares the answers
+with the engine's gradients and says which are right. For graders, `gradmagic.grade` runs the same
+check without a display, for nbgrader or otter-grader test cells."""),
+    ("code", "%load_ext gradmagic\nimport gradmagic"),
+    ("md", """## Question 1 (teacher)
+
+Let $q = x y + z$ and $L = q^2$, at $x = 3$, $y = -2$, $z = 10$.
+Derive by hand $\\partial L/\\partial x$, $\\partial L/\\partial y$, $\\partial L/\\partial z$, and
+the value of $L$. Put your answers in the dict `answers`: a name is the gradient of $L$ with
+respect to that variable, `"L.data"` is the value of $L$."""),
+    ("md", """## Your answer (student)
+
+By the chain rule, $\\partial L/\\partial q = 2q = 8$, so $\\partial L/\\partial x = 8y$,
+$\\partial L/\\partial y = 8x$ and $\\partial L/\\partial z = 8$."""),
+    ("code", 'answers = {"x": -16, "y": 24, "z": 8, "L.data": 16}'),
+    ("md", """Check them: `--expect answers` compares each entry with the engine. The **Answers**
+tab opens first, with the verdict on top."""),
+    ("code", "%%autograd --expect answers\nx = 3.0\ny = -2.0\nz = 10.0\nq = x*y + z\nL = q**2\nL"),
+    ("md", """## A wrong answer
+
+Forgetting the outer derivative $2q$ is the classic slip: it gives $\\partial L/\\partial x = y$,
+$\\partial L/\\partial y = x$, $\\partial L/\\partial z = 1$. The answers can also be written
+inline. Each wrong entry is marked ✗ with the engine's number and the difference; the cell still
+runs to the end, so a notebook of answers never stops on a wrong one."""),
+    ("code", '%%autograd --expect "x=-2, y=3, z=1, L.data=16"\n'
+             "x = 3.0\ny = -2.0\nz = 10.0\nq = x*y + z\nL = q**2\nL"),
+    ("md", """## A second opinion
+
+`--torch` replays the same graph in PyTorch (float64) and adds its gradients to the **Check**
+tab. Without PyTorch installed, the option says how to install it and the rest works."""),
+    ("code", "%%autograd --torch\nx = 3.0\ny = -2.0\nz = 10.0\nq = x*y + z\nL = q**2\nL"),
+    ("md", """## For the teacher: a hidden test cell
+
+In nbgrader, a cell like the next one is an autograded test (the lines between the
+`HIDDEN TESTS` markers are removed from the students' copy). `gradmagic.grade` runs the
+question's code through the same rewrite and engine as `%%autograd`, without a display, and
+writes nothing to stderr; `assert_passed()` fails the test with one line per wrong answer."""),
+    ("code", '### BEGIN HIDDEN TESTS\nQUESTION = """\nx = 3.0\ny = -2.0\nz = 10.0\nq = x*y + z\n'
+             'L = q**2\nL\n"""\ngradmagic.grade(QUESTION, answers).assert_passed()\n'
+             "### END HIDDEN TESTS"),
+    ("md", """What a wrong submission reports (in a test cell, `assert_passed()` would raise with
+this message):"""),
+    ("code", 'wrong = {"x": -2, "y": 3, "z": 1, "L.data": 16}\nreport = gradmagic.grade(QUESTION, wrong)\n'
+             "print(report)\nreport.passed"),
+    ("md", """When the graded code itself fails, the report says what went wrong and on which line,
+instead of crashing the grader. `report.to_dict()` has the same content for otter-grader or a
+spreadsheet."""),
+    ("code", 'broken = gradmagic.grade("x = 3.0\\nq = x*y\\nL = q**2", {"x": -16})\n'
+             "print(broken)\nbroken.to_dict()[\"error\"]"),
+]
+
 if __name__ == "__main__":
     notebook("01_backprop_tour.ipynb", TOUR)
     notebook("02_training_mlp.ipynb", MLP)
+    notebook("03_homework.ipynb", HOMEWORK)
