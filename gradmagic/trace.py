@@ -8,7 +8,8 @@ check can replay the recorded operations.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from .engine import Value
 __all__ = ["Node", "Trace"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One node of a traced graph, as it was when the trace was taken."""
 
@@ -69,6 +70,8 @@ def _local(v):
 
 def _finite(x) -> bool:
     try:
+        if isinstance(x, (float, int)):
+            return math.isfinite(x)
         return bool(np.all(np.isfinite(x)))
     except (TypeError, OverflowError):
         return False
