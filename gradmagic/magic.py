@@ -23,6 +23,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, output_can_be_silenced
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -446,7 +447,8 @@ def parse_expect(spec: str, ns) -> dict:
     """``"a=6, b=-4"`` (or the name of a mapping in ``ns``) → ``{'a': 6.0, 'b': -4.0}``.
 
     Keys are variable names, optionally with ``.data`` for an expected value
-    rather than a gradient; numbers may be simple arithmetic (``-4/3``).
+    rather than a gradient; numbers may be simple arithmetic (``-4/3``); a
+    mapping's values may also be lists or arrays (a tensor's gradient).
     Raises ValueError with a readable message.
     """
     spec = spec.strip().strip("\"'")
@@ -476,11 +478,17 @@ def parse_expect(spec: str, ns) -> dict:
     return expect
 
 
-def _expected_number(x) -> float:
+def _expected_number(x):
+    """An expected answer as a float (or a float array, for a tensor's gradient)."""
     if isinstance(x, Value):
         return float(x.data)
     if isinstance(x, numbers.Real) and not isinstance(x, bool):
         return float(x)
+    if isinstance(x, (list, tuple, np.ndarray)):
+        try:
+            return np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            pass
     if isinstance(x, str):
         try:
             return float(_arithmetic(ast.parse(x, mode="eval").body))

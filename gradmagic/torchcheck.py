@@ -47,8 +47,6 @@ class TorchComparison:
     error: str | None = None
     version: str = ""  # torch.__version__
     value: Any = None  # torch's value of the target
-    atol: float = 1e-5
-    rtol: float = 1e-3
 
     @property
     def by_index(self) -> dict:
@@ -83,8 +81,8 @@ def compare(trace, atol: float | None = None, rtol: float | None = None) -> Torc
     try:
         import torch
     except ImportError:
-        return TorchComparison(error=INSTALL, atol=atol, rtol=rtol)
-    out = TorchComparison(version=torch.__version__.split("+")[0], atol=atol, rtol=rtol)
+        return TorchComparison(error=INSTALL)
+    out = TorchComparison(version=torch.__version__.split("+")[0])
     try:
         leaves, target = _replay(torch, trace)
         grads = (torch.autograd.grad(target.sum(), list(leaves.values()), allow_unused=True)

@@ -174,12 +174,13 @@ class TraceWidget:
                                   layout=w.Layout(width="40em"))
         self.step_info = w.HTML()
         self.backward_graph = w.HTML()
-        self.answers = w.HTML()
         pages = [w.VBox([self.graph]), w.VBox([self.sort, self.table]),
                  w.VBox([self.check_view]),
                  w.VBox([self.slider, self.step_info, self.backward_graph])]
         self.titles = TAB_TITLES
+        self.answers = None  # the Answers tab's page, with expected answers
         if expected is not None:
+            self.answers = w.HTML()
             pages.insert(0, w.VBox([self.answers]))
             self.titles = ("Answers",) + TAB_TITLES
         self.tabs = w.Tab(children=pages, selected_index=0)
@@ -242,7 +243,7 @@ class TraceWidget:
             render.torch_html(self.torch) if self.torch is not None else "")
 
     def show_answers(self) -> None:
-        if self.expected is not None:
+        if self.answers is not None:
             self.answers.value = render.answers_html(self.expected)
 
     def _tab_changed(self) -> None:

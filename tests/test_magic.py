@@ -556,3 +556,13 @@ def test_torch_option_without_torch_says_how_to_install(ip, monkeypatch):
     (line,) = [ln for ln in bundle["text/plain"].splitlines() if "torch" in ln]
     assert "pip install torch" in line and "gradmagic[torch]" in line
     assert "gradients match finite differences" in bundle["text/plain"]
+
+
+def test_expect_from_a_dict_may_hold_arrays_for_tensors(ip):
+    ip.user_ns["answers"] = {"W": [[1.0, -1.0]], "x": np.array([2.0, 3.0])}
+    bundle = shown(ip, "from gradmagic import tensor\nW = tensor([[2.0, 3.0]])\n"
+                       "x = tensor([1.0, -1.0])\nL = (W @ x).sum()", "--expect answers")
+    assert "✓ 2 of 2 correct" in bundle["text/plain"]
+    ip.user_ns["answers"] = {"W": [[1.0, "x"]]}
+    with pytest.raises(UsageError, match="is not a number"):
+        ip.run_line_magic("autograd", "--expect answers 1.0 * 2")

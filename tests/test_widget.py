@@ -256,6 +256,7 @@ def test_expected_answers_get_their_own_tab_first_and_selected():
     assert "Step" in view.step_info.value or "Start" in view.step_info.value
     plain = TraceWidget(trace, report)
     assert plain.tabs.titles == widget.TAB_TITLES and plain.tabs.selected_index == 0
+    assert plain.answers is None
 
 
 def test_the_bundle_puts_answers_first_in_every_view():
