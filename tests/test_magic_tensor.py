@@ -402,8 +402,8 @@ def test_tensor_cells_compute_as_plain_python(ip, capsys, name, source):
 def test_the_tensor_notebook_cells_run_without_errors(ip, capsys):
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).parents[1] / "scripts" / "nb_tensors.py"
-    spec = importlib.util.spec_from_file_location("nb_tensors", path)
+    path = Path(__file__).parents[1] / "scripts" / "make_notebooks.py"
+    spec = importlib.util.spec_from_file_location("make_notebooks", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     cells = module.TENSORS
