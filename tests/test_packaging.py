@@ -1,0 +1,43 @@
+"""`python -m build` makes a wheel that installs into a clean venv and works there."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("build")
+ROOT = Path(__file__).resolve().parents[1]
+
+SMOKE = """
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "gradmagic")
+ip.run_cell_magic("autograd", "-q", "a = 2.0\\nb = a*a + 1\\nb")
+import gradmagic
+assert "site-packages" in gradmagic.__file__, gradmagic.__file__
+assert gradmagic.last.grads == {"a": 4.0, "b": 1.0}, gradmagic.last.grads
+assert gradmagic.last.check().passed
+assert {"text/html", "text/plain"} <= set(gradmagic.last._repr_mimebundle_())
+ip.run_line_magic("unload_ext", "gradmagic")
+assert "autograd" not in ip.magics_manager.magics["cell"]
+print("wheel ok")
+"""
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_loads_in_a_clean_venv(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)],
+                   check=True, capture_output=True, cwd=tmp_path)
+    wheel = next(dist.glob("gradmagic-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], check=True,
+                   capture_output=True)
+    out = subprocess.run([str(py), "-c", SMOKE], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "wheel ok" in out.stdout
