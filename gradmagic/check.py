@@ -257,11 +257,9 @@ def _describe(row: CheckRow, columns) -> str:
 
 
 def _num(x) -> str:
-    if isinstance(x, np.ndarray):
-        return np.array2string(x, precision=6, threshold=8)
-    if isinstance(x, float):
-        return f"{x:.6g}"
-    return str(x)
+    """A number or array on one line (as the views show it)."""
+    from .render import fmt
+    return fmt(x, 6)
 
 
 # =========================================================================== the check
@@ -422,10 +420,12 @@ class _Plan:
         if self.constants:
             fixed = set(self.constants)
             leaves = [i for i in leaves if i not in fixed]
-            names = ", ".join(nodes[i].name for i in sorted(fixed)[:5])
-            notes.append(f"{len(fixed)} constant lea{'f' if len(fixed) == 1 else 'ves'} "
-                         f"(requires_grad=False: {names}{', ...' if len(fixed) > 5 else ''}) "
-                         "not checked.")
+            # unnamed constants are numbers written in the cell: not worth a note
+            named = [nodes[i].label for i in sorted(fixed) if nodes[i].label]
+            if named:
+                notes.append(f"{len(named)} named constant{'' if len(named) == 1 else 's'} "
+                             f"(requires_grad=False: {', '.join(named[:5])}"
+                             f"{', ...' if len(named) > 5 else ''}) not checked.")
         if max_leaves == "auto":
             limit = max(50, _WORK // (2 * self.sizes))
         elif max_leaves is None:

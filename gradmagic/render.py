@@ -10,6 +10,12 @@ The graph follows micrograd's picture: each value is a record
 its result. Leaves, operations and the target have their own colours; leaves
 whose gradient fails the numerical check are red; kinks and non-finite values
 are marked. Past ``max_nodes`` nodes the graph view shows a summary instead.
+A tensor node's record shows its shape beside its name (``W 2×1``).
+
+Numbers and arrays are always one line (:func:`fmt`): small arrays in full,
+large ones as shape, norm and extremes. The headline counts the run's
+*inputs* (:func:`inputs`): named leaves, not the unnamed constants written in
+the cell; the text, HTML and widget views share it.
 
 An ``expect`` report is shown as *answers* (:func:`answers_html`,
 :func:`answers_text`): a verdict line, then ✓/✗ for each expected entry with
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections import Counter, deque
 from dataclasses import dataclass
 
@@ -28,10 +35,10 @@ import numpy as np
 from .check import STATUSES
 from .ops import OPS
 
-__all__ = ["fmt", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
-           "svg", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
+__all__ = ["fmt", "dims", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
+           "svg", "fit", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
            "nodes_table_text", "report_html", "report_text", "answers_html", "answers_text",
-           "torch_html", "torch_text", "headline", "run_notes", "static_html", "text",
+           "torch_html", "torch_text", "inputs", "headline", "run_notes", "static_html", "text",
            "MISSING_DOT"]
 
 DEFAULT_MAX_NODES = 150
@@ -51,19 +58,47 @@ LINE = {"plain": "#4b5563", "fail": "#dc2626", "kink": "#ea580c", "nonfinite": "
 
 
 # =========================================================================== numbers
-def fmt(x, digits: int = 4) -> str:
-    """A short form of a node's number (or array) for graphs and tables."""
+SMALL = 6  # arrays with at most this many elements are shown in full
+
+
+def fmt(x, digits: int = 4, *, shape: bool = True) -> str:
+    """A short, one-line form of a node's number (or array) for graphs and tables.
+
+    Numbers keep ``digits`` significant digits, and so does a 0-d array. An
+    array of at most ``SMALL`` elements is shown in full on one line
+    (``[[0.5], [-0.3]]``); a larger one as its shape, norm and extremes
+    (``50×1 ‖·‖=3.2 min -1.1 max 2``). ``shape=False`` leaves the shape out
+    (the graph's records show it beside the label).
+    """
     if x is None:
         return ""
     if isinstance(x, np.ndarray):
-        if x.size <= 4:
-            return np.array2string(x, precision=digits, separator=", ", threshold=4)
-        return f"array{x.shape}"
+        if x.ndim == 0:
+            return fmt(x.item(), digits)
+        if x.size <= SMALL:
+            return _nested(x.tolist(), digits)
+        with np.errstate(all="ignore"):
+            flat = np.asarray(x, dtype=float).reshape(-1)
+            summary = (f"‖·‖={fmt(float(np.sqrt(np.sum(flat * flat))), digits)} "
+                       f"min {fmt(float(flat.min()), digits)} max {fmt(float(flat.max()), digits)}")
+        return f"{dims(x.shape)} {summary}" if shape else summary
     if isinstance(x, bool):
         return str(x)
     if isinstance(x, (float, np.floating)):
         return f"{x:.{digits}g}"
     return str(x)
+
+
+def dims(shape) -> str:
+    """A shape as people write it: ``50×1``; ``(10,)`` for a vector, ``()`` for a 0-d array."""
+    return "×".join(str(n) for n in shape) if len(shape) > 1 else str(tuple(shape))
+
+
+def _nested(items, digits: int) -> str:
+    """A (nested) list of numbers on one line."""
+    if isinstance(items, list):
+        return "[" + ", ".join(_nested(item, digits) for item in items) + "]"
+    return fmt(items, digits)
 
 
 def _magnitude(x) -> float:
@@ -194,12 +229,15 @@ def _rankdir(value) -> str:
 
 
 def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_text) -> str:
-    data = fmt(node.data)
-    grad = grad_text[node.index] if grad_text is not None else fmt(node.grad)
+    data = fmt(node.data, shape=False)
+    grad = grad_text[node.index] if grad_text is not None else fmt(node.grad, shape=False)
     if not node.finite:
         data = ("⚠ " + data) if not _finite(node.data) else data
         grad = ("⚠ " + grad) if grad_text is None and not _finite(node.grad) else grad
-    fields = "|".join(escape_record(f) for f in (node.label, f"data {data}", f"grad {grad}"))
+    name = node.label
+    if node.shape is not None and len(node.shape):  # the shape beside the name: W 2×1
+        name = f"{name} {dims(node.shape)}".strip()
+    fields = "|".join(escape_record(f) for f in (name, f"data {data}", f"grad {grad}"))
     attrs = {"shape": "record", "label": "{%s}" % fields if rankdir == "LR" else fields,
              "style": "filled", "color": LINE["plain"]}
     attrs["fillcolor"] = (FILL["target"] if is_target else
@@ -310,8 +348,28 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
             return "".join(parts) + _no_graph(exc, source)
         if cache is not None:
             cache[source] = image
-    parts.append(f'<div style="overflow:auto; max-width:100%">{image}</div>')
+    parts.append(f'<div style="overflow-x:auto; max-width:100%">{fit(image)}</div>')
     return "".join(parts)
+
+
+SHRINK = 2.5  # a drawing is scaled down at most this much to fit the width
+_WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
+
+
+def fit(image: str) -> str:
+    """Let an inline SVG shrink to the output's width, but at most ``SHRINK`` times.
+
+    A drawing narrower than the output keeps its size; a wider one is scaled
+    down (``max-width:100%; height:auto``); one more than ``SHRINK`` times
+    wider stops shrinking (``min-width``), so its text stays readable, and the
+    surrounding box scrolls sideways instead.
+    """
+    match = _WIDTH.match(image)
+    if match is None:
+        return image
+    least = float(match.group(1)) / SHRINK
+    return (image[:4] + f' style="max-width:100%; height:auto; min-width:{least:.0f}pt"'
+            + image[4:])
 
 
 def _no_graph(exc, source: str) -> str:
@@ -643,11 +701,25 @@ def answers_text(report, limit: int = TEXT_ROWS) -> str:
 
 
 # =========================================================================== whole run
+def inputs(trace) -> list:
+    """The run's inputs: the leaves with a name, and unnamed leaves asking for a gradient.
+
+    Unnamed numbers written in the cell (the ``2`` in ``x ** 2``, the ``1.0``
+    in ``x * 1.0``, an array used in a tensor op) are constants: they are leaves
+    of the graph but not inputs. An unnamed tensor leaf made with
+    ``requires_grad=True`` is an input.
+    """
+    graph = trace.graph
+    return [n for n in trace.nodes if not n.parents
+            and (n.label or (n.shape is not None and n.index < len(graph)
+                             and getattr(graph[n.index], "requires_grad", False)))]
+
+
 def headline(trace) -> str:
-    """One line about the run: target, value and size."""
-    leaves = sum(1 for n in trace.nodes if not n.parents)
+    """One line about the run: target, value, nodes and :func:`inputs` (not constants)."""
+    count = len(inputs(trace))
     return (f"{trace.target.name} = {fmt(trace.value, 6)}  ({len(trace.nodes):,} nodes, "
-            f"{leaves:,} leaves)")
+            f"{count:,} input{'' if count == 1 else 's'})")
 
 
 def run_notes(trace, report) -> list:

@@ -127,7 +127,7 @@ def _grad_text(grads, state) -> list:
         if s == "unknown":
             out.append("?")
         else:
-            out.append(render.fmt(g) + (" so far" if s == "partial" else ""))
+            out.append(render.fmt(g, shape=False) + (" so far" if s == "partial" else ""))
     return out
 
 

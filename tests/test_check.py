@@ -452,8 +452,19 @@ def test_tensor_network_check_passes_and_skips_constant_inputs():
     report = check(trace)
     assert report.passed, str(report)
     assert sorted(r.name for r in report.rows) == ["0.W", "0.b", "2.W", "2.b"]
-    assert any("constant leaf" in n and "X" in n for n in report.notes)
+    # X is named, so its note says it is not checked; the unnamed class labels are not listed
+    assert [n for n in report.notes if "constant" in n] == [
+        "1 named constant (requires_grad=False: X) not checked."]
     assert row(report, "0.W").count == 120
+
+
+def test_unnamed_tensor_constants_get_no_note():
+    tensor = pytest.importorskip("gradmagic.tensor")
+    x = tensor.Tensor([1.0, -2.0, 3.0], label="x")
+    loss = (x ** 2 * 1.0 + np.array([0.5, 0.5, 0.5])).sum()  # three unnamed constants
+    report = check(traced(loss))
+    assert report.passed and [r.name for r in report.rows] == ["x"]
+    assert not any("constant" in n for n in report.notes), report.notes
 
 
 def test_tensor_leaf_sampling_and_a_wrong_gradient_element():

@@ -318,3 +318,93 @@ def test_array_answers_show_the_worst_difference():
     answers = trace.expect({"W": [[2.0, 4.5]]})
     (row,) = render.answers_text(answers).splitlines()[4:]
     assert row.startswith("✗") and "0.5" in row and "worst element (0, 1)" in row
+
+
+# --------------------------------------------------------------------------- arrays and inputs
+np = pytest.importorskip("numpy")
+
+
+def test_numbers_and_arrays_are_one_line():
+    assert render.fmt(np.array(2.095762345), 6) == render.fmt(2.095762345, 6) == "2.09576"
+    assert render.fmt(np.array(2.0)) == render.fmt(2.0) == "2"  # 0-d arrays like scalars
+    small_array = np.array([[0.5], [-0.3]])
+    assert render.fmt(small_array) == "[[0.5], [-0.3]]"
+    assert render.fmt(np.arange(6.0).reshape(2, 3)) == "[[0, 1, 2], [3, 4, 5]]"
+    big = np.linspace(-1.1, 2.0, 50).reshape(50, 1)
+    norm = float(np.linalg.norm(big))
+    assert render.fmt(big, 6) == f"50×1 ‖·‖={norm:.6g} min -1.1 max 2"
+    assert render.fmt(big, 6, shape=False) == f"‖·‖={norm:.6g} min -1.1 max 2"
+    assert render.fmt(np.zeros(7)) == "(7,) ‖·‖=0 min 0 max 0"
+    for x in (small_array, big, np.ones((3, 2)), np.full((2, 2, 2), np.nan)):
+        assert "\n" not in render.fmt(x) and "\n" not in render.fmt(x, shape=False)
+
+
+def tensor_trace():
+    """L = mean((X @ W + b - Y) ** 2) with a 50×1 X, a 2-element W and literals."""
+    tensor = pytest.importorskip("gradmagic.tensor")
+    X = tensor.Tensor(np.linspace(-1, 1, 100).reshape(50, 2), label="X", requires_grad=False)
+    W = tensor.Tensor([[0.5], [-0.3]], label="W")
+    b = tensor.Tensor([0.1], label="b")
+    Y = X[:, :1] * 2 + 0.5
+    Y.label = "Y"
+    L = ((X @ W + b - Y) ** 2).mean()
+    L.label = "L"
+    return traced(L)
+
+
+def test_graph_records_show_shapes_and_summaries():
+    trace = tensor_trace()
+    dot = render.to_dot(trace)
+    w, x = trace.node("W").index, trace.node("X").index
+    assert "{W 2×1|data [[0.5], [-0.3]]|grad [[" in dot_line(dot, f"v{w}")
+    assert "{X 50×2|data ‖·‖=" in dot_line(dot, f"v{x}")
+    assert "array(" not in dot
+    texts = svg_texts(render.svg(dot))
+    assert "W 2×1" in texts and "data [[0.5], [-0.3]]" in texts
+
+
+def test_tables_show_small_arrays_in_full_and_large_ones_summarised():
+    trace = tensor_trace()
+    out = render.nodes_table_text(trace)
+    lines = out.splitlines()
+    assert "array(" not in out and all("\n" not in c for c in lines)
+    w_row = next(line for line in lines if line.split()[1:2] == ["W"])
+    assert "[[0.5], [-0.3]]" in w_row
+    x_row = next(line for line in lines if line.split()[1:2] == ["X"])
+    assert "50×2 ‖·‖=" in x_row and " min " in x_row and " max " in x_row
+    header = lines[0]
+    assert x_row.index("50×2") == header.index("data")
+    page = render.nodes_table_html(trace)
+    assert "[[0.5], [-0.3]]" in page and "50×2 ‖·‖=" in page
+
+
+def test_headline_counts_inputs_not_unnamed_constants():
+    x = Value(3.0, label="x")
+    y = x ** 2 * 1.0  # the 2 and the 1.0 are unnamed constant leaves
+    y.label = "y"
+    trace = traced(y)
+    assert len(trace.leaves) == 3 and [n.label for n in render.inputs(trace)] == ["x"]
+    assert render.headline(trace) == "y = 9  (5 nodes, 1 input)"
+    # named leaves count, constants too (X, and Y made from X alone); 2, 0.5, 2 do not
+    tensor = tensor_trace()
+    assert sorted(n.label for n in render.inputs(tensor)) == ["W", "X", "Y", "b"]
+    assert render.headline(tensor).endswith(f"({len(tensor.nodes)} nodes, 4 inputs)")
+    unnamed = pytest.importorskip("gradmagic.tensor").Tensor([1.0, 2.0])  # asks for a gradient
+    assert len(render.inputs(traced((unnamed * 2.0).sum()))) == 1
+    out = render.text(tensor, check(tensor))
+    assert out.count("constant") == 1  # one note, naming X and Y only
+    note = next(line for line in out.splitlines() if "constant" in line)
+    assert note.startswith("2 named constants (requires_grad=False: ")
+    assert sorted(note.split(": ")[1].split(")")[0].split(", ")) == ["X", "Y"]
+    assert render.headline(tensor) in render.static_html(tensor, check(tensor))
+
+
+def test_wide_graphs_shrink_to_the_width_but_stay_readable():
+    page = render.graph_html(chain(3))
+    style = re.search(r'<svg style="([^"]*)" width="([\d.]+)pt"', page)
+    assert style, page[:300]
+    assert "max-width:100%" in style.group(1) and "height:auto" in style.group(1)
+    least = float(re.search(r"min-width:([\d.]+)pt", style.group(1)).group(1))
+    assert least == pytest.approx(float(style.group(2)) / render.SHRINK, abs=1)
+    assert 'overflow-x:auto' in page
+    assert render.fit("<p>no svg</p>") == "<p>no svg</p>"

@@ -308,3 +308,23 @@ def test_without_torch_the_option_says_how_to_install_it(monkeypatch):
 def check_module_torch():
     from gradmagic import torchcheck
     return torchcheck
+
+
+def test_widget_static_and_text_views_agree_on_the_headline_and_show_arrays_on_one_line():
+    np = pytest.importorskip("numpy")
+    tensor = pytest.importorskip("gradmagic.tensor")
+    W = tensor.Tensor([[0.5], [-0.3]], label="W")
+    X = tensor.Tensor(np.linspace(-1, 1, 40).reshape(20, 2), label="X", requires_grad=False)
+    L = ((X @ W) ** 2).mean()  # the 2 is an unnamed constant: not an input
+    L.label = "L"
+    trace = traced(L)
+    view = TraceWidget(trace, trace.check())
+    head = render.headline(trace)
+    assert head.endswith(f"({len(trace.nodes)} nodes, 2 inputs)") and len(trace.leaves) == 3
+    bundle = mimebundle(trace)
+    assert head in view.box.children[0].value and head in bundle["text/html"]
+    assert bundle["text/plain"].splitlines()[0] == head
+    assert "[[0.5], [-0.3]]" in view.table.value and "20×2 ‖·‖=" in view.table.value
+    view.slider.value = view.slider.max
+    assert "array(" not in view.backward_graph.value
+    assert "W 2×1" in view.backward_graph.value
