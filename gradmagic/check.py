@@ -295,9 +295,11 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
                         "this check holds for this branch only; other inputs may take "
                         "another path.")
     if getattr(trace, "float_conversions", 0):
-        notes.append(f"{trace.float_conversions} Value(s) were converted to plain floats "
-                     "during the run: if such a float fed the result, that part is a constant "
-                     "in the graph, and neither backward nor this replay can see it.")
+        n = trace.float_conversions
+        notes.append(f"A Value or Tensor was converted to plain numbers during the run "
+                     f"({n} time{'' if n == 1 else 's'}): if such numbers fed the result, that "
+                     "part is a constant in the graph, and neither backward nor this replay "
+                     "can see it.")
     with np.errstate(all="ignore"):
         measured = plan.measure(slots, eps)
         replay_ok, note = plan.replay_agrees(measured.f0)

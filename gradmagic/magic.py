@@ -364,16 +364,22 @@ def cut_warnings(cuts, converted: int) -> list[str]:
         times = f" ({n} times)" if n > 1 else ""
         warnings.append(f"{where}{message}, so no gradient flows through it{times}")
     if converted:
+        times = f" ({converted} times)" if converted > 1 else ""
         warnings.append(
-            f"{converted} Value{'s were' if converted > 1 else ' was'} converted to a plain "
-            "float by code outside the graph (e.g. a library function or storing into a "
-            "numpy float array), so no gradient flows through "
-            f"{'those numbers' if converted > 1 else 'that number'}")
+            "a Value or Tensor was converted to plain numbers by code outside the graph "
+            "(e.g. a library function or storing into a numpy float array), so no gradient "
+            f"flows through those numbers{times}")
     return warnings
 
 
+INTERNALS = frozenset(f"gradmagic.{name}" for name in
+                      ("_runtime", "engine", "ops", "tensor", "tensor_ops"))
+"""Modules whose frames a traceback leaves out: an error in a Value or Tensor op
+shows the user's line and the message, as an error inside numpy does."""
+
+
 def user_traceback(tb, filename: str):
-    """The part of ``tb`` from the user's cell on, without the runtime's frames."""
+    """The part of ``tb`` from the user's cell on, without the frames of :data:`INTERNALS`."""
     start = tb
     while start is not None and start.tb_frame.f_code.co_filename != filename:
         start = start.tb_next
@@ -381,7 +387,7 @@ def user_traceback(tb, filename: str):
         return tb
     frames = []
     while start is not None:
-        if start.tb_frame.f_globals.get("__name__") != _runtime.__name__:
+        if start.tb_frame.f_globals.get("__name__") not in INTERNALS:
             frames.append(start)
         start = start.tb_next
     out = None

@@ -249,7 +249,8 @@ def test_branch_dependent_runs_say_the_check_holds_for_this_branch():
 def test_float_conversions_are_mentioned():
     x = leaf(2.0, "x")
     report = check(traced(x * 3.0, float_conversions=1))
-    assert any("converted to plain floats" in n for n in report.notes)
+    assert any("Value or Tensor was converted to plain numbers during the run (1 time)" in n
+               for n in report.notes), report.notes
 
 
 # --------------------------------------------------------------------------- size and sampling

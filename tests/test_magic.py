@@ -318,9 +318,9 @@ def test_a_cut_graph_is_reported_with_its_line(ip):
         "no gradient flows through it",
         "line 6: numpy.array took Value 'x' as a plain number, so no gradient flows through it",
         "line 6: numpy.array took Value 'y' as a plain number, so no gradient flows through it",
-        "1 Value was converted to a plain float by code outside the graph (e.g. a library "
-        "function or storing into a numpy float array), so no gradient flows through that "
-        "number"]
+        "a Value or Tensor was converted to plain numbers by code outside the graph (e.g. a "
+        "library function or storing into a numpy float array), so no gradient flows through "
+        "those numbers"]
     assert isinstance(ip.user_ns["z"], np.ndarray)  # changed in place: not a Tensor
 
 

@@ -352,6 +352,10 @@ def test_a_shape_error_points_at_the_users_line(ip, capsys):
     assert "----> 3 P = X @ W" in shown
     assert "@ cannot be applied to shapes (20, 2) and (3, 1)" in shown
     assert not any(name in shown for name in RUNTIME_NAMES)
+    # as for a numpy error: the user's line, then the message; no frames of gradmagic's own
+    assert "tensor.py" not in shown and "_apply" not in shown and "File " not in shown
+    tail = shown[shown.index("----> 3 P = X @ W"):].splitlines()
+    assert tail[3].startswith("ValueError: @ cannot be applied"), tail
     assert type(ip.user_ns["X"]) is np.ndarray  # a failed run leaves the namespace's arrays
 
 
@@ -418,3 +422,28 @@ def test_the_tensor_notebook_cells_run_without_errors(ip, capsys):
     assert ns["closed_form"] == pytest.approx(ns["W"].grad)
     assert ns["report"].passed and any("200 of its 5,000" in n for n in ns["report"].notes)
     assert ns["after"] < ns["before"] and gradmagic.last.check().passed
+
+
+def test_a_tensor_error_inside_a_function_of_the_cell_shows_only_the_users_lines(ip, capsys):
+    ip.user_ns.update(np=np, A=np.ones((2, 3)))
+    result = autograd(ip, "def f(T):\n    return T.reshape(4, 2)\nB = f(A * 1.0)\nL = B.sum()",
+                      options="")
+    assert isinstance(result.error_in_exec, ValueError)
+    shown = capsys.readouterr().out
+    assert "----> 4 B = f(A * 1.0)" in shown and "----> 3     return T.reshape(4, 2)" in shown
+    assert "reshape cannot be applied to shape (2, 3)" in shown
+    assert "gradmagic" not in shown and "tensor.py" not in shown, shown
+
+
+def test_an_engine_error_shows_only_the_users_line(ip, capsys):
+    result = autograd(ip, "x = 2.0\ny = x.tanh(3)", options="")
+    assert isinstance(result.error_in_exec, TypeError)
+    shown = capsys.readouterr().out
+    assert "----> 3 y = x.tanh(3)" in shown and "engine.py" not in shown, shown
+
+
+def test_a_tensor_turned_into_plain_numbers_is_reported_as_such(ip):
+    ip.user_ns.update(np=np, A=np.array([0.5, 1.0]))
+    autograd(ip, "B = A * 2.0\nc = B.tolist()\nL = B.sum() + c[0]")
+    warning = [w for w in gradmagic.last.warnings if "converted" in w]
+    assert warning and warning[0].startswith("a Value or Tensor was converted to plain numbers")
