@@ -141,16 +141,10 @@ class Tensor:
         """The op's non-differentiable arguments (axis, shape, index), for views."""
         return dict(self._params or {})
 
-    @property
-    def parents(self) -> tuple:
-        """The nodes this one was computed from (empty for a leaf)."""
-        if self._a is None:
-            return ()
-        return (self._a,) if self._b is None else (self._a, self._b)
-
-    @property
-    def is_leaf(self) -> bool:
-        return self._a is None
+    # graph links work as on a Value: the same _a/_b/_mark slots
+    parents = Value.parents
+    is_leaf = Value.is_leaf
+    topo = Value.topo
 
     @property
     def shape(self) -> tuple:
@@ -191,10 +185,6 @@ class Tensor:
         return None
 
     # ---------------------------------------------------------------- backward
-    def topo(self) -> list:
-        """Every node this one depends on, itself last, parents before children."""
-        return Value.topo(self)
-
     def backward(self, grad=None) -> None:
         """Fill ``.grad`` of every node of this graph with d self / d node.
 
