@@ -52,7 +52,7 @@ class Node:
 
 def _short(x) -> str:
     if isinstance(x, np.ndarray):
-        return f"{float(x):.4g}" if x.ndim == 0 else f"array{x.shape}"
+        return f"{float(x):.4g}" if x.ndim == 0 else "×".join(map(str, x.shape)) + " array"
     if isinstance(x, float):
         return f"{x:.4g}"
     return str(x)

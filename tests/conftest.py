@@ -28,3 +28,23 @@ def torch64():
     torch.set_default_dtype(torch.float64)
     yield torch
     torch.set_default_dtype(before)
+
+
+@pytest.fixture(scope="module")
+def ip():
+    """IPython's test shell with gradmagic loaded (unloaded after the module)."""
+    from IPython.testing import globalipapp
+
+    shell = globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "gradmagic")
+    yield shell
+    shell.run_line_magic("unload_ext", "gradmagic")
+
+
+@pytest.fixture
+def fresh_names(ip):
+    """Remove the names a test adds to the shell's namespace."""
+    before = set(ip.user_ns)
+    yield
+    for name in set(ip.user_ns) - before:
+        del ip.user_ns[name]

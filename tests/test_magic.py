@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing import globalipapp
 
 import gradmagic
 from gradmagic.engine import Value
@@ -38,21 +37,9 @@ INLINE_TEXTBOOK = [
 RUNTIME_NAMES = ("_runtime", "RT.", "lab(", "lit(", "shown(", "ints(", "\\x00", "\x00")
 
 
-@pytest.fixture(scope="module")
-def ip():
-    shell = globalipapp.get_ipython()
-    shell.run_line_magic("load_ext", "gradmagic")
-    yield shell
-    shell.run_line_magic("unload_ext", "gradmagic")
-
-
 @pytest.fixture(autouse=True)
-def fresh_names(ip):
-    """Remove the names a test adds to the shared namespace."""
-    before = set(ip.user_ns)
-    yield
-    for name in set(ip.user_ns) - before:
-        del ip.user_ns[name]
+def _fresh_names(fresh_names):
+    """Every test here starts from the names the module started with."""
 
 
 def autograd(ip, body, options="-q", **kw):

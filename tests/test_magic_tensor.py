@@ -4,7 +4,6 @@ Run through a real IPython shell, as tests/test_magic.py does.
 """
 import numpy as np
 import pytest
-from IPython.testing import globalipapp
 
 import gradmagic
 from gradmagic.engine import Value
@@ -13,21 +12,9 @@ from gradmagic.tensor import Tensor
 RUNTIME_NAMES = ("_runtime", "lab(", "lit(", "leaf(", "changing(", "\\x00", "\x00")
 
 
-@pytest.fixture(scope="module")
-def ip():
-    shell = globalipapp.get_ipython()
-    shell.run_line_magic("load_ext", "gradmagic")
-    yield shell
-    shell.run_line_magic("unload_ext", "gradmagic")
-
-
 @pytest.fixture(autouse=True)
-def fresh_names(ip):
-    """Remove the names a test adds to the shared namespace."""
-    before = set(ip.user_ns)
-    yield
-    for name in set(ip.user_ns) - before:
-        del ip.user_ns[name]
+def _fresh_names(fresh_names):
+    """Every test here starts from the names the module started with."""
 
 
 def autograd(ip, body, options="-q"):
