@@ -152,11 +152,17 @@ def test_widget_in_jupyterlab(lab, browser):
         time.sleep(0.2)
         after = _visible_svg(widget)
     assert after != before, "the backward graph did not change when the slider moved"
-
+    for _ in range(2):  # two more steps: the walk-through's d and e
+        page.keyboard.press("ArrowRight")
+    time.sleep(1.0)
     BUILD.mkdir(exist_ok=True)
+    output = widget.locator("xpath=ancestor::div[contains(@class, 'jp-OutputArea-child')][1]")
+    output.scroll_into_view_if_needed()
+    output.screenshot(path=str(BUILD / "backward.png"))
+
     widget.locator(".lm-TabBar-tab", has_text="Graph").click()
-    widget.scroll_into_view_if_needed()
-    widget.screenshot(path=str(BUILD / "widget.png"))
+    output.scroll_into_view_if_needed()
+    output.screenshot(path=str(BUILD / "widget.png"))
     page.screenshot(path=str(BUILD / "jupyterlab.png"))
     assert not [e for e in errors if "gradmagic" in e.lower() or "widget" in e.lower()], errors
     page.close()
