@@ -30,26 +30,14 @@ import sys
 import time
 import tracemalloc
 
-import numpy as np
-
 import gradmagic.nn as gm_nn
+from gradmagic.data import two_moons
 from gradmagic.engine import Value
 
 N_POINTS = 100
 CHAIN = 100_000
 FLOORS = {"gc on": 5.0, "gc off": 1.0}  # minimum micrograd/gradmagic time ratios
 MAX_BYTES_PER_NODE = 250
-
-
-def moons(n: int = N_POINTS, noise: float = 0.1, seed: int = 0):
-    """Two interleaving half circles, labels -1/+1 (like sklearn's make_moons)."""
-    rng = np.random.default_rng(seed)
-    t = rng.uniform(0, np.pi, n)
-    upper = np.arange(n) < n // 2
-    x = np.where(upper, np.cos(t), 1 - np.cos(t))
-    y = np.where(upper, np.sin(t), 0.5 - np.sin(t))
-    points = np.stack([x, y], axis=1) + rng.normal(0, noise, (n, 2))
-    return points.tolist(), np.where(upper, -1.0, 1.0).tolist()
 
 
 # --------------------------------------------------------------- one library each
@@ -217,7 +205,7 @@ def available():
 
 def measure(repeats: int = 5):
     """Times and memory for each library: {name: {column: number or None}}."""
-    X, y = moons()
+    X, y = two_moons(N_POINTS)
     libs, notes = available()
     results = {}
     for lib in libs:

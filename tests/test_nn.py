@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 
+from gradmagic.data import two_moons
 from gradmagic.engine import Value, no_grad
 from gradmagic.nn import MLP, Layer, Module, Neuron, accuracy, hinge_loss, mse_loss
 from gradmagic.optim import SGD, Adam
@@ -195,17 +196,6 @@ def test_optimizers_reject_bad_settings(make):
 
 
 # --------------------------------------------------------------- training
-def two_moons(n, noise, seed):
-    """Two interleaving half circles labelled -1 and +1, with Gaussian noise."""
-    rng = np.random.default_rng(seed)
-    t = rng.uniform(0, np.pi, n)
-    upper = np.arange(n) < n // 2
-    x = np.where(upper, np.cos(t), 1 - np.cos(t))
-    y = np.where(upper, np.sin(t), 0.5 - np.sin(t))
-    points = np.stack([x, y], axis=1) + rng.normal(0, noise, (n, 2))
-    return points.tolist(), np.where(upper, -1.0, 1.0).tolist()
-
-
 def test_an_mlp_learns_two_moons():
     X, y = two_moons(100, noise=0.1, seed=0)
     net = MLP(2, [16, 16, 1], seed=0)
