@@ -101,11 +101,8 @@ A two-layer perceptron learns to separate two interleaved half-moons. Then `%%au
 inside one training step."""),
     ("code", "%load_ext gradmagic\nimport numpy as np\nfrom gradmagic.nn import MLP, hinge_loss, accuracy\n"
              "from gradmagic.optim import SGD"),
-    ("md", "Two moons, made with numpy (labels are -1 and +1):"),
-    ("code", "rng = np.random.default_rng(0)\nn = 60\nt = rng.uniform(0, np.pi, n)\n"
-             "X = np.concatenate([np.c_[np.cos(t), np.sin(t)], np.c_[1 - np.cos(t), 0.5 - np.sin(t)]])\n"
-             "X += rng.normal(scale=0.1, size=X.shape)\ny = np.r_[-np.ones(n), np.ones(n)]\n"
-             "X = X.tolist(); y = y.tolist()\nlen(X)"),
+    ("md", "Two interleaved half-moons, 120 noisy points labelled -1 and +1 (`gradmagic.data` makes them with numpy):"),
+    ("code", "from gradmagic.data import two_moons\nX, y = two_moons(120, noise=0.1, seed=0)\nlen(X), X[0], y[0]"),
     ("code", "net = MLP(2, [16, 16, 1], activation='relu', seed=1)\nopt = SGD(net.parameters(), lr=0.05, momentum=0.9)\n"
              "for step in range(60):\n    scores = [net(x) for x in X]\n    loss = hinge_loss(scores, y)\n"
              "    loss.backward()\n    opt.step()\n    if step % 10 == 0:\n"
