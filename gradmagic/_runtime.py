@@ -92,7 +92,8 @@ def new_leaf(x, name: str):
     """A fresh leaf labelled ``name`` holding ``x``'s number(s), or None if there is none.
 
     ``x`` may be a number of an exact type, a Value (its data is taken), a
-    float64 array or a Tensor (Tensor leaves, when tensors are available).
+    float64 array or a Tensor (Tensor leaves, when tensors are available; a
+    Tensor's ``requires_grad`` is kept, so constant data stays constant).
     """
     cls = type(x)
     if cls in _EXACT_NUMBERS:
@@ -102,7 +103,7 @@ def new_leaf(x, name: str):
     tensor = tensor_class()
     if tensor is not None:
         if cls is tensor:
-            return tensor(x.data, label=name)
+            return tensor(x.data, label=name, requires_grad=x.requires_grad)
         if cls is np.ndarray and x.dtype == np.float64:
             return tensor(x, label=name)
     return None

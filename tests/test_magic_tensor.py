@@ -297,6 +297,17 @@ def test_the_trace_holds_shapes_and_gradient_arrays(ip):
     assert "W" in text and "X" in text and "L" in text
 
 
+def test_a_constant_tensor_from_an_earlier_cell_stays_constant(ip):
+    ip.user_ns.update(np=np, gradmagic=gradmagic)
+    plain(ip, "X = gradmagic.Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=False)")
+    assert autograd(ip, "W = np.array([[0.5], [-1.0]])\nL = ((X @ W) ** 2).mean()").success
+    X = ip.user_ns["X"]
+    assert X.is_leaf and X.requires_grad is False
+    assert not X.grad.any() and ip.user_ns["W"].grad.any()
+    report = gradmagic.last.check()
+    assert report.passed and any("requires_grad=False: X" in n for n in report.notes)
+
+
 # --------------------------------------------------------------------------- mixed, reruns, errors
 def test_values_and_tensors_mix(ip):
     ip.user_ns["np"] = np
