@@ -242,12 +242,12 @@ def execute(cell: Prepared, ns, options: Mapping, *, global_ns=None) -> Trace:
         with _runtime.recording(cell.filename) as run:
             exec(cell.code, global_ns, ns)
             value = eval(cell.final, global_ns, ns) if cell.final else None
-    except BaseException:
+        target = find_target(cell.rewritten, options.get("target"), value, ns)
+    except BaseException:  # an error or NoTarget: the names read hold what they held
         for name, (old, new) in lifted.items():
             if ns.get(name) is new:
                 ns[name] = old
         raise
-    target = find_target(cell.rewritten, options.get("target"), value, ns)
     relabel(ns)
     target.backward()
     converted = state.float_conversions - floats

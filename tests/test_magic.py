@@ -191,6 +191,14 @@ def test_target_of_the_line_form(ip):
     assert gradmagic.last.value == 5.25 and ip.user_ns["p"].grad == 5.0
 
 
+def test_a_run_with_no_target_puts_back_the_numbers_it_read(ip, capsys):
+    ip.user_ns.update(x=3.0, A=np.array([1.0, 2.0]))
+    assert autograd(ip, "y = x * 2\nB = A * x\nprint('no target')", options="").success
+    assert "nothing to differentiate" in capsys.readouterr().out and gradmagic.last is None
+    assert type(ip.user_ns["x"]) is float and ip.user_ns["x"] == 3.0
+    assert type(ip.user_ns["A"]) is np.ndarray and ip.user_ns["A"].tolist() == [1.0, 2.0]
+
+
 def test_a_result_that_is_not_a_value_gives_a_one_line_notice(ip, capsys):
     assert autograd(ip, "a = 2.0\nprint('hello')", options="").success
     out = capsys.readouterr().out
