@@ -25,7 +25,7 @@ from . import engine
 from .engine import Value
 
 __all__ = ["lit", "lab", "leaf", "changing", "shown", "ints", "call", "fn", "recording",
-           "tensor_class", "is_node", "new_leaf"]
+           "recording_now", "tensor_class", "is_node", "new_leaf"]
 
 
 # --------------------------------------------------------------------------- nodes
@@ -444,6 +444,11 @@ def recording(filename: str):
         yield _run
     finally:
         _run = outer
+
+
+def recording_now() -> bool:
+    """True while a cell runs under :func:`recording` (its graph is being built)."""
+    return _run is not None
 
 
 def _record(message: str) -> None:

@@ -16,9 +16,11 @@ iterative sweep as scalars, so graphs may mix ``Value`` and ``Tensor`` nodes::
            [-13.]])
 
 Numpy functions keep the graph (``np.exp(T)``, ``np.sum(T, axis=0)``,
-``np.maximum(T, 0)``, ``array + T``) through NEP 13/18 dispatch; functions with
-no gradient here raise a clear ``TypeError`` rather than silently dropping it.
-Comparisons give plain boolean arrays.
+``np.maximum(T, 0)``, ``array + T``) through NEP 13/18 dispatch, and so do the
+array methods a Tensor does not define itself (``T.std()``, ``T.cumsum()``):
+they call the numpy function of the same name. Functions with no gradient here
+raise a clear ``TypeError`` rather than silently dropping it. Comparisons give
+plain boolean arrays.
 """
 from __future__ import annotations
 
@@ -258,6 +260,27 @@ class Tensor:
         """Minimum over ``axis``; ties share the gradient equally (and set ``kink``)."""
         return _reduce(_MIN, self, axis, keepdims)
 
+    def cumsum(self, axis=None):
+        """Running sums along ``axis`` (None: of the flattened elements, as numpy)."""
+        if axis is None:
+            return _apply(_CUMSUM, self.reshape(-1), None, {"axis": 0})
+        return _apply(_CUMSUM, self, None, {"axis": _axes(axis, self.ndim)[0]})
+
+    def var(self, axis=None, ddof=0, keepdims: bool = False):
+        """Variance over ``axis``: the mean squared distance from the mean (÷ n − ddof)."""
+        axes = None if axis is None else _axes(axis, self.ndim)
+        d = self - self.mean(axes, keepdims=True)
+        n = self.size if axes is None else int(np.prod([self.shape[a] for a in axes]))
+        return (d * d).sum(axes, keepdims) / (n - _int(ddof))
+
+    def std(self, axis=None, ddof=0, keepdims: bool = False):
+        """Standard deviation over ``axis``: ``sqrt(var)``."""
+        return self.var(axis, ddof, keepdims).sqrt()
+
+    def dot(self, other):
+        """``np.dot(self, other)``: matrix product of arrays up to 2-D."""
+        return _np_dot(self, other)
+
     def argmax(self, axis=None):
         """Index of the maximum, as numpy gives it (a plain int or int array: no gradient)."""
         state.branch_events += 1
@@ -335,9 +358,32 @@ class Tensor:
                              f"{key!r}: {e}") from None
 
     def __setitem__(self, key, value):
-        raise TypeError("a Tensor cannot be changed in place (the graph would no longer "
-                        "match its data): build a new one, e.g. with np.where(mask, new, T), "
-                        "or change T.data outside the computation")
+        """``T[key] = value`` on a leaf, outside a ``%%autograd`` run: writes into ``data``.
+
+        So a plain cell can change an array that an earlier ``%%autograd`` run
+        turned into a Tensor, as it could the array. A graph built earlier
+        from this leaf reads its data, so it now sees the new numbers: run the
+        cell again for gradients (and checks) of them. The result of an op, or
+        any tensor while a cell is being recorded, cannot be changed in place:
+        the graph would no longer match what the cell computed.
+        """
+        from . import _runtime  # a late import: _runtime imports this module
+        if self._a is not None or _runtime.recording_now():
+            what = "the result of an op" if self._a is not None else "a Tensor in %%autograd"
+            raise TypeError(f"{what} cannot be changed in place (the graph would no longer "
+                            "match its data): build a new one, e.g. with np.where(mask, new, T)")
+        self.data[key] = value.data if isinstance(value, (Tensor, Value)) else value
+
+    def __getattr__(self, name):
+        """An array method a Tensor does not define (``T.std()``): the numpy function."""
+        if name.startswith("_") or name not in _ARRAY_METHODS:  # slots while unpickling, too
+            raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+        function = getattr(np, name)
+
+        def method(*args, **kwargs):
+            return function(self, *args, **kwargs)
+        method.__name__ = name
+        return method
 
     def __len__(self):
         if self.ndim == 0:
@@ -378,6 +424,18 @@ class Tensor:
 
     def __rpow__(self, other):
         return _binary(_POW, other, self)
+
+    def __floordiv__(self, other):
+        return _binary(_FLOORDIV, self, other)
+
+    def __rfloordiv__(self, other):
+        return _binary(_FLOORDIV, other, self)
+
+    def __mod__(self, other):
+        return _binary(_MOD, self, other)
+
+    def __rmod__(self, other):
+        return _binary(_MOD, other, self)
 
     def __matmul__(self, other):
         return _binary(_MATMUL, self, other)
@@ -514,6 +572,15 @@ _RESHAPE, _TRANSPOSE, _GETITEM = (TENSOR_OPS[k] for k in ("reshape", "transpose"
 _MAXIMUM, _MINIMUM, _WHERE = (TENSOR_OPS[k] for k in ("maximum", "minimum", "where"))
 _SOFTMAX, _LOG_SOFTMAX = TENSOR_OPS["softmax"], TENSOR_OPS["log_softmax"]
 _SIN, _COS, _COPY = TENSOR_OPS["sin"], TENSOR_OPS["cos"], TENSOR_OPS["copy"]
+_FLOORDIV, _MOD, _CUMSUM = TENSOR_OPS["//"], TENSOR_OPS["%"], TENSOR_OPS["cumsum"]
+
+_ARRAY_METHODS = frozenset(
+    name for name in dir(np.ndarray)
+    if not name.startswith("_") and callable(getattr(np.ndarray, name))
+    and callable(getattr(np, name, None))) - {"sort", "partition", "put", "resize", "compress"}
+"""ndarray methods that are the numpy function of the same name on the array, so
+``T.name(...)`` can be ``np.name(T, ...)``. Left out: those that change the
+array in place (sort, partition, put, resize) or take it second (compress)."""
 
 
 def _constant(data) -> Tensor:
@@ -762,6 +829,21 @@ def _np_dot(a, b, out=None):
     return _binary_or_raise(_MATMUL, a, b)
 
 
+def _np_cumsum(a, axis=None, dtype=None, out=None):
+    _no_dtype_out("cumsum", dtype, out)
+    return _as_tensor(a).cumsum(axis)
+
+
+def _np_var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    _no_dtype_out("var", dtype, out)
+    return _as_tensor(a).var(axis, ddof, keepdims)
+
+
+def _np_std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    _no_dtype_out("std", dtype, out)
+    return _as_tensor(a).std(axis, ddof, keepdims)
+
+
 def _np_where(condition, x=None, y=None):
     if x is None or y is None:
         raise TypeError("numpy.where(condition) on a Tensor: use np.nonzero(T.data)")
@@ -795,7 +877,8 @@ _UFUNC_OPS = {
     np.add: _ADD, np.subtract: _SUB, np.multiply: _MUL, np.true_divide: _DIV,
     np.power: _POW, np.matmul: _MATMUL, np.maximum: _MAXIMUM, np.minimum: _MINIMUM,
     np.negative: _NEG, np.exp: _EXP, np.log: _LOG, np.sqrt: _SQRT, np.tanh: _TANH,
-    np.absolute: _ABS, np.sin: _SIN, np.cos: _COS,
+    np.absolute: _ABS, np.sin: _SIN, np.cos: _COS, np.floor_divide: _FLOORDIV,
+    np.remainder: _MOD,
 }
 _UFUNC_SPECIAL = {
     np.positive: lambda x: x,
@@ -811,7 +894,8 @@ _FUNCTIONS = {
     np.sum: _np_sum, np.mean: _np_mean, np.max: _np_max, np.amax: _np_max,
     np.min: _np_min, np.amin: _np_min, np.reshape: _np_reshape, np.ravel: _np_ravel,
     np.transpose: _np_transpose, np.dot: _np_dot, np.where: _np_where,
-    np.linalg.norm: _np_norm, np.copy: _np_copy,
+    np.linalg.norm: _np_norm, np.copy: _np_copy, np.cumsum: _np_cumsum, np.var: _np_var,
+    np.std: _np_std,
 }
 _VALUE_FUNCTIONS = {
     np.argmax, np.argmin, np.argsort, np.allclose, np.isclose, np.array_equal,

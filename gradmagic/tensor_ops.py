@@ -152,6 +152,20 @@ def _any_tie(out, x, y):
     return bool(np.any(np.asarray(x) == np.asarray(y)))
 
 
+def _on_a_jump(out, x, y):
+    """True where ``x // y`` and ``x % y`` jump: ``x`` a multiple of ``y``."""
+    with np.errstate(all="ignore"):
+        return bool(np.any(np.mod(x, y) == 0))
+
+
+def _zero(g, out, x, y):
+    return np.zeros(np.shape(g))
+
+
+def _mod_dy(g, out, x, y):
+    return -g * np.floor_divide(x, y)
+
+
 # --------------------------------------------------------------------------- matmul
 def _mm_grads(g, x, y):
     """Matrix-shaped views of ``g``, ``x``, ``y`` (1-D operands made 2-D, as matmul does)."""
@@ -278,6 +292,14 @@ def _getitem_batched(x, index, basic):
     return x.reshape(x.shape[0], -1)[:, where]
 
 
+def _cumsum_dx(g, out, x, axis):
+    return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
+
+
+def _cumsum_batched(x, axis):
+    return np.cumsum(x, axis + 1)
+
+
 # --------------------------------------------------------------------------- softmax
 def _softmax(x, axis):
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
@@ -337,6 +359,11 @@ _TABLE = [
              _quiet(_pairwise(np.divide)), "∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²"),
     TensorOp("**", 2, _quiet(np.power), (_quiet(_pow_dx), _quiet(_pow_dy)),
              _quiet(_pairwise(np.power)), "∂(aᵇ)/∂a = b·aᵇ⁻¹, ∂(aᵇ)/∂b = aᵇ·ln a"),
+    TensorOp("//", 2, _quiet(np.floor_divide), (_zero, _zero),
+             _quiet(_pairwise(np.floor_divide)),
+             "∂(a//b)/∂a = 0, ∂(a//b)/∂b = 0 (a step function)", kink=_on_a_jump),
+    TensorOp("%", 2, _quiet(np.mod), (_g, _quiet(_mod_dy)), _quiet(_pairwise(np.mod)),
+             "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋", kink=_on_a_jump),
     TensorOp("maximum", 2, np.maximum,
              (lambda g, out, x, y: g * _share(x, y, np.greater),
               lambda g, out, x, y: g * _share(y, x, np.greater)),
@@ -380,6 +407,8 @@ _TABLE = [
              "∂max(a)/∂aᵢ = 1 at the maximum (shared equally between ties)", kink=_max_kink),
     TensorOp("min", 1, _min_f, (_min_dx,), _min_batched,
              "∂min(a)/∂aᵢ = 1 at the minimum (shared equally between ties)", kink=_min_kink),
+    TensorOp("cumsum", 1, lambda x, axis: np.cumsum(x, axis), (_cumsum_dx,), _cumsum_batched,
+             "∂(Σ_{j≤i} a_j)/∂a_k = 1 for k ≤ i: the gradient summed from the end"),
     TensorOp("softmax", 1, _quiet(_softmax), (_softmax_dx,), _quiet(_along(_softmax)),
              "∂L/∂a = s ⊙ (g − Σ g⊙s) for s = softmax(a)"),
     TensorOp("log_softmax", 1, _quiet(_log_softmax), (_quiet(_log_softmax_dx),),

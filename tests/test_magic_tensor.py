@@ -381,6 +381,8 @@ PLAIN_CELLS = [
              "print(round(float(total), 6))\nL = total"),
     ("copy", "Z = X.copy()\nZ[0, 0] = 0.0\nL = (Z * X).sum()"),
     ("argmax", "k = X.argmax()\nflat = X.flatten()\nL = flat[k] * 2.0"),
+    ("methods", "q = X // 2\nr = X % 4\ns = X.std(axis=0)\nc = X.cumsum()\nG = X.dot(X.T)\n"
+                "v = np.var(X)\nL = (r * s).sum() + c[-1] + G.sum() + q.sum() + v"),
 ]
 
 
@@ -445,3 +447,16 @@ def test_a_tensor_turned_into_plain_numbers_is_reported_as_such(ip):
     autograd(ip, "B = A * 2.0\nc = B.tolist()\nL = B.sum() + c[0]")
     warning = [w for w in gradmagic.last.warnings if "converted" in w]
     assert warning and warning[0].startswith("a Value or Tensor was converted to plain numbers")
+
+
+def test_a_plain_cell_can_change_an_array_the_magic_made_a_tensor(ip, capsys):
+    ip.user_ns.update(np=np, A=np.array([1.0, 2.0]))
+    assert autograd(ip, "L = (A * A).sum()").success
+    assert type(ip.user_ns["A"]) is Tensor
+    plain(ip, "A[0] = 5.0\nA[1:] *= 2.0")  # plain numpy code keeps working on it
+    assert ip.user_ns["A"].data.tolist() == [5.0, 4.0] and ip.user_ns["A"].is_leaf
+    assert autograd(ip, "L = (A * A).sum()").success
+    assert gradmagic.last.grads["A"].tolist() == [10.0, 8.0]
+    result = autograd(ip, "B = A * 2.0\nA[0] = 1.0\nL = B.sum()", options="")
+    assert isinstance(result.error_in_exec, TypeError)  # while a graph is built: an error
+    assert "a Tensor in %%autograd cannot be changed in place" in capsys.readouterr().out

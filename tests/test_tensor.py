@@ -44,7 +44,13 @@ CASES = [
     Case("rpow", lambda a: 2.0 ** a, [(3, 4)]),
     Case("rsub_rdiv", lambda a: 1.0 - 3.0 / a, [(3, 4)], positive=True),
     Case("neg", lambda a: -a, [(3, 4)]),
+    Case("floordiv", lambda a, b: a // b, [(3, 4), (3, 4)], positive=True,
+         theirs=lambda a, b: (a - a % b) / b),  # torch has no gradient for //; this is it
+    Case("mod", lambda a, b: a % b, [(3, 4), (4,)], positive=True),
+    Case("rmod_rfloordiv", lambda a: 5.0 % a + 7.0 // a * a, [(3, 4)], positive=True,
+         theirs=lambda a: 5.0 - (5.0 / a).floor() * a + (7.0 / a).floor() * a),
     Case("matmul", lambda a, b: a @ b, [(3, 4), (4, 2)]),
+    Case("dot", lambda a, b: a.dot(b), [(3, 4), (4, 2)], lambda a, b: a @ b),
     Case("matmul_mv", lambda a, b: a @ b, [(3, 4), (4,)]),
     Case("matmul_vm", lambda a, b: a @ b, [(4,), (4, 2)]),
     Case("matmul_vv", lambda a, b: a @ b, [(4,), (4,)]),
@@ -65,6 +71,10 @@ CASES = [
     Case("max_keepdims", lambda a: a.max(axis=0, keepdims=True), [(3, 4)],
          lambda a: a.amax(dim=0, keepdim=True)),
     Case("min_axis", lambda a: a.min(axis=-1), [(3, 4)], lambda a: a.amin(dim=-1)),
+    Case("cumsum", lambda a: a.cumsum(axis=1), [(3, 4)], lambda a: a.cumsum(dim=1)),
+    Case("cumsum_flat", lambda a: np.cumsum(a), [(3, 4)], lambda a: a.reshape(-1).cumsum(0)),
+    Case("std_var", lambda a: a.std(axis=0) + np.var(a, ddof=1), [(3, 4)],
+         lambda a: a.std(dim=0, correction=0) + a.var(correction=1)),
     Case("reshape", lambda a: a.reshape(4, 3), [(3, 4)]),
     Case("reshape_infer", lambda a: a.reshape((2, -1)), [(3, 4)], lambda a: a.reshape(2, -1)),
     Case("transpose_T", lambda a: a.T, [(3, 4)], lambda a: a.t()),
@@ -205,6 +215,7 @@ BROADCAST_OPS = {
     "/": lambda a, b: a / b,
     "**": lambda a, b: a ** b,
     "maximum": np.maximum,
+    "%": lambda a, b: a % b,
 }
 SHAPE_PAIRS = {
     "scalar": [(), (3, 4)],
@@ -219,7 +230,7 @@ SHAPE_PAIRS = {
 @pytest.mark.parametrize("name", BROADCAST_OPS)
 def test_broadcast_gradients_are_reduced_to_each_input(name, pair):
     for shapes in (SHAPE_PAIRS[pair], SHAPE_PAIRS[pair][::-1]):
-        case = Case(name, BROADCAST_OPS[name], shapes, positive=name in ("/", "**"))
+        case = Case(name, BROADCAST_OPS[name], shapes, positive=name in ("/", "**", "%"))
         arrays = case.inputs(seed=3)
         out, leaves = _run(case, arrays)
         assert out.shape == np.broadcast_shapes(*shapes)
@@ -373,8 +384,10 @@ def test_comparisons_give_plain_boolean_arrays_and_count_as_branches():
 
 def test_unsupported_numpy_functions_say_so():
     T = Tensor([1.0, 2.0])
-    with pytest.raises(TypeError, match="numpy.cumsum has no gradient rule"):
-        np.cumsum(T)
+    with pytest.raises(TypeError, match="numpy.cumprod has no gradient rule"):
+        np.cumprod(T)
+    with pytest.raises(TypeError, match="numpy.clip has no gradient rule"):
+        T.clip(0.0, 1.0)  # an array method without a rule: the same message
     with pytest.raises(TypeError, match="numpy.arctan has no gradient rule"):
         np.arctan(T)
     with pytest.raises(TypeError, match="in place"):
@@ -584,10 +597,13 @@ def test_setting_grad_coerces_or_forgets():
         T.grad = np.ones(3)
 
 
-def test_tensors_cannot_be_changed_in_place():
+def test_a_leaf_can_be_changed_in_place_but_an_ops_result_cannot():
     T = Tensor([1.0, 2.0])
-    with pytest.raises(TypeError, match="in place"):
-        T[0] = 5.0
+    T[0] = 5.0
+    T[1:] = Tensor([7.0])
+    assert T.data.tolist() == [5.0, 7.0] and T.is_leaf
+    with pytest.raises(TypeError, match="the result of an op cannot be changed in place"):
+        (T * 2.0)[0] = 5.0
     with pytest.raises(ValueError, match="too large"):
         Tensor(10 ** 400)
 
@@ -666,3 +682,30 @@ def test_int_valued_values_work_as_shapes_and_axes_without_branch_events():
     assert state.branch_events == before
     with pytest.raises(TypeError, match="shape must be integers"):
         T.reshape(Value(2.0), 3)
+
+
+def test_floor_division_and_remainder_jump_at_multiples():
+    a, b = Tensor([4.0, 5.0], label="a"), Tensor(2.0, label="b")
+    assert (a // b).kink and (a % b).kink and not (Tensor([4.5]) % 2.0).kink
+    (a % b).sum().backward()
+    assert a.grad.tolist() == [1.0, 1.0] and b.grad == -(2.0 + 2.0)  # −Σ⌊a/b⌋
+
+
+def test_array_methods_without_their_own_forward_to_numpy():
+    T = Tensor([[3.0, -1.0], [2.0, 5.0]])
+    assert T.any() is np.True_ and T.round().tolist() == T.data.round().tolist()
+    assert T.trace.__name__ == "trace"
+    for name in ("sort", "partition", "put", "resize", "compress", "data_", "nosuch"):
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'"):
+            getattr(T, name)  # in place on an ndarray, or no such method: not forwarded
+
+
+def test_copy_and_pickle_do_not_recurse_through_getattr():
+    import copy
+    import pickle
+    T = Tensor([1.0, 2.0], label="T", requires_grad=False)
+    for other in (copy.copy(T), copy.deepcopy(T), pickle.loads(pickle.dumps(T))):
+        assert other.label == "T" and other.data.tolist() == [1.0, 2.0]
+        assert other.requires_grad is False and other is not T
+    with pytest.raises(AttributeError):
+        Tensor.__new__(Tensor).data  # an empty slot reads as missing, not as a method
