@@ -23,26 +23,17 @@ import numpy as np
 
 from . import engine
 from .engine import Value
+from .tensor import Tensor
 
 __all__ = ["lit", "lab", "leaf", "changing", "shown", "ints", "call", "fn", "recording",
-           "recording_now", "tensor_class", "is_node", "new_leaf"]
+           "recording_now", "is_node", "new_leaf"]
 
 
 # --------------------------------------------------------------------------- nodes
-@functools.cache
-def tensor_class():
-    """:class:`gradmagic.tensor.Tensor` if tensors are available, else None."""
-    try:
-        from .tensor import Tensor
-    except ImportError:
-        return None
-    return Tensor
-
-
 def is_node(x) -> bool:
     """True for a Value or a Tensor."""
     cls = type(x)
-    return cls is Value or (cls is not int and cls is not float and cls is tensor_class())
+    return cls is Value or cls is Tensor
 
 
 lit = engine._other
@@ -51,10 +42,8 @@ lit = engine._other
 
 def lab(v, name: str):
     """``v``, labelled ``name`` if it is a node without a label."""
-    if type(v) is Value:
-        if not v.label:
-            v.label = name
-    elif is_node(v) and not v.label:
+    cls = type(v)
+    if (cls is Value or cls is Tensor) and not v.label:
         v.label = name
     return v
 
@@ -63,7 +52,7 @@ def leaf(v, name: str):
     """A library call's result assigned to ``name``: numbers and float arrays as leaves.
 
     ``x = random.random()`` and ``n = np.argmax(...)`` give Value leaves,
-    ``W = np.random.randn(3, 2)`` a Tensor leaf when tensors are available.
+    ``W = np.random.randn(3, 2)`` a Tensor leaf.
     """
     if is_node(v):
         return lab(v, name)
@@ -77,7 +66,7 @@ def changing(v, name: str):
     A Tensor cannot be changed in place, so one assigned here becomes a plain
     copy of its numbers, and the cut is recorded; anything else is ``lab``-elled.
     """
-    if type(v) is not Value and is_node(v):
+    if type(v) is Tensor:
         _record(f"{name} is changed in place in this cell, which a Tensor cannot be: it "
                 "holds a plain copy of the numbers")
         return v.data.copy()
@@ -92,20 +81,18 @@ def new_leaf(x, name: str):
     """A fresh leaf labelled ``name`` holding ``x``'s number(s), or None if there is none.
 
     ``x`` may be a number of an exact type, a Value (its data is taken), a
-    float64 array or a Tensor (Tensor leaves, when tensors are available; a
-    Tensor's ``requires_grad`` is kept, so constant data stays constant).
+    float64 array or a Tensor (Tensor leaves; a Tensor's ``requires_grad`` is
+    kept, so constant data stays constant).
     """
     cls = type(x)
     if cls in _EXACT_NUMBERS:
         return Value(x, label=name)
     if cls is Value:
         return Value(x.data, label=name)
-    tensor = tensor_class()
-    if tensor is not None:
-        if cls is tensor:
-            return tensor(x.data, label=name, requires_grad=x.requires_grad)
-        if cls is np.ndarray and x.dtype == np.float64:
-            return tensor(x, label=name)
+    if cls is Tensor:
+        return Tensor(x.data, label=name, requires_grad=x.requires_grad)
+    if cls is np.ndarray and x.dtype == np.float64:
+        return Tensor(x, label=name)
     return None
 
 
@@ -161,7 +148,7 @@ def call(f, /, *args, **kwargs):
     gets every Value as its plain number, and the cut is recorded.
     """
     numpy = _numpy_without_graph(f)
-    if numpy and not any(is_node(a) and type(a) is not Value for a in args):
+    if numpy and not any(type(a) is Tensor for a in args):
         name = _describe(f)
         args = [_data(a, name) for a in args]
         kwargs = {k: _data(v, name) for k, v in kwargs.items()}
@@ -179,7 +166,7 @@ _ARRAY_MAKERS = frozenset({np.array, np.asarray, np.asanyarray})
 
 def _array_of_one_tensor(f, args, kwargs) -> bool:
     """True for ``np.array(T)``, ``np.asarray(T, float)``...: a maker that keeps the graph."""
-    if (f not in _ARRAY_MAKERS or type(args[0]) is not tensor_class() or len(args) > 2
+    if (f not in _ARRAY_MAKERS or type(args[0]) is not Tensor or len(args) > 2
             or set(kwargs) - {"dtype"}):
         return False
     dtype = args[1] if len(args) == 2 else kwargs.get("dtype")
@@ -267,11 +254,10 @@ def _keeps(build, tensors: bool = True):
     def wrap(f):
         def keep(*args, **kwargs):
             if kwargs or not _has_value(args):
-                if (tensors and len(args) == 1 and type(args[0]) is not float
-                        and is_node(args[0])):
+                if tensors and len(args) == 1 and type(args[0]) is Tensor:
                     return _on_tensor(f, build, args[0])
                 return f(*args, **kwargs)
-            if any(type(a) is not Value and is_node(a) for a in args):
+            if any(type(a) is Tensor for a in args):
                 return f(*args)  # Values and Tensors mixed: as plain Python (conversions counted)
             number = f(*map(_num, args))
             node = build(*args)

@@ -421,22 +421,19 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_DictComp(self, node):
-        names = set().union(*(_target_names(g.target) for g in node.generators))
-        self.scopes.append((names, False))
-        try:
-            node.generators = [self.visit(g) for g in node.generators]
-            node.key = self._plain(node.key)
-            node.value = self.visit(node.value)
-        finally:
-            self.scopes.pop()
-        return node
+        return self._comprehension(node, plain="key", values="value")
 
     def visit_SetComp(self, node):
-        names = set().union(*(_target_names(g.target) for g in node.generators))
-        self.scopes.append((names, False))
+        return self._comprehension(node, plain="elt")
+
+    def _comprehension(self, node, plain: str, values: str | None = None):
+        """A dict or set comprehension: keys and set elements (``plain``) are plain numbers."""
+        self.scopes.append((_local_names(node), False))
         try:
             node.generators = [self.visit(g) for g in node.generators]
-            node.elt = self._plain(node.elt)
+            setattr(node, plain, self._plain(getattr(node, plain)))
+            if values is not None:
+                setattr(node, values, self.visit(getattr(node, values)))
         finally:
             self.scopes.pop()
         return node

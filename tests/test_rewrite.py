@@ -236,6 +236,18 @@ def test_reads_follow_python_scopes():
     assert not {"x", "z", "t", "v", "q", "n", "i", "p"} & rw.reads
 
 
+def test_dict_and_set_comprehensions_keep_keys_plain_and_their_names_local():
+    rw = rewrite("d = {k * 2: v * w for k, v in pairs}\ns = {2 * k for k in ks}")
+    assert rw.reads == {"w", "pairs", "ks"}
+    ns, _ = run("w = 3.0\nd = {k * 2: v * w for k, v in zip(range(1, 3), [0.5, 1.5])}\n"
+                "s = {2 * k for k in range(3)}", {})
+    assert list(ns["d"]) == [2, 4] and {type(k) for k in ns["d"]} == {int}
+    assert all(type(v) is Value for v in ns["d"].values()) and ns["d"][4].data == 4.5
+    ns["d"][4].backward()
+    assert ns["w"].grad == 1.5
+    assert ns["s"] == {0, 2, 4} and {type(e) for e in ns["s"]} == {int}
+
+
 def test_final_expression_and_assigned_target():
     rw = rewrite("a = 1.0\na * 2")
     assert rw.final is not None and rw.target is None and len(rw.module.body) == 1
