@@ -51,9 +51,9 @@ class AutogradMagics(Magics):
               help="skip the numerical (finite-difference) check of the gradients")
     @argument("--eps", type=float, default=1e-6, help="step of the numerical check (default 1e-6)")
     @argument("--atol", type=float, default=1e-5,
-              help="absolute tolerance of the check (default 1e-5)")
+              help="absolute tolerance of the check and of --expect (default 1e-5)")
     @argument("--rtol", type=float, default=1e-3,
-              help="relative tolerance of the check (default 1e-3)")
+              help="relative tolerance of the check and of --expect (default 1e-3)")
     @argument("--expect", metavar="SPEC",
               help='expected gradients, e.g. "a=6, b=-4" ("a.data=2" for a value), or the '
                    "name of a dict holding them")
@@ -74,7 +74,7 @@ class AutogradMagics(Magics):
 
         The cell's last expression (or the name its last statement assigns, or
         -t NAME) is the target. Returns a Trace of the run: .value, .grads,
-        .nodes. Numbers the cell reads from the namespace enter as fresh leaves
+        .nodes (with -q it returns None; the Trace is in gradmagic.last). Numbers the cell reads from the namespace enter as fresh leaves
         and are bound to them afterwards, so x.grad works after the cell.
 
         Cell form: %%autograd [options], the code below.
@@ -417,9 +417,10 @@ def _describe(value) -> str:
 
 # --------------------------------------------------------------------------- option text
 _TOKEN = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
-_FLAGS = frozenset({"--no-check", "--torch", "-q", "--quiet"})
-_VALUED = frozenset({"-t", "--target", "--eps", "--atol", "--rtol", "--expect",
-                     "--rankdir", "--max-nodes"})
+# the magic's options, read from its parser: flags take no value, the others one
+_OPTIONS = AutogradMagics.autograd.parser._option_string_actions
+_FLAGS = frozenset(name for name, action in _OPTIONS.items() if action.nargs == 0)
+_VALUED = frozenset(_OPTIONS) - _FLAGS
 
 
 def _split_line(line: str) -> tuple[str, str]:

@@ -171,6 +171,21 @@ def test_help_lists_the_options(ip):
         assert option in doc
     info = ip.object_inspect_text("%%autograd")
     assert "--expect" in info and "backward()" in info
+    flat = " ".join(doc.split())
+    assert "tolerance of the check and of --expect" in flat
+    assert "with -q it returns None; the Trace is in gradmagic.last" in flat
+
+
+@pytest.mark.parametrize("line, options, expression", [
+    ("-q --expect \"a=1, b=2\" a*b", "-q --expect \"a=1, b=2\"", "a*b"),
+    ("--no-check --torch -t L --max-nodes 5 x + 1", "--no-check --torch -t L --max-nodes 5",
+     "x + 1"),
+    ("--atol=1e-3 --rtol 0.1 --eps 1e-4 y", "--atol=1e-3 --rtol 0.1 --eps 1e-4", "y"),
+    ("--rankdir TB --quiet -x", "--rankdir TB --quiet", "-x"),
+])
+def test_the_line_form_splits_options_from_the_expression(line, options, expression):
+    from gradmagic.magic import _split_line
+    assert _split_line(line) == (options, expression)
 
 
 # --------------------------------------------------------------------------- target
