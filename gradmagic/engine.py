@@ -155,12 +155,7 @@ class Value:
         op = self._op
         if op is None:
             return ()
-        args = [p.data for p in self.parents] + [self.data]
-        try:
-            d = op.df(*args)
-        except OverflowError:  # an int too big for a float: read it as ±inf
-            d = op.df(*map(real, args))
-        return (d,) if op.arity == 1 else tuple(d)
+        return op.local_grads(*[p.data for p in self.parents], self.data)
 
     # ---------------------------------------------------------------- backward
     def topo(self) -> list:
@@ -205,10 +200,6 @@ class Value:
         PyTorch does). Nodes reached along several paths accumulate.
         """
         backward(self, float(grad))
-
-    def _replay(self, inputs):
-        """This node's op on numpy arrays of its parents' (perturbed) data."""
-        return self._op.np(*inputs)
 
     # ---------------------------------------------------------------- behaving like a number
     def __repr__(self):

@@ -52,6 +52,17 @@ class Op:
     def symbol(self) -> str:
         return self.display or self.name
 
+    def local_grads(self, *args) -> tuple:
+        """d out / d input for each input; ``args`` are the inputs, then the output.
+
+        An int too big for a float is read as ``±inf`` (see the module notes).
+        """
+        try:
+            d = self.df(*args)
+        except OverflowError:
+            d = self.df(*map(real, args))
+        return (d,) if self.arity == 1 else tuple(d)
+
 
 # --------------------------------------------------------------------------- helpers
 def _sign(x):
@@ -268,6 +279,3 @@ _TABLE = [
 
 OPS: dict[str, Op] = {op.name: op for op in _TABLE}
 """Operation name → :class:`Op`."""
-
-UNARY = tuple(op for op in _TABLE if op.arity == 1)
-BINARY = tuple(op for op in _TABLE if op.arity == 2)

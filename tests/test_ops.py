@@ -50,6 +50,12 @@ def test_op_gradient_matches_central_differences(name, point, numgrad):
     assert out.op == name and out.opdef is OPS[name] and out.parents == tuple(leaves)
 
 
+def test_local_grads_reads_a_huge_int_as_infinity():
+    big = 10 ** 400  # no float holds it: df raises OverflowError, local_grads retries
+    assert OPS["/"].local_grads(1.0, big, 0.0) == (0.0, 0.0)  # as if big were inf
+    assert OPS["exp"].local_grads(1.0, math.e) == (math.e,)
+
+
 @pytest.mark.parametrize("name, point", list(_cases()))
 def test_numpy_forward_matches_float_forward(name, point):
     op = OPS[name]
