@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 
 from .engine import Value
+from .trace import all_finite
 
 __all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow",
            "STATUSES"]
@@ -305,19 +306,12 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
         replay_ok, note = plan.replay_agrees(measured.f0)
     if note:
         notes.append(note)
-    if not _finite(measured.f0):
+    if not all_finite(measured.f0):
         notes.append(f"The target is {measured.f0}: no slope can be measured.")
     rows = _rows(plan, slots, measured, atol, rtol, trace)
     return CheckReport(rows, kind="check", eps=eps, atol=atol, rtol=rtol, notes=notes,
                        replay_ok=replay_ok, target=trace.target.name,
                        replay=(_plain(trace.target.data), float(measured.f0)))
-
-
-def _finite(x) -> bool:
-    try:
-        return bool(np.all(np.isfinite(x)))
-    except TypeError:
-        return False
 
 
 class _Measured:
@@ -372,7 +366,9 @@ class _Plan:
             if node.kink:
                 kinks.append(i)
             v = graph[i]
-            if v.__class__ is Value:  # a scalar; Value._replay is its op's numpy forward
+            if not parents and node.is_constant:
+                constants.append(i)
+            if v.__class__ is Value:  # a scalar: replayed with its op's numpy forward
                 if not parents:
                     scalar_leaves.append(i)
                     continue
@@ -391,8 +387,6 @@ class _Plan:
                 sizes += max(1, int(np.prod(node.shape))) - 1
             if not parents:
                 (scalar_leaves if node.shape is None else array_leaves).append(i)
-                if not getattr(v, "requires_grad", True):
-                    constants.append(i)
                 continue
             fn = getattr(v, "_replay", None)
             if fn is None:
@@ -407,7 +401,7 @@ class _Plan:
         self.scalar_leaves = scalar_leaves[::-1]  # node indices, ascending
         self.array_leaves = array_leaves[::-1]
         self.kinks = kinks  # nodes where a subgradient was used
-        self.constants = constants  # leaves that asked for no gradient (requires_grad=False)
+        self.constants = constants  # leaves that are not inputs (Node.is_constant)
         self.sizes = sizes  # elements in one column of all the nodes
 
     # ------------------------------------------------------------------ what to perturb
@@ -422,7 +416,8 @@ class _Plan:
         if self.constants:
             fixed = set(self.constants)
             leaves = [i for i in leaves if i not in fixed]
-            # unnamed constants are numbers written in the cell: not worth a note
+            # unnamed constants are numbers written in the cell: not worth a note;
+            # a named one asked for no gradient
             named = [nodes[i].label for i in sorted(fixed) if nodes[i].label]
             if named:
                 notes.append(f"{len(named)} named constant{'' if len(named) == 1 else 's'} "
@@ -676,7 +671,7 @@ def _array_row(node, elems, start, end, status, m, analytic, abs_err, rel_err, b
 def _note(s: int, j: int, m: _Measured, analytic: float, node, kinks) -> str:
     """Why a row is flagged or failed, in words."""
     if s == 3:
-        if not _finite(m.f0):
+        if not all_finite(m.f0):
             return "the target is not finite"
         if not math.isfinite(analytic):
             return f"analytic gradient is {analytic}"

@@ -34,6 +34,7 @@ import numpy as np
 
 from .check import STATUSES
 from .ops import OPS
+from .trace import all_finite
 
 __all__ = ["fmt", "dims", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
            "svg", "fit", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
@@ -232,8 +233,8 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     data = fmt(node.data, shape=False)
     grad = grad_text[node.index] if grad_text is not None else fmt(node.grad, shape=False)
     if not node.finite:
-        data = ("⚠ " + data) if not _finite(node.data) else data
-        grad = ("⚠ " + grad) if grad_text is None and not _finite(node.grad) else grad
+        data = ("⚠ " + data) if not all_finite(node.data) else data
+        grad = ("⚠ " + grad) if grad_text is None and not all_finite(node.grad) else grad
     name = node.label
     if node.shape is not None and len(node.shape):  # the shape beside the name: W 2×1
         name = f"{name} {dims(node.shape)}".strip()
@@ -254,13 +255,6 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     if is_current:
         attrs.update(fillcolor=FILL["current"], color=LINE["current"], penwidth="3")
     return _attrs(attrs)
-
-
-def _finite(x) -> bool:
-    try:
-        return bool(np.all(np.isfinite(x)))
-    except TypeError:
-        return False
 
 
 # =========================================================================== big graphs
@@ -702,17 +696,14 @@ def answers_text(report, limit: int = TEXT_ROWS) -> str:
 
 # =========================================================================== whole run
 def inputs(trace) -> list:
-    """The run's inputs: the leaves with a name, and unnamed leaves asking for a gradient.
+    """The run's inputs: the leaves that are not constants (``Node.is_constant``).
 
     Unnamed numbers written in the cell (the ``2`` in ``x ** 2``, the ``1.0``
-    in ``x * 1.0``, an array used in a tensor op) are constants: they are leaves
-    of the graph but not inputs. An unnamed tensor leaf made with
-    ``requires_grad=True`` is an input.
+    in ``x * 1.0``, an array used in a tensor op) and leaves made with
+    ``requires_grad=False`` are constants: they are leaves of the graph but not
+    inputs. An unnamed tensor leaf made with ``requires_grad=True`` is an input.
     """
-    graph = trace.graph
-    return [n for n in trace.nodes if not n.parents
-            and (n.label or (n.shape is not None and n.index < len(graph)
-                             and getattr(graph[n.index], "requires_grad", False)))]
+    return [n for n in trace.nodes if not n.parents and not n.is_constant]
 
 
 def headline(trace) -> str:

@@ -9,14 +9,17 @@ check can replay the recorded operations.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .engine import Value
 
-__all__ = ["Node", "Trace"]
+__all__ = ["Node", "Trace", "all_finite"]
+
+
+_LAZY = object()  # Node._local before its first use
 
 
 @dataclass(slots=True)
@@ -30,15 +33,42 @@ class Node:
     grad: Any
     parents: tuple  # indices into Trace.nodes
     kink: bool = False  # a subgradient was used (relu/abs at 0)
-    finite: bool = True  # data and grad are finite
+    finite: bool = True  # data and grad are finite (a constant: data alone)
     shape: tuple | None = None  # None for a scalar
-    # d node / d parent for each parent at the recorded data (scalar nodes);
-    # None for a tensor node, whose local derivative is a Jacobian
-    local: tuple | None = None
+    requires_grad: bool = True  # False for a leaf that asked for no gradient
+    # what Node.local is computed from: the scalar op entry and the trace's nodes
+    _opdef: Any = field(default=None, repr=False, compare=False)
+    _nodes: list | None = field(default=None, repr=False, compare=False)
+    _local: Any = field(default=_LAZY, repr=False, compare=False)
 
     @property
     def is_leaf(self) -> bool:
         return not self.parents
+
+    @property
+    def is_constant(self) -> bool:
+        """A leaf that is not an input: neither checked nor flagged.
+
+        That is an unnamed number written in the cell (the ``2`` in ``x ** 2``)
+        or a leaf that asked for no gradient (``requires_grad=False``). An
+        unnamed tensor made with ``requires_grad=True`` is an input.
+        """
+        return not self.parents and (not self.requires_grad
+                                     or (not self.label and self.shape is None))
+
+    @property
+    def local(self) -> tuple | None:
+        """d node / d parent for each parent at the recorded data (``()`` for a leaf).
+
+        None for a tensor node, whose local derivative is a Jacobian. Computed
+        on first use from the snapshot (the parents' recorded data), so a trace
+        nobody looks into costs no derivative evaluations.
+        """
+        if self._local is _LAZY:
+            nodes = self._nodes
+            self._local = self._opdef.local_grads(*[nodes[p].data for p in self.parents],
+                                                  self.data)
+        return self._local
 
     @property
     def name(self) -> str:
@@ -48,6 +78,19 @@ class Node:
         if self.is_leaf:
             return _short(self.data)
         return f"({self.op})"
+
+
+def all_finite(x) -> bool:
+    """True when ``x`` (a number or an array) has no nan or infinity.
+
+    An int too big for a float, or something that is not a number, is not finite.
+    """
+    try:
+        if isinstance(x, (float, int)):
+            return math.isfinite(x)
+        return bool(np.all(np.isfinite(x)))
+    except (TypeError, OverflowError):
+        return False
 
 
 def _short(x) -> str:
@@ -60,21 +103,6 @@ def _short(x) -> str:
 
 def _snapshot(x):
     return x.copy() if isinstance(x, np.ndarray) else x
-
-
-def _local(v):
-    if isinstance(v, Value):
-        return v.local_grads()
-    return None
-
-
-def _finite(x) -> bool:
-    try:
-        if isinstance(x, (float, int)):
-            return math.isfinite(x)
-        return bool(np.all(np.isfinite(x)))
-    except (TypeError, OverflowError):
-        return False
 
 
 class Trace:
@@ -102,14 +130,20 @@ class Trace:
         self.graph = Value.topo(target)  # the live nodes, parents first
         index = {id(v): i for i, v in enumerate(self.graph)}
         self.nodes: list[Node] = []
+        nodes = self.nodes
         for i, v in enumerate(self.graph):
             data = v.data
-            self.nodes.append(Node(
-                index=i, label=v.label, op=v.op, data=_snapshot(data),
-                grad=_snapshot(v.grad), parents=tuple(index[id(p)] for p in v.parents),
-                kink=bool(v.kink), finite=_finite(data) and _finite(v.grad),
-                shape=data.shape if isinstance(data, np.ndarray) else None,
-                local=_local(v)))
+            parents = tuple(index[id(p)] for p in v.parents)
+            node = Node(i, v.label, v.op, _snapshot(data), _snapshot(v.grad), parents,
+                        bool(v.kink), shape=data.shape if isinstance(data, np.ndarray) else None)
+            if v.__class__ is Value and parents:
+                node._opdef, node._nodes = v._op, nodes  # Node.local, computed when asked
+            else:
+                node._local = v.local_grads()
+            if not parents:
+                node.requires_grad = getattr(v, "requires_grad", True)
+            node.finite = all_finite(data) if node.is_constant else v.finite
+            nodes.append(node)
         self.target: Node = self.nodes[-1]
         self.target_node = target
         self.bindings = {name: index[id(v)] for name, v in (bindings or {}).items()
