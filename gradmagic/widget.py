@@ -81,7 +81,9 @@ def grads_at(trace, step: int, steps=None, children=None):
     the target), ``"partial"`` while some contributions are still to come, and
     ``"unknown"`` before any arrived. Contributions are the recorded products
     ``grad(child) × local derivative``; a node with no ``local`` (a tensor op)
-    contributes nothing until its inputs' gradients are final.
+    contributes nothing until its inputs' gradients are final. A final
+    gradient is always the recorded one (the sum of every contribution,
+    including those of tensor ops).
     """
     nodes = trace.nodes
     steps = backward_steps(trace) if steps is None else steps
@@ -101,8 +103,7 @@ def grads_at(trace, step: int, steps=None, children=None):
     for i, node in enumerate(nodes):
         if i == target or (children[i] and all(c in done for c in children[i])):
             state.append("final")
-            if grads[i] is None:  # fed only by nodes without a recorded local
-                grads[i] = node.grad
+            grads[i] = node.grad
         else:
             state.append("unknown" if grads[i] is None else "partial")
     return grads, state

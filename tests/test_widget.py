@@ -42,7 +42,8 @@ def test_tabs_slider_and_picker():
     assert values[0] == widget.NONE and sorted(values[1:]) == list(range(len(trace.nodes)))
     assert values[1] == trace.target.index  # target first
     assert "<svg" in view.graph.value
-    assert f"all {len(trace.leaves)} gradients match" in view.check_view.value
+    inputs = [n for n in trace.leaves if not n.is_constant]  # not the 0.0
+    assert f"all {len(inputs)} gradients match" in view.check_view.value
 
 
 def table_rows(page: str) -> list:
@@ -111,6 +112,31 @@ def test_a_reused_node_is_partial_until_all_its_children_are_processed():
     later = max(steps.index(c) for c in children) + 1
     grads, state = grads_at(trace, later)
     assert state[x1] == "final" and grads[x1] == pytest.approx(trace.node("x1").grad)
+
+
+def test_a_final_gradient_includes_tensor_contributions():
+    """v feeds a tensor op and a scalar op: its final gradient is the sum of both."""
+    tensor = pytest.importorskip("gradmagic.tensor")
+    v = Value(2.0, label="v")
+    T = tensor.Tensor([1.0, 2.0], label="T")
+    L = (T * v).sum() + v * v  # dL/dv = 1 + 2 + 2v = 7
+    L.label = "L"
+    trace = traced(L)
+    assert trace.node("v").grad == pytest.approx(7.0)
+    steps = backward_steps(trace)
+    grads, state = grads_at(trace, len(steps))
+    i = trace.node("v").index
+    assert state[i] == "final" and grads[i] == pytest.approx(7.0)
+
+
+def test_local_derivatives_are_read_from_the_snapshot():
+    x = Value(2.0, label="x")
+    y = x * x + x.tanh()
+    trace = traced(y)
+    x.data = 5.0  # an optimizer step after the run does not change the trace
+    (prod,) = [n for n in trace.nodes if n.op == "*"]
+    assert prod.local == (2.0, 2.0)
+    assert trace.node("x").local == () and trace.target.local == (1.0, 1.0)
 
 
 def test_slider_redraws_with_the_processed_node_highlighted():
@@ -315,12 +341,12 @@ def test_widget_static_and_text_views_agree_on_the_headline_and_show_arrays_on_o
     tensor = pytest.importorskip("gradmagic.tensor")
     W = tensor.Tensor([[0.5], [-0.3]], label="W")
     X = tensor.Tensor(np.linspace(-1, 1, 40).reshape(20, 2), label="X", requires_grad=False)
-    L = ((X @ W) ** 2).mean()  # the 2 is an unnamed constant: not an input
+    L = ((X @ W) ** 2).mean()  # X (no gradient asked) and the 2 are constants
     L.label = "L"
     trace = traced(L)
     view = TraceWidget(trace, trace.check())
     head = render.headline(trace)
-    assert head.endswith(f"({len(trace.nodes)} nodes, 2 inputs)") and len(trace.leaves) == 3
+    assert head.endswith(f"({len(trace.nodes)} nodes, 1 input)") and len(trace.leaves) == 3
     bundle = mimebundle(trace)
     assert head in view.box.children[0].value and head in bundle["text/html"]
     assert bundle["text/plain"].splitlines()[0] == head
