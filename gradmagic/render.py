@@ -143,11 +143,6 @@ def op_symbol(trace, index: int) -> str:
     return getattr(entry, "symbol", None) or trace.nodes[index].op
 
 
-def _symbol(op: str) -> str:
-    entry = OPS.get(op)
-    return entry.symbol if entry is not None else op
-
-
 def _attrs(attrs: dict) -> str:
     """DOT attributes; values must already be escaped for a quoted string."""
     return ", ".join(f'{k}="{v}"' for k, v in attrs.items())
@@ -297,7 +292,12 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     extra = [i for i in named if i not in seen][:max(0, min(NAMED, limit))]
     leaves = sum(1 for node in nodes if not node.parents)
     ops = Counter(node.op for node in nodes if node.parents)
-    top = ", ".join(f"{_symbol(op)} {count:,}" for op, count in ops.most_common(6))
+    first = {}  # op name → a node it made, whose op entry gives the symbol
+    for node in nodes:
+        if node.parents:
+            first.setdefault(node.op, node.index)
+    top = ", ".join(f"{op_symbol(trace, first[op])} {count:,}"
+                    for op, count in ops.most_common(6))
     counts = (f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations"
               + (f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""))
     note = (f"The graph has {n:,} nodes, more than the {limit:,} drawn in full: showing the "
@@ -320,14 +320,20 @@ def svg(dot_source: str) -> str:
     return out[start:] if start >= 0 else out
 
 
+_SUMMARISE = object()  # graph_html's default: summarise the trace itself
+
+
 def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
-               **dot_options) -> str:
+               summary=_SUMMARISE, **dot_options) -> str:
     """The Graph view as HTML: the SVG (or a summary of a big graph).
 
     Without Graphviz it says so in one line with the install command and
     shows the DOT source. ``cache`` maps DOT source → SVG between calls.
+    ``summary`` is the trace's :func:`summarise` result when the caller
+    already has it (None: draw every node).
     """
-    summary = summarise(trace, max_nodes)
+    if summary is _SUMMARISE:
+        summary = summarise(trace, max_nodes)
     parts = []
     if summary is not None:
         dot_options.setdefault("subset", summary.shown)

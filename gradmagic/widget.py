@@ -218,7 +218,8 @@ class TraceWidget:
         return options
 
     def _draw(self, **dot_options) -> str:
-        return render.graph_html(self.trace, self.report, cache=self.cache, **dot_options)
+        return render.graph_html(self.trace, self.report, cache=self.cache,
+                                 summary=self.summary, **dot_options)
 
     # ------------------------------------------------------------------ tabs
     def show_graph(self) -> None:

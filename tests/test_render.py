@@ -172,6 +172,24 @@ def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
     assert "more input" in render.to_dot(trace, subset=summary.shown)
 
 
+def test_summary_counts_name_tensor_ops_by_their_symbol():
+    tensor = pytest.importorskip("gradmagic.tensor")
+    T = tensor.Tensor(list(range(100)), label="T")
+    total = T[0]
+    for i in range(1, 100):
+        total = total + T[i]
+    summary = render.summarise(traced(total.sum()))
+    assert "[] 100" in summary.counts and "getitem" not in summary.counts
+
+
+def test_graph_html_uses_a_summary_it_is_given(monkeypatch):
+    trace = chain(200)
+    summary = render.summarise(trace)
+    expected = render.graph_html(trace)
+    monkeypatch.setattr(render, "summarise", lambda *a, **k: pytest.fail("summarised again"))
+    assert render.graph_html(trace, summary=summary) == expected
+
+
 def test_max_nodes_option_and_argument():
     trace = chain(20)  # 62 nodes
     assert render.summarise(trace) is None
