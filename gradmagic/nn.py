@@ -24,8 +24,13 @@ class Module:
         return []
 
     def zero_grad(self) -> None:
-        for p in self.parameters():
-            p.grad = p.grad * 0.0 if hasattr(p.grad, "shape") else 0.0
+        zero_grads(self.parameters())
+
+
+def zero_grads(params) -> None:
+    """Set each parameter's gradient to zero (zeros of its shape for an array)."""
+    for p in params:
+        p.grad = p.grad * 0.0 if hasattr(p.grad, "shape") else 0.0
 
 
 class Neuron(Module):

@@ -14,6 +14,8 @@ rather than changing it in place.
 """
 from __future__ import annotations
 
+from .nn import zero_grads
+
 __all__ = ["Optimizer", "SGD", "Adam"]
 
 
@@ -31,8 +33,7 @@ class Optimizer:
     def zero_grad(self) -> None:
         """Set every parameter's gradient to zero (not needed before ``backward()``,
         which starts from zero; useful when gradients are summed by hand)."""
-        for p in self.params:
-            p.grad = p.grad * 0.0 if hasattr(p.grad, "shape") else 0.0
+        zero_grads(self.params)
 
     def step(self) -> None:
         raise NotImplementedError

@@ -80,6 +80,24 @@ def test_zero_grad_clears_every_parameter():
     assert Module().parameters() == []
 
 
+def test_module_and_optimizer_zero_scalar_and_array_gradients_alike():
+    tensor = pytest.importorskip("gradmagic.tensor")
+
+    class Pair(Module):
+        def __init__(self):
+            self.v, self.T = Value(1.0), tensor.Tensor([[1.0, 2.0]])
+
+        def parameters(self):
+            return [self.v, self.T]
+
+    for clear in (lambda m: m.zero_grad(), lambda m: SGD(m.parameters()).zero_grad()):
+        m = Pair()
+        (m.T * m.v).sum().backward()
+        assert m.v.grad == 3.0 and m.T.grad.tolist() == [[1.0, 1.0]]
+        clear(m)
+        assert m.v.grad == 0.0 and m.T.grad.shape == (1, 2) and not m.T.grad.any()
+
+
 def test_losses_and_accuracy():
     preds = [Value(1.0), Value(-0.5), Value(2.0)]
     mse = mse_loss(preds, [0.0, 0.5, 2.0])
