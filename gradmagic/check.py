@@ -103,8 +103,10 @@ class CheckRow(NamedTuple):
         return math.inf if err > 0 else 0.0
 
     def sort_key(self):
-        """Worst first: errors, failures, flags, passes; then by excess."""
-        return (_RANK[self.status], -self.excess)
+        """Worst first: errors, failures, flags, passes; then by excess, then by abs_err
+        (which ranks rows whose bound is 0, all of excess inf)."""
+        err = self.abs_err
+        return (_RANK[self.status], -self.excess, -err if err == err else -math.inf)
 
     def to_dict(self, names=("got", "expected")) -> dict:
         return {"name": self.name, "node": self.index, names[0]: _plain(self.got),
@@ -649,8 +651,7 @@ def _array_row(node, elems, start, end, status, m, analytic, abs_err, rel_err, b
     """The worst of an array leaf's perturbed elements, as one row."""
     part = slice(start, end)
     rank = np.array([_RANK[_STATUS[s]] for s in status[part].tolist()])
-    excess = np.where(np.isnan(abs_err[part]), np.inf, abs_err[part] / bound[part])
-    w = start + int(np.lexsort((-excess, rank))[0])
+    w = start + int(_worst_first(abs_err[part], bound[part], rank)[0])
     s = int(status[w])
     shape = node.shape
     where = np.unravel_index(elems[w], shape)
@@ -770,20 +771,42 @@ def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
     if w.shape != g.shape:
         return _error_row(key, want, f"{attr} has shape {g.shape}, expected shape {w.shape}",
                           node.index, got)
+    err, bound, close = differences(g, w, atol, rtol)
     with np.errstate(all="ignore"):
-        err = np.where((w == g) | (np.isnan(w) & np.isnan(g)), 0.0, np.abs(g - w))
-        bound = atol + rtol * np.abs(w)
         rel = np.where(err == 0, 0.0, err / np.abs(w))
-        excess = np.where(np.isnan(err), np.inf, err / np.where(bound > 0, bound, np.inf))
-    worst = int(np.argmax(excess)) if excess.size else 0
+    worst = int(_worst_first(err.ravel(), bound.ravel())[0]) if err.size else 0
     e, b, r = (float(err.flat[worst]), float(bound.flat[worst]), float(rel.flat[worst]))
-    ok = bool(np.all((err <= bound) | (err == 0)))
+    ok = bool(np.all(close))
     note = ""
     if g.size > 1:
         where = tuple(int(i) for i in np.unravel_index(worst, g.shape))
         note = f"worst element {where} of {g.size}"
     return CheckRow(key, got, want, e, r, b, "pass" if ok else "fail", note, node.index,
                     int(g.size))
+
+
+def differences(got, want, atol: float, rtol: float):
+    """Elementwise ``(|got − want|, atol + rtol·|want|, close)`` for numbers or arrays.
+
+    The difference is 0 where the two are equal (infinities too) or both nan;
+    ``close`` is True where it is within the bound or 0.
+    """
+    g = np.asarray(got, dtype=float)
+    w = np.asarray(want, dtype=float)
+    with np.errstate(all="ignore"):
+        err = np.where((w == g) | (np.isnan(w) & np.isnan(g)), 0.0, np.abs(g - w))
+        bound = atol + rtol * np.abs(w)
+    return err, bound, (err <= bound) | (err == 0)
+
+
+def _worst_first(err, bound, rank=None):
+    """Positions of 1-d ``err`` ordered worst first: by ``rank`` (if given), then
+    ``err / bound``, then ``err`` (so a zero bound, whose ratio is inf, still ranks)."""
+    with np.errstate(all="ignore"):
+        size = np.where(np.isnan(err), np.inf, err)
+        excess = np.where(bound > 0, size / bound, np.where(size > 0, np.inf, 0.0))
+    keys = (-size, -excess) if rank is None else (-size, -excess, rank)
+    return np.lexsort(keys)
 
 
 def _error_row(key, want, note, index=None, got=None) -> CheckRow:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .check import differences
 from .engine import Value
 
 __all__ = ["compare", "TorchComparison", "TorchRow", "INSTALL"]
@@ -110,12 +111,10 @@ def _plain(t):
 
 
 def _difference(ours, theirs, atol, rtol) -> tuple[float, bool]:
-    with np.errstate(all="ignore"):
-        both_nan = np.isnan(ours) & np.isnan(theirs)
-        err = np.where(both_nan | (ours == theirs), 0.0, np.abs(theirs - ours))
-        ok = (err <= atol + rtol * np.abs(theirs)) | (err == 0)
+    """The largest |difference| (nan if any is nan), and whether all are within tolerance."""
+    err, _, close = differences(ours, theirs, atol, rtol)
     diff = float(np.max(err)) if err.size else 0.0
-    return (math.nan if np.isnan(err).any() else diff), bool(np.all(ok))
+    return (math.nan if np.isnan(err).any() else diff), bool(np.all(close))
 
 
 class _Unsupported(Exception):
@@ -185,13 +184,15 @@ def _tensor_ops(torch) -> dict:
         return x[_index(torch, index)]
 
     ops = {name: f for name, f in _scalar_ops(torch).items()
-           if name in ("+", "-", "*", "/", "**", "neg", "exp", "log", "sqrt", "tanh", "sin",
-                       "cos", "sigmoid", "relu", "abs")}
+           if name in ("+", "-", "*", "/", "**", "//", "%", "neg", "exp", "log", "sqrt",
+                       "tanh", "sin", "cos", "sigmoid", "relu", "abs")}
     ops.update({
         "maximum": torch.maximum, "minimum": torch.minimum, "@": torch.matmul,
         "where": lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y),
         "sum": reduction(torch.sum), "mean": reduction(torch.mean),
         "max": reduction(torch.amax), "min": reduction(torch.amin),
+        "cumsum": lambda x, axis: (torch.cumsum(x.reshape(-1), dim=0) if axis is None
+                                   else torch.cumsum(x, dim=axis)),
         "softmax": lambda x, axis: torch.softmax(x, dim=axis),
         "log_softmax": lambda x, axis: torch.log_softmax(x, dim=axis),
         "reshape": lambda x, shape: x.reshape(tuple(shape)),

@@ -455,6 +455,26 @@ def test_expect_bad_expected_values_are_error_rows():
         expect(trace, [("a", 1.0, 2.0)])
 
 
+def test_with_zero_tolerance_the_worst_element_is_the_largest_difference():
+    tensor = pytest.importorskip("gradmagic.tensor")
+    W = tensor.Tensor([1.0, 2.0, 3.0], label="W")
+    trace = traced((W * W).sum())  # grad 2W = [2, 4, 6]
+    report = expect(trace, {"W": [2.1, 4.0, 7.0]}, atol=0.0, rtol=0.0)
+    (r,) = report.rows
+    assert r.status == "fail" and r.abs_err == pytest.approx(1.0) and "(2,)" in r.note
+    # the check's array row too: element 1 is off by 0.5, element 0 by 0.1
+    w = Grid(np.array([1.0, 2.0, 3.0]), "W")
+    out = Grid(np.sum(w.data ** 2), "out", (w,), lambda a: np.sum(a ** 2, axis=1), op="sumsq")
+    out.grad, w.grad = 1.0, 2 * w.data + np.array([0.1, 0.5, 0.0])
+    r = row(check(Trace(out), atol=0.0, rtol=0.0), "W")
+    assert r.abs_err == pytest.approx(0.5, rel=1e-6)
+    assert "worst element (1,)" in r.note
+    # and rows of a report: the larger difference first
+    a, b = leaf(1.0, "a"), leaf(1.0, "b")
+    report = expect(traced(a * b), {"a": 1.2, "b": 3.0}, atol=0.0, rtol=0.0)
+    assert [r.name for r in report.worst_first()] == ["b", "a"]
+
+
 def test_expect_compares_nan_with_nan():
     x = leaf(-1.0, "x")
     y = x.log()
@@ -621,6 +641,18 @@ def test_torch_replay_of_tensor_ops_and_a_disagreement():
     worse = torchcheck.compare(trace)
     assert not worse.passed and "disagrees on 1 of 3" in worse.verdict
     assert worse.by_index[trace.node("s").index].diff == pytest.approx(1.0)
+
+
+def test_torch_replays_cumsum_floor_division_and_modulo():
+    pytest.importorskip("torch")
+    from gradmagic import torchcheck
+    from gradmagic.tensor import Tensor
+    W = Tensor([[0.3, -1.7], [2.5, 0.9]], label="W")
+    L = (W.cumsum() ** 2).sum() + (W.cumsum(axis=1) * W).sum() + (W % 0.7).sum() \
+        + (W // 0.7 * W).sum()
+    comparison = torchcheck.compare(traced(L))
+    assert comparison.passed, comparison.verdict
+    assert comparison.value == pytest.approx(float(L.data), rel=1e-12)
 
 
 def test_torch_missing_or_an_unknown_op_is_a_message(monkeypatch):
