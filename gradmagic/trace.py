@@ -120,6 +120,8 @@ class Trace:
         How many times a Value's number decided control flow during the run.
     float_conversions:
         How many times a Value was turned into a float outside the graph.
+    source:
+        The cell's text, kept as ``trace.source``.
     options:
         Display and check settings (eps, atol, rtol, rankdir, max_nodes, ...).
     """
@@ -175,22 +177,26 @@ class Trace:
         raise KeyError(f"no node is labelled {name!r}; labelled nodes: "
                        f"{', '.join(sorted(self.grads)) or 'none'}")
 
-    @property
-    def grads(self) -> dict:
-        """label → gradient of the target, for every labelled node."""
+    def _named(self) -> dict:
+        """label → the node it means (as :meth:`node` chooses), for every label."""
         out = {}
         for n in self.nodes:
             if n.label:
-                out[n.label] = n.grad
+                out[n.label] = n
         for name, i in self.bindings.items():
             if self.nodes[i].label == name:
-                out[name] = self.nodes[i].grad
+                out[name] = self.nodes[i]
         return out
+
+    @property
+    def grads(self) -> dict:
+        """label → gradient of the target, for every labelled node."""
+        return {name: n.grad for name, n in self._named().items()}
 
     @property
     def values(self) -> dict:
         """label → data, for every labelled node (same choice of node as ``grads``)."""
-        return {name: self.node(name).data for name in self.grads}
+        return {name: n.data for name, n in self._named().items()}
 
     @property
     def branch_dependent(self) -> bool:

@@ -96,6 +96,22 @@ def test_squared_negative_residual_is_not_flagged():
     assert [r.name for r in check(trace).flagged] == ["k"]
 
 
+def test_values_and_grads_pick_the_same_node_for_a_reused_name():
+    x = leaf(1.5, "x")
+    y = x
+    for _ in range(3):  # y = y * 2 in a loop: four nodes labelled y
+        y = y * 2.0
+        y.label = "y"
+    out = y * y
+    out.label = "out"
+    first = traced(out, bindings={"y": x * 1.0})  # a binding off the graph is ignored
+    trace = traced(out, bindings={"x": x, "y": y})
+    for t in (first, trace):
+        assert t.values == {"x": 1.5, "y": 12.0, "out": 144.0}
+        assert t.grads == {"x": 192.0, "y": 24.0, "out": 1.0}
+        assert t.values["y"] == t.node("y").data
+
+
 def test_target_that_is_a_leaf():
     report = check(traced(leaf(1.5, "x")))
     assert report.passed and row(report, "x").numeric == pytest.approx(1.0)
