@@ -52,6 +52,7 @@ from, so tracebacks show the user's own lines.
 from __future__ import annotations
 
 import ast
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = ["RUNTIME", "MATH_NAMES", "Rewritten", "rewrite"]
@@ -323,12 +324,18 @@ class _Rewriter(ast.NodeTransformer):
                 return False
         return True
 
-    def _scoped(self, node, names, is_class=False):
+    @contextmanager
+    def _scope(self, names, is_class=False):
+        """Names assigned inside a function, class, lambda or comprehension body."""
         self.scopes.append((names, is_class))
         try:
-            return self.generic_visit(node)
+            yield
         finally:
             self.scopes.pop()
+
+    def _scoped(self, node, names, is_class=False):
+        with self._scope(names, is_class):
+            return self.generic_visit(node)
 
     # ---------------------------------------------------------------- leaves
     def visit_Constant(self, node):
@@ -428,14 +435,11 @@ class _Rewriter(ast.NodeTransformer):
 
     def _comprehension(self, node, plain: str, values: str | None = None):
         """A dict or set comprehension: keys and set elements (``plain``) are plain numbers."""
-        self.scopes.append((_local_names(node), False))
-        try:
+        with self._scope(_local_names(node)):
             node.generators = [self.visit(g) for g in node.generators]
             setattr(node, plain, self._plain(getattr(node, plain)))
             if values is not None:
                 setattr(node, values, self.visit(getattr(node, values)))
-        finally:
-            self.scopes.pop()
         return node
 
     def visit_ListComp(self, node):
@@ -461,11 +465,8 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Lambda(self, node):
         self._defaults(node.args)
-        self.scopes.append((_local_names(node), False))
-        try:
+        with self._scope(_local_names(node)):
             node.body = self.visit(node.body)
-        finally:
-            self.scopes.pop()
         return node
 
     # ---------------------------------------------------------------- calls
@@ -601,11 +602,8 @@ class _Rewriter(ast.NodeTransformer):
     def visit_FunctionDef(self, node):
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
         self._defaults(node.args)
-        self.scopes.append((_local_names(node), False))
-        try:
+        with self._scope(_local_names(node)):
             node.body = self._statements(node.body)
-        finally:
-            self.scopes.pop()
         return node
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -614,11 +612,8 @@ class _Rewriter(ast.NodeTransformer):
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
         node.bases = [self.visit(b) for b in node.bases]
         node.keywords = [self.visit(k) for k in node.keywords]
-        self.scopes.append((_local_names(node), True))
-        try:
+        with self._scope(_local_names(node), is_class=True):
             node.body = self._statements(node.body)
-        finally:
-            self.scopes.pop()
         return node
 
     def _statements(self, stmts):
