@@ -19,9 +19,9 @@ import statistics
 import time
 
 from gradmagic import Value
-from gradmagic.check import check
+from gradmagic.analysis.check import check
 from gradmagic.nn import MLP
-from gradmagic.trace import Trace
+from gradmagic.analysis.trace import Trace
 
 TARGET_RATIO = 5.0
 
@@ -67,7 +67,7 @@ def _naive_seconds_per_leaf(net, loss, eps: float, leaves: int) -> float:
 
 def _big_display(n_steps: int = 33_400) -> dict:
     """Seconds to display a ~100,000-node run, beside the run itself."""
-    from gradmagic.widget import mimebundle
+    from gradmagic.views.widget import mimebundle
 
     start = time.perf_counter()
     x = Value(0.5, label="x")

@@ -32,7 +32,7 @@ import tracemalloc
 
 import gradmagic.nn as gm_nn
 from gradmagic.data import two_moons
-from gradmagic.engine import Value
+from gradmagic.core.engine import Value
 
 N_POINTS = 100
 CHAIN = 100_000

@@ -17,10 +17,10 @@ import gc
 import time
 
 import gradmagic
-from gradmagic.engine import Value
-from gradmagic.magic import _link
-from gradmagic.rewrite import rewrite
-from gradmagic.trace import Trace
+from gradmagic.core.engine import Value
+from gradmagic.notebook.magic import _link
+from gradmagic.notebook.rewrite import rewrite
+from gradmagic.analysis.trace import Trace
 
 REWRITE_BUDGET_MS = 20.0
 

@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from gradmagic.optim import SGD
-from gradmagic.tensor import Tensor, cross_entropy
-from gradmagic.tensor_nn import Linear, ReLU, Sequential
+from gradmagic.core.tensor import Tensor, cross_entropy
+from gradmagic.nn.tensor import Linear, ReLU, Sequential
 
 TARGET_RATIO = 3.0
 SIZES = (2, 64, 64, 10)

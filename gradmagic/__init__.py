@@ -4,10 +4,10 @@
 usable on its own: :class:`Value` (scalars), :class:`Tensor` (numpy arrays),
 :mod:`gradmagic.nn` and :mod:`gradmagic.optim`.
 """
-from .engine import Value, apply, is_grad_enabled, no_grad
+from .core.engine import Value, apply, is_grad_enabled, no_grad
 from .grade import grade
-from .tensor import Tensor, tensor
-from .trace import Trace
+from .core.tensor import Tensor, tensor
+from .analysis.trace import Trace
 
 __version__ = "0.1.0"
 __all__ = ["Value", "Tensor", "tensor", "Trace", "apply", "no_grad", "is_grad_enabled", "grade",
@@ -19,11 +19,11 @@ last = None
 
 def load_ipython_extension(ipython):
     """``%load_ext gradmagic``: register the ``%%autograd`` magic."""
-    from .magic import load
+    from .notebook.magic import load
     load(ipython)
 
 
 def unload_ipython_extension(ipython):
     """``%unload_ext gradmagic``: remove what loading registered."""
-    from .magic import unload
+    from .notebook.magic import unload
     unload(ipython)

@@ -1,9 +1,9 @@
 """Grading hand-derived gradients without a notebook display: :func:`grade`.
 
 ``grade(source, expected)`` runs a cell's source the way ``%%autograd`` does
-(the same rewrite and engine, :func:`gradmagic.magic.prepare` and
-:func:`~gradmagic.magic.execute`), compares the gradients and values named in
-``expected`` and returns the :class:`~gradmagic.check.CheckReport`, with
+(the same rewrite and engine, :func:`gradmagic.notebook.magic.prepare` and
+:func:`~gradmagic.notebook.magic.execute`), compares the gradients and values named in
+``expected`` and returns the :class:`~gradmagic.analysis.check.CheckReport`, with
 ``.passed``, ``.rows``, ``to_dict()`` and ``assert_passed()``.
 
 It is made for autograders, which score a test cell by what it shows:
@@ -27,7 +27,7 @@ import io
 import math
 import warnings
 
-from .check import CheckReport, expect, expected_pairs, unanswered
+from .analysis.check import CheckReport, expect, expected_pairs, unanswered
 
 __all__ = ["grade", "FILENAME"]
 
@@ -86,7 +86,7 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
 def _expected(expected) -> list:
     """The grader's expected answers as (name, number) pairs; raises for bad input."""
     if isinstance(expected, str):
-        from .magic import parse_expect
+        from .notebook.magic import parse_expect
         expected = parse_expect(expected, {})
     pairs = expected_pairs(expected)
     if not pairs:
@@ -95,7 +95,7 @@ def _expected(expected) -> list:
 
 
 def _run(source, pairs, ns, atol, rtol, target, raise_errors) -> CheckReport:
-    from .magic import NoTarget, execute, prepare
+    from .notebook.magic import NoTarget, execute, prepare
     try:
         body, first_line, line_target = _split_magic(source)
         cell = prepare(body, ns, filename=FILENAME, first_line=first_line)
@@ -122,7 +122,7 @@ def _split_magic(source: str):
         return source, 1, None
     from IPython.core.magic_arguments import parse_argstring
 
-    from .magic import AutogradMagics
+    from .notebook.magic import AutogradMagics
     options = first.lstrip()[len("%%autograd"):]
     try:
         args = parse_argstring(AutogradMagics.autograd, options)

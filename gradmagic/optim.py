@@ -14,7 +14,7 @@ rather than changing it in place.
 """
 from __future__ import annotations
 
-from .nn import zero_grads
+from .nn.module import zero_grads
 
 __all__ = ["Optimizer", "SGD", "Adam"]
 

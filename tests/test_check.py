@@ -1,4 +1,4 @@
-"""The numerical check (gradmagic.check): replayed finite differences and reports."""
+"""The numerical check (gradmagic.analysis.check): replayed finite differences and reports."""
 import dataclasses
 import json
 import math
@@ -9,12 +9,12 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from gradmagic import Value
-from gradmagic import check as check_module
-from gradmagic.check import CheckReport, check, expect
-from gradmagic.engine import _make_binary, _make_unary
+from gradmagic.analysis import check as check_module
+from gradmagic.analysis.check import CheckReport, check, expect
+from gradmagic.core.engine import _make_binary, _make_unary
 from gradmagic.nn import MLP
-from gradmagic.ops import OPS
-from gradmagic.trace import Trace
+from gradmagic.core.ops import OPS
+from gradmagic.analysis.trace import Trace
 
 
 def traced(target, **kwargs):
@@ -472,7 +472,7 @@ def test_expect_bad_expected_values_are_error_rows():
 
 
 def test_with_zero_tolerance_the_worst_element_is_the_largest_difference():
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
     W = tensor.Tensor([1.0, 2.0, 3.0], label="W")
     trace = traced((W * W).sum())  # grad 2W = [2, 4, 6]
     report = expect(trace, {"W": [2.1, 4.0, 7.0]}, atol=0.0, rtol=0.0)
@@ -502,8 +502,8 @@ def test_expect_compares_nan_with_nan():
 
 # --------------------------------------------------------------------------- real tensors
 def tensor_net_trace(nin=4, hidden=30):
-    tensor = pytest.importorskip("gradmagic.tensor")
-    tensor_nn = pytest.importorskip("gradmagic.tensor_nn")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
+    tensor_nn = pytest.importorskip("gradmagic.nn.tensor")
     net = tensor_nn.Sequential(tensor_nn.Linear(nin, hidden, seed=0), tensor_nn.ReLU(),
                                tensor_nn.Linear(hidden, 3, seed=1))
     X = tensor.Tensor(np.random.default_rng(0).normal(size=(8, nin)), label="X",
@@ -524,7 +524,7 @@ def test_tensor_network_check_passes_and_skips_constant_inputs():
 
 
 def test_unnamed_tensor_constants_get_no_note():
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
     x = tensor.Tensor([1.0, -2.0, 3.0], label="x")
     loss = (x ** 2 * 1.0 + np.array([0.5, 0.5, 0.5])).sum()  # three unnamed constants
     report = check(traced(loss))
@@ -545,7 +545,7 @@ def test_tensor_leaf_sampling_and_a_wrong_gradient_element():
 
 
 def test_mixed_value_and_tensor_graph():
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
     a = leaf(0.5, "a")
     T = tensor.Tensor([[1.0, 2.0], [3.0, -1.0]], label="T")
     report = check(traced((T * a).tanh().sum() * a))
@@ -607,8 +607,8 @@ def test_expected_pairs_accepts_mappings_and_pairs_only():
 # --------------------------------------------------------------------------- PyTorch
 def test_every_op_has_a_torch_counterpart():
     torch = pytest.importorskip("torch")
-    from gradmagic import torchcheck
-    from gradmagic.tensor_ops import TENSOR_OPS
+    from gradmagic.analysis import torchcheck
+    from gradmagic.core.tensor_ops import TENSOR_OPS
     assert set(OPS) <= set(torchcheck._scalar_ops(torch))
     assert set(TENSOR_OPS) <= set(torchcheck._tensor_ops(torch))
 
@@ -619,7 +619,7 @@ def test_every_op_has_a_torch_counterpart():
        st.floats(-2, 2), st.floats(0.5, 3))
 def test_torch_replay_matches_the_engine_on_scalar_graphs(names, x0, y0):
     torch = pytest.importorskip("torch")
-    from gradmagic import torchcheck
+    from gradmagic.analysis import torchcheck
     x, y = leaf(x0, "x"), leaf(y0, "y")
     z = x * y + x / y - y ** 2.5 + (x % y) + (x // y)
     for name in names:
@@ -638,8 +638,8 @@ def test_torch_replay_matches_the_engine_on_scalar_graphs(names, x0, y0):
 
 def test_torch_replay_of_tensor_ops_and_a_disagreement():
     pytest.importorskip("torch")
-    from gradmagic import torchcheck
-    from gradmagic.tensor import Tensor
+    from gradmagic.analysis import torchcheck
+    from gradmagic.core.tensor import Tensor
     W = Tensor([[0.1, -0.4, 0.3], [0.7, 0.2, -0.5]], label="W")
     x = Tensor([1.0, -2.0, 0.5], label="x")
     s = leaf(0.3, "s")
@@ -661,8 +661,8 @@ def test_torch_replay_of_tensor_ops_and_a_disagreement():
 
 def test_torch_replays_cumsum_floor_division_and_modulo():
     pytest.importorskip("torch")
-    from gradmagic import torchcheck
-    from gradmagic.tensor import Tensor
+    from gradmagic.analysis import torchcheck
+    from gradmagic.core.tensor import Tensor
     W = Tensor([[0.3, -1.7], [2.5, 0.9]], label="W")
     L = (W.cumsum() ** 2).sum() + (W.cumsum(axis=1) * W).sum() + (W % 0.7).sum() \
         + (W // 0.7 * W).sum()
@@ -672,7 +672,7 @@ def test_torch_replays_cumsum_floor_division_and_modulo():
 
 
 def test_torch_missing_or_an_unknown_op_is_a_message(monkeypatch):
-    from gradmagic import torchcheck
+    from gradmagic.analysis import torchcheck
     trace = walkthrough()
     monkeypatch.setitem(sys.modules, "torch", None)
     missing = torchcheck.compare(trace)

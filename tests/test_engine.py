@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradmagic import engine
-from gradmagic.engine import Value, apply, is_grad_enabled, no_grad
-from gradmagic.ops import OPS
+from gradmagic.core import engine
+from gradmagic.core.engine import Value, apply, is_grad_enabled, no_grad
+from gradmagic.core.ops import OPS
 
 ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul,
               "/": operator.truediv, "**": operator.pow}
@@ -535,7 +535,7 @@ def test_textbook_value_used_twice():
 
 
 # --------------------------------------------------------------- documentation
-@pytest.mark.parametrize("module", ["engine", "ops", "nn", "optim"])
+@pytest.mark.parametrize("module", ["core.engine", "core.ops", "nn", "nn.scalar", "optim"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib

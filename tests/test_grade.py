@@ -10,7 +10,7 @@ from IPython.testing import globalipapp
 
 import gradmagic
 from gradmagic import grade
-from gradmagic.check import CheckReport
+from gradmagic.analysis.check import CheckReport
 
 grade_module = importlib.import_module("gradmagic.grade")
 
@@ -273,7 +273,7 @@ def test_numpy_answers():
 
 
 def test_the_magic_and_grade_share_one_run_function(monkeypatch):
-    magic = importlib.import_module("gradmagic.magic")
+    magic = importlib.import_module("gradmagic.notebook.magic")
     calls = []
     real = magic.execute
 

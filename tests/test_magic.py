@@ -11,8 +11,8 @@ import pytest
 from IPython.core.error import UsageError
 
 import gradmagic
-from gradmagic.engine import Value
-from gradmagic.trace import Trace
+from gradmagic.core.engine import Value
+from gradmagic.analysis.trace import Trace
 
 from cells_corpus import CELLS
 
@@ -184,7 +184,7 @@ def test_help_lists_the_options(ip):
     ("--rankdir TB --quiet -x", "--rankdir TB --quiet", "-x"),
 ])
 def test_the_line_form_splits_options_from_the_expression(line, options, expression):
-    from gradmagic.magic import _split_line
+    from gradmagic.notebook.magic import _split_line
     assert _split_line(line) == (options, expression)
 
 
@@ -497,7 +497,7 @@ def test_corpus_is_big_enough():
 
 # --------------------------------------------------------------------------- tensors
 def test_float_arrays_become_tensor_leaves(ip):
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
     ip.user_ns.update(np=np, X=np.array([[1.0, 2.0], [3.0, 4.0]]), idx=np.array([0, 1]))
     assert autograd(ip, "W = np.ones((2, 1))\nb = np.array([0.5])\n"
                         "L = ((X @ W + b) ** 2).sum()").success
@@ -512,7 +512,7 @@ def test_float_arrays_become_tensor_leaves(ip):
 
 
 def test_a_tensor_target_must_be_one_number(ip, capsys):
-    pytest.importorskip("gradmagic.tensor")
+    pytest.importorskip("gradmagic.core.tensor")
     ip.user_ns["np"] = np
     assert autograd(ip, "v = np.ones(3)\nv * 2", options="").success
     assert "reduce it to one number" in capsys.readouterr().out

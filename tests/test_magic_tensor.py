@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import gradmagic
-from gradmagic.engine import Value
-from gradmagic.tensor import Tensor
+from gradmagic.core.engine import Value
+from gradmagic.core.tensor import Tensor
 
 RUNTIME_NAMES = ("_runtime", "lab(", "lit(", "leaf(", "changing(", "\\x00", "\x00")
 
@@ -98,7 +98,7 @@ NUMPY_CELLS = [
     ("axes", "M = A.mean(axis=0, keepdims=True)\nL = ((A - M) ** 2).sum(axis=1).mean()"),
     ("ufuncs", "L = np.sqrt(np.abs(A) + 1.0).sum() + np.log(np.square(A) + 1.0).mean()"
                " + np.maximum(A, 0.0).sum()"),
-    ("softmax", "from gradmagic.tensor import softmax, log_softmax\n"
+    ("softmax", "from gradmagic.core.tensor import softmax, log_softmax\n"
                 "p = softmax(A)\nq = log_softmax(A, axis=0)\nL = (p * q).sum() + softmax(A, 0)[1, 2]"),
     ("methods", "L = (np.exp(A).flatten() * A.ravel()).sum() + A.transpose(1, 0).reshape(-1)[4]"
                 " + np.dot(A, A.T).sum()"),
@@ -217,7 +217,7 @@ def test_math_functions_without_a_tensor_rule_convert_as_plain_python(ip):
 
 # --------------------------------------------------------------------------- networks
 NET = """import gradmagic.nn as nn
-from gradmagic.tensor import cross_entropy
+from gradmagic.core.tensor import cross_entropy
 net = nn.Sequential(nn.Linear(2, 16, seed=0), nn.ReLU(), nn.Linear(16, 10, seed=1))
 logits = net(Xb)
 L = cross_entropy(logits, yb)"""
@@ -251,7 +251,7 @@ def test_training_in_plain_cells_then_one_step_inspected(ip):
     plain(ip, """import numpy as np
 import gradmagic.nn as nn
 from gradmagic.optim import Adam
-from gradmagic.tensor import cross_entropy
+from gradmagic.core.tensor import cross_entropy
 rng = np.random.default_rng(0)
 centres = rng.normal(scale=4.0, size=(10, 2))
 y = np.repeat(np.arange(10), 20)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gradmagic.data import two_moons
-from gradmagic.engine import Value, no_grad
+from gradmagic.core.engine import Value, no_grad
 from gradmagic.nn import MLP, Layer, Module, Neuron, accuracy, hinge_loss, mse_loss
 from gradmagic.optim import SGD, Adam
 
@@ -81,7 +81,7 @@ def test_zero_grad_clears_every_parameter():
 
 
 def test_module_and_optimizer_zero_scalar_and_array_gradients_alike():
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
 
     class Pair(Module):
         def __init__(self):

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gradmagic.engine import Value, apply
-from gradmagic.ops import OPS, real
+from gradmagic.core.engine import Value, apply
+from gradmagic.core.ops import OPS, real
 
 # Input points away from each op's kinks, jumps and domain edges.
 DEFAULT_POINTS = {1: [(0.3,), (-0.7,), (1.3,)], 2: [(0.7, 1.3), (-1.3, 0.6)]}

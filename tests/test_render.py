@@ -1,4 +1,4 @@
-"""Views of a run (gradmagic.render): DOT, SVG, summaries, tables, text."""
+"""Views of a run (gradmagic.views.render): DOT, SVG, summaries, tables, text."""
 import dataclasses
 import re
 import sys
@@ -8,11 +8,11 @@ import graphviz
 import pytest
 
 from gradmagic import Value
-from gradmagic import render
-from gradmagic.check import check
-from gradmagic.engine import _make_unary
-from gradmagic.ops import OPS
-from gradmagic.trace import Trace
+from gradmagic.views import render
+from gradmagic.analysis.check import check
+from gradmagic.core.engine import _make_unary
+from gradmagic.core.ops import OPS
+from gradmagic.analysis.trace import Trace
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -173,7 +173,7 @@ def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
 
 
 def test_summary_counts_name_tensor_ops_by_their_symbol():
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
     T = tensor.Tensor(list(range(100)), label="T")
     total = T[0]
     for i in range(1, 100):
@@ -289,7 +289,7 @@ def test_static_html_mentions_a_skipped_check():
 
 def test_render_does_not_import_ipywidgets():
     import subprocess
-    code = "import gradmagic.render, sys; print('ipywidgets' in sys.modules)"
+    code = "import gradmagic.views.render, sys; print('ipywidgets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
@@ -328,7 +328,7 @@ def test_static_views_have_an_answers_section_on_top():
 
 
 def test_array_answers_show_the_worst_difference():
-    from gradmagic.tensor import Tensor
+    from gradmagic.core.tensor import Tensor
     W = Tensor([[1.0, 2.0]], label="W")
     L = (W * W).sum()
     L.label = "L"
@@ -359,7 +359,7 @@ def test_numbers_and_arrays_are_one_line():
 
 def tensor_trace():
     """L = mean((X @ W + b - Y) ** 2) with a 50×1 X, a 2-element W and literals."""
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
     X = tensor.Tensor(np.linspace(-1, 1, 100).reshape(50, 2), label="X", requires_grad=False)
     W = tensor.Tensor([[0.5], [-0.3]], label="W")
     b = tensor.Tensor([0.1], label="b")
@@ -408,7 +408,7 @@ def test_headline_counts_inputs_not_unnamed_constants():
     tensor = tensor_trace()
     assert sorted(n.label for n in render.inputs(tensor)) == ["W", "b"]
     assert render.headline(tensor).endswith(f"({len(tensor.nodes)} nodes, 2 inputs)")
-    unnamed = pytest.importorskip("gradmagic.tensor").Tensor([1.0, 2.0])  # asks for a gradient
+    unnamed = pytest.importorskip("gradmagic.core.tensor").Tensor([1.0, 2.0])  # asks for a gradient
     assert len(render.inputs(traced((unnamed * 2.0).sum()))) == 1
     out = render.text(tensor, check(tensor))
     assert out.count("constant") == 1  # one note, naming X and Y only

@@ -1,4 +1,4 @@
-"""Tests of gradmagic.rewrite: the cell rewrite, with nothing but the AST.
+"""Tests of gradmagic.notebook.rewrite: the cell rewrite, with nothing but the AST.
 
 Most tests rewrite a snippet, link and run it in a fresh namespace and look at
 what became a Value, what stayed a plain number and how nodes are labelled.
@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from gradmagic import _runtime
-from gradmagic.engine import Value
-from gradmagic.magic import _link
-from gradmagic.rewrite import RUNTIME, Rewritten, rewrite
+from gradmagic.notebook import runtime as _runtime
+from gradmagic.core.engine import Value
+from gradmagic.notebook.magic import _link
+from gradmagic.notebook.rewrite import RUNTIME, Rewritten, rewrite
 
 
 def run(source, ns=None, **kw):

@@ -6,10 +6,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from gradmagic import no_grad
-from gradmagic.engine import Value, state
-from gradmagic.tensor import Tensor, cross_entropy, log_softmax, softmax, tensor
-from gradmagic.tensor_ops import TENSOR_OPS
-from gradmagic.trace import Trace
+from gradmagic.core.engine import Value, state
+from gradmagic.core.tensor import Tensor, cross_entropy, log_softmax, softmax, tensor
+from gradmagic.core.tensor_ops import TENSOR_OPS
+from gradmagic.analysis.trace import Trace
 
 MASK = np.array([[True, False, True, False], [False, False, True, True], [True, True, False, False]])
 TARGETS = np.array([2, 0, 3])

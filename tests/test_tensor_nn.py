@@ -5,8 +5,8 @@ import pytest
 from gradmagic import optim
 from gradmagic.nn import Module
 from gradmagic.optim import SGD
-from gradmagic.tensor import Tensor, cross_entropy
-from gradmagic.tensor_nn import Linear, ReLU, Sequential, Tanh
+from gradmagic.core.tensor import Tensor, cross_entropy
+from gradmagic.nn.tensor import Linear, ReLU, Sequential, Tanh
 
 
 def blobs(n_per_class=60, n_classes=10, seed=0):

@@ -1,13 +1,13 @@
-"""The widget and the display bundle (gradmagic.widget), without a browser."""
+"""The widget and the display bundle (gradmagic.views.widget), without a browser."""
 import re
 
 import pytest
 
 from gradmagic import Value
-from gradmagic import check as check_module
-from gradmagic import render, widget
-from gradmagic.trace import Trace
-from gradmagic.widget import (WIDGET_MIME, TraceWidget, backward_steps, grads_at, mimebundle,
+from gradmagic.analysis import check as check_module
+from gradmagic.views import render, widget
+from gradmagic.analysis.trace import Trace
+from gradmagic.views.widget import (WIDGET_MIME, TraceWidget, backward_steps, grads_at, mimebundle,
                               path_to_target)
 
 pytest.importorskip("ipywidgets")
@@ -116,7 +116,7 @@ def test_a_reused_node_is_partial_until_all_its_children_are_processed():
 
 def test_a_final_gradient_includes_tensor_contributions():
     """v feeds a tensor op and a scalar op: its final gradient is the sum of both."""
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
     v = Value(2.0, label="v")
     T = tensor.Tensor([1.0, 2.0], label="T")
     L = (T * v).sum() + v * v  # dL/dv = 1 + 2 + 2v = 7
@@ -332,13 +332,13 @@ def test_without_torch_the_option_says_how_to_install_it(monkeypatch):
 
 
 def check_module_torch():
-    from gradmagic import torchcheck
+    from gradmagic.analysis import torchcheck
     return torchcheck
 
 
 def test_widget_static_and_text_views_agree_on_the_headline_and_show_arrays_on_one_line():
     np = pytest.importorskip("numpy")
-    tensor = pytest.importorskip("gradmagic.tensor")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
     W = tensor.Tensor([[0.5], [-0.3]], label="W")
     X = tensor.Tensor(np.linspace(-1, 1, 40).reshape(20, 2), label="X", requires_grad=False)
     L = ((X @ W) ** 2).mean()  # X (no gradient asked) and the 2 are constants

@@ -1,6 +1,6 @@
-"""The table of tensor operations: the sibling of :mod:`gradmagic.ops` for arrays.
+"""The table of tensor operations: the sibling of :mod:`gradmagic.core.ops` for arrays.
 
-Every operation a :class:`gradmagic.tensor.Tensor` knows is one
+Every operation a :class:`gradmagic.core.tensor.Tensor` knows is one
 :class:`TensorOp` entry in :data:`TENSOR_OPS`:
 
 * ``f``    -- the numpy forward: ``f(x[, y], **params)``; ``params`` are the
@@ -52,7 +52,7 @@ class TensorOp:
     def vjp(self, node) -> None:
         """Add ``node``'s gradient, pulled back through this op, into its parents.
 
-        Called by :func:`gradmagic.engine.backward`. A parent that does not
+        Called by :func:`gradmagic.core.engine.backward`. A parent that does not
         need a gradient (a constant tensor) is skipped; a scalar ``Value``
         parent receives the sum of its share as a float.
         """

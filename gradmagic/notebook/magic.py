@@ -1,11 +1,11 @@
 """The ``%%autograd`` cell magic and its one-line form ``%autograd EXPR``.
 
-A run: parse the options, rewrite the cell (:mod:`gradmagic.rewrite`),
+A run: parse the options, rewrite the cell (:mod:`gradmagic.notebook.rewrite`),
 compile it with the shell's caching compiler under the cell's own name (so
 tracebacks show the user's lines, the ``%%autograd`` line being line 1), turn
 the numbers the cell reads from the namespace into fresh leaves, execute it in
 the user's namespace, call ``backward()`` on the target and return a
-:class:`~gradmagic.trace.Trace` (also kept in ``gradmagic.last``).
+:class:`~gradmagic.analysis.trace.Trace` (also kept in ``gradmagic.last``).
 
 The run without any display is :func:`prepare` (rewrite and compile) and
 :func:`execute` (run, pick the target, backward, Trace); :func:`gradmagic.grade`
@@ -30,10 +30,10 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 import gradmagic
 
-from . import _runtime
-from .engine import Value, state
+from . import runtime as _runtime
+from ..core.engine import Value, state
 from .rewrite import RUNTIME, Rewritten, rewrite
-from .trace import Trace
+from ..analysis.trace import Trace
 
 __all__ = ["AutogradMagics", "NoTarget", "Prepared", "prepare", "execute", "find_target",
            "parse_expect", "load", "unload"]
@@ -283,7 +283,7 @@ def find_target(rw: Rewritten, name, value, ns):
 
 # --------------------------------------------------------------------------- steps
 def _link(code: types.CodeType) -> types.CodeType:
-    """``code`` with the :data:`~gradmagic.rewrite.RUNTIME` placeholder made the runtime module."""
+    """``code`` with the :data:`~gradmagic.notebook.rewrite.RUNTIME` placeholder made the runtime module."""
     consts = tuple(
         _runtime if type(c) is str and c == RUNTIME
         else _link(c) if isinstance(c, types.CodeType) else c
@@ -373,7 +373,8 @@ def cut_warnings(cuts, converted: int) -> list[str]:
 
 
 INTERNALS = frozenset(f"gradmagic.{name}" for name in
-                      ("_runtime", "engine", "ops", "tensor", "tensor_ops"))
+                      ("notebook.runtime", "core.engine", "core.ops", "core.tensor",
+                       "core.tensor_ops"))
 """Modules whose frames a traceback leaves out: an error in a Value or Tensor op
 shows the user's line and the message, as an error inside numpy does."""
 

@@ -12,7 +12,7 @@ Every operation the engine knows is one :class:`Op` entry in :data:`OPS`:
   differentiable and ``df`` returns a subgradient (relu and abs at 0);
 * ``rule``   -- the derivative as a formula, for people.
 
-Adding an operation means adding one entry here; :mod:`gradmagic.engine` builds
+Adding an operation means adding one entry here; :mod:`gradmagic.core.engine` builds
 ``Value``'s methods from this table.
 
 Forwards never raise for numeric reasons: a result that is not finite (log of a

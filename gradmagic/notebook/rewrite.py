@@ -2,7 +2,7 @@
 
 Nothing is executed here. :func:`rewrite` parses the cell and returns a
 :class:`Rewritten` whose module, run in the user's namespace, builds a graph of
-:class:`~gradmagic.engine.Value` nodes while computing exactly the numbers
+:class:`~gradmagic.core.engine.Value` nodes while computing exactly the numbers
 plain Python would:
 
 * **Numeric literals** (int and float, never bool or complex) become fresh
@@ -44,8 +44,8 @@ plain Python would:
   separately; a final assignment to one name names the target.
 
 Rewritten code reaches its helpers through the constant :data:`RUNTIME`
-(``RUNTIME.lit(2.0)``), which :mod:`gradmagic.magic` replaces in the compiled
-code by the :mod:`gradmagic._runtime` module, so no helper name ever enters the
+(``RUNTIME.lit(2.0)``), which :mod:`gradmagic.notebook.magic` replaces in the compiled
+code by the :mod:`gradmagic.notebook.runtime` module, so no helper name ever enters the
 user's namespace. Every new node carries the line of the user's code it came
 from, so tracebacks show the user's own lines.
 """
@@ -57,8 +57,8 @@ from dataclasses import dataclass
 
 __all__ = ["RUNTIME", "MATH_NAMES", "Rewritten", "rewrite"]
 
-RUNTIME = "\x00gradmagic._runtime"
-"""Placeholder constant standing for :mod:`gradmagic._runtime` in rewritten code."""
+RUNTIME = "\x00gradmagic.notebook.runtime"
+"""Placeholder constant standing for :mod:`gradmagic.notebook.runtime` in rewritten code."""
 
 MATH_NAMES = frozenset("""
     exp exp2 expm1 log log2 log10 log1p sqrt cbrt tanh sinh cosh sin cos tan

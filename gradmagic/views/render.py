@@ -1,7 +1,7 @@
 """Views of a run as text: Graphviz DOT and SVG, HTML tables and plain text.
 
-Everything here is a pure function of a :class:`gradmagic.trace.Trace` (and
-optionally a :class:`gradmagic.check.CheckReport`) returning a string, so the
+Everything here is a pure function of a :class:`gradmagic.analysis.trace.Trace` (and
+optionally a :class:`gradmagic.analysis.check.CheckReport`) returning a string, so the
 same views serve the widget, the static ``text/html`` fallback and a terminal.
 Nothing here imports ipywidgets.
 
@@ -20,7 +20,7 @@ the cell; the text, HTML and widget views share it.
 An ``expect`` report is shown as *answers* (:func:`answers_html`,
 :func:`answers_text`): a verdict line, then ✓/✗ for each expected entry with
 the engine's number and the difference. A PyTorch comparison
-(:mod:`gradmagic.torchcheck`) adds its column to the check table.
+(:mod:`gradmagic.analysis.torchcheck`) adds its column to the check table.
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .check import STATUSES
-from .ops import OPS
-from .trace import all_finite
+from ..analysis.check import STATUSES
+from ..core.ops import OPS
+from ..analysis.trace import all_finite
 
 __all__ = ["fmt", "dims", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
            "svg", "fit", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
@@ -561,7 +561,7 @@ def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     """A CheckReport as HTML: the verdict, the tolerance, notes, then rows worst first.
 
     An ``expect`` report is shown as answers (:func:`answers_html`). ``torch``
-    (a :class:`gradmagic.torchcheck.TorchComparison`) adds PyTorch's column.
+    (a :class:`gradmagic.analysis.torchcheck.TorchComparison`) adds PyTorch's column.
     """
     if report.kind == "expect":
         return answers_html(report, limit)

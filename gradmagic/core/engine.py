@@ -5,7 +5,7 @@ gradient of the last ``backward()`` target with respect to it (``grad``), the
 operation that made it and the nodes it was made from (its parents).
 
 Each arithmetic operator or method below computes its result with the float
-forward of its entry in :mod:`gradmagic.ops` and remembers the entry and its
+forward of its entry in :mod:`gradmagic.core.ops` and remembers the entry and its
 inputs; ``backward()`` then walks the graph once, in reverse topological order,
 and applies each entry's local derivatives (the chain rule)::
 
@@ -26,7 +26,7 @@ Design notes:
   is inf (IEEE rules, with an int too big for a float read as ±inf), and
   ``.finite`` says so. Relu and abs at 0 use the subgradient 0 and ``.kink``
   says so.
-* Every operation comes from the table in :mod:`gradmagic.ops`; each is also
+* Every operation comes from the table in :mod:`gradmagic.core.ops`; each is also
   reachable by name through :func:`apply`.
 """
 from __future__ import annotations
@@ -121,7 +121,7 @@ class Value:
 
     @property
     def opdef(self) -> Op | None:
-        """The :class:`gradmagic.ops.Op` entry that made this node, or None."""
+        """The :class:`gradmagic.core.ops.Op` entry that made this node, or None."""
         return self._op
 
     @property
@@ -449,7 +449,7 @@ del _op, _fwd, _name
 
 
 def apply(name: str, *args) -> Value:
-    """The node for op ``name`` of :data:`gradmagic.ops.OPS` on ``args``.
+    """The node for op ``name`` of :data:`gradmagic.core.ops.OPS` on ``args``.
 
     Arguments are Values or plain numbers. This is what ``a + b``, ``-a`` or
     ``a.tanh()`` do, reachable by the op's name (``apply("tanh", a)``).

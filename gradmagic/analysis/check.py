@@ -4,7 +4,7 @@
 difference ``(f(x + eps) - f(x - eps)) / 2 eps`` and compares it with the
 gradient that backward computed. It never re-runs the user's cell (no side
 effect runs twice): it *replays* the recorded graph, node by node, with each
-operation's numpy forward from :mod:`gradmagic.ops`.
+operation's numpy forward from :mod:`gradmagic.core.ops`.
 
 All perturbations go through one replay. Each leaf's input is an array with
 one column per evaluation point -- column 0 unperturbed, then ``x + eps`` and
@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from .engine import Value
+from ..core.engine import Value
 from .trace import all_finite
 
 __all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow",
@@ -233,11 +233,11 @@ class CheckReport:
                 "rows": [r.to_dict(self.columns) for r in self.rows]}
 
     def __str__(self):
-        from .render import report_text
+        from ..views.render import report_text
         return report_text(self)
 
     def _repr_html_(self):
-        from .render import report_html
+        from ..views.render import report_html
         return report_html(self)
 
     def __repr__(self):
@@ -261,7 +261,7 @@ def _describe(row: CheckRow, columns) -> str:
 
 def _num(x) -> str:
     """A number or array on one line (as the views show it)."""
-    from .render import fmt
+    from ..views.render import fmt
     return fmt(x, 6)
 
 
@@ -273,7 +273,7 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
     Parameters
     ----------
     trace:
-        A :class:`gradmagic.trace.Trace` (its graph is replayed, not re-run).
+        A :class:`gradmagic.analysis.trace.Trace` (its graph is replayed, not re-run).
     eps, atol, rtol:
         Step and tolerance: a row passes if ``|analytic - numeric| <= atol +
         rtol * |numeric|`` (the defaults are PyTorch gradcheck's).

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .engine import Value
+from ..core.engine import Value
 
 __all__ = ["Node", "Trace", "all_finite"]
 
@@ -235,5 +235,5 @@ class Trace:
                 f"target {self.target.name} = {_short(self.value)}>")
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from .widget import mimebundle
+        from ..views.widget import mimebundle
         return mimebundle(self)

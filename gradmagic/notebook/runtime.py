@@ -1,6 +1,6 @@
 """The helpers that code rewritten by ``%%autograd`` calls while it runs.
 
-:mod:`gradmagic.rewrite` turns a cell into code that calls these functions
+:mod:`gradmagic.notebook.rewrite` turns a cell into code that calls these functions
 (``lit``, ``lab``, ``leaf``, ``changing``, ``shown``, ``ints``, ``call``,
 ``fn``); the
 magic links that code to this module. They are small and fast, since some
@@ -21,9 +21,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from . import engine
-from .engine import Value
-from .tensor import Tensor
+from ..core import engine
+from ..core.engine import Value
+from ..core.tensor import Tensor
 
 __all__ = ["lit", "lab", "leaf", "changing", "shown", "ints", "call", "fn", "recording",
            "recording_now", "is_node", "new_leaf"]

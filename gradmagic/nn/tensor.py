@@ -1,11 +1,11 @@
 """Layers on tensors: ``Linear``, ``ReLU``, ``Tanh`` and ``Sequential``.
 
 Each layer works on a whole batch at once (one matrix product per layer, not
-one node per weight), with parameters as :class:`gradmagic.tensor.Tensor`
+one node per weight), with parameters as :class:`gradmagic.core.tensor.Tensor`
 leaves, so ``gradmagic.optim`` optimizers update them like scalar ones::
 
     >>> import numpy as np
-    >>> from gradmagic.tensor import cross_entropy
+    >>> from gradmagic.core.tensor import cross_entropy
     >>> net = Sequential(Linear(2, 16, seed=0), ReLU(), Linear(16, 3, seed=1))
     >>> logits = net(np.zeros((5, 2)))
     >>> logits.shape
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nn import Module
-from .tensor import Tensor
+from .module import Module
+from ..core.tensor import Tensor
 
 __all__ = ["Linear", "ReLU", "Tanh", "Sequential"]
 

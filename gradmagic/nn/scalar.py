@@ -9,28 +9,12 @@ from __future__ import annotations
 
 import random
 
-from .engine import Value
+from ..core.engine import Value
+from .module import Module
 
-__all__ = ["Module", "Neuron", "Layer", "MLP", "mse_loss", "hinge_loss", "accuracy",
-           "Linear", "ReLU", "Tanh", "Sequential"]
+__all__ = ["Neuron", "Layer", "MLP", "mse_loss", "hinge_loss", "accuracy"]
 
 ACTIVATIONS = ("tanh", "relu", "linear")
-
-
-class Module:
-    """Something with parameters."""
-
-    def parameters(self) -> list:
-        return []
-
-    def zero_grad(self) -> None:
-        zero_grads(self.parameters())
-
-
-def zero_grads(params) -> None:
-    """Set each parameter's gradient to zero (zeros of its shape for an array)."""
-    for p in params:
-        p.grad = p.grad * 0.0 if hasattr(p.grad, "shape") else 0.0
 
 
 class Neuron(Module):
@@ -155,7 +139,3 @@ def accuracy(scores, labels) -> float:
     pairs = list(_pairs(scores, labels))
     hits = sum((float(s) > 0) == (y > 0) for s, y in pairs)
     return hits / len(pairs)
-
-
-# Tensor layers live in their own module (they build on Module, defined above).
-from .tensor_nn import Linear, ReLU, Sequential, Tanh  # noqa: E402

@@ -3,7 +3,7 @@
 A :class:`Tensor` holds a float64 array (``data``) and, after ``backward()``,
 the gradient of the target with respect to every element (``grad``, same
 shape). Each operation is one numpy call, recorded with its entry in
-:mod:`gradmagic.tensor_ops`; ``backward()`` walks the graph with the same
+:mod:`gradmagic.core.tensor_ops`; ``backward()`` walks the graph with the same
 iterative sweep as scalars, so graphs may mix ``Value`` and ``Tensor`` nodes::
 
     >>> import numpy as np
@@ -135,7 +135,7 @@ class Tensor:
 
     @property
     def opdef(self):
-        """The :class:`gradmagic.tensor_ops.TensorOp` that made this node, or None."""
+        """The :class:`gradmagic.core.tensor_ops.TensorOp` that made this node, or None."""
         return self._op
 
     @property
@@ -367,7 +367,7 @@ class Tensor:
         any tensor while a cell is being recorded, cannot be changed in place:
         the graph would no longer match what the cell computed.
         """
-        from . import _runtime  # a late import: _runtime imports this module
+        from ..notebook import runtime as _runtime  # a late import: _runtime imports this module
         if self._a is not None or _runtime.recording_now():
             what = "the result of an op" if self._a is not None else "a Tensor in %%autograd"
             raise TypeError(f"{what} cannot be changed in place (the graph would no longer "

@@ -1,6 +1,6 @@
 """The interactive view of a run, and the display bundle ``%%autograd`` shows.
 
-:class:`TraceWidget` is an ipywidgets box over a :class:`gradmagic.trace.Trace`:
+:class:`TraceWidget` is an ipywidgets box over a :class:`gradmagic.analysis.trace.Trace`:
 
 * a node picker: choosing a node highlights it and its path to the target
   and explains its local derivatives and the gradient flowing into it;
@@ -26,7 +26,9 @@ import html
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from . import render, torchcheck
+from . import render
+
+from ..analysis import torchcheck
 
 __all__ = ["TraceWidget", "mimebundle", "backward_steps", "grads_at", "path_to_target",
            "WIDGET_MIME"]
@@ -143,9 +145,9 @@ class TraceWidget:
 
     Displaying a TraceWidget displays its box. ``report`` is the run's
     CheckReport (None when the check was skipped); ``expected`` an optional
-    :func:`gradmagic.check.expect` report, which adds the Answers tab (first,
+    :func:`gradmagic.analysis.check.expect` report, which adds the Answers tab (first,
     and selected); ``torch`` an optional
-    :class:`gradmagic.torchcheck.TorchComparison` for the Check tab; ``cache``
+    :class:`gradmagic.analysis.torchcheck.TorchComparison` for the Check tab; ``cache``
     maps DOT to SVG and may be shared with the static view so each drawing is
     made once.
     """

@@ -1,9 +1,9 @@
 """A second opinion from PyTorch: the recorded graph replayed with torch tensors.
 
-:func:`compare` rebuilds a :class:`~gradmagic.trace.Trace`'s graph in PyTorch,
+:func:`compare` rebuilds a :class:`~gradmagic.analysis.trace.Trace`'s graph in PyTorch,
 node by node, in float64: each leaf becomes a tensor that requires a gradient,
 each operation the torch function of the same name (scalar ops from
-:mod:`gradmagic.ops`, tensor ops from :mod:`gradmagic.tensor_ops`, with the
+:mod:`gradmagic.core.ops`, tensor ops from :mod:`gradmagic.core.tensor_ops`, with the
 node's recorded parameters). ``torch.autograd.grad`` then gives the target's
 gradient with respect to every leaf, which is set beside gradmagic's own.
 
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .check import differences
-from .engine import Value
+from ..core.engine import Value
 
 __all__ = ["compare", "TorchComparison", "TorchRow", "INSTALL"]
 
@@ -153,7 +153,7 @@ def _replay(torch, trace):
 
 
 def _scalar_ops(torch) -> dict:
-    """Scalar op name (:data:`gradmagic.ops.OPS`) → torch function."""
+    """Scalar op name (:data:`gradmagic.core.ops.OPS`) → torch function."""
     return {
         "+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div, "**": torch.pow,
         "//": lambda x, y: torch.div(x, y, rounding_mode="floor"),
@@ -167,7 +167,7 @@ def _scalar_ops(torch) -> dict:
 
 
 def _tensor_ops(torch) -> dict:
-    """Tensor op name (:data:`gradmagic.tensor_ops.TENSOR_OPS`) → torch function of its params."""
+    """Tensor op name (:data:`gradmagic.core.tensor_ops.TENSOR_OPS`) → torch function of its params."""
     def dims(x, axis):
         return tuple(range(x.ndim)) if axis is None else tuple(axis)
 
