@@ -8,13 +8,21 @@ from .core.engine import Value, apply, is_grad_enabled, no_grad
 from .grade import grade
 from .core.tensor import Tensor, tensor
 from .analysis.trace import Trace
+from . import views  # noqa: F401 - sets str(report); views never import this module
 
 __version__ = "0.1.0"
 __all__ = ["Value", "Tensor", "tensor", "Trace", "apply", "no_grad", "is_grad_enabled", "grade",
            "last"]
 
-last = None
-"""The Trace of the latest ``%%autograd`` run (None before any, or after a run that made none)."""
+
+
+def __getattr__(name):
+    # ``gradmagic.last``: the Trace of the latest ``%%autograd`` run (None before any, or
+    # after a run that made none); the magic keeps it in gradmagic.notebook.session.
+    if name == "last":
+        from .notebook import session
+        return session.last
+    raise AttributeError(f"module 'gradmagic' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython):

@@ -120,16 +120,14 @@ def _split_magic(source: str):
     first, newline, body = source.partition("\n")
     if not first.lstrip().startswith("%%autograd"):
         return source, 1, None
-    from IPython.core.magic_arguments import parse_argstring
-
-    from .notebook.magic import AutogradMagics
+    from .notebook.magic import parse_options
     options = first.lstrip()[len("%%autograd"):]
     try:
-        args = parse_argstring(AutogradMagics.autograd, options)
+        target = parse_options(options).target
     except Exception as exc:  # noqa: BLE001 - a UsageError: the student's line is wrong
         raise SyntaxError(f"the %%autograd line's options: {exc}",
                           (FILENAME, 1, 1, first, None, None)) from None
-    return body, 2, args.target
+    return body, 2, target
 
 
 def _what_went_wrong(exc: BaseException, source: str) -> str:

@@ -15,6 +15,7 @@ from gradmagic.core.engine import _make_binary, _make_unary
 from gradmagic.nn import MLP
 from gradmagic.core.ops import OPS
 from gradmagic.analysis.trace import Trace
+from gradmagic.views.render import report_html
 
 
 def traced(target, **kwargs):
@@ -431,7 +432,7 @@ def test_text_and_html_views_show_the_bound_and_worst_first():
     body = [ln for ln in lines if ln.startswith(("a ", "b ", "c "))]
     assert [ln[0] for ln in body] == ["b", "a", "c"]  # worst first (largest err/bound)
     assert "bound" in text
-    page = report._repr_html_()
+    page = report_html(report)
     assert page.index(">b<") < page.index(">a<") < page.index(">c<")
     assert "0.00201" in page and "<table" in page  # b's bound
     assert repr(report).startswith("<CheckReport:")
@@ -457,7 +458,7 @@ def test_expect_verdict_unknown_names_and_data_keys():
 
 def test_expect_accepts_pairs_and_uses_trace_tolerances():
     trace = walkthrough()
-    trace.options.update(atol=0.5, rtol=0.0)
+    trace.options.atol, trace.options.rtol = 0.5, 0.0
     report = trace.expect([("a", 6.4), ("f", 4)])
     assert report.passed and report.verdict == "2 of 2 correct"
 
@@ -588,7 +589,7 @@ def test_an_error_fails_the_report_and_is_in_every_view():
     assert not report.passed and report.error.startswith("The cell raised")
     assert [r.status for r in report.rows] == ["error", "error"]
     assert report.verdict == "0 of 2 correct; the cell could not be run"
-    assert "KeyError on line 3" in str(report) and "KeyError on line 3" in report._repr_html_()
+    assert "KeyError on line 3" in str(report) and "KeyError on line 3" in report_html(report)
     with pytest.raises(AssertionError, match="KeyError on line 3"):
         report.assert_passed()
     assert json.loads(json.dumps(report.to_dict()))["error"] == report.error

@@ -9,6 +9,7 @@ import pytest
 from IPython.testing import globalipapp
 
 import gradmagic
+from gradmagic.notebook import session
 from gradmagic import grade
 from gradmagic.analysis.check import CheckReport
 
@@ -151,17 +152,17 @@ def test_the_same_rewrite_and_engine_as_the_magic():
         shell.run_line_magic("unload_ext", "gradmagic")
         for name in set(shell.user_ns) - before:
             del shell.user_ns[name]
-        gradmagic.last = None
+        session.last = None
     assert grade(source, {"w": 1.0}).to_dict() == from_magic
 
 
 def test_grade_leaves_the_magics_last_trace_alone():
-    gradmagic.last = before = object()
+    session.last = before = object()
     try:
         grade(WALK, RIGHT)
         assert gradmagic.last is before
     finally:
-        gradmagic.last = None
+        session.last = None
 
 
 # --------------------------------------------------------------------------- failures of the source
@@ -292,5 +293,5 @@ def test_the_magic_and_grade_share_one_run_function(monkeypatch):
         shell.run_line_magic("unload_ext", "gradmagic")
         for name in set(shell.user_ns) - before:
             del shell.user_ns[name]
-        gradmagic.last = None
+        session.last = None
     assert calls[0] == grade_module.FILENAME and len(calls) == 2

@@ -11,6 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import gradmagic
+from gradmagic.analysis.options import Options
 from gradmagic.core.engine import Value
 from gradmagic.analysis.trace import Trace
 
@@ -122,26 +123,26 @@ def test_options_are_stored_in_the_trace(ip):
     assert autograd(ip, "a = 1.0\nb = a * 2", options="-q --eps 1e-4 --atol 0.01 --rtol 0.2 "
                         "--no-check --rankdir TB --max-nodes 20 --torch "
                         '--expect "a=2, b.data=2.0"').success
-    assert gradmagic.last.options == {
+    assert gradmagic.last.options == Options(**{
         "target": None, "no_check": True, "eps": 1e-4, "atol": 0.01, "rtol": 0.2,
         "expect": {"a": 2.0, "b.data": 2.0}, "rankdir": "TB", "max_nodes": 20,
-        "torch": True, "quiet": True}
+        "torch": True, "quiet": True})
 
 
 def test_defaults_of_the_options(ip):
     assert autograd(ip, "a = 1.0\na + 1").success
     opts = gradmagic.last.options
-    assert (opts["eps"], opts["atol"], opts["rtol"], opts["rankdir"], opts["max_nodes"]) == (
+    assert (opts.eps, opts.atol, opts.rtol, opts.rankdir, opts.max_nodes) == (
         1e-6, 1e-5, 1e-3, "LR", 150)
-    assert opts["expect"] is None and not opts["no_check"] and not opts["torch"]
+    assert opts.expect is None and not opts.no_check and not opts.torch
 
 
 def test_expect_from_a_dict_and_arithmetic(ip):
     ip.user_ns["answers"] = {"a": 6, "b.data": -4 / 3}
     autograd(ip, "a = 1.0\nb = a * 2", options="-q --expect answers")
-    assert gradmagic.last.options["expect"] == {"a": 6.0, "b.data": -4 / 3}
+    assert gradmagic.last.options.expect == {"a": 6.0, "b.data": -4 / 3}
     autograd(ip, "a = 1.0\nb = a * 2", options="-q --expect 'a=-4/3, b = 2**3'")
-    assert gradmagic.last.options["expect"] == {"a": -4 / 3, "b": 8.0}
+    assert gradmagic.last.options.expect == {"a": -4 / 3, "b": 8.0}
 
 
 @pytest.mark.parametrize("options, message", [
@@ -527,7 +528,7 @@ def shown(ip, body, options):
     """The display bundle of an %%autograd cell (run with its output kept)."""
     result = autograd(ip, body, options=options, store_history=True)
     assert result.success and result.error_in_exec is None
-    return result.result._repr_mimebundle_()
+    return ip.display_formatter.format(result.result)[0]
 
 
 def test_expect_shows_answers_and_a_wrong_one_is_not_an_error(ip):

@@ -293,7 +293,7 @@ def test_the_trace_holds_shapes_and_gradient_arrays(ip):
     assert W.shape == (2, 1) and isinstance(W.grad, np.ndarray) and W.grad.shape == (2, 1)
     assert trace.node("X").shape == (20, 2) and trace.target.label == "L"
     np.testing.assert_array_equal(trace.grads["W"], ip.user_ns["W"].grad)
-    text = trace._repr_mimebundle_()["text/plain"]
+    text = ip.display_formatter.format(trace)[0]["text/plain"]
     assert "W" in text and "X" in text and "L" in text
 
 

@@ -20,7 +20,8 @@ import gradmagic
 assert "site-packages" in gradmagic.__file__, gradmagic.__file__
 assert gradmagic.last.grads == {"a": 4.0, "b": 1.0}, gradmagic.last.grads
 assert gradmagic.last.check().passed
-assert {"text/html", "text/plain"} <= set(gradmagic.last._repr_mimebundle_())
+assert {"text/html", "text/plain"} <= set(ip.display_formatter.format(gradmagic.last)[0])
+assert "✓" in str(gradmagic.last.check())
 ip.run_line_magic("unload_ext", "gradmagic")
 assert "autograd" not in ip.magics_manager.magics["cell"]
 print("wheel ok")

@@ -119,7 +119,7 @@ def test_rankdir_from_argument_and_options():
     assert "rankdir=LR" in render.to_dot(trace)
     tb = render.to_dot(trace, rankdir="tb")
     assert "rankdir=TB" in tb and 'label="c|data' in tb  # no record flip in TB
-    trace.options["rankdir"] = "TB"
+    trace.options.rankdir = "TB"
     assert "rankdir=TB" in render.to_dot(trace)
     with pytest.raises(ValueError, match="rankdir"):
         render.to_dot(trace, rankdir="RL")
@@ -193,7 +193,7 @@ def test_graph_html_uses_a_summary_it_is_given(monkeypatch):
 def test_max_nodes_option_and_argument():
     trace = chain(20)  # 62 nodes
     assert render.summarise(trace) is None
-    trace.options["max_nodes"] = 10
+    trace.options.max_nodes = 10
     assert render.summarise(trace) is not None
     assert render.summarise(trace, max_nodes=100) is None
 
@@ -283,7 +283,7 @@ def test_static_html_has_graph_tables_and_check():
 
 def test_static_html_mentions_a_skipped_check():
     trace = small()
-    trace.options["no_check"] = True
+    trace.options.no_check = True
     assert "--no-check" in render.static_html(trace, None)
 
 

@@ -73,7 +73,7 @@ def test_check_tab_is_worst_first_and_skipped_with_no_check():
     view = TraceWidget(trace, trace.check())
     page = view.check_view.value
     assert page.index(">x<") < page.index(">y<")  # the flagged kink row first
-    trace.options["no_check"] = True
+    trace.options.no_check = True
     skipped = TraceWidget(trace, None)
     assert "skipped" in skipped.check_view.value and "--no-check" in skipped.check_view.value
 
@@ -200,7 +200,7 @@ def test_mimebundle_has_widget_view_static_html_and_text():
     assert "<svg" in bundle["text/html"] and "<table" in bundle["text/html"]
     assert "gradients match" in bundle["text/html"]
     assert bundle["text/plain"].startswith("o = ") and "x1" in bundle["text/plain"]
-    assert trace._repr_mimebundle_().keys() == bundle.keys()
+    assert mimebundle(trace).keys() == bundle.keys()
 
 
 def test_static_view_and_widget_share_one_drawing(monkeypatch):
@@ -224,7 +224,7 @@ def test_no_check_option_skips_the_check(monkeypatch):
         raise AssertionError("check must not run")
     monkeypatch.setattr(check_module, "check", boom)
     trace = neuron()
-    trace.options["no_check"] = True
+    trace.options.no_check = True
     bundle = mimebundle(trace)
     assert "--no-check" in bundle["text/html"] and "--no-check" in bundle["text/plain"]
 
@@ -240,7 +240,7 @@ def test_a_check_that_cannot_run_does_not_break_the_display(monkeypatch):
 
 def test_expect_option_adds_expected_answers():
     trace = neuron()
-    trace.options["expect"] = {"x1": -1.5, "w1": 1.0, "nope": 0.0}
+    trace.options.expect = {"x1": -1.5, "w1": 1.0, "nope": 0.0}
     bundle = mimebundle(trace)
     assert "2 of 3 correct" in bundle["text/html"] and "no node named" in bundle["text/plain"]
 
@@ -287,7 +287,7 @@ def test_expected_answers_get_their_own_tab_first_and_selected():
 
 def test_the_bundle_puts_answers_first_in_every_view():
     trace = neuron()
-    trace.options["expect"] = {"x1": -1.5, "o.data": 0.7071067811865476, "w1": 5.0}
+    trace.options.expect = {"x1": -1.5, "o.data": 0.7071067811865476, "w1": 5.0}
     bundle = mimebundle(trace)
     page, text = bundle["text/html"], bundle["text/plain"]
     assert page.index("<summary><b>Answers</b></summary>") < page.index("<svg")
@@ -300,7 +300,7 @@ def test_the_bundle_puts_answers_first_in_every_view():
 def test_torch_adds_a_column_to_the_check():
     pytest.importorskip("torch")
     trace = neuron()
-    trace.options["torch"] = True
+    trace.options.torch = True
     bundle = mimebundle(trace)
     for page in (bundle["text/html"], bundle["text/plain"]):
         assert "|torch − analytic|" in page and "agrees on all 6 gradients" in page
@@ -312,7 +312,7 @@ def test_torch_adds_a_column_to_the_check():
 def test_torch_without_the_check_still_shows_its_table():
     pytest.importorskip("torch")
     trace = neuron()
-    trace.options.update(torch=True, no_check=True)
+    trace.options.torch, trace.options.no_check = True, True
     bundle = mimebundle(trace)
     assert "--no-check" in bundle["text/html"] and "|torch − analytic|" in bundle["text/html"]
     assert "agrees on all 6 gradients" in bundle["text/plain"]
@@ -321,7 +321,7 @@ def test_torch_without_the_check_still_shows_its_table():
 def test_without_torch_the_option_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "torch", None)
     trace = neuron()
-    trace.options["torch"] = True
+    trace.options.torch = True
     bundle = mimebundle(trace)
     for page in (bundle["text/html"], bundle["text/plain"]):
         assert "pip install torch" in page and "gradmagic[torch]" in page

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 
 from ..core.engine import Value
-from .trace import all_finite
+from .numbers import all_finite, fmt
 
 __all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow",
            "STATUSES"]
@@ -232,13 +232,12 @@ class CheckReport:
                 dict(zip(("recorded", "replayed"), self.replay)),
                 "rows": [r.to_dict(self.columns) for r in self.rows]}
 
-    def __str__(self):
-        from ..views.render import report_text
-        return report_text(self)
+    text = None
+    """``report → str`` for ``str(report)``: set by :mod:`gradmagic.views` when it is imported
+    (a one-way hook: the model never imports a view)."""
 
-    def _repr_html_(self):
-        from ..views.render import report_html
-        return report_html(self)
+    def __str__(self):
+        return self.text() if self.text is not None else f"{self.kind}: {self.verdict}"
 
     def __repr__(self):
         return f"<CheckReport: {self.verdict}>"
@@ -261,7 +260,6 @@ def _describe(row: CheckRow, columns) -> str:
 
 def _num(x) -> str:
     """A number or array on one line (as the views show it)."""
-    from ..views.render import fmt
     return fmt(x, 6)
 
 

@@ -77,8 +77,8 @@ def compare(trace, atol: float | None = None, rtol: float | None = None) -> Torc
     Tolerances default to the run's options (``--atol/--rtol``). Never raises
     for a graph torch cannot replay: the comparison's ``error`` says why.
     """
-    atol = trace.options.get("atol", 1e-5) if atol is None else atol
-    rtol = trace.options.get("rtol", 1e-3) if rtol is None else rtol
+    atol = trace.options.atol if atol is None else atol
+    rtol = trace.options.rtol if rtol is None else rtol
     try:
         import torch
     except ImportError:

@@ -8,15 +8,16 @@ check can replay the recorded operations.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..core.engine import Value
+from .numbers import all_finite, short
+from .options import Options
 
-__all__ = ["Node", "Trace", "all_finite"]
+__all__ = ["Node", "Trace"]
 
 
 _LAZY = object()  # Node._local before its first use
@@ -76,29 +77,8 @@ class Node:
         if self.label:
             return self.label
         if self.is_leaf:
-            return _short(self.data)
+            return short(self.data)
         return f"({self.op})"
-
-
-def all_finite(x) -> bool:
-    """True when ``x`` (a number or an array) has no nan or infinity.
-
-    An int too big for a float, or something that is not a number, is not finite.
-    """
-    try:
-        if isinstance(x, (float, int)):
-            return math.isfinite(x)
-        return bool(np.all(np.isfinite(x)))
-    except (TypeError, OverflowError):
-        return False
-
-
-def _short(x) -> str:
-    if isinstance(x, np.ndarray):
-        return f"{float(x):.4g}" if x.ndim == 0 else "×".join(map(str, x.shape)) + " array"
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return str(x)
 
 
 def _snapshot(x):
@@ -128,7 +108,7 @@ class Trace:
 
     def __init__(self, target, *, bindings: dict | None = None, branch_events: int = 0,
                  float_conversions: int = 0, source: str | None = None,
-                 options: dict | None = None, warnings: list | None = None):
+                 options: Options | dict | None = None, warnings: list | None = None):
         self.graph = Value.topo(target)  # the live nodes, parents first
         index = {id(v): i for i, v in enumerate(self.graph)}
         self.nodes: list[Node] = []
@@ -153,7 +133,7 @@ class Trace:
         self.branch_events = branch_events
         self.float_conversions = float_conversions
         self.source = source
-        self.options: dict = dict(options or {})
+        self.options = Options.of(options)
         self.warnings: list[str] = list(warnings or [])
         self._report = None  # (settings, CheckReport) of the last check()
 
@@ -214,9 +194,9 @@ class Trace:
         """
         from .check import check
         opts = self.options
-        settings = (eps if eps is not None else opts.get("eps", 1e-6),
-                    atol if atol is not None else opts.get("atol", 1e-5),
-                    rtol if rtol is not None else opts.get("rtol", 1e-3))
+        settings = (eps if eps is not None else opts.eps,
+                    atol if atol is not None else opts.atol,
+                    rtol if rtol is not None else opts.rtol)
         if self._report is None or self._report[0] != settings:
             self._report = (settings, check(self, *settings))
         return self._report[1]
@@ -226,14 +206,10 @@ class Trace:
         from .check import expect
         opts = self.options
         return expect(self, mapping,
-                      atol=atol if atol is not None else opts.get("atol", 1e-5),
-                      rtol=rtol if rtol is not None else opts.get("rtol", 1e-3))
+                      atol=atol if atol is not None else opts.atol,
+                      rtol=rtol if rtol is not None else opts.rtol)
 
     # ------------------------------------------------------------------ display
     def __repr__(self):
         return (f"<Trace: {len(self.nodes)} nodes, {len(self.leaves)} leaves, "
-                f"target {self.target.name} = {_short(self.value)}>")
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        from ..views.widget import mimebundle
-        return mimebundle(self)
+                f"target {self.target.name} = {short(self.value)}>")

@@ -51,6 +51,9 @@ class _State:
     # how often a Value was converted to a float by code that could have cut
     # the graph (float(v), math.exp(v) outside an %%autograd cell, ...)
     float_conversions = 0
+    # True while the magic runs a cell (its graph is being recorded): set by
+    # gradmagic.notebook.runtime.recording; a Tensor leaf then refuses in-place writes
+    recording = False
 
 
 state = _State()

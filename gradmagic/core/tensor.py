@@ -367,8 +367,7 @@ class Tensor:
         any tensor while a cell is being recorded, cannot be changed in place:
         the graph would no longer match what the cell computed.
         """
-        from ..notebook import runtime as _runtime  # a late import: _runtime imports this module
-        if self._a is not None or _runtime.recording_now():
+        if self._a is not None or state.recording:
             what = "the result of an op" if self._a is not None else "a Tensor in %%autograd"
             raise TypeError(f"{what} cannot be changed in place (the graph would no longer "
                             "match its data): build a new one, e.g. with np.where(mask, new, T)")

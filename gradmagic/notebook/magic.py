@@ -28,15 +28,17 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, output_can_be_silenced
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-import gradmagic
 
 from . import runtime as _runtime
+from . import session
 from ..core.engine import Value, state
 from .rewrite import RUNTIME, Rewritten, rewrite
+from ..analysis.options import Options
 from ..analysis.trace import Trace
+from ..views import display
 
 __all__ = ["AutogradMagics", "NoTarget", "Prepared", "prepare", "execute", "find_target",
-           "parse_expect", "load", "unload"]
+           "parse_expect", "parse_options", "options_from", "Options", "load", "unload"]
 
 
 @magics_class
@@ -123,33 +125,14 @@ class AutogradMagics(Magics):
         except UsageError as e:
             raise UsageError(f"{e}\n\n{_help()}") from None
 
-    def _options(self, args) -> dict:
-        def bad(message):
-            raise UsageError(f"{message}\n\n{_help()}")
-        if args.target is not None and not args.target.isidentifier():
-            bad(f"--target needs a variable name, got {args.target!r}")
-        if not args.eps > 0:
-            bad(f"--eps must be positive, got {args.eps}")
-        if not (args.atol >= 0 and args.rtol >= 0):
-            bad("--atol and --rtol must not be negative")
-        if args.max_nodes < 1:
-            bad(f"--max-nodes must be at least 1, got {args.max_nodes}")
-        expect = None
-        if args.expect is not None:
-            try:
-                expect = parse_expect(args.expect, self.shell.user_ns)
-            except ValueError as e:
-                bad(f"--expect: {e}")
-        return {"target": args.target, "no_check": args.no_check, "eps": args.eps,
-                "atol": args.atol, "rtol": args.rtol, "expect": expect,
-                "rankdir": args.rankdir, "max_nodes": args.max_nodes, "torch": args.torch,
-                "quiet": args.quiet}
+    def _options(self, args) -> Options:
+        return options_from(args, self.shell.user_ns)
 
     # ------------------------------------------------------------------ running
-    def _run(self, source: str, header: str, options: dict, cell_form: bool,
+    def _run(self, source: str, header: str, options: Options, cell_form: bool,
              whole_cell: bool):
         __tracebackhide__ = True
-        gradmagic.last = None
+        session.last = None
         shell = self.shell
         text = f"{header}\n{source}" if cell_form else header
         filename = shell.compile.cache(text, self._cell_number())
@@ -163,13 +146,13 @@ class AutogradMagics(Magics):
         try:
             trace = execute(cell, shell.user_ns, options, global_ns=shell.user_global_ns)
         except NoTarget as e:
-            if not options["quiet"]:
+            if not options.quiet:
                 print(f"%%autograd: {e}")
             return None
         except Exception as e:
             return self._fail(e, filename, whole_cell)
-        gradmagic.last = trace
-        return None if options["quiet"] else trace
+        session.last = trace
+        return None if options.quiet else trace
 
     def _fail(self, exc: BaseException, filename: str, whole_cell: bool):
         """Show ``exc`` as a plain cell would show it: the user's lines only.
@@ -187,6 +170,38 @@ class AutogradMagics(Magics):
         self.shell.showtraceback((type(exc), exc, tb), tb_offset=0)
         self.shell.displayhook.exec_result.error_in_exec = exc
         return None
+
+
+def parse_options(text: str, ns=None) -> Options:
+    """The :class:`Options` of an ``%%autograd`` line's option text; a UsageError if it is bad."""
+    try:
+        args = parse_argstring(AutogradMagics.autograd, text)
+    except UsageError as e:
+        raise UsageError(f"{e}\n\n{_help()}") from None
+    return options_from(args, {} if ns is None else ns)
+
+
+def options_from(args, ns) -> Options:
+    """Check parsed arguments and make them :class:`Options` (``--expect NAME`` is read in ``ns``)."""
+    def bad(message):
+        raise UsageError(f"{message}\n\n{_help()}")
+    if args.target is not None and not args.target.isidentifier():
+        bad(f"--target needs a variable name, got {args.target!r}")
+    if not args.eps > 0:
+        bad(f"--eps must be positive, got {args.eps}")
+    if not (args.atol >= 0 and args.rtol >= 0):
+        bad("--atol and --rtol must not be negative")
+    if args.max_nodes < 1:
+        bad(f"--max-nodes must be at least 1, got {args.max_nodes}")
+    expect = None
+    if args.expect is not None:
+        try:
+            expect = parse_expect(args.expect, ns)
+        except ValueError as e:
+            bad(f"--expect: {e}")
+    return Options(target=args.target, no_check=args.no_check, eps=args.eps, atol=args.atol,
+                   rtol=args.rtol, expect=expect, rankdir=args.rankdir,
+                   max_nodes=args.max_nodes, torch=args.torch, quiet=args.quiet)
 
 
 def _help() -> str:
@@ -225,7 +240,8 @@ def prepare(source: str, ns, *, filename: str = "<cell>", first_line: int = 1,
     return Prepared(source, rw, code, final, filename)
 
 
-def execute(cell: Prepared, ns, options: Mapping, *, global_ns=None) -> Trace:
+def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
+            global_ns=None) -> Trace:
     """Run a prepared cell in ``ns``, call ``backward()`` on its target, return the Trace.
 
     This is the whole run of ``%%autograd`` without any display; the magic and
@@ -235,6 +251,7 @@ def execute(cell: Prepared, ns, options: Mapping, *, global_ns=None) -> Trace:
     :class:`NoTarget`.
     """
     __tracebackhide__ = True
+    options = Options.of(options)
     global_ns = ns if global_ns is None else global_ns
     branches, floats = state.branch_events, state.float_conversions
     lifted = lift(ns, cell.rewritten.reads)
@@ -242,7 +259,7 @@ def execute(cell: Prepared, ns, options: Mapping, *, global_ns=None) -> Trace:
         with _runtime.recording(cell.filename) as run:
             exec(cell.code, global_ns, ns)
             value = eval(cell.final, global_ns, ns) if cell.final else None
-        target = find_target(cell.rewritten, options.get("target"), value, ns)
+        target = find_target(cell.rewritten, options.target, value, ns)
     except BaseException:  # an error or NoTarget: the names read hold what they held
         for name, (old, new) in lifted.items():
             if ns.get(name) is new:
@@ -253,7 +270,7 @@ def execute(cell: Prepared, ns, options: Mapping, *, global_ns=None) -> Trace:
     converted = state.float_conversions - floats
     return Trace(target, bindings=bindings(ns), branch_events=state.branch_events - branches,
                  float_conversions=converted + len(run.cuts), source=cell.source,
-                 options=dict(options), warnings=cut_warnings(run.cuts, converted))
+                 options=options, warnings=cut_warnings(run.cuts, converted))
 
 
 def find_target(rw: Rewritten, name, value, ns):
@@ -523,10 +540,12 @@ def _arithmetic(node):
 def load(shell) -> None:
     """Register the magics (``%load_ext gradmagic``)."""
     shell.register_magics(AutogradMagics)
+    display.register(shell)
 
 
 def unload(shell) -> None:
     """Remove what :func:`load` registered (``%unload_ext gradmagic``)."""
+    display.unregister(shell)
     manager = shell.magics_manager
     for kind in ("line", "cell"):
         f = manager.magics[kind].get("autograd")

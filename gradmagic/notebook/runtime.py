@@ -426,10 +426,12 @@ def recording(filename: str):
     """Record the cuts made by code compiled from ``filename`` while in this block."""
     global _run
     outer, _run = _run, _Run(filename)
+    engine.state.recording = True
     try:
         yield _run
     finally:
         _run = outer
+        engine.state.recording = outer is not None
 
 
 def recording_now() -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..analysis.check import STATUSES
 from ..core.ops import OPS
-from ..analysis.trace import all_finite
+from ..analysis.numbers import SMALL, all_finite, dims, fmt  # noqa: F401 - fmt and dims are part of this module's API
 
 __all__ = ["fmt", "dims", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
            "svg", "fit", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
@@ -59,49 +59,6 @@ LINE = {"plain": "#4b5563", "fail": "#dc2626", "kink": "#ea580c", "nonfinite": "
 
 
 # =========================================================================== numbers
-SMALL = 6  # arrays with at most this many elements are shown in full
-
-
-def fmt(x, digits: int = 4, *, shape: bool = True) -> str:
-    """A short, one-line form of a node's number (or array) for graphs and tables.
-
-    Numbers keep ``digits`` significant digits, and so does a 0-d array. An
-    array of at most ``SMALL`` elements is shown in full on one line
-    (``[[0.5], [-0.3]]``); a larger one as its shape, norm and extremes
-    (``50×1 ‖·‖=3.2 min -1.1 max 2``). ``shape=False`` leaves the shape out
-    (the graph's records show it beside the label).
-    """
-    if x is None:
-        return ""
-    if isinstance(x, np.ndarray):
-        if x.ndim == 0:
-            return fmt(x.item(), digits)
-        if x.size <= SMALL:
-            return _nested(x.tolist(), digits)
-        with np.errstate(all="ignore"):
-            flat = np.asarray(x, dtype=float).reshape(-1)
-            summary = (f"‖·‖={fmt(float(np.sqrt(np.sum(flat * flat))), digits)} "
-                       f"min {fmt(float(flat.min()), digits)} max {fmt(float(flat.max()), digits)}")
-        return f"{dims(x.shape)} {summary}" if shape else summary
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, (float, np.floating)):
-        return f"{x:.{digits}g}"
-    return str(x)
-
-
-def dims(shape) -> str:
-    """A shape as people write it: ``50×1``; ``(10,)`` for a vector, ``()`` for a 0-d array."""
-    return "×".join(str(n) for n in shape) if len(shape) > 1 else str(tuple(shape))
-
-
-def _nested(items, digits: int) -> str:
-    """A (nested) list of numbers on one line."""
-    if isinstance(items, list):
-        return "[" + ", ".join(_nested(item, digits) for item in items) + "]"
-    return fmt(items, digits)
-
-
 def _magnitude(x) -> float:
     """|x| for sorting (the largest |element| of an array); nan sorts as inf."""
     try:
@@ -169,7 +126,7 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
     one the backward pass is processing); ``grad_text`` replaces each node's
     grad field (a list of strings indexed like ``trace.nodes``).
     """
-    rankdir = _rankdir(rankdir if rankdir is not None else trace.options.get("rankdir"))
+    rankdir = _rankdir(rankdir if rankdir is not None else trace.options.rankdir)
     nodes = trace.nodes
     shown = range(len(nodes)) if subset is None else sorted(subset)
     drawn = set(shown)
@@ -263,7 +220,7 @@ class Summary:
 
 
 def _max_nodes(trace, max_nodes=None) -> int:
-    value = max_nodes if max_nodes is not None else trace.options.get("max_nodes")
+    value = max_nodes if max_nodes is not None else trace.options.max_nodes
     return DEFAULT_MAX_NODES if value is None else int(value)
 
 
@@ -722,7 +679,7 @@ def headline(trace) -> str:
 def run_notes(trace, report) -> list:
     """Remarks about the run: the trace's warnings and a skipped check."""
     notes = list(getattr(trace, "warnings", []) or [])
-    if report is None and trace.options.get("no_check"):
+    if report is None and trace.options.no_check:
         notes.append("Numerical check skipped (--no-check); run trace.check() to compute it.")
     return notes
 

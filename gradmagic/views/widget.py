@@ -346,19 +346,19 @@ def _code(text: str) -> str:
 def mimebundle(trace) -> dict:
     """The display of a run: widget view, static HTML and plain text."""
     report, problems = None, []
-    if not trace.options.get("no_check"):
+    if not trace.options.no_check:
         try:
             report = trace.check()
         except Exception as exc:  # noqa: BLE001 - a display must not raise
             problems.append(f"The numerical check could not run: {exc}")
     expected = None
-    mapping = trace.options.get("expect")
+    mapping = trace.options.expect
     if isinstance(mapping, (Mapping, list, tuple)) and mapping:
         try:
             expected = trace.expect(mapping)
         except Exception as exc:  # noqa: BLE001
             problems.append(f"The expected answers could not be compared: {exc}")
-    torch = torchcheck.compare(trace) if trace.options.get("torch") else None
+    torch = torchcheck.compare(trace) if trace.options.torch else None
     cache = SvgCache()
     bundle = {
         "text/plain": "\n".join([render.text(trace, report, expected=expected, torch=torch)]

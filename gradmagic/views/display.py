@@ -1,0 +1,35 @@
+"""How IPython shows gradmagic's objects: registered with the shell's display formatter.
+
+The model (:class:`~gradmagic.analysis.trace.Trace`, :class:`~gradmagic.analysis.check.CheckReport`)
+has no ``_repr_*_`` methods that import a view; :func:`register` tells a shell how to show them,
+and :func:`unregister` takes that back (``%unload_ext gradmagic``).
+"""
+from __future__ import annotations
+
+from ..analysis.check import CheckReport
+from ..analysis.trace import Trace
+from . import render
+from .widget import mimebundle
+
+__all__ = ["register", "unregister", "mimebundle"]
+
+
+def _report_bundle(report) -> dict:
+    return {"text/plain": render.report_text(report), "text/html": render.report_html(report)}
+
+
+_FOR = ((Trace, mimebundle), (CheckReport, _report_bundle))
+
+
+def register(shell) -> None:
+    """Show Traces and reports in ``shell`` (an IPython ``InteractiveShell``)."""
+    formatter = shell.display_formatter.mimebundle_formatter
+    for cls, func in _FOR:
+        formatter.for_type(cls, func)
+
+
+def unregister(shell) -> None:
+    """Undo :func:`register`."""
+    formatter = shell.display_formatter.mimebundle_formatter
+    for cls, _ in _FOR:
+        formatter.type_printers.pop(cls, None)
