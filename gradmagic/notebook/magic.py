@@ -16,6 +16,7 @@ Load it with ``%load_ext gradmagic``; ``%unload_ext gradmagic`` removes it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import numbers
 import operator
 import re
@@ -136,9 +137,14 @@ class AutogradMagics(Magics):
         shell = self.shell
         text = f"{header}\n{source}" if cell_form else header
         filename = shell.compile.cache(text, self._cell_number())
+        first_line, python = (2 if cell_form else 1), source
+        if cell_form:
+            python, skipped = _shell_syntax(shell, source)
+            first_line += skipped
         try:
-            cell = prepare(source, shell.user_ns, filename=filename,
-                           first_line=2 if cell_form else 1, compiler=shell.compile)
+            cell = prepare(python, shell.user_ns, filename=filename,
+                           first_line=first_line, compiler=shell.compile)
+            cell = dataclasses.replace(cell, source=source)  # the trace keeps the user's text
         except (SyntaxError, ValueError) as e:
             if isinstance(e, SyntaxError) and not cell_form:
                 _point_into(e, header, source)
@@ -170,6 +176,22 @@ class AutogradMagics(Magics):
         self.shell.showtraceback((type(exc), exc, tb), tb_offset=0)
         self.shell.displayhook.exec_result.error_in_exec = exc
         return None
+
+
+def _shell_syntax(shell, source: str) -> tuple[str, int]:
+    """``source`` with the shell's own syntax made Python, as in a plain cell.
+
+    The shell's cell transforms (as IPython's ``%%time`` applies them) turn
+    ``%time ...``, ``%matplotlib inline``, ``!ls`` and ``x?`` lines into calls
+    of ``get_ipython()``, one line for one line. Leading blank lines, which the
+    transforms drop, are counted instead, so the rewritten code keeps the
+    user's line numbers. Returns the text and how many lines were skipped.
+    """
+    lines = source.splitlines(keepends=True)
+    skipped = 0
+    while skipped < len(lines) and not lines[skipped].strip():
+        skipped += 1
+    return shell.transform_cell("".join(lines[skipped:])), skipped
 
 
 def parse_options(text: str, ns=None) -> Options:

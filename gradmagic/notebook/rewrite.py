@@ -485,7 +485,12 @@ class _Rewriter(ast.NodeTransformer):
                 return _VALUES
             return _LIBRARY if name in self.plain else _VALUES
         if isinstance(func, ast.Attribute):
-            if _is_text(_root(func)):
+            root = _root(func)
+            if isinstance(root, ast.Name) and root.id == "get_ipython":
+                # the shell's own syntax (%time, !ls): called as written, since line
+                # magics read the caller's frame (%time defines names there)
+                return _PLAIN
+            if _is_text(root):
                 return _DISPLAY_ARGS if func.attr in ("format", "format_map") else _LIBRARY
             if _is_library(func, self.plain, self.defined):
                 return _LIBRARY
