@@ -21,6 +21,8 @@ import numpy as np
 
 from .check import differences
 from ..core.engine import Value
+from ..core.ops import OPS
+from ..core.tensor_ops import TENSOR_OPS
 
 __all__ = ["compare", "TorchComparison", "TorchRow", "INSTALL"]
 
@@ -123,7 +125,7 @@ class _Unsupported(Exception):
 
 def _replay(torch, trace):
     """Every node as a torch tensor: returns (leaf index → leaf tensor, target tensor)."""
-    scalar, tensor = _scalar_ops(torch), _tensor_ops(torch)
+    functions: dict = {}  # (scalar?, op name) -> its torch function (the entry's ``torch``)
     nodes, graph = trace.nodes, trace.graph
     vals = [None] * len(nodes)
     leaves = {}
@@ -139,74 +141,15 @@ def _replay(torch, trace):
                     leaves[i] = vals[i]
                 continue
             args = [vals[p] for p in node.parents]
-            if type(live) is Value:
-                f = scalar.get(node.op)
-                params = {}
-            else:
-                f = tensor.get(node.op)
-                params = getattr(live, "params", {})
+            table = OPS if type(live) is Value else TENSOR_OPS
+            params = {} if type(live) is Value else getattr(live, "params", {})
+            key = (table is OPS, node.op)
+            if key not in functions:
+                entry = table.get(node.op)
+                functions[key] = None if entry is None else entry.torch_function(torch)
+            f = functions[key]
             if f is None:
                 raise _Unsupported(f"PyTorch has no counterpart here for the op {node.op!r} "
                                    f"(node #{i})")
             vals[i] = f(*args, **params)
     return leaves, vals[trace.target.index]
-
-
-def _scalar_ops(torch) -> dict:
-    """Scalar op name (:data:`gradmagic.core.ops.OPS`) → torch function."""
-    return {
-        "+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div, "**": torch.pow,
-        "//": lambda x, y: torch.div(x, y, rounding_mode="floor"),
-        "%": torch.remainder,
-        "roundn": lambda x, n: torch.round(x, decimals=int(n.item())),
-        "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log,
-        "sqrt": torch.sqrt, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu,
-        "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "round": torch.round,
-        "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc,
-    }
-
-
-def _tensor_ops(torch) -> dict:
-    """Tensor op name (:data:`gradmagic.core.tensor_ops.TENSOR_OPS`) → torch function of its params."""
-    def dims(x, axis):
-        return tuple(range(x.ndim)) if axis is None else tuple(axis)
-
-    def reduction(f):
-        def reduce(x, axis, keepdims):
-            d = dims(x, axis)
-            return f(x, dim=d, keepdim=keepdims) if d else x
-        return reduce
-
-    def transpose(x, axes):
-        return x.permute(tuple(reversed(range(x.ndim))) if axes is None else tuple(axes))
-
-    def getitem(x, index, basic):
-        return x[_index(torch, index)]
-
-    ops = {name: f for name, f in _scalar_ops(torch).items()
-           if name in ("+", "-", "*", "/", "**", "//", "%", "neg", "exp", "log", "sqrt",
-                       "tanh", "sin", "cos", "sigmoid", "relu", "abs")}
-    ops.update({
-        "maximum": torch.maximum, "minimum": torch.minimum, "@": torch.matmul,
-        "where": lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y),
-        "sum": reduction(torch.sum), "mean": reduction(torch.mean),
-        "max": reduction(torch.amax), "min": reduction(torch.amin),
-        "cumsum": lambda x, axis: (torch.cumsum(x.reshape(-1), dim=0) if axis is None
-                                   else torch.cumsum(x, dim=axis)),
-        "softmax": lambda x, axis: torch.softmax(x, dim=axis),
-        "log_softmax": lambda x, axis: torch.log_softmax(x, dim=axis),
-        "reshape": lambda x, shape: x.reshape(tuple(shape)),
-        "transpose": transpose, "getitem": getitem, "copy": torch.clone,
-    })
-    return ops
-
-
-def _index(torch, index):
-    """A numpy index (ints, slices, arrays, masks, tuples of them) for a torch tensor."""
-    if isinstance(index, tuple):
-        return tuple(_index(torch, i) for i in index)
-    if isinstance(index, (np.ndarray, list)):
-        return torch.as_tensor(np.asarray(index))
-    if isinstance(index, np.integer):
-        return int(index)
-    return index

@@ -412,29 +412,22 @@ def _make_compare(name: str):
 
 
 # ---------------------------------------------------------------- methods from the op table
-# Python's own spelling of the ops that have one; every other op becomes a
-# method named after it (``v.tanh()``), so a new entry in ops.OPS needs no
-# change here.
-_OPERATORS = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "**": "pow",
-              "//": "floordiv", "%": "mod"}
-_PROTOCOL = {"neg": "__neg__", "abs": "__abs__", "floor": "__floor__",
-             "ceil": "__ceil__", "trunc": "__trunc__"}
-_ROUND = ("round", "roundn")  # both spelled round(v[, n]): Value.__round__ below
+# Each entry's ``method`` says how Python spells it: a binary operator
+# (``__add__``, which also gets ``__radd__``), a protocol method (``__neg__``)
+# or a plain method (``v.tanh()``). A new entry in ops.OPS needs no change here.
 _FORWARD = {}  # op name -> the function that makes its node
 
 for _op in OPS.values():
     if _op.arity == 2:
         _fwd, _rev = _make_binary(_op)
-        if _op.name in _OPERATORS:
-            setattr(Value, f"__{_OPERATORS[_op.name]}__", _fwd)
-            setattr(Value, f"__r{_OPERATORS[_op.name]}__", _rev)
+        for _name in _op.method.split():
+            setattr(Value, _name, _fwd)
+            setattr(Value, _name.replace("__", "__r", 1), _rev)
     else:
         _fwd = _make_unary(_op)
+        for _name in _op.method.split():
+            setattr(Value, _name, _fwd)
     _FORWARD[_op.name] = _fwd
-    if _op.name in _PROTOCOL:
-        setattr(Value, _PROTOCOL[_op.name], _fwd)
-    elif _op.name not in _OPERATORS and _op.name not in _ROUND:
-        setattr(Value, _op.name, _fwd)
 
 
 def __round__(self, ndigits=None):
@@ -448,7 +441,7 @@ Value.__round__ = __round__
 for _name in ["lt", "le", "gt", "ge", "eq", "ne"]:
     setattr(Value, f"__{_name}__", _make_compare(_name))
 
-del _op, _fwd, _name
+del _op, _fwd, _name, _rev
 
 
 def apply(name: str, *args) -> Value:

@@ -29,7 +29,7 @@ import math
 import operator
 import sys
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -38,19 +38,54 @@ NAN = math.nan
 
 
 @dataclass(frozen=True)
-class Op:
+class OpBase:
+    """What every operation record says about itself, scalar or tensor.
+
+    ``f``/``df``/``np``/``rule``/``kink`` are described in the module notes. The
+    rest tells every other part of gradmagic how the op is reached, so that no
+    other table names ops:
+
+    * ``method``  -- how Python spells it on a node, space-separated names:
+      ``"__add__"`` (a binary operator, which also gets its reflected
+      ``__radd__``), ``"__neg__"``, a method name (``"tanh"``); ``""`` for none
+      (reached by name only: ``apply("roundn", v, 2)``);
+    * ``math``    -- names of :mod:`math` functions that compute this op on one
+      number (``("exp",)``): a cell's ``math.exp(x)`` then keeps the graph;
+    * ``numpy``   -- names of numpy functions that compute it (``("exp",)``):
+      ``np.exp(x)`` keeps the graph, and a numpy ufunc of that name called on a
+      Tensor dispatches to the op;
+    * ``torch``   -- the PyTorch function for the replay (``--torch``): a name
+      in ``torch`` (``"exp"``), or ``torch -> function`` when it needs adapting.
+    """
+
     name: str  # unique key, also what ``Value.op`` returns
     arity: int
     f: Callable
-    df: Callable
+    df: Any
     np: Callable
     rule: str
     kink: Optional[Callable] = None
     display: str = ""  # symbol shown in graphs; defaults to name
+    method: str = ""
+    math: tuple = ()
+    numpy: tuple = ()
+    torch: Any = None
 
     @property
     def symbol(self) -> str:
         return self.display or self.name
+
+    def torch_function(self, torch):
+        """The PyTorch function of this op, or None if it has none."""
+        t = self.torch
+        if t is None:
+            return None
+        return getattr(torch, t) if isinstance(t, str) else t(torch)
+
+
+@dataclass(frozen=True)
+class Op(OpBase):
+    """A scalar operation: ``df(x[, y], out)`` gives the local derivatives."""
 
     def local_grads(self, *args) -> tuple:
         """d out / d input for each input; ``args`` are the inputs, then the output.
@@ -228,53 +263,84 @@ def _zero2(x, y, out):
     return 0.0, 0.0
 
 
+def _torch_floordiv(torch):
+    return lambda x, y: torch.div(x, y, rounding_mode="floor")
+
+
+def _torch_roundn(torch):
+    return lambda x, n: torch.round(x, decimals=int(n.item()))
+
+
 # --------------------------------------------------------------------------- the table
 _TABLE = [
     # binary
     Op("+", 2, operator.add, lambda x, y, out: (1.0, 1.0), np.add,
-       "∂(a+b)/∂a = 1, ∂(a+b)/∂b = 1"),
+       "∂(a+b)/∂a = 1, ∂(a+b)/∂b = 1",
+       method="__add__", torch="add"),
     Op("-", 2, operator.sub, lambda x, y, out: (1.0, -1.0), np.subtract,
-       "∂(a−b)/∂a = 1, ∂(a−b)/∂b = −1"),
+       "∂(a−b)/∂a = 1, ∂(a−b)/∂b = −1",
+       method="__sub__", torch="sub"),
     Op("*", 2, operator.mul, lambda x, y, out: (y, x), np.multiply,
-       "∂(a·b)/∂a = b, ∂(a·b)/∂b = a"),
+       "∂(a·b)/∂a = b, ∂(a·b)/∂b = a",
+       method="__mul__", torch="mul"),
     Op("/", 2, _div, lambda x, y, out: (_div(1.0, y), _div(-out, y)), np.divide,
-       "∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²"),
+       "∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²",
+       method="__truediv__", torch="div"),
     Op("**", 2, _pow, _pow_df, _np_pow,
-       "∂(aᵇ)/∂a = b·aᵇ⁻¹, ∂(aᵇ)/∂b = aᵇ·ln a"),
+       "∂(aᵇ)/∂a = b·aᵇ⁻¹, ∂(aᵇ)/∂b = aᵇ·ln a",
+       method="__pow__", torch="pow"),
     Op("//", 2, _floordiv, _zero2, np.floor_divide,
-       "a // b is piecewise constant: both derivatives are 0"),
+       "a // b is piecewise constant: both derivatives are 0",
+       method="__floordiv__", torch=_torch_floordiv),
     Op("%", 2, _mod, lambda x, y, out: (1.0, -float(_floordiv(x, y))), np.mod,
-       "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋"),
+       "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋",
+       method="__mod__", torch="remainder"),
     Op("roundn", 2, _round_n, _zero2, _np_round_n,
-       "round(a, n) is piecewise constant: derivative 0", display="round"),
+       "round(a, n) is piecewise constant: derivative 0", display="round",
+       torch=_torch_roundn),
     # unary
     Op("neg", 1, operator.neg, lambda x, out: -1.0, np.negative,
-       "∂(−a)/∂a = −1", display="−"),
+       "∂(−a)/∂a = −1", display="−",
+       method="__neg__", torch="neg"),
     Op("abs", 1, abs, lambda x, out: float(_sign(x)), np.abs,
-       "∂|a|/∂a = sign(a) (0 at a = 0)", kink=lambda x: x == 0),
-    Op("exp", 1, _exp, lambda x, out: out, np.exp, "∂eᵃ/∂a = eᵃ"),
-    Op("log", 1, _log, lambda x, out: _div(1.0, x), _np_log, "∂ln a/∂a = 1/a"),
-    Op("sqrt", 1, _sqrt, lambda x, out: _div(0.5, out), np.sqrt, "∂√a/∂a = 1/(2√a)"),
+       "∂|a|/∂a = sign(a) (0 at a = 0)", kink=lambda x: x == 0,
+       method="__abs__", torch="abs"),
+    Op("exp", 1, _exp, lambda x, out: out, np.exp, "∂eᵃ/∂a = eᵃ",
+       method="exp", math=("exp",), torch="exp"),
+    Op("log", 1, _log, lambda x, out: _div(1.0, x), _np_log, "∂ln a/∂a = 1/a",
+       method="log", torch="log"),
+    Op("sqrt", 1, _sqrt, lambda x, out: _div(0.5, out), np.sqrt, "∂√a/∂a = 1/(2√a)",
+       method="sqrt", math=("sqrt",), torch="sqrt"),
     Op("tanh", 1, math.tanh, lambda x, out: 1.0 - out * out, np.tanh,
-       "∂tanh a/∂a = 1 − tanh²a"),
+       "∂tanh a/∂a = 1 − tanh²a",
+       method="tanh", math=("tanh",), torch="tanh"),
     Op("sigmoid", 1, _sigmoid, lambda x, out: out * (1.0 - out), _np_sigmoid,
-       "∂σ(a)/∂a = σ(a)(1 − σ(a))", display="σ"),
+       "∂σ(a)/∂a = σ(a)(1 − σ(a))", display="σ",
+       method="sigmoid", torch="sigmoid"),
     # written so that nan passes through, as in numpy and PyTorch
     Op("relu", 1, lambda x: 0.0 if x <= 0 else x, lambda x, out: 0.0 if x <= 0 else 1.0,
        lambda x: np.maximum(x, 0.0), "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)",
-       kink=lambda x: x == 0),
-    Op("sin", 1, _sin, lambda x, out: _cos(x), np.sin, "∂sin a/∂a = cos a"),
-    Op("cos", 1, _cos, lambda x, out: -_sin(x), np.cos, "∂cos a/∂a = −sin a"),
+       kink=lambda x: x == 0,
+       method="relu", torch="relu"),
+    Op("sin", 1, _sin, lambda x, out: _cos(x), np.sin, "∂sin a/∂a = cos a",
+       method="sin", math=("sin",), torch="sin"),
+    Op("cos", 1, _cos, lambda x, out: -_sin(x), np.cos, "∂cos a/∂a = −sin a",
+       method="cos", math=("cos",), torch="cos"),
     Op("tan", 1, _tan, lambda x, out: 1.0 + out * out, np.tan,
-       "∂tan a/∂a = 1 + tan²a"),
+       "∂tan a/∂a = 1 + tan²a",
+       method="tan", math=("tan",), torch="tan"),
     Op("round", 1, _to_integer(round), _zero1, np.round,
-       "round(a) is piecewise constant: derivative 0"),
+       "round(a) is piecewise constant: derivative 0",
+       numpy=("rint",), torch="round"),
     Op("floor", 1, _to_integer(math.floor), _zero1, np.floor,
-       "⌊a⌋ is piecewise constant: derivative 0"),
+       "⌊a⌋ is piecewise constant: derivative 0",
+       method="__floor__", numpy=("floor",), torch="floor"),
     Op("ceil", 1, _to_integer(math.ceil), _zero1, np.ceil,
-       "⌈a⌉ is piecewise constant: derivative 0"),
+       "⌈a⌉ is piecewise constant: derivative 0",
+       method="__ceil__", numpy=("ceil",), torch="ceil"),
     Op("trunc", 1, _to_integer(math.trunc), _zero1, np.trunc,
-       "trunc(a) is piecewise constant: derivative 0"),
+       "trunc(a) is piecewise constant: derivative 0",
+       method="__trunc__", numpy=("trunc",), torch="trunc"),
 ]
 
 OPS: dict[str, Op] = {op.name: op for op in _TABLE}

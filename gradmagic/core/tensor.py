@@ -215,33 +215,8 @@ class Tensor:
         """This node's op on its parents' data with a leading perturbation axis."""
         return self._op.np(*inputs, **(self._params or {}))
 
-    # ---------------------------------------------------------------- elementwise functions
-    def exp(self):
-        return _apply(_EXP, self)
-
-    def log(self):
-        return _apply(_LOG, self)
-
-    def sqrt(self):
-        return _apply(_SQRT, self)
-
-    def tanh(self):
-        return _apply(_TANH, self)
-
-    def sin(self):
-        return _apply(_SIN, self)
-
-    def cos(self):
-        return _apply(_COS, self)
-
-    def sigmoid(self):
-        return _apply(_SIGMOID, self)
-
-    def relu(self):
-        return _apply(_RELU, self)
-
-    def abs(self):
-        return _apply(_ABS, self)
+    # elementwise functions (exp, log, tanh, ...) and operators (+, @, -T, ...) are made from
+    # the op table after the class: each TensorOp's ``method`` names them
 
     # ---------------------------------------------------------------- reductions
     def sum(self, axis=None, keepdims: bool = False):
@@ -394,62 +369,8 @@ class Tensor:
             yield self[i]
 
     # ---------------------------------------------------------------- arithmetic
-    def __add__(self, other):
-        return _binary(_ADD, self, other)
-
-    def __radd__(self, other):
-        return _binary(_ADD, other, self)
-
-    def __sub__(self, other):
-        return _binary(_SUB, self, other)
-
-    def __rsub__(self, other):
-        return _binary(_SUB, other, self)
-
-    def __mul__(self, other):
-        return _binary(_MUL, self, other)
-
-    def __rmul__(self, other):
-        return _binary(_MUL, other, self)
-
-    def __truediv__(self, other):
-        return _binary(_DIV, self, other)
-
-    def __rtruediv__(self, other):
-        return _binary(_DIV, other, self)
-
-    def __pow__(self, other):
-        return _binary(_POW, self, other)
-
-    def __rpow__(self, other):
-        return _binary(_POW, other, self)
-
-    def __floordiv__(self, other):
-        return _binary(_FLOORDIV, self, other)
-
-    def __rfloordiv__(self, other):
-        return _binary(_FLOORDIV, other, self)
-
-    def __mod__(self, other):
-        return _binary(_MOD, self, other)
-
-    def __rmod__(self, other):
-        return _binary(_MOD, other, self)
-
-    def __matmul__(self, other):
-        return _binary(_MATMUL, self, other)
-
-    def __rmatmul__(self, other):
-        return _binary(_MATMUL, other, self)
-
-    def __neg__(self):
-        return _apply(_NEG, self)
-
     def __pos__(self):
         return self
-
-    def __abs__(self):
-        return _apply(_ABS, self)
 
     # comparisons read the numbers: plain boolean arrays, counted as branch events
     def __lt__(self, other):
@@ -563,15 +484,12 @@ def tensor(data, label: str = "", requires_grad: bool = True) -> Tensor:
 
 
 # --------------------------------------------------------------------------- building nodes
-_ADD, _SUB, _MUL, _DIV, _POW, _MATMUL = (TENSOR_OPS[k] for k in ("+", "-", "*", "/", "**", "@"))
-_NEG, _EXP, _LOG, _SQRT, _TANH, _SIGMOID, _RELU, _ABS = (
-    TENSOR_OPS[k] for k in ("neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs"))
+_MUL, _POW, _MATMUL = TENSOR_OPS["*"], TENSOR_OPS["**"], TENSOR_OPS["@"]
 _SUM, _MEAN, _MAX, _MIN = (TENSOR_OPS[k] for k in ("sum", "mean", "max", "min"))
 _RESHAPE, _TRANSPOSE, _GETITEM = (TENSOR_OPS[k] for k in ("reshape", "transpose", "getitem"))
 _MAXIMUM, _MINIMUM, _WHERE = (TENSOR_OPS[k] for k in ("maximum", "minimum", "where"))
 _SOFTMAX, _LOG_SOFTMAX = TENSOR_OPS["softmax"], TENSOR_OPS["log_softmax"]
-_SIN, _COS, _COPY = TENSOR_OPS["sin"], TENSOR_OPS["cos"], TENSOR_OPS["copy"]
-_FLOORDIV, _MOD, _CUMSUM = TENSOR_OPS["//"], TENSOR_OPS["%"], TENSOR_OPS["cumsum"]
+_COPY, _CUMSUM = TENSOR_OPS["copy"], TENSOR_OPS["cumsum"]
 
 _ARRAY_METHODS = frozenset(
     name for name in dir(np.ndarray)
@@ -872,13 +790,9 @@ def _binary_or_raise(op, a, b, params=None):
     return _apply(op, a2, b2, params)
 
 
-_UFUNC_OPS = {
-    np.add: _ADD, np.subtract: _SUB, np.multiply: _MUL, np.true_divide: _DIV,
-    np.power: _POW, np.matmul: _MATMUL, np.maximum: _MAXIMUM, np.minimum: _MINIMUM,
-    np.negative: _NEG, np.exp: _EXP, np.log: _LOG, np.sqrt: _SQRT, np.tanh: _TANH,
-    np.absolute: _ABS, np.sin: _SIN, np.cos: _COS, np.floor_divide: _FLOORDIV,
-    np.remainder: _MOD,
-}
+_UFUNC_OPS = {getattr(np, name): op for op in TENSOR_OPS.values() for name in op.numpy
+              if isinstance(getattr(np, name, None), np.ufunc)}
+"""numpy ufunc → the tensor op it computes, from each entry's ``numpy`` names."""
 _UFUNC_SPECIAL = {
     np.positive: lambda x: x,
     np.square: lambda x: _binary_or_raise(_POW, x, 2.0),
@@ -901,3 +815,30 @@ _VALUE_FUNCTIONS = {
     np.count_nonzero, np.nonzero, np.any, np.all, np.round, np.around,
 }
 _SHAPE_FUNCTIONS = {np.shape, np.ndim, np.size, np.zeros_like, np.ones_like}
+
+
+# --------------------------------------------------------------------------- methods from the op table
+def _method(op):
+    if op.arity == 1:
+        def unary(self):
+            return _apply(op, self)
+        unary.__doc__ = f"{op.name} of this Tensor, elementwise ({op.rule})."
+        return unary, None
+
+    def forward(self, other):
+        return _binary(op, self, other)
+
+    def reflected(self, other):
+        return _binary(op, other, self)
+    forward.__doc__ = f"self {op.symbol} other as a new node ({op.rule})."
+    reflected.__doc__ = f"other {op.symbol} self as a new node ({op.rule})."
+    return forward, reflected
+
+
+for _op in TENSOR_OPS.values():
+    for _name in _op.method.split():
+        _fwd, _rev = _method(_op)
+        setattr(Tensor, _name, _fwd)
+        if _rev is not None:
+            setattr(Tensor, _name.replace("__", "__r", 1), _rev)
+del _op, _name, _fwd, _rev

@@ -23,11 +23,11 @@ negative number is ``nan``, division by zero ``±inf``, as for scalars.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import numpy as np
 
 from .engine import Value
+from .ops import OpBase, _torch_floordiv
 
 __all__ = ["TensorOp", "TENSOR_OPS"]
 
@@ -35,19 +35,13 @@ _NO_PARAMS: dict = {}
 
 
 @dataclass(frozen=True)
-class TensorOp:
-    name: str  # unique key, also what ``Tensor.op`` returns
-    arity: int
-    f: Callable
-    df: tuple  # one rule per input
-    np: Callable
-    rule: str
-    kink: Optional[Callable] = None
-    display: str = ""  # symbol shown in graphs; defaults to name
+class TensorOp(OpBase):
+    """A tensor operation: ``df`` is one vector-Jacobian rule per input.
 
-    @property
-    def symbol(self) -> str:
-        return self.display or self.name
+    The other fields (``method``, ``numpy``, ``torch``, ...) are
+    :class:`gradmagic.core.ops.OpBase`'s. For a tensor op ``torch`` gets the
+    op's params as keyword arguments, as ``f`` does.
+    """
 
     def vjp(self, node) -> None:
         """Add ``node``'s gradient, pulled back through this op, into its parents.
@@ -337,6 +331,54 @@ def _where_batched(x, y, cond):
     return np.where(c, x, y)
 
 
+# --------------------------------------------------------------------------- PyTorch
+# each gets the torch module and returns the op's forward on torch tensors (params as kwargs)
+def _torch_reduction(name):
+    def make(torch):
+        f = getattr(torch, name)
+
+        def reduce(x, axis, keepdims):
+            dims = tuple(range(x.ndim)) if axis is None else tuple(axis)
+            return f(x, dim=dims, keepdim=keepdims) if dims else x
+        return reduce
+    return make
+
+
+def _torch_along(name):
+    return lambda torch: lambda x, axis: getattr(torch, name)(x, dim=axis)
+
+
+def _torch_cumsum(torch):
+    return lambda x, axis: (torch.cumsum(x.reshape(-1), dim=0) if axis is None
+                            else torch.cumsum(x, dim=axis))
+
+
+def _torch_where(torch):
+    return lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y)
+
+
+def _torch_reshape(torch):
+    return lambda x, shape: x.reshape(tuple(shape))
+
+
+def _torch_transpose(torch):
+    return lambda x, axes: x.permute(tuple(reversed(range(x.ndim))) if axes is None
+                                     else tuple(axes))
+
+
+def _torch_getitem(torch):
+    def convert(i):
+        """A numpy index (ints, slices, arrays, masks, tuples of them) for a torch tensor."""
+        if isinstance(i, tuple):
+            return tuple(convert(j) for j in i)
+        if isinstance(i, (np.ndarray, list)):
+            return torch.as_tensor(np.asarray(i))
+        if isinstance(i, np.integer):
+            return int(i)
+        return i
+    return lambda x, index, basic: x[convert(index)]
+
+
 # --------------------------------------------------------------------------- the table
 def _g(g, out, *args):
     return g
@@ -348,81 +390,113 @@ def _neg_g(g, out, *args):
 
 _TABLE = [
     # elementwise binary (numpy broadcasting)
-    TensorOp("+", 2, np.add, (_g, _g), _pairwise(np.add), "∂(a+b)/∂a = 1, ∂(a+b)/∂b = 1"),
+    TensorOp("+", 2, np.add, (_g, _g), _pairwise(np.add), "∂(a+b)/∂a = 1, ∂(a+b)/∂b = 1",
+             method="__add__", numpy=("add",), torch="add"),
     TensorOp("-", 2, np.subtract, (_g, _neg_g), _pairwise(np.subtract),
-             "∂(a−b)/∂a = 1, ∂(a−b)/∂b = −1"),
+             "∂(a−b)/∂a = 1, ∂(a−b)/∂b = −1",
+             method="__sub__", numpy=("subtract",), torch="sub"),
     TensorOp("*", 2, np.multiply,
              (lambda g, out, x, y: g * y, lambda g, out, x, y: g * x),
-             _pairwise(np.multiply), "∂(a·b)/∂a = b, ∂(a·b)/∂b = a"),
+             _pairwise(np.multiply), "∂(a·b)/∂a = b, ∂(a·b)/∂b = a",
+             method="__mul__", numpy=("multiply",), torch="mul"),
     TensorOp("/", 2, _quiet(np.divide),
              (_quiet(lambda g, out, x, y: g / y), _quiet(lambda g, out, x, y: -g * out / y)),
-             _quiet(_pairwise(np.divide)), "∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²"),
+             _quiet(_pairwise(np.divide)), "∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²",
+             method="__truediv__", numpy=("true_divide",), torch="div"),
     TensorOp("**", 2, _quiet(np.power), (_quiet(_pow_dx), _quiet(_pow_dy)),
-             _quiet(_pairwise(np.power)), "∂(aᵇ)/∂a = b·aᵇ⁻¹, ∂(aᵇ)/∂b = aᵇ·ln a"),
+             _quiet(_pairwise(np.power)), "∂(aᵇ)/∂a = b·aᵇ⁻¹, ∂(aᵇ)/∂b = aᵇ·ln a",
+             method="__pow__", numpy=("power",), torch="pow"),
     TensorOp("//", 2, _quiet(np.floor_divide), (_zero, _zero),
              _quiet(_pairwise(np.floor_divide)),
-             "∂(a//b)/∂a = 0, ∂(a//b)/∂b = 0 (a step function)", kink=_on_a_jump),
+             "∂(a//b)/∂a = 0, ∂(a//b)/∂b = 0 (a step function)", kink=_on_a_jump,
+             method="__floordiv__", numpy=("floor_divide",), torch=_torch_floordiv),
     TensorOp("%", 2, _quiet(np.mod), (_g, _quiet(_mod_dy)), _quiet(_pairwise(np.mod)),
-             "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋", kink=_on_a_jump),
+             "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋", kink=_on_a_jump,
+             method="__mod__", numpy=("remainder",), torch="remainder"),
     TensorOp("maximum", 2, np.maximum,
              (lambda g, out, x, y: g * _share(x, y, np.greater),
               lambda g, out, x, y: g * _share(y, x, np.greater)),
              _pairwise(np.maximum), "∂max(a,b)/∂a = 1 where a > b (½ at ties)",
-             kink=_any_tie),
+             kink=_any_tie,
+             numpy=("maximum",), torch="maximum"),
     TensorOp("minimum", 2, np.minimum,
              (lambda g, out, x, y: g * _share(x, y, np.less),
               lambda g, out, x, y: g * _share(y, x, np.less)),
              _pairwise(np.minimum), "∂min(a,b)/∂a = 1 where a < b (½ at ties)",
-             kink=_any_tie),
+             kink=_any_tie,
+             numpy=("minimum",), torch="minimum"),
     TensorOp("where", 2, _where,
              (lambda g, out, x, y, cond: np.where(cond, g, 0.0),
               lambda g, out, x, y, cond: np.where(cond, 0.0, g)),
-             _where_batched, "∂where(c,a,b)/∂a = c, ∂where(c,a,b)/∂b = 1 − c"),
+             _where_batched, "∂where(c,a,b)/∂a = c, ∂where(c,a,b)/∂b = 1 − c",
+             torch=_torch_where),
     TensorOp("@", 2, np.matmul, (_mm_dx, _mm_dy), _mm_batched,
-             "∂L/∂A = G·Bᵀ, ∂L/∂B = Aᵀ·G for C = A·B"),
+             "∂L/∂A = G·Bᵀ, ∂L/∂B = Aᵀ·G for C = A·B",
+             method="__matmul__", numpy=("matmul",), torch="matmul"),
     # elementwise unary
-    TensorOp("neg", 1, np.negative, (_neg_g,), np.negative, "∂(−a)/∂a = −1", display="−"),
+    TensorOp("neg", 1, np.negative, (_neg_g,), np.negative, "∂(−a)/∂a = −1", display="−",
+             method="__neg__", numpy=("negative",), torch="neg"),
     TensorOp("exp", 1, _quiet(np.exp), (lambda g, out, x: g * out,), _quiet(np.exp),
-             "∂eᵃ/∂a = eᵃ"),
+             "∂eᵃ/∂a = eᵃ",
+             method="exp", numpy=("exp",), torch="exp"),
     TensorOp("log", 1, _quiet(np.log), (_quiet(lambda g, out, x: g / x),), _quiet(np.log),
-             "∂ln a/∂a = 1/a"),
+             "∂ln a/∂a = 1/a",
+             method="log", numpy=("log",), torch="log"),
     TensorOp("sqrt", 1, _quiet(np.sqrt), (_quiet(lambda g, out, x: g * 0.5 / out),),
-             _quiet(np.sqrt), "∂√a/∂a = 1/(2√a)"),
+             _quiet(np.sqrt), "∂√a/∂a = 1/(2√a)",
+             method="sqrt", numpy=("sqrt",), torch="sqrt"),
     TensorOp("tanh", 1, np.tanh, (lambda g, out, x: g * (1.0 - out * out),), np.tanh,
-             "∂tanh a/∂a = 1 − tanh²a"),
+             "∂tanh a/∂a = 1 − tanh²a",
+             method="tanh", numpy=("tanh",), torch="tanh"),
     TensorOp("sin", 1, _quiet(np.sin), (lambda g, out, x: g * np.cos(x),), _quiet(np.sin),
-             "∂sin a/∂a = cos a"),
+             "∂sin a/∂a = cos a",
+             method="sin", numpy=("sin",), torch="sin"),
     TensorOp("cos", 1, _quiet(np.cos), (lambda g, out, x: -g * np.sin(x),), _quiet(np.cos),
-             "∂cos a/∂a = −sin a"),
+             "∂cos a/∂a = −sin a",
+             method="cos", numpy=("cos",), torch="cos"),
     TensorOp("sigmoid", 1, _sigmoid, (lambda g, out, x: g * out * (1.0 - out),), _sigmoid,
-             "∂σ(a)/∂a = σ(a)(1 − σ(a))", display="σ"),
+             "∂σ(a)/∂a = σ(a)(1 − σ(a))", display="σ",
+             method="sigmoid", torch="sigmoid"),
     TensorOp("relu", 1, _relu, (lambda g, out, x: g * (x > 0),), _relu,
-             "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)", kink=_any_zero),
+             "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)", kink=_any_zero,
+             method="relu", torch="relu"),
     TensorOp("abs", 1, np.abs, (lambda g, out, x: g * np.sign(x),), np.abs,
-             "∂|a|/∂a = sign(a) (0 at a = 0)", kink=_any_zero),
+             "∂|a|/∂a = sign(a) (0 at a = 0)", kink=_any_zero,
+             method="__abs__ abs", numpy=("absolute",), torch="abs"),
     # reductions over axes (axis: None or a tuple of non-negative ints)
-    TensorOp("sum", 1, _sum, (_sum_dx,), _sum_batched, "∂(Σa)/∂aᵢ = 1"),
-    TensorOp("mean", 1, _mean, (_mean_dx,), _mean_batched, "∂mean(a)/∂aᵢ = 1/n"),
+    TensorOp("sum", 1, _sum, (_sum_dx,), _sum_batched, "∂(Σa)/∂aᵢ = 1",
+             torch=_torch_reduction("sum")),
+    TensorOp("mean", 1, _mean, (_mean_dx,), _mean_batched, "∂mean(a)/∂aᵢ = 1/n",
+             torch=_torch_reduction("mean")),
     TensorOp("max", 1, _max_f, (_max_dx,), _max_batched,
-             "∂max(a)/∂aᵢ = 1 at the maximum (shared equally between ties)", kink=_max_kink),
+             "∂max(a)/∂aᵢ = 1 at the maximum (shared equally between ties)", kink=_max_kink,
+             torch=_torch_reduction("amax")),
     TensorOp("min", 1, _min_f, (_min_dx,), _min_batched,
-             "∂min(a)/∂aᵢ = 1 at the minimum (shared equally between ties)", kink=_min_kink),
+             "∂min(a)/∂aᵢ = 1 at the minimum (shared equally between ties)", kink=_min_kink,
+             torch=_torch_reduction("amin")),
     TensorOp("cumsum", 1, lambda x, axis: np.cumsum(x, axis), (_cumsum_dx,), _cumsum_batched,
-             "∂(Σ_{j≤i} a_j)/∂a_k = 1 for k ≤ i: the gradient summed from the end"),
+             "∂(Σ_{j≤i} a_j)/∂a_k = 1 for k ≤ i: the gradient summed from the end",
+             torch=_torch_cumsum),
     TensorOp("softmax", 1, _quiet(_softmax), (_softmax_dx,), _quiet(_along(_softmax)),
-             "∂L/∂a = s ⊙ (g − Σ g⊙s) for s = softmax(a)"),
+             "∂L/∂a = s ⊙ (g − Σ g⊙s) for s = softmax(a)",
+             torch=_torch_along("softmax")),
     TensorOp("log_softmax", 1, _quiet(_log_softmax), (_quiet(_log_softmax_dx),),
-             _quiet(_along(_log_softmax)), "∂L/∂a = g − softmax(a)·Σg"),
+             _quiet(_along(_log_softmax)), "∂L/∂a = g − softmax(a)·Σg",
+             torch=_torch_along("log_softmax")),
     # moving elements around
-    TensorOp("copy", 1, np.copy, (_g,), np.copy, "∂copy(a)/∂a = 1"),
+    TensorOp("copy", 1, np.copy, (_g,), np.copy, "∂copy(a)/∂a = 1",
+             torch="clone"),
     TensorOp("reshape", 1, lambda x, shape: np.reshape(x, shape),
              (lambda g, out, x, shape: np.reshape(g, np.shape(x)),), _reshape_batched,
-             "the gradient is reshaped back"),
+             "the gradient is reshaped back",
+             torch=_torch_reshape),
     TensorOp("transpose", 1, lambda x, axes: np.transpose(x, axes), (_transpose_dx,),
-             _transpose_batched, "the gradient is transposed back", display="ᵀ"),
+             _transpose_batched, "the gradient is transposed back", display="ᵀ",
+             torch=_torch_transpose),
     TensorOp("getitem", 1, _getitem, (_getitem_dx,), _getitem_batched,
              "the gradient goes back to the picked elements (summed where picked twice)",
-             display="[]"),
+             display="[]",
+             torch=_torch_getitem),
 ]
 
 TENSOR_OPS: dict[str, TensorOp] = {op.name: op for op in _TABLE}
