@@ -55,19 +55,16 @@ import ast
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from .runtime import DISPATCHED_NAMES
+
 __all__ = ["RUNTIME", "MATH_NAMES", "Rewritten", "rewrite"]
 
 RUNTIME = "\x00gradmagic.notebook.runtime"
 """Placeholder constant standing for :mod:`gradmagic.notebook.runtime` in rewritten code."""
 
-MATH_NAMES = frozenset("""
-    exp exp2 expm1 log log2 log10 log1p sqrt cbrt tanh sinh cosh sin cos tan
-    asin acos atan atan2 asinh acosh atanh arcsin arccos arctan arctan2 arcsinh
-    arccosh arctanh fabs pow hypot degrees radians deg2rad rad2deg fsum floor ceil
-    trunc rint isclose isfinite isnan isinf erf erfc gamma lgamma copysign fmod
-    remainder float float64 float32 float16 isinstance
-    """.split())
-"""Function names whose calls go through the run-time dispatch (``fn``)."""
+MATH_NAMES = DISPATCHED_NAMES
+"""Function names whose calls go through the run-time dispatch (``fn``): derived from the op
+table and the runtime's composites (:data:`gradmagic.notebook.runtime.DISPATCHED_NAMES`)."""
 
 _BUILTIN_MATH = frozenset({"float", "pow", "isinstance"})  # builtins dispatched by name
 _DISPLAY = frozenset({"print", "repr", "str", "format", "ascii", "display"})

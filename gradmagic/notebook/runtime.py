@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core import engine
 from ..core.engine import Value
+from ..core.ops import OPS
 from ..core.tensor import Tensor
 
 __all__ = ["lit", "lab", "leaf", "changing", "shown", "ints", "call", "fn", "recording",
@@ -348,9 +349,9 @@ def _isinstance(obj, cls):
     return isinstance(obj, cls) or (type(obj) is Value and isinstance(obj.data, cls))
 
 
-_BUILDERS = {  # name -> graph of the function from Value operations
-    "exp": lambda x: x.exp(), "sqrt": lambda x: x.sqrt(), "tanh": lambda x: x.tanh(),
-    "sin": lambda x: x.sin(), "cos": lambda x: x.cos(), "tan": lambda x: x.tan(),
+# Functions that are not ops but are built from several (each op's own math/numpy names come
+# from its entry in core.ops.OPS: ``math.exp`` is the op ``exp``).
+_COMPOSITES = {  # name -> graph of the function from Value operations
     "log": _log,
     "log2": lambda x: _value(x).log() / math.log(2),
     "log10": lambda x: _value(x).log() / math.log(10),
@@ -367,46 +368,67 @@ _BUILDERS = {  # name -> graph of the function from Value operations
     "radians": lambda x: x * (math.pi / 180),
     "hypot": _hypot,
     "pow": lambda x, y: _as_float(_value(x) ** y),
-    "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "rint": round,
 }
 _NUMPY_NAMES = {"arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
                 "rad2deg": "degrees", "deg2rad": "radians"}
-_NO_GRADIENT = ("atan", "asin", "acos", "atan2", "erf", "erfc", "gamma", "lgamma", "cbrt",
-                "copysign", "fmod", "remainder", "arctan", "arcsin", "arccos", "arctan2")
+_MATH_COMPOSITES = ("log", "log2", "log10", "log1p", "expm1", "sinh", "cosh", "asinh", "acosh",
+                    "atanh", "fabs", "degrees", "radians", "hypot", "pow")
+_NUMPY_COMPOSITES = ("log2", "log10", "log1p", "expm1", "exp2", "sinh", "cosh", "arcsinh",
+                     "arccosh", "arctanh", "fabs", "degrees", "radians", "rad2deg", "deg2rad",
+                     "hypot")
+# functions of real numbers that have no gradient rule here: unless an op covers them, they
+# compute on the plain numbers and the cut is recorded
+_MAYBE_NO_GRADIENT = ("atan", "asin", "acos", "atan2", "erf", "erfc", "gamma", "lgamma", "cbrt",
+                      "copysign", "fmod", "remainder", "arctan", "arcsin", "arccos", "arctan2")
 _PREDICATES = ("isclose", "isfinite", "isnan", "isinf")
+_BUILTINS = {"float": float, "pow": pow, "isinstance": isinstance}
+
+
+def _op_builder(op):
+    """The graph of ``op`` applied to nodes: its method (``x.exp()``) or engine.apply."""
+    name = op.method.split()[0] if op.method else ""
+    if op.arity == 1 and name and not name.startswith("__"):
+        return lambda x: getattr(_value(x), name)()
+    return lambda *xs: engine.apply(op.name, *xs)
 
 
 def _table() -> dict:
-    """Math functions (by object) → their graph-keeping versions."""
-    table = {}
-    for name in ("exp", "sqrt", "tanh", "sin", "cos", "tan", "log", "log2", "log10",
-                 "log1p", "expm1", "sinh", "cosh", "asinh", "acosh", "atanh", "fabs",
-                 "degrees", "radians", "hypot", "pow"):
-        table[getattr(math, name)] = _keeps(_BUILDERS[name])(getattr(math, name))
-    for name in ("log2", "log10", "log1p", "expm1", "exp2", "sinh", "cosh", "arcsinh",
-                 "arccosh", "arctanh", "fabs", "degrees", "radians", "rad2deg", "deg2rad",
-                 "hypot", "floor", "ceil", "trunc", "rint"):
-        f = getattr(np, name)
-        table[f] = _keeps(_BUILDERS[_NUMPY_NAMES.get(name, name)])(f)
+    """Functions (by object) → their graph-keeping versions, and the names they are called by."""
+    table, names = {}, set()
+
+    def add(module, name, wrapped):
+        f = getattr(module, name, None)
+        if f is not None:
+            if f not in table:  # numpy 2 has aliases (np.atan is np.arctan): first one wins
+                table[f] = wrapped(f)
+            names.add(name)
+
+    for op in OPS.values():  # an op's own names first: they win over composites
+        for module, wanted in ((math, op.math), (np, op.numpy)):
+            for name in wanted:
+                add(module, name, _keeps(_op_builder(op)))
+    for name in _MATH_COMPOSITES:
+        add(math, name, _keeps(_COMPOSITES[name]))
+    for name in _NUMPY_COMPOSITES:
+        add(np, name, _keeps(_COMPOSITES[_NUMPY_NAMES.get(name, name)]))
     for module in (math, np):
-        for name in _NO_GRADIENT:
-            f = getattr(module, name, None)
-            if f is not None:
-                table[f] = _cut(f)
+        for name in _MAYBE_NO_GRADIENT:
+            add(module, name, _cut)
         for name in _PREDICATES:
-            f = getattr(module, name, None)
-            if f is not None:
-                table[f] = _on_numbers(f)
+            add(module, name, _on_numbers)
     for t in (float, np.float64, np.float32, np.float16):
         table[t] = _keeps(_as_float, tensors=False)(t)  # a Tensor converts: floats have
         # methods (round, is_integer) a Tensor has not
+        names.add(t.__name__)
     table[pow] = _pow
     table[isinstance] = _isinstance
     table[math.fsum] = _fsum
-    return table
+    names.update(("pow", "isinstance", "fsum"))
+    return table, frozenset(names)
 
 
-_DISPATCH = _table()
+_DISPATCH, DISPATCHED_NAMES = _table()
+"""Function → its graph-keeping version; DISPATCHED_NAMES: the names a cell calls them by."""
 
 
 # --------------------------------------------------------------------------- recording cuts
