@@ -320,12 +320,12 @@ def test_branches_and_conversions_are_counted(ip):
 
 def test_a_cut_graph_is_reported_with_its_line(ip):
     ip.user_ns.update(np=np, math=math)
-    autograd(ip, "x = 0.5\ny = math.atan(x) + x\nz = np.zeros(2)\nz[0] = x\nv = np.array([x, y])"
+    autograd(ip, "x = 0.5\ny = math.asin(x) + x\nz = np.zeros(2)\nz[0] = x\nv = np.array([x, y])"
                  "\nL = y + v.sum()")
     trace = gradmagic.last
     assert trace.float_conversions == 4
     assert trace.warnings == [
-        "line 3: math.atan has no gradient rule: Value 'x' entered it as a plain number, so "
+        "line 3: math.asin has no gradient rule: Value 'x' entered it as a plain number, so "
         "no gradient flows through it",
         "line 6: numpy.array took Value 'x' as a plain number, so no gradient flows through it",
         "line 6: numpy.array took Value 'y' as a plain number, so no gradient flows through it",
@@ -577,3 +577,20 @@ def test_expect_from_a_dict_may_hold_arrays_for_tensors(ip):
     ip.user_ns["answers"] = {"W": [[1.0, "x"]]}
     with pytest.raises(UsageError, match="is not a number"):
         ip.run_line_magic("autograd", "--expect answers 1.0 * 2")
+
+
+def test_an_op_from_the_table_reaches_every_layer(ip):
+    """atan is one entry in core.ops (and core.tensor_ops): the cell's math.atan, np.arctan on
+    a number and on an array keep the graph, the check replays it and PyTorch agrees."""
+    ip.user_ns.update(np=np, math=math)
+    assert autograd(ip, "x = 0.5\nA = np.array([0.2, -1.5])\n"
+                        "L = math.atan(x) * np.arctan(x) + np.arctan(A * x).sum()",
+                    options="-q --torch").success
+    trace = gradmagic.last
+    a = np.array([0.2, -1.5])
+    expected = (2 * math.atan(0.5) / (1 + 0.25) + float(np.sum(a / (1 + (a * 0.5) ** 2))))
+    assert trace.grads["x"] == pytest.approx(expected, rel=1e-12)
+    assert trace.warnings == [] and trace.check().passed
+    from gradmagic.analysis import torchcheck
+    assert torchcheck.compare(trace).error is None
+    assert all(row.agrees for row in torchcheck.compare(trace).rows)

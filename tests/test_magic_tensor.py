@@ -359,11 +359,11 @@ def test_a_shape_error_points_at_the_users_line(ip, capsys):
 
 def test_a_numpy_function_without_a_rule_is_a_clear_error_at_the_users_line(ip, capsys):
     ip.user_ns.update(np=np, A=np.array([0.5, 1.0]))
-    result = autograd(ip, "B = A * 2.0\nC = np.arctan(B)\nL = C.sum()", options="")
+    result = autograd(ip, "B = A * 0.2\nC = np.arcsin(B)\nL = C.sum()", options="")
     assert isinstance(result.error_in_exec, TypeError)
     shown = capsys.readouterr().out
-    assert "----> 3 C = np.arctan(B)" in shown
-    assert "numpy.arctan has no gradient rule" in shown
+    assert "----> 3 C = np.arcsin(B)" in shown
+    assert "numpy.arcsin has no gradient rule" in shown
 
 
 def test_a_tensor_cannot_be_the_target_unless_it_is_one_number(ip, capsys):

@@ -454,6 +454,8 @@ _TABLE = [
     TensorOp("cos", 1, _quiet(np.cos), (lambda g, out, x: -g * np.sin(x),), _quiet(np.cos),
              "∂cos a/∂a = −sin a",
              method="cos", numpy=("cos",), torch="cos"),
+    TensorOp("atan", 1, np.arctan, (lambda g, out, x: g / (1.0 + x * x),), np.arctan,
+             "∂atan a/∂a = 1/(1 + a²)", method="atan", numpy=("arctan",), torch="atan"),
     TensorOp("sigmoid", 1, _sigmoid, (lambda g, out, x: g * out * (1.0 - out),), _sigmoid,
              "∂σ(a)/∂a = σ(a)(1 − σ(a))", display="σ",
              method="sigmoid", torch="sigmoid"),
