@@ -12,8 +12,10 @@ Every operation the engine knows is one :class:`Op` entry in :data:`OPS`:
   differentiable and ``df`` returns a subgradient (relu and abs at 0);
 * ``rule``   -- the derivative as a formula, for people.
 
-Adding an operation means adding one entry here; :mod:`gradmagic.core.engine` builds
-``Value``'s methods from this table.
+plus how the op is reached (``method``, ``math``, ``numpy``, ``torch``: see
+:class:`OpBase`). Adding an operation means adding one entry here (and its array
+version in :mod:`gradmagic.core.tensor_ops`): ``Value``'s methods, the cell
+runtime's function table, numpy dispatch and the PyTorch replay derive from it.
 
 Forwards never raise for numeric reasons: a result that is not finite (log of a
 negative number, exp overflow, division by zero) is ``nan`` or ``±inf``, as in

@@ -16,9 +16,10 @@ Every operation a :class:`gradmagic.core.tensor.Tensor` knows is one
   differentiable and ``df`` used a subgradient (relu at 0, ties in a max);
 * ``rule`` -- the derivative as a formula, for people.
 
-Adding a tensor operation means adding one entry here (and, if it needs one, a
-method on ``Tensor``). Forwards do not warn for numeric reasons: log of a
-negative number is ``nan``, division by zero ``±inf``, as for scalars.
+Adding a tensor operation means adding one entry here; its ``method`` and
+``numpy`` names make ``Tensor``'s method and numpy dispatch. Forwards do not
+warn for numeric reasons: log of a negative number is ``nan``, division by zero
+``±inf``, as for scalars.
 """
 from __future__ import annotations
 
