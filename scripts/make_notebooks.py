@@ -214,10 +214,10 @@ random sample (at most 200 elements) and says so in the **Check** tab."""),
     ("md", """## 3. A network on ten classes
 
 Ten blobs in the plane, 30 points each. `gradmagic.nn` has tensor layers (`Linear`, `ReLU`,
-`Sequential`) whose parameters are tensors, and `gradmagic.core.tensor.cross_entropy` is the mean
+`Sequential`) whose parameters are tensors, and `gradmagic.nn.cross_entropy` is the mean
 negative log-likelihood of the right class under a softmax."""),
     ("code", "import gradmagic.nn as nn\nfrom gradmagic.optim import Adam\n"
-             "from gradmagic.core.tensor import cross_entropy\n\n"
+             "from gradmagic.nn import cross_entropy\n\n"
              "centres = rng.normal(scale=4.0, size=(10, 2))\ny = np.repeat(np.arange(10), 30)\n"
              "Xb = centres[y] + rng.normal(size=(300, 2))\n"
              "net = nn.Sequential(nn.Linear(2, 32, seed=0), nn.ReLU(), nn.Linear(32, 10, seed=1))\n"

@@ -535,7 +535,7 @@ def test_textbook_value_used_twice():
 
 
 # --------------------------------------------------------------- documentation
-@pytest.mark.parametrize("module", ["core.engine", "core.ops", "nn", "nn.scalar", "optim"])
+@pytest.mark.parametrize("module", ["core.engine", "core.ops", "nn", "nn.scalar", "nn.tensor", "optim"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib

@@ -7,7 +7,9 @@
 """
 from .module import Module, zero_grads
 from .scalar import MLP, Layer, Neuron, accuracy, hinge_loss, mse_loss
+from ..core.tensor import cross_entropy, log_softmax, softmax
 from .tensor import Linear, ReLU, Sequential, Tanh
 
 __all__ = ["Module", "Neuron", "Layer", "MLP", "mse_loss", "hinge_loss", "accuracy",
-           "Linear", "ReLU", "Tanh", "Sequential", "zero_grads"]
+           "Linear", "ReLU", "Tanh", "Sequential", "zero_grads", "cross_entropy", "softmax",
+           "log_softmax"]

@@ -5,7 +5,7 @@ one node per weight), with parameters as :class:`gradmagic.core.tensor.Tensor`
 leaves, so ``gradmagic.optim`` optimizers update them like scalar ones::
 
     >>> import numpy as np
-    >>> from gradmagic.core.tensor import cross_entropy
+    >>> from gradmagic.nn import cross_entropy
     >>> net = Sequential(Linear(2, 16, seed=0), ReLU(), Linear(16, 3, seed=1))
     >>> logits = net(np.zeros((5, 2)))
     >>> logits.shape
