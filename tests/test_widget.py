@@ -7,8 +7,8 @@ from gradmagic import Value
 from gradmagic.analysis import check as check_module
 from gradmagic.views import render, widget
 from gradmagic.analysis.trace import Trace
-from gradmagic.views.widget import (WIDGET_MIME, TraceWidget, backward_steps, grads_at, mimebundle,
-                              path_to_target)
+from gradmagic.analysis.graph import backward_steps, grads_at, path_to_target
+from gradmagic.views.widget import WIDGET_MIME, TraceWidget, mimebundle
 
 pytest.importorskip("ipywidgets")
 

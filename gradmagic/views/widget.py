@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from . import render
 
 from ..analysis import torchcheck
+from ..analysis.graph import backward_steps, children_of, grads_at, path_to_target
 
-__all__ = ["TraceWidget", "mimebundle", "backward_steps", "grads_at", "path_to_target",
-           "WIDGET_MIME"]
+__all__ = ["TraceWidget", "mimebundle", "WIDGET_MIME"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 TAB_TITLES = ("Graph", "Gradients", "Check", "Backward")
@@ -58,70 +58,6 @@ class SvgCache(OrderedDict):
         self.move_to_end(key)
         while len(self) > self.size:
             self.popitem(last=False)
-
-
-# =========================================================================== graph facts
-def children_of(trace) -> list:
-    """For each node, the indices of the nodes computed from it (with repeats)."""
-    children = [[] for _ in trace.nodes]
-    for node in trace.nodes:
-        for p in node.parents:
-            children[p].append(node.index)
-    return children
-
-
-def backward_steps(trace) -> list:
-    """The operation nodes in the order backward processes them (target first)."""
-    return [n.index for n in reversed(trace.nodes) if n.parents]
-
-
-def grads_at(trace, step: int, steps=None, children=None):
-    """The gradients known after backward has processed ``step`` operation nodes.
-
-    Returns ``(grads, state)`` indexed like ``trace.nodes``: ``state`` is
-    ``"final"`` once every node computed from it has been processed (and for
-    the target), ``"partial"`` while some contributions are still to come, and
-    ``"unknown"`` before any arrived. Contributions are the recorded products
-    ``grad(child) × local derivative``; a node with no ``local`` (a tensor op)
-    contributes nothing until its inputs' gradients are final. A final
-    gradient is always the recorded one (the sum of every contribution,
-    including those of tensor ops).
-    """
-    nodes = trace.nodes
-    steps = backward_steps(trace) if steps is None else steps
-    children = children_of(trace) if children is None else children
-    done = set(steps[:step])
-    target = trace.target.index
-    grads = [None] * len(nodes)
-    grads[target] = nodes[target].grad
-    for c in steps[:step]:
-        node = nodes[c]
-        if node.local is None:
-            continue
-        for p, local in zip(node.parents, node.local):
-            term = node.grad * local
-            grads[p] = term if grads[p] is None else grads[p] + term
-    state = []
-    for i, node in enumerate(nodes):
-        if i == target or (children[i] and all(c in done for c in children[i])):
-            state.append("final")
-            grads[i] = node.grad
-        else:
-            state.append("unknown" if grads[i] is None else "partial")
-    return grads, state
-
-
-def path_to_target(trace, index: int, children=None) -> set:
-    """``index`` and every node on a path from it to the target."""
-    children = children_of(trace) if children is None else children
-    seen = {index}
-    stack = [index]
-    while stack:
-        for c in children[stack.pop()]:
-            if c not in seen:
-                seen.add(c)
-                stack.append(c)
-    return seen
 
 
 def _grad_text(grads, state) -> list:
