@@ -3,6 +3,7 @@ import dataclasses
 import json
 import math
 import sys
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pytest
@@ -328,13 +329,26 @@ def test_bad_settings_get_a_clear_message(kwargs):
 
 
 # --------------------------------------------------------------------------- array leaves
-class Grid:
-    """A minimal array node (the contract tensor nodes follow for the check).
+class GridOp(NamedTuple):
+    """A minimal op entry: the trace keeps it; the check replays ``np``."""
 
-    ``_replay(inputs)`` receives arrays with a leading perturbation axis.
+    name: str
+    np: Callable
+    kink: None = None
+
+
+class Grid:
+    """A minimal array node (the contract tensor nodes follow for the trace).
+
+    The trace reads ``data``, ``grad``, ``label``, ``_op``, ``_a``, ``_b``, and of
+    an array node ``requires_grad``, ``params`` and ``kink``; the check replays
+    ``_op.np(*inputs, **params)`` on arrays with a leading perturbation axis.
     """
 
-    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark", "fn")
+    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark")
+    requires_grad = True
+    params = {}
+    kink = False
 
     def __init__(self, data, label="", parents=(), fn=None, op=""):
         self.data = data
@@ -343,22 +357,7 @@ class Grid:
         self._a = parents[0] if parents else None
         self._b = parents[1] if len(parents) > 1 else None
         self._mark = None
-        self._op = op or None
-        self.fn = fn
-
-    op = property(lambda self: self._op or "")
-    parents = property(lambda self: tuple(p for p in (self._a, self._b) if p is not None))
-    kink = False
-
-    @property
-    def finite(self):
-        return bool(np.isfinite(self.data).all() and np.isfinite(self.grad).all())
-
-    def local_grads(self):
-        return None
-
-    def _replay(self, inputs):
-        return self.fn(*inputs)
+        self._op = GridOp(op or "grid", fn) if parents else None
 
 
 def sampled_elements(trace, index):
@@ -701,6 +700,7 @@ def test_torch_missing_or_an_unknown_op_is_a_message(monkeypatch):
     assert "\n" not in missing.verdict
     monkeypatch.undo()
     pytest.importorskip("torch")
-    trace.nodes[-1].op = "frobnicate"
+    code = trace.op_code[-1]  # the target's op entry, renamed in the snapshot
+    trace.ops[code] = dataclasses.replace(trace.ops[code], name="frobnicate", torch=None)
     unknown = torchcheck.compare(trace)
     assert "'frobnicate'" in unknown.error and "nothing was compared" in unknown.error

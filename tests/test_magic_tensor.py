@@ -60,7 +60,7 @@ def test_linear_regression_is_one_cell_with_the_closed_form_gradient(ip, init):
     X, Y, W, P, L = (ns[k] for k in ("X", "Y", "W", "P", "L"))
     assert all(type(t) is Tensor for t in (X, Y, W, P, L))
     assert {"X", "Y", "W", "P", "L"} <= {n.label for n in trace.nodes}
-    assert trace.graph[-1] is L and trace.value == pytest.approx(float(L.data))
+    assert trace.target.label == "L" and trace.value == pytest.approx(float(L.data))
     W0 = eval(init, {"np": np})
     P0 = X0 @ W0
     np.testing.assert_array_equal(X.data, X0)  # the leaves hold the namespace's numbers

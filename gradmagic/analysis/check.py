@@ -31,7 +31,6 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from ..core.engine import Value
 from .numbers import all_finite, fmt
 
 __all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow",
@@ -348,61 +347,50 @@ class _Plan:
     """
 
     def __init__(self, trace):
-        nodes, graph = trace.nodes, trace.graph
-        if len(nodes) != len(graph):
-            raise ValueError("this Trace's graph and node list differ; it cannot be replayed")
         self.trace = trace
-        self.n = n = len(nodes)
-        self.target = trace.target.index
-        scalar_leaves, array_leaves, kinks, constants = [], [], [], []
-        program = []
-        append = program.append
-        sizes = n
-        used = bytearray(n)  # walking backwards: has a later node read it?
-        used[self.target] = 1  # never freed
-        for i in range(n - 1, -1, -1):
-            node = nodes[i]
-            parents = node.parents
-            if node.kink:
-                kinks.append(i)
-            v = graph[i]
-            if not parents and node.is_constant:
-                constants.append(i)
-            if v.__class__ is Value:  # a scalar: replayed with its op's numpy forward
-                if not parents:
-                    scalar_leaves.append(i)
-                    continue
-                a = parents[0]
-                free_a = not used[a]
-                used[a] = 1
-                if v._b is None:
-                    append((i, v._op.np, a, -1, free_a, False))
-                else:
-                    b = parents[1]
-                    free_b = not used[b]
-                    used[b] = 1
-                    append((i, v._op.np, a, b, free_a, free_b))
-                continue
-            if node.shape is not None:
-                sizes += max(1, int(np.prod(node.shape))) - 1
-            if not parents:
-                (scalar_leaves if node.shape is None else array_leaves).append(i)
-                continue
-            fn = getattr(v, "_replay", None)
-            if fn is None:
-                raise TypeError(f"node #{i} ({type(v).__name__}, op {node.op!r}) has no "
-                                "_replay method, so the graph cannot be replayed")
-            free = tuple(p for p in set(parents) if not used[p])
-            for p in parents:
-                used[p] = 1
-            append((i, fn, parents, -2, False, free))
-        program.reverse()
+        self.n = n = trace.n
+        self.target = target = n - 1
+        tensors = trace.tensor_data
+        pa, pb, codes = trace.parent_a, trace.parent_b, trace.op_code
+        leaf = pa < 0
+        self.kinks = np.flatnonzero(trace.kink)[::-1].tolist()  # where a subgradient was used
+        self.constants = np.flatnonzero(trace.constant)[::-1].tolist()  # leaves, not inputs
+        leaves = np.flatnonzero(leaf)
+        if tensors:
+            is_array = np.zeros(n, dtype=bool)
+            is_array[list(tensors)] = True
+            self.array_leaves = leaves[is_array[leaves]].tolist()
+            self.scalar_leaves = leaves[~is_array[leaves]].tolist()
+        else:
+            self.array_leaves = []
+            self.scalar_leaves = leaves.tolist()  # node indices, ascending
+        self.sizes = n + sum(max(1, a.size) - 1 for a in tensors.values())
+        # each op node's forward, and where a parent's last use is (its array is then freed)
+        rows = np.flatnonzero(~leaf)
+        a, b = pa[rows], pb[rows]
+        last = np.full(n, -1, dtype=np.int64)
+        last[a] = rows  # repeated indices: the last (largest) row wins
+        has_b = b >= 0
+        last_b = np.full(n, -1, dtype=np.int64)
+        last_b[b[has_b]] = rows[has_b]
+        last = np.maximum(last, last_b)
+        last[target] = n  # never freed
+        free_a = last[a] == rows
+        free_b = has_b & (last[np.maximum(b, 0)] == rows) & (b != a)
+        forwards = []
+        for code, entry in enumerate(trace.ops):
+            forwards.append(entry.np)
+        fns = list(map(forwards.__getitem__, codes[rows].tolist()))
+        program = list(zip(rows.tolist(), fns, a.tolist(), b.tolist(), free_a.tolist(),
+                           free_b.tolist()))
+        for k, i in enumerate(rows.tolist() if tensors else ()):
+            if i in tensors:  # a tensor op: its numpy forward with the node's params
+                out, fn, pa_, pb_, fa, fb = program[k]
+                parents = (pa_,) if pb_ < 0 else (pa_, pb_)
+                free = tuple(p for p in set(parents) if last[p] == i)
+                program[k] = (out, _with_params(fn, trace.params.get(i)), parents, -2, False,
+                              free)
         self.program = program
-        self.scalar_leaves = scalar_leaves[::-1]  # node indices, ascending
-        self.array_leaves = array_leaves[::-1]
-        self.kinks = kinks  # nodes where a subgradient was used
-        self.constants = constants  # leaves that are not inputs (Node.is_constant)
-        self.sizes = sizes  # elements in one column of all the nodes
 
     # ------------------------------------------------------------------ what to perturb
     def choose(self, max_leaves, max_elements: int, seed: int):
@@ -410,15 +398,14 @@ class _Plan:
         nodes = self.trace.nodes
         notes = []
         rng = np.random.default_rng(seed)
-        leaves = self.scalar_leaves
-        if self.array_leaves:
-            leaves = sorted(leaves + self.array_leaves)
+        trace = self.trace
+        leaves = trace.leaf_index
+        leaves = leaves[~trace.constant[leaves]].tolist()
         if self.constants:
-            fixed = set(self.constants)
-            leaves = [i for i in leaves if i not in fixed]
             # unnamed constants are numbers written in the cell: not worth a note;
             # a named one asked for no gradient
-            named = [nodes[i].label for i in sorted(fixed) if nodes[i].label]
+            fixed = np.array(sorted(self.constants), dtype=np.intp)
+            named = [nodes[i].label for i in fixed[trace.label_code[fixed] > 0].tolist()]
             if named:
                 notes.append(f"{len(named)} named constant{'' if len(named) == 1 else 's'} "
                              f"(requires_grad=False: {', '.join(named[:5])}"
@@ -432,8 +419,10 @@ class _Plan:
         else:
             raise ValueError(f"max_leaves must be 'auto', None or an int > 0, got {max_leaves!r}")
         if len(leaves) > limit:
-            named = [i for i in leaves if nodes[i].label][:limit]
-            rest = np.array([i for i in leaves if not nodes[i].label], dtype=int)
+            labelled = self.trace.label_code[np.asarray(leaves, dtype=np.intp)] > 0
+            arr = np.asarray(leaves, dtype=int)
+            named = arr[labelled][:limit].tolist()
+            rest = arr[~labelled]
             extra = rng.choice(rest, size=min(len(rest), limit - len(named)), replace=False)
             chosen = sorted(named + extra.tolist())
             notes.append(f"Checked {len(chosen):,} of {len(leaves):,} leaves (the named ones "
@@ -506,7 +495,7 @@ class _Plan:
         plus = np.arange(1, k, 2)  # the column of slot j's x + eps
         sl = self.scalar_leaves  # one matrix, a row per leaf
         if sl:
-            base = np.array([nodes[i].data for i in sl], dtype=float)
+            base = self.trace.data[sl]
             m = np.repeat(base[:, None], k, axis=1)
             pick = np.flatnonzero(slots.elem < 0)
             if pick.size:
@@ -519,7 +508,7 @@ class _Plan:
             for leaf, row in zip(sl, m):
                 vals[leaf] = row
         for leaf in self.array_leaves:  # (k, *shape) each
-            data = np.asarray(nodes[leaf].data, dtype=float)
+            data = np.asarray(self.trace.tensor_data[leaf], dtype=float)
             flat = data.reshape(-1)
             arr = np.repeat(flat[None, :], k, axis=0)
             pick = np.flatnonzero(slots.node == leaf)
@@ -580,6 +569,15 @@ class _Plan:
                        "or a node was changed after the run.")
 
 
+def _with_params(fn, params):
+    """A tensor op's replay: ``fn(*inputs, **params)`` on the list of inputs."""
+    params = params or {}
+
+    def replay(inputs):
+        return fn(*inputs, **params)
+    return replay
+
+
 def _same(a, b) -> bool:
     """Equal up to float rounding (nan equals nan)."""
     if isinstance(b, (int, float)) and not isinstance(a, np.ndarray):
@@ -598,10 +596,11 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
     nodes = trace.nodes
     index = slots.node.tolist()
     if plan.array_leaves:
-        analytic = np.array([nodes[i].grad if e < 0 else np.asarray(nodes[i].grad).flat[e]
+        grads = trace.tensor_grad
+        analytic = np.array([trace.grad[i] if e < 0 else grads[i].flat[e]
                              for i, e in zip(index, slots.elem.tolist())], dtype=float)
     else:
-        analytic = np.array([nodes[i].grad for i in index], dtype=float)
+        analytic = trace.grad[slots.node]
     numeric = m.numeric
     abs_err = np.abs(analytic - numeric)
     mag = np.abs(numeric)
@@ -691,16 +690,32 @@ def _kink_reach(trace, kinks) -> dict:
     """leaf index → description of a kink node it feeds (only leaves that do)."""
     if not kinks:
         return {}
-    nodes = trace.nodes
-    where = {}
-    for node in reversed(nodes):
-        if node.kink and node.index not in where:
-            where[node.index] = f"{node.op} at a non-differentiable point (node #{node.index})"
-        reach = where.get(node.index)
-        if reach:
-            for p in node.parents:
-                where.setdefault(p, reach)
-    return {i: text for i, text in where.items() if nodes[i].is_leaf}
+    n = trace.n
+    first = max(kinks)  # nothing after the last kink node reaches one
+    kink = trace.kink[:first + 1].tolist()
+    pa = trace.parent_a[:first + 1].tolist()
+    pb = trace.parent_b[:first + 1].tolist()
+    reach = [-1] * n  # the kink node each node feeds, -1 for none
+    for i in range(first, -1, -1):
+        r = reach[i]
+        if r < 0:
+            if not kink[i]:
+                continue
+            r = reach[i] = i
+        a = pa[i]
+        if a >= 0:
+            if reach[a] < 0:
+                reach[a] = r
+            b = pb[i]
+            if b >= 0 and reach[b] < 0:
+                reach[b] = r
+    leaves = trace.leaf_index
+    out = {}
+    for i in leaves[leaves <= first].tolist():
+        r = reach[i]
+        if r >= 0:
+            out[i] = f"{trace.op_entry(r).name} at a non-differentiable point (node #{r})"
+    return out
 
 
 # =========================================================================== expect

@@ -20,9 +20,6 @@ from typing import Any
 import numpy as np
 
 from .check import differences
-from ..core.engine import Value
-from ..core.ops import OPS
-from ..core.tensor_ops import TENSOR_OPS
 
 __all__ = ["compare", "TorchComparison", "TorchRow", "INSTALL"]
 
@@ -125,29 +122,28 @@ class _Unsupported(Exception):
 
 def _replay(torch, trace):
     """Every node as a torch tensor: returns (leaf index → leaf tensor, target tensor)."""
-    functions: dict = {}  # (scalar?, op name) -> its torch function (the entry's ``torch``)
-    nodes, graph = trace.nodes, trace.graph
-    vals = [None] * len(nodes)
+    functions: dict = {}  # op code -> its torch function (the entry's ``torch``)
+    tensors = trace.tensor_data
+    vals = [None] * trace.n
     leaves = {}
     with torch.enable_grad():
-        for node in nodes:
+        for node in trace.nodes:
             i = node.index
-            live = graph[i]
             if not node.parents:
                 vals[i] = torch.tensor(np.asarray(node.data, dtype=np.float64),
                                        dtype=torch.float64,
-                                       requires_grad=getattr(live, "requires_grad", True))
+                                       requires_grad=node.requires_grad)
                 if vals[i].requires_grad:
                     leaves[i] = vals[i]
                 continue
             args = [vals[p] for p in node.parents]
-            table = OPS if type(live) is Value else TENSOR_OPS
-            params = {} if type(live) is Value else getattr(live, "params", {})
-            key = (table is OPS, node.op)
-            if key not in functions:
-                entry = table.get(node.op)
-                functions[key] = None if entry is None else entry.torch_function(torch)
-            f = functions[key]
+            params = trace.params.get(i) or {} if i in tensors else {}
+            code = int(trace.op_code[i])
+            if code not in functions:
+                entry = trace.ops[code]
+                functions[code] = (entry.torch_function(torch)
+                                   if hasattr(entry, "torch_function") else None)
+            f = functions[code]
             if f is None:
                 raise _Unsupported(f"PyTorch has no counterpart here for the op {node.op!r} "
                                    f"(node #{i})")

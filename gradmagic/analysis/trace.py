@@ -1,50 +1,142 @@
-"""A snapshot of one backward run: the nodes, their values and gradients.
+"""A snapshot of one backward run: the nodes, their values and gradients, as columns.
 
-A :class:`Trace` is what ``%%autograd`` returns and what every view and check
-reads. It copies each node's data and gradient when it is made, so later
-changes to the Values (an optimizer step, another backward) do not change it;
-it also keeps the graph's nodes themselves (``trace.graph``) so the numerical
-check can replay the recorded operations.
+A :class:`Trace` is what ``%%autograd`` returns and what every view, the
+numerical check, the expected answers and the PyTorch replay read. It copies
+what it needs from the live nodes when it is made -- values, gradients, op
+entries, parent links, labels -- into numpy columns, and keeps no live node:
+later changes to the Values (an optimizer step, another backward) do not
+change it, and a kept trace costs about 30 bytes a node.
+
+``trace.nodes[i]`` gives a :class:`Node`, a small view made on demand that
+reads the columns.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from itertools import repeat
+from operator import attrgetter
 
 import numpy as np
 
 from ..core.engine import Value
+from ..core.ops import real
 from .numbers import all_finite, short
 from .options import Options
 
 __all__ = ["Node", "Trace"]
 
+_DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
+_OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
+_FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 
-_LAZY = object()  # Node._local before its first use
 
-
-@dataclass(slots=True)
 class Node:
-    """One node of a traced graph, as it was when the trace was taken."""
+    """One node of a traced graph, as it was when the trace was taken.
 
-    index: int  # position in Trace.nodes (topological: parents first)
-    label: str  # the name it was assigned to, or '' (constants, temporaries)
-    op: str  # the operation that made it, '' for a leaf
-    data: Any  # float/int, or a numpy array for a tensor node
-    grad: Any
-    parents: tuple  # indices into Trace.nodes
-    kink: bool = False  # a subgradient was used (relu/abs at 0)
-    finite: bool = True  # data and grad are finite (a constant: data alone)
-    shape: tuple | None = None  # None for a scalar
-    requires_grad: bool = True  # False for a leaf that asked for no gradient
-    # what Node.local is computed from: the scalar op entry and the trace's nodes
-    _opdef: Any = field(default=None, repr=False, compare=False)
-    _nodes: list | None = field(default=None, repr=False, compare=False)
-    _local: Any = field(default=_LAZY, repr=False, compare=False)
+    A view of row ``index`` of its trace's columns: ``index``, ``label``,
+    ``op``, ``data``, ``grad``, ``parents``, ``kink``, ``finite``, ``shape``,
+    ``requires_grad``, ``is_leaf``, ``is_constant``, ``local``, ``name``.
+    Two views of the same row of the same trace are equal.
+    """
+
+    __slots__ = ("trace", "index")
+
+    def __init__(self, trace: "Trace", index: int):
+        self.trace = trace
+        self.index = index  # position in Trace.nodes (topological: parents first)
+
+    def __eq__(self, other):
+        return (isinstance(other, Node) and other.trace is self.trace
+                and other.index == self.index)
+
+    def __hash__(self):
+        return hash((id(self.trace), self.index))
+
+    def __repr__(self):
+        return (f"Node(index={self.index}, label={self.label!r}, op={self.op!r}, "
+                f"data={short(self.data)}, grad={short(self.grad)}, parents={self.parents})")
+
+    @property
+    def label(self) -> str:
+        """The name it was assigned to, or '' (constants, temporaries)."""
+        t = self.trace
+        return t.label_names[t.label_code[self.index]]
+
+    @property
+    def op(self) -> str:
+        """The operation that made it, '' for a leaf."""
+        entry = self.opdef
+        return "" if entry is None else entry.name
+
+    @property
+    def opdef(self):
+        """The op table entry (scalar or tensor) that made it, None for a leaf."""
+        t = self.trace
+        code = t.op_code[self.index]
+        return None if code < 0 else t.ops[code]
+
+    @property
+    def data(self):
+        """float/int, or a numpy array for a tensor node."""
+        return self.trace._data(self.index)
+
+    @data.setter
+    def data(self, value):  # edits the snapshot only (tests simulate a changed node)
+        t, i = self.trace, self.index
+        if i in t.tensor_data:
+            t.tensor_data[i] = np.asarray(value, dtype=float)
+        else:
+            t.exact.pop(i, None)
+            if isinstance(value, int):
+                t.exact[i] = value
+            t.data[i] = real(value)
+
+    @property
+    def grad(self):
+        return self.trace._grad(self.index)
+
+    @grad.setter
+    def grad(self, value):  # edits the snapshot only (tests simulate a wrong gradient)
+        t, i = self.trace, self.index
+        if i in t.tensor_grad:
+            t.tensor_grad[i] = np.asarray(value, dtype=float)
+        else:
+            t.grad[i] = real(value)
+
+    @property
+    def parents(self) -> tuple:
+        """Indices into Trace.nodes."""
+        t, i = self.trace, self.index
+        a = int(t.parent_a[i])
+        if a < 0:
+            return ()
+        b = int(t.parent_b[i])
+        return (a,) if b < 0 else (a, b)
+
+    @property
+    def kink(self) -> bool:
+        """A subgradient was used (relu/abs at 0)."""
+        return bool(self.trace.kink[self.index])
+
+    @property
+    def finite(self) -> bool:
+        """Data and grad are finite (a constant: data alone)."""
+        return bool(self.trace.finite[self.index])
+
+    @property
+    def shape(self) -> tuple | None:
+        """None for a scalar."""
+        arr = self.trace.tensor_data.get(self.index)
+        return None if arr is None else arr.shape
+
+    @property
+    def requires_grad(self) -> bool:
+        """False for a leaf that asked for no gradient."""
+        return self.index not in self.trace.no_grad
 
     @property
     def is_leaf(self) -> bool:
-        return not self.parents
+        return self.trace.parent_a[self.index] < 0
 
     @property
     def is_constant(self) -> bool:
@@ -54,35 +146,63 @@ class Node:
         or a leaf that asked for no gradient (``requires_grad=False``). An
         unnamed tensor made with ``requires_grad=True`` is an input.
         """
-        return not self.parents and (not self.requires_grad
-                                     or (not self.label and self.shape is None))
+        return bool(self.trace.constant[self.index])
 
     @property
     def local(self) -> tuple | None:
         """d node / d parent for each parent at the recorded data (``()`` for a leaf).
 
-        None for a tensor node, whose local derivative is a Jacobian. Computed
-        on first use from the snapshot (the parents' recorded data), so a trace
-        nobody looks into costs no derivative evaluations.
+        None for a tensor node (a leaf too), whose local derivative is a Jacobian. Computed
+        when asked, from the snapshot (the parents' recorded data).
         """
-        if self._local is _LAZY:
-            nodes = self._nodes
-            self._local = self._opdef.local_grads(*[nodes[p].data for p in self.parents],
-                                                  self.data)
-        return self._local
+        if self.index in self.trace.tensor_data:
+            return None
+        parents = self.parents
+        if not parents:
+            return ()
+        data = self.trace._data
+        return self.opdef.local_grads(*[data(p) for p in parents], data(self.index))
 
     @property
     def name(self) -> str:
         """The label, or for an unnamed node its value (constants) or op."""
-        if self.label:
-            return self.label
+        label = self.label
+        if label:
+            return label
         if self.is_leaf:
             return short(self.data)
         return f"({self.op})"
 
 
-def _snapshot(x):
-    return x.copy() if isinstance(x, np.ndarray) else x
+class Nodes(Sequence):
+    """``trace.nodes``: a sequence of :class:`Node` views, made when read."""
+
+    __slots__ = ("trace",)
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __len__(self):
+        return self.trace.n
+
+    def __getitem__(self, i):
+        n = self.trace.n
+        if isinstance(i, slice):
+            return [Node(self.trace, j) for j in range(*i.indices(n))]
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"node index {i} out of range for {n} nodes")
+        return Node(self.trace, i)
+
+    def __iter__(self):
+        t = self.trace
+        return map(Node, repeat(t, t.n), range(t.n))
+
+    def __reversed__(self):
+        t = self.trace
+        return map(Node, repeat(t, t.n), range(t.n - 1, -1, -1))
 
 
 class Trace:
@@ -92,6 +212,9 @@ class Trace:
     ----------
     target:
         The node ``backward()`` was called on (its gradients must be filled).
+    order:
+        The graph's nodes, parents first and ``target`` last, if the caller
+        has them (``Value.topo(target)``); computed when not given.
     bindings:
         Names in the user's namespace → the node each name refers to after the
         run; these decide which node ``grads[name]`` means when a name labels
@@ -104,30 +227,44 @@ class Trace:
         The cell's text, kept as ``trace.source``.
     options:
         Display and check settings (eps, atol, rtol, rankdir, max_nodes, ...).
+
+    Columns
+    -------
+    Row ``i`` of every column is node ``i`` of ``trace.nodes`` (topological
+    order: parents first, the target last); ``trace.n`` is their number.
+
+    ``data``, ``grad``
+        float64 arrays: each scalar node's value and gradient (an int too big
+        for a float reads ±inf; ``exact`` keeps every int value as it was).
+        nan for a tensor node, whose arrays are in ``tensor_data`` and
+        ``tensor_grad`` (index → array copy).
+    ``op_code``
+        int16: the node's op as a position in ``ops`` (the distinct op table
+        entries of this graph, scalar and tensor), -1 for a leaf.
+    ``parent_a``, ``parent_b``
+        int32: the indices of the first and second parent, -1 where there is none.
+    ``label_code``
+        int32: position in ``label_names`` (``label_names[0]`` is ``''``).
+    ``kink``, ``finite``, ``constant``
+        bool: a subgradient was used; data and grad are finite (a constant:
+        data alone); a leaf that is not an input (:attr:`Node.is_constant`).
+    ``exact``
+        index → the int a node held (ints stay ints in ``Node.data``).
+    ``params``
+        index → a tensor op's non-differentiable arguments (axis, shape, ...).
+    ``no_grad``
+        frozenset of the leaves made with ``requires_grad=False``.
     """
 
-    def __init__(self, target, *, bindings: dict | None = None, branch_events: int = 0,
-                 float_conversions: int = 0, source: str | None = None,
-                 options: Options | dict | None = None, warnings: list | None = None):
-        self.graph = Value.topo(target)  # the live nodes, parents first
-        index = {id(v): i for i, v in enumerate(self.graph)}
-        self.nodes: list[Node] = []
-        nodes = self.nodes
-        for i, v in enumerate(self.graph):
-            data = v.data
-            parents = tuple(index[id(p)] for p in v.parents)
-            node = Node(i, v.label, v.op, _snapshot(data), _snapshot(v.grad), parents,
-                        bool(v.kink), shape=data.shape if isinstance(data, np.ndarray) else None)
-            if v.__class__ is Value and parents:
-                node._opdef, node._nodes = v._op, nodes  # Node.local, computed when asked
-            else:
-                node._local = v.local_grads()
-            if not parents:
-                node.requires_grad = getattr(v, "requires_grad", True)
-            node.finite = all_finite(data) if node.is_constant else v.finite
-            nodes.append(node)
-        self.target: Node = self.nodes[-1]
-        self.target_node = target
+    def __init__(self, target, *, order=None, bindings: dict | None = None,
+                 branch_events: int = 0, float_conversions: int = 0,
+                 source: str | None = None, options: Options | dict | None = None,
+                 warnings: list | None = None):
+        if order is None:
+            order = Value.topo(target)
+        elif not order or order[-1] is not target:
+            raise ValueError("order must list the graph's nodes with the target last")
+        index = self._snapshot(order)
         self.bindings = {name: index[id(v)] for name, v in (bindings or {}).items()
                          if id(v) in index}
         self.branch_events = branch_events
@@ -136,52 +273,201 @@ class Trace:
         self.options = Options.of(options)
         self.warnings: list[str] = list(warnings or [])
         self._report = None  # (settings, CheckReport) of the last check()
+        self._names = None  # label → node index, made on first use
+
+    # ------------------------------------------------------------------ the snapshot
+    def _snapshot(self, order) -> dict:
+        """Fill the columns from the live nodes (parents first); returns id(node) → index.
+
+        Every per-node step is a ``map`` or a numpy call; only tensor nodes,
+        ints and kinks are visited one by one.
+        """
+        n = self.n = len(order)
+        index = dict(zip(map(id, order), range(n)))
+        get = index.get
+        self.parent_a = np.fromiter(map(get, map(id, map(_A, order)), repeat(-1, n)),
+                                    np.int32, n)
+        self.parent_b = np.fromiter(map(get, map(id, map(_B, order)), repeat(-1, n)),
+                                    np.int32, n)
+        entries = list(map(_OP, order))
+        distinct = dict(zip(map(id, entries), entries))
+        distinct.pop(id(None), None)
+        self.ops = list(distinct.values())
+        code = {k: c for c, k in enumerate(distinct)}
+        code[id(None)] = -1
+        self.op_code = np.fromiter(map(code.__getitem__, map(id, entries)), np.int16, n)
+        del entries
+        labels = list(map(_LABEL, order))
+        names = dict.fromkeys([""])
+        names.update(dict.fromkeys(labels))
+        self.label_names = list(names)
+        label_at = {name: c for c, name in enumerate(self.label_names)}
+        self.label_code = np.fromiter(map(label_at.__getitem__, labels), np.int32, n)
+        del labels
+
+        self.exact: dict = {}
+        self.tensor_data: dict = {}
+        self.tensor_grad: dict = {}
+        self.params: dict = {}
+        no_grad = []
+        self.data = self._column(list(map(_DATA, order)), self.tensor_data, self.exact)
+        self.grad = self._column(list(map(_GRAD, order)), self.tensor_grad, None)
+        self.constant = (self.parent_a < 0) & (self.label_code == 0)
+        with np.errstate(invalid="ignore"):
+            self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
+        self.kink = np.zeros(n, dtype=bool)
+        for i in self.tensor_data:  # tensor nodes, one by one
+            v = order[i]
+            if i not in self.tensor_grad:  # a numpy scalar gradient
+                self.tensor_grad[i] = np.array(v.grad, dtype=float).reshape(
+                    self.tensor_data[i].shape)
+                self.grad[i] = np.nan
+            if v._a is None:
+                self.constant[i] = not v.requires_grad
+                if not v.requires_grad:
+                    no_grad.append(i)
+            else:
+                self.constant[i] = False
+                self.params[i] = v.params
+                self.kink[i] = bool(v.kink)
+            self.finite[i] = (all_finite(self.tensor_data[i]) if self.constant[i]
+                              else all_finite(self.tensor_data[i])
+                              and all_finite(self.tensor_grad[i]))
+        self.no_grad = frozenset(no_grad)
+        self._scalar_kinks()
+        self._leaves = None
+        return index
+
+    def _column(self, values: list, arrays: dict, exact: dict | None) -> np.ndarray:
+        """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``."""
+        n = len(values)
+        kinds = np.fromiter(map(_FLOAT_TYPES.get, map(type, values), repeat(2, n)), np.int8, n)
+        odd = np.flatnonzero(kinds).tolist()
+        for i in odd:
+            x = values[i]
+            if isinstance(x, np.ndarray):
+                arrays[i] = x.copy()
+                values[i] = np.nan
+            elif isinstance(x, int) and exact is not None:
+                exact[i] = x
+                values[i] = real(x)
+            else:
+                values[i] = real(x)
+        return np.array(values, dtype=np.float64) if n else np.zeros(0)
+
+    def _scalar_kinks(self) -> None:
+        """``kink`` for scalar nodes: each kinked op's test on its parents' data column."""
+        for c, entry in enumerate(self.ops):
+            test = getattr(entry, "kink", None)
+            if test is None or getattr(entry, "arity", None) is None:
+                continue
+            rows = np.flatnonzero(self.op_code == c)
+            rows = np.array([i for i in rows.tolist() if i not in self.tensor_data],
+                            dtype=np.intp) if self.tensor_data else rows
+            if not rows.size:
+                continue
+            args = [self.data[self.parent_a[rows]]]
+            if entry.arity == 2:
+                args.append(self.data[self.parent_b[rows]])
+            try:
+                with np.errstate(all="ignore"):
+                    hit = np.asarray(test(*args), dtype=bool)
+                if hit.shape != rows.shape:
+                    raise ValueError
+            except Exception:  # noqa: BLE001 - a test written for numbers only
+                data = self._data
+                hit = np.array([bool(test(*[data(p) for p in Node(self, i).parents]))
+                                for i in rows.tolist()], dtype=bool)
+            self.kink[rows] = hit
+
+    def _data(self, i: int):
+        """Node ``i``'s data as recorded: a float, the exact int, or an array."""
+        arr = self.tensor_data.get(i)
+        if arr is not None:
+            return arr
+        x = self.exact.get(i)
+        return float(self.data[i]) if x is None else x
+
+    def _grad(self, i: int):
+        arr = self.tensor_grad.get(i)
+        return float(self.grad[i]) if arr is None else arr
 
     # ------------------------------------------------------------------ facts
     @property
+    def nodes(self) -> Nodes:
+        """Every node, parents first: ``trace.nodes[i]`` is a :class:`Node`."""
+        return Nodes(self)
+
+    @property
+    def target(self) -> Node:
+        """The node backward ran from (the last one)."""
+        return Node(self, self.n - 1)
+
+    @property
     def value(self):
         """The target's data."""
-        return self.target.data
+        return self._data(self.n - 1)
+
+    @property
+    def leaf_index(self) -> np.ndarray:
+        """Indices of the leaves (nodes with no parents), ascending."""
+        if self._leaves is None:
+            self._leaves = np.flatnonzero(self.parent_a < 0)
+        return self._leaves
 
     @property
     def leaves(self) -> list[Node]:
-        return [n for n in self.nodes if n.is_leaf]
+        return [Node(self, i) for i in self.leaf_index.tolist()]
+
+    def op_entry(self, i: int):
+        """The op table entry (scalar or tensor) that made node ``i``, or None."""
+        code = self.op_code[i]
+        return None if code < 0 else self.ops[code]
+
+    def _named(self) -> dict:
+        """label → index of the node it means (as :meth:`node` chooses), for every label."""
+        if self._names is None:
+            rows = np.flatnonzero(self.label_code)
+            names = self.label_names
+            out = dict(zip(map(names.__getitem__, self.label_code[rows].tolist()),
+                           rows.tolist()))
+            for name, i in self.bindings.items():
+                if names[self.label_code[i]] == name:
+                    out[name] = i
+            self._names = out
+        return self._names
 
     def node(self, name: str) -> Node:
         """The node a name means: the one it is bound to, else the last so labelled."""
         if name in self.bindings:
-            return self.nodes[self.bindings[name]]
-        for n in reversed(self.nodes):
-            if n.label == name:
-                return n
-        raise KeyError(f"no node is labelled {name!r}; labelled nodes: "
-                       f"{', '.join(sorted(self.grads)) or 'none'}")
-
-    def _named(self) -> dict:
-        """label → the node it means (as :meth:`node` chooses), for every label."""
-        out = {}
-        for n in self.nodes:
-            if n.label:
-                out[n.label] = n
-        for name, i in self.bindings.items():
-            if self.nodes[i].label == name:
-                out[name] = self.nodes[i]
-        return out
+            return Node(self, self.bindings[name])
+        i = self._named().get(name)
+        if i is None:
+            raise KeyError(f"no node is labelled {name!r}; labelled nodes: "
+                           f"{', '.join(sorted(self.grads)) or 'none'}")
+        return Node(self, i)
 
     @property
     def grads(self) -> dict:
         """label → gradient of the target, for every labelled node."""
-        return {name: n.grad for name, n in self._named().items()}
+        return {name: self._grad(i) for name, i in self._named().items()}
 
     @property
     def values(self) -> dict:
         """label → data, for every labelled node (same choice of node as ``grads``)."""
-        return {name: n.data for name, n in self._named().items()}
+        return {name: self._data(i) for name, i in self._named().items()}
 
     @property
     def branch_dependent(self) -> bool:
         """True if the run's control flow depended on a Value's number."""
         return self.branch_events > 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the columns (tensor arrays and dicts not counted)."""
+        return sum(getattr(self, c).nbytes for c in (
+            "data", "grad", "op_code", "parent_a", "parent_b", "label_code", "kink",
+            "finite", "constant"))
 
     # ------------------------------------------------------------------ checks
     def check(self, eps: float | None = None, atol: float | None = None,
@@ -211,5 +497,5 @@ class Trace:
 
     # ------------------------------------------------------------------ display
     def __repr__(self):
-        return (f"<Trace: {len(self.nodes)} nodes, {len(self.leaves)} leaves, "
+        return (f"<Trace: {self.n} nodes, {len(self.leaf_index)} leaves, "
                 f"target {self.target.name} = {short(self.value)}>")

@@ -281,15 +281,18 @@ class Value:
         return self.data.as_integer_ratio()
 
 
-def backward(root, seed) -> None:
+def backward(root, seed, order=None) -> None:
     """Reverse-mode sweep from ``root`` with d root/d root = ``seed``.
 
     Shared by every kind of node. A node that is not a scalar :class:`Value`
     (a tensor) provides ``_zero_grad()`` and an op with ``vjp(node)`` that
     adds its gradient into its parents; nodes link to their parents through
-    ``_a``/``_b`` and carry a ``_mark`` slot for :meth:`Value.topo`.
+    ``_a``/``_b`` and carry a ``_mark`` slot for :meth:`Value.topo`. ``order``
+    is ``Value.topo(root)`` when the caller already has it (the magic walks
+    the graph once for backward and its trace).
     """
-    order = Value.topo(root)
+    if order is None:
+        order = Value.topo(root)
     for v in order:
         if v.__class__ is Value:
             v.grad = 0.0

@@ -32,6 +32,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from . import runtime as _runtime
 from . import session
+from ..core import engine
 from ..core.engine import Value, state
 from .rewrite import RUNTIME, Rewritten, rewrite
 from ..analysis.options import Options
@@ -288,9 +289,12 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
                 ns[name] = old
         raise
     relabel(ns)
-    target.backward()
+    order = Value.topo(target)  # one walk of the graph, for backward and the trace
+    data = target.data
+    engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, order)
     converted = state.float_conversions - floats
-    return Trace(target, bindings=bindings(ns), branch_events=state.branch_events - branches,
+    return Trace(target, order=order, bindings=bindings(ns),
+                 branch_events=state.branch_events - branches,
                  float_conversions=converted + len(run.cuts), source=cell.source,
                  options=options, warnings=cut_warnings(run.cuts, converted))
 

@@ -90,8 +90,7 @@ def escape_string(text: str) -> str:
 
 def op_entry(trace, index: int):
     """The op table entry (scalar or tensor) that made node ``index``, or None."""
-    entry = getattr(trace.graph[index], "opdef", None) if index < len(trace.graph) else None
-    return entry if entry is not None else OPS.get(trace.nodes[index].op)
+    return trace.op_entry(index)
 
 
 def op_symbol(trace, index: int) -> str:
