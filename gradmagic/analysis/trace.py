@@ -264,9 +264,12 @@ class Trace:
             order = Value.topo(target)
         elif not order or order[-1] is not target:
             raise ValueError("order must list the graph's nodes with the target last")
-        index = self._snapshot(order)
-        self.bindings = {name: index[id(v)] for name, v in (bindings or {}).items()
-                         if id(v) in index}
+        self._snapshot(order)
+        names = list(bindings or {})
+        found = self._find(np.fromiter(map(id, (bindings or {}).values()), np.int64,
+                                       len(names))).tolist()
+        self.bindings = {name: i for name, i in zip(names, found) if i >= 0}
+        del self._ids  # only needed while reading the live graph
         self.branch_events = branch_events
         self.float_conversions = float_conversions
         self.source = source
@@ -276,19 +279,20 @@ class Trace:
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot
-    def _snapshot(self, order) -> dict:
-        """Fill the columns from the live nodes (parents first); returns id(node) → index.
+    def _snapshot(self, order) -> None:
+        """Fill the columns from the live nodes (parents first).
 
         Every per-node step is a ``map`` or a numpy call; only tensor nodes,
         ints and kinks are visited one by one.
         """
         n = self.n = len(order)
-        index = dict(zip(map(id, order), range(n)))
-        get = index.get
-        self.parent_a = np.fromiter(map(get, map(id, map(_A, order)), repeat(-1, n)),
-                                    np.int32, n)
-        self.parent_b = np.fromiter(map(get, map(id, map(_B, order)), repeat(-1, n)),
-                                    np.int32, n)
+        # parent links as indices: node ids sorted once, each parent's id looked up
+        # with a binary search (a dict keyed on ids costs several times more)
+        ids = np.fromiter(map(id, order), np.int64, n)
+        perm = np.argsort(ids, kind="stable")
+        self._ids = (ids[perm], perm)
+        self.parent_a = self._find(np.fromiter(map(id, map(_A, order)), np.int64, n))
+        self.parent_b = self._find(np.fromiter(map(id, map(_B, order)), np.int64, n))
         entries = list(map(_OP, order))
         distinct = dict(zip(map(id, entries), entries))
         distinct.pop(id(None), None)
@@ -336,7 +340,15 @@ class Trace:
         self.no_grad = frozenset(no_grad)
         self._scalar_kinks()
         self._leaves = None
-        return index
+
+    def _find(self, query: np.ndarray) -> np.ndarray:
+        """The index of the node with each id in ``query`` (int32), -1 where none has it."""
+        ids, perm = self._ids
+        if not len(ids):
+            return np.full(len(query), -1, dtype=np.int32)
+        pos = np.searchsorted(ids, query)
+        np.minimum(pos, len(ids) - 1, out=pos)
+        return np.where(ids[pos] == query, perm[pos], -1).astype(np.int32)
 
     def _column(self, values: list, arrays: dict, exact: dict | None) -> np.ndarray:
         """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``."""

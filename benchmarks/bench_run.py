@@ -1,0 +1,228 @@
+"""The whole run against the engine's own math: trace, check, cell and display.
+
+Every figure is a ratio against a reference timed in the same process, with
+the cyclic GC paused and ``gc.collect()`` before each section; times are the
+best of a few repeats, taken alternately so background load hits both sides.
+
+1. **Stages by size**: the loop cell below on 10^3 … 10^6 nodes. For each
+   size: the engine's forward and backward (the cell's code run directly on
+   Values), the Trace build (from the walk backward already made, as the
+   magic does), the full numerical check, a whole ``%%autograd -q --no-check``
+   cell and a whole default cell with its display (widget, static HTML, text)
+   through an IPython shell. Then each stage's growth exponent: the slope of
+   log(time) against log(nodes) over the sizes.
+2. **micrograd's demo** (MLP 2-16-16-1, relu, hinge loss + L2) on 1 and on 100
+   points: Trace build and full check against one backward pass.
+3. **Memory** of a kept trace per node (tracemalloc, the live graph not counted).
+
+Targets (issue #13): trace <= 1x backward at every size; full check <= 2x
+backward up to 10^6 nodes; ``-q --no-check`` cell <= 2x forward + backward;
+default cell <= 3x; every exponent in [0.9, 1.1]; <= 48 bytes a node. They are
+printed, not enforced: the run exits 1 only if the memory ceiling is missed.
+
+Run: ``python benchmarks/bench_run.py`` (``--quick`` stops at 10^5 nodes).
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import math
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+from gradmagic.core.engine import Value
+from gradmagic.analysis.trace import Trace
+
+SIZES = (1_000, 10_000, 100_000, 1_000_000)
+BODY = "s = (s * w + x) * 0.5 - (s - w * 2.0) * 0.25 + x * w"
+PER_ITERATION = 13  # 9 op nodes and 4 constant leaves per iteration
+LOOP = "s = x\nfor i in range(N):\n    " + BODY + "\n"
+TARGETS = {"trace": 1.0, "check": 2.0, "cell -q": 2.0, "cell": 3.0}
+MAX_BYTES_PER_NODE = 48
+
+
+def _timed(f) -> float:
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        f()
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def _best(fns: dict, repeat: int) -> dict:
+    """Best time of each function, called round-robin ``repeat`` times."""
+    best = dict.fromkeys(fns, math.inf)
+    for _ in range(repeat):
+        for name, f in fns.items():
+            best[name] = min(best[name], _timed(f))
+    return best
+
+
+def _iterations(nodes: int) -> int:
+    return max(1, round(nodes / PER_ITERATION))
+
+
+# ------------------------------------------------------------------ 1. stages by size
+def _shell():
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "gradmagic")
+    return shell
+
+
+def stages(size: int, shell, repeat: int) -> dict:
+    n_iter = _iterations(size)
+    code = compile(LOOP, "<cell>", "exec")
+    run = {}
+
+    def forward():
+        ns = {"x": Value(0.3, "x"), "w": Value(0.7, "w"), "N": n_iter}
+        exec(code, ns)
+        run["s"] = ns["s"]
+
+    forward()
+    s = run["s"]
+    s.backward()
+    order = Value.topo(s)
+    nodes = len(order)
+    kept = {}
+
+    def trace():
+        kept["t"] = Trace(s, order=order)
+
+    def check():
+        kept["t"]._report = None
+        kept["t"].check()
+
+    trace()
+    times = _best({"forward": forward, "backward": run["s"].backward}, repeat)
+    s = run["s"]
+    order = Value.topo(s)
+    s.backward()
+    times.update(_best({"backward": s.backward, "trace": trace}, repeat))
+    times.update(_best({"check": check}, max(1, repeat - 1)))
+    report = kept["t"].check()
+    del order, kept, run, s
+
+    shell.user_ns.update(x=0.3, w=0.7, N=n_iter)
+
+    def cell(options):
+        def go():
+            shell.user_ns.update(x=0.3, w=0.7)
+            with contextlib.redirect_stdout(io.StringIO()):  # the display's text
+                result = shell.run_cell(f"%%autograd {options}\n{LOOP}s")
+            assert result.success, result.error_in_exec
+        return go
+
+    times.update(_best({"cell -q": cell("-q --no-check")}, repeat))
+    # the default cell displays: the shell's display formatter computes every format
+    times.update(_best({"cell": cell("")}, max(1, repeat - 1)))
+    shell.user_ns.pop("s", None)
+    shell.user_ns.pop("_", None)
+    return {"nodes": nodes, "times": times, "checked": report.verdict,
+            "notes": [n for n in report.notes if n.startswith("Checked")]}
+
+
+def exponent(sizes, times) -> float:
+    """Slope of log(time) over log(size)."""
+    return float(np.polyfit(np.log(sizes), np.log(times), 1)[0])
+
+
+# ------------------------------------------------------------------ 2. micrograd's demo
+def demo(points: int, repeat: int) -> dict:
+    from gradmagic import nn
+    from gradmagic.data import two_moons
+    X, y = two_moons(points, noise=0.1, seed=1)
+    net = nn.MLP(2, [16, 16, 1], activation="relu", seed=1337)
+    scores = [net([Value(a, "x0"), Value(b, "x1")]) for a, b in X]
+    loss = nn.hinge_loss(scores, y) + 1e-4 * sum(p * p for p in net.parameters())
+    loss.backward()
+    order = Value.topo(loss)
+    kept = {}
+
+    def trace():
+        kept["t"] = Trace(loss, order=order)
+
+    def check():
+        kept["t"]._report = None
+        kept["t"].check()
+
+    trace()
+    times = _best({"backward": loss.backward, "trace": trace, "check": check}, repeat)
+    return {"nodes": len(order), "times": times, "verdict": kept["t"].check().verdict}
+
+
+# ------------------------------------------------------------------ 3. memory
+def bytes_per_node(size: int = 100_000) -> float:
+    ns = {"x": Value(0.3, "x"), "w": Value(0.7, "w"), "N": _iterations(size)}
+    exec(compile(LOOP, "<cell>", "exec"), ns)
+    s = ns["s"]
+    s.backward()
+    order = Value.topo(s)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    trace = Trace(s, order=order)
+    del order  # the walk belongs to the run, not to the trace
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return (after - before) / trace.n
+
+
+# ------------------------------------------------------------------ the report
+def main(argv=None) -> bool:
+    argv = sys.argv[1:] if argv is None else argv
+    sizes = SIZES[:3] if "--quick" in argv else SIZES
+    shell = _shell()
+    rows = []
+    print("## The whole run against the engine (loop cell: " + BODY + ")\n")
+    print("| nodes | forward | backward | trace / backward | check / backward "
+          "| `-q --no-check` cell / (fwd+bwd) | default cell / (fwd+bwd) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for size in sizes:
+        repeat = 5 if size <= 10_000 else 3 if size <= 100_000 else 1
+        r = stages(size, shell, repeat)
+        rows.append(r)
+        t = r["times"]
+        math_s = t["forward"] + t["backward"]
+        print(f"| {r['nodes']:,} | {t['forward'] * 1e3:.1f} ms | {t['backward'] * 1e3:.1f} ms "
+              f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x "
+              f"| {t['cell -q'] / math_s:.2f}x | {t['cell'] / math_s:.2f}x |", flush=True)
+    print()
+    for r in rows:
+        if r["notes"]:
+            print(f"check at {r['nodes']:,} nodes: {r['notes'][0]}")
+    ns = [r["nodes"] for r in rows]
+    print("\ngrowth exponents over "
+          f"{ns[0]:,}…{ns[-1]:,} nodes (target 0.9–1.1): " + ", ".join(
+              f"{stage} {exponent(ns, [r['times'][stage] for r in rows]):.2f}"
+              for stage in ("forward", "backward", "trace", "check", "cell -q", "cell")))
+
+    print("\n## micrograd's demo network (MLP 2-16-16-1, relu)\n")
+    print("| points | nodes | backward | trace / backward | check / backward |")
+    print("| --- | --- | --- | --- | --- |")
+    for points in (1, 100):
+        d = demo(points, 5 if points == 1 else 3)
+        t = d["times"]
+        print(f"| {points} | {d['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
+              f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x |")
+
+    per_node = bytes_per_node()
+    ok = per_node <= MAX_BYTES_PER_NODE
+    print(f"\nmemory of a kept trace: {per_node:.1f} bytes per node "
+          f"(ceiling {MAX_BYTES_PER_NODE}: {'ok' if ok else 'OVER'})")
+    print("targets: trace <= 1x backward, check <= 2x backward, -q cell <= 2x and default "
+          "cell <= 3x forward + backward")
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
