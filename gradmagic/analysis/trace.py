@@ -269,6 +269,11 @@ class Trace:
         found = self._find(np.fromiter(map(id, (bindings or {}).values()), np.int64,
                                        len(names))).tolist()
         self.bindings = {name: i for name, i in zip(names, found) if i >= 0}
+        # names bound to nodes the target does not depend on (teaching.walk greys them)
+        values = list((bindings or {}).values())
+        self.unreached = {name: (d.copy() if isinstance(d, np.ndarray) else d)
+                          for name, i, d in zip(names, found, (v.data for v in values))
+                          if i < 0}
         del self._ids  # only needed while reading the live graph
         self.branch_events = branch_events
         self.float_conversions = float_conversions
@@ -506,6 +511,12 @@ class Trace:
         return expect(self, mapping,
                       atol=atol if atol is not None else opts.atol,
                       rtol=rtol if rtol is not None else opts.rtol)
+
+    def jvp(self, seed):
+        """Forward mode: every node's tangent for ``seed`` (``{'x': 1}``); see
+        :func:`gradmagic.analysis.teaching.jvp`."""
+        from .teaching import jvp
+        return jvp(self, seed)
 
     # ------------------------------------------------------------------ display
     def __repr__(self):

@@ -6,5 +6,6 @@ Importing this package sets the one-way hook ``CheckReport.text`` (what ``str(re
 """
 from ..analysis.check import CheckReport
 from .render import report_text
+from . import teaching  # noqa: F401 - adds its section to render.static_html
 
 CheckReport.text = report_text

@@ -697,8 +697,15 @@ def static_html(trace, report=None, *, expected=None, torch=None,
     elif torch is not None:
         out.append(_section("Check", torch_html(torch)))
     out.append(_section("Gradients", nodes_table_html(trace, report=report), open=False))
+    for title, make in STATIC_SECTIONS:
+        out.append(_section(title, make(trace, cache), open=False))
     out.append("</div>")
     return "".join(out)
+
+
+STATIC_SECTIONS: list = []
+"""(title, function(trace, cache) → HTML): more closed sections of :func:`static_html`, added by
+the view modules that make them (views/teaching.py), so this module imports none of them."""
 
 
 def _section(title: str, body: str, open: bool = True) -> str:
