@@ -247,11 +247,58 @@ this very step; the loss goes down."""),
              "print(f'loss {before:.4f} -> {after:.4f}')"),
 ]
 
+TEACHING = [
+    ("md", """# Three ways to read backpropagation
+
+The seed's example, $f(x, y) = 3x^2 + xy + 5y^2$ at $(2, 3)$, written as in the micrograd lecture,
+one named node per step. By hand, $\\partial f/\\partial x = 6x + y = 15$ and
+$\\partial f/\\partial y = x + 10y = 32$. This notebook reads the same run three ways: forward mode
+against reverse mode, the topological walk that orders backward, and the chain rule as a sum over
+paths. The widget of an `%%autograd` run has them as tabs; here they are also called one by one."""),
+    ("code", "%load_ext gradmagic\nimport gradmagic\nfrom gradmagic.views import teaching"),
+    ("code", "%%autograd\nx = 2.0\ny = 3.0\na = 3*x**2\nb = x*y\nc = 5*y**2\nd = a + b\nf = d + c\nf"),
+    ("md", """## 1. Forward mode, run for real
+
+Forward mode seeds $dx/dx = 1$ and $dy/dx = 0$ and carries the tangents through the graph, parents
+first: each node adds $\\partial\\text{node}/\\partial\\text{parent} \\times$ the parent's tangent.
+`trace.jvp` returns every node's tangent, by node index and by name:"""),
+    ("code", "t = gradmagic.last.jvp({'x': 1})\nt.by_name"),
+    ("md", """One forward pass gives the derivative with respect to **one** input; reverse mode
+(`backward()`) gives every input's gradient in one pass. The view counts both and checks that they
+agree on every gradient; `step` stops the pass after that many nodes."""),
+    ("code", "teaching.forward(gradmagic.last, 'x')"),
+    ("code", "teaching.forward(gradmagic.last, 'y', step=3)"),
+    ("md", """## 2. The topological walk
+
+Backward must handle a node only after every node computed from it. micrograd's `build_topo`
+finds such an order with a depth-first walk from the output: visit a node, walk into its inputs,
+then append it. Printed as the seed prints it, `v` after each visit and `t` after each append.
+With a `step`, the node being visited is green and the recursion stack blue. `g` is computed by
+the cell but `f` does not depend on it: the walk never reaches it."""),
+    ("code", "%%autograd -q\nx = 2.0\ny = 3.0\na = 3*x**2\nb = x*y\nc = 5*y**2\nd = a + b\n"
+             "g = 10*x\nf = d + c\nf"),
+    ("code", "teaching.walk_view(gradmagic.last, step=6)"),
+    ("md", """## 3. The chain rule as a sum over paths
+
+$\\partial f/\\partial x$ is the sum, over every path from $x$ to $f$, of the product of the local
+derivatives along it: $1 \\cdot 1 \\cdot 3 \\cdot (2x) + 1 \\cdot 1 \\cdot y = 12 + 3 = 15$. The seed
+also writes a third term, $5 \\cdot 0$: it is $c = 5y^2$'s share, zero because $y^2$ does not
+depend on $x$. No path leads from $x$ into $c$, so the view lists it under the branches that do not
+depend on $x$ instead of as a path."""),
+    ("code", "teaching.paths_view(gradmagic.last, 'x')"),
+    ("md", """When a value is reused, paths multiply: each `v = v + v` doubles them. The view counts
+them exactly without listing them, shows the largest contributions, and says why reverse mode
+never enumerates them."""),
+    ("code", "%%autograd -q\nv = 1.5\nfor _ in range(40):\n    v = v + v\nv"),
+    ("code", "teaching.paths_view(gradmagic.last)  # the run's one input"),
+]
+
 NOTEBOOKS = {
     "01_backprop_tour.ipynb": TOUR,
     "02_training_mlp.ipynb": MLP,
     "03_homework.ipynb": HOMEWORK,
     "04_tensors.ipynb": TENSORS,
+    "05_teaching.ipynb": TEACHING,
 }
 
 if __name__ == "__main__":

@@ -402,3 +402,15 @@ def test_seeding_zero_inputs_gives_zero(combo):
     trace = traced(x * y)
     t = trace.jvp({"x": combo[0], "y": combo[1]})
     assert t.target == combo[0] * 3.0 + combo[1] * 2.0
+
+
+def test_notebook_views_show_html_and_text():
+    x, y = Value(2.0, label="x"), Value(3.0, label="y")
+    trace = traced(3 * x ** 2 + x * y + 5 * y ** 2)
+    for view in (views.forward(trace, "x", step=2), views.walk_view(trace, step=3),
+                 views.paths_view(trace, "y")):
+        assert view._repr_html_().startswith("<div") and "<svg" in view._repr_html_() \
+            or "Graphviz" in view._repr_html_()
+        assert repr(view) and "<" not in repr(view).split("\n")[0][:1]
+    assert "x + 10·y" not in repr(views.paths_view(trace, "y"))  # formulas, not algebra
+    assert "1·5·(2y)" in repr(views.paths_view(trace, "y"))

@@ -28,7 +28,8 @@ from . import render
 
 __all__ = ["expressions", "definition", "local_text", "default_input", "forward_html", "forward_text",
            "walk_lines", "walk_html", "walk_text", "paths_html", "paths_text",
-           "static_section", "ROWS", "LINES", "ITEMS"]
+           "static_section", "View", "forward", "walk_view", "paths_view", "ROWS", "LINES",
+           "ITEMS"]
 
 ROWS = 40  # table rows before "… and N more"
 LINES = 16  # lines of the walk's printout before "… N more lines"
@@ -684,3 +685,33 @@ def static_section(trace, cache=None) -> str:
 
 render.STATIC_SECTIONS.append(
     ("Teaching views: forward mode, the topological walk, paths", static_section))
+
+
+# =========================================================================== in a notebook
+class View:
+    """One teaching view as a notebook output: HTML in a browser, text in a terminal."""
+
+    def __init__(self, html_text: str, text: str):
+        self.html = html_text
+        self.text = text
+
+    def _repr_html_(self):
+        return self.html
+
+    def __repr__(self):
+        return self.text
+
+
+def forward(trace, input=None, step: int | None = None) -> View:
+    """Forward mode against reverse mode, for a notebook cell (``forward(gradmagic.last, 'x')``)."""
+    return View(forward_html(trace, input, step), forward_text(trace, input))
+
+
+def walk_view(trace, step: int | None = None) -> View:
+    """The topological walk, for a notebook cell; ``step`` highlights one event in the graph."""
+    return View(walk_html(trace, step), walk_text(trace))
+
+
+def paths_view(trace, input=None) -> View:
+    """The chain rule as a sum over paths, for a notebook cell."""
+    return View(paths_html(trace, input), paths_text(trace, input))
