@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import math
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,23 +49,72 @@ class NodeError(ForwardModeError, KeyError):
 
 
 # =========================================================================== graph facts
+class _Graph:
+    """The trace's parents and local derivatives as plain lists, read once per trace.
+
+    ``Node.local`` is computed each time it is read; the algorithms here read
+    every node's many times (one forward pass per input), so they share one copy.
+    """
+
+    def __init__(self, trace):
+        nodes = trace.nodes
+        self.parents = [n.parents for n in nodes]
+        self.tensor = [n.shape is not None for n in nodes]
+        self.labels = [n.label for n in nodes]
+        self.inputs = [i for i, (p, n) in enumerate(zip(self.parents, nodes))
+                       if not p and not n.is_constant]
+        self._local = None
+        self._trace = weakref.ref(trace) if _weak(trace) else (lambda: trace)
+
+    @property
+    def local(self) -> list:
+        """∂node/∂parent per parent (``()`` for a leaf, None for a tensor node)."""
+        if self._local is None:
+            nodes = self._trace().nodes
+            self._local = [None if t else (n.local if p else ())
+                           for n, p, t in zip(nodes, self.parents, self.tensor)]
+        return self._local
+
+
+def _weak(trace) -> bool:
+    try:
+        weakref.ref(trace)
+        return True
+    except TypeError:
+        return False
+
+
+_GRAPHS = weakref.WeakKeyDictionary()
+
+
+def _graph(trace) -> _Graph:
+    try:
+        return _GRAPHS[trace]
+    except KeyError:
+        g = _GRAPHS[trace] = _Graph(trace)
+        return g
+    except TypeError:  # a trace without weak references: read each time
+        return _Graph(trace)
+
+
 def children(trace) -> list:
     """For each node, the nodes computed from it (one entry per use: ``a + a`` twice)."""
-    out = [[] for _ in trace.nodes]
-    for node in trace.nodes:
-        for p in node.parents:
-            out[p].append(node.index)
+    parents = _graph(trace).parents
+    out = [[] for _ in parents]
+    for i, ps in enumerate(parents):
+        for p in ps:
+            out[p].append(i)
     return out
 
 
 def edge_count(trace) -> int:
     """How many (node, parent) edges the graph has: one multiply-add each per pass."""
-    return sum(len(n.parents) for n in trace.nodes)
+    return sum(map(len, _graph(trace).parents))
 
 
 def inputs(trace) -> list:
     """The run's inputs: leaves that are not constants, in graph order."""
-    return [n.index for n in trace.nodes if n.is_leaf and not n.is_constant]
+    return list(_graph(trace).inputs)
 
 
 def _index(trace, key) -> int:
@@ -85,7 +135,8 @@ def _index(trace, key) -> int:
 
 def tensor_nodes(trace) -> list:
     """Indices of operation nodes without a scalar local derivative (tensor ops)."""
-    return [n.index for n in trace.nodes if n.parents and n.local is None]
+    g = _graph(trace)
+    return [i for i, (p, t) in enumerate(zip(g.parents, g.tensor)) if p and t]
 
 
 def _scalar_only(trace) -> None:
@@ -193,19 +244,19 @@ def jvp(trace, seed, *, checked: bool = False) -> Tangents:
     if not checked:  # the caller has made sure the graph is scalar
         _scalar_only(trace)
     seeds = _seed(trace, seed)
-    nodes = trace.nodes
-    values = [0.0] * len(nodes)
-    reached = [False] * len(nodes)
+    g = _graph(trace)
+    n = len(g.parents)
+    values = [0.0] * n
+    reached = [False] * n
     operations = 0
-    for node in nodes:
-        i = node.index
-        if not node.parents:
+    for i, (parents, local) in enumerate(zip(g.parents, g.local)):
+        if not parents:
             if i in seeds:
                 values[i] = seeds[i]
                 reached[i] = True
             continue
         total, any_reached = 0.0, False
-        for p, d in zip(node.parents, node.local):
+        for p, d in zip(parents, local):
             if reached[p]:
                 total += d * values[p]
                 any_reached = True
@@ -272,17 +323,18 @@ def forward_operations(trace, ins=None) -> int:
     """
     ins = inputs(trace) if ins is None else ins
     bit = {i: 1 << k for k, i in enumerate(ins)}
-    deps = [0] * len(trace.nodes)
+    parents = _graph(trace).parents
+    deps = [0] * len(parents)
     total = 0
-    for node in trace.nodes:
-        if not node.parents:
-            deps[node.index] = bit.get(node.index, 0)
+    for i, ps in enumerate(parents):
+        if not ps:
+            deps[i] = bit.get(i, 0)
             continue
         d = 0
-        for p in node.parents:
+        for p in ps:
             d |= deps[p]
             total += deps[p].bit_count()
-        deps[node.index] = d
+        deps[i] = d
     return total
 
 
@@ -375,8 +427,8 @@ def walk(trace) -> Walk:
                     build_topo(child)
                 topo.append(v)
     """
-    nodes = trace.nodes
-    seen = [False] * len(nodes)
+    parents_of = _graph(trace).parents
+    seen = [False] * len(parents_of)
     events, order = [], []
     root = trace.target.index
     seen[root] = True
@@ -384,7 +436,7 @@ def walk(trace) -> Walk:
     stack = [(root, 0)]  # node, next parent slot to recurse into
     while stack:
         i, k = stack[-1]
-        parents = nodes[i].parents
+        parents = parents_of[i]
         if k < len(parents):
             stack[-1] = (i, k + 1)
             p = parents[k]
@@ -481,23 +533,28 @@ def paths(trace, input, *, handful: int = HANDFUL, top: int = TOP) -> Paths:
                      error="paths are listed for scalar graphs: this run has "
                            f"{len(bad):,} tensor operation nodes, whose local derivatives "
                            "are Jacobians the trace does not record")
+    g = _graph(trace)
     count = [0] * len(nodes)
     total = [0.0] * len(nodes)
     count[i] = 1
     total[i] = 1.0
     zero = []
-    for node in nodes[i + 1:]:
+    constant = None
+    for k in range(i + 1, len(nodes)):
         c, t, hit = 0, 0.0, False
-        for p, d in zip(node.parents, node.local):
+        for p, d in zip(g.parents[k], g.local[k]):
             if count[p]:
                 c += count[p]
                 t += d * total[p]
                 hit = True
         if hit:
-            count[node.index], total[node.index] = c, t
-            for p in node.parents:
-                if not count[p] and not nodes[p].is_constant:
-                    zero.append((node.index, p))
+            count[k], total[k] = c, t
+            for p in g.parents[k]:
+                if not count[p]:
+                    if constant is None:
+                        constant = [n.is_leaf and n.is_constant for n in nodes]
+                    if not constant[p]:
+                        zero.append((k, p))
     zero = list(dict.fromkeys(zero))
     n = count[target]
     if n <= handful:
@@ -511,7 +568,7 @@ def paths(trace, input, *, handful: int = HANDFUL, top: int = TOP) -> Paths:
 
 def _all_paths(trace, start: int, count) -> list:
     """Every path from ``start`` to the target (only called for a handful)."""
-    nodes = trace.nodes
+    g = _graph(trace)
     out = []
     # depth-first from the target down parents that ``start`` reaches; a partial path is
     # a linked list (step, rest) so extending it costs O(1)
@@ -529,11 +586,11 @@ def _all_paths(trace, start: int, count) -> list:
                 product *= step[2]
             out.append(Path(tuple(steps), product))
             continue
-        node = nodes[i]
-        for slot in range(len(node.parents) - 1, -1, -1):
-            p = node.parents[slot]
+        parents, local = g.parents[i], g.local[i]
+        for slot in range(len(parents) - 1, -1, -1):
+            p = parents[slot]
             if count[p]:
-                stack.append((p, ((i, p, node.local[slot], slot), linked)))
+                stack.append((p, ((i, p, local[slot], slot), linked)))
     out.sort(key=lambda path: -_magnitude(path.product))
     return out
 
@@ -544,14 +601,13 @@ def _best_paths(trace, start: int, count, k: int) -> list:
     At each node reached, keep the ``k`` best partial paths from ``start``
     (magnitude, signed product, back-pointer to the parent's entry).
     """
-    nodes = trace.nodes
+    g = _graph(trace)
     best = {start: [(1.0, 1.0, None)]}
-    for node in nodes[start + 1:]:
-        i = node.index
+    for i in range(start + 1, len(g.parents)):
         if not count[i]:
             continue
         cands = []
-        for slot, (p, d) in enumerate(zip(node.parents, node.local)):
+        for slot, (p, d) in enumerate(zip(g.parents[i], g.local[i])):
             for rank, (mag, prod, _) in enumerate(best.get(p, ())):
                 cands.append((mag * _magnitude(d), prod * d, (p, rank, d, slot)))
         cands.sort(key=lambda c: -c[0] if c[0] == c[0] else -math.inf)

@@ -95,13 +95,15 @@ def expressions(trace, width: int = WIDTH) -> list:
 
 def _expressions(trace, width: int) -> list:
     out, prec = [], []
-    for node in trace.nodes:
-        if node.label:
-            text, p = node.label, _ATOM
-        elif node.is_leaf:
-            text, p = fmt(node.data, 4), _ATOM
+    g = teaching._graph(trace)
+    nodes = trace.nodes
+    for i, (label, parents) in enumerate(zip(g.labels, g.parents)):
+        if label:
+            text, p = label, _ATOM
+        elif not parents:
+            text, p = fmt(nodes[i].data, 4), _ATOM
         else:
-            text, p = _compose(trace, node, out, prec, width)
+            text, p = _compose(trace, nodes[i], out, prec, width)
         out.append(text)
         prec.append(p)
     return out
@@ -112,8 +114,11 @@ def definition(trace, exprs, index: int, width: int = 40) -> str:
     node = trace.nodes[index]
     if node.is_leaf:
         return ""
-    prec = [_ATOM if n.label or n.is_leaf or exprs[n.index].startswith("(")
-            else _PREC.get(n.op, _ATOM) for n in trace.nodes]
+    prec = {}
+    for p in node.parents:
+        parent = trace.nodes[p]
+        prec[p] = (_ATOM if parent.label or parent.is_leaf or exprs[p].startswith("(")
+                   else _PREC.get(parent.op, _ATOM))
     return _compose(trace, node, exprs, prec, width)[0]
 
 
@@ -430,9 +435,9 @@ def walk_lines(trace, walk=None, *, named_only: bool = True, limit: int | None =
     (each line is a list as long as the walk so far: all of them would be quadratic).
     """
     walk = teaching.walk(trace) if walk is None else walk
-    nodes = trace.nodes
-    names = [n.label for n in nodes] if named_only else expressions(trace)
-    events = [(kind, i) for kind, i in walk.events if not named_only or nodes[i].label]
+    labels = teaching._graph(trace).labels
+    names = labels if named_only else expressions(trace)
+    events = [(kind, i) for kind, i in walk.events if not named_only or labels[i]]
     keep = range(len(events)) if limit is None or len(events) <= limit else \
         list(range(limit - 1)) + [len(events) - 1]
     keep = set(keep)
@@ -445,8 +450,8 @@ def walk_lines(trace, walk=None, *, named_only: bool = True, limit: int | None =
 
 
 def _printout(trace, walk, limit: int = LINES) -> list:
-    nodes = trace.nodes
-    total = sum(1 for _, i in walk.events if nodes[i].label)
+    labels = teaching._graph(trace).labels
+    total = sum(1 for _, i in walk.events if labels[i])
     lines = walk_lines(trace, walk, limit=limit)
     text = [f"{kind} {_elide(items)}" for kind, items in lines]
     if total > len(text):
@@ -670,8 +675,23 @@ def paths_text(trace, input=None) -> str:
 
 
 # =========================================================================== static display
+STATIC_NODES = 20_000  # past this many nodes the static display only says how to see the views
+
+
 def static_section(trace, cache=None) -> str:
-    """The three views for the static display: tables and text, no extra drawings."""
+    """The three views for the static display: tables and text, no extra drawings.
+
+    Past ``STATIC_NODES`` nodes it gives the counts and the calls that show the
+    views, so a huge run's display stays fast (the views take a second or more there).
+    """
+    if len(trace.nodes) > STATIC_NODES:
+        ins, edges = len(teaching.inputs(trace)), teaching.edge_count(trace)
+        return _p(html.escape(
+            f"{len(trace.nodes):,} nodes, {edges:,} edges, {ins:,} inputs: forward mode needs "
+            f"{ins:,} pass{'es' if ins != 1 else ''} through the graph, reverse mode one. "
+            "For a graph this big the teaching views are made when asked: "
+            "from gradmagic.views import teaching; teaching.forward(gradmagic.last), "
+            "teaching.walk_view(gradmagic.last), teaching.paths_view(gradmagic.last)."))
     try:
         parts = [("Forward mode against reverse mode", forward_html(trace, cache=cache,
                                                                    draw=False)),
