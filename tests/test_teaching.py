@@ -415,3 +415,46 @@ def test_notebook_views_show_html_and_text():
         assert repr(view) and "<" not in repr(view).split("\n")[0][:1]
     assert "x + 10·y" not in repr(views.paths_view(trace, "y"))  # formulas, not algebra
     assert "1·5·(2y)" in repr(views.paths_view(trace, "y"))
+
+
+def test_widget_tabs_are_json_and_step_through_the_views():
+    import json
+    x, y = Value(2.0, label="x"), Value(3.0, label="y")
+    a = 3 * x ** 2
+    a.label = "a"
+    f = a + x * y + 5 * y ** 2
+    f.label = "f"
+    trace = traced(f)
+    tabs = [make(trace, None, {"drawn": None}) for make in views.TABS]
+    json.dumps(tabs)
+    assert [t["id"] for t in tabs] == ["forward", "walk", "paths"]
+    forward, walk, paths = (t["payload"] for t in tabs)
+    # forward: the pass for x then for y, every reached node once, ending at the gradient
+    assert "agree on all 2 gradients" in forward["head"]
+    ends = [fr["html"] for fr in forward["frames"] if "the pass ends" in fr["html"]]
+    assert len(ends) == 2 and "= 15, backward gave 15" in ends[0] and "= 32" in ends[1]
+    # walk: one frame per event, visits and appends in the walk's order
+    events = teaching.walk(trace).events
+    assert len(walk["frames"]) == len(events)
+    assert [fr["n"] for fr in walk["frames"]] == [i for _, i in events]
+    assert walk["frames"][0]["html"].startswith("<b>v</b>")
+    # paths: the two paths of df/dx, then those of df/dy, each highlighted
+    assert len(paths["frames"]) == 4
+    assert "1·1·3·(2x)" in paths["frames"][0]["html"]
+    assert set(paths["frames"][0]["path"]) >= {trace.node("x").index, trace.target.index}
+
+
+def test_widget_tabs_are_capped_on_a_2000_node_graph(big):
+    import json
+    drawn = set(render.summarise(big).shown)
+    tabs = [make(big, None, {"drawn": drawn}) for make in views.TABS]
+    size = len(json.dumps(tabs))
+    assert size < 1_500_000
+    for tab in tabs:
+        frames = tab["payload"].get("frames", [])
+        assert len(frames) <= views.STEP_FRAMES
+        for fr in frames:
+            assert fr["n"] == -1 or fr["n"] in drawn
+            assert all(p in drawn for p in fr["path"])
+            assert all(e[0] in drawn for e in fr["ev"])
+    assert "Stepping covers" in tabs[1]["payload"]["note"]

@@ -28,8 +28,8 @@ from . import render
 
 __all__ = ["expressions", "definition", "local_text", "default_input", "forward_html", "forward_text",
            "walk_lines", "walk_html", "walk_text", "paths_html", "paths_text",
-           "static_section", "View", "forward", "walk_view", "paths_view", "ROWS", "LINES",
-           "ITEMS"]
+           "static_section", "View", "forward", "walk_view", "paths_view", "forward_tab",
+           "walk_tab", "paths_tab", "TABS", "ROWS", "LINES", "ITEMS"]
 
 ROWS = 40  # table rows before "… and N more"
 LINES = 16  # lines of the walk's printout before "… N more lines"
@@ -339,7 +339,8 @@ def _agreement_rows(trace, exprs, comparison, limit):
 
 
 def forward_html(trace, input=None, step: int | None = None, *, cache=None,
-                 comparison=None, draw: bool = True, limit: int = ROWS) -> str:
+                 comparison=None, draw: bool = True, limit: int = ROWS,
+                 one_pass: bool = True) -> str:
     """Forward mode for ``input`` (a name or index; default :func:`default_input`).
 
     ``step`` (1-based, over the nodes the pass computes) stops the pass after that many
@@ -363,6 +364,8 @@ def forward_html(trace, input=None, step: int | None = None, *, cache=None,
     more = _more(len(rows), comparison.inputs, "inputs")
     if more:
         out.append(_p(html.escape(more)))
+    if not one_pass:  # the widget steps through the passes itself
+        return "".join(out) + "</div>"
     i = default_input(trace) if input is None else teaching._index(trace, input)
     t = teaching.jvp(trace, {i: 1.0})
     reached = [k for k, r in enumerate(t.reached) if r]
@@ -483,7 +486,7 @@ def _unreached_note(trace, walk) -> str:
 
 
 def walk_html(trace, step: int | None = None, *, cache=None, walk=None, draw: bool = True,
-              limit: int = ROWS) -> str:
+              limit: int = ROWS, every_step: bool = True) -> str:
     """The topological walk; ``step`` (1-based, over the walk's events) highlights one event."""
     walk = teaching.walk(trace) if walk is None else walk
     exprs = expressions(trace)
@@ -517,7 +520,7 @@ def walk_html(trace, step: int | None = None, *, cache=None, walk=None, draw: bo
     note = _unreached_note(trace, walk)
     if note:
         out.append(_p(html.escape(note), _GREY))
-    if step is None:
+    if step is None and every_step:
         rows = [[str(k + 1), exprs[i], "visit" if kind == "v" else "append"]
                 for k, (kind, i) in enumerate(walk.events[:limit])]
         out.append(f"<details><summary>Every step ({total:,})</summary>"
@@ -735,3 +738,154 @@ def walk_view(trace, step: int | None = None) -> View:
 def paths_view(trace, input=None) -> View:
     """The chain rule as a sum over paths, for a notebook cell."""
     return View(paths_html(trace, input), paths_text(trace, input))
+
+
+# =========================================================================== widget tabs
+# Each maker returns a tab of kind "steps" for the widget's front-end: ``head`` (HTML above
+# the stepper), ``frames`` (one per step: ``n`` the node highlighted, ``path`` nodes
+# highlighted with it, ``html`` the step's text, ``ev`` grad-field texts set from this step
+# on: [node, text, state], state "u" unknown, "p" partial, "" plain), ``total`` and ``note``.
+# Only nodes in ``drawn`` (those the widget's graph shows) get events and highlights.
+STEP_FRAMES = 600  # steps a tab carries
+STEPPED_INPUTS = 4  # inputs the forward and paths tabs step through
+
+
+def _drawn(context, trace) -> set:
+    drawn = (context or {}).get("drawn")
+    return set(range(len(trace.nodes))) if drawn is None else set(drawn)
+
+
+def _esc(text) -> str:
+    return html.escape(str(text))
+
+
+def _stepped_inputs(trace) -> list:
+    ins = teaching.inputs(trace)
+    first = default_input(trace)
+    nodes = trace.nodes
+    ordered = sorted(ins, key=lambda i: (i != first, not nodes[i].label, nodes[i].label, i))
+    return ordered[:STEPPED_INPUTS]
+
+
+def forward_tab(trace, report=None, context=None) -> dict | None:
+    """The Forward tab: cost and agreement on top, then each pass node by node."""
+    comparison = teaching.forward_vs_reverse(trace)
+    head = forward_html(trace, comparison=comparison, draw=False, limit=12, one_pass=False)
+    if comparison.error is not None or comparison.inputs == 0:
+        return {"id": "forward", "title": "Forward", "kind": "html", "payload": {"html": head}}
+    drawn = _drawn(context, trace)
+    exprs = expressions(trace)
+    nodes = trace.nodes
+    frames = []
+    stepped = _stepped_inputs(trace)
+    for k, i in enumerate(stepped):
+        t = teaching.jvp(trace, {i: 1.0})
+        x = exprs[i]
+        reached = [j for j, r in enumerate(t.reached) if r]
+        # the pass starts: every drawn node unknown, those not depending on x at 0
+        start = [[j, f"∂/∂{x} " + ("?" if t.reached[j] else "0"), "u" if t.reached[j] else ""]
+                 for j in sorted(drawn)]
+        for s, j in enumerate(reached):
+            if len(frames) >= STEP_FRAMES:
+                break
+            node = nodes[j]
+            if j == i:
+                what = f"seed ∂{x}/∂{x} = 1 (every other input 0)"
+            else:
+                terms = [f"{fmt(d, 4)}×{fmt(t[p], 4)}" for p, d in zip(node.parents, node.local)
+                         if t.reached[p]]
+                if len(terms) > ITEMS:
+                    terms = terms[:ITEMS] + [f"… {len(terms) - ITEMS:,} more"]
+                what = f"{' + '.join(terms)} = {fmt(t[j], 6)}"
+            frames.append({
+                "n": j if j in drawn else -1,
+                "path": [p for p in node.parents if p in drawn and t.reached[p]],
+                "html": (f"<b>Pass {k + 1} of {comparison.inputs:,}</b> (∂/∂{_esc(x)}), node "
+                         f"{s + 1} of {len(reached):,}: <code>{_esc(exprs[j])}</code> gets "
+                         f"tangent {_esc(what)}"
+                         + (f" — the pass ends: ∂{_esc(exprs[trace.target.index])}/∂{_esc(x)}"
+                            f" = {_esc(fmt(t.target, 10))}, backward gave "
+                            f"{_esc(fmt(nodes[i].grad, 10))}" if s == len(reached) - 1 else "")),
+                "ev": (start if s == 0 else []) + ([[j, f"∂/∂{x} {fmt(t[j])}", ""]]
+                                                   if j in drawn else []),
+            })
+    more = comparison.inputs - len(stepped)
+    note = " ".join(filter(None, [
+        f"Stepping covers the passes of {len(stepped)} of {comparison.inputs:,} inputs."
+        if more > 0 else "",
+        f"Stepping stops after {STEP_FRAMES:,} steps." if len(frames) >= STEP_FRAMES else ""]))
+    return {"id": "forward", "title": "Forward", "kind": "steps",
+            "payload": {"head": head, "frames": frames, "total": len(frames), "note": note,
+                        "legend": "grad fields show each node's tangent: ? not yet computed"}}
+
+
+def walk_tab(trace, report=None, context=None) -> dict:
+    """The Walk tab: micrograd's build_topo event by event, then the backward order."""
+    walk = teaching.walk(trace)
+    drawn = _drawn(context, trace)
+    exprs = expressions(trace)
+    head = walk_html(trace, walk=walk, draw=False, every_step=False)
+    frames = []
+    visited = order = 0
+    stack = []
+    for kind, i in walk.events[:STEP_FRAMES]:
+        if kind == "v":
+            visited += 1
+            stack.append(i)
+            what = (f"visit <code>{_esc(exprs[i])}</code> (depth {len(stack) - 1}): "
+                    f"visited has {visited:,} node{'s' if visited != 1 else ''}")
+            ev = [[i, f"visited #{visited}", "p"]] if i in drawn else []
+        else:
+            order += 1
+            stack.pop()
+            what = (f"every input of <code>{_esc(exprs[i])}</code> is done: append it, "
+                    f"position {order:,} of the order")
+            ev = [[i, f"order #{order}", ""]] if i in drawn else []
+        frames.append({"n": i if i in drawn else -1, "path": [j for j in stack[-ITEMS:] if j in drawn],
+                       "html": f"<b>{'v' if kind == 'v' else 't'}</b> — {what}", "ev": ev})
+    start = [[j, "not visited", "u"] for j in sorted(drawn)]
+    if frames:
+        frames[0]["ev"] = start + frames[0]["ev"]
+    note = (f"Stepping covers the first {STEP_FRAMES:,} of {len(walk.events):,} events."
+            if len(walk.events) > STEP_FRAMES else "")
+    return {"id": "walk", "title": "Walk", "kind": "steps",
+            "payload": {"head": head, "frames": frames, "total": len(frames), "note": note,
+                        "legend": "green: the node the walk is at; blue: the recursion stack"}}
+
+
+def paths_tab(trace, report=None, context=None) -> dict:
+    """The Paths tab: for each input (up to a few), each listed path highlighted in turn."""
+    drawn = _drawn(context, trace)
+    exprs = expressions(trace)
+    stepped = _stepped_inputs(trace)
+    heads = [paths_html(trace, i, draw=False) for i in stepped[:1]]
+    frames = []
+    for i in stepped:
+        result = teaching.paths(trace, i)
+        if result.error is not None:
+            return {"id": "paths", "title": "Paths", "kind": "html",
+                    "payload": {"html": paths_html(trace, draw=False)}}
+        x, f = exprs[i], exprs[trace.target.index]
+        for k, path in enumerate(result.paths):
+            route, formula, numbers, product = _path_cells(trace, exprs, path)
+            frames.append({
+                "n": i if i in drawn else -1,
+                "path": [j for j in path.nodes if j in drawn],
+                "html": (f"<b>∂{_esc(f)}/∂{_esc(x)}</b>, path {k + 1} of {result.count:,}"
+                         f"{'' if result.complete else ' (largest first)'}: "
+                         f"<code>{_esc(route)}</code><br>{_esc(formula)} = {_esc(numbers)} = "
+                         f"<b>{_esc(product)}</b>"
+                         + (f"<br>sum of all {result.count:,} paths = "
+                            f"{_esc(fmt(result.total, 10))} = ∂{_esc(f)}/∂{_esc(x)} (backward: "
+                            f"{_esc(fmt(result.grad, 10))})" if k == len(result.paths) - 1 else "")),
+                "ev": [],
+            })
+    if not stepped:
+        heads = [paths_html(trace, draw=False)]
+    return {"id": "paths", "title": "Paths", "kind": "steps",
+            "payload": {"head": "".join(heads), "frames": frames, "total": len(frames),
+                        "note": "", "legend": "blue: the path; green: the input"}}
+
+
+TABS = [forward_tab, walk_tab, paths_tab]
+"""The widget's teaching tabs, makers ``(trace, report, context) -> tab``."""
