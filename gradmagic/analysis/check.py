@@ -391,6 +391,16 @@ class _Plan:
                 program[k] = (out, _with_params(fn, trace.params.get(i)), parents, -2, False,
                               free)
         self.program = program
+        # the most array elements alive at once in a replay, per column: a leaf lives
+        # from the start, an op node from its row, each until its last use
+        start = np.where(leaf, 0, np.arange(n))
+        end = np.where(last < 0, start, np.minimum(last, n - 1))
+        weight = np.ones(n)
+        for i, arr in tensors.items():
+            weight[i] = max(1, arr.size)
+        alive = np.cumsum(np.bincount(start, weight, minlength=n + 1)
+                          - np.bincount(end + 1, weight, minlength=n + 1))
+        self.peak = max(1, int(alive.max())) if n else 1
 
     # ------------------------------------------------------------------ what to perturb
     def choose(self, max_leaves, max_elements: int, seed: int):
@@ -452,11 +462,11 @@ class _Plan:
     # ------------------------------------------------------------------ replay
     def measure(self, slots: _Slots, eps: float) -> _Measured:
         """Replay the graph for every slot, in as few chunks as memory allows."""
-        per_chunk = max(1, (_CHUNK // self.sizes - 1) // 2)
+        per_chunk = max(1, (_CHUNK // self.peak - 1) // 2)
         parts = []
         for start in range(0, max(len(slots), 1), per_chunk):
             vals, steps = self._replay(slots[start:start + per_chunk], eps)
-            parts.append((self._target_column(vals), steps))
+            parts.append((self._target_column(vals, 1 + 2 * len(steps[0])), steps))
         if len(parts) == 1:
             ((f, (hp, hm)),) = parts
             f0, f = f[0], f[1:]
@@ -470,8 +480,10 @@ class _Plan:
         return _Measured(f0, (plus - minus) / steps, (plus - f0) / hp, (f0 - minus) / hm,
                          steps)
 
-    def _target_column(self, vals):
+    def _target_column(self, vals, k: int):
         f = np.asarray(vals[self.target], dtype=float)
+        if f.ndim == 0:  # no perturbed leaf in this chunk: one value for every column
+            f = np.full(k, float(f))
         if f.ndim > 1:
             if f[0].size != 1:
                 raise ValueError(f"the target has shape {f.shape[1:]}; the numerical check "
@@ -494,7 +506,23 @@ class _Plan:
         hm = np.empty(n_slots)
         plus = np.arange(1, k, 2)  # the column of slot j's x + eps
         sl = self.scalar_leaves  # one matrix, a row per leaf
-        if sl:
+        if sl and not self.trace.tensor_data:
+            # a scalar graph: an unperturbed node is a plain number (numpy broadcasts
+            # it), and only the leaves perturbed here get a row of k columns
+            vals = self.trace.data.tolist()
+            pick = np.flatnonzero(slots.elem < 0)
+            if pick.size:
+                leaves, rows = np.unique(slots.node[pick], return_inverse=True)
+                base = self.trace.data[leaves]
+                m = np.repeat(base[:, None], k, axis=1)
+                c = plus[pick]
+                m[rows, c] += eps
+                m[rows, c + 1] -= eps
+                hp[pick] = m[rows, c] - base[rows]
+                hm[pick] = base[rows] - m[rows, c + 1]
+                for leaf, row in zip(leaves.tolist(), m):
+                    vals[leaf] = row
+        elif sl:
             base = self.trace.data[sl]
             m = np.repeat(base[:, None], k, axis=1)
             pick = np.flatnonzero(slots.elem < 0)
@@ -556,7 +584,8 @@ class _Plan:
         vals, _ = self._replay(_Slots([], []), 1.0, keep=True)
         first = ""
         for node in self.trace.nodes:
-            got = np.asarray(vals[node.index])[0]
+            got = np.asarray(vals[node.index])
+            got = got if got.ndim == 0 else got[0]
             if not _same(got, node.data):
                 first = f" (it first differs at node #{node.index} {node.name!r}"
                 if node.shape is None:

@@ -7,21 +7,28 @@ through backward.
 """
 from __future__ import annotations
 
+from itertools import islice
+
+import numpy as np
+
 __all__ = ["children_of", "backward_steps", "grads_at", "path_to_target"]
 
 
 def children_of(trace) -> list:
-    """For each node, the indices of the nodes computed from it (with repeats)."""
-    children = [[] for _ in trace.nodes]
-    for node in trace.nodes:
-        for p in node.parents:
-            children[p].append(node.index)
-    return children
+    """For each node, the indices of the nodes computed from it (with repeats), ascending."""
+    n = trace.n
+    parent = np.stack([trace.parent_a, trace.parent_b], axis=1).ravel()
+    child = np.repeat(np.arange(n), 2)
+    keep = parent >= 0
+    parent, child = parent[keep], child[keep]
+    child = child[np.argsort(parent, kind="stable")].tolist()
+    it = iter(child)
+    return [list(islice(it, c)) for c in np.bincount(parent, minlength=n).tolist()]
 
 
 def backward_steps(trace) -> list:
     """The operation nodes in the order backward processes them (target first)."""
-    return [n.index for n in reversed(trace.nodes) if n.parents]
+    return np.flatnonzero(trace.parent_a >= 0)[::-1].tolist()
 
 
 def grads_at(trace, step: int, steps=None, children=None):

@@ -243,15 +243,22 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
             if p not in seen and len(seen) < near_budget:
                 seen.add(p)
                 queue.append(p)
-    named = list(dict.fromkeys(trace.bindings.values())) if trace.bindings else \
-        list({node.label: node.index for node in nodes if node.label}.values())
+    if trace.bindings:
+        named = list(dict.fromkeys(trace.bindings.values()))
+    else:  # each label's last node
+        rows = np.flatnonzero(trace.label_code)
+        named = list(dict(zip(trace.label_code[rows].tolist(), rows.tolist())).values())
     extra = [i for i in named if i not in seen][:max(0, min(NAMED, limit))]
-    leaves = sum(1 for node in nodes if not node.parents)
-    ops = Counter(node.op for node in nodes if node.parents)
+    leaves = len(trace.leaf_index)
+    made = trace.op_code[trace.op_code >= 0]
+    ops = Counter()  # op name → nodes it made, counted per op entry
     first = {}  # op name → a node it made, whose op entry gives the symbol
-    for node in nodes:
-        if node.parents:
-            first.setdefault(node.op, node.index)
+    counts = np.bincount(made, minlength=len(trace.ops)) if made.size else []
+    for code, count in enumerate(np.asarray(counts).tolist()):
+        if count:
+            name = trace.ops[code].name
+            ops[name] += count
+            first.setdefault(name, int(np.argmax(trace.op_code == code)))
     top = ", ".join(f"{op_symbol(trace, first[op])} {count:,}"
                     for op, count in ops.most_common(6))
     counts = (f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations"
@@ -665,7 +672,8 @@ def inputs(trace) -> list:
     ``requires_grad=False`` are constants: they are leaves of the graph but not
     inputs. An unnamed tensor leaf made with ``requires_grad=True`` is an input.
     """
-    return [n for n in trace.nodes if not n.parents and not n.is_constant]
+    leaves = trace.leaf_index
+    return [trace.nodes[i] for i in leaves[~trace.constant[leaves]].tolist()]
 
 
 def headline(trace) -> str:
