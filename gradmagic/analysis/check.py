@@ -646,10 +646,16 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
                                     rel_err.tolist(), bound.tolist(), status.tolist())
     if not plan.array_leaves:  # one row per slot
         notes = [""] * len(index)
-        for j in (range(len(index)) if kinks else np.flatnonzero(status).tolist()):
+        todo = np.flatnonzero(status).tolist()
+        if kinks:
+            todo = sorted(set(todo).union(j for j, i in enumerate(index) if i in kinks))
+        for j in todo:
             notes[j] = _note(s_l[j], j, m, a_l[j], nodes[index[j]], kinks)
+        label_names = trace.label_names
+        names = [label_names[c] if c else nodes[i].name
+                 for c, i in zip(trace.label_code[slots.node].tolist(), index)]
         return list(map(_new_row, zip(
-            [nodes[i].name for i in index], a_l, n_l, e_l, r_l, b_l,
+            names, a_l, n_l, e_l, r_l, b_l,
             [_STATUS[s] for s in s_l], notes, index, [1] * len(index))))
     rows = []
     elems = slots.elem.tolist()

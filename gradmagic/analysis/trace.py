@@ -28,6 +28,7 @@ __all__ = ["Node", "Trace"]
 _DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
 _OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
+_FLOATS = {float}
 
 
 class Node:
@@ -298,14 +299,23 @@ class Trace:
         self._ids = (ids[perm], perm)
         self.parent_a = self._find(np.fromiter(map(id, map(_A, order)), np.int64, n))
         self.parent_b = self._find(np.fromiter(map(id, map(_B, order)), np.int64, n))
-        entries = list(map(_OP, order))
-        distinct = dict(zip(map(id, entries), entries))
-        distinct.pop(id(None), None)
-        self.ops = list(distinct.values())
-        code = {k: c for c, k in enumerate(distinct)}
-        code[id(None)] = -1
-        self.op_code = np.fromiter(map(code.__getitem__, map(id, entries)), np.int16, n)
-        del entries
+        # op codes: the distinct op entries in order of first use, -1 for a leaf
+        op_ids = np.fromiter(map(id, map(_OP, order)), np.int64, n)
+        distinct, first, code = np.unique(op_ids, return_index=True, return_inverse=True)
+        rank = np.argsort(first, kind="stable")  # code by first use, not by address
+        entries = [order[i]._op for i in first[rank].tolist()]
+        renumber = np.empty(len(distinct), dtype=np.int16)
+        renumber[rank] = np.arange(len(distinct), dtype=np.int16)
+        self.op_code = renumber[code.reshape(-1)] if n else np.zeros(0, dtype=np.int16)
+        if entries and entries[0] is None:  # the leaves' "op"
+            self.op_code -= 1
+            entries.pop(0)
+        elif None in entries:
+            none = entries.index(None)
+            self.op_code[self.op_code == none] = -1
+            self.op_code[self.op_code > none] -= 1
+            entries.pop(none)
+        self.ops = entries
         labels = list(map(_LABEL, order))
         names = dict.fromkeys([""])
         names.update(dict.fromkeys(labels))
@@ -320,7 +330,14 @@ class Trace:
         self.params: dict = {}
         no_grad = []
         self.data = self._column(list(map(_DATA, order)), self.tensor_data, self.exact)
-        self.grad = self._column(list(map(_GRAD, order)), self.tensor_grad, None)
+        grad = None
+        if not self.tensor_data:  # every gradient is a number: straight into floats
+            try:
+                grad = np.fromiter(map(_GRAD, order), np.float64, n)
+            except (TypeError, ValueError, OverflowError):
+                pass
+        self.grad = (self._column(list(map(_GRAD, order)), self.tensor_grad, None)
+                     if grad is None else grad)
         self.constant = (self.parent_a < 0) & (self.label_code == 0)
         with np.errstate(invalid="ignore"):
             self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
@@ -358,6 +375,8 @@ class Trace:
     def _column(self, values: list, arrays: dict, exact: dict | None) -> np.ndarray:
         """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``."""
         n = len(values)
+        if set(map(type, values)) <= _FLOATS:
+            return np.array(values, dtype=np.float64) if n else np.zeros(0)
         kinds = np.fromiter(map(_FLOAT_TYPES.get, map(type, values), repeat(2, n)), np.int8, n)
         odd = np.flatnonzero(kinds).tolist()
         for i in odd:
