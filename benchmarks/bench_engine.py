@@ -159,6 +159,42 @@ class Torch:
         return y
 
 
+class PlainFloats:
+    """The same arithmetic on Python floats, forward only: the floor no autograd can beat."""
+
+    name = "plain floats (fwd only)"
+
+    def __init__(self):
+        net = gm_nn.MLP(2, [16, 16, 1], activation="relu", seed=1337)
+        self.layers = [[([w.data for w in neuron.w], neuron.b.data) for neuron in layer.neurons]
+                       for layer in net.layers]
+        self.params = [p.data for p in net.parameters()]
+
+    def net(self, x):
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            out = []
+            for w, b in layer:
+                act = b
+                for wi, xi in zip(w, x):
+                    act = act + wi * xi
+                out.append((act if act > 0 else 0.0) if i < last else act)
+            x = out
+        return x[0]
+
+    def step(self, X, y):
+        scores = [self.net(x) for x in X]
+        losses = [max(0.0, 1 - yi * s) for s, yi in zip(scores, y)]
+        return sum(losses) * (1.0 / len(losses)) + 1e-4 * sum(p * p for p in self.params)
+
+    def chain(self, n):
+        y = 0.5
+        for _ in range(n):
+            y = y * 1.0001
+            y = y if y > 0 else 0.0
+        return y
+
+
 # --------------------------------------------------------------- measuring
 def best_time(fn, repeats: int, gc_on: bool) -> float:
     """Best wall time of ``fn()`` over ``repeats`` runs, each after a full collection."""
@@ -200,6 +236,7 @@ def available():
         except ImportError:
             notes.append(f"{package} is not installed: its rows are skipped "
                          f"(pip install {package})")
+    libs.append(PlainFloats())
     return libs, notes
 
 
@@ -255,10 +292,27 @@ def floors(results) -> list:
     return out
 
 
+def targets(results) -> list:
+    """(description, met) for issue #13's engine targets: printed, not enforced."""
+    out = []
+    ours = results["gradmagic"]
+    if "micrograd" in results:
+        for key, target in (("gc on", 15.0), ("gc off", 3.0)):
+            ratio = results["micrograd"][key] / ours[key]
+            out.append((f"demo step {key}: {ratio:.1f}x micrograd's speed (target {target:g}x)",
+                        ratio >= target))
+    plain = results.get(PlainFloats.name)
+    if plain is not None:
+        ratio = ours["gc off"] / plain["gc off"]
+        out.append((f"demo step (GC off) {ratio:.1f}x the plain-float forward pass "
+                    "(target <= 12x)", ratio <= 12))
+    return out
+
+
 def main() -> bool:
     """Print the table and the floors; True if every floor holds."""
     results, notes = measure()
-    print("## Engine: gradmagic vs micrograd vs PyTorch 0-d tensors\n")
+    print("## Engine: gradmagic vs micrograd vs PyTorch 0-d tensors vs plain floats\n")
     print(f"Python {sys.version.split()[0]}; ratio = that library's time / gradmagic's "
           "(higher: gradmagic faster).\n")
     print(table(results))
@@ -269,6 +323,8 @@ def main() -> bool:
     for text, passed in floors(results):
         ok &= passed
         print(f"{'PASS' if passed else 'FAIL'}  {text}")
+    for text, met in targets(results):
+        print(f"{'met ' if met else 'not met'}  {text}")
     return ok
 
 
