@@ -27,7 +27,7 @@ import io
 import math
 import warnings
 
-from .analysis.check import CheckReport, expect, expected_pairs, unanswered
+from ..analysis.check import CheckReport, expect, expected_pairs, unanswered
 
 __all__ = ["grade", "FILENAME"]
 
@@ -86,7 +86,7 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
 def _expected(expected) -> list:
     """The grader's expected answers as (name, number) pairs; raises for bad input."""
     if isinstance(expected, str):
-        from .notebook.magic import parse_expect
+        from ..notebook.magic import parse_expect
         expected = parse_expect(expected, {})
     pairs = expected_pairs(expected)
     if not pairs:
@@ -95,7 +95,7 @@ def _expected(expected) -> list:
 
 
 def _run(source, pairs, ns, atol, rtol, target, raise_errors) -> CheckReport:
-    from .notebook.magic import NoTarget, execute, prepare
+    from ..notebook.magic import NoTarget, execute, prepare
     try:
         body, first_line, line_target = _split_magic(source)
         cell = prepare(body, ns, filename=FILENAME, first_line=first_line)
@@ -120,7 +120,7 @@ def _split_magic(source: str):
     first, newline, body = source.partition("\n")
     if not first.lstrip().startswith("%%autograd"):
         return source, 1, None
-    from .notebook.magic import parse_options
+    from ..notebook.magic import parse_options
     options = first.lstrip()[len("%%autograd"):]
     try:
         target = parse_options(options).target
