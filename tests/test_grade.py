@@ -124,7 +124,14 @@ def test_grade_runs_in_a_fresh_namespace_or_the_one_given():
     ns = {"x": 2.0}
     report = grade("L = x * x * 3\nL", {"x": 12, "L.data": 12}, namespace=ns)
     assert report.passed
-    assert ns["x"].grad == 12.0 and ns["L"].data == 12.0  # the names are bound, as in the magic
+    assert ns == {"x": 2.0}  # isolated: a copy went to the child; the grader's dict is unchanged
+    report = grade("L = x * x * 3\nL", {"x": 12, "L.data": 12}, namespace=ns, isolate=False)
+    assert report.passed
+    assert ns["x"].grad == 12.0 and ns["L"].data == 12.0  # in-process: bound, as in the magic
+    with pytest.raises(TypeError, match="must pickle"):
+        grade("L = f(2.0)\nL", {"x": 1}, namespace={"f": lambda x: x})
+    assert grade("L = f(2.0)\nL", {"L.data": 4.0}, namespace={"f": lambda x: x * x},
+                 isolate=False).passed
 
 
 def test_target_option_and_the_magic_line():
@@ -153,7 +160,8 @@ def test_the_same_rewrite_and_engine_as_the_magic():
         for name in set(shell.user_ns) - before:
             del shell.user_ns[name]
         session.last = None
-    assert grade(source, {"w": 1.0}).to_dict() == from_magic
+    graded = grade(source, {"w": 1.0}).to_dict()
+    assert graded.pop("outcome") == "wrong" and graded == from_magic
 
 
 def test_grade_leaves_the_magics_last_trace_alone():
@@ -201,9 +209,12 @@ def test_no_target_and_exit_are_failing_reports():
 
 def test_raise_errors_lets_the_grader_see_the_exception():
     with pytest.raises(SyntaxError):
-        grade("L = (", {"a": 1}, raise_errors=True)
+        grade("L = (", {"a": 1}, raise_errors=True, isolate=False)
     with pytest.raises(ZeroDivisionError):
-        grade("import fractions\nL = fractions.Fraction(1, 0)", {"a": 1}, raise_errors=True)
+        grade("import fractions\nL = fractions.Fraction(1, 0)", {"a": 1}, raise_errors=True,
+              isolate=False)
+    with pytest.raises(ValueError, match="isolate=False"):  # an exception cannot cross processes
+        grade("L = (", {"a": 1}, raise_errors=True)
 
 
 @pytest.mark.parametrize("expected, atol, error", [
@@ -213,6 +224,14 @@ def test_raise_errors_lets_the_grader_see_the_exception():
 def test_a_graders_own_mistakes_raise_at_once(expected, atol, error):
     with pytest.raises(error):
         grade(WALK, expected, atol=atol)
+
+
+@pytest.mark.parametrize("limits", [{"timeout": 0}, {"timeout": -1}, {"timeout": math.inf},
+                                    {"timeout": "10"}, {"memory": 0}, {"memory": 10},
+                                    {"memory": True}, {"namespace": [("x", 1)]}])
+def test_bad_limits_raise_at_once(limits):
+    with pytest.raises((ValueError, TypeError)):
+        grade(WALK, RIGHT, **limits)
 
 
 def test_source_must_be_text():
@@ -264,7 +283,8 @@ def test_to_dict_is_json():
 
 def test_the_graded_cell_is_compiled_under_its_own_name():
     with pytest.raises(ZeroDivisionError) as info:
-        grade("import fractions\nL = fractions.Fraction(1, 0)", {"a": 1}, raise_errors=True)
+        grade("import fractions\nL = fractions.Fraction(1, 0)", {"a": 1}, raise_errors=True,
+              isolate=False)
     frames = [f.filename for f in __import__("traceback").extract_tb(info.value.__traceback__)]
     assert grade_module.FILENAME in frames
 
@@ -283,7 +303,7 @@ def test_the_magic_and_grade_share_one_run_function(monkeypatch):
         return real(cell, ns, options, **kw)
 
     monkeypatch.setattr(magic, "execute", spy)
-    grade(WALK, RIGHT)
+    grade(WALK, RIGHT, isolate=False)  # isolated, the child imports the very same functions
     shell = globalipapp.get_ipython()
     before = set(shell.user_ns)
     shell.run_line_magic("load_ext", "gradmagic")
