@@ -24,6 +24,8 @@ assert {"text/html", "text/plain"} <= set(ip.display_formatter.format(gradmagic.
 assert "✓" in str(gradmagic.last.check())
 ip.run_line_magic("unload_ext", "gradmagic")
 assert "autograd" not in ip.magics_manager.magics["cell"]
+report = gradmagic.grade("a = 2.0\\nb = a*a + 1\\nb", {"a": 4.0})  # the isolated child starts
+assert report.passed and report.outcome == "pass", str(report)
 print("wheel ok")
 """
 

@@ -1,0 +1,5 @@
+# nbgrader's configuration for the test course (tests/test_graders.py fills in the root).
+c = get_config()  # noqa: F821 - nbgrader provides it
+c.CourseDirectory.root = "COURSE_ROOT"
+c.CourseDirectory.course_id = "gradmagic-test"
+c.ExecutePreprocessor.timeout = 120

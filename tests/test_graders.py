@@ -1,0 +1,127 @@
+"""gradmagic.grade inside the real graders: nbgrader's autograde and otter-grader's `otter run`.
+
+Each test builds a small assignment in a temporary directory (the files are in
+tests/graders/), runs the grader's own command line on a right and a wrong submission, and
+reads the scores the grader recorded (nbgrader's gradebook, otter's results JSON). The graders
+run the notebooks in a real Jupyter kernel, so these tests also show that `%%autograd --expect`
+and an isolated grade() work under them. Both graders are test-only extras (`test` in
+pyproject.toml).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+
+HERE = Path(__file__).resolve().parent / "graders"
+ROOT = Path(__file__).resolve().parents[1]
+
+# The question: L = (w*x + b - y)**2 at w = 0.5, b = -1, x = 2, y = 1.
+# z = w*x + b = 0, L = (z - y)**2 = 1, dL/dz = 2(z - y) = -2, dL/dw = -2x = -4, dL/db = -2.
+RIGHT_CODE = "w = 0.5\nb = -1.0\nx = 2.0\ny = 1.0\nL = (w*x + b - y)**2\nL"
+WRONG_CODE = "w = 0.5\nb = -1.0\nx = 2.0\ny = 1.0\nL = (w*x + b - y)**2 / 2\nL"  # halves all
+RIGHT_ANSWERS = 'answers = {"w": -4.0, "b": -2.0}'
+WRONG_ANSWERS = 'answers = {"w": -2.0, "b": -2.0}'  # forgot the factor x in dL/dw
+
+
+def run(args, cwd, timeout=180):
+    """Run a grader's command line; its output in the failure message if it fails."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("JUPYTER_PLATFORM_DIRS", "1")
+    out = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert out.returncode == 0, f"{args}\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
+    return out
+
+
+def fill(nb, cell_id: str, source: str):
+    """Put a student's answer into the cell nbgrader calls ``cell_id``."""
+    (cell,) = [c for c in nb.cells
+               if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == cell_id]
+    first, _, _ = cell.source.partition("\n")
+    cell.source = f"{first}\n{source}" if first.startswith("%%autograd") else source
+
+
+# =========================================================================== nbgrader
+@pytest.mark.slow
+def test_nbgrader_autograde_scores_a_right_and_a_wrong_submission(tmp_path):
+    pytest.importorskip("nbgrader")
+    course = tmp_path / "course"
+    shutil.copytree(HERE / "nbgrader", course)
+    (course / "nbgrader_config.py").write_text(
+        (course / "nbgrader_config.py").read_text().replace("COURSE_ROOT", str(course)))
+    run([sys.executable, "-m", "nbgrader", "generate_assignment", "ps1", "--create"], course)
+    release = course / "release" / "ps1" / "neuron.ipynb"
+    student_nb = nbformat.read(release, as_version=4)
+    text = json.dumps(student_nb)
+    assert "-4.0" not in text and "BEGIN HIDDEN TESTS" not in text  # answers and tests removed
+    assert "%%autograd --expect answers" in text
+
+    subs = {"alice": (RIGHT_ANSWERS, RIGHT_CODE), "bob": (WRONG_ANSWERS, WRONG_CODE),
+            "carol": (WRONG_ANSWERS, RIGHT_CODE)}
+    for student, (answers, code) in subs.items():
+        nb = nbformat.read(release, as_version=4)
+        fill(nb, "answers", answers)
+        fill(nb, "code", code)
+        folder = course / "submitted" / student / "ps1"
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "neuron.ipynb")
+    run([sys.executable, "-m", "nbgrader", "autograde", "ps1", "--create"], course)
+
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        scores = {s: gb.find_submission("ps1", s).score for s in subs}
+        by_test = {s: {g.name: g.score for g in gb.find_submission_notebook(
+            "neuron", "ps1", s).grades} for s in subs}
+        assert gb.find_assignment("ps1").max_score == 2
+    assert scores == {"alice": 2.0, "bob": 0.0, "carol": 1.0}
+    assert by_test["carol"] == {"test_answers": 0.0, "test_code": 1.0}
+    # the autograded notebooks show why: the failed assertion names the wrong answer
+    graded = nbformat.read(course / "autograded" / "bob" / "ps1" / "neuron.ipynb", 4)
+    (test,) = [c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id")
+               == "test_code"]
+    error = "\n".join("\n".join(o.get("traceback", [])) for o in test.outputs)
+    assert "AssertionError" in error and "expected -4, got -2" in error
+
+
+# =========================================================================== otter-grader
+@pytest.mark.slow
+def test_otter_run_scores_a_right_and_a_wrong_submission(tmp_path):
+    pytest.importorskip("otter")
+    source = HERE / "otter"
+    autograder = tmp_path / "autograder.zip"
+    # what `otter generate` writes, without its requirements and setup for Gradescope's image
+    with zipfile.ZipFile(autograder, "w") as z:
+        z.write(source / "otter_config.json", "otter_config.json")
+        for test in sorted((source / "tests").glob("*.py")):
+            z.write(test, f"tests/{test.name}")
+    results = {}
+    for student, (answers, code) in {"right": (RIGHT_ANSWERS, RIGHT_CODE),
+                                     "wrong": (WRONG_ANSWERS, WRONG_CODE)}.items():
+        nb = nbformat.read(source / "neuron.ipynb", as_version=4)
+        for cell in nb.cells:
+            if cell.source == "answers = ...":
+                cell.source = answers
+            elif cell.source.startswith("%%autograd") and "..." in cell.source:
+                cell.source = cell.source.replace("...", code)
+        folder = tmp_path / student
+        folder.mkdir()
+        nbformat.write(nb, folder / "neuron.ipynb")
+        run([sys.executable, "-m", "otter", "run", "-a", str(autograder), "-o", str(folder),
+             "--no-logo", str(folder / "neuron.ipynb")], tmp_path)
+        results[student] = json.loads((folder / "results.json").read_text())
+    scores = {student: {t["name"]: t["score"] for t in r["tests"] if "score" in t}
+              for student, r in results.items()}
+    assert scores == {"right": {"q1": 1.0, "q2": 1.0}, "wrong": {"q1": 0.0, "q2": 0.0}}
+    # otter shows the failed assertion: which answer, expected and got
+    output = {t["name"]: t["output"] for t in results["wrong"]["tests"]}
+    assert "'w' (node #4): expected -2, got -4" in output["q1"]  # the student's -2 against -4
+    assert "'w' (node #5): expected -4, got -2" in output["q2"]  # the student's code gives -2
