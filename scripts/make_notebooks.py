@@ -160,8 +160,10 @@ tab. Without PyTorch installed, the option says how to install it and the rest w
 
 In nbgrader, a cell like the next one is an autograded test (the lines between the
 `HIDDEN TESTS` markers are removed from the students' copy). `gradmagic.grade` runs the
-question's code through the same rewrite and engine as `%%autograd`, without a display, and
-writes nothing to stderr; `assert_passed()` fails the test with one line per wrong answer."""),
+question's code through the same rewrite and engine as `%%autograd`, without a display, in a
+separate fresh Python process, and writes nothing to stderr; `assert_passed()` fails the test
+with one line per wrong answer. Here it grades the student's hand-derived `answers` against the
+teacher's code; the next section grades a student's code."""),
     ("code", '### BEGIN HIDDEN TESTS\nQUESTION = """\nx = 3.0\ny = -2.0\nz = 10.0\nq = x*y + z\n'
              'L = q**2\nL\n"""\ngradmagic.grade(QUESTION, answers).assert_passed()\n'
              "### END HIDDEN TESTS"),
@@ -174,6 +176,34 @@ instead of crashing the grader. `report.to_dict()` has the same content for otte
 spreadsheet."""),
     ("code", 'broken = gradmagic.grade("x = 3.0\\nq = x*y\\nL = q**2", {"x": -16})\n'
              "print(broken)\nbroken.to_dict()[\"error\"]"),
+    ("md", """## Grading a student's code, safely
+
+When the student writes the code, the teacher's numbers are the expected answers. In a hidden
+test right after the student's `%%autograd` cell, `gradmagic.last.source` is that cell's code:
+
+```python
+### BEGIN HIDDEN TESTS
+gradmagic.grade(gradmagic.last.source, {"x": -16, "y": 24, "z": 8, "L.data": 16}).assert_passed()
+### END HIDDEN TESTS
+```
+
+The code runs in a fresh Python process with a time limit (`timeout=`, 10 s by default) and a
+memory limit (`memory=`, 1024 MiB); that process never sees the expected numbers, and the
+report is built and judged in the grader's process. In otter-grader the same call goes into a
+test file's doctest. `report.outcome` says what happened: here the student cubed instead of
+squaring."""),
+    ("code", 'student = "x = 3.0\\ny = -2.0\\nz = 10.0\\nq = x*y + z\\nL = q**3\\nL"\n'
+             'cubed = gradmagic.grade(student, {"x": -16, "y": 24, "z": 8, "L.data": 16})\n'
+             "print(cubed)\ncubed.outcome"),
+    ("md", """Code that loops forever, exits the process, exhausts memory or interrupts itself gets a
+failing report that says why, and the grader goes on to the next submission (here with a
+2-second limit). `grade(..., isolate=False)` runs in the grader's own process instead: faster,
+but unsafe for untrusted code."""),
+    ("code", 'hostile = ["while True:\\n    pass", "import os\\nos._exit(0)",\n'
+             '           "big = bytearray(64 << 30)", "raise KeyboardInterrupt"]\n'
+             "for code in hostile:\n"
+             "    r = gradmagic.grade(code, answers, timeout=2)\n"
+             "    print(f\"{r.outcome:8} {r.error.splitlines()[0]}\")"),
 ]
 
 TENSORS = [

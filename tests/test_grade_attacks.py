@@ -34,7 +34,7 @@ PASSING = ("import sys\nfrom gradmagic.analysis.check import CheckReport\n"
            "def fake(*args, **kwargs):\n"
            "    return Passing([], kind='expect', atol=1.0, rtol=1.0)\n")
 
-# name → (code before the submission, code after it, outcome wrong, outcome right)
+# name → (code before the submission, code after it, outcome wrong, outcome(s) right)
 ATTACKS = {
     "patch grade's expect": (
         PASSING + "sys.modules['gradmagic.grade'].expect = fake\n"
@@ -49,8 +49,8 @@ ATTACKS = {
         "CheckReport.assert_passed = lambda self: None\n", "", "wrong", "pass"),
     "patch the engine's backward": (
         "import gradmagic.core.engine as eng\n"
-        "eng.backward = lambda root, seed: None\n"
-        "eng.Value.backward = lambda self, grad=1.0: None\n", "", "wrong", "wrong"),
+        "eng.backward = lambda *args, **kwargs: None\n"
+        "eng.Value.backward = lambda *args, **kwargs: None\n", "", "wrong", "wrong"),
     "os._exit(0)": ("", "\nimport os\nos._exit(0)", "crash", "crash"),
     "raise KeyboardInterrupt": ("", "\nraise KeyboardInterrupt", "error", "error"),
     "raise SystemExit(0)": ("", "\nraise SystemExit(0)", "error", "error"),
@@ -61,7 +61,8 @@ ATTACKS = {
     "patch builtins.float": (
         "import builtins\nbuiltins.float = lambda *args: 6.0\n", "", "wrong", "wrong"),
     "patch builtins.float after the run": (
-        "", "\nimport builtins\nbuiltins.float = lambda *args: 6.0\nL", "wrong", "wrong"),
+        # backward runs after the cell: whether it calls float() is the engine's business
+        "", "\nimport builtins\nbuiltins.float = lambda *args: 6.0\nL", "wrong", {"pass", "wrong"}),
     "patch builtins.isinstance after the run": (
         "", "\nimport builtins\nbuiltins.isinstance = lambda *args: True\nL", "error", "error"),
     "while True: pass": ("while True:\n    pass\n", "", "timeout", "timeout"),
@@ -126,8 +127,9 @@ def test_attack(attack):
     with pytest.raises(AssertionError):
         wrong.assert_passed()
     right = run(attack, WALK)
-    assert right.outcome == right_outcome, str(right)
-    assert right.passed == (right_outcome == "pass")
+    allowed = right_outcome if isinstance(right_outcome, set) else {right_outcome}
+    assert right.outcome in allowed, str(right)
+    assert right.passed == (right.outcome == "pass")
     if "timeout" not in (wrong_outcome, right_outcome):
         assert time.perf_counter() - start < FAST, "an attack made grade() wait"
     assert_this_process_untouched()

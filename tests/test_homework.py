@@ -68,3 +68,14 @@ def test_hidden_test_cell_passes_silently_and_wrong_answers_print_a_report(cells
     assert "✗ 1 of 4 correct" in wrong and "∂L/∂x" in wrong and wrong.rstrip().endswith("False")
     broken = output_text(cell_with(cells, "broken = "))
     assert "NameError on line 2" in broken and "q = x*y" in broken
+
+
+@pytest.mark.slow
+def test_a_students_code_is_graded_in_a_separate_process_and_misbehaviour_is_named(cells):
+    cubed = output_text(cell_with(cells, "student = "))
+    assert "✗ 0 of 4 correct" in cubed and "'wrong'" in cubed
+    hostile = output_text(cell_with(cells, "hostile = "))
+    lines = [line for line in hostile.splitlines() if line.strip()]
+    assert [line.split()[0] for line in lines] == ["timeout", "crash", "memory", "error"]
+    assert "time limit of 2 s" in lines[0] and "exit code 0" in lines[1]
+    assert "KeyboardInterrupt on line 1" in lines[3]
