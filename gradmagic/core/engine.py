@@ -36,6 +36,8 @@ import numbers
 import operator
 from contextlib import contextmanager
 
+import numpy as np
+
 from .ops import OPS, Op, real
 
 __all__ = ["Value", "no_grad", "is_grad_enabled", "apply"]
@@ -92,29 +94,15 @@ def _number(x):
     return None
 
 
-class Value:
-    """A scalar node of the computation graph.
+class GraphNode:
+    """The graph protocol every scalar node class shares (no state of its own).
 
-    ``Value(data, label="")`` makes a leaf. ``data`` keeps its Python type: an
-    int stays an int (so ``range(v)`` and ``xs[v]`` work), a float a float.
+    A node has ``data`` (its number), ``grad``, ``label``, ``_op`` (the
+    :class:`~gradmagic.core.ops.Op` that made it, or None), ``_a``/``_b`` (its
+    parents, None when absent) and ``_mark`` (scratch for graph walks).
     """
 
-    # _a, _b: the parents (None when absent); _mark: scratch for graph walks
-    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark")
-
-    def __init__(self, data, label: str = ""):
-        if isinstance(data, Value):
-            data = data.data
-        else:
-            num = _number(data)
-            if num is None or type(data) is bool:
-                raise TypeError(
-                    f"Value needs a real number, got {type(data).__name__} {data!r}")
-            data = num
-        self.data = data
-        self.grad = 0.0
-        self.label = label
-        self._op = self._a = self._b = self._mark = None
+    __slots__ = ()
 
     # ---------------------------------------------------------------- graph facts
     @property
@@ -204,6 +192,32 @@ class Value:
         """
         backward(self, float(grad))
 
+
+
+class Value(GraphNode):
+    """A scalar node of the computation graph.
+
+    ``Value(data, label="")`` makes a leaf. ``data`` keeps its Python type: an
+    int stays an int (so ``range(v)`` and ``xs[v]`` work), a float a float.
+    """
+
+    # _a, _b: the parents (None when absent); _mark: scratch for graph walks
+    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark")
+
+    def __init__(self, data, label: str = ""):
+        if isinstance(data, Value):
+            data = data.data
+        else:
+            num = _number(data)
+            if num is None or type(data) is bool:
+                raise TypeError(
+                    f"Value needs a real number, got {type(data).__name__} {data!r}")
+            data = num
+        self.data = data
+        self.grad = 0.0
+        self.label = label
+        self._op = self._a = self._b = self._mark = None
+
     # ---------------------------------------------------------------- behaving like a number
     def __repr__(self):
         name = f"label={self.label!r}, " if self.label else ""
@@ -284,8 +298,8 @@ class Value:
 def backward(root, seed, order=None) -> None:
     """Reverse-mode sweep from ``root`` with d root/d root = ``seed``.
 
-    Shared by every kind of node. A node that is not a scalar :class:`Value`
-    (a tensor) provides ``_zero_grad()`` and an op with ``vjp(node)`` that
+    Shared by every kind of node. A node that is not a scalar (a
+    :class:`Value`, :class:`Float` or :class:`Int`: a tensor) provides ``_zero_grad()`` and an op with ``vjp(node)`` that
     adds its gradient into its parents; nodes link to their parents through
     ``_a``/``_b`` and carry a ``_mark`` slot for :meth:`Value.topo`. ``order``
     is ``Value.topo(root)`` when the caller already has it (the magic walks
@@ -294,7 +308,8 @@ def backward(root, seed, order=None) -> None:
     if order is None:
         order = Value.topo(root)
     for v in order:
-        if v.__class__ is Value:
+        cls = v.__class__
+        if cls is Value or cls in SCALARS:
             v.grad = 0.0
         else:
             v._zero_grad()
@@ -303,7 +318,8 @@ def backward(root, seed, order=None) -> None:
         op = v._op
         if op is None:
             continue
-        if v.__class__ is not Value:
+        cls = v.__class__
+        if cls is not Value and cls not in SCALARS:
             op.vjp(v)
             continue
         g = v.grad
@@ -325,7 +341,7 @@ def backward(root, seed, order=None) -> None:
 
 def _other(x):
     """``x`` as a Value for a binary op, or None if it is not a number."""
-    if isinstance(x, Value):
+    if isinstance(x, Value) or x.__class__ in SCALARS:
         return x
     num = _number(x)
     if num is None:
@@ -464,3 +480,297 @@ def apply(name: str, *args) -> Value:
         raise TypeError(f"op {name!r} needs numbers or Values, got "
                         f"{', '.join(type(a).__name__ for a in args)}")
     return out
+
+
+# ---------------------------------------------------------------- numbers that are nodes
+class Float(GraphNode, float):
+    """A float that is a node of the graph: what ``%%autograd`` makes of a number.
+
+    It *is* a float: ``isinstance``, ``repr``, ``json``, ``struct``, hashing,
+    C functions and every float method are float's own, and its type is named
+    ``float``. Arithmetic computes with Python's own operator, so results,
+    exceptions and their messages are Python's; while the magic records a
+    cell, a result is a node linked to its operands (``_op``, ``_a``,
+    ``_b``), with the op's entry of :data:`~gradmagic.core.ops.OPS` for its
+    derivatives. Outside a recording (a node left in the namespace and used
+    by a later plain cell) and under :func:`no_grad`, results are plain
+    numbers. ``data`` is the plain float; a node's number never changes.
+    """
+
+    __slots__ = ("grad", "label", "_op", "_a", "_b", "_mark")
+
+    data = property(float.__float__, doc="The number as a plain float.")
+
+    def __new__(cls, x=0.0, /):
+        self = float.__new__(cls, x)
+        self.grad = 0.0
+        self.label = ""
+        self._op = self._a = self._b = self._mark = None
+        return self
+
+    def __reduce_ex__(self, protocol):  # copies and pickles are plain floats
+        return float, (float.__float__(self),)
+
+    __hash__ = float.__hash__
+
+
+class Int(GraphNode, int):
+    """An int that is a node of the graph (see :class:`Float`); its type is named ``int``.
+
+    An int subclass cannot have slots, so its graph links live in its
+    ``__dict__``. Bit operations, ``bit_length``, indexing and every int
+    method are int's own (they give plain ints: their derivative is 0).
+    """
+
+    data = property(int.__index__, doc="The number as a plain int.")
+
+    def __new__(cls, x=0, /, *base):
+        self = int.__new__(cls, x, *base)
+        self.grad = 0.0
+        self.label = ""
+        self._op = self._a = self._b = self._mark = None
+        return self
+
+    def __reduce_ex__(self, protocol):
+        return int, (int.__index__(self),)
+
+    __hash__ = int.__hash__
+
+
+class Float64(np.float64):
+    """A numpy float64 that is a node of the graph (see :class:`Float`); named ``float64``.
+
+    What ``np.exp(x)`` or ``x * np.float64(2)`` give in plain Python is a
+    ``np.float64``: under the magic it is this node, with numpy's own
+    arithmetic, repr and warnings.
+    """
+
+    # no __slots__: slots on a numpy scalar subclass overlap its data; links live in __dict__
+
+    data = property(float.__float__, doc="The number as a plain float.")
+
+    def __new__(cls, x=0.0, /):
+        self = np.float64.__new__(cls, x)
+        self.grad = 0.0
+        self.label = ""
+        self._op = self._a = self._b = self._mark = None
+        return self
+
+    def __reduce_ex__(self, protocol):
+        return np.float64, (float.__float__(self),)
+
+    __hash__ = np.float64.__hash__
+
+
+# numpy scalars break with a mixin base (np.float64.item crashes): the protocol is copied
+for _name, _attr in vars(GraphNode).items():
+    if not _name.startswith("__"):
+        setattr(Float64, _name, _attr)
+
+for _cls, _base in ((Float, float), (Int, int), (Float64, np.float64)):  # named as theirs
+    _cls.__name__ = _cls.__qualname__ = _base.__name__
+    _cls.__module__ = _base.__module__
+
+SCALARS = frozenset({Float, Int, Float64})
+"""The number classes that are nodes (what the magic makes)."""
+SCALAR_NODES = frozenset({Value, Float, Int, Float64})
+"""Every scalar node class: a node whose ``grad`` is one number."""
+
+# operands a number node computes with itself; anything else (another numpy
+# scalar, a Fraction, a Value, an array) gets NotImplemented first, so its own
+# reflected method decides, as it would against a plain float or int
+_OWN = frozenset({float, int, bool, Float, Int})
+_OWN64 = _OWN | {np.float64, Float64}
+_NODE_OF = {float: Float, int: Int, np.float64: Float64}
+_MAKE = {float: float.__new__, int: int.__new__, np.float64: np.float64.__new__}
+
+
+def _number_node(r, op, a, b):
+    """Python's result ``r`` of ``op`` on ``a`` (a node) and ``b`` as a node, if it is a number."""
+    cls = r.__class__
+    node_class = _NODE_OF.get(cls)
+    if node_class is None:  # a complex power, NotImplemented, ...: Python's own result
+        return r
+    out = _MAKE[cls](node_class, r)
+    out.grad = 0.0
+    out.label = ""
+    out._mark = None
+    out._op = op
+    if a.__class__ not in SCALAR_NODES:  # a plain operand: a constant leaf
+        a = constant(a)
+    out._a = a
+    if b is not None and b.__class__ not in SCALAR_NODES:
+        b = constant(b)
+    out._b = b
+    return out
+
+
+def constant(x):
+    """A leaf node holding the plain number ``x`` (an int, a float or a numpy float64;
+    a bool counts as an int)."""
+    cls = x.__class__
+    if cls is np.float64 or cls is Float64:
+        return Float64(x)
+    return Float(x) if isinstance(x, float) else Int(x)
+
+
+def with_data(node, number):
+    """``node`` holding exactly ``number``: the same op and parents, Python's own result.
+
+    ``math.log2(x)`` is built from ``log`` and ``/`` but must hold
+    ``math.log2``'s own number. A Value or Tensor is changed in place; a
+    number node cannot be, so a new one is made (labelled as ``node``).
+    """
+    cls = node.__class__
+    if cls not in SCALARS:
+        if cls in _OWN:  # no graph was built (a plain operand decided): the plain number
+            return number
+        node.data = number.item() if cls is Value and isinstance(number, np.generic) else number
+        return node
+    if _NODE_OF.get(number.__class__) is cls and number == node.data:
+        return node
+    if node._op is None:  # np.float64(x) of a leaf: the new type, linked to x by x * 1
+        out = _number_node(number, OPS["*"], node, 1)
+    else:
+        out = _number_node(number, node._op, node._a, node._b)
+    if out.__class__ in SCALARS:
+        out.label = node.label
+    return out
+
+
+def _plain_of(x):
+    """A number node's plain number (of its own type: float, int or numpy float64)."""
+    cls = x.__class__
+    if cls is Float:
+        return float.__float__(x)
+    if cls is Int:
+        return int.__index__(x)
+    if cls is Float64:
+        return np.float64(float.__float__(x))
+    return x
+
+
+def _recording() -> bool:
+    return state.recording and state.grad_enabled
+
+
+def _number_binary(op, method, reflected, swap: bool, own=_OWN):
+    """``self <op> other`` (``other <op> self`` if ``swap``) with Python's own operator.
+
+    The operator runs on the plain numbers, so the result, its type, and any
+    exception and message are exactly plain Python's; while a cell is recorded
+    the result becomes a node. An int node meeting a plain float computes as
+    plain Python would, with float's method (``int.__mul__`` declines a float).
+    """
+    def forward(self, other):
+        if other.__class__ not in own:
+            return NotImplemented
+        x, y = _plain_of(self), _plain_of(other)
+        r = method(x, y)
+        if r is NotImplemented and y.__class__ is float:
+            r = reflected(y, x)
+        if r is NotImplemented or not _recording():
+            return r
+        return _number_node(r, op, other, self) if swap else _number_node(r, op, self, other)
+    return forward
+
+
+def _number_unary(op, method):
+    def forward(self):
+        r = method(_plain_of(self))
+        if not _recording():
+            return r
+        return _number_node(r, op, self, None)
+    return forward
+
+
+def _number_math(op):
+    """``x.exp()``, ``x.tanh()``...: the engine's forward, which never raises (as on a Value)."""
+    f = op.f
+
+    def forward(self):
+        try:
+            r = f(self.data)
+        except OverflowError:
+            r = f(real(self.data))
+        if not _recording():
+            return r
+        return _number_node(r, op, self, None)
+    forward.__name__ = op.name
+    forward.__doc__ = f"{op.name} of this number as a node ({op.rule})."
+    return forward
+
+
+def _number_compare(method):
+    def compare(self, other):
+        state.branch_events += 1
+        return method(_plain_of(self), _plain_of(other))
+    return compare
+
+
+def _number_divmod(base, swap: bool, own=_OWN):
+    method = base.__rdivmod__ if swap else base.__divmod__
+    reflected = float.__divmod__ if swap else float.__rdivmod__
+
+    def forward(self, other):
+        if other.__class__ not in own:
+            return NotImplemented
+        x, y = _plain_of(self), _plain_of(other)
+        pair = method(x, y)
+        if pair is NotImplemented and y.__class__ is float:
+            pair = reflected(y, x)
+        if pair is NotImplemented or not _recording():
+            return pair
+        a, b = (other, self) if swap else (self, other)
+        return (_number_node(pair[0], OPS["//"], a, b), _number_node(pair[1], OPS["%"], a, b))
+    return forward
+
+
+def _number_pow(base, swap: bool, own=_OWN):
+    method = base.__rpow__ if swap else base.__pow__
+    reflected = float.__pow__ if swap else float.__rpow__
+
+    def forward(self, other, mod=None):
+        if mod is not None:  # pow(a, b, m): integers only, no gradient
+            return method(_plain_of(self), _plain_of(other), _plain_of(mod))
+        if other.__class__ not in own:
+            return NotImplemented
+        x, y = _plain_of(self), _plain_of(other)
+        r = method(x, y)
+        if r is NotImplemented and y.__class__ is float:
+            r = reflected(y, x)
+        if r is NotImplemented or not _recording():
+            return r
+        return _number_node(r, OPS["**"], other, self) if swap else \
+            _number_node(r, OPS["**"], self, other)
+    return forward
+
+
+def _number_pos(self):
+    return self if _recording() else _plain_of(self)
+
+
+for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN),
+                          (Float64, np.float64, _OWN64)):
+    for _sym, _name in _OPERATORS.items():
+        if _name == "pow":
+            continue
+        setattr(_cls, f"__{_name}__", _number_binary(
+            OPS[_sym], getattr(_base, f"__{_name}__"), getattr(float, f"__r{_name}__"), False,
+            _own))
+        setattr(_cls, f"__r{_name}__", _number_binary(
+            OPS[_sym], getattr(_base, f"__r{_name}__"), getattr(float, f"__{_name}__"), True,
+            _own))
+    _cls.__pow__ = _number_pow(_base, False, _own)
+    _cls.__rpow__ = _number_pow(_base, True, _own)
+    _cls.__divmod__ = _number_divmod(_base, False, _own)
+    _cls.__rdivmod__ = _number_divmod(_base, True, _own)
+    _cls.__neg__ = _number_unary(OPS["neg"], _base.__neg__)
+    _cls.__abs__ = _number_unary(OPS["abs"], _base.__abs__)
+    _cls.__pos__ = _number_pos
+    for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(_cls, f"__{_name}__", _number_compare(getattr(_base, f"__{_name}__")))
+    for _op in OPS.values():  # exp, log, tanh, ...: what the magic's math dispatch builds with
+        if _op.arity == 1 and _op.name not in _PROTOCOL and _op.name != "round":
+            setattr(_cls, _op.name, _number_math(_op))
+del _cls, _base, _own, _sym, _name, _op

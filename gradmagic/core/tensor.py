@@ -30,7 +30,7 @@ import operator
 import numpy as np
 
 from . import engine
-from .engine import Value, state
+from .engine import SCALAR_NODES, Value, state
 from .tensor_ops import TENSOR_OPS
 
 __all__ = ["Tensor", "tensor", "cross_entropy", "softmax", "log_softmax"]
@@ -514,7 +514,7 @@ def _constant(data) -> Tensor:
 def _operand(x):
     """``x`` as a parent node for an op, or None if it is not a number or array."""
     cls = x.__class__
-    if cls is Tensor or cls is Value or isinstance(x, (Tensor, Value)):
+    if cls is Tensor or cls in SCALAR_NODES or isinstance(x, (Tensor, Value)):
         return x
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
@@ -534,11 +534,11 @@ def _apply(op, a, b=None, params=None) -> Tensor:
     try:
         if b is None:
             data = op.f(a.data, **p)
-            track = a.__class__ is Value or a.requires_grad
+            track = a.__class__ in SCALAR_NODES or a.requires_grad
         else:
             data = op.f(a.data, b.data, **p)
-            track = (a.__class__ is Value or a.requires_grad
-                     or b.__class__ is Value or b.requires_grad)
+            track = (a.__class__ in SCALAR_NODES or a.requires_grad
+                     or b.__class__ in SCALAR_NODES or b.requires_grad)
     except ValueError as e:
         shapes = " and ".join(str(np.shape(x.data)) for x in (a, b) if x is not None)
         noun = "shape" if b is None else "shapes"
@@ -653,7 +653,7 @@ def _plain(xs):
 # --------------------------------------------------------------------------- free functions
 def _as_tensor(x) -> Tensor:
     t = _operand(x)
-    if t is None or t.__class__ is Value:
+    if t is None or t.__class__ in SCALAR_NODES:
         raise TypeError(f"expected a Tensor or an array, got {type(x).__name__}")
     return t
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import Value
+from .engine import SCALAR_NODES
 from .ops import OpBase, _torch_floordiv
 
 __all__ = ["TensorOp", "TENSOR_OPS"]
@@ -55,7 +55,7 @@ class TensorOp(OpBase):
         a, b = node._a, node._b
         args = (a.data,) if b is None else (a.data, b.data)
         for parent, rule in zip((a, b), self.df):
-            if parent.__class__ is Value:
+            if parent.__class__ in SCALAR_NODES:
                 parent.grad += float(np.sum(rule(node.grad, node.data, *args, **params)))
             elif parent.requires_grad:
                 g = rule(node.grad, node.data, *args, **params)

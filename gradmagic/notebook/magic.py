@@ -318,7 +318,7 @@ def find_target(rw: Rewritten, name, value, ns):
     if not _runtime.is_node(value):
         raise NoTarget(f"{what} is {_describe(value)}, not a Value, so there is "
                        "nothing to differentiate")
-    if type(value) is not Value and value.data.size != 1:
+    if isinstance(value.data, np.ndarray) and value.data.size != 1:
         raise NoTarget(f"{what} is a tensor of shape {value.data.shape}; reduce it "
                        "to one number (.sum(), .mean()) to differentiate it")
     return value

@@ -199,6 +199,12 @@ def _is_number(node) -> bool:
     return (isinstance(node, ast.Constant) and type(node.value) in (int, float))
 
 
+def _is_float(node) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is float
+
+
 def _is_text(node) -> bool:
     return isinstance(node, ast.JoinedStr) or (
         isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)))
@@ -382,7 +388,9 @@ class _Rewriter(ast.NodeTransformer):
             node.left, node.right = self._count(node.left), self._count(node.right)
         else:
             left, right = node.left, node.right
-            node.left = self._operand(left, right)
+            # a plain float on the left would compute with an int node as with an
+            # int (float.__mul__ accepts ints): that literal is a node
+            node.left = self.visit(left) if _is_float(left) else self._operand(left, right)
             node.right = self._operand(right, left)
         return node
 
@@ -543,7 +551,9 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Assign(self, node):
         stores = all(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets)
         if stores and all(self._is_library_object(_root(t)) for t in node.targets):
-            node.value = self._visit(node.value, plain=True)  # B[1] = 5.0 into an array
+            # B[1] = x into an array: the number only (counted as a conversion)
+            node.value = _runtime("stored", self._visit(node.value, plain=True),
+                                  like=node.value)
         else:
             node.value = self.visit(node.value)
         names = [n for t in node.targets for n in _target_names(t)]

@@ -17,34 +17,45 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
 
 from ..core import engine
-from ..core.engine import Value
+from ..core.engine import SCALAR_NODES, SCALARS, Float, Int, Value, constant, with_data
 from ..core.ops import OPS
 from ..core.tensor import Tensor
 
-__all__ = ["lit", "lab", "leaf", "changing", "shown", "ints", "call", "fn", "recording",
+__all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", "fn",
+           "recording",
            "recording_now", "is_node", "new_leaf"]
 
 
 # --------------------------------------------------------------------------- nodes
+_NODES = SCALAR_NODES | {Tensor}
+
+
 def is_node(x) -> bool:
-    """True for a Value or a Tensor."""
-    cls = type(x)
-    return cls is Value or cls is Tensor
+    """True for a node: a Value, a Tensor, or a number node (Float, Int)."""
+    return type(x) in _NODES
 
 
-lit = engine._other
-"""``lit(2.0)``: a fresh leaf for a numeric literal (the engine's constant maker)."""
+def lit(x):
+    """``lit(2.0)``: a fresh leaf for a numeric literal while a cell is recorded.
+
+    Outside a recording (a function defined in an ``%%autograd`` cell, called
+    from a later plain cell) the literal is the plain number, so the function
+    computes as plain Python.
+    """
+    if _run is None:
+        return x
+    return Float(x) if x.__class__ is float else Int(x)
 
 
 def lab(v, name: str):
     """``v``, labelled ``name`` if it is a node without a label."""
-    cls = type(v)
-    if (cls is Value or cls is Tensor) and not v.label:
+    if type(v) in _NODES and not v.label:
         v.label = name
     return v
 
@@ -74,8 +85,8 @@ def changing(v, name: str):
     return lab(v, name)
 
 
-_EXACT_NUMBERS = frozenset({int, float, np.float64, np.int64})
-"""Number types a Value holds with unchanged arithmetic (not bool, float32, Fraction...)."""
+_EXACT_NUMBERS = frozenset({int, float, np.float64})
+"""Number types that have a number node class (other numpy scalars stay plain)."""
 
 
 def new_leaf(x, name: str):
@@ -86,8 +97,10 @@ def new_leaf(x, name: str):
     kept, so constant data stays constant).
     """
     cls = type(x)
-    if cls in _EXACT_NUMBERS:
-        return Value(x, label=name)
+    if cls in _EXACT_NUMBERS or cls in SCALARS:
+        leaf = constant(x.data if cls in SCALARS else x)
+        leaf.label = name
+        return leaf
     if cls is Value:
         return Value(x.data, label=name)
     if cls is Tensor:
@@ -122,6 +135,14 @@ def _shown(x, memo):
         return np.array([_shown(e, memo) for e in x.flat]).reshape(x.shape)
     if is_node(x):
         return x.data
+    return x
+
+
+def stored(x):
+    """``x``, about to be stored into a library object (``B[1] = x``): a number node
+    keeps only its number there, which is counted as a conversion."""
+    if type(x) in _SCALAR_NODES:
+        engine.state.float_conversions += 1
     return x
 
 
@@ -205,17 +226,21 @@ def _describe(f) -> str:
 
 def _data(x, where: str):
     """``x`` with every Value replaced by its number (a float Value's cut is recorded)."""
-    if type(x) is Value:
-        if type(x.data) is not int:
+    cls = type(x)
+    if cls is Value or cls in SCALARS:
+        if cls is not Int and not (cls is Value and type(x.data) is int):
             _record(f"{where} took {_who(x)} as a plain number")
         return x.data
-    if type(x) in (list, tuple) and any(type(e) in (Value, list, tuple) for e in x):
+    if type(x) in (list, tuple) and any(type(e) in _SEQUENCE_DATA for e in x):
         return type(x)(_data(e, where) for e in x)
     return x
 
 
+_SEQUENCE_DATA = SCALAR_NODES | {list, tuple}
+
+
 def _who(v) -> str:
-    return f"Value {v.label!r}" if v.label else f"a Value ({v.data!r})"
+    return repr(v.label) if v.label else repr(v.data)
 
 
 # --------------------------------------------------------------------------- math by name
@@ -227,14 +252,17 @@ def fn(f):
         return f
 
 
+_SCALAR_NODES = SCALAR_NODES
+
+
 def _num(x):
-    return x.data if type(x) is Value else x
+    return x.data if type(x) in _SCALAR_NODES else x
 
 
 def _has_value(args) -> bool:
     for a in args:
-        if type(a) is Value:
-            return True
+        if type(a) in _SCALAR_NODES:
+            return _run is not None or type(a) is Value
     return False
 
 
@@ -253,19 +281,41 @@ def _keeps(build, tensors: bool = True):
     (``float(T)``), ``f`` converts it as in plain Python.
     """
     def wrap(f):
+        plain = _warning_at_caller(f) if isinstance(f, np.ufunc) else f
+
         def keep(*args, **kwargs):
             if kwargs or not _has_value(args):
                 if tensors and len(args) == 1 and type(args[0]) is Tensor:
                     return _on_tensor(f, build, args[0])
-                return f(*args, **kwargs)
+                return plain(*args, **kwargs)
             if any(type(a) is Tensor for a in args):
                 return f(*args)  # Values and Tensors mixed: as plain Python (conversions counted)
-            number = f(*map(_num, args))
+            number = plain(*map(_num, args))
             node = build(*args)
-            node.data = number.item() if isinstance(number, np.generic) else number
-            return node
+            return with_data(node, number)
         return functools.update_wrapper(keep, f, updated=())
     return wrap
+
+
+def _warning_at_caller(f):
+    """``f`` whose warnings (numpy's RuntimeWarning) point at the line that called the wrapper.
+
+    numpy attributes a warning to the Python frame calling it: called from a
+    wrapper here, it would name this file instead of the user's line.
+    """
+    def call(*args, **kwargs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = f(*args, **kwargs)
+        if caught:
+            frame = sys._getframe(2)
+            registry = frame.f_globals.setdefault("__warningregistry__", {})
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename,
+                                       frame.f_lineno, frame.f_globals.get("__name__"),
+                                       registry)
+        return result
+    return call
 
 
 def _on_tensor(f, build, t):
@@ -302,7 +352,7 @@ def _cut(f):
 
     def cut(*args, **kwargs):
         if _has_value(args):
-            who = ", ".join(_who(a) for a in args if type(a) is Value)
+            who = ", ".join(_who(a) for a in args if type(a) in _SCALAR_NODES)
             _record(f"{name} has no gradient rule: {who} entered it as a plain number")
             args = map(_num, args)
         return f(*args, **kwargs)
@@ -334,9 +384,7 @@ def _fsum(iterable):
     xs = list(iterable)
     if not _has_value(xs):
         return math.fsum(xs)
-    node = sum(xs, 0.0)
-    node.data = math.fsum(map(_num, xs))
-    return node
+    return with_data(sum(xs, 0.0), math.fsum(map(_num, xs)))
 
 
 def _pow(base, exp, mod=None):

@@ -1,0 +1,217 @@
+"""A differential corpus: real code we did not write, run plainly and under ``%%autograd``.
+
+The examples are the doctests of the standard library's numeric modules
+(math, cmath, statistics, fractions, decimal — its examples live in the pure
+Python ``_pydecimal`` —, random, heapq, bisect, itertools, operator) and the
+``Examples`` sections of numpy's functions, found with
+:class:`doctest.DocTestFinder`. Each docstring's examples run in order, one
+cell per example, twice in fresh namespaces of the same IPython shell: once as
+plain cells, once as ``%%autograd -q --no-check`` cells. After each example
+the two runs are compared: the text it printed, its value (its last
+expression, assigned to a name so both runs keep it), every name it bound
+(``repr`` and type), and the exception it raised (type and message).
+
+Examples their authors marked ``+SKIP`` are not run, as doctest does not run
+them. Run ``python tests/fidelity_corpus.py`` for the pass rate and the list
+of differing examples.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import doctest
+import io
+import random
+import re
+import sys
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+STDLIB = ("math", "cmath", "statistics", "fractions", "_pydecimal", "random", "heapq",
+          "bisect", "itertools", "operator")
+VALUE = "__example_value__"  # the name an example's last expression is assigned to
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+
+@dataclass
+class Outcome:
+    printed: str
+    error: str | None
+    names: dict  # name -> (repr, type)
+
+
+@dataclass
+class Difference:
+    where: str  # docstring name and example number
+    source: str
+    plain: Outcome
+    magic: Outcome
+
+
+def docstrings(numpy_every: int = 1):
+    """The docstrings with examples: (name, globals, examples), stdlib first, then numpy.
+
+    ``numpy_every`` takes every n-th numpy docstring (1: all of them).
+    """
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    for module_name in STDLIB:
+        module = __import__(module_name)
+        for test in sorted(finder.find(module), key=lambda t: t.name):
+            examples = _runnable(test.examples)
+            if examples:
+                yield test.name, dict(module.__dict__), examples
+    seen, tests = set(), []
+    for name in sorted(dir(np)):
+        obj = getattr(np, name)
+        if not callable(obj) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        try:
+            found = finder.find(obj, f"numpy.{name}", globs={})
+        except Exception:  # an object doctest cannot inspect
+            continue
+        tests.extend(t for t in found if t.examples)
+    tests.sort(key=lambda t: t.name)
+    for i, test in enumerate(tests):
+        examples = _runnable(test.examples)
+        if examples and i % numpy_every == 0:
+            yield test.name, {"np": np}, examples
+
+
+def _runnable(examples):
+    return [e for e in examples if not e.options.get(doctest.SKIP)]
+
+
+def _as_cell(source: str) -> str:
+    """The example with its last expression assigned to :data:`VALUE` (both runs keep it)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        lines = source.splitlines()
+        first = last.lineno - 1
+        lines[first] = (lines[first][:last.col_offset] + f"{VALUE} = ("
+                        + lines[first][last.col_offset:])
+        lines[last.end_lineno - 1] += ")"
+        return "\n".join(lines) + "\n"
+    return source
+
+
+def _describe(value):
+    try:
+        text = repr(value)
+    except Exception as e:  # a repr that fails
+        text = f"<repr failed: {type(e).__name__}>"
+    kind = type(value)
+    return _ADDRESS.sub("0x?", text), f"{kind.__module__}.{kind.__qualname__}"
+
+
+class Runner:
+    """Runs examples in one shell, keeping a plain and a magic namespace apart."""
+
+    def __init__(self, shell):
+        self.shell = shell
+        self.baseline = dict(shell.user_ns)
+
+    def run_docstring(self, name, globs, examples):
+        """Run every example both ways; the list of :class:`Difference`\\ s, and the count."""
+        states = {"plain": dict(globs), "magic": dict(globs)}
+        rngs = {}
+        for mode in states:  # the same random numbers for both runs
+            random.seed(12345)
+            np.random.seed(12345)
+            rngs[mode] = (random.getstate(), np.random.get_state())
+        differences = []
+        for i, example in enumerate(examples):
+            cell = _as_cell(example.source)
+            outcomes = {}
+            for mode in ("plain", "magic"):
+                outcomes[mode], states[mode], rngs[mode] = self._run(
+                    cell, mode, states[mode], rngs[mode])
+            if outcomes["plain"] != outcomes["magic"]:
+                differences.append(Difference(f"{name} #{i + 1}", example.source,
+                                              outcomes["plain"], outcomes["magic"]))
+        return differences
+
+    def _run(self, cell, mode, state, rng):
+        shell, ns = self.shell, self.shell.user_ns
+        ns.clear()
+        ns.update(self.baseline)
+        ns.update(state)
+        random.setstate(rng[0])
+        np.random.set_state(rng[1])
+        text = cell if mode == "plain" else "%%autograd -q --no-check\n" + cell
+        printed = io.StringIO()
+        shell.showtraceback = _quiet
+        try:
+            with contextlib.redirect_stdout(printed), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = shell.run_cell(text, store_history=False)
+        finally:
+            del shell.showtraceback
+        error = result.error_before_exec or result.error_in_exec
+        state = {k: v for k, v in ns.items()
+                 if k not in self.baseline or v is not self.baseline[k]}
+        names = {k: _describe(v) for k, v in state.items()
+                 if not k.startswith("__") or k == VALUE}
+        names = {k: v for k, v in names.items() if not v[1].startswith(("builtins.module",
+                                                                        "builtins.function"))}
+        outcome = Outcome(_ADDRESS.sub("0x?", printed.getvalue()),
+                          None if error is None else _ADDRESS.sub(
+                              "0x?", f"{type(error).__name__}: {error}"),
+                          names)
+        ns.pop(VALUE, None)
+        state.pop(VALUE, None)
+        return outcome, state, (random.getstate(), np.random.get_state())
+
+
+def _quiet(*args, **kwargs):
+    pass
+
+
+def run_corpus(shell, numpy_every: int = 1):
+    """(examples run, differences) over the whole corpus."""
+    runner = Runner(shell)
+    total, differences = 0, []
+    before = np.geterr()
+    try:
+        for name, globs, examples in docstrings(numpy_every):
+            differences.extend(runner.run_docstring(name, globs, examples))
+            total += len(examples)
+    finally:
+        np.seterr(**before)
+        shell.user_ns.clear()
+        shell.user_ns.update(runner.baseline)
+    return total, differences
+
+
+def _shell():
+    from IPython.testing import globalipapp
+
+    shell = globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "gradmagic")
+    return shell
+
+
+def main(argv):
+    every = int(argv[1]) if len(argv) > 1 else 1
+    total, differences = run_corpus(_shell(), every)
+    for d in differences:
+        print(f"--- {d.where}\n{d.source.rstrip()}")
+        for field in ("printed", "error", "names"):
+            p, m = getattr(d.plain, field), getattr(d.magic, field)
+            if p != m:
+                if field == "names":
+                    p = {k: v for k, v in p.items() if m.get(k) != v}
+                    m = {k: v for k, v in m.items() if d.plain.names.get(k) != v}
+                print(f"  {field}: plain {p!r}\n  {' ' * len(field)}  magic {m!r}")
+    same = total - len(differences)
+    print(f"\n{same} of {total} examples behave identically ({same / total:.2%})")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
