@@ -21,9 +21,12 @@ import ast
 import contextlib
 import doctest
 import io
+import os
 import random
 import re
+import shutil
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
 
@@ -177,12 +180,16 @@ def run_corpus(shell, numpy_every: int = 1):
     """(examples run, differences) over the whole corpus."""
     runner = Runner(shell)
     total, differences = 0, []
-    before = np.geterr()
+    before, cwd = np.geterr(), os.getcwd()
+    scratch = tempfile.mkdtemp()  # examples write files (np.save): not into the checkout
+    os.chdir(scratch)
     try:
         for name, globs, examples in docstrings(numpy_every):
             differences.extend(runner.run_docstring(name, globs, examples))
             total += len(examples)
     finally:
+        os.chdir(cwd)
+        shutil.rmtree(scratch, ignore_errors=True)
         np.seterr(**before)
         shell.user_ns.clear()
         shell.user_ns.update(runner.baseline)

@@ -752,25 +752,24 @@ def _number_pos(self):
 
 for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN),
                           (Float64, np.float64, _OWN64)):
-    for _sym, _name in _OPERATORS.items():
-        if _name == "pow":
-            continue
-        setattr(_cls, f"__{_name}__", _number_binary(
-            OPS[_sym], getattr(_base, f"__{_name}__"), getattr(float, f"__r{_name}__"), False,
-            _own))
-        setattr(_cls, f"__r{_name}__", _number_binary(
-            OPS[_sym], getattr(_base, f"__r{_name}__"), getattr(float, f"__{_name}__"), True,
-            _own))
+    for _op in OPS.values():  # Python's operators (each entry's method), exp, log, tanh...
+        for _name in _op.method.split():
+            if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
+                _rname = _name.replace("__", "__r", 1)
+                setattr(_cls, _name, _number_binary(
+                    _op, getattr(_base, _name), getattr(float, _rname), False, _own))
+                setattr(_cls, _rname, _number_binary(
+                    _op, getattr(_base, _rname), getattr(float, _name), True, _own))
+            elif _op.arity == 1 and _name in ("__neg__", "__abs__"):
+                setattr(_cls, _name, _number_unary(_op, getattr(_base, _name)))
+            elif _op.arity == 1 and not _name.startswith("__"):
+                # what the magic's math dispatch builds with (floor, round: int's own, plain)
+                setattr(_cls, _name, _number_math(_op))
     _cls.__pow__ = _number_pow(_base, False, _own)
     _cls.__rpow__ = _number_pow(_base, True, _own)
     _cls.__divmod__ = _number_divmod(_base, False, _own)
     _cls.__rdivmod__ = _number_divmod(_base, True, _own)
-    _cls.__neg__ = _number_unary(OPS["neg"], _base.__neg__)
-    _cls.__abs__ = _number_unary(OPS["abs"], _base.__abs__)
     _cls.__pos__ = _number_pos
     for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(_cls, f"__{_name}__", _number_compare(getattr(_base, f"__{_name}__")))
-    for _op in OPS.values():  # exp, log, tanh, ...: what the magic's math dispatch builds with
-        if _op.arity == 1 and _op.name not in _PROTOCOL and _op.name != "round":
-            setattr(_cls, _op.name, _number_math(_op))
-del _cls, _base, _own, _sym, _name, _op
+del _cls, _base, _own, _rname, _name, _op

@@ -455,6 +455,12 @@ def _table() -> dict:
         for module, wanted in ((math, op.math), (np, op.numpy)):
             for name in wanted:
                 add(module, name, _keeps(_op_builder(op)))
+        # numpy's ufunc of the method's name (np.tanh): on a number node numpy would
+        # compute on the plain float and cut the graph silently
+        name = op.method.split()[0] if op.method else ""
+        if op.arity == 1 and name and not name.startswith("__") and \
+                isinstance(getattr(np, name, None), np.ufunc):
+            add(np, name, _keeps(_op_builder(op)))
     for name in _MATH_COMPOSITES:
         add(math, name, _keeps(_COMPOSITES[name]))
     for name in _NUMPY_COMPOSITES:
