@@ -7,23 +7,43 @@ through backward.
 """
 from __future__ import annotations
 
-from itertools import islice
+from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["children_of", "backward_steps", "grads_at", "path_to_target"]
+__all__ = ["Children", "children_of", "backward_steps", "grads_at", "path_to_target"]
 
 
-def children_of(trace) -> list:
-    """For each node, the indices of the nodes computed from it (with repeats), ascending."""
-    n = trace.n
-    parent = np.stack([trace.parent_a, trace.parent_b], axis=1).ravel()
-    child = np.repeat(np.arange(n), 2)
-    keep = parent >= 0
-    parent, child = parent[keep], child[keep]
-    child = child[np.argsort(parent, kind="stable")].tolist()
-    it = iter(child)
-    return [list(islice(it, c)) for c in np.bincount(parent, minlength=n).tolist()]
+class Children(Sequence):
+    """``children[i]``: the indices of the nodes computed from node ``i`` (with
+    repeats, ascending), as a list; kept as two arrays, so making it costs no
+    Python object per node."""
+
+    def __init__(self, trace):
+        n = trace.n
+        parent = np.stack([trace.parent_a, trace.parent_b], axis=1).ravel()
+        child = np.repeat(np.arange(n), 2)
+        keep = parent >= 0
+        parent, child = parent[keep], child[keep]
+        self.indices = child[np.argsort(parent, kind="stable")]
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(parent, minlength=n))])
+
+    def __len__(self):
+        return len(self.indptr) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"node index {i} out of range")
+        return self.indices[self.indptr[i]:self.indptr[i + 1]].tolist()
+
+
+def children_of(trace) -> Children:
+    """For each node, the indices of the nodes computed from it (with repeats, ascending)."""
+    return Children(trace)
 
 
 def backward_steps(trace) -> list:

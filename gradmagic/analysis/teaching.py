@@ -29,6 +29,8 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 __all__ = ["ForwardModeError", "NodeError", "Tangents", "jvp", "Pass", "Comparison", "forward_vs_reverse",
            "children", "edge_count", "inputs", "forward_operations", "Walk", "walk", "Path", "Paths", "paths",
            "HANDFUL", "TOP"]
@@ -57,12 +59,15 @@ class _Graph:
     """
 
     def __init__(self, trace):
-        nodes = trace.nodes
-        self.parents = [n.parents for n in nodes]
-        self.tensor = [n.shape is not None for n in nodes]
-        self.labels = [n.label for n in nodes]
-        self.inputs = [i for i, (p, n) in enumerate(zip(self.parents, nodes))
-                       if not p and not n.is_constant]
+        # from the trace's columns (a Node view per node costs ~1 µs each)
+        self.parents = [() if a < 0 else (a,) if b < 0 else (a, b)
+                        for a, b in zip(trace.parent_a.tolist(), trace.parent_b.tolist())]
+        tensor = np.zeros(trace.n, dtype=bool)
+        tensor[list(trace.tensor_data)] = True
+        self.tensor = tensor.tolist()
+        self.labels = list(map(trace.label_names.__getitem__, trace.label_code.tolist()))
+        leaves = trace.leaf_index
+        self.inputs = leaves[~trace.constant[leaves]].tolist()
         self._local = None
         self._trace = weakref.ref(trace) if _weak(trace) else (lambda: trace)
 

@@ -361,17 +361,23 @@ SORT_KEYS = {
 
 
 def node_order(trace, key: str = "graph") -> list:
-    """Node indices for the Gradients table: the target first, then by ``key``."""
+    """Node indices for the Gradients table: the target first, then by ``key``.
+
+    In graph order that is every index from the last (the target) down, as a
+    ``range`` (no list of a million ints for a big graph).
+    """
     nodes = trace.nodes
-    target = trace.target.index
-    rest = [i for i in range(len(nodes) - 1, -1, -1) if i != target]
+    target = trace.target.index  # the last node
+    if key == "graph":
+        return range(target, -1, -1)
+    rest = list(range(target - 1, -1, -1))
     if key == "grad":
         rest.sort(key=lambda i: -_magnitude(nodes[i].grad))
     elif key == "data":
         rest.sort(key=lambda i: -_magnitude(nodes[i].data))
     elif key == "label":
         rest.sort(key=lambda i: (not nodes[i].label, nodes[i].name))
-    elif key != "graph":
+    else:
         raise ValueError(f"sort key must be one of {sorted(SORT_KEYS)}, got {key!r}")
     return [target] + rest
 
