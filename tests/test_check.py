@@ -202,11 +202,14 @@ def test_assert_passed_is_silent_when_passed():
     assert walkthrough_report.assert_passed() is None
 
 
-def test_replay_mismatch_is_reported_and_fails():
-    """An op whose numpy forward disagrees with its float forward."""
+def test_replay_mismatch_is_reported_and_fails(monkeypatch):
+    """An op whose numpy forward disagrees with its float forward (the numpy replay:
+    a check of a few leaves replays on floats, with the forward the engine ran)."""
     odd_exp = _make_unary(dataclasses.replace(OPS["exp"], np=np.expm1))
     x = leaf(0.5, "x")
     trace = traced(odd_exp(x) * 3.0)
+    assert check(trace).replay_ok  # the float replay runs the engine's own forward
+    monkeypatch.setattr(check_module, "_FLOAT_SLOTS", 0)
     report = check(trace)
     assert not report.replay_ok and not report.passed
     (note,) = [n for n in report.notes if n.startswith("Replay mismatch")]
@@ -218,6 +221,9 @@ def test_replay_mismatch_is_reported_and_fails():
     assert recorded == pytest.approx(3 * math.exp(0.5))
     assert replayed == pytest.approx(3 * math.expm1(0.5))
     assert "≠ recorded" in str(report)
+    trace.nodes[-1].data = 1.0  # a changed snapshot: the float replay says so too
+    monkeypatch.setattr(check_module, "_FLOAT_SLOTS", 3)
+    assert not check(trace).replay_ok
 
 
 def test_leaf_changed_after_the_run_does_not_change_the_check():

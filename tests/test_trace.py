@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gradmagic import Tensor, Value
+from gradmagic.analysis import check as check_module
 from gradmagic.analysis.check import check
 from gradmagic.analysis.numbers import all_finite
 from gradmagic.analysis.trace import Trace
@@ -172,8 +173,17 @@ def _float_replay(trace, leaf: int, value: float) -> float:
 
 @settings(max_examples=40, deadline=None)
 @given(graphs(unary=SMOOTH_UNARY, binary=SMOOTH_BINARY, max_ops=15),
-       st.sampled_from([1e-6, 1e-4]))
-def test_vectorised_check_agrees_with_per_leaf_finite_differences(graph, eps):
+       st.sampled_from([1e-6, 1e-4]), st.sampled_from([0, 3]))
+def test_vectorised_check_agrees_with_per_leaf_finite_differences(graph, eps, float_slots):
+    """Both replays (numpy columns; plain floats for a few leaves) against the slow way."""
+    check_module._FLOAT_SLOTS, saved = float_slots, check_module._FLOAT_SLOTS
+    try:
+        _check_against_per_leaf(graph, eps)
+    finally:
+        check_module._FLOAT_SLOTS = saved
+
+
+def _check_against_per_leaf(graph, eps):
     target, leaves = graph
     for i, leaf in enumerate(leaves):  # unnamed leaves are constants, not checked
         leaf.label = leaf.label or f"u{i}"

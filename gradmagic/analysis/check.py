@@ -6,11 +6,16 @@ gradient that backward computed. It never re-runs the user's cell (no side
 effect runs twice): it *replays* the recorded graph, node by node, with each
 operation's numpy forward from :mod:`gradmagic.core.ops`.
 
-All perturbations go through one replay. Each leaf's input is an array with
-one column per evaluation point -- column 0 unperturbed, then ``x + eps`` and
-``x - eps`` for every perturbed leaf -- so a single pass over the nodes
-computes every ``f(x ± eps e_i)`` at once, at the cost of a few numpy calls
-per node.
+The replay reads only the trace's columns (values, op codes, parent indices),
+never live nodes. All perturbations go through one replay. Each perturbed
+leaf's input is an array with one column per evaluation point -- column 0
+unperturbed, then ``x + eps`` and ``x - eps`` for every perturbed leaf -- so a
+single pass over the nodes computes every ``f(x ± eps e_i)`` at once, at the
+cost of one numpy call per node; nodes no perturbed leaf reaches stay plain
+numbers. Batches are as large as the replay's peak live set allows (an array
+is dropped after its last use). A check of at most ``_FLOAT_SLOTS`` leaves of
+a scalar graph replays on plain floats instead, once per evaluation point,
+with the float forward the engine ran (cheaper than a numpy call per node).
 
 :func:`expect` compares named gradients or values with expected numbers (for
 textbook cases and homework) and returns the same kind of report.
@@ -54,6 +59,9 @@ _status_of = operator.attrgetter("status")
 # nodes (beyond it, leaves are sampled), and one replay chunk (memory).
 _WORK = 2 ** 25
 _CHUNK = 2 ** 22
+# At most this many perturbed elements are replayed on plain floats, one pass per
+# evaluation point (a numpy call per node costs more than a few float operations).
+_FLOAT_SLOTS = 3
 
 ASSERT_ROWS = 20
 """Wrong rows an ``assert_passed()`` message describes one by one."""
@@ -391,6 +399,13 @@ class _Plan:
                 program[k] = (out, _with_params(fn, trace.params.get(i)), parents, -2, False,
                               free)
         self.program = program
+        # the same program on plain floats with each op's float forward (scalar graphs)
+        self.float_program = None
+        if not tensors and all(callable(getattr(e, "f", None)) for e in trace.ops):
+            floats = [e.f for e in trace.ops]
+            self.float_program = list(zip(rows.tolist(), map(floats.__getitem__,
+                                                              codes[rows].tolist()),
+                                          a.tolist(), b.tolist()))
         # the most array elements alive at once in a replay, per column: a leaf lives
         # from the start, an op node from its row, each until its last use
         start = np.where(leaf, 0, np.arange(n))
@@ -462,6 +477,11 @@ class _Plan:
     # ------------------------------------------------------------------ replay
     def measure(self, slots: _Slots, eps: float) -> _Measured:
         """Replay the graph for every slot, in as few chunks as memory allows."""
+        if self.float_program is not None and len(slots) <= _FLOAT_SLOTS:
+            try:
+                return self._measure_floats(slots, eps)
+            except Exception:  # noqa: BLE001 - an op's float forward raised: use numpy's
+                pass
         per_chunk = max(1, (_CHUNK // self.peak - 1) // 2)
         parts = []
         for start in range(0, max(len(slots), 1), per_chunk):
@@ -479,6 +499,37 @@ class _Plan:
         steps = hp + hm
         return _Measured(f0, (plus - minus) / steps, (plus - f0) / hp, (f0 - minus) / hm,
                          steps)
+
+    def _measure_floats(self, slots: _Slots, eps: float) -> _Measured:
+        """A few slots: one replay on plain floats per evaluation point."""
+        program, target = self.float_program, self.target
+        data = self.trace.data.tolist()
+
+        def run(vals):
+            for out, f, a, b in program:
+                if b < 0:
+                    vals[out] = f(vals[a])
+                else:
+                    vals[out] = f(vals[a], vals[b])
+            return float(vals[target])
+
+        f0 = run(list(data))
+        plus, minus, hp, hm = [], [], [], []
+        for leaf in slots.node.tolist():
+            x = data[leaf]
+            up, down = x + eps, x - eps
+            hp.append(up - x)
+            hm.append(x - down)
+            vals = list(data)
+            vals[leaf] = up
+            plus.append(run(vals))
+            vals = list(data)
+            vals[leaf] = down
+            minus.append(run(vals))
+        plus, minus, hp, hm = (np.array(v, dtype=float) for v in (plus, minus, hp, hm))
+        steps = hp + hm
+        return _Measured(np.float64(f0), (plus - minus) / steps, (plus - f0) / hp,
+                         (f0 - minus) / hm, steps)
 
     def _target_column(self, vals, k: int):
         f = np.asarray(vals[self.target], dtype=float)
