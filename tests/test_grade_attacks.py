@@ -59,7 +59,8 @@ ATTACKS = {
         "sys.modules['gradmagic.grade'] = json\nsys.modules['numpy'] = None\n"
         "sys.modules['json'] = sys\nL", "wrong", "pass"),
     "patch builtins.float": (
-        "import builtins\nbuiltins.float = lambda *args: 6.0\n", "", "wrong", "wrong"),
+        # the engine binds its own float: the cell's arithmetic is unchanged, as in plain Python
+        "import builtins\nbuiltins.float = lambda *args: 6.0\n", "", "wrong", "pass"),
     "patch builtins.float after the run": (
         # backward runs after the cell: whether it calls float() is the engine's business
         "", "\nimport builtins\nbuiltins.float = lambda *args: 6.0\nL", "wrong", {"pass", "wrong"}),

@@ -31,6 +31,10 @@ Design notes:
 """
 from __future__ import annotations
 
+# bound here, so a cell that rebinds builtins.float (or int, isinstance, type) changes its own
+# code, as in plain Python, and not the engine's
+from builtins import float, int, isinstance, type  # noqa: A004
+
 import math
 import numbers
 import operator
