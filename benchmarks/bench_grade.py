@@ -4,7 +4,7 @@ The cell is the textbook walk-through, L = (a*b + c)*f with five expected answer
 ``grade(..., isolate=False)`` runs it in this process (rewrite, run, backward, Trace,
 expect); the default ``grade(...)`` starts a fresh ``python -I`` process, runs it there under
 the time and memory limits, and judges the plain data it sends back. The isolated run must
-stay well under a second (floor: 1 s, best of 5). For scale, the bare start-up of a
+stay well under a second (floor: 1 s, best of 7). For scale, the bare start-up of a
 ``python -I`` that imports gradmagic's magic module is timed too: most of the overhead is
 that start-up and its imports.
 
@@ -41,8 +41,10 @@ def _startup():
 def main() -> bool:
     assert grade(WALK, RIGHT).passed and grade(WALK, RIGHT, isolate=False).passed
     inproc = _best(lambda: grade(WALK, RIGHT, isolate=False), 20)
-    isolated = _best(lambda: grade(WALK, RIGHT), 5)
-    startup = _best(_startup, 5)
+    isolated, startup = float("inf"), float("inf")
+    for _ in range(7):  # interleaved, so a burst of load on the machine hits both alike
+        isolated = min(isolated, _best(lambda: grade(WALK, RIGHT), 1))
+        startup = min(startup, _best(_startup, 1))
     ok = isolated < FLOOR_SECONDS
     print("| run | best time | ratio to in-process |")
     print("| --- | --- | --- |")

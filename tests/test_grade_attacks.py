@@ -10,6 +10,7 @@ import gc
 import importlib
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -200,9 +201,11 @@ def test_the_child_never_sees_the_expected_numbers():
 def test_a_forked_process_is_ended_with_the_run(tmp_path):
     """A process the cell forks does not keep grade() waiting and does not outlive the run."""
     pid_file = tmp_path / "pid"
+    # /proc/self names the process as this test sees it (in or out of a PID namespace)
     fork = (f"import os, time\npid = os.fork()\n"
-            f"if pid == 0:\n    time.sleep(1000)\n    os._exit(0)\n"
-            f"open({str(pid_file)!r}, 'w').write(str(pid))\n")
+            f"if pid == 0:\n    open({str(pid_file)!r}, 'w').write(os.readlink('/proc/self'))\n"
+            f"    time.sleep(1000)\n    os._exit(0)\n"
+            f"time.sleep(0.2)\n")
     start = time.perf_counter()
     report = grade(fork + WALK, RIGHT, timeout=FAST)
     assert report.passed and time.perf_counter() - start < FAST
@@ -284,3 +287,71 @@ def test_an_unreadable_report_is_a_crash():
         assert report.outcome == "crash" and not report.passed, data
         json.dumps(report.to_dict())
     gc.collect()
+
+
+def _namespaces_allowed() -> bool:
+    """Can this machine make the user+PID+network namespaces the child uses? (Linux, where the
+    kernel and any container allow it.) Without them the cell could signal the grader."""
+    probe = ("import importlib.util, sys\n"
+             "spec = importlib.util.spec_from_file_location('child', sys.argv[1])\n"
+             "child = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(child)\n"
+             "sys.exit(0 if child._unshare() else 1)")
+    return subprocess.run([sys.executable, "-I", "-c", probe, grade_module._CHILD]).returncode == 0
+
+
+NAMESPACES = pytest.mark.skipif(not _namespaces_allowed(),
+                                reason="this kernel or container forbids user namespaces")
+
+
+@NAMESPACES
+def test_the_cell_cannot_signal_the_grader_or_reach_the_network():
+    import signal
+    victim = subprocess.Popen(["sleep", "60"])  # a process of the grader's, same user
+    got = []
+    old = signal.signal(signal.SIGUSR1, lambda *args: got.append(1))
+    try:
+        attack = (f"import os, signal, socket\nblocked = []\n"
+                  f"for pid, sig in (({os.getpid()}, signal.SIGUSR1), ({victim.pid}, 9)):\n"
+                  f"    try:\n        os.kill(pid, sig)\n"
+                  f"    except (ProcessLookupError, PermissionError):\n"
+                  f"        blocked.append(pid)\n"
+                  f"try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+                  f"except OSError:\n    blocked.append('network')\n"
+                  f"assert len(blocked) == 3, blocked\n")
+        parent = "import os\nos.kill(os.getppid(), 9)\n"  # getppid() is 0 here: its own group
+        report = grade(attack + WALK, RIGHT)
+        assert report.passed, str(report)
+        time.sleep(0.2)
+        assert got == [] and victim.poll() is None
+        assert grade(parent + WALK, RIGHT).outcome == "crash"
+        assert_graded_correctly_next()
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        victim.kill()
+        victim.wait()
+
+
+@NAMESPACES
+def test_everything_the_cell_started_ends_with_it():
+    """Processes that leave the process group (setsid) still end: the cell is process 1 of
+    its own PID namespace."""
+    escape = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+              "    if os.fork() == 0:\n        time.sleep(1000)\n    os._exit(0)\n")
+    before = _sleepers()
+    assert grade(escape + WALK, RIGHT).passed
+    time.sleep(0.5)
+    assert _sleepers() <= before
+
+
+def _sleepers() -> set:
+    """Pids of processes running this Python with a 'time.sleep(1000)' cell (none after a run)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _alive(int(entry)):
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if grade_module._CHILD.encode() in f.read():
+                        found.add(int(entry))
+            except OSError:
+                pass
+    return found

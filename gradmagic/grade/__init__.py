@@ -10,7 +10,10 @@
 Isolation. By default the source runs in a separate, fresh Python process
 (``python -I``: no user site-packages, no ``PYTHON*`` variables, a clean
 environment, its own empty temporary working directory, its own process group),
-under a wall-clock time limit and a memory limit. That process learns the
+under a wall-clock time limit and a memory limit. On Linux, where user namespaces
+are allowed, it also runs in new user, PID and network namespaces: it cannot
+signal the grader or any other process, whatever it starts ends with it, and it
+has no network (elsewhere it runs without them). That process learns the
 source, the names asked about and the target, never the expected numbers or
 the tolerances; it sends back plain data (each named node's value and
 gradient, or the error with its line, and the notes). The grader's process
@@ -75,6 +78,7 @@ MEMORY = 1024
 OUTCOMES = ("pass", "wrong", "error", "timeout", "memory", "crash")
 """What :attr:`GradeReport.outcome` can be."""
 
+_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 _NOTE_CHARS = 300  # at most this much of the cell's stderr in a note
 _MAX_NOTES = 20  # notes kept from a run
 _MAX_REPORT = 64 << 20  # bytes: a larger report from the child is a crash
@@ -374,11 +378,9 @@ def _run_isolated(source, names, target, namespace, timeout, memory) -> dict:
                "HOME": work, "TMPDIR": work, "OPENBLAS_NUM_THREADS": "1",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        boot = ("import sys; sys.path.insert(0, sys.argv[1]); "
-                "from gradmagic.grade._child import main; main()")
         timed_out = False
         with open(stderr_path, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-I", "-c", boot, here],
+            proc = subprocess.Popen([sys.executable, "-I", _CHILD, here],
                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                     stderr=err, cwd=work, env=env, close_fds=True,
                                     start_new_session=hasattr(os, "setsid"))

@@ -1,9 +1,13 @@
 """The fresh process an isolated :func:`gradmagic.grade` runs a cell in.
 
-Started by the grader as ``python -I -c "...main()"`` with a clean environment,
-an empty working directory and its own process group. ``main`` reads the job
+Started by the grader as ``python -I .../_child.py FOLDER`` (FOLDER holds the grader's
+gradmagic) with a clean environment, an empty working directory and its own process
+group; this file imports only the standard library until the namespaces are made
+(``unshare`` needs a process with one thread). ``main`` reads the job
 (pickled by the grader) from stdin, points stdin and stdout at ``/dev/null``,
-sets the memory limit, runs the cell with :func:`gradmagic.grade.collect` and,
+enters new user, PID and network namespaces where Linux allows it (then forks:
+the cell runs as process 1 of its own PID namespace, unable to signal the grader,
+with no network), sets the memory limit, runs the cell with :func:`gradmagic.grade.collect` and,
 after the cell has finished, writes the plain-data report to the file the job
 names (created exclusively; the name holds a random token), then ends with
 ``os._exit(0)`` so nothing the cell registered (atexit hooks, threads,
@@ -20,6 +24,9 @@ import sys
 
 def main() -> None:
     job = pickle.loads(sys.stdin.buffer.read())
+    if _unshare():  # before any import that could start a thread
+        _wait_for(os.fork())
+    sys.path.insert(0, sys.argv[1])  # the folder gradmagic is imported from in the grader
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -41,6 +48,37 @@ def main() -> None:
     while raw:
         raw = raw[write(fd, raw):]
     exit_(0)
+
+
+def _unshare() -> bool:
+    """Enter new user, PID and network namespaces, where Linux allows it (best effort).
+
+    The next child made is then process 1 of a PID namespace of its own: it cannot see or
+    signal any process outside (the grader included), everything it starts ends when it
+    ends, and it has no network. Where namespaces are not allowed (other systems, containers
+    that forbid them) the cell runs without them.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.unshare(0x10000000 | 0x20000000 | 0x40000000) == 0  # USER | PID | NET
+    except (OSError, AttributeError):
+        return False
+
+
+def _wait_for(pid: int) -> None:
+    """In the process outside the namespaces: wait for the cell's process and end as it ended."""
+    if pid == 0:
+        return  # the cell's process: go on
+    import signal
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
 def _limit(memory, timeout) -> None:
