@@ -35,7 +35,9 @@ def _best(fn, repeats: int) -> float:
 
 
 def _startup():
-    subprocess.run([sys.executable, "-I", "-c", "import gradmagic.notebook.magic"], check=True)
+    env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-I", "-c", "import gradmagic.notebook.magic"], check=True,
+                   env=env)  # the child's environment: one BLAS thread
 
 
 def main() -> bool:
@@ -51,7 +53,7 @@ def main() -> bool:
     print(f"| grade(isolate=False), in this process | {inproc * 1e3:.1f} ms | 1x |")
     print(f"| grade(), a fresh isolated process | {isolated * 1e3:.0f} ms | "
           f"{isolated / inproc:.0f}x |")
-    print(f"| of which: start python -I and import gradmagic | {startup * 1e3:.0f} ms | "
+    print(f"| for scale: start python -I and import gradmagic | {startup * 1e3:.0f} ms | "
           f"{startup / inproc:.0f}x |")
     print(f"\nisolated grade() under {FLOOR_SECONDS:g} s: {'ok' if ok else 'MISSED'}")
     return ok
