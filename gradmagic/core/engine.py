@@ -642,6 +642,11 @@ def with_data(node, number):
     return out
 
 
+def plain(x):
+    """A number node's plain number (of its own type: float, int or numpy float64)."""
+    return _plain_of(x)
+
+
 def _plain_of(x):
     """A number node's plain number (of its own type: float, int or numpy float64)."""
     cls = x.__class__

@@ -33,7 +33,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from . import runtime as _runtime
 from . import session
 from ..core import engine
-from ..core.engine import Value, state
+from ..core.engine import SCALARS, Value, state
+from ..core.tensor import Tensor
 from .rewrite import RUNTIME, Rewritten, rewrite
 from ..analysis.options import Options
 from ..analysis.trace import Trace
@@ -278,25 +279,72 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     global_ns = ns if global_ns is None else global_ns
     branches, floats = state.branch_events, state.float_conversions
     lifted = lift(ns, cell.rewritten.reads)
+    before = dict(ns)  # to find the names the cell binds
+    run = None
     try:
         with _runtime.recording(cell.filename) as run:
             exec(cell.code, global_ns, ns)
             value = eval(cell.final, global_ns, ns) if cell.final else None
         target = find_target(cell.rewritten, options.target, value, ns)
-    except BaseException:  # an error or NoTarget: the names read hold what they held
-        for name, (old, new) in lifted.items():
-            if ns.get(name) is new:
-                ns[name] = old
+    except BaseException:  # an error or NoTarget: no graph to look at, the names hold plain values
+        unlift(ns, before, lifted, run, keep=())
         raise
     relabel(ns)
     order = Value.topo(target)  # one walk of the graph, for backward and the trace
     data = target.data
     engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, order)
     converted = state.float_conversions - floats
-    return Trace(target, order=order, bindings=bindings(ns),
-                 branch_events=state.branch_events - branches,
-                 float_conversions=converted + len(run.cuts), source=cell.source,
-                 options=options, warnings=cut_warnings(run.cuts, converted))
+    trace = Trace(target, order=order, bindings=bindings(ns),
+                  branch_events=state.branch_events - branches,
+                  float_conversions=converted + len(run.cuts), source=cell.source,
+                  options=options, warnings=cut_warnings(run.cuts, converted))
+    unlift(ns, before, lifted, run, keep={id(v) for v in order})
+    return trace
+
+
+def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
+    """Put plain values back where the magic's nodes are not part of the graph.
+
+    A name bound to a node the target does not depend on (or to any node, after
+    a run with no target or an error) holds what plain Python would have
+    bound: the object a lifted name held before, the array a library call
+    returned, the plain number. Nodes in ``keep`` (ids of the graph's nodes)
+    stay, so ``x.grad`` works after the cell. Lists and dicts bound to names
+    get their number nodes replaced in place. A ``Value`` (the explicit
+    engine's) is never touched, nor is a name the cell did not bind
+    (``before`` holds the namespace as the run began, read names lifted).
+    """
+    made = dict(run.made) if run is not None else {}
+    for name, (old, new) in lifted.items():
+        made[id(new)] = (new, old)
+    for name, v in list(ns.items()):
+        if before.get(name, made) is v and name not in lifted:
+            continue
+        cls = type(v)
+        if cls in SCALARS or cls is Tensor:
+            if id(v) not in keep:
+                ns[name] = _plain(v, made)
+        elif cls is list:
+            for i, e in enumerate(v):
+                if type(e) in SCALARS and id(e) not in keep:
+                    v[i] = _plain(e, made)
+        elif cls is dict and name not in _SHELL_NAMES:
+            for k, e in list(v.items()):
+                if type(e) in SCALARS and id(e) not in keep:
+                    v[k] = _plain(e, made)
+
+
+_SHELL_NAMES = frozenset({"_oh", "Out", "_ih", "In", "_dh", "__builtins__"})
+
+
+def _plain(v, made):
+    """The plain value a node stands for (see :func:`unlift`)."""
+    entry = made.get(id(v))
+    if entry is not None and entry[0] is v:
+        return entry[1]
+    if type(v) is Tensor:
+        return v.data
+    return engine.plain(v)
 
 
 def find_target(rw: Rewritten, name, value, ns):

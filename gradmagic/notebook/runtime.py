@@ -73,7 +73,11 @@ def leaf(v, name: str):
     if is_node(v):
         return lab(v, name)
     made = new_leaf(v, name)
-    return v if made is None else made
+    if made is None:
+        return v
+    if _run is not None:
+        _run.made[id(made)] = (made, v)
+    return made
 
 
 def changing(v, name: str):
@@ -496,6 +500,8 @@ class _Run:
     def __init__(self, filename: str):
         self.filename = filename
         self.cuts: list[tuple[int | None, str]] = []
+        # id(leaf) -> (leaf, the object it was made from): library results made leaves
+        self.made: dict = {}
 
 
 _run: _Run | None = None
