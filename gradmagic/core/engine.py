@@ -487,6 +487,10 @@ def apply(name: str, *args) -> Value:
 
 
 # ---------------------------------------------------------------- numbers that are nodes
+# Python's own types, held here: code run under the magic may rebind builtins.float
+_FLOAT, _INT = float, int
+_float_of, _int_of = float.__float__, int.__index__
+
 class Float(GraphNode, float):
     """A float that is a node of the graph: what ``%%autograd`` makes of a number.
 
@@ -506,14 +510,14 @@ class Float(GraphNode, float):
     data = property(float.__float__, doc="The number as a plain float.")
 
     def __new__(cls, x=0.0, /):
-        self = float.__new__(cls, x)
+        self = _FLOAT.__new__(cls, x)
         self.grad = 0.0
         self.label = ""
         self._op = self._a = self._b = self._mark = None
         return self
 
     def __reduce_ex__(self, protocol):  # copies and pickles are plain floats
-        return float, (float.__float__(self),)
+        return _FLOAT, (_float_of(self),)
 
     __hash__ = float.__hash__
 
@@ -529,14 +533,14 @@ class Int(GraphNode, int):
     data = property(int.__index__, doc="The number as a plain int.")
 
     def __new__(cls, x=0, /, *base):
-        self = int.__new__(cls, x, *base)
+        self = _INT.__new__(cls, x, *base)
         self.grad = 0.0
         self.label = ""
         self._op = self._a = self._b = self._mark = None
         return self
 
     def __reduce_ex__(self, protocol):
-        return int, (int.__index__(self),)
+        return _INT, (_int_of(self),)
 
     __hash__ = int.__hash__
 
@@ -561,7 +565,7 @@ class Float64(np.float64):
         return self
 
     def __reduce_ex__(self, protocol):
-        return np.float64, (float.__float__(self),)
+        return np.float64, (_float_of(self),)
 
     __hash__ = np.float64.__hash__
 
@@ -615,7 +619,7 @@ def constant(x):
     cls = x.__class__
     if cls is np.float64 or cls is Float64:
         return Float64(x)
-    return Float(x) if isinstance(x, float) else Int(x)
+    return Float(x) if isinstance(x, _FLOAT) else Int(x)
 
 
 def with_data(node, number):
@@ -651,11 +655,11 @@ def _plain_of(x):
     """A number node's plain number (of its own type: float, int or numpy float64)."""
     cls = x.__class__
     if cls is Float:
-        return float.__float__(x)
+        return _float_of(x)
     if cls is Int:
-        return int.__index__(x)
+        return _int_of(x)
     if cls is Float64:
-        return np.float64(float.__float__(x))
+        return np.float64(_float_of(x))
     return x
 
 
@@ -676,7 +680,7 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN):
             return NotImplemented
         x, y = _plain_of(self), _plain_of(other)
         r = method(x, y)
-        if r is NotImplemented and y.__class__ is float:
+        if r is NotImplemented and y.__class__ is _FLOAT:
             r = reflected(y, x)
         if r is NotImplemented or not _recording():
             return r
@@ -726,7 +730,7 @@ def _number_divmod(base, swap: bool, own=_OWN):
             return NotImplemented
         x, y = _plain_of(self), _plain_of(other)
         pair = method(x, y)
-        if pair is NotImplemented and y.__class__ is float:
+        if pair is NotImplemented and y.__class__ is _FLOAT:
             pair = reflected(y, x)
         if pair is NotImplemented or not _recording():
             return pair
@@ -746,7 +750,7 @@ def _number_pow(base, swap: bool, own=_OWN):
             return NotImplemented
         x, y = _plain_of(self), _plain_of(other)
         r = method(x, y)
-        if r is NotImplemented and y.__class__ is float:
+        if r is NotImplemented and y.__class__ is _FLOAT:
             r = reflected(y, x)
         if r is NotImplemented or not _recording():
             return r

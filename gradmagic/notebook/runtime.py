@@ -38,6 +38,7 @@ __all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", 
 
 # --------------------------------------------------------------------------- nodes
 _NODES = SCALAR_NODES | {Tensor}
+_FLOAT = float  # held here: code run under the magic may rebind builtins.float
 
 
 def is_node(x) -> bool:
@@ -54,7 +55,7 @@ def lit(x):
     """
     if _run is None:
         return x
-    return Float(x) if x.__class__ is float else Int(x)
+    return Float(x) if x.__class__ is _FLOAT else Int(x)
 
 
 def lab(v, name: str):
