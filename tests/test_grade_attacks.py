@@ -344,6 +344,11 @@ def test_everything_the_cell_started_ends_with_it():
     assert grade(escape + WALK, RIGHT).passed
     time.sleep(0.5)
     assert _sleepers() <= before
+    # the cell itself leaves the group and outlives the time limit: it is ended all the same
+    stuck = "import os, time\nos.setsid()\ntime.sleep(1000)\n"
+    assert grade(stuck + WALK, RIGHT, timeout=2).outcome == "timeout"
+    time.sleep(0.5)
+    assert _sleepers() <= before
 
 
 def _sleepers() -> set:

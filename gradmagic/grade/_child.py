@@ -69,9 +69,16 @@ def _unshare() -> bool:
 
 
 def _wait_for(pid: int) -> None:
-    """In the process outside the namespaces: wait for the cell's process and end as it ended."""
-    if pid == 0:
-        return  # the cell's process: go on
+    """In the process outside the namespaces: wait for the cell's process and end as it ended.
+
+    The cell's process (process 1 of the namespace) is killed if this one dies, so the
+    grader's kill of the process group reaches it even if the cell left the group (setsid);
+    when it ends, the kernel ends everything else in its namespace.
+    """
+    if pid == 0:  # the cell's process: go on
+        import ctypes
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        return
     import signal
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
