@@ -1,13 +1,17 @@
-"""What a person sees: JupyterLab in headless Chromium, driven by Playwright.
+"""What a person sees: JupyterLab 4 and Notebook 7 in headless Chromium, driven by Playwright.
 
 Marked ``browser``: ``pytest -m browser`` runs only these, ``-m "not browser"``
 skips them. They need Debian's Chromium at /usr/bin/chromium (``make test``
-installs it) and the ``test`` extra (jupyterlab, playwright).
+installs it) and the ``test`` extra (jupyterlab, notebook, playwright).
+
+The servers run with Graphviz's ``dot`` hidden from PATH: the live view lays
+graphs out in the browser (WebAssembly), so it must draw without it.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -23,13 +27,62 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-TOUR = "01_backprop_tour.ipynb"
 BUILD = ROOT / "build"
+DOCS = ROOT / "docs"
+MIN_PX = 10  # no text smaller than this
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api")
 pytest.importorskip("jupyterlab")
+pytest.importorskip("anywidget")
+
+WALKTHROUGH = """%%autograd
+a = 2.0
+b = -3.0
+c = 10.0
+e = a*b
+d = e + c
+f = -2.0
+L = d*f
+L"""
+
+TENSOR = """%%autograd
+W = np.array([[0.5], [-0.3]])
+P = X @ W
+L = np.mean((P - Y) ** 2)"""
+
+LOOP = """%%autograd
+w = 0.5
+s = 0.0
+for i in range(666):
+    s = s + w * (i % 7)
+s"""
+
+RECURRENCE = """%%autograd --max-nodes 200
+w1, w2, b, c = 0.5, -0.3, 0.1, 0.7
+h = 0.0
+s = 0.0
+for t in range(20):
+    x = 0.1 * t
+    h = (w1*h + w2*x + b).tanh()
+    s = s + h*c
+s"""
+
+CELLS = ["%load_ext gradmagic\nimport numpy as np\n"
+         "rng = np.random.default_rng(0)\nX = rng.normal(size=(50, 2))\n"
+         "Y = X @ np.array([[2.0], [-1.0]]) + 0.1 * rng.normal(size=(50, 1))",
+         WALKTHROUGH, TENSOR, LOOP, RECURRENCE]
+
+
+def _notebook(path: Path) -> None:
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nbformat.write(nb, path)
 
 
 def _free_port() -> int:
@@ -38,23 +91,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server on loopback serving a copy of the demo notebooks."""
-    root = tmp_path_factory.mktemp("lab")
-    shutil.copytree(ROOT / "demo_notebooks", root / "nb")
+def _path_without_dot() -> str:
+    """PATH with every directory holding Graphviz's ``dot`` left out (the venv's bin kept)."""
+    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not (Path(d) / "dot").exists()]
+    return os.pathsep.join([str(Path(sys.executable).parent)] + keep)
+
+
+def _serve(root: Path, app: str):
     settings = root / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     port, token = _free_port(), secrets.token_hex(16)
     log = open(root / "server.log", "w")
+    env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1", "PATH": _path_without_dot()}
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+        [sys.executable, "-m", app, "--no-browser", "--allow-root",
          "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
          f"--ServerApp.root_dir={root / 'nb'}", f"--LabApp.user_settings_dir={root / 'settings'}",
          "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"})
+        stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:
@@ -64,14 +121,26 @@ def lab(tmp_path_factory):
         except OSError:
             if server.poll() is not None or time.monotonic() > deadline:
                 server.kill()
-                pytest.fail("JupyterLab did not start:\n" + (root / "server.log").read_text()[-3000:])
+                pytest.fail(f"{app} did not start:\n" + (root / "server.log").read_text()[-3000:])
             time.sleep(0.3)
-    yield base, token, root / "nb"
-    server.terminate()
+    return server, log, base, token
+
+
+@pytest.fixture(scope="module", params=["jupyterlab", "notebook"])
+def server(request, tmp_path_factory):
+    """JupyterLab 4 or Notebook 7 on loopback, serving a test notebook, without ``dot``."""
+    app = request.param
+    root = tmp_path_factory.mktemp(app)
+    (root / "nb").mkdir()
+    _notebook(root / "nb" / "view.ipynb")
+    shutil.copytree(ROOT / "demo_notebooks", root / "nb" / "demo")
+    proc, log, base, token = _serve(root, app)
+    yield app, base, token, root / "nb"
+    proc.terminate()
     try:
-        server.wait(timeout=20)
+        proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        server.kill()
+        proc.kill()
     log.close()
 
 
@@ -87,101 +156,223 @@ def browser():
         b.close()
 
 
-def _wait_idle(page, timeout: int = 90_000) -> None:
-    """Wait until the status bar says the kernel is idle."""
-    page.wait_for_function("document.body.innerText.includes('| Idle')", timeout=timeout)
+def _url(app, base, token, name):
+    return (f"{base}/lab/tree/{name}?token={token}" if app == "jupyterlab"
+            else f"{base}/notebooks/{name}?token={token}")
+
+
+def _accept_kernel_dialog(page, timeout: int) -> None:
+    """Answer a "Select Kernel" dialog with the default (Python 3), if one comes."""
+    accept = page.locator(".jp-Dialog .jp-mod-accept")
+    try:
+        accept.first.wait_for(state="visible", timeout=timeout)
+    except sync_api.TimeoutError:
+        return
+    accept.first.click()
+
+
+def _open(page, url: str) -> None:
+    """Open a notebook and wait until its kernel is idle."""
+    page.goto(url)
+    page.locator(".jp-Notebook").wait_for(timeout=90_000)
+    _accept_kernel_dialog(page, 8_000)
+    page.wait_for_function(
+        "!!document.querySelector('.jp-Notebook') && "
+        "(document.body.innerText.includes('| Idle') || "
+        "!!document.querySelector('.jp-NotebookKernelStatus-idle, [data-status=\"idle\"]'))",
+        timeout=90_000)
 
 
 def _run_all(page) -> None:
+    """Run every cell (answering a "Select Kernel" dialog) and wait until the first has run."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    _accept_kernel_dialog(page, 3_000)
 
 
-def _visible_svg(widget) -> str:
-    svg = widget.locator(".widget-tab-contents > .widget-box:not(.lm-mod-hidden) svg")
-    svg.first.wait_for(state="visible", timeout=30_000)
-    return svg.first.inner_html()
+def _views(page, count: int, timeout: int = 180_000):
+    """The live views, once ``count`` of them have drawn their first tab."""
+    page.wait_for_function(
+        f"document.querySelectorAll('.gm-root[data-drawn]').length >= {count}", timeout=timeout)
+    return page.locator(".gm-root")
 
 
-def test_widget_in_jupyterlab(lab, browser):
-    base, token, _ = lab
+FONT_SIZES = """(root) => {
+  // rendered size, in CSS px, of every visible text in the view: SVG text (font size x zoom)
+  // and HTML text, for what is inside the visible part of the graph
+  const out = [];
+  for (const t of root.querySelectorAll('svg text')) {
+    const r = t.getBoundingClientRect();
+    const port = t.closest('.gm-port').getBoundingClientRect();
+    if (!r.width || r.right < port.left || r.left > port.right || r.bottom < port.top || r.top > port.bottom) continue;
+    const m = t.getScreenCTM();
+    out.push(parseFloat(t.getAttribute('font-size')) * Math.hypot(m.a, m.b));
+  }
+  for (const e of root.querySelectorAll('*')) {
+    if (e.closest('svg') || !e.offsetParent) continue;
+    if (![...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) continue;
+    out.push(parseFloat(getComputedStyle(e).fontSize));
+  }
+  return out;
+}"""
+
+
+IN_VIEW = """g => {
+  const r = g.getBoundingClientRect(), p = g.closest('.gm-port').getBoundingClientRect();
+  return r.left >= p.left && r.right <= p.right && r.top >= p.top && r.bottom <= p.bottom;
+}"""
+
+
+def _sizes(view) -> list:
+    return view.evaluate(FONT_SIZES)
+
+
+def _shot(locator, name: str) -> Path:
+    BUILD.mkdir(exist_ok=True)
+    path = BUILD / name
+    locator.screenshot(path=str(path))
+    return path
+
+
+def test_live_view(server, browser):
+    app, base, token, _ = server
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{base}/lab/tree/{TOUR}?token={token}")
-    page.locator(".jp-Notebook").wait_for(timeout=90_000)
-    _wait_idle(page)
+    _open(page, _url(app, base, token, "view.ipynb"))
     _run_all(page)
+    started = time.monotonic()
+    views = _views(page, 4)
+    walk, tensor, loop, recurrence = (views.nth(k) for k in range(4))
+    # the 20-step recurrence (146 nodes) draws: the cell ran and Graphviz laid it out in time
+    recurrence.scroll_into_view_if_needed()
+    assert time.monotonic() - started < 60
 
-    # the walk-through L = d*f is the second %%autograd cell of the tour
-    tabs = page.locator(".widget-tab")
-    tabs.nth(1).wait_for(timeout=120_000)
-    widget = tabs.nth(1)
-    widget.scroll_into_view_if_needed()
-    titles = widget.locator(".lm-TabBar-tab").all_text_contents()
-    assert [t.strip() for t in titles] == ["Graph", "Gradients", "Check", "Backward"]
+    # --- the walk-through: tabs, a graph drawn without `dot`, a node clicked
+    tabs = [t.strip() for t in walk.locator(".gm-tab").all_text_contents()]
+    assert tabs == ["Graph", "Gradients", "Check", "Backward"]
+    graph = walk.locator(".gm-page[data-tab=graph]")
+    assert graph.locator("svg g.node").count() == 7 + 3  # 7 values, 3 operations
+    assert min(_sizes(walk)) >= MIN_PX
+    static = page.locator(".gradmagic-static")
+    assert static.count() >= 4 and not static.first.is_visible()  # the live view hid its copy
+    a_node = graph.locator("svg g.node[data-kind=v]").filter(has_text="grad 6").first
+    a_node.click()
+    page.wait_for_function("document.querySelector('.gm-root').dataset.selected !== '-1'")
+    info = walk.locator(".gm-info").inner_text()
+    assert "a" in info and "incoming gradient" in info and "-2 × -3 from e" in info
+    highlighted = graph.locator("svg g.gm-path").count()
+    assert highlighted >= 6  # a, e, d, L, their ops and edges
+    _shot(walk, "widget.png")
 
-    # Graph: a Graphviz SVG with one record per value node
-    graph = _visible_svg(widget)
-    assert graph.count('class="node"') >= 7
-    assert "L" in graph and "6" in graph  # a's gradient is 6
+    # --- zoom: the button changes the scale, fit brings it back
+    port = graph.locator(".gm-graph")
+    before = float(port.get_attribute("data-scale"))
+    graph.get_by_title("zoom in (+)").click()
+    assert float(port.get_attribute("data-scale")) == pytest.approx(before * 1.25, rel=1e-3)
+    walk.locator(".gm-port").click(position={"x": 5, "y": 5})  # focus the view
+    page.keyboard.press("-")
+    assert float(port.get_attribute("data-scale")) == pytest.approx(before, rel=1e-3)
 
-    # Gradients: the table of nodes, target first
-    widget.locator(".lm-TabBar-tab", has_text="Gradients").click()
-    table = widget.locator(".widget-tab-contents > .widget-box:not(.lm-mod-hidden) table").first
-    table.wait_for(state="visible")
-    first_row = table.locator("tr").nth(1).inner_text()
-    assert "L" in first_row.split()[:2]  # (index,) label, ...: the target first
+    # --- the hover shows a tensor's full value
+    tensor.scroll_into_view_if_needed()
+    w_node = tensor.locator("svg g.node[data-kind=v]").filter(has_text="W 2×1").first
+    assert not w_node.evaluate(IN_VIEW)  # the target's end of the graph is shown first
+    option = tensor.locator(".gm-picker option").filter(has_text="W 2×1").first
+    tensor.locator(".gm-picker").select_option(option.get_attribute("value"))
+    page.wait_for_function(IN_VIEW, arg=w_node.element_handle())
+    w_node.hover()
+    tip = tensor.locator(".gm-tooltip")
+    tip.wait_for(state="visible")
+    assert "[[ 0.5]" in tip.inner_text() and "grad" in tip.inner_text()
+    sizes = _sizes(tensor)
+    assert min(sizes) >= MIN_PX, sizes
+    page.mouse.move(0, 0)
+    _shot(tensor, "tensor.png")
 
-    # Check: every leaf passes
-    widget.locator(".lm-TabBar-tab", has_text="Check").click()
-    check = widget.locator(".widget-tab-contents > .widget-box:not(.lm-mod-hidden)").first
-    check.locator("table").first.wait_for(state="visible")
-    check_text = check.inner_text()
-    assert "✓" in check_text and "fail" not in check_text.lower()
-
-    # Backward: moving the slider redraws the graph with more gradients known
-    widget.locator(".lm-TabBar-tab", has_text="Backward").click()
-    before = _visible_svg(widget)
-    handle = widget.locator(".noUi-handle:visible").first
-    handle.focus()
+    # --- stepping with the keyboard: the running sum of a reused node
+    walk.scroll_into_view_if_needed()
+    walk.locator(".gm-tab", has_text="Backward").click()
+    back = walk.locator(".gm-page[data-tab=backward]")
+    back.locator("svg").wait_for()
+    assert "step 0 of 3" in back.locator(".gm-stepno").inner_text()
+    back.locator(".gm-steptext").click()  # the view has the keyboard
     page.keyboard.press("ArrowRight")
-    deadline = time.monotonic() + 30
-    after = before
-    while after == before and time.monotonic() < deadline:
-        time.sleep(0.2)
-        after = _visible_svg(widget)
-    assert after != before, "the backward graph did not change when the slider moved"
-    for _ in range(2):  # two more steps: the walk-through's d and e
-        page.keyboard.press("ArrowRight")
-    time.sleep(1.0)
-    BUILD.mkdir(exist_ok=True)
-    output = widget.locator("xpath=ancestor::div[contains(@class, 'jp-OutputArea-child')][1]")
-    output.scroll_into_view_if_needed()
-    output.screenshot(path=str(BUILD / "backward.png"))
+    page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 1 '))")
+    text = back.locator(".gm-steptext").inner_text()
+    assert "d += 1 × -2 = -2" in text and "f += 1 × 4 = 4" in text
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 3 '))")
+    assert back.locator("svg g.gm-current").count() >= 1
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 2 '))")
+    back.get_by_title("next step (→)").click()
+    page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 3 '))")
+    assert "a += -2 × -3 = 6" in back.locator(".gm-steptext").inner_text()
+    _shot(walk, "backward.png")
 
-    widget.locator(".lm-TabBar-tab", has_text="Graph").click()
-    output.scroll_into_view_if_needed()
-    output.screenshot(path=str(BUILD / "widget.png"))
-    page.screenshot(path=str(BUILD / "jupyterlab.png"))
-    assert not [e for e in errors if "gradmagic" in e.lower() or "widget" in e.lower()], errors
+    # --- a 2,000-node summary: readable, bounded, sortable
+    loop.scroll_into_view_if_needed()
+    assert "2,000 nodes" in loop.locator(".gm-summary").inner_text()
+    sizes = _sizes(loop)
+    assert min(sizes) >= MIN_PX, sizes
+    box = loop.bounding_box()
+    assert box["height"] < 1000  # fits on a screen
+    _shot(loop, "summary.png")
+    loop.locator(".gm-tab", has_text="Gradients").click()
+    table = loop.locator(".gm-page[data-tab=gradients] .gm-scroll")
+    assert table.bounding_box()["height"] <= 362
+    assert "and 1,500 more nodes" in loop.locator(".gm-page[data-tab=gradients]").inner_text()
+    loop.locator(".gm-page[data-tab=gradients] th", has_text="grad").click()
+    first = loop.locator(".gm-page[data-tab=gradients] tbody tr").first.inner_text()
+    assert first.split()[1] == "w"  # |grad| largest first: w, the input
+    if app == "jupyterlab":
+        page.screenshot(path=str(BUILD / "jupyterlab.png"))
+    assert not [e for e in errors if "gradmagic" in e.lower() or "gm-" in e], errors
     page.close()
 
 
-def test_static_fallback_in_nbconvert_html(browser, tmp_path):
-    from gradmagic.demo import execute, to_html
+def test_untrusted_notebook_shows_an_image(server, browser, tmp_path):
+    """An executed notebook opened untrusted: the inline SVG is stripped, the <img> stays."""
+    from gradmagic.demo import execute
+    import nbformat
+    app, base, token, nbdir = server
+    src = nbdir / "view.ipynb"
+    nb = execute(src)
+    out = nbdir / f"untrusted-{app}.ipynb"
+    nb.metadata.pop("widgets", None)  # saved without widget state
+    nbformat.write(nb, out)  # never signed: untrusted
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.goto(_url(app, base, token, out.name))
+    page.locator(".jp-Notebook").wait_for(timeout=90_000)
+    img = page.locator("img.gradmagic-graph")
+    img.first.wait_for(state="visible", timeout=60_000)
+    assert img.count() >= 4
+    natural = img.first.evaluate("i => i.naturalWidth")
+    assert natural > 100  # the SVG decoded
+    assert "model not found" not in page.locator(".jp-Notebook").inner_text()
+    page.close()
 
-    nb = execute(ROOT / "demo_notebooks" / TOUR)
-    out = BUILD / "01_backprop_tour.html"
-    BUILD.mkdir(exist_ok=True)
-    out.write_text(to_html(nb), encoding="utf-8")
+
+def test_static_fallback_in_nbconvert_html_offline(browser, tmp_path):
+    """Plain ``jupyter nbconvert --execute --to html`` with no network shows every graph."""
+    nb = tmp_path / "view.ipynb"
+    _notebook(nb)
+    env = {**os.environ, "PATH": os.environ["PATH"]}
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--execute", "--to", "html",
+                    str(nb)], check=True, env=env, capture_output=True, timeout=300)
+    html_path = tmp_path / "view.html"
     page = browser.new_page()
-    page.goto(out.as_uri())
-    runs = page.locator(".gradmagic")
-    assert runs.count() >= 5
-    first = runs.first
-    assert first.locator("svg").count() >= 1  # the graph, drawn by Graphviz
-    text = first.inner_text()
-    assert "grad" in text and "✓" in text  # the gradients table and the check
-    page.screenshot(path=str(BUILD / "nbconvert.png"), full_page=False)
+    page.route(re.compile(r"^https?://"), lambda route: route.abort())  # no network
+    page.goto(html_path.as_uri())
+    runs = page.locator(".gradmagic-static")
+    assert runs.count() == 4
+    for k in range(4):
+        img = runs.nth(k).locator("img.gradmagic-graph")
+        assert img.evaluate("i => i.complete && i.naturalWidth > 100")
+    text = runs.first.inner_text()
+    assert "L = -8" in text and "✓" in text
+    BUILD.mkdir(exist_ok=True)
+    page.screenshot(path=str(BUILD / "nbconvert.png"))
     page.close()

@@ -148,11 +148,21 @@ def chain(n):
     return traced(total, bindings={"x": x, "total": total})
 
 
+def image(html: str) -> str:
+    """The SVG inside the static graph's ``<img>`` (a base64 data URI)."""
+    import base64
+    uri = re.search(r'<img class="gradmagic-graph"[^>]* src="data:image/svg\+xml;base64,([^"]+)"',
+                    html)
+    assert uri, html[:300]
+    return base64.b64decode(uri.group(1)).decode()
+
+
 def test_small_graphs_are_drawn_in_full():
     trace = small()
     assert render.summarise(trace) is None
     html = render.graph_html(trace)
-    assert "<svg" in html and "max-nodes" not in html
+    assert "<svg" in image(html) and "max-nodes" not in html
+    assert "<svg" not in html  # inline SVG is stripped by sanitisers: only the image
 
 
 def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
@@ -166,9 +176,10 @@ def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
     assert "602 nodes" in summary.counts and "+ 200" in summary.counts
     assert "--max-nodes 602" in summary.note
     html = render.graph_html(trace)
-    assert "<svg" in html and "--max-nodes 602" in html
+    assert "<svg" in image(html) and "--max-nodes 602" in html
+    assert "More than --max-nodes 150: this summary draws the 30 nodes nearest" in html
     drawn = re.findall(r"^  v(\d+) \[", render.to_dot(trace, subset=summary.shown), re.M)
-    assert len(drawn) == len(summary.shown)
+    assert len(drawn) == len(set(summary.shown) - render.folded(trace))  # constants folded
     assert "more input" in render.to_dot(trace, subset=summary.shown)
 
 
@@ -204,7 +215,7 @@ def test_a_hundred_thousand_node_trace_summarises():
     summary = render.summarise(trace)
     html = render.graph_html(trace)
     assert "100,202 nodes" in summary.counts
-    assert "<svg" in html and len(html) < 200_000
+    assert "<svg" in image(html) and len(html) < 300_000
 
 
 # --------------------------------------------------------------------------- without Graphviz
@@ -277,7 +288,7 @@ def test_plain_text_view_has_headline_table_and_check():
 def test_static_html_has_graph_tables_and_check():
     trace = small()
     page = render.static_html(trace, check(trace))
-    assert "<svg" in page and "Gradients" in page and "Check" in page
+    assert "<svg" in image(page) and "Gradients" in page and "Check" in page
     assert "all 2 gradients match" in page
 
 
@@ -318,8 +329,8 @@ def test_static_views_have_an_answers_section_on_top():
     trace = small()
     answers = trace.expect({"a": 0.0})
     page = render.static_html(trace, check(trace), expected=answers)
-    assert page.index("<summary><b>Answers</b></summary>") < page.index("<svg")
-    assert page.index("<svg") < page.index("<summary><b>Check</b></summary>")
+    assert page.index("<summary><b>Answers</b></summary>") < page.index("<img")
+    assert page.index("<img") < page.index("<summary><b>Check</b></summary>")
     assert "<details open><summary><b>Answers" in page
     out = render.text(trace, check(trace), expected=answers)
     assert out.index("✗ 0 of 1 correct") < out.index("✓ all 2 gradients match")
@@ -370,15 +381,64 @@ def tensor_trace():
     return traced(L)
 
 
-def test_graph_records_show_shapes_and_summaries():
+def test_graph_records_show_shapes_and_short_figures():
     trace = tensor_trace()
     dot = render.to_dot(trace)
     w, x = trace.node("W").index, trace.node("X").index
     assert "{W 2×1|data [[0.5], [-0.3]]|grad [[" in dot_line(dot, f"v{w}")
-    assert "{X 50×2|data ‖·‖=" in dot_line(dot, f"v{x}")
-    assert "array(" not in dot
+    assert "{X 50×2|data ‖·‖ 5.83|grad ‖·‖ 0}" in dot_line(dot, f"v{x}")  # short: no min/max
+    assert "array(" not in dot and "min " not in dot
     texts = svg_texts(render.svg(dot))
     assert "W 2×1" in texts and "data [[0.5], [-0.3]]" in texts
+    assert max(len(t) for t in texts) <= 26  # "grad [[-1.216], [-1.232]]"
+
+
+def test_constants_fold_into_their_op():
+    x = Value(3.0, label="x")
+    y = 2.0 * (x ** 2) * 3.0 + 1.0
+    y.label = "y"
+    trace = traced(y)
+    dot = render.to_dot(trace)
+    assert len(re.findall(r"^  v\d+ \[", dot, re.M)) == 5  # x and four results: no constants
+    labels = re.findall(r'^  o\d+ \[shape="ellipse", label="([^"]+)"', dot, re.M)
+    assert labels == ["**2", "2*", "*3", "+1"]
+    tensor = tensor_trace()
+    dot = render.to_dot(tensor)
+    assert 'label="**2"' in dot and len(re.findall(r"^  v\d+ \[", dot, re.M)) == 9
+
+
+def test_no_negative_zero():
+    assert render.fmt(-0.0) == "0" and render.figure(-0.0) == "0"
+    assert render.fmt(np.array([-0.0, 1.0])) == "[0, 1]"
+    x = Value(0.0, label="x")
+    y = x * -1.0
+    y.label = "y"
+    trace = traced(y)
+    assert "-0" not in render.to_dot(trace) and "-0 " not in render.text(trace)
+
+
+def test_layout_is_bounded_past_a_size():
+    assert render.layout_attrs(render.LAYOUT_EXACT) == ""
+    assert "nslimit=" in render.layout_attrs(render.LAYOUT_EXACT + 1)
+    assert "nslimit=4" in render.to_dot(chain(20)) and "nslimit" not in render.to_dot(small())
+
+
+@pytest.mark.slow
+def test_the_tanh_recurrence_lays_out_in_a_second():
+    """20 steps of h = tanh(w1*h + w2*x + b), s += h*c: 46 s in dot before the limits."""
+    import time
+    w1, w2, b, c = (Value(v, label=n) for v, n in ((0.5, "w1"), (-0.3, "w2"), (0.1, "b"),
+                                                   (0.7, "c")))
+    h, s = Value(0.0, label="h"), Value(0.0, label="s")
+    for t in range(20):
+        h = (w1 * h + w2 * (0.1 * t) + b).tanh()
+        s = s + h * c
+    trace = traced(s)
+    assert len(trace.nodes) > 140
+    dot = render.to_dot(trace)
+    start = time.perf_counter()
+    render.svg(dot)
+    assert time.perf_counter() - start < 5  # about 0.3 s here; unbounded it took 46 s
 
 
 def test_tables_show_small_arrays_in_full_and_large_ones_summarised():
@@ -418,12 +478,12 @@ def test_headline_counts_inputs_not_unnamed_constants():
     assert render.headline(tensor) in render.static_html(tensor, check(tensor))
 
 
-def test_wide_graphs_shrink_to_the_width_but_stay_readable():
+def test_the_static_graph_keeps_its_size_and_scrolls():
+    import base64
     page = render.graph_html(chain(3))
-    style = re.search(r'<svg style="([^"]*)" width="([\d.]+)pt"', page)
-    assert style, page[:300]
-    assert "max-width:100%" in style.group(1) and "height:auto" in style.group(1)
-    least = float(re.search(r"min-width:([\d.]+)pt", style.group(1)).group(1))
-    assert least == pytest.approx(float(style.group(2)) / render.SHRINK, abs=1)
-    assert 'overflow-x:auto' in page
-    assert render.fit("<p>no svg</p>") == "<p>no svg</p>"
+    box = re.search(r'<div style="overflow:auto; max-width:100%; max-height:(\d+)px"><img', page)
+    assert box and int(box.group(1)) == render.GRAPH_HEIGHT
+    assert 'style="max-width:none"' in page  # never shrunk: 10 pt text stays readable
+    assert "gradmagic-legend" in page
+    uri = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', page).group(1)
+    assert base64.b64decode(uri).decode().startswith("<?xml")

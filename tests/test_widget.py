@@ -1,4 +1,7 @@
-"""The widget and the display bundle (gradmagic.views.widget), without a browser."""
+"""The live view's payload and the display bundle (gradmagic.views.widget), without a browser.
+
+What the browser does with them (drawing, clicking, zooming, stepping) is in test_browser.py.
+"""
 import re
 
 import pytest
@@ -7,10 +10,10 @@ from gradmagic import Value
 from gradmagic.analysis import check as check_module
 from gradmagic.views import render, widget
 from gradmagic.analysis.trace import Trace
-from gradmagic.analysis.graph import backward_steps, grads_at, path_to_target
-from gradmagic.views.widget import WIDGET_MIME, TraceWidget, mimebundle
+from gradmagic.analysis.graph import backward_steps, grads_at, path_to_target  # noqa: F401
+from gradmagic.views.widget import WIDGET_MIME, TraceWidget, mimebundle, payload
 
-pytest.importorskip("ipywidgets")
+pytest.importorskip("anywidget")
 
 
 def traced(target, **kwargs):
@@ -30,52 +33,312 @@ def neuron():
     return traced(o)
 
 
-# --------------------------------------------------------------------------- structure
-def test_tabs_slider_and_picker():
+import json
+
+# --------------------------------------------------------------------------- the payload
+def tab(data, id):
+    (found,) = [t for t in data["tabs"] if t["id"] == id]
+    return found
+
+
+def bundle_of(trace):
+    """The display: (the static copy published first, the returned widget bundle)."""
+    published = []
+    bundle = mimebundle(trace, publish=published.append)
+    assert len(published) == 1
+    return published[0], bundle
+
+
+def test_tabs_are_a_list_of_kinds_with_payloads():
     trace = neuron()
-    view = TraceWidget(trace, trace.check())
-    assert view.tabs.titles == ("Graph", "Gradients", "Check", "Backward")
-    assert len(view.tabs.children) == 4
-    ops = sum(1 for n in trace.nodes if n.parents)
-    assert (view.slider.min, view.slider.max, view.slider.value) == (0, ops, 0)
-    values = [v for _, v in view.picker.options]
-    assert values[0] == widget.NONE and sorted(values[1:]) == list(range(len(trace.nodes)))
-    assert values[1] == trace.target.index  # target first
-    assert "<svg" in view.graph.value
+    data = payload(trace, trace.check())
+    assert [(t["id"], t["kind"]) for t in data["tabs"]] == [
+        ("graph", "graph"), ("gradients", "table"), ("check", "table"), ("backward", "backward")]
+    assert json.loads(json.dumps(data)) == data  # JSON all the way
     inputs = [n for n in trace.leaves if not n.is_constant]  # not the 0.0
-    assert f"all {len(inputs)} gradients match" in view.check_view.value
+    assert f"all {len(inputs)} gradients match" in tab(data, "check")["payload"]["head"][0]
+    assert data["target"] == trace.target.index and data["order"][0] == trace.target.index
 
 
-def table_rows(page: str) -> list:
-    """Node indices of an HTML nodes table, in row order."""
-    return [int(i) for i in re.findall(r"<tr[^>]*><td[^>]*>(\d+)</td>", page)]
-
-
-def test_gradients_tab_lists_every_node_target_first_and_sorts():
+def test_drawn_nodes_are_those_of_the_dot_without_folded_constants():
     trace = neuron()
-    view = TraceWidget(trace)
-    rows = table_rows(view.table.value)
-    assert rows[0] == trace.target.index and sorted(rows) == list(range(len(trace.nodes)))
-    view.sort.value = "grad"
-    rows = table_rows(view.table.value)
-    assert rows[0] == trace.target.index
-    mags = [abs(trace.nodes[i].grad) for i in rows[1:]]
-    assert mags == sorted(mags, reverse=True)
-    view.sort.value = "label"
-    labels = [trace.nodes[i].label for i in table_rows(view.table.value)[1:]]
-    named = [x for x in labels if x]
-    assert named == sorted(named) and labels[:len(named)] == named
+    data = payload(trace)
+    drawn = {int(i) for i in re.findall(r"^  v(\d+) \[", data["dot"], re.M)}
+    assert drawn == {int(i) for i in data["nodes"]}
+    zero = [n.index for n in trace.nodes if n.is_leaf and not n.label]
+    assert zero and not set(zero) & drawn  # the 0.0 of x1 * 0.0 is folded into "*0"
+    (times_zero,) = [e for e in data["nodes"].values() if e["op"] == "*0"]
+    assert times_zero["parents"] == [trace.node("x1").index]
 
 
-def test_check_tab_is_worst_first_and_skipped_with_no_check():
-    x, y = Value(0.0, label="x"), Value(2.0, label="y")
-    trace = traced(x.relu() * y + y)
+def test_a_node_explains_its_local_derivatives_and_incoming_gradient():
+    trace = neuron()
+    data = payload(trace)
+    n = data["nodes"][str(trace.node("n").index)]
+    assert n["local"]["items"][0].startswith("∂n/∂") and n["local"]["more"] == 0
+    (child,) = [c for c in trace.nodes if trace.node("n").index in c.parents]
+    assert n["incoming"]["items"] == [f"{render.fmt(child.grad, 6)} × 1 from (+)"]
+    x1 = data["nodes"][str(trace.node("x1").index)]
+    assert len(x1["incoming"]["items"]) == 2 and x1["local"]["items"] == []  # used twice, a leaf
+    target = data["nodes"][str(trace.target.index)]
+    assert "seed" in target["incoming"]["items"][0]
+
+
+def test_rules_use_the_operands_names():
+    x, y = Value(2.0, label="x"), Value(3.0, label="y")
+    b = x + y  # the user's b is the sum: the rule must not say ∂(a+b)/∂b
+    b.label = "b"
+    L = b * 2.0
+    L.label = "L"
+    trace = traced(L)
+    data = payload(trace)
+    assert data["nodes"][str(b.index if hasattr(b, "index") else trace.node("b").index)]["rule"] \
+        == "∂(x+y)/∂x = 1, ∂(x+y)/∂y = 1"
+    assert data["nodes"][str(trace.node("L").index)]["rule"] == "∂(b·2)/∂b = 2, ∂(b·2)/∂2 = b"
+
+
+def test_explanations_are_capped():
+    x = Value(1.5, label="x")
+    total = Value(0.0, label="total")
+    for _ in range(1000):
+        total = total + x * 1.0
+    trace = traced(total, bindings={"x": x, "total": total})
+    data = payload(trace)
+    entry = data["nodes"][str(trace.node("x").index)]
+    assert len(entry["incoming"]["items"]) == widget.TERMS
+    assert entry["incoming"]["more"] == 1000 - widget.TERMS
+    grads = tab(data, "gradients")["payload"]
+    assert len(grads["rows"]) == widget.TABLE_ROWS and "more nodes" in grads["note"]
+    assert grads["rows"][0][0] == str(trace.target.index)
+    assert "x" in [r[1] for r in grads["rows"]]  # the input is kept
+    assert len(json.dumps(data)) < 1_000_000
+
+
+def test_steps_carry_running_sums():
+    a = Value(3.0, label="a")
+    b = a + a
+    b.label = "b"
+    trace = traced(b)
+    steps = tab(payload(trace), "backward")["payload"]
+    assert steps["total"] == 1
+    (step,) = steps["steps"]
+    assert step["name"] == "b" and step["items"] == [["a", "1", "1", "1", "1", 0],
+                                                     ["a", "1", "1", "1", "2", 1]]
+    a_index = str(trace.node("a").index)
+    assert step["ev"] == [[int(a_index), "1", "p"], [int(a_index), "2", "f"]]
+
+
+def test_steps_end_at_the_recorded_gradients():
+    trace = neuron()
+    steps = tab(payload(trace), "backward")["payload"]["steps"]
+    assert [s["n"] for s in steps] == backward_steps(trace)
+    final = {}
+    for s in steps:
+        for p, text, state in s["ev"]:
+            final[p] = (text, state)
+    for i, (text, state) in final.items():
+        assert state == "f" and text == render.figure(trace.nodes[i].grad)
+
+
+def test_steps_are_capped():
+    x = Value(0.5, label="x")
+    total = Value(0.0)
+    for _ in range(1500):
+        total = total + x * 0.5
+    steps = tab(payload(traced(total)), "backward")["payload"]
+    assert len(steps["steps"]) == widget.STEP_LIMIT and steps["total"] == 3000
+    assert "first 2,000 of 3,000" in steps["note"]
+
+
+def test_big_graphs_send_the_summary_nodes_only():
+    x = Value(0.5, label="x")
+    total = Value(0.0)
+    for i in range(300):
+        total = total + x * 0.5
+    trace = traced(total, bindings={"x": x})
+    data = payload(trace)
+    shown = set(render.summarise(trace).shown) - render.folded(trace)
+    assert {int(i) for i in data["nodes"]} == shown
+    assert "--max-nodes" in data["summary"]["note"]
+
+
+def test_the_widget_keeps_no_trace():
+    """A displayed run keeps its compact payload, not the graph."""
+    import gc
+    import weakref
+    trace = neuron()
     view = TraceWidget(trace, trace.check())
-    page = view.check_view.value
-    assert page.index(">x<") < page.index(">y<")  # the flagged kink row first
+    ref = weakref.ref(trace)
+    del trace
+    gc.collect()
+    assert ref() is None and view.data["nodes"]
+    view.close()
+
+
+def test_the_front_end_is_in_the_package():
+    js = (widget.STATIC / "widget.js").read_text()
+    assert "render" in js and len(js) < 100_000
+    viz = (widget.STATIC / "viz.js").read_bytes()
+    assert b"Graphviz" in viz[:400] and b"export" in viz[-200:]
+    assert b"http" not in viz.split(b"*/", 1)[1][:0]  # nothing to fetch: the wasm is inlined
+    assert b".wasm\"" not in viz
+
+
+# --------------------------------------------------------------------------- the bundle
+def test_mimebundle_publishes_a_static_copy_then_the_widget():
+    trace = neuron()
+    static, bundle = bundle_of(trace)
+    assert set(bundle) == {WIDGET_MIME, "text/plain"}
+    assert bundle[WIDGET_MIME]["model_id"] and bundle["text/plain"] == render.headline(trace)
+    assert set(static) == {"text/html", "text/plain"}
+    page = static["text/html"]
+    assert '<img class="gradmagic-graph"' in page and "<svg" not in page  # survives sanitisers
+    assert "<table" in page and "gradients match" in page
+    run = re.search(r'data-gm-run="([0-9a-f]+)"', page).group(1)
+    assert widget_model(bundle).data["run"] == run  # the live view hides this copy
+    assert static["text/plain"].startswith("o = ") and "x1" in static["text/plain"]
+
+
+def widget_model(bundle):
+    from ipywidgets.widgets.widget import _instances
+    return _instances[bundle[WIDGET_MIME]["model_id"]]
+
+
+def test_one_graphviz_library_model_is_shared():
+    first = widget_model(bundle_of(neuron())[1])
+    second = widget_model(bundle_of(neuron())[1])
+    assert first.lib is second.lib and len(first.lib.code) < 1_000_000
+
+
+def test_without_anywidget_the_bundle_is_static(monkeypatch):
+    def missing():
+        raise ImportError("No module named 'anywidget'")
+    monkeypatch.setattr(widget, "_classes", missing)
+    published = []
+    bundle = mimebundle(neuron(), publish=published.append)
+    assert set(bundle) == {"text/html", "text/plain"} and not published
+
+
+def test_no_check_option_skips_the_check(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("check must not run")
+    monkeypatch.setattr(check_module, "check", boom)
+    trace = neuron()
     trace.options.no_check = True
-    skipped = TraceWidget(trace, None)
-    assert "skipped" in skipped.check_view.value and "--no-check" in skipped.check_view.value
+    static, bundle = bundle_of(trace)
+    assert "--no-check" in static["text/html"] and "--no-check" in static["text/plain"]
+    assert "skipped" in tab(widget_model(bundle).data, "check")["payload"]["html"]
+
+
+def test_a_check_that_cannot_run_does_not_break_the_display(monkeypatch):
+    def broken(*args, **kwargs):
+        raise TypeError("node #3 has no _replay method")
+    monkeypatch.setattr(check_module, "check", broken)
+    static, _ = bundle_of(neuron())
+    assert "could not run" in static["text/plain"] and "_replay" in static["text/html"]
+    assert "gradmagic-graph" in static["text/html"]
+
+
+def test_without_dot_the_static_copy_has_tables_and_the_live_view_its_dot(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    trace = neuron()
+    static, bundle = bundle_of(trace)
+    assert "apt-get install graphviz" in static["text/html"]
+    assert "<table" in static["text/html"] and "gradients match" in static["text/html"]
+    assert widget_model(bundle).data["dot"].startswith("digraph gradmagic")
+
+
+def test_trace_warnings_are_shown_in_every_view():
+    x = Value(2.0, label="x")
+    trace = traced(x * x, warnings=["line 3: float(x) cut the graph"])
+    static, bundle = bundle_of(trace)
+    assert "line 3: float(x) cut the graph" in widget_model(bundle).data["notes"]
+    for page in (static["text/html"], static["text/plain"]):
+        assert "line 3: float(x) cut the graph" in page
+
+
+# --------------------------------------------------------------------------- answers and torch
+def test_expected_answers_get_their_own_tab_first():
+    trace = neuron()
+    report = trace.check()
+    answers = trace.expect({"x1": -1.5, "w1": 2.0, "nope": 0.0})
+    view = TraceWidget(trace, report, expected=answers)
+    assert [t["id"] for t in view.data["tabs"]] == ["answers", "graph", "gradients", "check",
+                                                    "backward"]
+    assert view.tab == "answers"
+    answers_tab = tab(view.data, "answers")["payload"]
+    assert answers_tab["head"][0] == "✗ 1 of 3 correct"
+    assert [r[0] for r in answers_tab["rows"]] == ["✓", "✗", "✗"]
+    assert answers_tab["classes"] == ["ok", "fail", "fail"]
+    assert "correct" not in " ".join(tab(view.data, "check")["payload"]["head"])
+    assert TraceWidget(trace, report).tab == "graph"
+
+
+def test_the_bundle_puts_answers_first_in_every_view():
+    trace = neuron()
+    trace.options.expect = {"x1": -1.5, "o.data": 0.7071067811865476, "w1": 5.0}
+    static, _ = bundle_of(trace)
+    page, text = static["text/html"], static["text/plain"]
+    assert page.index("<summary><b>Answers</b></summary>") < page.index("<img")
+    assert "✗ 2 of 3 correct" in page and "✗ 2 of 3 correct" in text
+    assert text.index("Answers") < text.index("label")
+    (w1,) = [ln for ln in text.splitlines() if "∂o/∂w1" in ln]
+    assert w1.startswith("✗") and "5" in w1 and "-4" in w1  # expected, got, got − expected
+
+
+def test_torch_adds_a_column_to_the_check():
+    pytest.importorskip("torch")
+    trace = neuron()
+    trace.options.torch = True
+    static, bundle = bundle_of(trace)
+    for page in (static["text/html"], static["text/plain"]):
+        assert "|torch − analytic|" in page and "agrees on all 6 gradients" in page
+    columns = tab(widget_model(bundle).data, "check")["payload"]["columns"]
+    assert columns[:5] == ["name", "analytic", "numeric", "torch", "|torch − analytic|"]
+
+
+def test_torch_without_the_check_still_shows_its_table():
+    pytest.importorskip("torch")
+    trace = neuron()
+    trace.options.torch, trace.options.no_check = True, True
+    static, _ = bundle_of(trace)
+    assert "--no-check" in static["text/html"] and "|torch − analytic|" in static["text/html"]
+    assert "agrees on all 6 gradients" in static["text/plain"]
+
+
+def test_without_torch_the_option_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)
+    trace = neuron()
+    trace.options.torch = True
+    static, bundle = bundle_of(trace)
+    for page in (static["text/html"], static["text/plain"]):
+        assert "pip install torch" in page and "gradmagic[torch]" in page
+        assert "gradients match finite differences" in page  # the rest works
+    (line,) = [ln for ln in static["text/plain"].splitlines() if "pip install torch" in ln]
+    assert line.startswith("--torch: PyTorch is not installed")
+    assert WIDGET_MIME in bundle
+
+
+def test_tensor_nodes_have_short_records_and_full_values():
+    np = pytest.importorskip("numpy")
+    tensor = pytest.importorskip("gradmagic.core.tensor")
+    W = tensor.Tensor([[0.5], [-0.3]], label="W")
+    X = tensor.Tensor(np.linspace(-1, 1, 40).reshape(20, 2), label="X", requires_grad=False)
+    L = ((X @ W) ** 2).mean()  # X (no gradient asked) and the 2 are constants
+    L.label = "L"
+    trace = traced(L)
+    data = payload(trace, trace.check())
+    head = render.headline(trace)
+    assert head.endswith(f"({len(trace.nodes)} nodes, 1 input)") and data["headline"] == head
+    x = data["nodes"][str(trace.node("X").index)]
+    assert x["shape"] == "20×2" and x["data"].startswith("‖·‖ ")
+    assert x["dataFull"].count("\n") >= 5 and "array(" not in x["dataFull"]  # the array itself
+    w = data["nodes"][str(trace.node("W").index)]
+    assert w["data"] == "[[0.5], [-0.3]]"
+    rows = tab(data, "gradients")["payload"]["rows"]
+    assert any("[[0.5], [-0.3]]" in r for r in rows) and any("20×2 ‖·‖=" in c for r in rows
+                                                               for c in r)
+    assert "**2" in data["dot"] and "grad 0" not in data["dot"].split("**2")[0][-200:]
 
 
 # --------------------------------------------------------------------------- backward stepping
@@ -139,218 +402,3 @@ def test_local_derivatives_are_read_from_the_snapshot():
     assert trace.node("x").local == () and trace.target.local == (1.0, 1.0)
 
 
-def test_slider_redraws_with_the_processed_node_highlighted():
-    trace = neuron()
-    view = TraceWidget(trace)
-    assert view.backward_graph.value == ""  # drawn lazily
-    view.tabs.selected_index = 3
-    assert "Start" in view.step_info.value and "?" in view.backward_graph.value
-    view.slider.value = 1
-    assert "Step 1 of" in view.step_info.value
-    assert render.FILL["current"] in view.backward_graph.value
-    assert "tanh" in view.step_info.value  # the rule text of the processed op
-    view.slider.value = view.slider.max
-    assert "so far" not in view.backward_graph.value
-
-
-# --------------------------------------------------------------------------- node picker
-def test_picker_highlights_the_path_and_explains_the_gradient():
-    trace = neuron()
-    view = TraceWidget(trace)
-    n = trace.node("n")
-    view.picker.value = n.index
-    assert view.selected == n.index
-    info = view.info.value
-    assert "Local derivatives" in info and "∂(a+b)/∂a = 1" in info
-    assert "Incoming gradient" in info and f"{n.grad:.6g}" in info
-    assert render.LINE["path"] in view.graph.value
-    path = path_to_target(trace, n.index)
-    assert trace.target.index in path and trace.node("x2").index not in path
-    view.picker.value = widget.NONE
-    assert view.selected is None and view.info.value == ""
-
-
-def test_picker_on_a_leaf_and_on_the_target():
-    trace = neuron()
-    view = TraceWidget(trace)
-    view.select(trace.node("x1").index)
-    assert "A leaf" in view.info.value and view.info.value.count(" from ") == 2  # used twice
-    view.select(trace.target.index)
-    assert "seed" in view.info.value
-
-
-def test_big_graphs_offer_the_summary_nodes_only():
-    x = Value(0.5, label="x")
-    total = Value(0.0)
-    for i in range(300):
-        total = total + x * 0.5
-    trace = traced(total, bindings={"x": x})
-    view = TraceWidget(trace)
-    shown = set(render.summarise(trace).shown)
-    assert {v for _, v in view.picker.options[1:]} == shown
-    assert "--max-nodes" in view.graph.value
-
-
-# --------------------------------------------------------------------------- the bundle
-def test_mimebundle_has_widget_view_static_html_and_text():
-    trace = neuron()
-    bundle = mimebundle(trace)
-    assert set(bundle) == {WIDGET_MIME, "text/html", "text/plain"}
-    assert bundle[WIDGET_MIME]["model_id"]
-    assert "<svg" in bundle["text/html"] and "<table" in bundle["text/html"]
-    assert "gradients match" in bundle["text/html"]
-    assert bundle["text/plain"].startswith("o = ") and "x1" in bundle["text/plain"]
-    assert mimebundle(trace).keys() == bundle.keys()
-
-
-def test_static_view_and_widget_share_one_drawing(monkeypatch):
-    calls = []
-    real = render.svg
-    monkeypatch.setattr(render, "svg", lambda source: calls.append(source) or real(source))
-    mimebundle(neuron())
-    assert len(calls) == 1
-
-
-def test_without_ipywidgets_the_bundle_is_static(monkeypatch):
-    def missing():
-        raise ImportError("No module named 'ipywidgets'")
-    monkeypatch.setattr(widget, "_widgets", missing)
-    bundle = mimebundle(neuron())
-    assert set(bundle) == {"text/html", "text/plain"}
-
-
-def test_no_check_option_skips_the_check(monkeypatch):
-    def boom(*args, **kwargs):
-        raise AssertionError("check must not run")
-    monkeypatch.setattr(check_module, "check", boom)
-    trace = neuron()
-    trace.options.no_check = True
-    bundle = mimebundle(trace)
-    assert "--no-check" in bundle["text/html"] and "--no-check" in bundle["text/plain"]
-
-
-def test_a_check_that_cannot_run_does_not_break_the_display(monkeypatch):
-    def broken(*args, **kwargs):
-        raise TypeError("node #3 has no _replay method")
-    monkeypatch.setattr(check_module, "check", broken)
-    bundle = mimebundle(neuron())
-    assert "could not run" in bundle["text/plain"] and "_replay" in bundle["text/html"]
-    assert "<svg" in bundle["text/html"]
-
-
-def test_expect_option_adds_expected_answers():
-    trace = neuron()
-    trace.options.expect = {"x1": -1.5, "w1": 1.0, "nope": 0.0}
-    bundle = mimebundle(trace)
-    assert "2 of 3 correct" in bundle["text/html"] and "no node named" in bundle["text/plain"]
-
-
-def test_without_dot_the_other_tabs_still_work(monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    trace = neuron()
-    view = TraceWidget(trace, trace.check())
-    assert "apt-get install graphviz" in view.graph.value
-    assert "<table" in view.table.value and "gradients match" in view.check_view.value
-    bundle = mimebundle(trace)
-    assert "apt-get install graphviz" in bundle["text/html"]
-
-
-def test_trace_warnings_are_shown_in_every_view():
-    x = Value(2.0, label="x")
-    trace = traced(x * x, warnings=["line 3: float(x) cut the graph"])
-    view = TraceWidget(trace)
-    bundle = mimebundle(trace)
-    for page in (view.box.children[0].value, bundle["text/html"], bundle["text/plain"]):
-        assert "line 3: float(x) cut the graph" in page
-
-
-# --------------------------------------------------------------------------- answers and torch
-def test_expected_answers_get_their_own_tab_first_and_selected():
-    trace = neuron()
-    report = trace.check()
-    answers = trace.expect({"x1": -1.5, "w1": 2.0, "nope": 0.0})
-    view = TraceWidget(trace, report, expected=answers)
-    assert view.tabs.titles == ("Answers", "Graph", "Gradients", "Check", "Backward")
-    assert view.tabs.selected_index == 0 and view.tabs.children[0].children == (view.answers,)
-    page = view.answers.value
-    assert page.index("1 of 3 correct") < page.index("<table")  # the verdict on top
-    cells = re.findall(r"<tr[^>]*>(.*?)</tr>", page)[1:]
-    assert [re.findall(r"<td[^>]*>(.*?)</td>", c)[0] for c in cells] == ["✓", "✗", "✗"]
-    assert "∂o/∂x1" in page and "no node named &#x27;nope&#x27;" in page
-    assert "correct" not in view.check_view.value  # the answers left the Check tab
-    view.tabs.selected_index = view.titles.index("Backward")
-    assert "Step" in view.step_info.value or "Start" in view.step_info.value
-    plain = TraceWidget(trace, report)
-    assert plain.tabs.titles == widget.TAB_TITLES and plain.tabs.selected_index == 0
-    assert plain.answers is None
-
-
-def test_the_bundle_puts_answers_first_in_every_view():
-    trace = neuron()
-    trace.options.expect = {"x1": -1.5, "o.data": 0.7071067811865476, "w1": 5.0}
-    bundle = mimebundle(trace)
-    page, text = bundle["text/html"], bundle["text/plain"]
-    assert page.index("<summary><b>Answers</b></summary>") < page.index("<svg")
-    assert "✗ 2 of 3 correct" in page and "✗ 2 of 3 correct" in text
-    assert text.index("Answers") < text.index("label")
-    (w1,) = [ln for ln in text.splitlines() if "∂o/∂w1" in ln]
-    assert w1.startswith("✗") and "5" in w1 and "-4" in w1  # expected, got, got − expected
-
-
-def test_torch_adds_a_column_to_the_check():
-    pytest.importorskip("torch")
-    trace = neuron()
-    trace.options.torch = True
-    bundle = mimebundle(trace)
-    for page in (bundle["text/html"], bundle["text/plain"]):
-        assert "|torch − analytic|" in page and "agrees on all 6 gradients" in page
-    view = TraceWidget(trace, trace.check(), torch=check_module_torch().compare(trace))
-    header = re.findall(r"<th style=[^>]*>(.*?)</th>", view.check_view.value)
-    assert header[:5] == ["name", "analytic", "numeric", "torch", "|torch − analytic|"]
-
-
-def test_torch_without_the_check_still_shows_its_table():
-    pytest.importorskip("torch")
-    trace = neuron()
-    trace.options.torch, trace.options.no_check = True, True
-    bundle = mimebundle(trace)
-    assert "--no-check" in bundle["text/html"] and "|torch − analytic|" in bundle["text/html"]
-    assert "agrees on all 6 gradients" in bundle["text/plain"]
-
-
-def test_without_torch_the_option_says_how_to_install_it(monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "torch", None)
-    trace = neuron()
-    trace.options.torch = True
-    bundle = mimebundle(trace)
-    for page in (bundle["text/html"], bundle["text/plain"]):
-        assert "pip install torch" in page and "gradmagic[torch]" in page
-        assert "gradients match finite differences" in page  # the rest works
-    (line,) = [ln for ln in bundle["text/plain"].splitlines() if "pip install torch" in ln]
-    assert line.startswith("--torch: PyTorch is not installed")
-    assert WIDGET_MIME in bundle
-
-
-def check_module_torch():
-    from gradmagic.analysis import torchcheck
-    return torchcheck
-
-
-def test_widget_static_and_text_views_agree_on_the_headline_and_show_arrays_on_one_line():
-    np = pytest.importorskip("numpy")
-    tensor = pytest.importorskip("gradmagic.core.tensor")
-    W = tensor.Tensor([[0.5], [-0.3]], label="W")
-    X = tensor.Tensor(np.linspace(-1, 1, 40).reshape(20, 2), label="X", requires_grad=False)
-    L = ((X @ W) ** 2).mean()  # X (no gradient asked) and the 2 are constants
-    L.label = "L"
-    trace = traced(L)
-    view = TraceWidget(trace, trace.check())
-    head = render.headline(trace)
-    assert head.endswith(f"({len(trace.nodes)} nodes, 1 input)") and len(trace.leaves) == 3
-    bundle = mimebundle(trace)
-    assert head in view.box.children[0].value and head in bundle["text/html"]
-    assert bundle["text/plain"].splitlines()[0] == head
-    assert "[[0.5], [-0.3]]" in view.table.value and "20×2 ‖·‖=" in view.table.value
-    view.slider.value = view.slider.max
-    assert "array(" not in view.backward_graph.value
-    assert "W 2×1" in view.backward_graph.value

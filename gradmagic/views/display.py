@@ -18,18 +18,27 @@ def _report_bundle(report) -> dict:
     return {"text/plain": render.report_text(report), "text/html": render.report_html(report)}
 
 
-_FOR = ((Trace, mimebundle), (CheckReport, _report_bundle))
+_FOR = (Trace, CheckReport)
 
 
 def register(shell) -> None:
-    """Show Traces and reports in ``shell`` (an IPython ``InteractiveShell``)."""
+    """Show Traces and reports in ``shell`` (an IPython ``InteractiveShell``).
+
+    A Trace shows as two outputs: its static copy (published through the
+    shell's display publisher), then the live view (see
+    :func:`gradmagic.views.widget.mimebundle`).
+    """
     formatter = shell.display_formatter.mimebundle_formatter
-    for cls, func in _FOR:
-        formatter.for_type(cls, func)
+
+    def publish(bundle):
+        shell.display_pub.publish(data=bundle)
+
+    formatter.for_type(Trace, lambda trace: mimebundle(trace, publish=publish))
+    formatter.for_type(CheckReport, _report_bundle)
 
 
 def unregister(shell) -> None:
     """Undo :func:`register`."""
     formatter = shell.display_formatter.mimebundle_formatter
-    for cls, _ in _FOR:
+    for cls in _FOR:
         formatter.type_printers.pop(cls, None)

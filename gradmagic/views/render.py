@@ -34,10 +34,11 @@ import numpy as np
 
 from ..analysis.check import STATUSES
 from ..core.ops import OPS
-from ..analysis.numbers import SMALL, all_finite, dims, fmt  # noqa: F401 - fmt and dims are part of this module's API
+from ..analysis import numbers
+from ..analysis.numbers import SMALL, all_finite, dims  # noqa: F401 - dims is part of this module's API
 
-__all__ = ["fmt", "dims", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
-           "svg", "fit", "graph_html", "node_order", "op_entry", "op_symbol", "nodes_table_html",
+__all__ = ["fmt", "figure", "full", "dims", "folded", "layout_attrs", "svg_data_uri", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
+           "svg", "graph_html", "legend_html", "op_label", "node_order", "op_entry", "op_symbol", "nodes_table_html",
            "nodes_table_text", "report_html", "report_text", "answers_html", "answers_text",
            "torch_html", "torch_text", "inputs", "headline", "run_notes", "static_html", "text",
            "MISSING_DOT"]
@@ -48,9 +49,10 @@ NAMED = 20  # named nodes drawn in a summary
 TABLE_ROWS = 1000  # rows of an HTML table before it is cut
 TEXT_ROWS = 40  # rows of a plain-text table before it is cut
 
-MISSING_DOT = ("Graphviz's `dot` program was not found, so the graph cannot be drawn; "
-               "install it with `apt-get install graphviz` (or `brew install graphviz`, "
-               "`conda install graphviz`). The DOT source:")
+MISSING_DOT = ("Graphviz's `dot` program was not found, so this static copy has no picture "
+               "(the live view draws the graph in the browser without it); for the picture "
+               "here too, install it with `apt-get install graphviz` (or `brew install "
+               "graphviz`, `conda install graphviz`).")
 
 FILL = {"leaf": "#dbeafe", "value": "#ffffff", "target": "#fde68a", "op": "#e5e7eb",
         "fail": "#fecaca", "current": "#bbf7d0"}
@@ -59,6 +61,49 @@ LINE = {"plain": "#4b5563", "fail": "#dc2626", "kink": "#ea580c", "nonfinite": "
 
 
 # =========================================================================== numbers
+def _clean(x):
+    """``x`` with negative zeros made positive, so no view prints "-0"."""
+    if isinstance(x, float):
+        return x + 0.0
+    if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
+        return x + 0.0
+    return x
+
+
+def fmt(x, digits: int = 4, *, shape: bool = True) -> str:
+    """A number or array on one line (:func:`gradmagic.analysis.numbers.fmt`), never "-0"."""
+    return numbers.fmt(_clean(x), digits, shape=shape)
+
+
+FIGURE_ELEMENTS = 3  # arrays with at most this many elements are written out in a record
+
+
+def figure(x) -> str:
+    """The short figure a graph record shows: a number, a tiny array, else the norm ``‖·‖ 3.2``.
+
+    The full array is in the tables and in the live view's hover and side panel.
+    """
+    if isinstance(x, np.ndarray) and x.ndim and x.size > FIGURE_ELEMENTS:
+        with np.errstate(all="ignore"):
+            flat = np.asarray(x, dtype=float).reshape(-1)
+            return "‖·‖ " + fmt(float(np.sqrt(np.sum(flat * flat))), 3)
+    return fmt(x, 4, shape=False)
+
+
+FULL_CHARS = 1500  # characters of a full value before it is cut
+
+
+def full(x) -> str:
+    """A node's whole value for the side panel and hover (big arrays elided by numpy)."""
+    if isinstance(x, np.ndarray) and x.ndim:
+        with np.printoptions(precision=4, threshold=120, edgeitems=3, linewidth=72,
+                             suppress=True):
+            out = np.array2string(_clean(x))
+    else:
+        out = fmt(x, 8)
+    return out if len(out) <= FULL_CHARS else out[:FULL_CHARS] + " …"
+
+
 def _magnitude(x) -> float:
     """|x| for sorting (the largest |element| of an array); nan sorts as inf."""
     try:
@@ -116,25 +161,77 @@ def _failed(report) -> dict:
             if r.index is not None and r.status != "pass"}
 
 
+def folded(trace) -> set:
+    """Unnamed scalar constants (the 2 of ``x**2``): drawn inside their op's label, not as leaves.
+
+    micrograd draws ``x**2`` as one ``**2`` node; so do we. The constants stay
+    in the tables and in ``trace.nodes``.
+    """
+    out = set()
+    for node in trace.nodes:
+        if (not node.parents and node.is_constant and not node.label
+                and (node.shape is None or not node.shape or np.size(node.data) == 1)):
+            out.add(node.index)
+    out.discard(trace.target.index)
+    return out
+
+
+def op_label(trace, index: int, fold=frozenset()) -> str:
+    """An op's label with its folded constants written in: ``**2``, ``*3``, ``2*``."""
+    node = trace.nodes[index]
+    symbol = op_symbol(trace, index)
+    constants = [p for p in node.parents if p in fold]
+    if not constants:
+        return symbol
+    text = [fmt(trace.nodes[p].data) if p in fold else "" for p in node.parents]
+    if len(node.parents) == 2:
+        return f"{text[0]}{symbol}{text[1]}"
+    return f"{symbol} " + ", ".join(t for t in text if t)
+
+
+LAYOUT_EXACT = 40  # drawn values up to which Graphviz lays out without limits
+
+
+def layout_attrs(count: int) -> str:
+    """Graph attributes that bound Graphviz's work on a graph of ``count`` drawn values.
+
+    Up to ``LAYOUT_EXACT`` values Graphviz runs unbounded (best picture). Past
+    that its network simplex passes (``nslimit``, ``nslimit1``: ranking and x
+    positions, which took 46 s on a 146-node tanh recurrence) stop after 4
+    iterations per node, and crossing minimisation (``mclimit``) does half its
+    usual passes: every graph under the default ``--max-nodes`` lays out in
+    well under a second, with a slightly less tidy picture.
+    """
+    if count <= LAYOUT_EXACT:
+        return ""
+    return ", nslimit=4, nslimit1=4, mclimit=0.5"
+
+
 def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
            path=(), current: int | None = None, grad_text=None) -> str:
     """The DOT source of the run's graph.
 
-    ``subset`` draws only those node indices (a summary); ``path`` highlights
-    nodes, and the edges and operations that connect them; ``current`` highlights one node (the
-    one the backward pass is processing); ``grad_text`` replaces each node's
-    grad field (a list of strings indexed like ``trace.nodes``).
+    Value ``i`` is DOT node ``v{i}`` and its operation ``o{i}`` (the live view
+    finds them by these names). Unnamed scalar constants are folded into
+    their op's label (:func:`folded`). ``subset`` draws only those node
+    indices (a summary); ``path`` highlights nodes, and the edges and
+    operations that connect them; ``current`` highlights one node (the one the
+    backward pass is processing); ``grad_text`` replaces each node's grad
+    field (a list of strings indexed like ``trace.nodes``).
     """
     rankdir = _rankdir(rankdir if rankdir is not None else trace.options.rankdir)
     nodes = trace.nodes
-    shown = range(len(nodes)) if subset is None else sorted(subset)
+    fold = folded(trace)
+    shown = [i for i in (range(len(nodes)) if subset is None else sorted(subset))
+             if i not in fold]
     drawn = set(shown)
     path = set(path)
     status = _failed(report)
     target = trace.target.index
     on_path = {"color": LINE["path"], "penwidth": "2"}
     lines = ["digraph gradmagic {",
-             f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35];',
+             f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
+             f"{layout_attrs(len(shown))}];",
              '  node [fontname="Helvetica", fontsize=10, penwidth=1];',
              '  edge [color="#6b7280", arrowsize=0.6];']
     for i in shown:
@@ -144,12 +241,11 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
         lines.append(f"  v{i} [{attrs}];")
         if not node.parents:
             continue
-        op = {"shape": "ellipse", "label": escape_string(op_symbol(trace, i)), "style": "filled",
-              "fillcolor": FILL["op"], "color": LINE["plain"], "margin": "0.04,0.02",
-              "height": "0.3"}
+        op = {"shape": "ellipse", "label": escape_string(op_label(trace, i, fold)),
+              "style": "filled", "fillcolor": FILL["op"], "color": LINE["plain"],
+              "margin": "0.04,0.02", "height": "0.3"}
         if node.kink:
-            op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2",
-                      tooltip="not differentiable here: a subgradient was used")
+            op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2")
         # the flow runs through this op when the node and one of its inputs are on the path
         flows = i in path and any(p in path for p in node.parents)
         if flows:
@@ -163,10 +259,10 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
             if p in drawn:
                 lines.append(_edge(f"v{p}", f"o{i}",
                                    on_path if p in path and i in path else None))
-            else:
+            elif p not in fold:
                 hidden += 1
         if hidden:
-            lines.append(f'  h{i} [shape=plaintext, fontcolor="#6b7280", '
+            lines.append(f'  h{i} [shape=plaintext, fontcolor="#4b5563", '
                          f'label="{hidden} more input{"s" if hidden > 1 else ""}"];')
             lines.append(_edge(f"h{i}", f"o{i}", {"style": "dashed"}))
     lines.append("}")
@@ -181,8 +277,8 @@ def _rankdir(value) -> str:
 
 
 def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_text) -> str:
-    data = fmt(node.data, shape=False)
-    grad = grad_text[node.index] if grad_text is not None else fmt(node.grad, shape=False)
+    data = figure(node.data)
+    grad = grad_text[node.index] if grad_text is not None else figure(node.grad)
     if not node.finite:
         data = ("⚠ " + data) if not all_finite(node.data) else data
         grad = ("⚠ " + grad) if grad_text is None and not all_finite(node.grad) else grad
@@ -195,17 +291,33 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     attrs["fillcolor"] = (FILL["target"] if is_target else
                           FILL["leaf"] if node.is_leaf else FILL["value"])
     if not node.finite:
-        attrs.update(color=LINE["nonfinite"], penwidth="2", tooltip="nan or infinite")
+        attrs.update(color=LINE["nonfinite"], penwidth="2")
     if status in ("fail", "error"):
-        attrs.update(fillcolor=FILL["fail"], color=LINE["fail"], penwidth="2",
-                     tooltip="fails the numerical check")
+        attrs.update(fillcolor=FILL["fail"], color=LINE["fail"], penwidth="2")
     elif status == "kink":
-        attrs.update(color=LINE["kink"], penwidth="2", tooltip="at a kink")
+        attrs.update(color=LINE["kink"], penwidth="2")
     if on_path:
         attrs.update(color=LINE["path"], penwidth="2.5")
     if is_current:
         attrs.update(fillcolor=FILL["current"], color=LINE["current"], penwidth="3")
     return _attrs(attrs)
+
+
+LEGEND = (("leaf", "an input (leaf)"), ("value", "a computed value"), ("op", "an operation"),
+          ("target", "the target"), ("fail", "fails the numerical check"))
+LEGEND_LINES = (("kink", "kink: a subgradient was used"), ("nonfinite", "nan or infinite"),
+                ("path", "path to the target"))
+
+
+def legend_html() -> str:
+    """What the graph's colours mean, as one line of HTML."""
+    items = [f'<span style="display:inline-block; width:12px; height:12px; background:'
+             f'{FILL[key]}; border:1px solid {LINE["plain"]}; vertical-align:middle; '
+             f'margin:0 3px 0 8px"></span>{text}' for key, text in LEGEND]
+    items += [f'<span style="display:inline-block; width:12px; height:0; border-top:3px solid '
+              f'{LINE[key]}; vertical-align:middle; margin:0 3px 0 8px"></span>{text}'
+              for key, text in LEGEND_LINES]
+    return f'<p class="gradmagic-legend" style="margin:2px 0; font-size:12px">{"".join(items)}</p>'
 
 
 # =========================================================================== big graphs
@@ -263,17 +375,16 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
                     for op, count in ops.most_common(6))
     counts = (f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations"
               + (f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""))
-    note = (f"The graph has {n:,} nodes, more than the {limit:,} drawn in full: showing the "
-            f"{len(seen)} nodes nearest the target"
-            + (f" and {len(extra)} named node{'s' if len(extra) != 1 else ''}" if extra else "")
-            + f". To draw every node, run the cell with `%%autograd --max-nodes {n}` "
-              "(slow for big graphs); the tables list all nodes.")
+    drawn = (f"the {len(seen)} nodes nearest the target"
+             + (f" and {len(extra)} named node{'s' if len(extra) != 1 else ''}" if extra else ""))
+    note = (f"More than --max-nodes {limit:,}: this summary draws {drawn}; the tables list "
+            f"every node. `%%autograd --max-nodes {n}` draws them all (slow).")
     return Summary(shown=sorted(seen | set(extra)), counts=counts, note=note)
 
 
 # =========================================================================== SVG
 def svg(dot_source: str) -> str:
-    """Render DOT to an inline ``<svg>`` element with Graphviz's ``dot``.
+    """Render DOT to an ``<svg>`` element with Graphviz's ``dot`` program.
 
     Raises ``graphviz.ExecutableNotFound`` when ``dot`` is not installed.
     """
@@ -283,17 +394,33 @@ def svg(dot_source: str) -> str:
     return out[start:] if start >= 0 else out
 
 
+def svg_data_uri(image: str) -> str:
+    """An SVG as a ``data:`` URI: an ``<img>`` with it survives HTML sanitisers.
+
+    Untrusted notebooks and GitHub strip inline ``<svg>`` (and print its text);
+    they keep an image.
+    """
+    import base64
+    head = '<?xml version="1.0" encoding="UTF-8"?>\n'
+    if "xmlns=" not in image[:300]:
+        image = image.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)
+    return "data:image/svg+xml;base64," + base64.b64encode((head + image).encode()).decode()
+
+
 _SUMMARISE = object()  # graph_html's default: summarise the trace itself
+GRAPH_HEIGHT = 600  # px: the static graph scrolls past this height
 
 
 def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
                summary=_SUMMARISE, **dot_options) -> str:
-    """The Graph view as HTML: the SVG (or a summary of a big graph).
+    """The static Graph view: an ``<img>`` of the SVG at its natural size in a scroll box.
 
-    Without Graphviz it says so in one line with the install command and
-    shows the DOT source. ``cache`` maps DOT source → SVG between calls.
-    ``summary`` is the trace's :func:`summarise` result when the caller
-    already has it (None: draw every node).
+    The image keeps Graphviz's size (10 pt text, about 13 px) and the box
+    scrolls, so text never shrinks to fit. Without Graphviz's ``dot`` program
+    it says so in one line (the live view draws the graph in the browser
+    without it) and leaves the DOT source folded away. ``cache`` maps DOT
+    source → SVG between calls. ``summary`` is the trace's :func:`summarise`
+    result when the caller already has it (None: draw every node).
     """
     if summary is _SUMMARISE:
         summary = summarise(trace, max_nodes)
@@ -311,28 +438,11 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
             return "".join(parts) + _no_graph(exc, source)
         if cache is not None:
             cache[source] = image
-    parts.append(f'<div style="overflow-x:auto; max-width:100%">{fit(image)}</div>')
+    parts.append(f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
+                 f'<img class="gradmagic-graph" alt="the computation graph" '
+                 f'style="max-width:none" src="{svg_data_uri(image)}"></div>')
+    parts.append(legend_html())
     return "".join(parts)
-
-
-SHRINK = 2.5  # a drawing is scaled down at most this much to fit the width
-_WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
-
-
-def fit(image: str) -> str:
-    """Let an inline SVG shrink to the output's width, but at most ``SHRINK`` times.
-
-    A drawing narrower than the output keeps its size; a wider one is scaled
-    down (``max-width:100%; height:auto``); one more than ``SHRINK`` times
-    wider stops shrinking (``min-width``), so its text stays readable, and the
-    surrounding box scrolls sideways instead.
-    """
-    match = _WIDTH.match(image)
-    if match is None:
-        return image
-    least = float(match.group(1)) / SHRINK
-    return (image[:4] + f' style="max-width:100%; height:auto; min-width:{least:.0f}pt"'
-            + image[4:])
 
 
 def _no_graph(exc, source: str) -> str:
@@ -340,9 +450,10 @@ def _no_graph(exc, source: str) -> str:
     if isinstance(exc, graphviz.ExecutableNotFound):
         message = _md_code(MISSING_DOT)
     else:
-        message = html.escape(f"Graphviz could not draw the graph ({exc}). The DOT source:")
+        message = html.escape(f"Graphviz could not draw the graph ({exc}).")
     return (f'<p style="margin:0">{message}</p>'
-            f'<pre style="max-height:20em; overflow:auto">{html.escape(source)}</pre>')
+            f'<details><summary>DOT source</summary><pre style="max-height:20em; '
+            f'overflow:auto">{html.escape(source)}</pre></details>')
 
 
 def _md_code(text: str) -> str:
@@ -406,8 +517,11 @@ def _right(column: str, cell: str) -> bool:
     return column not in _WORDS and _numeric_text(cell)
 
 
+TABLE_HEIGHT = 360  # px: a table scrolls past this height
+
+
 def _html_table(header, rows, colours=None) -> str:
-    out = [_TABLE, "<thead><tr>"]
+    out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', _TABLE, "<thead><tr>"]
     out += [f'<th {_CELL.format(align="left")}>{html.escape(h)}</th>' for h in header]
     out.append("</tr></thead><tbody>")
     for k, row in enumerate(rows):
@@ -417,7 +531,7 @@ def _html_table(header, rows, colours=None) -> str:
             align = "right" if _right(column, cell) else "left"
             out.append(f"<td {_CELL.format(align=align)}>{html.escape(cell)}</td>")
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -697,10 +811,25 @@ def run_notes(trace, report) -> list:
     return notes
 
 
+# In JupyterLab and Notebook 7 (trusted output only): the static copy hides itself once the live
+# view beside it has drawn, and hides the widget's "model not found" line when there is no live view
+# (a saved notebook reopened without widget state). Untrusted output drops the <style>: there the
+# live view is not shown anyway.
+STATIC_STYLE = ("<style>.jp-OutputArea-child:has(.gradmagic-static):has(+ .jp-OutputArea-child "
+                ".gm-root){display:none}.jp-OutputArea-child:has(.gradmagic-static) + "
+                ".jp-OutputArea-child:has(.jupyter-widgets):not(:has(.gm-root)){display:none}"
+                "</style>")
+
+
 def static_html(trace, report=None, *, expected=None, torch=None,
-                cache: dict | None = None) -> str:
-    """The whole run without widgets: headline, answers, graph, check and gradient tables."""
-    out = ['<div class="gradmagic">',
+                cache: dict | None = None, run: str | None = None) -> str:
+    """The whole run without widgets: headline, answers, graph, check and gradient tables.
+
+    ``run`` marks the copy (``data-gm-run``) so the live view shown with it can hide it.
+    """
+    mark = f' data-gm-run="{html.escape(run)}"' if run else ""
+    out = [f'<div class="gradmagic gradmagic-static"{mark}>',
+           STATIC_STYLE if run else "",
            f'<p style="margin:0 0 4px 0"><b>{html.escape(headline(trace))}</b></p>']
     out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in run_notes(trace, report)]
     if expected is not None:

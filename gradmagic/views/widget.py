@@ -1,41 +1,59 @@
-"""The interactive view of a run, and the display bundle ``%%autograd`` shows.
+"""The live view of a run (an anywidget drawn in the browser) and the display bundle.
 
-:class:`TraceWidget` is an ipywidgets box over a :class:`gradmagic.analysis.trace.Trace`:
+:class:`TraceWidget` is an `anywidget <https://anywidget.dev>`_ whose front-end
+(``static/widget.js``, built from ``js/src/widget.js``) lays the graph out with
+the WebAssembly build of Graphviz (``static/viz.js``, from ``@viz-js/viz``):
+no system ``dot`` binary and nothing fetched at run time. It works wherever
+Jupyter widgets do (JupyterLab, Notebook 7, VS Code, Colab).
 
-* a node picker: choosing a node highlights it and its path to the target
-  and explains its local derivatives and the gradient flowing into it;
-* **Answers** (only with ``--expect``, and then the tab shown first): each
-  expected gradient or value beside the engine's, with ✓/✗ and a verdict;
-* **Graph**: the Graphviz SVG of the run (a summary past ``max_nodes``);
-* **Gradients**: every node's label, op, data and grad, sortable;
-* **Check**: the numerical check, worst rows first (with ``--torch``, a
-  PyTorch column too);
-* **Backward**: a slider stepping through the backward pass in reverse
-  topological order, showing the gradients known so far.
+The widget holds no Trace: :func:`payload` turns a run into a compact,
+JSON-able description (the DOT text, the drawn nodes' short and full values,
+explanations, tables and the backward steps, each capped), and everything
+interactive happens in the browser:
 
-:func:`mimebundle` is what ``Trace._repr_mimebundle_`` returns: the widget's
-view plus a static ``text/html`` (SVG and tables) and ``text/plain``, so
-nbconvert, GitHub and terminal IPython show the run without a widget frontend.
+* click a node (or pick it in the list): its path to the target is
+  highlighted and the side panel shows its local derivatives and the
+  gradient flowing into it; hovering a node shows its full value;
+* pan (drag) and zoom (buttons, ``+``/``-``/``0`` keys, ctrl + wheel), fitted to the
+  view at first but never below 10 px text;
+* **Backward**: previous/next buttons, ``←``/``→`` keys and a slider step through
+  the backward pass, with the running sum of each gradient;
+* tables are bounded, scroll, and sort by a click on a column's header.
 
-The widget computes no gradients of its own: the Backward tab only adds up
-the recorded products ``grad(child) × ∂child/∂node`` (each node's ``local``).
+The tabs are a list (:data:`TAB_MAKERS`), each tab a ``{"id", "title",
+"kind", "payload"}`` dict; the front-end draws kinds ``graph``, ``table``,
+``html`` and ``backward``. Another view adds a tab by appending a maker
+``(trace, report, context) -> tab | None``.
+
+:func:`mimebundle` is what IPython shows for a Trace: the widget, and before
+it a static copy (an ``<img>`` of the SVG and bounded tables, see
+:func:`gradmagic.views.render.static_html`) that survives untrusted notebooks,
+``nbconvert --to html`` with no network and a notebook reopened without widget
+state; the live view hides it once drawn.
 """
 from __future__ import annotations
 
 import html
+import re
+import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
 
 from . import render
-
 from ..analysis import torchcheck
-from ..analysis.graph import backward_steps, children_of, grads_at, path_to_target
+from ..analysis.graph import backward_steps, children_of
 
-__all__ = ["TraceWidget", "mimebundle", "WIDGET_MIME"]
+__all__ = ["TraceWidget", "mimebundle", "static_bundle", "payload", "TAB_MAKERS", "WIDGET_MIME",
+           "STATIC"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-TAB_TITLES = ("Graph", "Gradients", "Check", "Backward")
-NONE = -1  # the node picker's "no node" value
+STATIC = Path(__file__).with_name("static")
+TERMS = 8  # terms of an explanation before "and N more"
+STEP_LIMIT = 2000  # backward steps the stepper carries
+TABLE_ROWS = 500  # rows of a live table
 
 
 class SvgCache(OrderedDict):
@@ -60,227 +78,320 @@ class SvgCache(OrderedDict):
             self.popitem(last=False)
 
 
-def _grad_text(grads, state) -> list:
-    out = []
-    for g, s in zip(grads, state):
-        if s == "unknown":
-            out.append("?")
+# =========================================================================== the payload
+def _capped(items: list, limit: int = TERMS) -> dict:
+    """At most ``limit`` items and how many were left out ("and N more")."""
+    return {"items": items[:limit], "more": max(0, len(items) - limit)}
+
+
+_LETTER = re.compile(r"(?<![A-Za-z_])([ab])(?![A-Za-z_])")
+
+
+def operand_name(trace, index: int, fold=()) -> str:
+    """How an operand is written in a rule: its label, a folded constant's value, else #index."""
+    node = trace.nodes[index]
+    if node.label:
+        return node.label
+    if index in fold or node.is_constant:
+        return render.fmt(node.data)
+    return f"#{index}"
+
+
+def rule_text(trace, index: int, fold=()) -> str:
+    """The op's derivative rule written with the operands' own names.
+
+    The op table writes rules with ``a`` and ``b``; a user's ``b`` may be the
+    sum itself, so the letters are replaced by the operands (``∂(x·w)/∂x = w``).
+    """
+    rule = getattr(render.op_entry(trace, index), "rule", "") or ""
+    parents = trace.nodes[index].parents
+    if not rule or not parents or len(parents) > 2:
+        return rule
+    names = {"a": operand_name(trace, parents[0], fold)}
+    if len(parents) == 2:
+        names["b"] = operand_name(trace, parents[1], fold)
+    return _LETTER.sub(lambda m: names.get(m.group(1), m.group(1)), rule)
+
+
+def _flags(node, status) -> list:
+    flags = []
+    if node.kink:
+        flags.append("kink: a subgradient was used")
+    if not node.finite:
+        flags.append("nan or infinite")
+    if status:
+        flags.append(f"check: {status}")
+    return flags
+
+
+def explain(trace, index: int, children, fold=()) -> dict:
+    """A node's local derivatives and incoming gradient, each capped at ``TERMS``."""
+    nodes = trace.nodes
+    node = nodes[index]
+    local_lines = []
+    if node.parents:
+        if node.local is None:
+            local_lines.append(f"the Jacobian of {render.op_symbol(trace, index)} "
+                               "(tensor ops record no local derivative)")
         else:
-            out.append(render.fmt(g, shape=False) + (" so far" if s == "partial" else ""))
-    return out
+            local_lines = [f"∂{node.name}/∂{operand_name(trace, p, fold)} = "
+                           f"{render.fmt(d, 6)}" for p, d in zip(node.parents, node.local)]
+    if index == trace.target.index:
+        incoming = [f"the target: its gradient is the seed {render.fmt(node.grad)}"]
+    else:
+        incoming = []
+        for c in dict.fromkeys(children[index]):
+            child = nodes[c]
+            if child.local is None:
+                incoming.append(f"from {child.name} (tensor op)")
+                continue
+            for p, d in zip(child.parents, child.local):
+                if p == index:
+                    incoming.append(f"{render.fmt(child.grad, 6)} × {render.fmt(d, 6)} "
+                                    f"from {child.name}")
+    return {"local": _capped(local_lines), "incoming": _capped(incoming)}
+
+
+def _node_entry(trace, i, children, fold, status) -> dict:
+    node = trace.nodes[i]
+    return {
+        "name": node.name, "label": node.label,
+        "op": render.op_label(trace, i, fold) if node.parents else "",
+        "shape": render.dims(node.shape) if node.shape is not None else "",
+        "data": render.figure(node.data), "grad": render.figure(node.grad),
+        "dataFull": render.full(node.data), "gradFull": render.full(node.grad),
+        "parents": [p for p in node.parents if p not in fold],
+        "leaf": node.is_leaf, "rule": rule_text(trace, i, fold),
+        "flags": _flags(node, status.get(i)), **explain(trace, i, children, fold),
+    }
+
+
+def _steps(trace, drawn, fold, children, limit=STEP_LIMIT) -> dict:
+    """The backward pass, step by step, for the stepper.
+
+    Each step names the node processed, its gradient and its terms (capped)
+    ``parent += grad × local = product`` with the parent's running sum; its
+    events set the grad fields of drawn nodes (``p`` partial or ``f``
+    final). Running sums are the recorded products added up in order; a final
+    gradient is always the recorded one.
+    """
+    nodes = trace.nodes
+    order = backward_steps(trace)
+    remaining = [len(c) for c in children]
+    sofar = {}
+    out = []
+    for c in order[:limit]:
+        node = nodes[c]
+        local = node.local
+        terms, events = [], []
+        for j, p in enumerate(node.parents):
+            remaining[p] -= 1
+            if p in fold:
+                continue
+            final = remaining[p] == 0
+            if local is not None:
+                term = node.grad * local[j]
+                sofar[p] = term if p not in sofar else sofar[p] + term
+                terms.append([operand_name(trace, p), render.fmt(node.grad), render.fmt(local[j]),
+                              render.fmt(term), render.fmt(nodes[p].grad if final else sofar[p]),
+                              1 if final else 0])
+            if p in drawn:
+                if final:
+                    events.append([p, render.figure(nodes[p].grad), "f"])
+                elif local is not None:
+                    events.append([p, render.figure(sofar[p]), "p"])
+        out.append({"n": c, "name": node.name, "op": render.op_label(trace, c, fold),
+                    "grad": render.fmt(node.grad), "tensor": local is None,
+                    "inputs": [operand_name(trace, p) for p in node.parents if p not in fold][:TERMS],
+                    "rule": rule_text(trace, c, fold), **_capped(terms), "ev": events})
+    note = (f"Stepping covers the first {limit:,} of {len(order):,} steps." if len(order) > limit
+            else "")
+    return {"steps": out, "total": len(order), "note": note}
+
+
+def _table(header, rows, *, classes=None, keys=None, note="", head=()) -> dict:
+    return {"columns": list(header), "rows": rows, "classes": classes or [],
+            "keys": keys or [], "note": note, "head": list(head)}
+
+
+def _gradients_tab(trace, report, context) -> dict:
+    order = render.node_order(trace)
+    # a big graph's table keeps the target, every input, then the nodes nearest the target
+    keep = [trace.target.index] + [n.index for n in render.inputs(trace)] + order
+    keep = set(list(dict.fromkeys(keep))[:TABLE_ROWS])
+    shown = [i for i in order if i in keep]
+    status = render._failed(report)
+    nodes = trace.nodes
+    target = trace.target.index
+    rows, classes, keys = [], [], []
+    for i in shown:
+        node = nodes[i]
+        rows.append([str(i), node.label or ("(target)" if i == target else ""),
+                     render.op_label(trace, i, context["fold"]) if node.op else
+                     ("constant" if node.is_constant else "leaf"),
+                     render.dims(node.shape) if node.shape is not None else "",
+                     render.fmt(node.data, 6), render.fmt(node.grad, 6),
+                     ", ".join(_flags(node, status.get(i)))])
+        classes.append("fail" if status.get(i) in ("fail", "error") else
+                       "target" if i == target else "")
+        keys.append([i, None, None, None, render._magnitude(node.data),
+                     render._magnitude(node.grad), None])
+    note = (f"and {len(order) - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
+            if len(order) > len(shown) else "")
+    return {"id": "gradients", "title": "Gradients", "kind": "table",
+            "payload": _table(["#", "label", "op", "shape", "data", "grad", "flags"], rows,
+                              classes=classes, keys=[[_finite_key(k) for k in row]
+                                                     for row in keys], note=note)}
+
+
+def _finite_key(k):
+    if k is None:
+        return None
+    k = float(k)
+    return 1e308 if not np.isfinite(k) else k
+
+
+def _check_tab(trace, report, context) -> dict | None:
+    torch = context.get("torch")
+    if report is None:
+        text = ("The numerical check was skipped (--no-check); run gradmagic.last.check() "
+                "to compute it.")
+        if torch is None:
+            return {"id": "check", "title": "Check", "kind": "html",
+                    "payload": {"html": f"<p>{html.escape(text)}</p>"}}
+        return {"id": "check", "title": "Check", "kind": "html",
+                "payload": {"html": f"<p>{html.escape(text)}</p>" + render.torch_html(torch)}}
+    header, rows = render._report_rows(report, TABLE_ROWS, torch)
+    classes = [row[-2] if row[-2] != "pass" else "" for row in rows]
+    head = render._report_head(report)
+    if torch is not None:
+        head.append(torch.verdict)
+    note = (f"and {len(report.rows) - TABLE_ROWS:,} more rows (report.rows has them all)"
+            if len(report.rows) > TABLE_ROWS else "")
+    return {"id": "check", "title": "Check", "kind": "table",
+            "payload": _table(header, rows, classes=classes, note=note, head=head)}
+
+
+def _answers_tab(trace, report, context) -> dict | None:
+    expected = context.get("expected")
+    if expected is None:
+        return None
+    header, rows = render._answer_rows(expected, TABLE_ROWS)
+    classes = ["ok" if row[0] == "✓" else "fail" for row in rows]
+    return {"id": "answers", "title": "Answers", "kind": "table",
+            "payload": _table(header, rows, classes=classes, head=render._answers_head(expected))}
+
+
+def _graph_tab(trace, report, context) -> dict:
+    return {"id": "graph", "title": "Graph", "kind": "graph", "payload": {}}
+
+
+def _backward_tab(trace, report, context) -> dict:
+    return {"id": "backward", "title": "Backward", "kind": "backward",
+            "payload": _steps(trace, context["drawn"], context["fold"], context["children"])}
+
+
+#: Makers of the widget's tabs, in order: ``(trace, report, context) -> tab | None``.
+#: ``context`` has ``fold``, ``drawn``, ``children``, ``expected``, ``torch``.
+TAB_MAKERS = [_answers_tab, _graph_tab, _gradients_tab, _check_tab, _backward_tab]
+
+
+def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> dict:
+    """Everything the front-end shows of a run, as JSON-able data (no live nodes)."""
+    summary = render.summarise(trace)
+    fold = render.folded(trace)
+    nodes = trace.nodes
+    drawn = [i for i in (summary.shown if summary is not None else range(len(nodes)))
+             if i not in fold]
+    drawn_set = set(drawn)
+    children = children_of(trace)
+    status = render._failed(report)
+    context = {"fold": fold, "drawn": drawn_set, "children": children,
+               "expected": expected, "torch": torch}
+    entries = {}
+    for i in drawn:
+        entry = _node_entry(trace, i, children, fold, status)
+        entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
+        entries[str(i)] = entry
+    tabs = [tab for tab in (make(trace, report, context) for make in TAB_MAKERS) if tab]
+    return {
+        "run": run,
+        "headline": render.headline(trace),
+        "notes": render.run_notes(trace, report),
+        "target": trace.target.index,
+        "dot": render.to_dot(trace, report, subset=summary.shown if summary else None),
+        "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
+        "nodes": entries,
+        "order": [i for i in render.node_order(trace) if i in drawn_set],
+        "tabs": tabs,
+    }
 
 
 # =========================================================================== the widget
-def _widgets():
-    import ipywidgets
-    return ipywidgets
+_BASE = None
 
 
-class TraceWidget:
-    """An ipywidgets view over a Trace: ``TraceWidget(trace).box`` is the widget.
+def _classes():
+    """The widget classes, made on first use (anywidget is imported only then)."""
+    global _BASE
+    if _BASE is None:
+        import anywidget
+        import traitlets
+        from ipywidgets import widget_serialization
 
-    Displaying a TraceWidget displays its box. ``report`` is the run's
-    CheckReport (None when the check was skipped); ``expected`` an optional
-    :func:`gradmagic.analysis.check.expect` report, which adds the Answers tab (first,
-    and selected); ``torch`` an optional
-    :class:`gradmagic.analysis.torchcheck.TorchComparison` for the Check tab; ``cache``
-    maps DOT to SVG and may be shared with the static view so each drawing is
-    made once.
+        class VizLibrary(anywidget.AnyWidget):
+            """Graphviz for the browser (``static/viz.js``), sent once per kernel.
+
+            Every TraceWidget refers to this one model, so the module is sent
+            (and saved with widget state) once, not with every run; ``code`` is
+            it gzipped and base64-encoded (0.6 MB instead of 3 MB as JSON).
+            """
+
+            _esm = "export default { initialize() {} };"
+            code = traitlets.Unicode("").tag(sync=True)
+
+        class LiveView(anywidget.AnyWidget):
+            _esm = STATIC / "widget.js"
+            _css = STATIC / "widget.css"
+            lib = traitlets.Instance(VizLibrary).tag(sync=True, **widget_serialization)
+            data = traitlets.Dict().tag(sync=True)
+            selected = traitlets.Int(-1).tag(sync=True)
+            step = traitlets.Int(0).tag(sync=True)
+            tab = traitlets.Unicode("").tag(sync=True)
+
+        _BASE = (VizLibrary, LiveView)
+    return _BASE
+
+
+_LIBRARY = None
+
+
+def _library():
+    """The kernel's one VizLibrary (made again if it was closed)."""
+    global _LIBRARY
+    VizLibrary, _ = _classes()
+    if _LIBRARY is None or _LIBRARY.comm is None:
+        import base64
+        import gzip
+        code = gzip.compress((STATIC / "viz.js").read_bytes(), 9, mtime=0)
+        _LIBRARY = VizLibrary(code=base64.b64encode(code).decode("ascii"))
+    return _LIBRARY
+
+
+def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = ""):
+    """The live view of a run: an anywidget holding :func:`payload` (not the trace).
+
+    ``selected`` (a node index, -1 for none), ``step`` (of the backward pass)
+    and ``tab`` (the shown tab's id) follow the browser both ways.
     """
-
-    def __init__(self, trace, report=None, *, expected=None, torch=None, cache=None):
-        w = _widgets()
-        self.trace = trace
-        self.report = report
-        self.expected = expected
-        self.torch = torch
-        self.cache = SvgCache() if cache is None else cache
-        self.summary = render.summarise(trace)
-        self.node_children = children_of(trace)
-        self.steps = backward_steps(trace)
-        self.selected: int | None = None
-
-        self.picker = w.Dropdown(options=self._picker_options(), value=NONE,
-                                 description="Node:", layout=w.Layout(width="28em"))
-        self.info = w.HTML()
-        self.graph = w.HTML()
-        self.sort = w.Dropdown(options=[(text, key) for key, text in render.SORT_KEYS.items()],
-                               value="graph", description="Sort by:")
-        self.table = w.HTML()
-        self.check_view = w.HTML()
-        self.slider = w.IntSlider(min=0, max=len(self.steps), value=0, step=1,
-                                  description="Step:", continuous_update=False,
-                                  layout=w.Layout(width="40em"))
-        self.step_info = w.HTML()
-        self.backward_graph = w.HTML()
-        pages = [w.VBox([self.graph]), w.VBox([self.sort, self.table]),
-                 w.VBox([self.check_view]),
-                 w.VBox([self.slider, self.step_info, self.backward_graph])]
-        self.titles = TAB_TITLES
-        self.answers = None  # the Answers tab's page, with expected answers
-        if expected is not None:
-            self.answers = w.HTML()
-            pages.insert(0, w.VBox([self.answers]))
-            self.titles = ("Answers",) + TAB_TITLES
-        self.tabs = w.Tab(children=pages, selected_index=0)
-        self.tabs.titles = self.titles
-        notes = "".join(f"<br>⚠ {html.escape(n)}" for n in render.run_notes(trace, report))
-        self.box = w.VBox([w.HTML(f"<b>{html.escape(render.headline(trace))}</b>{notes}"),
-                           self.picker, self.info, self.tabs])
-
-        self.picker.observe(lambda change: self.select(_picked(change["new"])), names="value")
-        self.sort.observe(lambda change: self.show_table(), names="value")
-        self.slider.observe(lambda change: self.show_step(), names="value")
-        self.tabs.observe(lambda change: self._tab_changed(), names="selected_index")
-        self.show_graph()
-        self.show_table()
-        self.show_check()
-        self.show_answers()
-        self._backward_drawn = False
-
-    # ------------------------------------------------------------------ display
-    def _repr_mimebundle_(self, **kwargs):
-        return self.box._repr_mimebundle_(**kwargs)
-
-    def _picker_options(self) -> list:
-        nodes = self.trace.nodes
-        order = render.node_order(self.trace)
-        if self.summary is not None:
-            shown = set(self.summary.shown)
-            order = [i for i in order if i in shown]
-        options = [("(none)", NONE)]
-        for i in order:
-            node = nodes[i]
-            what = render.op_symbol(self.trace, i) if node.op else "leaf"
-            options.append((f"{node.name}  [{what}, #{i}]", i))
-        return options
-
-    def _draw(self, **dot_options) -> str:
-        return render.graph_html(self.trace, self.report, cache=self.cache,
-                                 summary=self.summary, **dot_options)
-
-    # ------------------------------------------------------------------ tabs
-    def show_graph(self) -> None:
-        """Redraw the Graph tab (with the picked node's path highlighted)."""
-        if self.selected is None:
-            self.graph.value = self._draw()
-        else:
-            self.graph.value = self._draw(
-                path=path_to_target(self.trace, self.selected, self.node_children),
-                current=self.selected)
-
-    def show_table(self) -> None:
-        order = render.node_order(self.trace, self.sort.value)
-        self.table.value = render.nodes_table_html(self.trace, order, self.report)
-
-    def show_check(self) -> None:
-        if self.report is not None:
-            self.check_view.value = render.report_html(self.report, torch=self.torch)
-            return
-        skipped = ("<p>The numerical check was skipped (<code>--no-check</code>); "
-                   "run <code>trace.check()</code> to compute it.</p>")
-        self.check_view.value = skipped + (
-            render.torch_html(self.torch) if self.torch is not None else "")
-
-    def show_answers(self) -> None:
-        if self.answers is not None:
-            self.answers.value = render.answers_html(self.expected)
-
-    def _tab_changed(self) -> None:
-        if self.tabs.selected_index == self.titles.index("Backward") and not self._backward_drawn:
-            self.show_step()
-
-    def show_step(self) -> None:
-        """Redraw the Backward tab at the slider's step."""
-        self._backward_drawn = True
-        step = self.slider.value
-        trace, nodes = self.trace, self.trace.nodes
-        grads, state = grads_at(trace, step, self.steps, self.node_children)
-        current = self.steps[step - 1] if step else trace.target.index
-        node = nodes[current]
-        self.step_info.value = self._step_text(step, node)
-        self.backward_graph.value = self._draw(
-            grad_text=_grad_text(grads, state), current=current,
-            path=set(node.parents) | {current} if step else ())
-
-    def _step_text(self, step: int, node) -> str:
-        total = len(self.steps)
-        if step == 0:
-            return (f"<p>Start: the target {_code(node.name)} gets the seed gradient "
-                    f"{_code(render.fmt(node.grad))}. Move the slider to process the "
-                    f"{total} operation node{'s' if total != 1 else ''} one at a time, "
-                    "from the target back to the leaves.</p>")
-        terms = []
-        for p, local in zip(node.parents, node.local or ()):
-            parent = self.trace.nodes[p]
-            terms.append(f"{_code(parent.name)} += {render.fmt(node.grad)} × "
-                         f"{render.fmt(local)} = {render.fmt(node.grad * local)}")
-        rule = getattr(render.op_entry(self.trace, node.index), "rule", "")
-        return (f"<p>Step {step} of {total}: {_code(node.name)} "
-                f"({html.escape(render.op_symbol(self.trace, node.index))}) has its final gradient "
-                f"{_code(render.fmt(node.grad))} and passes it to its inputs"
-                + (": " + "; ".join(terms) if terms else "") + "."
-                + (f"<br><small>{html.escape(rule)}</small>" if rule else "") + "</p>")
-
-    # ------------------------------------------------------------------ the node picker
-    def select(self, index: int | None) -> None:
-        """Highlight a node (None clears) and explain its gradient."""
-        self.selected = index
-        value = NONE if index is None else index
-        if self.picker.value != value:
-            self.picker.value = value
-        self.info.value = "" if index is None else self.explain(index)
-        self.show_graph()
-
-    def explain(self, index: int) -> str:
-        """The picked node's local derivatives and the gradient flowing into it."""
-        nodes = self.trace.nodes
-        node = nodes[index]
-        lines = [f"<b>{_code(node.name)}</b> (node #{index}): data "
-                 f"{_code(render.fmt(node.data, 6))}, grad {_code(render.fmt(node.grad, 6))}"]
-        if node.parents:
-            entry = render.op_entry(self.trace, index)
-            local = node.local
-            if local is None:
-                lines.append(f"Local derivative: the Jacobian of {html.escape(node.op)} "
-                             "(not recorded for tensor ops).")
-            else:
-                parts = [f"∂{_code(node.name)}/∂{_code(nodes[p].name)} = "
-                         f"{_code(render.fmt(d, 6))}" for p, d in zip(node.parents, local)]
-                lines.append("Local derivatives: " + ", ".join(parts))
-            if entry is not None:
-                lines.append(f"<small>{html.escape(entry.rule)}</small>")
-        else:
-            lines.append("A leaf: no local derivatives.")
-        if index == self.trace.target.index:
-            lines.append(f"The target: its gradient is the seed {render.fmt(node.grad)}.")
-        else:
-            terms = []
-            for c in dict.fromkeys(self.node_children[index]):
-                child = nodes[c]
-                if child.local is None:
-                    terms.append(f"from {_code(child.name)} (tensor op)")
-                    continue
-                for p, d in zip(child.parents, child.local):
-                    if p == index:
-                        terms.append(f"{render.fmt(child.grad, 6)} × {render.fmt(d, 6)} "
-                                     f"from {_code(child.name)}")
-            lines.append("Incoming gradient: " + " + ".join(terms)
-                         + f" = {_code(render.fmt(node.grad, 6))}")
-        return "<p>" + "<br>".join(lines) + "</p>"
-
-
-def _picked(value):
-    return None if value == NONE else value
-
-
-def _code(text: str) -> str:
-    return f"<code>{html.escape(str(text))}</code>"
+    _, LiveView = _classes()
+    data = payload(trace, report, expected=expected, torch=torch, run=run)
+    first = data["tabs"][0]["id"] if data["tabs"] else ""
+    return LiveView(lib=_library(), data=data, tab=first)
 
 
 # =========================================================================== the bundle
-def mimebundle(trace) -> dict:
-    """The display of a run: widget view, static HTML and plain text."""
+def _analyses(trace):
     report, problems = None, []
     if not trace.options.no_check:
         try:
@@ -295,16 +406,44 @@ def mimebundle(trace) -> dict:
         except Exception as exc:  # noqa: BLE001
             problems.append(f"The expected answers could not be compared: {exc}")
     torch = torchcheck.compare(trace) if trace.options.torch else None
-    cache = SvgCache()
-    bundle = {
+    return report, expected, torch, problems
+
+
+def static_bundle(trace, report=None, *, expected=None, torch=None, problems=(),
+                  run: str = "") -> dict:
+    """The run without a widget front-end: ``text/html`` (an SVG image, tables) and text."""
+    return {
         "text/plain": "\n".join([render.text(trace, report, expected=expected, torch=torch)]
                                 + [f"! {p}" for p in problems]),
         "text/html": "".join(f"<p>⚠ {html.escape(p)}</p>" for p in problems)
-        + render.static_html(trace, report, expected=expected, torch=torch, cache=cache),
+        + render.static_html(trace, report, expected=expected, torch=torch,
+                             cache=SvgCache(), run=run),
     }
+
+
+def mimebundle(trace, publish=None) -> dict:
+    """The display of a run: the live view and its static copy.
+
+    With ``publish(bundle)`` (what :mod:`gradmagic.views.display` passes: the
+    shell's display publisher) the static copy is shown first as its own
+    output and the returned bundle holds the widget and a one-line
+    ``text/plain``: that way nbconvert, an untrusted notebook or a notebook
+    reopened without widget state still shows the copy. Without ``publish``
+    one bundle holds all three. Without anywidget the static bundle is
+    returned whole and nothing is published.
+    """
+    report, expected, torch, problems = _analyses(trace)
+    run = secrets.token_hex(8)
+    static = static_bundle(trace, report, expected=expected, torch=torch, problems=problems,
+                           run=run)
     try:
-        view = TraceWidget(trace, report, expected=expected, torch=torch, cache=cache)
-    except ImportError:  # ipywidgets is not installed: the static views stand alone
-        return bundle
-    bundle[WIDGET_MIME] = view.box._repr_mimebundle_()[WIDGET_MIME]
+        view = TraceWidget(trace, report, expected=expected, torch=torch, run=run)
+    except ImportError:  # anywidget is not installed: the static view stands alone
+        return static
+    bundle = view._repr_mimebundle_()
+    bundle = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
+    if publish is None:
+        return {**static, WIDGET_MIME: bundle[WIDGET_MIME]}
+    publish(static)
+    bundle["text/plain"] = render.headline(trace)
     return bundle
