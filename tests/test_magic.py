@@ -531,7 +531,13 @@ def shown(ip, body, options):
     """The display bundle of an %%autograd cell (run with its output kept)."""
     result = autograd(ip, body, options=options, store_history=True)
     assert result.success and result.error_in_exec is None
-    return ip.display_formatter.format(result.result)[0]
+    published = []  # the static copy the display publishes before the widget
+    ip.display_pub.publish = lambda data, **kwargs: published.append(data)
+    try:
+        bundle = ip.display_formatter.format(result.result)[0]
+    finally:
+        del ip.display_pub.publish
+    return {**published[-1], **bundle}
 
 
 def test_expect_shows_answers_and_a_wrong_one_is_not_an_error(ip):

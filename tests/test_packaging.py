@@ -20,7 +20,10 @@ import gradmagic
 assert "site-packages" in gradmagic.__file__, gradmagic.__file__
 assert gradmagic.last.grads == {"a": 4.0, "b": 1.0}, gradmagic.last.grads
 assert gradmagic.last.check().passed
-assert {"text/html", "text/plain"} <= set(ip.display_formatter.format(gradmagic.last)[0])
+assert {"application/vnd.jupyter.widget-view+json", "text/plain"} <= set(
+    ip.display_formatter.format(gradmagic.last)[0])
+from gradmagic.views.widget import STATIC
+assert (STATIC / "widget.js").is_file() and (STATIC / "viz.js").stat().st_size > 500_000
 assert "✓" in str(gradmagic.last.check())
 ip.run_line_magic("unload_ext", "gradmagic")
 assert "autograd" not in ip.magics_manager.magics["cell"]

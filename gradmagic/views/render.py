@@ -38,7 +38,7 @@ from ..analysis import numbers
 from ..analysis.numbers import SMALL, all_finite, dims  # noqa: F401 - dims is part of this module's API
 
 __all__ = ["fmt", "figure", "full", "dims", "folded", "layout_attrs", "svg_data_uri", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
-           "svg", "graph_html", "legend_html", "op_label", "node_order", "op_entry", "op_symbol", "nodes_table_html",
+           "svg", "fit", "graph_html", "legend_html", "op_label", "node_order", "op_entry", "op_symbol", "nodes_table_html",
            "nodes_table_text", "report_html", "report_text", "answers_html", "answers_text",
            "torch_html", "torch_text", "inputs", "headline", "run_notes", "static_html", "text",
            "MISSING_DOT"]
@@ -443,6 +443,24 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
                  f'style="max-width:none" src="{svg_data_uri(image)}"></div>')
     parts.append(legend_html())
     return "".join(parts)
+
+
+SHRINK = 2.5  # an inline drawing is scaled down at most this much to fit the width
+_WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
+
+
+def fit(image: str) -> str:
+    """Let an inline SVG shrink to the output's width, but at most ``SHRINK`` times.
+
+    For inline drawings in trusted output (the teaching views' display
+    objects); the run's static copy uses an ``<img>`` at its natural size.
+    """
+    match = _WIDTH.match(image)
+    if match is None:
+        return image
+    least = float(match.group(1)) / SHRINK
+    return (image[:4] + f' style="max-width:100%; height:auto; min-width:{least:.0f}pt"'
+            + image[4:])
 
 
 def _no_graph(exc, source: str) -> str:

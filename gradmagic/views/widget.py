@@ -160,8 +160,8 @@ def _node_entry(trace, i, children, fold, status) -> dict:
         "shape": render.dims(node.shape) if node.shape is not None else "",
         "data": render.figure(node.data), "grad": render.figure(node.grad),
         "dataFull": render.full(node.data), "gradFull": render.full(node.grad),
-        "parents": [p for p in node.parents if p not in fold],
-        "leaf": node.is_leaf, "rule": rule_text(trace, i, fold),
+        "parents": [int(p) for p in node.parents if p not in fold],
+        "leaf": bool(node.is_leaf), "rule": rule_text(trace, i, fold),
         "flags": _flags(node, status.get(i)), **explain(trace, i, children, fold),
     }
 
@@ -197,10 +197,10 @@ def _steps(trace, drawn, fold, children, limit=STEP_LIMIT) -> dict:
                               1 if final else 0])
             if p in drawn:
                 if final:
-                    events.append([p, render.figure(nodes[p].grad), "f"])
+                    events.append([int(p), render.figure(nodes[p].grad), "f"])
                 elif local is not None:
-                    events.append([p, render.figure(sofar[p]), "p"])
-        out.append({"n": c, "name": node.name, "op": render.op_label(trace, c, fold),
+                    events.append([int(p), render.figure(sofar[p]), "p"])
+        out.append({"n": int(c), "name": node.name, "op": render.op_label(trace, c, fold),
                     "grad": render.fmt(node.grad), "tensor": local is None,
                     "inputs": [operand_name(trace, p) for p in node.parents if p not in fold][:TERMS],
                     "rule": rule_text(trace, c, fold), **_capped(terms), "ev": events})
@@ -234,7 +234,7 @@ def _gradients_tab(trace, report, context) -> dict:
                      ", ".join(_flags(node, status.get(i)))])
         classes.append("fail" if status.get(i) in ("fail", "error") else
                        "target" if i == target else "")
-        keys.append([i, None, None, None, render._magnitude(node.data),
+        keys.append([int(i), None, None, None, render._magnitude(node.data),
                      render._magnitude(node.grad), None])
     note = (f"and {len(order) - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
             if len(order) > len(shown) else "")
@@ -301,7 +301,7 @@ def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> 
     summary = render.summarise(trace)
     fold = render.folded(trace)
     nodes = trace.nodes
-    drawn = [i for i in (summary.shown if summary is not None else range(len(nodes)))
+    drawn = [int(i) for i in (summary.shown if summary is not None else range(len(nodes)))
              if i not in fold]
     drawn_set = set(drawn)
     children = children_of(trace)
@@ -318,11 +318,11 @@ def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> 
         "run": run,
         "headline": render.headline(trace),
         "notes": render.run_notes(trace, report),
-        "target": trace.target.index,
+        "target": int(trace.target.index),
         "dot": render.to_dot(trace, report, subset=summary.shown if summary else None),
         "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
         "nodes": entries,
-        "order": [i for i in render.node_order(trace) if i in drawn_set],
+        "order": [int(i) for i in render.node_order(trace) if i in drawn_set],
         "tabs": tabs,
     }
 
@@ -425,11 +425,11 @@ def mimebundle(trace, publish=None) -> dict:
     """The display of a run: the live view and its static copy.
 
     With ``publish(bundle)`` (what :mod:`gradmagic.views.display` passes: the
-    shell's display publisher) the static copy is shown first as its own
-    output and the returned bundle holds the widget and a one-line
-    ``text/plain``: that way nbconvert, an untrusted notebook or a notebook
-    reopened without widget state still shows the copy. Without ``publish``
-    one bundle holds all three. Without anywidget the static bundle is
+    shell's display publisher) the static ``text/html`` is shown first as its
+    own output and the returned bundle holds the widget and the ``text/plain``
+    (what a terminal prints): that way nbconvert, an untrusted notebook or a
+    notebook reopened without widget state still shows the copy. Without
+    ``publish`` one bundle holds all three. Without anywidget the static bundle is
     returned whole and nothing is published.
     """
     report, expected, torch, problems = _analyses(trace)
@@ -444,6 +444,5 @@ def mimebundle(trace, publish=None) -> dict:
     bundle = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
     if publish is None:
         return {**static, WIDGET_MIME: bundle[WIDGET_MIME]}
-    publish(static)
-    bundle["text/plain"] = render.headline(trace)
-    return bundle
+    publish({"text/html": static["text/html"]})
+    return {WIDGET_MIME: bundle[WIDGET_MIME], "text/plain": static["text/plain"]}

@@ -550,6 +550,55 @@ function render({ model, el }) {
       showStep(model.get("step"));
     });
     entry.showStep = showStep;
+    entry.stepBy = (d) => go(model.get("step") + d);
+    entry.stepTo = (k) => go(k < 0 ? total : k);
+    return { page, entry };
+  };
+
+  // ---- a stepped teaching view (kind "steps"): frames of {n, path, html, ev}
+  const stepsPage = (payload) => {
+    const page = h("div", { class: "gm-page" });
+    const head = h("div", { class: "gm-stephead" });
+    head.innerHTML = payload.head || ""; // made by gradmagic's Python with every name escaped
+    const frames = payload.frames || [];
+    const total = frames.length;
+    let k = 0;
+    const label = h("span", { class: "gm-stepno" });
+    const slider = h("input", { type: "range", min: "0", max: String(Math.max(0, total - 1)), value: "0", class: "gm-slider", "aria-label": "step" });
+    const text = h("div", { class: "gm-steptext" });
+    const entry = makeGraph("steps");
+    const showFrame = (j) => {
+      k = Math.max(0, Math.min(total - 1, j));
+      slider.value = String(k);
+      label.textContent = total ? `step ${k + 1} of ${payload.total}` : "no steps";
+      const view = entry.view;
+      const f = frames[k];
+      if (view.svg && f) {
+        for (const i of view.nodes.keys()) view.setGrad(i, null, "");
+        for (let s = 0; s <= k; s++) for (const [p, t, st] of frames[s].ev) view.setGrad(p, t, st);
+        view.mark(new Set([...(f.path || []), ...(f.n >= 0 ? [f.n] : [])]), -1, "gm-path");
+        for (const [i, g] of view.nodes) {
+          if (g.v) g.v.classList.toggle("gm-current", i === f.n);
+        }
+        if (f.n >= 0 && !view.visible(f.n)) view.centre(f.n);
+      }
+      text.innerHTML = f ? f.html : ""; // escaped by gradmagic's Python
+    };
+    slider.addEventListener("input", () => showFrame(Number(slider.value)));
+    const controls = h("div", { class: "gm-stepper" },
+      h("button", { class: "gm-btn", title: "first step (Home)", text: "first", onclick: () => showFrame(0) }),
+      h("button", { class: "gm-btn gm-prev", title: "previous step (←)", text: "◀ prev", onclick: () => showFrame(k - 1) }),
+      h("button", { class: "gm-btn gm-next", title: "next step (→)", text: "next ▶", onclick: () => showFrame(k + 1) }),
+      h("button", { class: "gm-btn", title: "last step (End)", text: "last", onclick: () => showFrame(total - 1) }),
+      slider, label);
+    page.append(head, controls, payload.legend ? h("p", { class: "gm-muted", text: payload.legend }) : null,
+      text, entry.view.el, legend(), payload.note ? h("p", { class: "gm-note", text: payload.note }) : null);
+    entry.show = () => entry.ready.then((v) => {
+      if (!v.view) v.initialView(data.target);
+      showFrame(k);
+    });
+    entry.stepBy = (d) => showFrame(k + d);
+    entry.stepTo = (j) => showFrame(j < 0 ? total - 1 : j);
     return { page, entry };
   };
 
@@ -560,7 +609,7 @@ function render({ model, el }) {
     return page;
   };
 
-  const kinds = { graph: graphPage, backward: backwardPage, table: (p) => ({ page: tablePage(p) }), html: (p) => ({ page: htmlPage(p) }) };
+  const kinds = { graph: graphPage, backward: backwardPage, steps: stepsPage, table: (p) => ({ page: tablePage(p) }), html: (p) => ({ page: htmlPage(p) }) };
 
   const show = (id) => {
     const tab = tabs.find((t) => t.id === id) || tabs[0];
@@ -592,15 +641,13 @@ function render({ model, el }) {
     if (e.target instanceof HTMLSelectElement) return;
     const made = built.get(current);
     let handled = true;
-    if (current === "backward" && made?.entry) {
-      const total = tabs.find((t) => t.id === "backward").payload.steps.length;
-      const k = model.get("step");
-      if (e.key === "ArrowRight" || e.key === "ArrowDown" || e.key === "j") model.set("step", Math.min(total, k + 1));
-      else if (e.key === "ArrowLeft" || e.key === "ArrowUp" || e.key === "k") model.set("step", Math.max(0, k - 1));
-      else if (e.key === "Home") model.set("step", 0);
-      else if (e.key === "End") model.set("step", total);
+    const stepper = made?.entry?.stepBy ? made.entry : null;
+    if (stepper) {
+      if (e.key === "ArrowRight" || e.key === "ArrowDown" || e.key === "j") stepper.stepBy(1);
+      else if (e.key === "ArrowLeft" || e.key === "ArrowUp" || e.key === "k") stepper.stepBy(-1);
+      else if (e.key === "Home") stepper.stepTo(0);
+      else if (e.key === "End") stepper.stepTo(-1);
       else handled = false;
-      if (handled) model.save_changes();
     } else handled = false;
     const g = made?.entry?.view;
     if (!handled && g) {
