@@ -216,10 +216,13 @@ def _table(header, rows, *, classes=None, keys=None, note="", head=()) -> dict:
 
 def _gradients_tab(trace, report, context) -> dict:
     order = render.node_order(trace)
-    # a big graph's table keeps the target, every input, then the nodes nearest the target
-    keep = [trace.target.index] + [n.index for n in render.inputs(trace)] + order
-    keep = set(list(dict.fromkeys(keep))[:TABLE_ROWS])
-    shown = [i for i in order if i in keep]
+    # a big graph's table keeps the target, the inputs, then the nodes nearest the target
+    keep = dict.fromkeys([trace.target.index] + [n.index for n in render.inputs(trace)])
+    for i in order:
+        if len(keep) >= TABLE_ROWS:
+            break
+        keep.setdefault(i)
+    shown = sorted(list(keep)[:TABLE_ROWS], reverse=True)  # graph order: the target first
     status = render._failed(report)
     nodes = trace.nodes
     target = trace.target.index
@@ -322,7 +325,7 @@ def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> 
         "dot": render.to_dot(trace, report, subset=summary.shown if summary else None),
         "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
         "nodes": entries,
-        "order": [int(i) for i in render.node_order(trace) if i in drawn_set],
+        "order": sorted(drawn, reverse=True),  # graph order: the target first
         "tabs": tabs,
     }
 
