@@ -21,6 +21,7 @@ import ast
 import contextlib
 import doctest
 import io
+import json
 import os
 import random
 import re
@@ -110,7 +111,12 @@ def _describe(value):
     except Exception as e:  # a repr that fails
         text = f"<repr failed: {type(e).__name__}>"
     kind = type(value)
-    return _ADDRESS.sub("0x?", text), f"{kind.__module__}.{kind.__qualname__}"
+    try:
+        as_json = json.dumps(value)
+    except Exception as e:  # not JSON: the error's type is compared
+        as_json = f"<{type(e).__name__}>"
+    return (_ADDRESS.sub("0x?", text), f"{kind.__module__}.{kind.__qualname__}",
+            _ADDRESS.sub("0x?", as_json))
 
 
 class Runner:

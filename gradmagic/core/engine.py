@@ -60,6 +60,9 @@ class _State:
     # True while the magic runs a cell (its graph is being recorded): set by
     # gradmagic.notebook.runtime.recording; a Tensor leaf then refuses in-place writes
     recording = False
+    # while the magic records a cell: a function ``cut(message)`` that reports a
+    # place where numbers left the graph (a numpy function with no gradient rule)
+    cut = None
 
 
 state = _State()

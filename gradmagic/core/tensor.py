@@ -305,6 +305,8 @@ class Tensor:
     def astype(self, dtype):
         """A float64 copy (see :meth:`copy`); other dtypes would drop the gradient."""
         if np.dtype(dtype) != _F64:
+            if state.cut is not None:  # in a recorded cell: numpy's own result, cut reported
+                return _on_plain_arrays("T.astype", self.data.astype, (dtype,), {})
             raise TypeError(f"a Tensor holds float64 numbers and cannot become {dtype!r}; "
                             f"use T.data.astype(...) for a plain array (no gradient)")
         return self.copy()
@@ -354,6 +356,15 @@ class Tensor:
 
     def __getattr__(self, name):
         """An array method a Tensor does not define (``T.std()``): the numpy function."""
+        if (not name.startswith("_") and name not in _ARRAY_METHODS
+                and state.cut is not None and callable(getattr(np.ndarray, name, None))):
+            # in a recorded cell, any other array method (T.sort(), T.fill(0), T.tofile)
+            # runs on the plain array as numpy's would, and the cut is reported
+            bound = getattr(self.data, name)
+
+            def plain_method(*args, **kwargs):
+                return _on_plain_arrays(f"T.{name}", bound, args, kwargs)
+            return plain_method
         if name.startswith("_") or name not in _ARRAY_METHODS:  # slots while unpickling, too
             raise AttributeError(f"'Tensor' object has no attribute {name!r}")
         function = getattr(np, name)
@@ -451,6 +462,8 @@ class Tensor:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method != "__call__" or kwargs:
             what = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+            if state.cut is not None:  # in a recorded cell: as numpy would, on plain arrays
+                return _on_plain_arrays(what, getattr(ufunc, method), inputs, kwargs)
             if "out" in kwargs:
                 raise TypeError(f"{what}(..., out=...) would write into an array in place, "
                                 "which a Tensor cannot record: write T = T + ... instead")
@@ -467,6 +480,8 @@ class Tensor:
         if ufunc in _UFUNC_VALUES:
             state.branch_events += 1
             return ufunc(*_plain(inputs))
+        if state.cut is not None:
+            return _on_plain_arrays(f"numpy.{ufunc.__name__}", ufunc, inputs, kwargs)
         raise TypeError(f"numpy.{ufunc.__name__} has no gradient rule in gradmagic, so it "
                         "would cut the graph; use T.data for a plain array")
 
@@ -478,8 +493,35 @@ class Tensor:
             if func in _VALUE_FUNCTIONS:
                 state.branch_events += 1
             return func(*_plain(args), **dict(zip(kwargs, _plain(kwargs.values()))))
+        if state.cut is not None:
+            return _on_plain_arrays(f"numpy.{func.__name__}", func, args, kwargs)
         raise TypeError(f"numpy.{func.__name__} has no gradient rule in gradmagic, so it "
                         "would cut the graph; use T.data for a plain array")
+
+
+def has_rule(ufunc) -> bool:
+    """True if a Tensor computes ``ufunc`` itself (with a gradient rule or as values)."""
+    return ufunc in _UFUNC_OPS or ufunc in _UFUNC_SPECIAL or ufunc in _UFUNC_VALUES
+
+
+def _on_plain_arrays(what: str, func, args, kwargs):
+    """``func`` on the plain arrays (a function with no gradient rule, in a recorded cell).
+
+    numpy computes exactly what it would without the magic; the cut is reported
+    through ``state.cut`` (the magic shows it with the line).
+    """
+    state.cut(f"{what} has no gradient rule: a Tensor entered it as a plain array")
+    return func(*_deep_plain(args), **{k: _deep_plain(v) for k, v in kwargs.items()})
+
+
+def _deep_plain(x):
+    """``x`` with every Tensor, also inside lists and tuples, replaced by its data."""
+    cls = x.__class__
+    if cls is Tensor:
+        return x.data
+    if cls is list or cls is tuple:
+        return cls(_deep_plain(e) for e in x)
+    return x
 
 
 def tensor(data, label: str = "", requires_grad: bool = True) -> Tensor:

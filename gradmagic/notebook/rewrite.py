@@ -132,6 +132,7 @@ class _Facts:
     math: set  # names of math functions
     defined: set  # names the cell defines with def, class or a lambda
     mutated: set  # names of objects changed in place: z[0] = 1, out=z
+    classes: set  # names of the classes the cell defines: their calls get plain numbers
 
 
 _FACT_NODES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
@@ -141,12 +142,14 @@ _FACT_NODES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, as
 
 def _facts(tree, plain: set, math: set) -> _Facts:
     math |= _BUILTIN_MATH
-    defined, mutated, made = set(), set(), []
+    defined, mutated, made, classes = set(), set(), [], set()
     for node in ast.walk(tree):
         if node.__class__ not in _FACT_NODES:
             continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defined.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                classes.add(node.name)
         elif isinstance(node, ast.Import):
             for a in node.names:
                 plain.add(a.asname or a.name.partition(".")[0])
@@ -178,7 +181,7 @@ def _facts(tree, plain: set, math: set) -> _Facts:
             if _is_library(func, plain, defined):
                 plain.update(names)
         growing = len(plain) > size
-    return _Facts(plain, math, defined, mutated)
+    return _Facts(plain, math, defined, mutated, classes)
 
 
 def _root(node):
@@ -301,6 +304,7 @@ class _Rewriter(ast.NodeTransformer):
     def __init__(self, facts: _Facts):
         self.plain, self.math = facts.plain, facts.math
         self.defined, self.mutated = facts.defined, facts.mutated
+        self.classes = facts.classes
         self.reads = set()
         self.lits_plain = False  # numeric literals stay plain here
         self.reading = True  # loaded names count as numeric reads here
@@ -478,6 +482,8 @@ class _Rewriter(ast.NodeTransformer):
     def _kind(self, func) -> int:
         if isinstance(func, ast.Name):
             name = func.id
+            if name in self.classes:  # the user's own class (a Value of their own): plain numbers
+                return _PLAIN
             if name in self.defined:
                 return _VALUES
             if name in _DISPLAY:
@@ -526,6 +532,10 @@ class _Rewriter(ast.NodeTransformer):
         elif kind == _PLAIN:
             node.args = [self._plain(a) for a in node.args]
             node.keywords = [self._plain(k) for k in node.keywords]
+            if (isinstance(node.func, ast.Name) and node.func.id == "type"
+                    and len(node.args) == 1 and not node.keywords):
+                # type(x) names Python's type for a number node (float, not a subclass)
+                node.func = _runtime("type_of", like=node).func
         else:  # a library call: plain literals, names lifted, adapted at run time
             node.args = [self._visit(a, plain=True) for a in node.args]
             node.keywords = [self._visit(k, plain=True) for k in node.keywords]

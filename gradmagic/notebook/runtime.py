@@ -30,8 +30,9 @@ from ..core import engine
 from ..core.engine import SCALAR_NODES, SCALARS, Float, Int, Value, constant, with_data
 from ..core.ops import OPS
 from ..core.tensor import Tensor
+from ..core.tensor import has_rule as tensor_has_rule
 
-__all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", "fn",
+__all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", "fn", "type_of",
            "recording",
            "recording_now", "is_node", "new_leaf"]
 
@@ -121,14 +122,38 @@ def new_leaf(x, name: str):
 
 # --------------------------------------------------------------------------- plain numbers
 def shown(x):
-    """``x`` for display: Values (also inside lists, tuples, dicts, sets) as numbers."""
+    """``x`` for display: Values (also inside lists, tuples, dicts, sets) as numbers.
+
+    A number node is shown as its plain number; a container without Values or
+    Tensors is passed as it is (it may change before it is printed).
+    """
+    if type(x) in SCALARS:
+        return engine.plain(x)
     return _shown(x, {})
+
+
+def _needs_showing(x, depth=0) -> bool:
+    """True if ``x`` holds a Value or Tensor (which print differently from their numbers)."""
+    cls = type(x)
+    if cls is Value or cls is Tensor:
+        return True
+    if depth > 20:
+        return False
+    if cls is list or cls is tuple or cls is set or cls is frozenset:
+        return any(_needs_showing(e, depth + 1) for e in x)
+    if cls is dict:
+        return any(_needs_showing(e, depth + 1) for e in x.values())
+    return False
 
 
 def _shown(x, memo):
     cls = type(x)
     if cls is Value:
         return x.data
+    if cls is Tensor:
+        return x.data[()] if x.data.ndim == 0 else x.data
+    if (cls is list or cls is dict or cls is tuple) and not _needs_showing(x):
+        return x  # printed as it is (a list printed after a call that changes it)
     if cls is list or cls is dict:
         if id(x) in memo:  # a list that contains itself
             return memo[id(x)]
@@ -142,8 +167,6 @@ def _shown(x, memo):
         return cls(_shown(e, memo) for e in x)
     if cls is np.ndarray and x.dtype == object and any(type(e) is Value for e in x.flat):
         return np.array([_shown(e, memo) for e in x.flat]).reshape(x.shape)
-    if is_node(x):
-        return x.data
     return x
 
 
@@ -339,10 +362,9 @@ def _on_tensor(f, build, t):
     """
     elementwise = isinstance(f, np.ufunc)
     if elementwise:
-        try:
+        if tensor_has_rule(f):
             return f(t)  # a ufunc the Tensor knows (np.floor: plain values)
-        except TypeError:
-            pass  # no rule of its own (np.log1p): built from ops that have one
+        # no rule of its own (np.log1p): built from ops that have one
     elif t.data.size != 1:
         return f(t)
     try:
@@ -403,7 +425,23 @@ def _pow(base, exp, mod=None):
 
 
 def _isinstance(obj, cls):
-    return isinstance(obj, cls) or (type(obj) is Value and isinstance(obj.data, cls))
+    kind = type(obj)
+    return isinstance(obj, cls) or (
+        (kind is Value or kind is Tensor) and isinstance(obj.data, cls))
+
+
+def type_of(*args):
+    """``type(x)`` as plain Python gives it: a number node's type is Python's (``float``),
+    a Tensor's numpy's (``ndarray``, ``float64`` for a 0-d one)."""
+    if len(args) != 1:
+        return type(*args)
+    x = args[0]
+    kind = type(x)
+    if kind in SCALARS:
+        return type(engine.plain(x))
+    if kind is Tensor:
+        return type(x.data[()]) if x.data.ndim == 0 else type(x.data)
+    return kind
 
 
 # Functions that are not ops but are built from several (each op's own math/numpy names come
@@ -514,11 +552,13 @@ def recording(filename: str):
     global _run
     outer, _run = _run, _Run(filename)
     engine.state.recording = True
+    engine.state.cut = _record
     try:
         yield _run
     finally:
         _run = outer
         engine.state.recording = outer is not None
+        engine.state.cut = _record if outer is not None else None
 
 
 def recording_now() -> bool:
