@@ -250,7 +250,7 @@ def test_live_view(server, browser):
 
     # --- the walk-through: tabs, a graph drawn without `dot`, a node clicked
     tabs = [t.strip() for t in walk.locator(".gm-tab").all_text_contents()]
-    assert tabs == ["Graph", "Gradients", "Check", "Backward"]
+    assert tabs == ["Graph", "Gradients", "Check", "Backward", "Forward", "Walk", "Paths"]
     graph = walk.locator(".gm-page[data-tab=graph]")
     assert graph.locator("svg g.node").count() == 7 + 3  # 7 values, 3 operations
     assert min(_sizes(walk)) >= MIN_PX
@@ -311,6 +311,33 @@ def test_live_view(server, browser):
     page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 3 '))")
     assert "a += -2 × -3 = 6" in back.locator(".gm-steptext").inner_text()
     _shot(walk, "backward.png")
+
+    # --- the teaching tabs (#16): build_topo's walk stepped with the keyboard, forward mode,
+    # the paths of the chain rule
+    walk.locator(".gm-tab", has_text="Walk").click()
+    topo = walk.locator(".gm-page[data-tab=walk]")
+    topo.locator("svg").wait_for()
+    assert "v ['L']" in topo.locator(".gm-stephead").inner_text()
+    assert topo.locator(".gm-stepno").inner_text().startswith("step 1 of ")
+    assert "visit L" in topo.locator(".gm-steptext").inner_text()
+    topo.locator(".gm-steptext").click()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("[...document.querySelectorAll('.gm-page[data-tab=walk] .gm-stepno')]"
+                           ".some(e => e.textContent.startsWith('step 2 '))")
+    assert "visit d" in topo.locator(".gm-steptext").inner_text()
+    assert topo.locator("svg g.gm-current").count() >= 1
+    assert min(_sizes(walk)) >= MIN_PX
+    assert not topo.inner_text().rstrip().endswith("null")  # no empty note written as text
+    _shot(walk, "walk.png")
+    walk.locator(".gm-tab", has_text="Forward").click()
+    fwd = walk.locator(".gm-page[data-tab=forward]")
+    fwd.locator("svg").wait_for()
+    assert "agree on all 4 gradients" in fwd.locator(".gm-stephead").inner_text()
+    walk.locator(".gm-tab", has_text="Paths").click()
+    paths = walk.locator(".gm-page[data-tab=paths]")
+    paths.locator("svg").wait_for()
+    assert "path 1 of 1" in paths.locator(".gm-steptext").inner_text()
+    assert paths.locator("svg g.gm-path").count() >= 3
 
     # --- a 2,000-node summary: readable, bounded, sortable
     loop.scroll_into_view_if_needed()

@@ -56,7 +56,8 @@ def test_tabs_are_a_list_of_kinds_with_payloads():
     trace = neuron()
     data = payload(trace, trace.check())
     assert [(t["id"], t["kind"]) for t in data["tabs"]] == [
-        ("graph", "graph"), ("gradients", "table"), ("check", "table"), ("backward", "backward")]
+        ("graph", "graph"), ("gradients", "table"), ("check", "table"), ("backward", "backward"),
+        ("forward", "steps"), ("walk", "steps"), ("paths", "steps")]  # the last three: #16
     assert json.loads(json.dumps(data)) == data  # JSON all the way
     inputs = [n for n in trace.leaves if not n.is_constant]  # not the 0.0
     assert f"all {len(inputs)} gradients match" in tab(data, "check")["payload"]["head"][0]
@@ -269,7 +270,7 @@ def test_expected_answers_get_their_own_tab_first():
     answers = trace.expect({"x1": -1.5, "w1": 2.0, "nope": 0.0})
     view = TraceWidget(trace, report, expected=answers)
     assert [t["id"] for t in view.data["tabs"]] == ["answers", "graph", "gradients", "check",
-                                                    "backward"]
+                                                    "backward", "forward", "walk", "paths"]
     assert view.tab == "answers"
     answers_tab = tab(view.data, "answers")["payload"]
     assert answers_tab["head"][0] == "✗ 1 of 3 correct"

@@ -767,8 +767,18 @@ def _stepped_inputs(trace) -> list:
     return ordered[:STEPPED_INPUTS]
 
 
+def _too_big(trace) -> bool:
+    return len(trace.nodes) > STATIC_NODES
+
+
 def forward_tab(trace, report=None, context=None) -> dict | None:
-    """The Forward tab: cost and agreement on top, then each pass node by node."""
+    """The Forward tab: cost and agreement on top, then each pass node by node.
+
+    Past ``STATIC_NODES`` nodes the one "Teaching" tab says how to see the views instead.
+    """
+    if _too_big(trace):
+        return {"id": "teaching", "title": "Teaching", "kind": "html",
+                "payload": {"html": static_section(trace)}}
     comparison = teaching.forward_vs_reverse(trace)
     head = forward_html(trace, comparison=comparison, draw=False, limit=12, one_pass=False)
     if comparison.error is not None or comparison.inputs == 0:
@@ -819,8 +829,10 @@ def forward_tab(trace, report=None, context=None) -> dict | None:
                         "legend": "grad fields show each node's tangent: ? not yet computed"}}
 
 
-def walk_tab(trace, report=None, context=None) -> dict:
+def walk_tab(trace, report=None, context=None) -> dict | None:
     """The Walk tab: micrograd's build_topo event by event, then the backward order."""
+    if _too_big(trace):
+        return None
     walk = teaching.walk(trace)
     drawn = _drawn(context, trace)
     exprs = expressions(trace)
@@ -853,8 +865,10 @@ def walk_tab(trace, report=None, context=None) -> dict:
                         "legend": "green: the node the walk is at; blue: the recursion stack"}}
 
 
-def paths_tab(trace, report=None, context=None) -> dict:
+def paths_tab(trace, report=None, context=None) -> dict | None:
     """The Paths tab: for each input (up to a few), each listed path highlighted in turn."""
+    if _too_big(trace):
+        return None
     drawn = _drawn(context, trace)
     exprs = expressions(trace)
     stepped = _stepped_inputs(trace)

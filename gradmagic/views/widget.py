@@ -22,8 +22,10 @@ interactive happens in the browser:
 
 The tabs are a list (:data:`TAB_MAKERS`), each tab a ``{"id", "title",
 "kind", "payload"}`` dict; the front-end draws kinds ``graph``, ``table``,
-``html`` and ``backward``. Another view adds a tab by appending a maker
-``(trace, report, context) -> tab | None``.
+``html``, ``backward`` and ``steps``. Another view adds a tab by appending a maker
+``(trace, report, context) -> tab | None``: :mod:`gradmagic.views.teaching` adds
+**Forward**, **Walk** and **Paths** (``steps`` tabs: forward mode pass by pass,
+micrograd's ``build_topo`` event by event, each path of the chain rule).
 
 :func:`mimebundle` is what IPython shows for a Trace: the widget, and before
 it a static copy (an ``<img>`` of the SVG and bounded tables, see
@@ -42,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import render
+from . import render, teaching
 from ..analysis import torchcheck
 from ..analysis.graph import backward_steps, children_of
 
@@ -296,7 +298,8 @@ def _backward_tab(trace, report, context) -> dict:
 
 #: Makers of the widget's tabs, in order: ``(trace, report, context) -> tab | None``.
 #: ``context`` has ``fold``, ``drawn``, ``children``, ``expected``, ``torch``.
-TAB_MAKERS = [_answers_tab, _graph_tab, _gradients_tab, _check_tab, _backward_tab]
+TAB_MAKERS = [_answers_tab, _graph_tab, _gradients_tab, _check_tab, _backward_tab,
+              *teaching.TABS]  # Forward, Walk, Paths (views/teaching.py)
 
 
 def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> dict:

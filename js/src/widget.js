@@ -591,8 +591,9 @@ function render({ model, el }) {
       h("button", { class: "gm-btn gm-next", title: "next step (→)", text: "next ▶", onclick: () => showFrame(k + 1) }),
       h("button", { class: "gm-btn", title: "last step (End)", text: "last", onclick: () => showFrame(total - 1) }),
       slider, label);
-    page.append(head, controls, payload.legend ? h("p", { class: "gm-muted", text: payload.legend }) : null,
-      text, entry.view.el, legend(), payload.note ? h("p", { class: "gm-note", text: payload.note }) : null);
+    // (append() would write a null as the text "null")
+    page.append(...[head, controls, payload.legend ? h("p", { class: "gm-muted", text: payload.legend }) : null,
+      text, entry.view.el, legend(), payload.note ? h("p", { class: "gm-note", text: payload.note }) : null].filter(Boolean));
     entry.show = () => entry.ready.then((v) => {
       if (!v.view) v.initialView(data.target);
       showFrame(k);
