@@ -60,3 +60,57 @@ def test_hostile_cell_behaves_as_plain_python(ip, item, source):
 
 def test_the_hostile_corpus_covers_every_item():
     assert {item for item, _ in CELLS} >= set(range(1, 12)) and len(CELLS) >= 70
+
+
+# --------------------------------------------------------------------------- gradients
+import math
+import random
+
+import numpy as np
+
+from gradmagic.notebook.magic import execute, prepare
+
+_UNARY = ["math.exp({})", "math.sin({})", "math.tanh({})", "np.tanh({})", "np.exp({})",
+          "math.log(abs({}) + 1.0)", "math.sqrt({} * {} + 1.0)", "abs({})", "-{}",
+          "np.arctan({})", "math.atan({})", "math.erf({})", "statistics.mean([{}, 0.5])",
+          "float({})", "round({}, 3)", "max({}, 0.1)", "np.float64({})", "np.sin({})"]
+_BINARY = ["({} + {})", "({} - {})", "({} * {})", "({} / (abs({}) + 1.0))", "({} * 2 + {})",
+           "(3 * {} - {} ** 2)", "np.sum(np.array([{}, {}]))", "sum([{}, {}])",
+           "math.hypot({}, {})", "min({}, {})"]
+
+
+def _expression(rng, depth):
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice(["x", "y", "x", "y", "1.5", "0.25"])
+    if rng.random() < 0.45:
+        inner = _expression(rng, depth - 1)
+        return rng.choice(_UNARY).replace("{}", inner)
+    template = rng.choice(_BINARY)
+    return template.format(*(_expression(rng, depth - 1) for _ in range(template.count("{}"))))
+
+
+def _plain(source, x, y):
+    ns = {"x": x, "y": y, "math": math, "np": np, "statistics": __import__("statistics")}
+    exec(compile(source, "<plain>", "exec"), ns)
+    return float(ns["L"])
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_gradients_match_central_differences_of_the_plain_cell_or_say_where_cut(seed):
+    rng = random.Random(seed)
+    source = f"L = {_expression(rng, 3)} + x * 0.0 + y * 0.0"
+    x, y = rng.uniform(-1.5, 1.5), rng.uniform(-1.5, 1.5)
+    ns = {"x": x, "y": y, "math": math, "np": np, "statistics": __import__("statistics")}
+    trace = execute(prepare(source, ns), ns, {"no_check": True})
+    assert trace.value == pytest.approx(_plain(source, x, y), rel=1e-12, abs=1e-12)
+    cut = bool(trace.warnings)
+    for name, at in (("x", x), ("y", y)):
+        h = 1e-6 * max(1.0, abs(at))
+        up = _plain(source, *((at + h, y) if name == "x" else (x, at + h)))
+        down = _plain(source, *((at - h, y) if name == "x" else (x, at - h)))
+        numeric = (up - down) / (2 * h)
+        analytic = trace.grads[name]
+        if not cut:  # no cut reported: the gradient must be right
+            assert analytic == pytest.approx(numeric, rel=1e-4, abs=1e-5), (source, name)
+    if cut:  # a cut is named with its line in the run's warnings
+        assert all(w.startswith("line 1: ") or "converted" in w for w in trace.warnings)

@@ -211,7 +211,51 @@ def call(f, /, *args, **kwargs):
     else:
         args = [_ints_deep(a) for a in args]
         kwargs = {k: _ints_deep(v) for k, v in kwargs.items()}
-    return f(*args, **kwargs)
+        if _run is not None:
+            return _watched(f, args, kwargs)
+    return _as_constant(f(*args, **kwargs))
+
+
+def _as_constant(r):
+    """A numpy float64 result in a recorded cell: a constant node of the same type.
+
+    ``np.float64 + x`` would otherwise be numpy's own arithmetic, which reads
+    ``x`` as a plain float and drops the rest of the graph.
+    """
+    if _run is not None and type(r) is np.float64:
+        return constant(r)
+    return r
+
+
+def _watched(f, args, kwargs):
+    """``f(*args, **kwargs)``, recording a cut if number nodes went in and no graph came out.
+
+    Python code in a library keeps the graph through its arithmetic; code that
+    computes outside it (``statistics.mean`` works with exact fractions, C
+    functions read the plain number) returns a number with no link to what
+    went in: that is reported, with the names that entered.
+    """
+    nodes = [a for a in _flat(args) if type(a) in SCALARS]
+    nodes += [v for v in _flat(kwargs.values()) if type(v) in SCALARS]
+    result = f(*args, **kwargs)
+    if nodes:
+        kind = type(result)
+        unlinked = (kind in SCALARS and result._a is None
+                    and not any(result is n for n in nodes)) or kind in (float, np.float64)
+        if unlinked and any(type(n) is not Int for n in nodes):
+            who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
+            _record(f"{_describe(f)} computes outside the graph: {who} entered it as plain "
+                    "numbers")
+    return _as_constant(result)
+
+
+def _flat(xs):
+    """The items of ``xs``, one level into lists and tuples."""
+    for x in xs:
+        if type(x) in (list, tuple):
+            yield from x
+        else:
+            yield x
 
 
 _ARRAY_MAKERS = frozenset({np.array, np.asarray, np.asanyarray})
@@ -386,7 +430,7 @@ def _cut(f):
             who = ", ".join(_who(a) for a in args if type(a) in _SCALAR_NODES)
             _record(f"{name} has no gradient rule: {who} entered it as a plain number")
             args = map(_num, args)
-        return f(*args, **kwargs)
+        return _as_constant(f(*args, **kwargs))
     return functools.update_wrapper(cut, f, updated=())
 
 
