@@ -356,6 +356,9 @@ class Tensor:
 
     def __getattr__(self, name):
         """An array method a Tensor does not define (``T.std()``): the numpy function."""
+        if (not name.startswith("_") and state.cut is not None
+                and type(getattr(np.ndarray, name, None)).__name__ == "getset_descriptor"):
+            return getattr(self.data, name)  # T.flags, T.strides, T.nbytes: the array's
         if (not name.startswith("_") and name not in _ARRAY_METHODS
                 and state.cut is not None and callable(getattr(np.ndarray, name, None))):
             # in a recorded cell, any other array method (T.sort(), T.fill(0), T.tofile)

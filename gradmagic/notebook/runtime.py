@@ -108,7 +108,7 @@ def new_leaf(x, name: str):
     """
     cls = type(x)
     if cls in _EXACT_NUMBERS or cls in SCALARS:
-        leaf = constant(x.data if cls in SCALARS else x)
+        leaf = constant(engine.plain(x) if cls in SCALARS else x)
         leaf.label = name
         return leaf
     if cls is Value:
