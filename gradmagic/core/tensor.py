@@ -302,11 +302,14 @@ class Tensor:
         """
         return _apply(_COPY, self)
 
-    def astype(self, dtype):
+    def astype(self, dtype, **kwargs):
         """A float64 copy (see :meth:`copy`); other dtypes would drop the gradient."""
-        if np.dtype(dtype) != _F64:
+        if kwargs or np.dtype(dtype) != _F64:
             if state.cut is not None:  # in a recorded cell: numpy's own result, cut reported
-                return _on_plain_arrays("T.astype", self.data.astype, (dtype,), {})
+                return _on_plain_arrays("T.astype", self.data.astype, (dtype,), kwargs)
+            if kwargs:
+                raise TypeError(f"Tensor.astype() takes no options ({', '.join(kwargs)}); "
+                                "use T.data.astype(...) for a plain array (no gradient)")
             raise TypeError(f"a Tensor holds float64 numbers and cannot become {dtype!r}; "
                             f"use T.data.astype(...) for a plain array (no gradient)")
         return self.copy()
@@ -611,6 +614,13 @@ def _apply(op, a, b=None, params=None) -> Tensor:
 def _binary(op, a, b):
     a2, b2 = _operand(a), _operand(b)
     if a2 is None or b2 is None:
+        other = a if a2 is None else b
+        name = op.method.split()[0] if op.method else ""
+        if (state.cut is not None and name.startswith("__")
+                and isinstance(other, (numbers.Number, np.ndarray))):
+            # in a recorded cell, a complex number or array: numpy's own result, cut reported
+            return _on_plain_arrays(f"{op.symbol} with a {type(other).__name__}",
+                                    getattr(operator, name[2:-2]), (a, b), {})
         return NotImplemented
     return _apply(op, a2, b2)
 
