@@ -114,3 +114,42 @@ def test_gradients_match_central_differences_of_the_plain_cell_or_say_where_cut(
             assert analytic == pytest.approx(numeric, rel=1e-4, abs=1e-5), (source, name)
     if cut:  # a cut is named with its line in the run's warnings
         assert all(w.startswith("line 1: ") or "converted" in w for w in trace.warnings)
+
+
+# --------------------------------------------------------------------------- leaks
+LEAKS = [  # (an %%autograd cell, a later plain cell that uses what it built)
+    ("def f(v):\n    return v * 2.0 + 1\na = 3.0\nL = f(a)",
+     "r = f(4.0)\nprint(repr(r), type(r) is float, json.dumps(r))"),
+    ("class C:\n    k = 2.5\n    def scale(self, v):\n        return v * self.k\nc = C()\nL = c.scale(2.0)",
+     "print(repr(C.k), type(C.k) is float, json.dumps([C.k, c.scale(1.0)]))"),
+    ("from dataclasses import dataclass\n@dataclass\nclass P:\n    x: float\np = P(1.5)\nL = p.x * 2.0",
+     "print(p, type(p.x) is float, json.dumps(p.x))"),
+    ("xs = [1.0, 2.0]\nd = {'k': 0.5}\nL = xs[0] * d['k']",
+     "print(xs, d, [type(v) is float for v in xs], json.dumps([xs, d]))"),
+    ("a = 2.0\nb = a * 3.0\nc = b / 0.0",
+     "print(repr(a), repr(b), type(a) is float, type(b) is float, json.dumps([a, b]))"),
+    # m and k are the graph's nodes (so k.grad works): ints in every way but type(m) is int
+    ("n = 7\nm = n // 2\nk = m + 1",
+     "print(repr(n), isinstance(m, int), json.dumps([n, m, k]), m.bit_length(), m << 2)"),
+    ("g = lambda t: t ** 2 + 1.0\nL = g(3.0)",
+     "print(repr(g(2.0)), type(g(2.0)) is float)"),
+    ("import numpy as np\nW = np.ones(3)\nV = W * 2.0",
+     "print(repr(V), type(V) is np.ndarray, type(W) is np.ndarray)"),
+]
+
+
+@pytest.mark.parametrize("cell, later", LEAKS, ids=[str(i) for i in range(len(LEAKS))])
+def test_nothing_built_in_a_cell_changes_a_later_plain_cell(ip, capsys, cell, later):
+    import json as _json
+    outputs = []
+    for magic in (False, True):
+        for name in [n for n in ip.user_ns if not n.startswith("_")]:
+            if name not in ("In", "Out", "exit", "quit", "get_ipython"):
+                del ip.user_ns[name]
+        ip.user_ns["json"] = _json
+        capsys.readouterr()
+        ip.run_cell(("%%autograd -q\n" if magic else "") + cell)
+        capsys.readouterr()  # the cell's own output (its traceback counts the magic's line)
+        ip.run_cell(later)
+        outputs.append(capsys.readouterr().out)
+    assert outputs[1] == outputs[0]

@@ -309,8 +309,11 @@ def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
     a run with no target or an error) holds what plain Python would have
     bound: the object a lifted name held before, the array a library call
     returned, the plain number. Nodes in ``keep`` (ids of the graph's nodes)
-    stay, so ``x.grad`` works after the cell. Lists and dicts bound to names
-    get their number nodes replaced in place. A ``Value`` (the explicit
+    stay, so ``x.grad`` works after the cell. Number nodes held by what the
+    cell bound (lists, dicts, the attributes of its classes and of their
+    instances) are replaced in place by their plain numbers, graph or not: a
+    later plain cell finds Python's own types there (``gradmagic.last`` keeps
+    the gradients). A ``Value`` (the explicit
     engine's) is never touched, nor is a name the cell did not bind
     (``before`` holds the namespace as the run began, read names lifted).
     """
@@ -326,15 +329,32 @@ def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
                 ns[name] = _plain(v, made)
         elif cls is list:
             for i, e in enumerate(v):
-                if type(e) in SCALARS and id(e) not in keep:
+                if type(e) in SCALARS:
                     v[i] = _plain(e, made)
         elif cls is dict and name not in _SHELL_NAMES:
             for k, e in list(v.items()):
-                if type(e) in SCALARS and id(e) not in keep:
+                if type(e) in SCALARS:
                     v[k] = _plain(e, made)
+        elif getattr(cls, "__module__", None) == "__main__" or (
+                isinstance(v, type) and v.__module__ == "__main__"):
+            _plain_attributes(v, made)  # an instance of the notebook's class, or the class
 
 
 _SHELL_NAMES = frozenset({"_oh", "Out", "_ih", "In", "_dh", "__builtins__"})
+
+
+def _plain_attributes(obj, made) -> None:
+    """Number nodes among ``obj``'s own attributes (a class's or an instance's) made plain."""
+    try:
+        attributes = vars(obj)
+    except TypeError:  # no __dict__ (slots)
+        return
+    for key, e in list(attributes.items()):
+        if type(e) in SCALARS:
+            try:
+                setattr(obj, key, _plain(e, made))
+            except (AttributeError, TypeError):  # read-only: left as it is
+                pass
 
 
 def _plain(v, made):
