@@ -32,14 +32,29 @@ RIGHT_ANSWERS = 'answers = {"w": -4.0, "b": -2.0}'
 WRONG_ANSWERS = 'answers = {"w": -2.0, "b": -2.0}'  # forgot the factor x in dL/dw
 
 
-def run(args, cwd, timeout=180):
-    """Run a grader's command line; its output in the failure message if it fails."""
+def start(args, cwd):
+    """Start a grader's command line (this venv's scripts first on PATH)."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("JUPYTER_PLATFORM_DIRS", "1")
-    out = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
-    assert out.returncode == 0, f"{args}\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
-    return out
+    return subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def finish(proc, timeout=180):
+    """Wait for a started command; its output in the failure message if it failed."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, f"{proc.args}\n{out[-3000:]}\n{err[-5000:]}"
+
+
+def run(args, cwd):
+    """Run a grader's command line to its end."""
+    finish(start(args, cwd))
 
 
 def fill(nb, cell_id: str, source: str):
@@ -103,7 +118,7 @@ def test_otter_run_scores_a_right_and_a_wrong_submission(tmp_path):
         z.write(source / "otter_config.json", "otter_config.json")
         for test in sorted((source / "tests").glob("*.py")):
             z.write(test, f"tests/{test.name}")
-    results = {}
+    runs = {}
     for student, (answers, code) in {"right": (RIGHT_ANSWERS, RIGHT_CODE),
                                      "wrong": (WRONG_ANSWERS, WRONG_CODE)}.items():
         nb = nbformat.read(source / "neuron.ipynb", as_version=4)
@@ -115,8 +130,12 @@ def test_otter_run_scores_a_right_and_a_wrong_submission(tmp_path):
         folder = tmp_path / student
         folder.mkdir()
         nbformat.write(nb, folder / "neuron.ipynb")
-        run([sys.executable, "-m", "otter", "run", "-a", str(autograder), "-o", str(folder),
-             "--no-logo", str(folder / "neuron.ipynb")], tmp_path)
+        runs[student] = folder, start([sys.executable, "-m", "otter", "run", "-a",
+                                       str(autograder), "-o", str(folder), "--no-logo",
+                                       str(folder / "neuron.ipynb")], tmp_path)
+    results = {}
+    for student, (folder, proc) in runs.items():  # the two runs go side by side
+        finish(proc)
         results[student] = json.loads((folder / "results.json").read_text())
     scores = {student: {t["name"]: t["score"] for t in r["tests"] if "score" in t}
               for student, r in results.items()}

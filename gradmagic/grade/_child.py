@@ -4,10 +4,10 @@ Started by the grader as ``python -I .../_child.py FOLDER`` (FOLDER holds the gr
 gradmagic) with a clean environment, an empty working directory and its own process
 group; this file imports only the standard library until the namespaces are made
 (``unshare`` needs a process with one thread). ``main`` reads the job
-(pickled by the grader) from stdin, points stdin and stdout at ``/dev/null``,
-enters new user, PID and network namespaces where Linux allows it (then forks:
-the cell runs as process 1 of its own PID namespace, unable to signal the grader,
-with no network), sets the memory limit, runs the cell with :func:`gradmagic.grade.collect` and,
+(pickled by the grader) from stdin, enters new user, PID and network namespaces
+where Linux allows it (then forks: the cell runs as process 1 of its own PID
+namespace, unable to signal the grader, with no network), points stdin and stdout
+at ``/dev/null``, sets the limits, runs the cell with :func:`gradmagic.grade.collect` and,
 after the cell has finished, writes the plain-data report to the file the job
 names (created exclusively; the name holds a random token), then ends with
 ``os._exit(0)`` so nothing the cell registered (atexit hooks, threads,
