@@ -22,10 +22,14 @@ Design notes:
 * ``backward()`` never recurses: a chain of a million nodes is fine.
 * Graph walks key on node identity, never on ``==`` or ``hash``, which follow
   the numbers (``Value(2) == 2``) as Python's own numbers do.
-* Arithmetic never raises for numeric reasons: ``log(-1)`` is nan, ``exp(1000)``
-  is inf (IEEE rules, with an int too big for a float read as ±inf), and
-  ``.finite`` says so. Relu and abs at 0 use the subgradient 0 and ``.kink``
-  says so.
+* Arithmetic on a ``Value`` never raises for numeric reasons: ``log(-1)`` is
+  nan, ``exp(1000)`` is inf (IEEE rules, with an int too big for a float read
+  as ±inf), and ``.finite`` says so. Relu and abs at 0 use the subgradient 0
+  and ``.kink`` says so.
+* What ``%%autograd`` makes of a number is a :class:`Float`, :class:`Int` or
+  :class:`Float64` node instead (bottom of this module): a float, int or numpy
+  float64 subclass whose arithmetic is Python's own, exceptions included,
+  sharing the graph protocol of :class:`GraphNode` with ``Value``.
 * Every operation comes from the table in :mod:`gradmagic.core.ops`; each is also
   reachable by name through :func:`apply`.
 """

@@ -75,12 +75,16 @@ class AutogradMagics(Magics):
     @output_can_be_silenced
     @line_cell_magic
     def autograd(self, line, cell=None):
-        """Run a cell of plain Python with every number a Value, then backward().
+        """Run a cell of plain Python with every number a graph node, then backward().
 
-        The cell's last expression (or the name its last statement assigns, or
-        -t NAME) is the target. Returns a Trace of the run: .value, .grads,
-        .nodes (with -q it returns None; the Trace is in gradmagic.last). Numbers the cell reads from the namespace enter as fresh leaves
-        and are bound to them afterwards, so x.grad works after the cell.
+        The numbers are still numbers (float and int subclasses): the cell
+        computes, prints and raises as plain Python; %time, !cmd and
+        %matplotlib lines work. The cell's last expression (or the name its
+        last statement assigns, or -t NAME) is the target. Returns a Trace of
+        the run: .value, .grads, .nodes (with -q it returns None; the Trace is
+        in gradmagic.last). Numbers the cell reads from the namespace enter as
+        fresh leaves; names bound to the graph's nodes stay bound to them, so
+        x.grad works after the cell, and every other name holds a plain value.
 
         Cell form: %%autograd [options], the code below.
         Line form: %autograd [options] EXPRESSION
