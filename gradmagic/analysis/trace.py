@@ -13,7 +13,7 @@ reads the columns.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter
 
 import numpy as np
@@ -27,6 +27,8 @@ __all__ = ["Node", "Trace"]
 
 _DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
 _OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
+_LINKS = attrgetter("_a", "_b", "_op")
+_ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 _FLOATS = {float}
 
@@ -297,10 +299,16 @@ class Trace:
         ids = np.fromiter(map(id, order), np.int64, n)
         perm = np.argsort(ids, kind="stable")
         self._ids = (ids[perm], perm)
-        self.parent_a = self._find(np.fromiter(map(id, map(_A, order)), np.int64, n))
-        self.parent_b = self._find(np.fromiter(map(id, map(_B, order)), np.int64, n))
+        if n >= _ONE_PASS:  # the ids of parents and op entry in one pass over the nodes
+            links = np.fromiter(map(id, chain.from_iterable(map(_LINKS, order))), np.int64,
+                                3 * n).reshape(n, 3).T.copy()
+        else:  # (a pass each is cheaper while the nodes fit in the cache)
+            links = [np.fromiter(map(id, map(get, order)), np.int64, n)
+                     for get in (_A, _B, _OP)]
+        self.parent_a = self._find(links[0])
+        self.parent_b = self._find(links[1])
         # op codes: the distinct op entries in order of first use, -1 for a leaf
-        op_ids = np.fromiter(map(id, map(_OP, order)), np.int64, n)
+        op_ids = links[2]
         distinct, first, code = np.unique(op_ids, return_index=True, return_inverse=True)
         rank = np.argsort(first, kind="stable")  # code by first use, not by address
         entries = [order[i]._op for i in first[rank].tolist()]
