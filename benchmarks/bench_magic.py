@@ -6,8 +6,8 @@
    the same source run directly on Values (the engine alone). Target: ratio
    about 1 for arithmetic; an assignment also labels its node, a cost per
    assignment, shown by a loop with one short statement per iteration.
-3. A whole run through an IPython shell (lift, run, backward, Trace) of the
-   arithmetic loop, against the engine code plus its own ``backward()``.
+The whole run through an IPython shell (run, backward, Trace, check,
+display) is measured by ``bench_run.py``.
 
 Run: ``python benchmarks/bench_magic.py``.
 """
@@ -19,7 +19,6 @@ import time
 from gradmagic.core.engine import Value
 from gradmagic.notebook.magic import _link
 from gradmagic.notebook.rewrite import rewrite
-from gradmagic.analysis.trace import Trace
 
 REWRITE_BUDGET_MS = 20.0
 
@@ -108,40 +107,6 @@ def bench_loop(source: str, n: int = 20000) -> float:
     return t_rewritten / t_direct
 
 
-def bench_shell_run(n: int = 20000) -> tuple[float, float]:
-    """A whole %%autograd run of the arithmetic loop / engine code + backward().
-
-    Also returns the share of the run spent making the Trace (its snapshot of
-    every node, with the graph walk it shares with backward), which is not the
-    magic's own work.
-    """
-    from IPython.core.interactiveshell import InteractiveShell
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gradmagic")
-    shell.user_ns.update(x=0.3, w=0.7, N=n)
-    cell = f"%%autograd -q --no-check{ARITHMETIC_LOOP}s"
-    direct = compile(ARITHMETIC_LOOP, "<cell>", "exec")
-
-    def engine():
-        ns = {"x": Value(0.3), "w": Value(0.7), "N": n}
-        exec(direct, ns)
-        ns["s"].backward()
-
-    def magic():
-        shell.user_ns.update(x=0.3, w=0.7)
-        assert shell.run_cell(cell).success
-
-    def trace():
-        ns = shell.user_ns
-        target = ns["s"]
-        Trace(target, order=Value.topo(target), bindings={"s": target, "x": ns["x"],
-                                                          "w": ns["w"]})
-
-    t_magic, t_engine = _best_ratio(magic, engine, 3)
-    t_magic, t_trace = _best_ratio(magic, trace, 3)
-    return t_magic / t_engine, t_trace / t_magic
-
-
 def main() -> None:
     ms, ratio = bench_rewrite()
     status = "ok" if ms < REWRITE_BUDGET_MS else "OVER BUDGET"
@@ -151,9 +116,8 @@ def main() -> None:
           "engine alone (target ~1)")
     print(f"short loop, 2 ops per assignment (labelling shows): "
           f"{bench_loop(SHORT_LOOP):.2f}x the engine alone")
-    ratio, trace_share = bench_shell_run()
-    print(f"whole run through IPython (lift, run, backward, Trace): {ratio:.2f}x engine code "
-          f"+ backward(); {trace_share:.0%} of it is making the Trace")
+    print("the whole run through IPython (run, backward, Trace, check, display): "
+          "see bench_run.py")
 
 
 if __name__ == "__main__":
