@@ -400,12 +400,8 @@ class _Plan:
                               free)
         self.program = program
         # the same program on plain floats with each op's float forward (scalar graphs)
-        self.float_program = None
-        if not tensors and all(callable(getattr(e, "f", None)) for e in trace.ops):
-            floats = [e.f for e in trace.ops]
-            self.float_program = list(zip(rows.tolist(), map(floats.__getitem__,
-                                                              codes[rows].tolist()),
-                                          a.tolist(), b.tolist()))
+        self.floats_ok = not tensors and all(callable(getattr(e, "f", None)) for e in trace.ops)
+        self._rows = rows
         # the most array elements alive at once in a replay, per column: a leaf lives
         # from the start, an op node from its row, each until its last use
         start = np.where(leaf, 0, np.arange(n))
@@ -477,7 +473,7 @@ class _Plan:
     # ------------------------------------------------------------------ replay
     def measure(self, slots: _Slots, eps: float) -> _Measured:
         """Replay the graph for every slot, in as few chunks as memory allows."""
-        if self.float_program is not None and len(slots) <= _FLOAT_SLOTS:
+        if self.floats_ok and len(slots) <= _FLOAT_SLOTS:
             try:
                 return self._measure_floats(slots, eps)
             except Exception:  # noqa: BLE001 - an op's float forward raised: use numpy's
@@ -502,8 +498,11 @@ class _Plan:
 
     def _measure_floats(self, slots: _Slots, eps: float) -> _Measured:
         """A few slots: one replay on plain floats per evaluation point."""
-        program, target = self.float_program, self.target
-        data = self.trace.data.tolist()
+        trace, rows, target = self.trace, self._rows, self.target
+        floats = [e.f for e in trace.ops]
+        program = list(zip(rows.tolist(), map(floats.__getitem__, trace.op_code[rows].tolist()),
+                           trace.parent_a[rows].tolist(), trace.parent_b[rows].tolist()))
+        data = trace.data.tolist()
 
         def run(vals):
             for out, f, a, b in program:
