@@ -271,8 +271,8 @@ def table(results) -> str:
         cells = [name]
         for key in ("gc on", "gc off", "chain"):
             t = row[key]
-            cells.append("failed" if t is None else f"{t * 1e3:.0f} ms")
-            cells.append("—" if t is None or name == "gradmagic" else f"{t / ours[key]:.1f}x")
+            cells.append("failed" if t is None else f"{t * 1e3:.3g} ms")
+            cells.append("—" if t is None or name == "gradmagic" else f"{t / ours[key]:.2g}x")
         cells.append("n/a" if row["bytes"] is None else f"{row['bytes']:.0f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
