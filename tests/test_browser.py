@@ -333,11 +333,13 @@ def test_live_view(server, browser):
     fwd = walk.locator(".gm-page[data-tab=forward]")
     fwd.locator("svg").wait_for()
     assert "agree on all 4 gradients" in fwd.locator(".gm-stephead").inner_text()
+    _shot(walk, "forward.png")
     walk.locator(".gm-tab", has_text="Paths").click()
     paths = walk.locator(".gm-page[data-tab=paths]")
     paths.locator("svg").wait_for()
     assert "path 1 of 1" in paths.locator(".gm-steptext").inner_text()
     assert paths.locator("svg g.gm-path").count() >= 3
+    _shot(walk, "paths.png")
 
     # --- a 2,000-node summary: readable, bounded, sortable
     loop.scroll_into_view_if_needed()

@@ -458,3 +458,13 @@ def test_widget_tabs_are_capped_on_a_2000_node_graph(big):
             assert all(p in drawn for p in fr["path"])
             assert all(e[0] in drawn for e in fr["ev"])
     assert "Stepping covers" in tabs[1]["payload"]["note"]
+
+
+def test_negative_factors_are_written_in_parentheses():
+    a, b = Value(2.0, label="a"), Value(-3.0, label="b")
+    e = a * b
+    L = (e + 10.0) * -2.0
+    trace = traced(L)
+    exprs = views.expressions(trace)
+    (path,) = teaching.paths(trace, "a").paths
+    assert views._path_cells(trace, exprs, path)[2] == "-2·1·(-3)"

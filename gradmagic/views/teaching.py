@@ -572,7 +572,8 @@ def _path_cells(trace, exprs, path, limit: int = ITEMS) -> list:
         c, p, d, slot = step
         route.append(exprs[p])
         formula.append(_factor(local_text(trace, exprs, c, slot)))
-        numbers.append(fmt(d, 4))
+        number = fmt(d, 4)
+        numbers.append(f"({number})" if number.startswith("-") and numbers else number)
     return [" ← ".join(route), "·".join(formula), "·".join(numbers), fmt(path.product, 6)]
 
 
@@ -889,7 +890,8 @@ def paths_tab(trace, report=None, context=None) -> dict | None:
                          f"{'' if result.complete else ' (largest first)'}: "
                          f"<code>{_esc(route)}</code><br>{_esc(formula)} = {_esc(numbers)} = "
                          f"<b>{_esc(product)}</b>"
-                         + (f"<br>sum of all {result.count:,} paths = "
+                         + (f"<br>sum of {'the' if result.count == 1 else 'all'} "
+                            f"{result.count:,} path{'' if result.count == 1 else 's'} = "
                             f"{_esc(fmt(result.total, 10))} = ∂{_esc(f)}/∂{_esc(x)} (backward: "
                             f"{_esc(fmt(result.grad, 10))})" if k == len(result.paths) - 1 else "")),
                 "ev": [],
