@@ -175,6 +175,7 @@ def test_help_lists_the_options(ip):
     flat = " ".join(doc.split())
     assert "tolerance of the check and of --expect" in flat
     assert "with -q it returns None; the Trace is in gradmagic.last" in flat
+    assert doc.lstrip().startswith("%autograd [-t NAME]") and "::" not in doc  # plain text
 
 
 @pytest.mark.parametrize("line, options, expression", [

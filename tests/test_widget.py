@@ -175,7 +175,7 @@ def test_the_widget_keeps_no_trace():
     ref = weakref.ref(trace)
     del trace
     gc.collect()
-    assert ref() is None and view.data["nodes"]
+    assert ref() is None and json.loads(view.data)["nodes"]
     view.close()
 
 
@@ -200,7 +200,7 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     assert '<img class="gradmagic-graph"' in page and "<svg" not in page  # survives sanitisers
     assert "<table" in page and "gradients match" in page
     run = re.search(r'data-gm-run="([0-9a-f]+)"', page).group(1)
-    assert widget_model(bundle).data["run"] == run  # the live view hides this copy
+    assert json.loads(widget_model(bundle).data)["run"] == run  # the live view hides this copy
     whole = mimebundle(trace)  # no publisher: one bundle with all three
     assert set(whole) == {WIDGET_MIME, "text/html", "text/plain"}
 
@@ -233,7 +233,7 @@ def test_no_check_option_skips_the_check(monkeypatch):
     trace.options.no_check = True
     static, bundle = bundle_of(trace)
     assert "--no-check" in static["text/html"] and "--no-check" in static["text/plain"]
-    assert "skipped" in tab(widget_model(bundle).data, "check")["payload"]["html"]
+    assert "skipped" in tab(json.loads(widget_model(bundle).data), "check")["payload"]["html"]
 
 
 def test_a_check_that_cannot_run_does_not_break_the_display(monkeypatch):
@@ -251,14 +251,14 @@ def test_without_dot_the_static_copy_has_tables_and_the_live_view_its_dot(monkey
     static, bundle = bundle_of(trace)
     assert "apt-get install graphviz" in static["text/html"]
     assert "<table" in static["text/html"] and "gradients match" in static["text/html"]
-    assert widget_model(bundle).data["dot"].startswith("digraph gradmagic")
+    assert json.loads(widget_model(bundle).data)["dot"].startswith("digraph gradmagic")
 
 
 def test_trace_warnings_are_shown_in_every_view():
     x = Value(2.0, label="x")
     trace = traced(x * x, warnings=["line 3: float(x) cut the graph"])
     static, bundle = bundle_of(trace)
-    assert "line 3: float(x) cut the graph" in widget_model(bundle).data["notes"]
+    assert "line 3: float(x) cut the graph" in json.loads(widget_model(bundle).data)["notes"]
     for page in (static["text/html"], static["text/plain"]):
         assert "line 3: float(x) cut the graph" in page
 
@@ -269,14 +269,15 @@ def test_expected_answers_get_their_own_tab_first():
     report = trace.check()
     answers = trace.expect({"x1": -1.5, "w1": 2.0, "nope": 0.0})
     view = TraceWidget(trace, report, expected=answers)
-    assert [t["id"] for t in view.data["tabs"]] == ["answers", "graph", "gradients", "check",
-                                                    "backward", "forward", "walk", "paths"]
+    data = json.loads(view.data)
+    assert [t["id"] for t in data["tabs"]] == ["answers", "graph", "gradients", "check",
+                                               "backward", "forward", "walk", "paths"]
     assert view.tab == "answers"
-    answers_tab = tab(view.data, "answers")["payload"]
+    answers_tab = tab(data, "answers")["payload"]
     assert answers_tab["head"][0] == "✗ 1 of 3 correct"
     assert [r[0] for r in answers_tab["rows"]] == ["✓", "✗", "✗"]
     assert answers_tab["classes"] == ["ok", "fail", "fail"]
-    assert "correct" not in " ".join(tab(view.data, "check")["payload"]["head"])
+    assert "correct" not in " ".join(tab(data, "check")["payload"]["head"])
     assert TraceWidget(trace, report).tab == "graph"
 
 
@@ -299,7 +300,7 @@ def test_torch_adds_a_column_to_the_check():
     static, bundle = bundle_of(trace)
     for page in (static["text/html"], static["text/plain"]):
         assert "|torch − analytic|" in page and "agrees on all 6 gradients" in page
-    columns = tab(widget_model(bundle).data, "check")["payload"]["columns"]
+    columns = tab(json.loads(widget_model(bundle).data), "check")["payload"]["columns"]
     assert columns[:5] == ["name", "analytic", "numeric", "torch", "|torch − analytic|"]
 
 

@@ -97,6 +97,8 @@ def _graph(trace) -> _Graph:
         return _GRAPHS[trace]
     except KeyError:
         g = _GRAPHS[trace] = _Graph(trace)
+        while len(_GRAPHS) > 2:  # only the latest runs: Out[] keeps every displayed trace
+            del _GRAPHS[next(iter(_GRAPHS))]
         return g
     except TypeError:  # a trace without weak references: read each time
         return _Graph(trace)

@@ -184,6 +184,11 @@ class AutogradMagics(Magics):
         return None
 
 
+# IPython's magic_arguments starts the help with a reST literal-block marker ("::");
+# %%autograd? is read as plain text
+AutogradMagics.autograd.__doc__ = AutogradMagics.autograd.__doc__.replace("::\n\n", "", 1)
+
+
 def _shell_syntax(shell, source: str) -> tuple[str, int]:
     """``source`` with the shell's own syntax made Python, as in a plain cell.
 

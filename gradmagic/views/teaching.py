@@ -89,6 +89,8 @@ def expressions(trace, width: int = WIDTH) -> list:
         except TypeError:  # a trace that takes no weak references: computed each time
             return _expressions(trace, width)
         out = _EXPRESSIONS[trace] = _expressions(trace, width)
+        while len(_EXPRESSIONS) > 2:  # only the latest runs: Out[] keeps every displayed trace
+            del _EXPRESSIONS[next(iter(_EXPRESSIONS))]
         return out
     return _expressions(trace, width)
 

@@ -36,6 +36,7 @@ state; the live view hides it once drawn.
 from __future__ import annotations
 
 import html
+import json
 import re
 import secrets
 from collections import OrderedDict
@@ -360,7 +361,9 @@ def _classes():
             _esm = STATIC / "widget.js"
             _css = STATIC / "widget.css"
             lib = traitlets.Instance(VizLibrary).tag(sync=True, **widget_serialization)
-            data = traitlets.Dict().tag(sync=True)
+            # the payload as one JSON string: a displayed run keeps a few hundred kB, not
+            # megabytes of small Python objects (ipywidgets keeps every widget alive)
+            data = traitlets.Unicode("{}").tag(sync=True)
             selected = traitlets.Int(-1).tag(sync=True)
             step = traitlets.Int(0).tag(sync=True)
             tab = traitlets.Unicode("").tag(sync=True)
@@ -385,7 +388,7 @@ def _library():
 
 
 def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = ""):
-    """The live view of a run: an anywidget holding :func:`payload` (not the trace).
+    """The live view of a run: an anywidget holding :func:`payload` as JSON (not the trace).
 
     ``selected`` (a node index, -1 for none), ``step`` (of the backward pass)
     and ``tab`` (the shown tab's id) follow the browser both ways.
@@ -393,7 +396,7 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "")
     _, LiveView = _classes()
     data = payload(trace, report, expected=expected, torch=torch, run=run)
     first = data["tabs"][0]["id"] if data["tabs"] else ""
-    return LiveView(lib=_library(), data=data, tab=first)
+    return LiveView(lib=_library(), data=json.dumps(data, separators=(",", ":")), tab=first)
 
 
 # =========================================================================== the bundle

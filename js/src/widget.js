@@ -386,7 +386,7 @@ function legend() {
 
 // ------------------------------------------------------------------ the view
 function render({ model, el }) {
-  const data = model.get("data");
+  const data = JSON.parse(model.get("data"));
   const nodes = data.nodes;
   const root = h("div", { class: "gm-root", tabindex: "0", "data-lm-suppress-shortcuts": "true" });
   el.append(root);
@@ -483,7 +483,9 @@ function render({ model, el }) {
       onHover: hover,
     });
     const entry = { kind, view, ready: null };
+    const started = performance.now();
     entry.ready = layout(model, data.dot).then((svg) => {
+      view.el.dataset.layoutMs = String(Math.round(performance.now() - started));
       view.mount(svg);
       return view;
     }).catch((err) => {
