@@ -171,6 +171,7 @@ class GraphView {
       const lr = !/rankdir=TB/.test(this.data.dot);
       this.view.x = lr ? b.x + b.w / 2 + 16 - w / s : b.x - w / 2 / s;
       this.view.y = lr ? b.y - height / 2 / s : b.y + b.h / 2 + 16 - height / s;
+      this.clamp();
       this.apply();
     }
   }
@@ -231,7 +232,18 @@ class GraphView {
     const hgt = this.port.clientHeight || this.height;
     const { s } = this.view;
     this.view = { s, x: p.x - w / 2 / s, y: p.y - hgt / 2 / s };
+    this.clamp();
     this.apply();
+  }
+
+  // keep the drawing in the viewport where it is bigger than it (no empty margins)
+  clamp() {
+    const w = this.port.clientWidth || this.width;
+    const hgt = this.port.clientHeight || this.height;
+    const { s } = this.view;
+    const fit = (v, span, size) => (span > size ? Math.max(0, Math.min(v, span - size)) : (span - size) / 2);
+    this.view.x = fit(this.view.x, this.gw, w / s);
+    this.view.y = fit(this.view.y, this.gh, hgt / s);
   }
 
   visible(index) {
