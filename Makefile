@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 NOTEBOOK ?= demo_notebooks/01_backprop_tour.ipynb
 PORT ?= 8888
 
-.PHONY: demo demo-headless test bench notebooks setup-demo setup-test build clean
+.PHONY: demo demo-headless test bench notebooks setup-demo setup-test build clean js
 
 setup-demo:
 	scripts/setup.sh lab
@@ -37,6 +37,10 @@ notebooks: setup-test
 build:
 	$(PY) -m pip install -q build
 	$(PY) -m build --outdir dist
+
+# the live view's front-end: js/src -> gradmagic/views/static (committed; only needed after editing js/src)
+js:
+	cd js && npm ci --no-audit --no-fund && npm run build
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache

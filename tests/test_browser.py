@@ -266,6 +266,7 @@ def test_live_view(server, browser):
     assert "a" in info and "incoming gradient" in info and "-2 × -3 from e" in info
     highlighted = graph.locator("svg g.gm-path").count()
     assert highlighted >= 6  # a, e, d, L, their ops and edges
+    page.mouse.move(0, 0)  # no hover box in the picture
     _shot(walk, "widget.png")
 
     # --- zoom: the button changes the scale, fit brings it back
