@@ -167,11 +167,9 @@ def folded(trace) -> set:
     micrograd draws ``x**2`` as one ``**2`` node; so do we. The constants stay
     in the tables and in ``trace.nodes``.
     """
-    out = set()
-    for node in trace.nodes:
-        if (not node.parents and node.is_constant and not node.label
-                and (node.shape is None or not node.shape or np.size(node.data) == 1)):
-            out.add(node.index)
+    tensors = trace.tensor_data
+    leaves = np.flatnonzero(trace.constant & (trace.parent_a < 0) & (trace.label_code == 0))
+    out = {i for i in leaves.tolist() if i not in tensors or np.size(tensors[i]) == 1}
     out.discard(trace.target.index)
     return out
 
@@ -208,7 +206,7 @@ def layout_attrs(count: int) -> str:
 
 
 def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
-           path=(), current: int | None = None, grad_text=None) -> str:
+           path=(), current: int | None = None, grad_text=None, fold=None) -> str:
     """The DOT source of the run's graph.
 
     Value ``i`` is DOT node ``v{i}`` and its operation ``o{i}`` (the live view
@@ -217,11 +215,12 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
     indices (a summary); ``path`` highlights nodes, and the edges and
     operations that connect them; ``current`` highlights one node (the one the
     backward pass is processing); ``grad_text`` replaces each node's grad
-    field (a list of strings indexed like ``trace.nodes``).
+    field (a list of strings indexed like ``trace.nodes``); ``fold`` is
+    :func:`folded` when the caller already has it.
     """
     rankdir = _rankdir(rankdir if rankdir is not None else trace.options.rankdir)
     nodes = trace.nodes
-    fold = folded(trace)
+    fold = folded(trace) if fold is None else fold
     shown = [i for i in (range(len(nodes)) if subset is None else sorted(subset))
              if i not in fold]
     drawn = set(shown)

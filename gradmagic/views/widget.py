@@ -142,8 +142,10 @@ def explain(trace, index: int, children, fold=()) -> dict:
     if index == trace.target.index:
         incoming = [f"the target: its gradient is the seed {render.fmt(node.grad)}"]
     else:
-        incoming = []
+        incoming = []  # the first TERMS terms; a reused node's other uses are only counted
         for c in dict.fromkeys(children[index]):
+            if len(incoming) >= TERMS:
+                break
             child = nodes[c]
             if child.local is None:
                 incoming.append(f"from {child.name} (tensor op)")
@@ -152,6 +154,9 @@ def explain(trace, index: int, children, fold=()) -> dict:
                 if p == index:
                     incoming.append(f"{render.fmt(child.grad, 6)} × {render.fmt(d, 6)} "
                                     f"from {child.name}")
+        total = max(len(incoming), len(children[index]))  # one term per use
+        return {"local": _capped(local_lines),
+                "incoming": {"items": incoming[:TERMS], "more": total - len(incoming[:TERMS])}}
     return {"local": _capped(local_lines), "incoming": _capped(incoming)}
 
 
@@ -326,7 +331,8 @@ def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> 
         "headline": render.headline(trace),
         "notes": render.run_notes(trace, report),
         "target": int(trace.target.index),
-        "dot": render.to_dot(trace, report, subset=summary.shown if summary else None),
+        "dot": render.to_dot(trace, report, subset=summary.shown if summary else None,
+                             fold=fold),
         "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
         "nodes": entries,
         "order": sorted(drawn, reverse=True),  # graph order: the target first
