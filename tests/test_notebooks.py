@@ -76,6 +76,11 @@ def test_saved_notebook_keeps_outputs_and_widget_state(path):
                  if o.output_type in ("execute_result", "display_data") and WIDGET in o.data]
         assert views, f"{path.name}: a run was saved without its live view"
         assert views[0][WIDGET]["model_id"] in state
+    # an untrusted notebook (as a fresh clone opens) strips inline <svg> and prints its text;
+    # every saved drawing is an <img> instead
+    html = [o.data["text/html"] for c in nb.cells if c.cell_type == "code"
+            for o in c.outputs if "text/html" in o.get("data", {})]
+    assert html and not any("<svg" in h for h in html), f"{path.name} has inline <svg> output"
 
 
 def test_saved_notebooks_match_their_source_script():

@@ -449,17 +449,19 @@ _WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
 
 
 def fit(image: str) -> str:
-    """Let an inline SVG shrink to the output's width, but at most ``SHRINK`` times.
+    """An inline drawing as an ``<img>`` that shrinks to the output's width, at most ``SHRINK`` times.
 
-    For inline drawings in trusted output (the teaching views' display
-    objects); the run's static copy uses an ``<img>`` at its natural size.
+    For the teaching views' display objects. An ``<img>`` with an SVG data URI, as the
+    run's static copy uses, survives untrusted notebooks and sanitisers, where inline
+    ``<svg>`` is stripped and its text printed.
     """
     match = _WIDTH.match(image)
-    if match is None:
-        return image
-    least = float(match.group(1)) / SHRINK
-    return (image[:4] + f' style="max-width:100%; height:auto; min-width:{least:.0f}pt"'
-            + image[4:])
+    size = "max-width:100%"
+    if match is not None:
+        width = float(match.group(1))
+        size = f"width:{width:.0f}pt; max-width:100%; min-width:{width / SHRINK:.0f}pt"
+    return (f'<img class="gradmagic-graph" alt="the computation graph" style="{size}; '
+            f'height:auto" src="{svg_data_uri(image)}">')
 
 
 def _no_graph(exc, source: str) -> str:
