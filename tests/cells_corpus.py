@@ -442,3 +442,16 @@ worst = max(abs(yp - yt) for yp, yt in zip(preds, ys))
 print(loss, worst)
 """),
 ]
+
+
+# The 20-step tanh recurrence of issue #14 (its layout once took 46 s in dot): the browser test
+# draws it and the view-budget test times its display.
+RECURRENCE = """%%autograd --max-nodes 300
+w1, w2, b, c = 0.5, -0.3, 0.1, 0.7
+h = 0.0
+s = 0.0
+for t in range(20):
+    x = 0.1 * t
+    h = (w1*h + w2*x + b).tanh()
+    s = s + h*c
+s"""

@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cells_corpus import RECURRENCE
 
 pytestmark = pytest.mark.browser
 
@@ -59,15 +60,6 @@ for i in range(666):
     s = s + w * (i % 7)
 s"""
 
-RECURRENCE = """%%autograd --max-nodes 300
-w1, w2, b, c = 0.5, -0.3, 0.1, 0.7
-h = 0.0
-s = 0.0
-for t in range(20):
-    x = 0.1 * t
-    h = (w1*h + w2*x + b).tanh()
-    s = s + h*c
-s"""
 
 CELLS = ["%load_ext gradmagic\nimport numpy as np\n"
          "rng = np.random.default_rng(0)\nX = rng.normal(size=(50, 2))\n"

@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+from cells_corpus import RECURRENCE
 
 pytest.importorskip("anywidget")
 
@@ -38,16 +39,6 @@ def run(body: str) -> str:
     return out.stdout
 
 
-RECURRENCE = """%%autograd --max-nodes 300
-w1, w2, b, c = 0.5, -0.3, 0.1, 0.7
-h = 0.0
-s = 0.0
-for t in range(20):
-    x = 0.1 * t
-    h = (w1*h + w2*x + b).tanh()
-    s = s + h*c
-s
-"""
 
 
 @pytest.mark.slow
