@@ -352,6 +352,19 @@ def test_live_view(server, browser):
     loop.locator(".gm-page[data-tab=gradients] th", has_text="grad").click()
     first = loop.locator(".gm-page[data-tab=gradients] tbody tr").first.inner_text()
     assert first.split()[1] == "w"  # |grad| largest first: w, the input
+    # a bigger run's Backward and teaching tabs are made by the kernel when first opened
+    loop.locator(".gm-tab", has_text="Backward").click()
+    stepper = loop.locator(".gm-page[data-tab=backward]")
+    stepper.locator("svg").wait_for(timeout=60_000)
+    assert stepper.locator(".gm-stepno").inner_text().startswith("step 0 of 1332")
+    stepper.locator(".gm-steptext").click()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("[...document.querySelectorAll('.gm-page[data-tab=backward] .gm-stepno')]"
+                           ".some(e => e.textContent.startsWith('step 1 of 1332'))")
+    loop.locator(".gm-tab", has_text="Paths").click()
+    loop.locator(".gm-page[data-tab=paths] svg").wait_for(timeout=60_000)
+    assert "path 1 of" in loop.locator(".gm-page[data-tab=paths] .gm-steptext").inner_text()
+    assert min(_sizes(loop)) >= MIN_PX
     if app == "jupyterlab":
         page.screenshot(path=str(BUILD / "jupyterlab.png"))
     assert not [e for e in errors if "gradmagic" in e.lower() or "gm-" in e], errors

@@ -487,3 +487,50 @@ def test_the_static_graph_keeps_its_size_and_scrolls():
     assert "gradmagic-legend" in page
     uri = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', page).group(1)
     assert base64.b64decode(uri).decode().startswith("<?xml")
+
+
+# --------------------------------------------------------------------------- read from columns
+def mixed():
+    """Floats, -0.0, ints, folded constants on either side, a unary op, nan, a 1-element tensor."""
+    import numpy as np
+    from gradmagic import tensor
+    x, n = Value(-0.0, label="x"), Value(3, label="n")
+    y = (2.0 * x + x * 0.5) ** 2 - n * 7 + (x + 1e-300).log()
+    t = tensor(np.array([1.5]), requires_grad=True)
+    z = (t * np.array([2.0])).sum()
+    return traced(y + 3.0 * z)
+
+
+def test_columns_read_as_the_node_views_do():
+    trace = mixed()
+    rows = list(range(trace.n))
+    fold = render.Folded(trace)
+    assert set(fold) == render.folded(trace) and fold  # some constants fold
+    assert render.column_text(trace, rows, "data") == [render.fmt(n.data, 6) for n in trace.nodes]
+    assert render.column_text(trace, rows, "grad") == [render.fmt(n.grad, 6) for n in trace.nodes]
+    assert render.op_labels(trace, rows, fold) == [
+        render.op_label(trace, i, fold) if trace.nodes[i].op else "" for i in rows]
+    assert render.op_labels(trace, rows, fold) == render.op_labels(trace, rows, set(fold))
+    status = {rows[1]: "fail"}
+    assert render.flags_text(trace, rows, status) == [
+        render._flags(n, status.get(n.index)) for n in trace.nodes]
+
+
+def test_children_among_reads_the_parent_columns():
+    from gradmagic.analysis.graph import children_of
+    trace = mixed()
+    every = children_of(trace)
+    some = [0, 2, trace.n - 1]
+    among = render.children_among(trace, some)
+    assert {i: among[i] for i in some} == {i: every[i] for i in some}
+
+
+def test_one_dot_process_draws_graph_after_graph_as_a_fresh_one_does():
+    trace = small()
+    source = render.to_dot(trace)
+    fresh = graphviz.Source(source).pipe(format="svg", encoding="utf-8")
+    fresh = fresh[fresh.find("<svg"):]
+    assert [render.svg(source) for _ in range(3)] == [fresh] * 3
+    with pytest.raises(graphviz.CalledProcessError):  # a graph dot rejects: its message
+        render.svg("digraph { a -> ")
+    assert render.svg(source) == fresh  # and the next graph is drawn again

@@ -477,3 +477,18 @@ def test_negative_factors_are_written_in_parentheses():
     exprs = views.expressions(trace)
     (path,) = teaching.paths(trace, "a").paths
     assert views._path_cells(trace, exprs, path)[2] == "-2·1·(-3)"
+
+
+def test_the_static_copy_spells_the_views_out_when_the_graph_is_drawn_in_full():
+    x = Value(0.5, label="x")
+    total = x * 1.0
+    for _ in range(100):
+        total = total + x * 0.5
+    trace = traced(total)
+    assert len(trace.nodes) > render.DEFAULT_MAX_NODES
+    page = render.static_html(trace)
+    assert "Teaching views" in page and "Forward, Walk and Paths tabs" in page
+    assert "Forward mode against reverse mode" not in page  # past --max-nodes: counts only
+    trace.options.max_nodes = 1000
+    page = render.static_html(trace)
+    assert "Forward mode against reverse mode" in page and "The topological walk" in page

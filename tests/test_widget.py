@@ -179,6 +179,56 @@ def test_the_widget_keeps_no_trace():
     view.close()
 
 
+def loop_trace(n=200):
+    x = Value(0.5, label="x")
+    total = Value(0.0, label="total")
+    for _ in range(n):
+        total = total + x * 0.5
+    return traced(total, bindings={"x": x, "total": total})
+
+
+def test_the_live_view_defers_the_tabs_that_grow_with_the_graph():
+    """Backward and the teaching tabs of a bigger run are made when first opened."""
+    trace = loop_trace()
+    assert trace.n > widget.EAGER_NODES
+    view = TraceWidget(trace, trace.check())
+    data = json.loads(view.data)
+    kinds = {t["id"]: t["kind"] for t in data["tabs"]}
+    assert kinds == {"graph": "graph", "gradients": "table", "check": "table",
+                     "backward": "deferred", "forward": "deferred", "walk": "deferred",
+                     "paths": "deferred"}
+    assert all(t["payload"] is None for t in data["tabs"] if t["kind"] == "deferred")
+    assert json.loads(view.opened) == {}
+    # the browser asks with a custom message; the answer is kept in the widget's state
+    view._on_msg(view, {"type": "open", "tab": "backward"}, [])
+    opened = json.loads(view.opened)
+    assert list(opened) == ["backward"]
+    assert opened["backward"] == json.loads(json.dumps(tab(payload(trace), "backward")))
+    for ident in ("forward", "walk", "paths"):
+        made = view.open_tab(ident)
+        assert made["kind"] == "steps" and made["payload"]["frames"]
+    assert list(json.loads(view.opened)) == ["backward", "forward", "walk", "paths"]
+    assert view.open_tab("backward") == opened["backward"]  # made once
+    view.close()
+
+
+def test_a_small_run_sends_every_tab_at_once():
+    trace = neuron()
+    data = json.loads(TraceWidget(trace).data)
+    assert "deferred" not in {t["kind"] for t in data["tabs"]}
+
+
+def test_a_deferred_tab_of_a_run_no_longer_in_memory_says_so():
+    import gc
+    trace = loop_trace()
+    view = TraceWidget(trace)
+    del trace
+    gc.collect()
+    made = view.open_tab("walk")
+    assert made["kind"] == "html" and "run the cell again" in made["payload"]["html"]
+    view.close()
+
+
 def test_the_front_end_is_in_the_package():
     js = (widget.STATIC / "widget.js").read_text()
     assert "render" in js and len(js) < 100_000

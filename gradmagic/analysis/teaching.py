@@ -116,12 +116,14 @@ def children(trace) -> list:
 
 def edge_count(trace) -> int:
     """How many (node, parent) edges the graph has: one multiply-add each per pass."""
-    return sum(map(len, _graph(trace).parents))
+    first = trace.parent_a >= 0
+    return int(np.count_nonzero(first) + np.count_nonzero(first & (trace.parent_b >= 0)))
 
 
 def inputs(trace) -> list:
     """The run's inputs: leaves that are not constants, in graph order."""
-    return list(_graph(trace).inputs)
+    leaves = trace.leaf_index
+    return leaves[~trace.constant[leaves]].tolist()
 
 
 def _index(trace, key) -> int:

@@ -26,8 +26,14 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import re
+import select
+import shutil
+import subprocess
+import threading
 from collections import Counter, deque
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,16 +43,16 @@ from ..core.ops import OPS
 from ..analysis import numbers
 from ..analysis.numbers import SMALL, all_finite, dims  # noqa: F401 - dims is part of this module's API
 
-__all__ = ["fmt", "figure", "full", "dims", "folded", "layout_attrs", "svg_data_uri", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
+__all__ = ["fmt", "figure", "full", "dims", "folded", "Folded", "drawn_nodes", "children_among", "layout_attrs", "svg_data_uri", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
            "svg", "fit", "graph_html", "legend_html", "op_label", "node_order", "op_entry", "op_symbol", "nodes_table_html",
-           "nodes_table_text", "report_html", "report_text", "answers_html", "answers_text",
+           "nodes_table_text", "column_text", "op_symbols", "op_labels", "flags_text", "report_html", "report_text", "answers_html", "answers_text",
            "torch_html", "torch_text", "inputs", "headline", "run_notes", "static_html", "text",
            "MISSING_DOT"]
 
 DEFAULT_MAX_NODES = 150
 NEIGHBOURHOOD = 30  # nodes nearest the target drawn in a summary
 NAMED = 20  # named nodes drawn in a summary
-TABLE_ROWS = 1000  # rows of an HTML table before it is cut
+TABLE_ROWS = 500  # rows of an HTML table before it is cut (as the live view's tables)
 TEXT_ROWS = 40  # rows of a plain-text table before it is cut
 
 MISSING_DOT = ("Graphviz's `dot` program was not found, so this static copy has no picture "
@@ -161,16 +167,79 @@ def _failed(report) -> dict:
             if r.index is not None and r.status != "pass"}
 
 
+class Folded(AbstractSet):
+    """The folded constants of a trace (see :func:`folded`) as a read-only set over a mask.
+
+    Membership reads one boolean of a numpy column, so making it costs no Python
+    object per constant (a 10^6-node loop has 300,000 of them).
+    """
+
+    def __init__(self, trace):
+        mask = trace.constant & (trace.parent_a < 0) & (trace.label_code == 0)
+        for i, arr in trace.tensor_data.items():  # a tensor constant is folded if 1 element
+            if mask[i] and np.size(arr) != 1:
+                mask[i] = False
+        if trace.n:
+            mask[trace.target.index] = False
+        self.mask = mask
+
+    def __contains__(self, i):
+        try:
+            return bool(self.mask[i]) if 0 <= i < len(self.mask) else False
+        except (TypeError, IndexError):
+            return False
+
+    def __iter__(self):
+        return iter(np.flatnonzero(self.mask).tolist())
+
+    def __len__(self):
+        return int(np.count_nonzero(self.mask))
+
+
 def folded(trace) -> set:
     """Unnamed scalar constants (the 2 of ``x**2``): drawn inside their op's label, not as leaves.
 
     micrograd draws ``x**2`` as one ``**2`` node; so do we. The constants stay
-    in the tables and in ``trace.nodes``.
+    in the tables and in ``trace.nodes``. (:class:`Folded` is the same set without
+    a Python int per constant.)
     """
-    tensors = trace.tensor_data
-    leaves = np.flatnonzero(trace.constant & (trace.parent_a < 0) & (trace.label_code == 0))
-    out = {i for i in leaves.tolist() if i not in tensors or np.size(tensors[i]) == 1}
-    out.discard(trace.target.index)
+    return set(Folded(trace))
+
+
+def drawn_nodes(trace, summary=None, fold=None) -> list:
+    """The value nodes the graph draws: the summary's (or every node) less the folded ones."""
+    fold = Folded(trace) if fold is None else fold
+    if summary is None:
+        if isinstance(fold, Folded):
+            return np.flatnonzero(~fold.mask).tolist()
+        return [i for i in range(trace.n) if i not in fold]
+    return [int(i) for i in summary.shown if i not in fold]
+
+
+class _Among(dict):
+    def __missing__(self, key):
+        return []
+
+
+def children_among(trace, nodes) -> dict:
+    """node → the nodes computed from it (with repeats, ascending), for ``nodes`` only.
+
+    One vectorised pass over the parent columns, however big the graph.
+    """
+    out = _Among()
+    if not len(nodes):
+        return out
+    mark = np.zeros(trace.n + 1, dtype=bool)  # the extra slot is parent -1 (none)
+    mark[np.asarray(list(nodes), dtype=np.intp)] = True
+    rows = []
+    for column in (trace.parent_a, trace.parent_b):
+        hit = np.flatnonzero(mark[column])
+        rows.append((column[hit], hit))
+    parent = np.concatenate([r[0] for r in rows])
+    child = np.concatenate([r[1] for r in rows])
+    order = np.lexsort((child, parent))
+    for p, c in zip(parent[order].tolist(), child[order].tolist()):
+        out.setdefault(p, []).append(c)
     return out
 
 
@@ -185,6 +254,40 @@ def op_label(trace, index: int, fold=frozenset()) -> str:
     if len(node.parents) == 2:
         return f"{text[0]}{symbol}{text[1]}"
     return f"{symbol} " + ", ".join(t for t in text if t)
+
+
+def op_labels(trace, rows, fold) -> list:
+    """:func:`op_label` of nodes ``rows`` ('' for a leaf), read from the columns."""
+    rows = list(rows)
+    if not isinstance(fold, Folded):
+        return [op_label(trace, i, fold) if trace.op_code[i] >= 0 else "" for i in rows]
+    index = np.asarray(rows, dtype=np.intp)
+    codes = trace.op_code[index].tolist()
+    symbols = op_symbols(trace)
+    pa, pb = trace.parent_a[index], trace.parent_b[index]
+    mask = fold.mask
+    texts = []
+    for parents in (pa, pb):
+        hit = (parents >= 0) & mask[parents]
+        text = [""] * len(rows)
+        for k, t in zip(np.flatnonzero(hit).tolist(),
+                        column_text(trace, parents[hit].tolist(), "data", 4)):
+            text[k] = t
+        texts.append(text)
+    binary = (pb >= 0).tolist()
+    out = []
+    for k, code in enumerate(codes):
+        if code < 0:
+            out.append("")
+            continue
+        symbol, a, b = symbols[code], texts[0][k], texts[1][k]
+        if not a and not b:
+            out.append(symbol)
+        elif binary[k]:
+            out.append(f"{a}{symbol}{b}")
+        else:
+            out.append(f"{symbol} {a}")
+    return out
 
 
 LAYOUT_EXACT = 40  # drawn values up to which Graphviz lays out without limits
@@ -220,7 +323,7 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
     """
     rankdir = _rankdir(rankdir if rankdir is not None else trace.options.rankdir)
     nodes = trace.nodes
-    fold = folded(trace) if fold is None else fold
+    fold = Folded(trace) if fold is None else fold
     shown = [i for i in (range(len(nodes)) if subset is None else sorted(subset))
              if i not in fold]
     drawn = set(shown)
@@ -382,11 +485,99 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
 
 
 # =========================================================================== SVG
+class _DotServer:
+    """One long-lived ``dot -Tsvg`` process that lays out graph after graph.
+
+    Starting ``dot`` costs about 10 ms (it loads its plugins), most of a small
+    graph's drawing; a process kept for the kernel's life reads each graph from
+    its stdin and answers in 1-3 ms. Each graph is followed by an empty marker
+    graph, so the answer's end is known (and a graph ``dot`` rejects gives only
+    the marker's picture: :func:`svg` then runs ``dot`` once more to say why).
+    The process is started on first use, with the ``dot`` found on ``PATH``
+    then, and again if that changes, if it died, or in a forked child.
+    """
+
+    TIMEOUT = 120.0  # s without a byte from dot before it is given up on
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._proc = None
+        self._key = None  # (pid, dot's path) the process was started for
+        self._count = 0
+
+    def _start(self, dot: str):
+        self._stop()
+        self._proc = subprocess.Popen([dot, "-Tsvg"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._key = (os.getpid(), dot)
+
+    def _stop(self):
+        proc, self._proc = self._proc, None
+        if proc is not None and self._key and self._key[0] == os.getpid():
+            try:
+                proc.kill()
+                proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def draw(self, source: str) -> str | None:
+        """The SVG of ``source``, or None when this way cannot give it (use a one-shot ``dot``)."""
+        dot = shutil.which("dot")
+        if dot is None or os.name == "nt":  # (select() does not wait on pipes on Windows)
+            return None
+        with self._lock:
+            try:
+                if (self._proc is None or self._proc.poll() is not None
+                        or self._key != (os.getpid(), dot)):
+                    self._start(dot)
+                self._count += 1
+                marker = f"gm_end_{os.getpid()}_{self._count}"
+                proc = self._proc
+                proc.stdin.write(source.encode() + f"\ndigraph {marker} {{}}\n".encode())
+                proc.stdin.flush()
+                out = self._read(proc, f"<!-- Title: {marker} ".encode())
+            except Exception:  # noqa: BLE001 - a broken pipe, a timeout: start afresh next time
+                self._stop()
+                return None
+        text = out.decode("utf-8", errors="replace")
+        start = text.find("<svg")
+        if start < 0:  # dot rejected the graph: only the marker was drawn
+            return None
+        # dot names a later graph's group as a page of a document ("page0,1_graph0")
+        return _PAGE_ID.sub('<g id="graph0"', text[start:], count=1)
+
+    def _read(self, proc, marker: bytes) -> bytes:
+        """Everything dot writes before ``marker``'s picture (then reads past that picture)."""
+        fd = proc.stdout.fileno()
+        buf = bytearray()
+        while True:
+            at = buf.find(marker)
+            if at >= 0 and buf.find(b"</svg>", at) >= 0:
+                head = buf.rfind(b"<?xml", 0, at)
+                return bytes(buf[:head if head >= 0 else at])
+            ready, _, _ = select.select([fd], [], [], self.TIMEOUT)
+            if not ready:
+                raise TimeoutError("dot gave no answer")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise EOFError("dot ended")
+            buf += chunk
+
+
+_DOT = _DotServer()
+_PAGE_ID = re.compile(r'<g id="page[^"]*_graph0"')
+
+
 def svg(dot_source: str) -> str:
     """Render DOT to an ``<svg>`` element with Graphviz's ``dot`` program.
 
+    Graphs go to one long-lived ``dot`` process (:class:`_DotServer`); when it
+    cannot answer, ``dot`` is run once for this graph, which says why.
     Raises ``graphviz.ExecutableNotFound`` when ``dot`` is not installed.
     """
+    image = _DOT.draw(dot_source)
+    if image is not None:
+        return image
     import graphviz
     out = graphviz.Source(dot_source).pipe(format="svg", encoding="utf-8")
     start = out.find("<svg")
@@ -411,7 +602,7 @@ GRAPH_HEIGHT = 600  # px: the static graph scrolls past this height
 
 
 def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
-               summary=_SUMMARISE, **dot_options) -> str:
+               summary=_SUMMARISE, dot: str | None = None, **dot_options) -> str:
     """The static Graph view: an ``<img>`` of the SVG at its natural size in a scroll box.
 
     The image keeps Graphviz's size (10 pt text, about 13 px) and the box
@@ -419,7 +610,8 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
     it says so in one line (the live view draws the graph in the browser
     without it) and leaves the DOT source folded away. ``cache`` maps DOT
     source → SVG between calls. ``summary`` is the trace's :func:`summarise`
-    result when the caller already has it (None: draw every node).
+    result when the caller already has it (None: draw every node), ``dot`` the DOT
+    source when the caller already made it.
     """
     if summary is _SUMMARISE:
         summary = summarise(trace, max_nodes)
@@ -428,7 +620,7 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
         dot_options.setdefault("subset", summary.shown)
         parts.append(f'<p style="margin:0 0 4px 0"><b>{html.escape(summary.counts)}</b><br>'
                      f"{_md_code(summary.note)}</p>")
-    source = to_dot(trace, report, **dot_options)
+    source = dot if dot is not None else to_dot(trace, report, **dot_options)
     image = cache.get(source) if cache is not None else None
     if image is None:
         try:
@@ -543,12 +735,15 @@ def _html_table(header, rows, colours=None) -> str:
     out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', _TABLE, "<thead><tr>"]
     out += [f'<th {_CELL.format(align="left")}>{html.escape(h)}</th>' for h in header]
     out.append("</tr></thead><tbody>")
+    left, right = f"<td {_CELL.format(align='left')}>", f"<td {_CELL.format(align='right')}>"
+    words = [column in _WORDS for column in header]
+    escape = html.escape
     for k, row in enumerate(rows):
         colour = colours[k] if colours else ""
         out.append(f'<tr style="background:{colour}">' if colour else "<tr>")
-        for column, cell in zip(header, row):
-            align = "right" if _right(column, cell) else "left"
-            out.append(f"<td {_CELL.format(align=align)}>{html.escape(cell)}</td>")
+        for word, cell in zip(words, row):
+            out.append((left if word or not _numeric_text(cell) else right)
+                       + escape(cell) + "</td>")
         out.append("</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
@@ -562,16 +757,63 @@ def _numeric_text(cell: str) -> bool:
         return False
 
 
+def column_text(trace, rows, column: str = "data", digits: int = 6) -> list:
+    """``fmt`` of the data (or grad) of nodes ``rows``, read from the trace's columns.
+
+    Plain float nodes are formatted straight from the column (as :func:`fmt` writes a
+    float); ints, arrays and the like go through :func:`fmt`.
+    """
+    rows = list(rows)
+    values = getattr(trace, column)[np.asarray(rows, dtype=np.intp)].tolist() if rows else []
+    out = [f"{v + 0.0:.{digits}g}" for v in values]
+    special = trace.tensor_data if column == "data" else trace.tensor_grad
+    exact = trace.exact if column == "data" else {}
+    if special or exact:
+        read = trace._data if column == "data" else trace._grad
+        for k, i in enumerate(rows):
+            if i in special or i in exact:
+                out[k] = fmt(read(i), digits)
+    return out
+
+
+def op_symbols(trace) -> list:
+    """The symbol of each of ``trace.ops`` (what :func:`op_symbol` gives), by op code."""
+    return [getattr(e, "symbol", None) or e.name for e in trace.ops]
+
+
+def flags_text(trace, rows, status: dict) -> list:
+    """:func:`_flags` of nodes ``rows`` from the kink and finite columns."""
+    index = np.asarray(list(rows), dtype=np.intp)
+    kink = trace.kink[index].tolist() if len(index) else []
+    finite = trace.finite[index].tolist() if len(index) else []
+    out = []
+    for i, k, f in zip(index.tolist(), kink, finite):
+        if not k and f and i not in status:
+            out.append("")
+            continue
+        flags = (["kink"] if k else []) + ([] if f else ["non-finite"])
+        if status.get(i):
+            flags.append(f"check: {status[i]}")
+        out.append(", ".join(flags))
+    return out
+
+
 def _node_rows(trace, order, report):
     status = _failed(report)
-    nodes = trace.nodes
     target = trace.target.index
+    rows_at = list(order)
+    index = np.asarray(rows_at, dtype=np.intp)
+    names = trace.label_names
+    labels = [names[c] for c in trace.label_code[index].tolist()] if rows_at else []
+    symbols = op_symbols(trace)
+    codes = trace.op_code[index].tolist() if rows_at else []
+    data = column_text(trace, rows_at, "data")
+    grad = column_text(trace, rows_at, "grad")
+    flags = flags_text(trace, rows_at, status)
     rows, colours = [], []
-    for i in order:
-        node = nodes[i]
-        rows.append([str(i), node.label or ("(target)" if i == target else ""),
-                     op_symbol(trace, i) if node.op else "leaf", fmt(node.data, 6),
-                     fmt(node.grad, 6), _flags(node, status.get(i))])
+    for k, i in enumerate(rows_at):
+        rows.append([str(i), labels[k] or ("(target)" if i == target else ""),
+                     symbols[codes[k]] if codes[k] >= 0 else "leaf", data[k], grad[k], flags[k]])
         colours.append(FILL["fail"] if status.get(i) in ("fail", "error") else
                        FILL["target"] if i == target else "")
     return rows, colours
@@ -841,10 +1083,13 @@ STATIC_STYLE = ("<style>.jp-OutputArea-child:has(.gradmagic-static):has(+ .jp-Ou
 
 
 def static_html(trace, report=None, *, expected=None, torch=None,
-                cache: dict | None = None, run: str | None = None) -> str:
+                cache: dict | None = None, run: str | None = None, summary=_SUMMARISE,
+                fold=None, dot: str | None = None) -> str:
     """The whole run without widgets: headline, answers, graph, check and gradient tables.
 
-    ``run`` marks the copy (``data-gm-run``) so the live view shown with it can hide it.
+    ``run`` marks the copy (``data-gm-run``) so the live view shown with it can hide it;
+    ``summary``, ``fold`` and ``dot`` are :func:`summarise`, :class:`Folded` and the graph's
+    :func:`to_dot` when the caller has them.
     """
     mark = f' data-gm-run="{html.escape(run)}"' if run else ""
     out = [f'<div class="gradmagic gradmagic-static"{mark}>',
@@ -853,7 +1098,7 @@ def static_html(trace, report=None, *, expected=None, torch=None,
     out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in run_notes(trace, report)]
     if expected is not None:
         out.append(_section("Answers", answers_html(expected)))
-    out.append(graph_html(trace, report, cache=cache))
+    out.append(graph_html(trace, report, cache=cache, summary=summary, fold=fold, dot=dot))
     if report is not None:
         out.append(_section("Check", report_html(report, torch=torch)))
     elif torch is not None:

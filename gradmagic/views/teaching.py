@@ -29,7 +29,7 @@ from . import render
 __all__ = ["expressions", "definition", "local_text", "default_input", "forward_html", "forward_text",
            "walk_lines", "walk_html", "walk_text", "paths_html", "paths_text",
            "static_section", "View", "forward", "walk_view", "paths_view", "forward_tab",
-           "walk_tab", "paths_tab", "TABS", "ROWS", "LINES", "ITEMS"]
+           "walk_tab", "paths_tab", "TABS", "DEFERRED", "ROWS", "LINES", "ITEMS"]
 
 ROWS = 40  # table rows before "… and N more"
 LINES = 16  # lines of the walk's printout before "… N more lines"
@@ -709,8 +709,30 @@ def static_section(trace, cache=None) -> str:
     return "".join(f"<h4 style=\"margin:6px 0 2px 0\">{title}</h4>{body}" for title, body in parts)
 
 
+def _static_teaching(trace, cache=None) -> str:
+    """The static copy's teaching section: the three views when the graph is drawn in full.
+
+    Past ``--max-nodes`` (the graph is drawn as a summary) the views would cost many
+    times the run itself (every node's tangent, the walk, the best paths, each a pass of
+    Python over the graph), so the copy gives the counts and where to see them: the live
+    view's Forward, Walk and Paths tabs (made when opened) or ``teaching.forward(...)``.
+    """
+    limit = render._max_nodes(trace)
+    if len(trace.nodes) <= limit:
+        return static_section(trace, cache)
+    ins, edges = len(teaching.inputs(trace)), teaching.edge_count(trace)
+    return _p(html.escape(
+        f"{len(trace.nodes):,} nodes, {edges:,} edges, {ins:,} input{'s' if ins != 1 else ''}: "
+        f"forward mode needs {ins:,} pass{'es' if ins != 1 else ''} through the graph, reverse "
+        f"mode one. The graph is past --max-nodes {limit:,}, so this copy does not spell the "
+        "teaching views out: the live view's Forward, Walk and Paths tabs make them when "
+        "opened, and so do from gradmagic.views import teaching; "
+        "teaching.forward(gradmagic.last), teaching.walk_view(gradmagic.last), "
+        f"teaching.paths_view(gradmagic.last) (or run the cell with --max-nodes {len(trace.nodes)})."))
+
+
 render.STATIC_SECTIONS.append(
-    ("Teaching views: forward mode, the topological walk, paths", static_section))
+    ("Teaching views: forward mode, the topological walk, paths", _static_teaching))
 
 
 # =========================================================================== in a notebook
@@ -907,3 +929,13 @@ def paths_tab(trace, report=None, context=None) -> dict | None:
 
 TABS = [forward_tab, walk_tab, paths_tab]
 """The widget's teaching tabs, makers ``(trace, report, context) -> tab``."""
+
+
+def _deferrable(trace) -> bool:
+    return not _too_big(trace)  # past STATIC_NODES: one short "Teaching" tab, made at once
+
+
+DEFERRED = {forward_tab: ("forward", "Forward", _deferrable),
+            walk_tab: ("walk", "Walk", _deferrable),
+            paths_tab: ("paths", "Paths", _deferrable)}
+"""The teaching tabs the live view makes when they are opened (``widget.DEFERRED``)."""

@@ -37,8 +37,11 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import secrets
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -223,43 +226,70 @@ def _table(header, rows, *, classes=None, keys=None, note="", head=()) -> dict:
 
 
 def _gradients_tab(trace, report, context) -> dict:
-    order = render.node_order(trace)
+    total = trace.n
+    target = trace.target.index
     # a big graph's table keeps the target, the inputs, then the nodes nearest the target
-    keep = dict.fromkeys([trace.target.index] + [n.index for n in render.inputs(trace)])
-    for i in order:
+    leaves = trace.leaf_index
+    ins = leaves[~trace.constant[leaves]][:TABLE_ROWS].tolist()
+    keep = dict.fromkeys([target] + ins)
+    for i in range(target, max(-1, target - 2 * TABLE_ROWS - 1), -1):
         if len(keep) >= TABLE_ROWS:
             break
         keep.setdefault(i)
     shown = sorted(list(keep)[:TABLE_ROWS], reverse=True)  # graph order: the target first
     status = render._failed(report)
-    nodes = trace.nodes
-    target = trace.target.index
+    fold = context["fold"]
+    index = np.asarray(shown, dtype=np.intp)
+    names = trace.label_names
+    labels = [names[c] for c in trace.label_code[index].tolist()]
+    codes = trace.op_code[index].tolist()
+    constant = trace.constant[index].tolist()
+    ops = render.op_labels(trace, shown, fold)
+    data = render.column_text(trace, shown, "data")
+    grad = render.column_text(trace, shown, "grad")
+    flags = _flags_text(trace, shown, status)
+    tensors = trace.tensor_data
     rows, classes, keys = [], [], []
-    for i in shown:
-        node = nodes[i]
-        rows.append([str(i), node.label or ("(target)" if i == target else ""),
-                     render.op_label(trace, i, context["fold"]) if node.op else
-                     ("constant" if node.is_constant else "leaf"),
-                     render.dims(node.shape) if node.shape is not None else "",
-                     render.fmt(node.data, 6), render.fmt(node.grad, 6),
-                     ", ".join(_flags(node, status.get(i)))])
+    with np.errstate(invalid="ignore"):
+        data_key = np.abs(trace.data[index]).tolist()
+        grad_key = np.abs(trace.grad[index]).tolist()
+    for k, i in enumerate(shown):
+        code = codes[k]
+        op = ops[k] if code >= 0 else "constant" if constant[k] else "leaf"
+        shape = render.dims(tensors[i].shape) if i in tensors else ""
+        rows.append([str(i), labels[k] or ("(target)" if i == target else ""), op, shape,
+                     data[k], grad[k], flags[k]])
         classes.append("fail" if status.get(i) in ("fail", "error") else
                        "target" if i == target else "")
-        keys.append([int(i), None, None, None, render._magnitude(node.data),
-                     render._magnitude(node.grad), None])
-    note = (f"and {len(order) - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
-            if len(order) > len(shown) else "")
+        if i in tensors or i in trace.exact:
+            dk, gk = render._magnitude(trace._data(i)), render._magnitude(trace._grad(i))
+        else:
+            dk, gk = data_key[k], grad_key[k]
+        keys.append([int(i), None, None, None, _finite_key(dk), _finite_key(gk), None])
+    note = (f"and {total - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
+            if total > len(shown) else "")
     return {"id": "gradients", "title": "Gradients", "kind": "table",
             "payload": _table(["#", "label", "op", "shape", "data", "grad", "flags"], rows,
-                              classes=classes, keys=[[_finite_key(k) for k in row]
-                                                     for row in keys], note=note)}
+                              classes=classes, keys=keys, note=note)}
+
+
+def _flags_text(trace, rows, status) -> list:
+    """The live view's flags (:func:`_flags`) of nodes ``rows``, from the columns."""
+    index = np.asarray(rows, dtype=np.intp)
+    out = []
+    for i, k, f in zip(rows, trace.kink[index].tolist(), trace.finite[index].tolist()):
+        if not k and f and i not in status:
+            out.append("")
+        else:
+            out.append(", ".join(_flags(trace.nodes[i], status.get(i))))
+    return out
 
 
 def _finite_key(k):
     if k is None:
         return None
     k = float(k)
-    return 1e308 if not np.isfinite(k) else k
+    return 1e308 if not math.isfinite(k) else k
 
 
 def _check_tab(trace, report, context) -> dict | None:
@@ -307,37 +337,96 @@ def _backward_tab(trace, report, context) -> dict:
 TAB_MAKERS = [_answers_tab, _graph_tab, _gradients_tab, _check_tab, _backward_tab,
               *teaching.TABS]  # Forward, Walk, Paths (views/teaching.py)
 
+#: Tabs the live view computes when they are first opened (maker → (id, title, when): ``when(trace)`` says whether to defer it, None: always): their cost grows
+#: with the graph (every backward step, forward-mode passes, the walk, the paths), so a
+#: display makes only their buttons. The view asks the kernel for one when it is opened and
+#: keeps the answer in its state (``opened``), so a saved notebook keeps what was opened.
+#: A run of at most ``EAGER_NODES`` nodes gets them all at once.
+DEFERRED = {_backward_tab: ("backward", "Backward", None), **teaching.DEFERRED}
+EAGER_NODES = 60
+
+
+class _Context(dict):
+    """What the tab makers share: ``fold``, ``drawn``, ``children``, ``expected``, ``torch``.
+
+    ``fold`` and ``children`` are made when first read (a deferred tab reads them, the
+    eager ones mostly do not).
+    """
+
+    def __init__(self, trace, drawn, fold=None, **rest):
+        super().__init__(drawn=drawn, **rest)
+        self._trace = trace
+        if fold is not None:
+            self["fold"] = fold
+
+    def __missing__(self, key):
+        if key == "fold":
+            value = render.Folded(self._trace)
+        elif key == "children":
+            value = children_of(self._trace)
+        else:
+            raise KeyError(key)
+        self[key] = value
+        return value
+
 
 def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> dict:
-    """Everything the front-end shows of a run, as JSON-able data (no live nodes)."""
-    summary = render.summarise(trace)
-    fold = render.folded(trace)
-    nodes = trace.nodes
-    drawn = [int(i) for i in (summary.shown if summary is not None else range(len(nodes)))
-             if i not in fold]
+    """Everything the front-end shows of a run, as JSON-able data (no live nodes).
+
+    Every tab is computed (the live view defers some, see :data:`DEFERRED`).
+    """
+    return _payload(trace, report, expected=expected, torch=torch, run=run, defer=False)[0]
+
+
+def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", defer=True,
+             summary=render._SUMMARISE, fold=None, dot=None) -> tuple:
+    """(payload, deferred): ``deferred`` maps a tab id to ``make(trace) -> tab`` for the
+    tabs left out of the payload (their entries say ``"deferred": true``)."""
+    if summary is render._SUMMARISE:
+        summary = render.summarise(trace)
+    fold = render.Folded(trace) if fold is None else fold
+    drawn = render.drawn_nodes(trace, summary, fold)
     drawn_set = set(drawn)
-    children = children_of(trace)
+    children = render.children_among(trace, drawn)
     status = render._failed(report)
-    context = {"fold": fold, "drawn": drawn_set, "children": children,
-               "expected": expected, "torch": torch}
+    context = _Context(trace, drawn_set, fold=fold, expected=expected, torch=torch)
     entries = {}
     for i in drawn:
         entry = _node_entry(trace, i, children, fold, status)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
-    tabs = [tab for tab in (make(trace, report, context) for make in TAB_MAKERS) if tab]
-    return {
+    defer = defer and trace.n > EAGER_NODES
+    tabs, deferred = [], {}
+    for make in TAB_MAKERS:
+        if defer and make in DEFERRED and (DEFERRED[make][2] is None
+                                           or DEFERRED[make][2](trace)):
+            ident, title, _ = DEFERRED[make]
+            deferred[ident] = _deferred(make, drawn_set)
+            tabs.append({"id": ident, "title": title, "kind": "deferred", "payload": None})
+            continue
+        tab = make(trace, report, context)
+        if tab:
+            tabs.append(tab)
+    data = {
         "run": run,
         "headline": render.headline(trace),
         "notes": render.run_notes(trace, report),
         "target": int(trace.target.index),
-        "dot": render.to_dot(trace, report, subset=summary.shown if summary else None,
-                             fold=fold),
+        "dot": dot if dot is not None else render.to_dot(
+            trace, report, subset=summary.shown if summary else None, fold=fold),
         "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
         "nodes": entries,
         "order": sorted(drawn, reverse=True),  # graph order: the target first
         "tabs": tabs,
     }
+    return data, deferred
+
+
+def _deferred(make, drawn):
+    """A deferred tab's maker: it keeps the drawn nodes, not the trace."""
+    def tab(trace):
+        return make(trace, None, _Context(trace, drawn))
+    return tab
 
 
 # =========================================================================== the widget
@@ -370,9 +459,51 @@ def _classes():
             # the payload as one JSON string: a displayed run keeps a few hundred kB, not
             # megabytes of small Python objects (ipywidgets keeps every widget alive)
             data = traitlets.Unicode("{}").tag(sync=True)
+            # the deferred tabs made so far (tab id → tab), as JSON: kept with the widget's
+            # state, so a saved notebook shows the tabs that were opened
+            opened = traitlets.Unicode("{}").tag(sync=True)
             selected = traitlets.Int(-1).tag(sync=True)
             step = traitlets.Int(0).tag(sync=True)
             tab = traitlets.Unicode("").tag(sync=True)
+
+            def __init__(self, *args, source=None, deferred=None, **kwargs):
+                super().__init__(*args, **kwargs)
+                # the run, weakly (Out[] and gradmagic.last keep it), and the makers of the
+                # deferred tabs: the widget never keeps a trace alive
+                self._source = source
+                self._deferred = dict(deferred or {})
+                if self._deferred:
+                    self.on_msg(self._on_msg)
+
+            def _on_msg(self, widget, content, buffers):
+                if isinstance(content, dict) and content.get("type") == "open":
+                    self.open_tab(str(content.get("tab", "")))
+
+            def open_tab(self, ident: str) -> dict | None:
+                """Make the deferred tab ``ident`` and add it to ``opened`` (once)."""
+                opened = json.loads(self.opened)
+                if ident in opened:
+                    return opened[ident]
+                make = self._deferred.get(ident)
+                if make is None:
+                    return None
+                trace = self._source() if self._source is not None else None
+                if trace is None:
+                    tab = {"id": ident, "kind": "html", "payload": {"html": (
+                        "<p>This run is no longer in memory (the kernel restarted, or "
+                        "<code>Out</code> and <code>gradmagic.last</code> no longer hold it): "
+                        "run the cell again to see this view.</p>")}}
+                else:
+                    try:
+                        tab = make(trace) or {"id": ident, "kind": "html", "payload": {
+                            "html": "<p>This view has nothing to show for this run.</p>"}}
+                    except Exception as exc:  # noqa: BLE001 - a view must not break the kernel
+                        tab = {"id": ident, "kind": "html", "payload": {"html": (
+                            f"<p>This view could not be made: {html.escape(str(exc))}</p>")}}
+                    del self._deferred[ident]
+                opened[ident] = tab
+                self.opened = json.dumps(opened, separators=(",", ":"))
+                return tab
 
         _BASE = (VizLibrary, LiveView)
     return _BASE
@@ -393,16 +524,23 @@ def _library():
     return _LIBRARY
 
 
-def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = ""):
+def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "", **parts):
     """The live view of a run: an anywidget holding :func:`payload` as JSON (not the trace).
 
     ``selected`` (a node index, -1 for none), ``step`` (of the backward pass)
-    and ``tab`` (the shown tab's id) follow the browser both ways.
+    and ``tab`` (the shown tab's id) follow the browser both ways. The tabs in
+    :data:`DEFERRED` are made when the browser first opens them (``opened``).
+    ``parts`` (``summary``, ``fold``, ``dot``) are what the caller already computed.
     """
     _, LiveView = _classes()
-    data = payload(trace, report, expected=expected, torch=torch, run=run)
+    data, deferred = _payload(trace, report, expected=expected, torch=torch, run=run, **parts)
     first = data["tabs"][0]["id"] if data["tabs"] else ""
-    return LiveView(lib=_library(), data=json.dumps(data, separators=(",", ":")), tab=first)
+    try:
+        source = weakref.ref(trace)
+    except TypeError:  # a trace that takes no weak references: kept
+        source = lambda: trace  # noqa: E731
+    return LiveView(lib=_library(), data=json.dumps(data, separators=(",", ":")), tab=first,
+                    source=source, deferred=deferred)
 
 
 # =========================================================================== the bundle
@@ -425,15 +563,45 @@ def _analyses(trace):
 
 
 def static_bundle(trace, report=None, *, expected=None, torch=None, problems=(),
-                  run: str = "") -> dict:
+                  run: str = "", cache=None, **parts) -> dict:
     """The run without a widget front-end: ``text/html`` (an SVG image, tables) and text."""
     return {
         "text/plain": "\n".join([render.text(trace, report, expected=expected, torch=torch)]
                                 + [f"! {p}" for p in problems]),
         "text/html": "".join(f"<p>⚠ {html.escape(p)}</p>" for p in problems)
         + render.static_html(trace, report, expected=expected, torch=torch,
-                             cache=SvgCache(), run=run),
+                             cache=SvgCache() if cache is None else cache, run=run, **parts),
     }
+
+
+class _Drawing(SvgCache):
+    """An SVG cache whose one drawing is being made by ``dot`` in a thread.
+
+    ``dot`` is a separate process (about 10-15 ms, most of it its start-up): it is
+    started before the rest of the display is built and waited for when the static
+    copy needs the picture.
+    """
+
+    def __init__(self, source: str):
+        super().__init__()
+        self.source = source
+        self._result = None
+        self._thread = threading.Thread(target=self._draw, name="gradmagic-dot", daemon=True)
+        self._thread.start()
+
+    def _draw(self):
+        try:
+            self._result = render.svg(self.source)
+        except Exception:  # noqa: BLE001 - the static copy asks again and says why
+            self._result = None
+
+    def get(self, key, default=None):
+        if key == self.source and self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            if self._result is not None:
+                self[key] = self._result
+        return super().get(key, default)
 
 
 def mimebundle(trace, publish=None) -> dict:
@@ -446,14 +614,24 @@ def mimebundle(trace, publish=None) -> dict:
     notebook reopened without widget state still shows the copy. Without
     ``publish`` one bundle holds all three. Without anywidget the static bundle is
     returned whole and nothing is published.
+
+    The graph's DOT is made once; ``dot`` draws the static copy's picture in a
+    thread while the live view's payload is built.
     """
     report, expected, torch, problems = _analyses(trace)
     run = secrets.token_hex(8)
-    static = static_bundle(trace, report, expected=expected, torch=torch, problems=problems,
-                           run=run)
+    summary = render.summarise(trace)
+    fold = render.Folded(trace)
+    dot = render.to_dot(trace, report, subset=summary.shown if summary else None, fold=fold)
+    drawing = _Drawing(dot)
     try:
-        view = TraceWidget(trace, report, expected=expected, torch=torch, run=run)
+        view = TraceWidget(trace, report, expected=expected, torch=torch, run=run,
+                           summary=summary, fold=fold, dot=dot)
     except ImportError:  # anywidget is not installed: the static view stands alone
+        view = None
+    static = static_bundle(trace, report, expected=expected, torch=torch, problems=problems,
+                           run=run, cache=drawing, summary=summary, fold=fold, dot=dot)
+    if view is None:
         return static
     bundle = view._repr_mimebundle_()
     bundle = dict(bundle[0] if isinstance(bundle, tuple) else bundle)

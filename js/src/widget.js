@@ -3,7 +3,9 @@
 // The kernel sends `data` (gradmagic.views.widget.payload): the DOT text of the graph, the drawn
 // nodes' short and full values and explanations, the tabs (each {id, title, kind, payload}) and
 // the backward steps. Graphviz (WebAssembly, from the shared VizLibrary model) lays the graph out
-// here; selecting, hovering, panning, zooming and stepping never go back to the kernel.
+// here; selecting, hovering, panning, zooming and stepping never go back to the kernel. Tabs of
+// kind "deferred" (Backward and the teaching views of a bigger run) are made by the kernel when
+// first opened: the view asks with a custom message and the tab arrives in `opened`.
 // Text is always set with textContent: names come from user code.
 
 const VIZ_KEY = "__gradmagic_viz_1";
@@ -626,12 +628,35 @@ function render({ model, el }) {
 
   const kinds = { graph: graphPage, backward: backwardPage, steps: stepsPage, table: (p) => ({ page: tablePage(p) }), html: (p) => ({ page: htmlPage(p) }) };
 
+  // A deferred tab (kind "deferred") is made by the kernel when first opened: ask for it, show
+  // a line meanwhile; the answer arrives in `opened` (kept with the widget's state).
+  const openedTabs = () => { try { return JSON.parse(model.get("opened") || "{}"); } catch { return {}; } };
+  const resolve = (tab) => {
+    if (tab.kind !== "deferred") return tab;
+    const made = openedTabs()[tab.id];
+    return made ? { ...made, id: tab.id, title: tab.title } : null;
+  };
+  const waitingPage = (tab) => {
+    const page = h("div", { class: "gm-page gm-waiting" },
+      h("p", { class: "gm-muted", text: `Making the ${tab.title} view in the kernel…` }));
+    model.send({ type: "open", tab: tab.id });
+    const timer = setTimeout(() => {
+      if (page.isConnected && !resolve(tab)) page.replaceChildren(h("p", { class: "gm-warn", text: `No kernel answered: the ${tab.title} view is made by the kernel when first opened. Run the cell again to see it (the static copy's closed sections have the same views).` }));
+    }, 20000);
+    return { page, waiting: true, timer };
+  };
+
   const show = (id) => {
     const tab = tabs.find((t) => t.id === id) || tabs[0];
     if (!tab) return;
     if (!built.has(tab.id)) {
-      const make = kinds[tab.kind];
-      const made = make ? make(tab.payload) : { page: h("p", { text: `(no view for ${tab.kind})` }) };
+      const real = resolve(tab);
+      let made;
+      if (!real) made = waitingPage(tab);
+      else {
+        const make = kinds[real.kind];
+        made = make ? make(real.payload) : { page: h("p", { text: `(no view for ${real.kind})` }) };
+      }
       made.page.dataset.tab = tab.id;
       pages.append(made.page);
       built.set(tab.id, made);
@@ -683,14 +708,27 @@ function render({ model, el }) {
   const onSelected = () => { if (built.has("graph")) select(model.get("selected")); };
   const onStep = () => { const b = built.get("backward"); if (b?.entry?.view.svg) b.entry.showStep(model.get("step")); };
   const onTab = () => show(model.get("tab"));
+  const onOpened = () => {
+    for (const [id, made] of [...built]) {
+      if (!made.waiting) continue;
+      const tab = tabs.find((t) => t.id === id);
+      if (!tab || !resolve(tab)) continue;
+      clearTimeout(made.timer);
+      made.page.remove();
+      built.delete(id);
+      if (current === id) show(id);
+    }
+  };
   model.on("change:selected", onSelected);
   model.on("change:step", onStep);
   model.on("change:tab", onTab);
+  model.on("change:opened", onOpened);
   show(model.get("tab"));
   return () => {
     model.off("change:selected", onSelected);
     model.off("change:step", onStep);
     model.off("change:tab", onTab);
+    model.off("change:opened", onOpened);
   };
 }
 
