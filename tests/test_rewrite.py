@@ -191,7 +191,10 @@ def test_aliases_of_math_functions_dispatch():
 def test_function_without_gradient_rule_is_computed_and_recorded():
     with _runtime.recording("<test>") as rec:
         ns, _ = run("import math\nx = 1.0\ny = math.asin(x)")
-    assert ns["y"] == math.asin(1.0) and type(ns["y"]) is float
+    # a constant node (no link to x), of Python's type, marked as made by the cut
+    y = ns["y"]
+    assert y == math.asin(1.0) and _runtime.type_of(y) is float and y.is_leaf
+    assert [(line, f) for node, line, _, f in rec.cut_nodes if node is y] == [(3, "math.asin")]
     assert rec.cuts == [(3, "math.asin has no gradient rule: 'x' entered it as a "
                             "plain number")]
 

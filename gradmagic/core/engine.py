@@ -42,6 +42,8 @@ from builtins import float, int, isinstance, type  # noqa: A004
 import math
 import numbers
 import operator
+import sys as _sys
+import warnings as _warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -485,6 +487,8 @@ def apply(name: str, *args) -> Value:
         raise ValueError(f"unknown op {name!r}; the ops are {', '.join(OPS)}")
     if len(args) != OPS[name].arity:
         raise TypeError(f"op {name!r} takes {OPS[name].arity} argument(s), got {len(args)}")
+    if any(a.__class__ in SCALARS for a in args):  # number nodes make number nodes
+        return _number_apply(OPS[name], args)
     first = _other(args[0])
     out = NotImplemented if first is None else forward(first, *args[1:])
     if out is NotImplemented:
@@ -514,6 +518,11 @@ class Float(GraphNode, float):
 
     __slots__ = ("grad", "label", "_op", "_a", "_b", "_mark")
 
+    # numpy scalars (np.float32(2) * x) leave the operation to the node, which computes
+    # it as plain Python would with the plain number (numpy would read a float
+    # subclass as a float64); arrays (priority 0) still compute it themselves
+    __array_priority__ = -100.0
+
     data = property(float.__float__, doc="The number as a plain float.")
 
     def __new__(cls, x=0.0, /):
@@ -536,6 +545,8 @@ class Int(GraphNode, int):
     ``__dict__``. Bit operations, ``bit_length``, indexing and every int
     method are int's own (they give plain ints: their derivative is 0).
     """
+
+    __array_priority__ = -100.0  # see Float
 
     data = property(int.__index__, doc="The number as a plain int.")
 
@@ -561,6 +572,8 @@ class Float64(np.float64):
     """
 
     # no __slots__: slots on a numpy scalar subclass overlap its data; links live in __dict__
+
+    __array_priority__ = -100.0  # see Float
 
     data = property(float.__float__, doc="The number as a plain float.")
 
@@ -622,11 +635,15 @@ def _number_node(r, op, a, b):
 
 def constant(x):
     """A leaf node holding the plain number ``x`` (an int, a float or a numpy float64;
-    a bool counts as an int)."""
+    a bool or a numpy integer counts as an int, another numpy float as a float64)."""
     cls = x.__class__
     if cls is np.float64 or cls is Float64:
         return Float64(x)
-    return Float(x) if isinstance(x, _FLOAT) else Int(x)
+    if isinstance(x, _FLOAT):
+        return Float(x)
+    if isinstance(x, np.floating):  # another numpy float met in arithmetic (np.float32)
+        return Float64(x)
+    return Int(x)
 
 
 def with_data(node, number):
@@ -674,21 +691,80 @@ def _recording() -> bool:
     return state.recording and state.grad_enabled
 
 
-def _number_binary(op, method, reflected, swap: bool, own=_OWN):
+def _at_caller(f, *args):
+    """``f(*args)`` (numpy scalar arithmetic) with numpy's warnings attributed to the line
+    that used the operator: the frame two levels up, the caller of the node's method.
+
+    numpy names the innermost Python frame in its RuntimeWarning: without this it
+    would be this module's, where plain Python names the user's line.
+    """
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        r = f(*args)
+    if caught:
+        frame = _sys._getframe(2)
+        registry = frame.f_globals.setdefault("__warningregistry__", {})
+        for w in caught:
+            _warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename,
+                                    frame.f_lineno, frame.f_globals.get("__name__"), registry)
+    return r
+
+
+def _finite_as_floats(pyop, x, y) -> bool:
+    """True when ``pyop`` on ``x`` and ``y`` read as Python floats gives a finite float:
+    numpy's float64 arithmetic then gives the same number without a warning."""
+    try:
+        t = pyop(_FLOAT(x), _FLOAT(y))
+    except (ArithmeticError, ValueError):
+        return False
+    return t.__class__ is _FLOAT and t - t == 0.0
+
+
+def _numpy_cut(r, node) -> None:
+    """Report a numpy scalar result of another type (``np.float32(2) * x``): no node holds
+    it, so no gradient flows through it."""
+    cut = state.cut
+    if cut is not None and isinstance(r, _NP_GENERIC) and node.__class__ is not Int:
+        who = repr(node.label) if node.label else repr(_plain_of(node))
+        cut(f"numpy {r.__class__.__name__} arithmetic computes outside the graph: {who} "
+            "entered it as a plain number")
+
+
+_NP_GENERIC = np.generic
+
+
+def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet=False):
     """``self <op> other`` (``other <op> self`` if ``swap``) with Python's own operator.
 
     The operator runs on the plain numbers, so the result, its type, and any
     exception and message are exactly plain Python's; while a cell is recorded
     the result becomes a node. An int node meeting a plain float computes as
     plain Python would, with float's method (``int.__mul__`` declines a float).
+    A numpy scalar operand computes with Python's operator on the plain
+    numbers (numpy's own promotion: ``np.float32(2) * x`` is a float32). With
+    ``quiet`` (numpy float64 nodes), numpy's warnings name the user's line.
     """
     def forward(self, other):
+        x = _plain_of(self)
         if other.__class__ not in own:
-            return NotImplemented
-        x, y = _plain_of(self), _plain_of(other)
-        r = method(x, y)
-        if r is NotImplemented and y.__class__ is _FLOAT:
-            r = reflected(y, x)
+            if not isinstance(other, _NP_GENERIC):
+                return NotImplemented
+            y = _plain_of(other)
+            r = _at_caller(pyop, y, x) if swap else _at_caller(pyop, x, y)
+            if r.__class__ not in _NODE_OF and _recording():
+                _numpy_cut(r, self)
+                return r
+        else:
+            y = _plain_of(other)
+            if quiet and not (_finite_as_floats(pyop, y, x) if swap else
+                              _finite_as_floats(pyop, x, y)):
+                r = _at_caller(method, x, y)
+                if r is NotImplemented and y.__class__ is _FLOAT:
+                    r = _at_caller(reflected, y, x)
+            else:
+                r = method(x, y)
+                if r is NotImplemented and y.__class__ is _FLOAT:
+                    r = reflected(y, x)
         if r is NotImplemented or not _recording():
             return r
         return _number_node(r, op, other, self) if swap else _number_node(r, op, self, other)
@@ -721,6 +797,19 @@ def _number_math(op):
     return forward
 
 
+def _number_apply(op, args):
+    """:func:`apply` with a number node among ``args``: the op's forward on the plain
+    numbers, a number node linked to the args while a cell is recorded."""
+    plain_args = [_plain_of(a) for a in args]
+    try:
+        r = op.f(*plain_args)
+    except OverflowError:
+        r = op.f(*map(real, plain_args))
+    if not _recording():
+        return r
+    return _number_node(r, op, args[0], args[1] if len(args) > 1 else None)
+
+
 def _number_compare(method):
     def compare(self, other):
         state.branch_events += 1
@@ -728,37 +817,58 @@ def _number_compare(method):
     return compare
 
 
-def _number_divmod(base, swap: bool, own=_OWN):
+def _number_divmod(base, swap: bool, own=_OWN, quiet=False):
     method = base.__rdivmod__ if swap else base.__divmod__
     reflected = float.__divmod__ if swap else float.__rdivmod__
 
     def forward(self, other):
+        x = _plain_of(self)
         if other.__class__ not in own:
-            return NotImplemented
-        x, y = _plain_of(self), _plain_of(other)
-        pair = method(x, y)
-        if pair is NotImplemented and y.__class__ is _FLOAT:
-            pair = reflected(y, x)
-        if pair is NotImplemented or not _recording():
+            if not isinstance(other, _NP_GENERIC):
+                return NotImplemented
+            y = _plain_of(other)
+            pair = _at_caller(divmod, y, x) if swap else _at_caller(divmod, x, y)
+        else:
+            y = _plain_of(other)
+            call = _at_caller if quiet else _direct
+            pair = call(method, x, y)
+            if pair is NotImplemented and y.__class__ is _FLOAT:
+                pair = call(reflected, y, x)
+        if pair is NotImplemented or not _recording() or pair.__class__ is not tuple:
             return pair
         a, b = (other, self) if swap else (self, other)
         return (_number_node(pair[0], OPS["//"], a, b), _number_node(pair[1], OPS["%"], a, b))
     return forward
 
 
-def _number_pow(base, swap: bool, own=_OWN):
+def _direct(f, *args):
+    return f(*args)
+
+
+def _number_pow(base, swap: bool, own=_OWN, quiet=False):
     method = base.__rpow__ if swap else base.__pow__
     reflected = float.__pow__ if swap else float.__rpow__
 
     def forward(self, other, mod=None):
         if mod is not None:  # pow(a, b, m): integers only, no gradient
             return method(_plain_of(self), _plain_of(other), _plain_of(mod))
+        x = _plain_of(self)
         if other.__class__ not in own:
-            return NotImplemented
-        x, y = _plain_of(self), _plain_of(other)
-        r = method(x, y)
-        if r is NotImplemented and y.__class__ is _FLOAT:
-            r = reflected(y, x)
+            if not isinstance(other, _NP_GENERIC):
+                return NotImplemented
+            y = _plain_of(other)
+            r = _at_caller(pow, y, x) if swap else _at_caller(pow, x, y)
+        else:
+            y = _plain_of(other)
+            if quiet and not (_finite_as_floats(pow, y, x) if swap else
+                              _finite_as_floats(pow, x, y)):
+                r = _at_caller(method, x, y)
+                if r is NotImplemented and y.__class__ is _FLOAT:
+                    r = _at_caller(reflected, y, x)
+            else:
+                r = method(x, y)
+                if r is NotImplemented and y.__class__ is _FLOAT:
+                    r = reflected(y, x)
         if r is NotImplemented or not _recording():
             return r
         return _number_node(r, OPS["**"], other, self) if swap else \
@@ -772,24 +882,28 @@ def _number_pos(self):
 
 for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN),
                           (Float64, np.float64, _OWN64)):
+    _quiet = _cls is Float64
     for _op in OPS.values():  # Python's operators (each entry's method), exp, log, tanh...
         for _name in _op.method.split():
             if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
                 _rname = _name.replace("__", "__r", 1)
+                _pyop = getattr(operator, _name.strip("_"))
                 setattr(_cls, _name, _number_binary(
-                    _op, getattr(_base, _name), getattr(float, _rname), False, _own))
+                    _op, getattr(_base, _name), getattr(float, _rname), False, _own, _pyop,
+                    _quiet))
                 setattr(_cls, _rname, _number_binary(
-                    _op, getattr(_base, _rname), getattr(float, _name), True, _own))
+                    _op, getattr(_base, _rname), getattr(float, _name), True, _own, _pyop,
+                    _quiet))
             elif _op.arity == 1 and _name in ("__neg__", "__abs__"):
                 setattr(_cls, _name, _number_unary(_op, getattr(_base, _name)))
             elif _op.arity == 1 and not _name.startswith("__"):
                 # what the magic's math dispatch builds with (floor, round: int's own, plain)
                 setattr(_cls, _name, _number_math(_op))
-    _cls.__pow__ = _number_pow(_base, False, _own)
-    _cls.__rpow__ = _number_pow(_base, True, _own)
-    _cls.__divmod__ = _number_divmod(_base, False, _own)
-    _cls.__rdivmod__ = _number_divmod(_base, True, _own)
+    _cls.__pow__ = _number_pow(_base, False, _own, _quiet)
+    _cls.__rpow__ = _number_pow(_base, True, _own, _quiet)
+    _cls.__divmod__ = _number_divmod(_base, False, _own, _quiet)
+    _cls.__rdivmod__ = _number_divmod(_base, True, _own, _quiet)
     _cls.__pos__ = _number_pos
     for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(_cls, f"__{_name}__", _number_compare(getattr(_base, f"__{_name}__")))
-del _cls, _base, _own, _rname, _name, _op
+del _cls, _base, _own, _rname, _name, _op, _pyop, _quiet

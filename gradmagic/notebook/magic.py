@@ -176,6 +176,7 @@ class AutogradMagics(Magics):
         traceback below the caller's frames.
         """
         __tracebackhide__ = True
+        _runtime.as_plain_error(exc, INTERNALS)
         tb = user_traceback(exc.__traceback__, filename)
         if not whole_cell:
             raise exc.with_traceback(tb)

@@ -133,6 +133,7 @@ class _Facts:
     defined: set  # names the cell defines with def, class or a lambda
     mutated: set  # names of objects changed in place: z[0] = 1, out=z
     classes: set  # names of the classes the cell defines: their calls get plain numbers
+    imported: set  # names the cell's from-imports bind (a float among them becomes a node)
 
 
 _FACT_NODES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
@@ -142,7 +143,7 @@ _FACT_NODES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, as
 
 def _facts(tree, plain: set, math: set) -> _Facts:
     math |= _BUILTIN_MATH
-    defined, mutated, made, classes = set(), set(), [], set()
+    defined, mutated, made, classes, imported = set(), set(), [], set(), set()
     for node in ast.walk(tree):
         if node.__class__ not in _FACT_NODES:
             continue
@@ -157,6 +158,8 @@ def _facts(tree, plain: set, math: set) -> _Facts:
             for a in node.names:
                 if a.name != "*":
                     (math if a.name in MATH_NAMES else plain).add(a.asname or a.name)
+                    if a.name not in MATH_NAMES:
+                        imported.add(a.asname or a.name)
         elif isinstance(node, ast.keyword) and node.arg == "out":
             mutated.update(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
@@ -173,6 +176,7 @@ def _facts(tree, plain: set, math: set) -> _Facts:
                     made.append((names, node.value.func))
     plain -= defined
     math -= defined
+    imported -= defined
     # results of library calls are library objects too: rng = np.random.default_rng()
     growing = True
     while growing:
@@ -181,7 +185,7 @@ def _facts(tree, plain: set, math: set) -> _Facts:
             if _is_library(func, plain, defined):
                 plain.update(names)
         growing = len(plain) > size
-    return _Facts(plain, math, defined, mutated, classes)
+    return _Facts(plain, math, defined, mutated, classes, imported)
 
 
 def _root(node):
@@ -305,6 +309,7 @@ class _Rewriter(ast.NodeTransformer):
         self.plain, self.math = facts.plain, facts.math
         self.defined, self.mutated = facts.defined, facts.mutated
         self.classes = facts.classes
+        self.imported = facts.imported
         self.reads = set()
         self.lits_plain = False  # numeric literals stay plain here
         self.reading = True  # loaded names count as numeric reads here
@@ -361,11 +366,40 @@ class _Rewriter(ast.NodeTransformer):
             return node
         return self.generic_visit(node)
 
-    def visit_Name(self, node):
-        if (self.reading and isinstance(node.ctx, ast.Load)
-                and self._is_global(node.id)):
-            self.reads.add(node.id)
+    def visit_Name(self, node, wrap=True):
+        if isinstance(node.ctx, ast.Load) and self._is_global(node.id):
+            if self.reading:
+                self.reads.add(node.id)
+            if wrap and not self.lits_plain and node.id in self.imported:
+                # a float the cell imports (from math import pi): a constant node
+                return _runtime("num", node, like=node)
         return node
+
+    def visit_Attribute(self, node, wrap=True):
+        """``math.pi``: a library's float as a constant node (``num``); ``x.__class__``: as
+        ``type(x)``, Python's own type."""
+        value = node.value
+        if isinstance(value, ast.Attribute):
+            node.value = self.visit_Attribute(value, wrap=False)
+        elif isinstance(value, ast.Name):
+            node.value = self.visit_Name(value, wrap=False)
+        else:
+            node.value = self.visit(value)
+        if not isinstance(node.ctx, ast.Load):
+            return node
+        if node.attr == "__class__":
+            return _runtime("type_of", node.value, like=node)
+        if wrap and not self.lits_plain and _is_library(node, self.plain, self.defined):
+            return _runtime("num", node, like=node)
+        return node
+
+    def _callee(self, func):
+        """A called expression: visited, but never read as a library constant."""
+        if isinstance(func, ast.Attribute):
+            return self.visit_Attribute(func, wrap=False)
+        if isinstance(func, ast.Name):
+            return self.visit_Name(func, wrap=False)
+        return self.visit(func)
 
     # ---------------------------------------------------------------- expressions
     def _operand(self, node, other):
@@ -515,7 +549,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Call(self, node):
         kind = self._kind(node.func)
         dispatch = self._dispatched(node.func) and bool(node.args or node.keywords)
-        node.func = self.visit(node.func)
+        node.func = self._callee(node.func)
         if kind == _VALUES and isinstance(node.func, ast.Name) and node.func.id == "round":
             # round(x, 2): x as usual, the digits a plain int
             node.args = [self.visit(a) if i == 0 else self._count(a)
@@ -539,11 +573,24 @@ class _Rewriter(ast.NodeTransformer):
         else:  # a library call: plain literals, names lifted, adapted at run time
             node.args = [self._visit(a, plain=True) for a in node.args]
             node.keywords = [self._visit(k, plain=True) for k in node.keywords]
-            node.args.insert(0, node.func)
-            node.func = _runtime("call", like=node).func
+            node = self._library_call(node)
         if dispatch:
             node.func = _runtime("fn", node.func, like=node.func)
         return node
+
+    def _library_call(self, node):
+        """``f(a, k=b)`` → ``RUNTIME.done(RUNTIME.go(f, a, k=b), RUNTIME.F(*RUNTIME.A, **RUNTIME.K))``:
+        the arguments adapted by ``go``, the call made from the user's own frame."""
+        prepare = _runtime("go", node.func, *node.args, like=node)
+        prepare.keywords = node.keywords
+
+        def slot(name):
+            return _at(node, ast.Attribute(value=_at(node, ast.Constant(RUNTIME)), attr=name,
+                                           ctx=ast.Load()))
+        made = _at(node, ast.Call(func=slot("F"), args=[_at(node, ast.Starred(slot("A"),
+                                                                               ast.Load()))],
+                                  keywords=[_at(node, ast.keyword(arg=None, value=slot("K")))]))
+        return _runtime("done", prepare, made, like=node)
 
     def _adapt_args(self, node, adapt):
         args = []
@@ -587,7 +634,7 @@ class _Rewriter(ast.NodeTransformer):
     def _from_library(self, value) -> bool:
         return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
                 and isinstance(value.func.value, ast.Constant)
-                and value.func.value.value == RUNTIME and value.func.attr == "call")
+                and value.func.value.value == RUNTIME and value.func.attr == "done")
 
     def visit_AnnAssign(self, node):
         if node.value is None:

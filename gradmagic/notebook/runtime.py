@@ -32,7 +32,8 @@ from ..core.ops import OPS
 from ..core.tensor import Tensor
 from ..core.tensor import has_rule as tensor_has_rule
 
-__all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", "fn", "type_of",
+__all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", "go", "done",
+           "num", "fn", "type_of",
            "recording",
            "recording_now", "is_node", "new_leaf"]
 
@@ -194,59 +195,111 @@ def _ints_deep(x):
 
 
 # --------------------------------------------------------------------------- library calls
-def call(f, /, *args, **kwargs):
-    """``f(*args, **kwargs)`` for a library callable ``f``.
+# A library call ``f(a, k=b)`` in a cell runs as
+# ``done(go(f, a, k=b), F(*A, **K))``: ``go`` adapts the arguments and leaves the
+# callable and its arguments in ``F``, ``A``, ``K``, which the cell's own code then
+# calls at once, so the library function runs called from the user's frame, as
+# in plain Python (``namedtuple`` names its module from there, ``warnings.warn``
+# names its line, ``pandas.eval`` reads its variables there).
+F = A = K = None
+
+
+def go(f, /, *args, **kwargs):
+    """Get the library call ``f(*args, **kwargs)`` ready (see above); a token for :func:`done`.
 
     Int-valued Values become ints (sizes, seeds, indices). A numpy function
     that cannot keep the graph (``np.array``, ``np.zeros``, ``rng.normal``)
-    gets every Value as its plain number, and the cut is recorded.
+    gets every Value as its plain number, and the cut is recorded. The token
+    lists the number nodes that went in, so that :func:`done` can tell whether
+    the result still depends on them.
     """
+    global F, A, K
+    token = None
     numpy = _numpy_without_graph(f)
     if numpy and not any(type(a) is Tensor for a in args):
         name = _describe(f)
         args = [_data(a, name) for a in args]
         kwargs = {k: _data(v, name) for k, v in kwargs.items()}
     elif numpy and _array_of_one_tensor(f, args, kwargs):
-        return args[0].copy() if f is np.array else args[0]
+        result = args[0].copy() if f is np.array else args[0]
+        F, A, K = _given, (result,), _NO_KWARGS
+        return None
     else:
         args = [_ints_deep(a) for a in args]
         kwargs = {k: _ints_deep(v) for k, v in kwargs.items()}
         if _run is not None:
-            return _watched(f, args, kwargs)
-    return _as_constant(f(*args, **kwargs))
+            nodes = [a for a in _flat(args) if type(a) in SCALARS]
+            nodes += [v for v in _flat(kwargs.values()) if type(v) in SCALARS]
+            if nodes:
+                token = (f, nodes)
+    F, A, K = f, args, kwargs
+    return token
 
 
-def _as_constant(r):
-    """A numpy float64 result in a recorded cell: a constant node of the same type.
+_NO_KWARGS: dict = {}
 
-    ``np.float64 + x`` would otherwise be numpy's own arithmetic, which reads
-    ``x`` as a plain float and drops the rest of the graph.
+
+def _given(x):
+    return x
+
+
+def done(token, result):
+    """The result of a library call prepared by :func:`go`.
+
+    If number nodes went in and the result is a number with no link to them
+    (``statistics.mean`` computes with exact fractions, C functions read the
+    plain number), the cut is recorded with the names that entered, and the
+    result is marked as made by a cut. A plain float or numpy float64 result
+    becomes a constant node while a cell is recorded (see :func:`num`).
     """
-    if _run is not None and type(r) is np.float64:
-        return constant(r)
-    return r
-
-
-def _watched(f, args, kwargs):
-    """``f(*args, **kwargs)``, recording a cut if number nodes went in and no graph came out.
-
-    Python code in a library keeps the graph through its arithmetic; code that
-    computes outside it (``statistics.mean`` works with exact fractions, C
-    functions read the plain number) returns a number with no link to what
-    went in: that is reported, with the names that entered.
-    """
-    nodes = [a for a in _flat(args) if type(a) in SCALARS]
-    nodes += [v for v in _flat(kwargs.values()) if type(v) in SCALARS]
-    result = f(*args, **kwargs)
-    if nodes:
+    result = _as_constant(result)
+    if token is not None:
+        f, nodes = token
         kind = type(result)
-        unlinked = (kind in SCALARS and result._a is None
-                    and not any(result is n for n in nodes)) or kind in (float, np.float64)
+        unlinked = ((kind in SCALARS and result._a is None
+                     and not any(result is n for n in nodes)) or kind in (float, np.float64))
         if unlinked and any(type(n) is not Int for n in nodes):
             who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
             _record(f"{_describe(f)} computes outside the graph: {who} entered it as plain "
-                    "numbers")
-    return _as_constant(result)
+                    "numbers", result if kind in SCALARS else None, _describe(f))
+    return result
+
+
+def call(f, /, *args, **kwargs):
+    """``f(*args, **kwargs)`` for a library callable ``f``, as a cell's library call runs
+    (:func:`go`, then :func:`done`), but called from here."""
+    token = go(f, *args, **kwargs)
+    return done(token, F(*A, **K))
+
+
+def num(x):
+    """A float read from a library (``math.pi``, ``np.e``, ``from math import tau``) while a
+    cell is recorded: a constant node, so that ``math.pi * n`` with ``n`` an int node keeps
+    its link to ``n`` (a plain float would compute it with float's own method).
+
+    The same float gives the same node throughout the run (``x is math.pi`` holds).
+    """
+    run = _run
+    if run is None or (x.__class__ is not _FLOAT and x.__class__ is not np.float64):
+        return x
+    entry = run.constants.get(id(x))
+    if entry is None or entry[0] is not x:
+        entry = run.constants[id(x)] = (x, constant(x))
+    return entry[1]
+
+
+def _as_constant(r):
+    """A float or numpy float64 result in a recorded cell: a constant node of the same type.
+
+    ``np.float64 + x`` would otherwise be numpy's own arithmetic, which reads
+    ``x`` as a plain float and drops the rest of the graph, and ``f() * n``
+    float's, which drops an int node ``n``.
+    """
+    if _run is not None:
+        cls = type(r)
+        if cls is np.float64 or cls is _FLOAT:
+            return constant(r)
+    return r
 
 
 def _flat(xs):
@@ -426,11 +479,13 @@ def _cut(f):
     name = _describe(f)
 
     def cut(*args, **kwargs):
-        if _has_value(args):
-            who = ", ".join(_who(a) for a in args if type(a) in _SCALAR_NODES)
-            _record(f"{name} has no gradient rule: {who} entered it as a plain number")
-            args = map(_num, args)
-        return _as_constant(f(*args, **kwargs))
+        if not _has_value(args):
+            return _as_constant(f(*args, **kwargs))
+        who = ", ".join(_who(a) for a in args if type(a) in _SCALAR_NODES)
+        result = _as_constant(f(*map(_num, args), **kwargs))
+        _record(f"{name} has no gradient rule: {who} entered it as a plain number",
+                result if type(result) in SCALARS else None, name)
+        return result
     return functools.update_wrapper(cut, f, updated=())
 
 
@@ -576,13 +631,44 @@ _DISPATCH, DISPATCHED_NAMES = _table()
 """Function → its graph-keeping version; DISPATCHED_NAMES: the names a cell calls them by."""
 
 
+# --------------------------------------------------------------------------- errors
+_RECURSION = "maximum recursion depth exceeded"
+
+
+def as_plain_error(exc: BaseException, internals) -> None:
+    """Make ``exc`` read as plain Python's where only the magic's own frames changed it.
+
+    A recursion too deep for Python, found while a number node's method ran
+    (called from C, so Python adds " while calling a Python object" or " in
+    comparison"), is reported as plain Python reports the recursion of the
+    user's functions: "maximum recursion depth exceeded". ``internals`` are the
+    module names of those frames.
+    """
+    if not isinstance(exc, RecursionError) or len(exc.args) != 1:
+        return
+    message = exc.args[0]
+    if not isinstance(message, str) or not message.startswith(_RECURSION + " "):
+        return
+    tb = exc.__traceback__
+    if tb is None:
+        return
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb.tb_frame.f_globals.get("__name__") in internals:
+        exc.args = (_RECURSION,)
+
+
 # --------------------------------------------------------------------------- recording cuts
 class _Run:
-    """What one run of a cell recorded: ``cuts``, a list of (line, message)."""
+    """What one run of a cell recorded: ``cuts``, a list of (line, message), and
+    ``cut_nodes``, a list of (node, line, message, function) for the numbers a cut made."""
 
     def __init__(self, filename: str):
         self.filename = filename
         self.cuts: list[tuple[int | None, str]] = []
+        self.cut_nodes: list = []
+        # id(float) -> (float, its constant node): library floats read by the cell (num)
+        self.constants: dict = {}
         # id(leaf) -> (leaf, the object it was made from): library results made leaves
         self.made: dict = {}
 
@@ -610,11 +696,15 @@ def recording_now() -> bool:
     return _run is not None
 
 
-def _record(message: str) -> None:
+def _record(message: str, node=None, function: str = "") -> None:
+    """Record a cut at the user's line that led here; ``node`` is the number it made."""
     run = _run
     if run is None:
         return
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename != run.filename:
         frame = frame.f_back
-    run.cuts.append((frame.f_lineno if frame is not None else None, message))
+    line = frame.f_lineno if frame is not None else None
+    run.cuts.append((line, message))
+    if node is not None:
+        run.cut_nodes.append((node, line, message, function))
