@@ -523,6 +523,10 @@ def test_children_among_reads_the_parent_columns():
     some = [0, 2, trace.n - 1]
     among = render.children_among(trace, some)
     assert {i: among[i] for i in some} == {i: every[i] for i in some}
+    capped = render.children_among(trace, some, cap=1)
+    for i in some:
+        assert capped[i] == every[i][:1] and render.use_count(capped, i) == len(every[i])
+        assert render.use_count(every, i) == len(every[i])
 
 
 def test_one_dot_process_draws_graph_after_graph_as_a_fresh_one_does():

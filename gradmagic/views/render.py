@@ -24,6 +24,7 @@ the engine's number and the difference. A PyTorch comparison
 """
 from __future__ import annotations
 
+import atexit
 import html
 import math
 import os
@@ -216,31 +217,53 @@ def drawn_nodes(trace, summary=None, fold=None) -> list:
     return [int(i) for i in summary.shown if i not in fold]
 
 
-class _Among(dict):
+class Among(dict):
+    """node → its first children (ascending, one entry per use); ``uses[node]`` counts them all."""
+
+    def __init__(self):
+        super().__init__()
+        self.uses = {}
+
     def __missing__(self, key):
         return []
 
 
-def children_among(trace, nodes) -> dict:
+def children_among(trace, nodes, cap: int | None = None) -> Among:
     """node → the nodes computed from it (with repeats, ascending), for ``nodes`` only.
 
-    One vectorised pass over the parent columns, however big the graph.
+    One vectorised pass over the parent columns, however big the graph; with ``cap``
+    each list keeps its first ``cap`` entries (``uses`` still counts every use: a leaf
+    of a 10^6-node loop feeds a third of the graph).
     """
-    out = _Among()
+    out = Among()
     if not len(nodes):
         return out
     mark = np.zeros(trace.n + 1, dtype=bool)  # the extra slot is parent -1 (none)
     mark[np.asarray(list(nodes), dtype=np.intp)] = True
-    rows = []
-    for column in (trace.parent_a, trace.parent_b):
-        hit = np.flatnonzero(mark[column])
-        rows.append((column[hit], hit))
-    parent = np.concatenate([r[0] for r in rows])
-    child = np.concatenate([r[1] for r in rows])
-    order = np.lexsort((child, parent))
-    for p, c in zip(parent[order].tolist(), child[order].tolist()):
-        out.setdefault(p, []).append(c)
+    pa, pb = trace.parent_a, trace.parent_b
+    rows = np.flatnonzero(mark[pa] | mark[pb])  # children of a marked node, ascending
+    parent = np.stack([pa[rows], pb[rows]], axis=1).ravel()
+    child = np.repeat(rows, 2)
+    keep = mark[parent]
+    parent, child = parent[keep], child[keep]
+    order = np.argsort(parent, kind="stable")  # by parent, each one's children ascending
+    parent, child = parent[order], child[order]
+    if not len(parent):
+        return out
+    firsts = np.flatnonzero(np.concatenate([[True], parent[1:] != parent[:-1]]))
+    counts = np.diff(np.append(firsts, len(parent)))
+    owners = parent[firsts].tolist()
+    for p, first, count in zip(owners, firsts.tolist(), counts.tolist()):
+        upto = first + (count if cap is None else min(count, cap))
+        out[p] = child[first:upto].tolist()
+        out.uses[p] = count
     return out
+
+
+def use_count(children, i: int) -> int:
+    """How many times node ``i`` is used (``children[i]`` may be capped: :class:`Among`)."""
+    uses = getattr(children, "uses", None)
+    return uses.get(i, 0) if uses is not None else len(children[i])
 
 
 def op_label(trace, index: int, fold=frozenset()) -> str:
@@ -504,12 +527,31 @@ class _DotServer:
         self._proc = None
         self._key = None  # (pid, dot's path) the process was started for
         self._count = 0
+        self._registered = False
+        self._pending = None  # the _DotJob dot is working on
 
     def _start(self, dot: str):
         self._stop()
         self._proc = subprocess.Popen([dot, "-Tsvg"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self._key = (os.getpid(), dot)
+        if not self._registered:
+            atexit.register(self.close)
+            self._registered = True
+
+    def close(self):
+        """End the process (at exit: it ends when its input closes)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if proc is None or not self._key or self._key[0] != os.getpid():
+                return
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=2)
+            except Exception:  # noqa: BLE001
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
 
     def _stop(self):
         proc, self._proc = self._proc, None
@@ -517,15 +559,22 @@ class _DotServer:
             try:
                 proc.kill()
                 proc.wait(timeout=5)
+                proc.stdin.close()
+                proc.stdout.close()
             except Exception:  # noqa: BLE001
                 pass
 
-    def draw(self, source: str) -> str | None:
-        """The SVG of ``source``, or None when this way cannot give it (use a one-shot ``dot``)."""
+    def submit(self, source: str):
+        """Hand ``source`` to dot and return at once: :meth:`collect` gives its SVG.
+
+        dot lays it out in its own process meanwhile (no thread here, so nothing
+        waits for the GIL). None when this way cannot draw (no ``dot``, Windows).
+        """
         dot = shutil.which("dot")
         if dot is None or os.name == "nt":  # (select() does not wait on pipes on Windows)
             return None
         with self._lock:
+            self._finish()  # one graph in flight at a time
             try:
                 if (self._proc is None or self._proc.poll() is not None
                         or self._key != (os.getpid(), dot)):
@@ -535,16 +584,33 @@ class _DotServer:
                 proc = self._proc
                 proc.stdin.write(source.encode() + f"\ndigraph {marker} {{}}\n".encode())
                 proc.stdin.flush()
-                out = self._read(proc, f"<!-- Title: {marker} ".encode())
-            except Exception:  # noqa: BLE001 - a broken pipe, a timeout: start afresh next time
+            except Exception:  # noqa: BLE001 - a broken pipe: start afresh next time
                 self._stop()
                 return None
-        text = out.decode("utf-8", errors="replace")
-        start = text.find("<svg")
-        if start < 0:  # dot rejected the graph: only the marker was drawn
-            return None
-        # dot names a later graph's group as a page of a document ("page0,1_graph0")
-        return _PAGE_ID.sub('<g id="graph0"', text[start:], count=1)
+            job = self._pending = _DotJob(proc, marker)
+            return job
+
+    def collect(self, job) -> str | None:
+        """The SVG of a :meth:`submit`-ted graph, None if dot could not give it."""
+        with self._lock:
+            if self._pending is job:
+                self._finish()
+        return job.image()
+
+    def _finish(self):
+        """Read the graph in flight (with the lock held)."""
+        job, self._pending = self._pending, None
+        if job is None:
+            return
+        try:
+            job.out = self._read(job.proc, f"<!-- Title: {job.marker} ".encode())
+        except Exception:  # noqa: BLE001 - a timeout, dot died: start afresh next time
+            self._stop()
+
+    def draw(self, source: str) -> str | None:
+        """The SVG of ``source``, or None when this way cannot give it (use a one-shot ``dot``)."""
+        job = self.submit(source)
+        return None if job is None else self.collect(job)
 
     def _read(self, proc, marker: bytes) -> bytes:
         """Everything dot writes before ``marker``'s picture (then reads past that picture)."""
@@ -562,6 +628,23 @@ class _DotServer:
             if not chunk:
                 raise EOFError("dot ended")
             buf += chunk
+
+
+class _DotJob:
+    """One graph handed to :class:`_DotServer`: ``out`` is what dot wrote for it."""
+
+    def __init__(self, proc, marker: str):
+        self.proc, self.marker, self.out = proc, marker, None
+
+    def image(self) -> str | None:
+        if self.out is None:
+            return None
+        text = self.out.decode("utf-8", errors="replace")
+        start = text.find("<svg")
+        if start < 0:  # dot rejected the graph: only the marker was drawn
+            return None
+        # dot names a later graph's group as a page of a document ("page0,1_graph0")
+        return _PAGE_ID.sub('<g id="graph0"', text[start:], count=1)
 
 
 _DOT = _DotServer()

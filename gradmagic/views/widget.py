@@ -40,7 +40,6 @@ import json
 import math
 import re
 import secrets
-import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -157,7 +156,7 @@ def explain(trace, index: int, children, fold=()) -> dict:
                 if p == index:
                     incoming.append(f"{render.fmt(child.grad, 6)} × {render.fmt(d, 6)} "
                                     f"from {child.name}")
-        total = max(len(incoming), len(children[index]))  # one term per use
+        total = max(len(incoming), render.use_count(children, index))  # one term per use
         return {"local": _capped(local_lines),
                 "incoming": {"items": incoming[:TERMS], "more": total - len(incoming[:TERMS])}}
     return {"local": _capped(local_lines), "incoming": _capped(incoming)}
@@ -177,18 +176,25 @@ def _node_entry(trace, i, children, fold, status) -> dict:
     }
 
 
-def _steps(trace, drawn, fold, children, limit=STEP_LIMIT) -> dict:
+def use_counts(trace) -> list:
+    """How many times each node is used as an input (``a + a``: twice), from the columns."""
+    parents = np.concatenate([trace.parent_a, trace.parent_b])
+    return np.bincount(parents[parents >= 0], minlength=trace.n).tolist()
+
+
+def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
     """The backward pass, step by step, for the stepper.
 
     Each step names the node processed, its gradient and its terms (capped)
     ``parent += grad × local = product`` with the parent's running sum; its
     events set the grad fields of drawn nodes (``p`` partial or ``f``
     final). Running sums are the recorded products added up in order; a final
-    gradient is always the recorded one.
+    gradient is always the recorded one. (``children``, if given, counts the uses;
+    else :func:`use_counts` does.)
     """
     nodes = trace.nodes
     order = backward_steps(trace)
-    remaining = [len(c) for c in children]
+    remaining = use_counts(trace) if children is None else [len(c) for c in children]
     sofar = {}
     out = []
     for c in order[:limit]:
@@ -329,7 +335,7 @@ def _graph_tab(trace, report, context) -> dict:
 
 def _backward_tab(trace, report, context) -> dict:
     return {"id": "backward", "title": "Backward", "kind": "backward",
-            "payload": _steps(trace, context["drawn"], context["fold"], context["children"])}
+            "payload": _steps(trace, context["drawn"], context["fold"])}
 
 
 #: Makers of the widget's tabs, in order: ``(trace, report, context) -> tab | None``.
@@ -387,7 +393,7 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
     fold = render.Folded(trace) if fold is None else fold
     drawn = render.drawn_nodes(trace, summary, fold)
     drawn_set = set(drawn)
-    children = render.children_among(trace, drawn)
+    children = render.children_among(trace, drawn, cap=2 * TERMS)
     status = render._failed(report)
     context = _Context(trace, drawn_set, fold=fold, expected=expected, torch=torch)
     entries = {}
@@ -575,32 +581,24 @@ def static_bundle(trace, report=None, *, expected=None, torch=None, problems=(),
 
 
 class _Drawing(SvgCache):
-    """An SVG cache whose one drawing is being made by ``dot`` in a thread.
+    """An SVG cache whose one drawing ``dot`` is making while the rest of the display is built.
 
-    ``dot`` is a separate process (about 10-15 ms, most of it its start-up): it is
-    started before the rest of the display is built and waited for when the static
-    copy needs the picture.
+    The graph is handed to the kernel's ``dot`` process (:func:`gradmagic.views.render.svg`)
+    first and its answer read when the static copy needs the picture: dot's 1-15 ms run
+    beside the Python work instead of after it.
     """
 
     def __init__(self, source: str):
         super().__init__()
         self.source = source
-        self._result = None
-        self._thread = threading.Thread(target=self._draw, name="gradmagic-dot", daemon=True)
-        self._thread.start()
-
-    def _draw(self):
-        try:
-            self._result = render.svg(self.source)
-        except Exception:  # noqa: BLE001 - the static copy asks again and says why
-            self._result = None
+        self._job = render._DOT.submit(source)
 
     def get(self, key, default=None):
-        if key == self.source and self._thread is not None:
-            self._thread.join()
-            self._thread = None
-            if self._result is not None:
-                self[key] = self._result
+        if key == self.source and self._job is not None:
+            job, self._job = self._job, None
+            image = render._DOT.collect(job)
+            if image is not None:  # else the static copy asks dot again and says why
+                self[key] = image
         return super().get(key, default)
 
 
