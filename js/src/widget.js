@@ -639,10 +639,16 @@ function render({ model, el }) {
   const waitingPage = (tab) => {
     const page = h("div", { class: "gm-page gm-waiting" },
       h("p", { class: "gm-muted", text: `Making the ${tab.title} view in the kernel…` }));
-    model.send({ type: "open", tab: tab.id });
-    const timer = setTimeout(() => {
-      if (page.isConnected && !resolve(tab)) page.replaceChildren(h("p", { class: "gm-warn", text: `No kernel answered: the ${tab.title} view is made by the kernel when first opened. Run the cell again to see it (the static copy's closed sections have the same views).` }));
-    }, 20000);
+    const unanswered = () => {
+      if (!resolve(tab)) page.replaceChildren(h("p", { class: "gm-warn", text: `No kernel answered: the ${tab.title} view is made by the kernel when first opened. Run the cell again to see it.` }));
+    };
+    let timer = null;
+    try {
+      model.send({ type: "open", tab: tab.id });
+      timer = setTimeout(unanswered, 20000);
+    } catch (err) {
+      unanswered(); // no live kernel (a saved notebook reopened with its widget state)
+    }
     return { page, waiting: true, timer };
   };
 
