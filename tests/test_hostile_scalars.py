@@ -142,3 +142,68 @@ def test_names_imported_from_a_module_stay_what_they_are():
                             "L = float64(pi) * sqrt(2.0)", ns), ns, {"no_check": True})
     assert trace.value == pytest.approx(math.pi * math.sqrt(2.0))
     assert ns["pi"] is math.pi and ns["float64"] is np.float64
+
+
+# --------------------------------------------------------------------------- cuts made visible
+import statistics
+
+from gradmagic.views import render
+
+
+def _run(source, **inputs):
+    ns = dict(inputs, math=math, np=np, statistics=statistics)
+    return execute(prepare(source, ns), ns, {"no_check": True})
+
+
+def test_a_cut_is_in_the_headline_and_on_the_node_it_made():
+    """statistics.mean computes with exact fractions: d/dx of mean([x, y]) * x is 1.2 where
+    the magic gives 0.6. The result says so where the user looks: the headline names the
+    line and the function, the number the cut made is marked in the graph, the tables and
+    the live view, and trace.warnings says who entered it."""
+    trace = _run("m = 0.25\nz = statistics.mean([x, y]) * x + m", x=0.5, y=0.7)
+    assert trace.grads["x"] == pytest.approx(0.6)  # the gradient misses the mean's share
+    assert "✂ gradient cut at line 2 (statistics.mean)" in render.headline(trace)
+    [(index, note)] = trace.cut_notes.items()
+    node = trace.nodes[index]
+    assert note == "line 2: statistics.mean" and node.cut == note
+    assert node.data == pytest.approx(0.6) and node.is_leaf and trace.cut[index]
+    assert trace.cut.sum() == 1
+    dot = render.to_dot(trace)
+    drawn = [line for line in dot.splitlines() if line.startswith(f"  v{index} ")]
+    assert drawn and "✂ cut, line 2: statistics.mean" in drawn[0] and "dashed" in drawn[0]
+    assert "✂ gradient cut at line 2 (statistics.mean)" in render.static_html(trace)
+    assert "cut (line 2: statistics.mean)" in render.text(trace)
+    pytest.importorskip("anywidget")
+    from gradmagic.views import widget
+    data = widget.payload(trace)
+    assert "gradient cut at line 2" in data["headline"]
+    assert any("gradient cut" in flag for flag in data["nodes"][str(index)]["flags"])
+
+
+@pytest.mark.parametrize("source, where", [
+    ("L = math.erf(x) * x", "line 1 (math.erf)"),
+    ("L = math.atan2(x, 1.0) + x", "line 1 (math.atan2)"),
+    ("A = np.array([x, 2.0])\nL = np.sum(A) * x", "line 1 (numpy.array)"),
+    ("L = np.sum(np.array([x, 1.5])) + x", "line 1 (numpy.array)"),
+])
+def test_every_cut_that_reaches_the_target_is_named_and_marked(source, where):
+    trace = _run(source, x=0.4)
+    assert f"gradient cut at {where}" in render.headline(trace)
+    assert trace.cut_notes and all(n.startswith("line 1: ") for n in trace.cut_notes.values())
+
+
+def test_a_cut_that_does_not_reach_the_target_is_only_a_warning():
+    trace = _run("m = statistics.mean([x, y])\nL = x * y", x=0.5, y=0.7)
+    assert "cut" not in render.headline(trace) and not trace.cut_notes
+    assert trace.warnings[0].startswith("line 1: statistics.mean")
+    assert trace.grads == pytest.approx({"x": 0.7, "y": 0.5, "L": 1.0})
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("L = np.arctan(x) + x", 1 / (1 + 0.25) + 1),  # the issue's example: differentiated
+    ("L = math.atan(x) * x", math.atan(0.5) + 0.5 / 1.25),
+])
+def test_functions_with_an_op_are_differentiated(source, expected):
+    trace = _run(source, x=0.5)
+    assert trace.grads["x"] == pytest.approx(expected) and not trace.warnings
+    assert "cut" not in render.headline(trace)

@@ -127,6 +127,11 @@ class Node:
         return bool(self.trace.finite[self.index])
 
     @property
+    def cut(self) -> str:
+        """Where a cut made this number ("line 3: statistics.mean"), or '' (see Trace.cut)."""
+        return self.trace.cut_notes.get(self.index, "")
+
+    @property
     def shape(self) -> tuple | None:
         """None for a scalar."""
         arr = self.trace.tensor_data.get(self.index)
@@ -435,6 +440,28 @@ class Trace:
     def _grad(self, i: int):
         arr = self.tensor_grad.get(i)
         return float(self.grad[i]) if arr is None else arr
+
+    # ------------------------------------------------------------------ cuts
+    # Set by mark_cuts (the magic does, after the run): the numbers a function with no
+    # gradient rule made (index → "line 3: statistics.mean"), and every place the run
+    # cut the graph that may reach the target: (line, function) pairs.
+    cut_notes: dict = {}
+    cut_places: tuple = ()
+
+    def mark_cuts(self, notes: dict, places) -> None:
+        """Record the run's cuts: ``notes`` (node index → where its number was made outside
+        the graph) and ``places`` ((line, function) of each cut the gradient may miss)."""
+        self.cut_notes = dict(notes)
+        self.cut_places = tuple(dict.fromkeys(places))
+
+    @property
+    def cut(self) -> np.ndarray:
+        """bool column: the node's number was made outside the graph, by a function with no
+        gradient rule, so no gradient flows through it to what went in (``cut_notes``)."""
+        column = np.zeros(self.n, dtype=bool)
+        if self.cut_notes:
+            column[list(self.cut_notes)] = True
+        return column
 
     # ------------------------------------------------------------------ facts
     @property

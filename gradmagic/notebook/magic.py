@@ -308,6 +308,7 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
                   branch_events=state.branch_events - branches,
                   float_conversions=converted + len(run.cuts), source=cell.source,
                   options=options, warnings=cut_warnings(run.cuts, converted))
+    trace.mark_cuts(*_runtime.cut_marks(run, order))
     unlift(ns, before, lifted, run, keep={id(v) for v in order})
     return trace
 

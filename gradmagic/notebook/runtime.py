@@ -78,8 +78,12 @@ def leaf(v, name: str):
     made = new_leaf(v, name)
     if made is None:
         return v
-    if _run is not None:
-        _run.made[id(made)] = (made, v)
+    run = _run
+    if run is not None:
+        run.made[id(made)] = (made, v)
+        entry = run.cut_arrays.get(id(v)) if run.cut_arrays else None
+        if entry is not None and entry[0] is v:  # an array a cut made: its leaf is marked
+            _mark(made, *entry[1])
     return made
 
 
@@ -218,8 +222,13 @@ def go(f, /, *args, **kwargs):
     numpy = _numpy_without_graph(f)
     if numpy and not any(type(a) is Tensor for a in args):
         name = _describe(f)
+        run = _run
+        before = len(run.cut_nodes) if run is not None else 0
         args = [_data(a, name) for a in args]
         kwargs = {k: _data(v, name) for k, v in kwargs.items()}
+        if run is not None and len(run.cut_nodes) > before:  # its result is made by a cut
+            _, line, _, function = run.cut_nodes[-1]
+            token = (None, (), (line, function))
     elif numpy and _array_of_one_tensor(f, args, kwargs):
         result = args[0].copy() if f is np.array else args[0]
         F, A, K = _given, (result,), _NO_KWARGS
@@ -227,11 +236,19 @@ def go(f, /, *args, **kwargs):
     else:
         args = [_ints_deep(a) for a in args]
         kwargs = {k: _ints_deep(v) for k, v in kwargs.items()}
-        if _run is not None:
+        run = _run
+        if run is not None:
             nodes = [a for a in _flat(args) if type(a) in SCALARS]
             nodes += [v for v in _flat(kwargs.values()) if type(v) in SCALARS]
-            if nodes:
-                token = (f, nodes)
+            made = None  # an array a cut made, going in (np.sum(np.array([x, y])))
+            if run.cut_arrays:
+                for a in _flat(args):
+                    entry = run.cut_arrays.get(id(a))
+                    if entry is not None and entry[0] is a:
+                        made = entry[1]
+                        break
+            if nodes or made:
+                token = (f, nodes, made)
     F, A, K = f, args, kwargs
     return token
 
@@ -253,16 +270,28 @@ def done(token, result):
     becomes a constant node while a cell is recorded (see :func:`num`).
     """
     result = _as_constant(result)
-    if token is not None:
-        f, nodes = token
-        kind = type(result)
-        unlinked = ((kind in SCALARS and result._a is None
-                     and not any(result is n for n in nodes)) or kind in (float, np.float64))
-        if unlinked and any(type(n) is not Int for n in nodes):
-            who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
-            _record(f"{_describe(f)} computes outside the graph: {who} entered it as plain "
-                    "numbers", result if kind in SCALARS else None, _describe(f))
+    if token is None:
+        return result
+    f, nodes, made = token
+    kind = type(result)
+    unlinked = kind in SCALARS and result._a is None and not any(result is n for n in nodes)
+    if unlinked and any(type(n) is not Int for n in nodes):
+        who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
+        _record(f"{_describe(f)} computes outside the graph: {who} entered it as plain "
+                "numbers", result, _describe(f))
+    elif made is not None:  # computed from what a cut made: marked as made by that cut
+        if unlinked or (kind is Tensor and result._a is None):
+            _mark(result, *made)
+        elif kind is np.ndarray:
+            _run.cut_arrays[id(result)] = (result, made)
     return result
+
+
+def _mark(node, line, function) -> None:
+    """Mark ``node`` as made by the cut at ``line`` (in ``function``), already recorded."""
+    run = _run
+    if run is not None:
+        run.cut_nodes.append((node, line, "", function))
 
 
 def call(f, /, *args, **kwargs):
@@ -358,7 +387,7 @@ def _data(x, where: str):
     cls = type(x)
     if cls is Value or cls in SCALARS:
         if cls is not Int and not (cls is Value and type(x.data) is int):
-            _record(f"{where} took {_who(x)} as a plain number")
+            _record(f"{where} took {_who(x)} as a plain number", None, where)
         return x.data
     if type(x) in (list, tuple) and any(type(e) in _SEQUENCE_DATA for e in x):
         return type(x)(_data(e, where) for e in x)
@@ -661,12 +690,15 @@ def as_plain_error(exc: BaseException, internals) -> None:
 # --------------------------------------------------------------------------- recording cuts
 class _Run:
     """What one run of a cell recorded: ``cuts``, a list of (line, message), and
-    ``cut_nodes``, a list of (node, line, message, function) for the numbers a cut made."""
+    ``cut_nodes``, the same cuts as (node, line, message, function), with the number
+    node each made (None when it made none)."""
 
     def __init__(self, filename: str):
         self.filename = filename
         self.cuts: list[tuple[int | None, str]] = []
         self.cut_nodes: list = []
+        # id(array) -> (array, (line, function)): arrays a cut made (np.array([x, y]))
+        self.cut_arrays: dict = {}
         # id(float) -> (float, its constant node): library floats read by the cell (num)
         self.constants: dict = {}
         # id(leaf) -> (leaf, the object it was made from): library results made leaves
@@ -706,5 +738,33 @@ def _record(message: str, node=None, function: str = "") -> None:
         frame = frame.f_back
     line = frame.f_lineno if frame is not None else None
     run.cuts.append((line, message))
-    if node is not None:
-        run.cut_nodes.append((node, line, message, function))
+    run.cut_nodes.append((node, line, message, function))
+
+
+def cut_marks(run, order) -> tuple[dict, list]:
+    """What :meth:`~gradmagic.analysis.trace.Trace.mark_cuts` takes, for a run's graph ``order``.
+
+    The notes: each node of the graph a cut made (by its index in ``order``),
+    with where ("line 3: statistics.mean"). The places: (line, function) of
+    each cut whose number is in the graph, and of each cut that made no number
+    node (an array, a changed Tensor), which may reach the target too.
+    """
+    if run is None or not run.cut_nodes:
+        return {}, []
+    wanted = {id(node): (line, function) for node, line, _, function in reversed(run.cut_nodes)
+              if node is not None}
+    notes, reached = {}, set()
+    if wanted:  # one pass over the graph, only when a cut made a number
+        for i, v in enumerate(order):
+            where = wanted.get(id(v))
+            if where is not None:
+                notes[i] = _where(*where)
+                reached.add(id(v))
+    places = [(line, function) for node, line, _, function in run.cut_nodes
+              if node is None or id(node) in reached]
+    return notes, places
+
+
+def _where(line, function: str) -> str:
+    at = f"line {line}" if line is not None else "the cell"
+    return f"{at}: {function}" if function else at

@@ -46,7 +46,7 @@ from ..analysis.numbers import SMALL, all_finite, dims  # noqa: F401 - dims is p
 
 __all__ = ["fmt", "figure", "full", "dims", "folded", "Folded", "drawn_nodes", "children_among", "layout_attrs", "svg_data_uri", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
            "svg", "fit", "graph_html", "legend_html", "op_label", "node_order", "op_entry", "op_symbol", "nodes_table_html",
-           "nodes_table_text", "column_text", "op_symbols", "op_labels", "flags_text", "report_html", "report_text", "answers_html", "answers_text",
+           "nodes_table_text", "column_text", "op_symbols", "op_labels", "flags_text", "cut_text", "report_html", "report_text", "answers_html", "answers_text",
            "torch_html", "torch_text", "inputs", "headline", "run_notes", "static_html", "text",
            "MISSING_DOT"]
 
@@ -64,7 +64,7 @@ MISSING_DOT = ("Graphviz's `dot` program was not found, so this static copy has 
 FILL = {"leaf": "#dbeafe", "value": "#ffffff", "target": "#fde68a", "op": "#e5e7eb",
         "fail": "#fecaca", "current": "#bbf7d0"}
 LINE = {"plain": "#4b5563", "fail": "#dc2626", "kink": "#ea580c", "nonfinite": "#7c3aed",
-        "path": "#2563eb", "current": "#16a34a"}
+        "path": "#2563eb", "current": "#16a34a", "cut": "#db2777"}
 
 
 # =========================================================================== numbers
@@ -182,6 +182,8 @@ class Folded(AbstractSet):
                 mask[i] = False
         if trace.n:
             mask[trace.target.index] = False
+        for i in getattr(trace, "cut_notes", ()):  # a number a cut made is drawn, marked
+            mask[i] = False
         self.mask = mask
 
     def __contains__(self, i):
@@ -410,6 +412,9 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     name = node.label
     if node.shape is not None and len(node.shape):  # the shape beside the name: W 2×1
         name = f"{name} {dims(node.shape)}".strip()
+    cut = node.cut
+    if cut:  # made outside the graph: say where, so the missing gradient is seen
+        name = f"{name} ✂ cut, {cut}".strip(" ,")
     fields = "|".join(escape_record(f) for f in (name, f"data {data}", f"grad {grad}"))
     attrs = {"shape": "record", "label": "{%s}" % fields if rankdir == "LR" else fields,
              "style": "filled", "color": LINE["plain"]}
@@ -417,6 +422,8 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
                           FILL["leaf"] if node.is_leaf else FILL["value"])
     if not node.finite:
         attrs.update(color=LINE["nonfinite"], penwidth="2")
+    if cut:
+        attrs.update(color=LINE["cut"], penwidth="2", style="filled,dashed")
     if status in ("fail", "error"):
         attrs.update(fillcolor=FILL["fail"], color=LINE["fail"], penwidth="2")
     elif status == "kink":
@@ -431,6 +438,7 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
 LEGEND = (("leaf", "an input (leaf)"), ("value", "a computed value"), ("op", "an operation"),
           ("target", "the target"), ("fail", "fails the numerical check"))
 LEGEND_LINES = (("kink", "kink: a subgradient was used"), ("nonfinite", "nan or infinite"),
+                ("cut", "✂ cut: made outside the graph (no gradient flows back)"),
                 ("path", "path to the target"))
 
 
@@ -793,6 +801,8 @@ def _flags(node, status) -> str:
         flags.append("kink")
     if not node.finite:
         flags.append("non-finite")
+    if node.cut:
+        flags.append(f"cut ({node.cut})")
     if status:
         flags.append(f"check: {status}")
     return ", ".join(flags)
@@ -870,11 +880,14 @@ def flags_text(trace, rows, status: dict) -> list:
     kink = trace.kink[index].tolist() if len(index) else []
     finite = trace.finite[index].tolist() if len(index) else []
     out = []
+    cuts = trace.cut_notes
     for i, k, f in zip(index.tolist(), kink, finite):
-        if not k and f and i not in status:
+        if not k and f and i not in status and i not in cuts:
             out.append("")
             continue
         flags = (["kink"] if k else []) + ([] if f else ["non-finite"])
+        if i in cuts:
+            flags.append(f"cut ({cuts[i]})")
         if status.get(i):
             flags.append(f"check: {status[i]}")
         out.append(", ".join(flags))
@@ -1141,10 +1154,24 @@ def inputs(trace) -> list:
 
 
 def headline(trace) -> str:
-    """One line about the run: target, value, nodes and :func:`inputs` (not constants)."""
+    """One line about the run: target, value, nodes and :func:`inputs` (not constants), and
+    where the gradient is cut (a function with no gradient rule: :func:`cut_text`)."""
     count = len(inputs(trace))
-    return (f"{trace.target.name} = {fmt(trace.value, 6)}  ({len(trace.nodes):,} nodes, "
+    line = (f"{trace.target.name} = {fmt(trace.value, 6)}  ({len(trace.nodes):,} nodes, "
             f"{count:,} input{'' if count == 1 else 's'})")
+    cut = cut_text(trace)
+    return f"{line}  ✂ {cut}" if cut else line
+
+
+def cut_text(trace, limit: int = 3) -> str:
+    """"gradient cut at line 3 (statistics.mean)": where numbers left the graph, or ''."""
+    places = getattr(trace, "cut_places", ())
+    if not places:
+        return ""
+    words = [(f"line {line}" if line is not None else "the cell") +
+             (f" ({function})" if function else "") for line, function in places[:limit]]
+    more = f" and {len(places) - limit} more" if len(places) > limit else ""
+    return f"gradient cut at {', '.join(words)}{more}"
 
 
 def run_notes(trace, report) -> list:

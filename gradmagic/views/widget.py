@@ -124,6 +124,8 @@ def _flags(node, status) -> list:
         flags.append("kink: a subgradient was used")
     if not node.finite:
         flags.append("nan or infinite")
+    if node.cut:
+        flags.append(f"gradient cut: made outside the graph at {node.cut}")
     if status:
         flags.append(f"check: {status}")
     return flags
@@ -283,8 +285,9 @@ def _flags_text(trace, rows, status) -> list:
     """The live view's flags (:func:`_flags`) of nodes ``rows``, from the columns."""
     index = np.asarray(rows, dtype=np.intp)
     out = []
+    cuts = trace.cut_notes
     for i, k, f in zip(rows, trace.kink[index].tolist(), trace.finite[index].tolist()):
-        if not k and f and i not in status:
+        if not k and f and i not in status and i not in cuts:
             out.append("")
         else:
             out.append(", ".join(_flags(trace.nodes[i], status.get(i))))
