@@ -44,6 +44,8 @@ CELLS = [
     "import numpy as np\nv = np.int64(5)\nx = 0.5\nprint(repr(v + x), repr(x + v), repr(v ** 2), repr(divmod(v, 2)))",
     "import numpy as np\nx = 3.0\ny = np.float64(x)\nq, r = divmod(y, 2)\nprint(repr(q), repr(r), repr(2 ** y), repr(y % 2))",
     "import numpy as np\ns = np.str_('ab')\nn = 2\nprint(repr(s * n))",
+    "import numpy as np\nx = 0.1\nprint(np.float32(x) == x, x == np.float32(x), np.float32(x) < x, "
+    "x >= np.float16(x))",
     # math functions of numpy float64 nodes
     "import numpy as np\ndef softmax(v):\n    e = np.exp(v)\n    return e / np.sum(e)\n"
     "z = float(np.ceil(np.sum(softmax([1, 2, 3, 4]))))\nprint(repr(z))",

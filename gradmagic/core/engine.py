@@ -810,9 +810,11 @@ def _number_apply(op, args):
     return _number_node(r, op, args[0], args[1] if len(args) > 1 else None)
 
 
-def _number_compare(method):
+def _number_compare(method, pyop):
     def compare(self, other):
         state.branch_events += 1
+        if isinstance(other, _NP_GENERIC):  # numpy's own comparison (np.float32(x) == x)
+            return pyop(_plain_of(self), _plain_of(other))
         return method(_plain_of(self), _plain_of(other))
     return compare
 
@@ -905,5 +907,6 @@ for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN),
     _cls.__rdivmod__ = _number_divmod(_base, True, _own, _quiet)
     _cls.__pos__ = _number_pos
     for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(_cls, f"__{_name}__", _number_compare(getattr(_base, f"__{_name}__")))
+        setattr(_cls, f"__{_name}__", _number_compare(getattr(_base, f"__{_name}__"),
+                                                      getattr(operator, _name)))
 del _cls, _base, _own, _rname, _name, _op, _pyop, _quiet
