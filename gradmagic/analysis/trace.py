@@ -18,8 +18,10 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..core.engine import Value
-from ..core.ops import real
+from ..core.engine import Float, Float64
+from ..core.engine import walk as engine_walk
+from ..core.ops import OPS, real
+from ..core.tensor_ops import TENSOR_OPS
 from .numbers import all_finite, short
 from .options import Options
 
@@ -28,6 +30,12 @@ __all__ = ["Node", "Trace"]
 _DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
 _OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
 _LINKS = attrgetter("_a", "_b", "_op")
+_FLOAT_NODES = frozenset({Float, Float64})  # nodes whose data is always a float
+# every op table entry, scalar and tensor, by id: the walk's op entries become codes in one pass
+_OP_ENTRIES = list(OPS.values()) + list(TENSOR_OPS.values())
+for _c, _op in enumerate(_OP_ENTRIES):  # frozen entries: a private number only the trace reads
+    object.__setattr__(_op, "_trace_code", _c)
+del _c, _op
 _ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 _FLOATS = {float}
@@ -220,9 +228,14 @@ class Trace:
     ----------
     target:
         The node ``backward()`` was called on (its gradients must be filled).
+    walk:
+        The :class:`~gradmagic.core.engine.Walk` backward made
+        (``walk(target, zero=True)``, then ``backward(target, 1.0, walk)``), as
+        the magic does: the columns of links, ops and labels come from its
+        lists. Made here when neither it nor ``order`` is given.
     order:
-        The graph's nodes, parents first and ``target`` last, if the caller
-        has them (``Value.topo(target)``); computed when not given.
+        Instead of a walk: the graph's nodes, parents first and ``target``
+        last (``target.topo()``); the links are then read from the nodes.
     bindings:
         Names in the user's namespace → the node each name refers to after the
         run; these decide which node ``grads[name]`` means when a name labels
@@ -264,25 +277,32 @@ class Trace:
         frozenset of the leaves made with ``requires_grad=False``.
     """
 
-    def __init__(self, target, *, order=None, bindings: dict | None = None,
+    def __init__(self, target, *, order=None, walk=None, bindings: dict | None = None,
                  branch_events: int = 0, float_conversions: int = 0,
                  source: str | None = None, options: Options | dict | None = None,
                  warnings: list | None = None):
-        if order is None:
-            order = Value.topo(target)
-        elif not order or order[-1] is not target:
+        if walk is not None:
+            order = walk.order
+        elif order is None:
+            walk = engine_walk(target)
+            order = walk.order
+        if not order or order[-1] is not target:
             raise ValueError("order must list the graph's nodes with the target last")
-        self._snapshot(order)
         names = list(bindings or {})
-        found = self._find(np.fromiter(map(id, (bindings or {}).values()), np.int64,
-                                       len(names))).tolist()
+        if walk is not None:
+            self._from_walk(walk)
+            found = list(map(walk.index, (bindings or {}).values()))
+        else:
+            self._snapshot(order)
+            found = self._find(np.fromiter(map(id, (bindings or {}).values()), np.int64,
+                                           len(names))).tolist()
+            del self._ids  # only needed while reading the live graph
         self.bindings = {name: i for name, i in zip(names, found) if i >= 0}
         # names bound to nodes the target does not depend on (teaching.walk greys them)
         values = list((bindings or {}).values())
         self.unreached = {name: (d.copy() if isinstance(d, np.ndarray) else d)
                           for name, i, d in zip(names, found, (v.data for v in values))
                           if i < 0}
-        del self._ids  # only needed while reading the live graph
         self.branch_events = branch_events
         self.float_conversions = float_conversions
         self.source = source
@@ -292,6 +312,62 @@ class Trace:
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot
+    def _from_walk(self, w) -> None:
+        """Fill the columns from a :class:`~gradmagic.core.engine.Walk` of the graph.
+
+        The walk recorded each node's op entry and its parents' marks as it
+        placed the nodes; this turns them into columns with numpy, and reads
+        labels, data and gradients in one ``map`` pass each.
+        """
+        order = w.order
+        n = self.n = len(order)
+        links = np.fromiter(chain(w.pa, w.pb), np.int64, 2 * n)
+        links -= w.base
+        links = links.astype(np.int32)
+        self.parent_a, self.parent_b = links[:n], links[n:]
+        self._op_codes(w.ops)
+        self._labels(w.labels)
+        self.exact: dict = {}
+        self.tensor_data: dict = {}
+        self.tensor_grad: dict = {}
+        self.params: dict = {}
+        if w.classes <= _FLOAT_NODES:  # every value a float: no int to keep
+            self.data = np.fromiter(order, np.float64, n)  # (these nodes are floats)
+            self.grad = np.fromiter(map(_GRAD, order), np.float64, n)
+            self._flags(order)
+        else:
+            self._values(order)
+
+    def _op_codes(self, ops: list) -> None:
+        """``op_code`` and ``ops`` from each node's op entry (None for a leaf)."""
+        n = len(ops)
+        codes = np.fromiter(map(getattr, ops, repeat("_trace_code", n), repeat(-1, n)),
+                            np.int16, n)
+        if ((codes < 0) != (self.parent_a < 0)).any():  # an entry of no table (a test's op)
+            ids = list(map(id, ops))
+            distinct = dict.fromkeys(ids)
+            distinct.pop(id(None), None)
+            code_of = {k: c for c, k in enumerate(distinct)}
+            code_of[id(None)] = -1
+            self.op_code = np.fromiter(map(code_of.__getitem__, ids), np.int16, n)
+            self.ops = [ops[ids.index(k)] for k in distinct]
+            return
+        # number the entries of this graph in order of first use; -1 for a leaf
+        used = dict.fromkeys(codes.tolist())
+        used.pop(-1, None)
+        renumber = np.full(len(_OP_ENTRIES) + 1, -1, dtype=np.int16)
+        renumber[np.fromiter(used, np.intp, len(used)) + 1] = np.arange(len(used))
+        self.op_code = renumber[codes + 1]
+        self.ops = [_OP_ENTRIES[c] for c in used]
+
+    def _labels(self, labels: list) -> None:
+        """``label_code`` and ``label_names`` from each node's label."""
+        names = dict.fromkeys([""])
+        names.update(dict.fromkeys(labels))
+        self.label_names = list(names)
+        label_at = {name: c for c, name in enumerate(self.label_names)}
+        self.label_code = np.fromiter(map(label_at.__getitem__, labels), np.int32, len(labels))
+
     def _snapshot(self, order) -> None:
         """Fill the columns from the live nodes (parents first).
 
@@ -329,19 +405,16 @@ class Trace:
             self.op_code[self.op_code > none] -= 1
             entries.pop(none)
         self.ops = entries
-        labels = list(map(_LABEL, order))
-        names = dict.fromkeys([""])
-        names.update(dict.fromkeys(labels))
-        self.label_names = list(names)
-        label_at = {name: c for c, name in enumerate(self.label_names)}
-        self.label_code = np.fromiter(map(label_at.__getitem__, labels), np.int32, n)
-        del labels
-
+        self._labels(list(map(_LABEL, order)))
         self.exact: dict = {}
         self.tensor_data: dict = {}
         self.tensor_grad: dict = {}
         self.params: dict = {}
-        no_grad = []
+        self._values(order)
+
+    def _values(self, order) -> None:
+        """The data and grad columns read from the nodes (tensor nodes one by one)."""
+        n = self.n
         self.data = self._column(list(map(_DATA, order)), self.tensor_data, self.exact)
         grad = None
         if not self.tensor_data:  # every gradient is a number: straight into floats
@@ -351,6 +424,12 @@ class Trace:
                 pass
         self.grad = (self._column(list(map(_GRAD, order)), self.tensor_grad, None)
                      if grad is None else grad)
+        self._flags(order)
+
+    def _flags(self, order) -> None:
+        """``constant``, ``finite``, ``kink`` (and the tensor nodes' extras) from the columns."""
+        n = self.n
+        no_grad = []
         self.constant = (self.parent_a < 0) & (self.label_code == 0)
         with np.errstate(invalid="ignore"):
             self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)

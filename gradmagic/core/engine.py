@@ -50,7 +50,7 @@ import numpy as np
 
 from .ops import OPS, Op, real
 
-__all__ = ["Value", "no_grad", "is_grad_enabled", "apply"]
+__all__ = ["Value", "no_grad", "is_grad_enabled", "apply", "walk", "Walk"]
 
 
 class _State:
@@ -166,10 +166,13 @@ class GraphNode:
         """Every node this one depends on, itself last, parents before children.
 
         An iterative depth-first walk that marks the nodes it visits, so it
-        needs neither recursion nor a set keyed on nodes.
+        needs neither recursion nor a set keyed on nodes. (:func:`walk` also
+        gives each node's position and its parents' positions.)
         """
+        global _last_mark
         order = []
-        entered, left = object(), object()  # this walk's marks
+        entered = _last_mark + 1  # this walk's marks: above every earlier walk's
+        left = _last_mark = entered + 1
         stack = [self]
         push, pop, append = stack.append, stack.pop, order.append
         while stack:
@@ -308,24 +311,212 @@ class Value(GraphNode):
         return self.data.as_integer_ratio()
 
 
-def backward(root, seed, order=None) -> None:
+class Walk:
+    """One walk of a graph: the nodes in topological order and their links by mark.
+
+    ``order`` lists the nodes, parents first, the root last; ``ops[i]`` is node
+    ``i``'s op entry (None for a leaf) and ``labels[i]`` its label. The walk
+    leaves ``base + i`` in node ``i``'s ``_mark`` (until another walk reaches
+    it), and ``pa[i]``/``pb[i]`` are the marks of its parents (``base - 1``
+    where there is none): minus ``base``, their positions. ``classes`` is the
+    set of the nodes' classes; ``tensors`` is True if one is not a scalar. A :class:`~gradmagic.analysis.trace.Trace` is
+    made from these lists without reading the links again.
+    """
+
+    __slots__ = ("order", "ops", "pa", "pb", "labels", "base", "classes", "tensors", "zeroed")
+
+    def index(self, node) -> int:
+        """The position of ``node`` in ``order`` (-1 if this walk did not reach it).
+
+        Valid until another walk reaches the node.
+        """
+        m = getattr(node, "_mark", None)
+        if m.__class__ is not int:
+            return -1
+        i = m - self.base
+        return i if 0 <= i < len(self.order) and self.order[i] is node else -1
+
+
+# Walks mark nodes with ints, each walk's above every earlier walk's: ``topo`` marks a
+# node ``entered`` while its parents are walked and ``left`` after; ``walk`` marks it
+# with ``base + its position`` after.
+_last_mark = 0
+
+
+def walk(root, zero: bool = False) -> Walk:
+    """Every node ``root`` depends on, parents first, with their op entries, parents, labels.
+
+    The same iterative depth-first walk as :meth:`GraphNode.topo` (no
+    recursion, no set keyed on nodes, which compare by number), recording
+    what a Trace needs as it places each node. With ``zero``, it also resets
+    each node's gradient as it places it, which :func:`backward` then skips.
+    """
+    global _last_mark
+    entered = _last_mark + 1
+    base = i = entered + 1
+    none = base - 1
+    scalar = SCALAR_NODES
+    classes, last = set(), None
+    order, ops, pa, pb, labels = [], [], [], [], []
+    stack = [root]
+    push, pop, append = stack.append, stack.pop, order.append
+    op_append, a_append, b_append, label_append = ops.append, pa.append, pb.append, labels.append
+    try:
+        while stack:
+            v = stack[-1]
+            m = v._mark
+            if m is entered:  # its parents are placed: place it
+                pop()
+                v._mark = i
+                i += 1
+                append(v)
+                op_append(v._op)
+                label_append(v.label)
+                a = v._a
+                if a is None:
+                    a_append(none)
+                    b_append(none)
+                else:
+                    a_append(a._mark)
+                    b = v._b
+                    b_append(none if b is None else b._mark)
+                cls = v.__class__
+                if cls is not last:  # a new class (graphs mostly hold one or two)
+                    last = cls
+                    classes.add(cls)
+                if zero:
+                    if cls in scalar:
+                        v.grad = 0.0
+                    else:
+                        v._zero_grad()
+                continue
+            if m is not None and m > entered:  # placed already (pushed by two children)
+                pop()
+                continue
+            v._mark = entered  # reached for the first time: its parents first
+            a = v._a
+            if a is not None:
+                m = a._mark
+                if m is None or m < entered:
+                    push(a)
+                b = v._b
+                if b is not None:
+                    m = b._mark
+                    if m is None or m < entered:
+                        push(b)
+    finally:
+        _last_mark = i
+    w = Walk()
+    w.order, w.ops, w.pa, w.pb, w.labels = order, ops, pa, pb, labels
+    w.base, w.classes, w.zeroed = base, classes, zero
+    w.tensors = not classes <= scalar
+    return w
+
+
+def _zeroed_order(root) -> tuple:
+    """``root``'s topological order with every gradient reset, and whether a node is a tensor."""
+    global _last_mark
+    order = []
+    entered = _last_mark + 1
+    left = _last_mark = entered + 1
+    tensors = False
+    scalar = SCALAR_NODES
+    stack = [root]
+    push, pop, append = stack.append, stack.pop, order.append
+    while stack:
+        v = stack[-1]
+        m = v._mark
+        if m is entered:
+            pop()
+            v._mark = left
+            append(v)
+            if v.__class__ in scalar:
+                v.grad = 0.0
+            else:
+                tensors = True
+                v._zero_grad()
+            continue
+        if m is left:
+            pop()
+            continue
+        v._mark = entered
+        a = v._a
+        if a is not None:
+            m = a._mark
+            if m is not entered and m is not left:
+                push(a)
+            b = v._b
+            if b is not None:
+                m = b._mark
+                if m is not entered and m is not left:
+                    push(b)
+    return order, tensors
+
+
+def backward(root, seed, walk_: Walk | None = None) -> None:
     """Reverse-mode sweep from ``root`` with d root/d root = ``seed``.
 
-    Shared by every kind of node. A node that is not a scalar (a
-    :class:`Value`, :class:`Float` or :class:`Int`: a tensor) provides ``_zero_grad()`` and an op with ``vjp(node)`` that
-    adds its gradient into its parents; nodes link to their parents through
-    ``_a``/``_b`` and carry a ``_mark`` slot for :meth:`Value.topo`. ``order``
-    is ``Value.topo(root)`` when the caller already has it (the magic walks
-    the graph once for backward and its trace).
+    Shared by every kind of node. A node that is not a scalar (a tensor)
+    provides ``_zero_grad()`` and an op with ``vjp(node)`` that adds its
+    gradient into its parents; nodes link to their parents through
+    ``_a``/``_b`` and carry a ``_mark`` slot for the walks. ``walk_`` is
+    ``walk(root, zero=True)`` when the caller has it: the magic walks the
+    graph once, for backward and its trace. The graph's gradients are reset
+    during the walk, then the sweep runs from the root in reverse order.
     """
-    if order is None:
-        order = Value.topo(root)
-    for v in order:
-        cls = v.__class__
-        if cls is Value or cls in SCALARS:
-            v.grad = 0.0
-        else:
-            v._zero_grad()
+    if walk_ is None:
+        order, tensors = _zeroed_order(root)
+    else:
+        order, tensors = walk_.order, walk_.tensors
+        if not walk_.zeroed:
+            for v in order:
+                if v.__class__ in SCALAR_NODES:
+                    v.grad = 0.0
+                else:
+                    v._zero_grad()
+    if tensors:
+        _backward_nodes(root, seed, order)
+        return
+    root.grad = seed
+    add, sub, mul, relu = _ADD, _SUB, _MUL, _RELU
+    for v in reversed(order):
+        op = v._op
+        if op is None:
+            continue
+        g = v.grad
+        a = v._a
+        b = v._b
+        try:
+            # the commonest ops written out: the same products as their df, one call fewer
+            if op is add:
+                a.grad += g
+                b.grad += g
+            elif op is mul:
+                da = b.data * g
+                db = a.data * g
+                a.grad += da
+                b.grad += db
+            elif op is sub:
+                a.grad += g
+                b.grad += -g
+            elif op is relu:
+                a.grad += (0.0 if a.data <= 0 else 1.0) * g
+            elif b is None:
+                a.grad += op.df(a.data, v.data) * g
+            else:
+                da, db = op.df(a.data, b.data, v.data)
+                da *= g  # both products first, so neither is added twice
+                db *= g  # if the second one overflows
+                a.grad += da
+                b.grad += db
+        except OverflowError:  # an int too big for a float
+            for p, d in zip(v.parents, v.local_grads()):
+                p.grad += real(d) * g
+
+
+def _backward_nodes(root, seed, order) -> None:
+    """The sweep node by node, for a graph with tensors (see :func:`backward`); the
+    gradients are reset already."""
     root.grad = seed
     for v in reversed(order):
         op = v._op
@@ -474,6 +665,8 @@ for _name in ["lt", "le", "gt", "ge", "eq", "ne"]:
     setattr(Value, f"__{_name}__", _make_compare(_name))
 
 del _op, _fwd, _name, _rev
+
+_ADD, _SUB, _MUL, _RELU = OPS["+"], OPS["-"], OPS["*"], OPS["relu"]
 
 
 def apply(name: str, *args) -> Value:

@@ -300,16 +300,17 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
         unlift(ns, before, lifted, run, keep=())
         raise
     relabel(ns)
-    order = Value.topo(target)  # one walk of the graph, for backward and the trace
     data = target.data
-    engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, order)
+    # one walk of the graph, for backward and the trace (which reuses its lists)
+    walk = engine.walk(target, zero=True)
+    engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     converted = state.float_conversions - floats
-    trace = Trace(target, order=order, bindings=bindings(ns),
+    trace = Trace(target, walk=walk, bindings=bindings(ns),
                   branch_events=state.branch_events - branches,
                   float_conversions=converted + len(run.cuts), source=cell.source,
                   options=options, warnings=cut_warnings(run.cuts, converted))
-    trace.mark_cuts(*_runtime.cut_marks(run, order))
-    unlift(ns, before, lifted, run, keep={id(v) for v in order})
+    trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
+    unlift(ns, before, lifted, run, keep=walk)
     return trace
 
 
@@ -319,8 +320,9 @@ def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
     A name bound to a node the target does not depend on (or to any node, after
     a run with no target or an error) holds what plain Python would have
     bound: the object a lifted name held before, the array a library call
-    returned, the plain number. Nodes in ``keep`` (ids of the graph's nodes)
-    stay, so ``x.grad`` works after the cell. Number nodes held by what the
+    returned, the plain number. Nodes ``keep`` reached (the graph's
+    :class:`~gradmagic.core.engine.Walk`; ``()`` for none) stay, so ``x.grad``
+    works after the cell. Number nodes held by what the
     cell bound (lists, dicts, the attributes of its classes and of their
     instances) are replaced in place by their plain numbers, graph or not: a
     later plain cell finds Python's own types there (``gradmagic.last`` keeps
@@ -336,7 +338,7 @@ def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
             continue
         cls = type(v)
         if cls in SCALARS or cls is Tensor:
-            if id(v) not in keep:
+            if not keep or keep.index(v) < 0:
                 ns[name] = _plain(v, made)
         elif cls is list:
             for i, e in enumerate(v):
