@@ -18,7 +18,6 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..core.engine import Float, Float64
 from ..core.engine import walk as engine_walk
 from ..core.ops import OPS, real
 from ..core.tensor_ops import TENSOR_OPS
@@ -30,7 +29,6 @@ __all__ = ["Node", "Trace"]
 _DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
 _OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
 _LINKS = attrgetter("_a", "_b", "_op")
-_FLOAT_NODES = frozenset({Float, Float64})  # nodes whose data is always a float
 # every op table entry, scalar and tensor, by id: the walk's op entries become codes in one pass
 _OP_ENTRIES = list(OPS.values()) + list(TENSOR_OPS.values())
 for _c, _op in enumerate(_OP_ENTRIES):  # frozen entries: a private number only the trace reads
@@ -331,12 +329,17 @@ class Trace:
         self.tensor_data: dict = {}
         self.tensor_grad: dict = {}
         self.params: dict = {}
-        if w.classes <= _FLOAT_NODES:  # every value a float: no int to keep
-            self.data = np.fromiter(order, np.float64, n)  # (these nodes are floats)
-            self.grad = np.fromiter(map(_GRAD, order), np.float64, n)
-            self._flags(order)
-        else:
+        if w.grads is None or len(w.grads) != n:  # a graph with tensors: read the nodes
             self._values(order)
+            return
+        self.data = np.frombuffer(w.data, dtype=np.float64).copy()
+        for i in w.odd:  # ints (kept exact) and numbers of other types
+            x = order[i].data
+            if isinstance(x, int):
+                self.exact[i] = x
+            self.data[i] = real(x)
+        self.grad = np.frombuffer(w.grads, dtype=np.float64)[::-1].copy()
+        self._flags(order)
 
     def _op_codes(self, ops: list) -> None:
         """``op_code`` and ``ops`` from each node's op entry (None for a leaf)."""

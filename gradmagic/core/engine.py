@@ -44,6 +44,7 @@ import numbers
 import operator
 import sys as _sys
 import warnings as _warnings
+from array import array as _array
 from contextlib import contextmanager
 
 import numpy as np
@@ -318,12 +319,17 @@ class Walk:
     ``i``'s op entry (None for a leaf) and ``labels[i]`` its label. The walk
     leaves ``base + i`` in node ``i``'s ``_mark`` (until another walk reaches
     it), and ``pa[i]``/``pb[i]`` are the marks of its parents (``base - 1``
-    where there is none): minus ``base``, their positions. ``classes`` is the
-    set of the nodes' classes; ``tensors`` is True if one is not a scalar. A :class:`~gradmagic.analysis.trace.Trace` is
+    where there is none): minus ``base``, their positions. ``data`` holds each
+    node's number as a float (an ``array('d')``), except at the positions in
+    ``odd`` (ints, arrays: nan there). ``classes`` is the set of the nodes'
+    classes; ``tensors`` is True if one is not a scalar. After
+    ``backward(root, seed, walk)`` on scalar nodes, ``grads`` holds the
+    gradients in reverse order (root first). A :class:`~gradmagic.analysis.trace.Trace` is
     made from these lists without reading the links again.
     """
 
-    __slots__ = ("order", "ops", "pa", "pb", "labels", "base", "classes", "tensors", "zeroed")
+    __slots__ = ("order", "ops", "pa", "pb", "labels", "data", "odd", "grads", "base",
+                 "classes", "tensors", "zeroed")
 
     def index(self, node) -> int:
         """The position of ``node`` in ``order`` (-1 if this walk did not reach it).
@@ -357,10 +363,13 @@ def walk(root, zero: bool = False) -> Walk:
     none = base - 1
     scalar = SCALAR_NODES
     classes, last = set(), None
-    order, ops, pa, pb, labels = [], [], [], [], []
+    order, ops, pa, pb, labels, odd = [], [], [], [], [], []
+    data = _array("d")
+    nan = math.nan
     stack = [root]
     push, pop, append = stack.append, stack.pop, order.append
     op_append, a_append, b_append, label_append = ops.append, pa.append, pb.append, labels.append
+    data_append, odd_append = data.append, odd.append
     try:
         while stack:
             v = stack[-1]
@@ -384,6 +393,14 @@ def walk(root, zero: bool = False) -> Walk:
                 if cls is not last:  # a new class (graphs mostly hold one or two)
                     last = cls
                     classes.add(cls)
+                # its number as a float, read while the node is at hand
+                if cls is Float or cls is Float64:
+                    data_append(v)  # a float itself
+                elif cls is Value and v.data.__class__ is _FLOAT:
+                    data_append(v.data)
+                else:  # an int, an array...: the Trace reads it from the node
+                    data_append(nan)
+                    odd_append(i - 1 - base)
                 if zero:
                     if cls in scalar:
                         v.grad = 0.0
@@ -408,6 +425,7 @@ def walk(root, zero: bool = False) -> Walk:
         _last_mark = i
     w = Walk()
     w.order, w.ops, w.pa, w.pb, w.labels = order, ops, pa, pb, labels
+    w.data, w.odd, w.grads = data, odd, None
     w.base, w.classes, w.zeroed = base, classes, zero
     w.tensors = not classes <= scalar
     return w
@@ -478,12 +496,18 @@ def backward(root, seed, walk_: Walk | None = None) -> None:
         _backward_nodes(root, seed, order)
         return
     root.grad = seed
+    keep = walk_ is not None  # the gradients for the walk's Trace, read as they become final
+    if keep:
+        walk_.grads = grads = _array("d")
+        grad_append = grads.append
     add, sub, mul, relu = _ADD, _SUB, _MUL, _RELU
     for v in reversed(order):
+        g = v.grad
+        if keep:
+            grad_append(g)
         op = v._op
         if op is None:
             continue
-        g = v.grad
         a = v._a
         b = v._b
         try:
@@ -1117,3 +1141,53 @@ for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN),
         setattr(_cls, f"__{_name}__", _number_compare(getattr(_base, f"__{_name}__"),
                                                       getattr(operator, _name)))
 del _cls, _base, _own, _rname, _name, _op, _pyop, _quiet
+
+
+# ---------------------------------------------------------------- Float's fast path
+# A Float node meeting a float or a Float node (most of a cell's arithmetic): float's
+# own method reads both numbers as they are (it accepts float subclasses and returns a
+# plain float, the same number, exception and message as on the plain numbers), and
+# the result node is made in place: no call per step. Anything else takes the general
+# forward above.
+_new_float = float.__new__
+
+
+def _float_fast(general, op, method, swap: bool):
+    def forward(self, other):
+        cls = other.__class__
+        if cls is not Float and cls is not _FLOAT or self.__class__ is not Float:
+            return general(self, other)
+        r = method(self, other)  # a float: float's methods never decline a float
+        if not (state.recording and state.grad_enabled):
+            return r
+        out = _new_float(Float, r)
+        out.grad = 0.0
+        out.label = ""
+        out._mark = None
+        out._op = op
+        if cls is _FLOAT:  # a plain operand: a constant leaf
+            other = _new_float(Float, other)
+            other.grad = 0.0
+            other.label = ""
+            other._op = other._a = other._b = other._mark = None
+        if swap:
+            out._a = other
+            out._b = self
+        else:
+            out._a = self
+            out._b = other
+        return out
+    forward.__name__ = general.__name__
+    forward.__doc__ = general.__doc__
+    return forward
+
+
+for _op in OPS.values():
+    for _name in _op.method.split():
+        if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
+            _rname = _name.replace("__", "__r", 1)
+            setattr(Float, _name, _float_fast(Float.__dict__[_name], _op,
+                                              getattr(float, _name), False))
+            setattr(Float, _rname, _float_fast(Float.__dict__[_rname], _op,
+                                               getattr(float, _rname), True))
+del _op, _name, _rname
