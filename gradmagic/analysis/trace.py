@@ -346,7 +346,8 @@ class Trace:
         n = len(ops)
         codes = np.fromiter(map(getattr, ops, repeat("_trace_code", n), repeat(-1, n)),
                             np.int16, n)
-        if ((codes < 0) != (self.parent_a < 0)).any():  # an entry of no table (a test's op)
+        # an entry of no table (a test's own op) reads -1 like a leaf: numbered by identity
+        if np.count_nonzero((codes < 0) != (self.parent_a < 0)):
             ids = list(map(id, ops))
             distinct = dict.fromkeys(ids)
             distinct.pop(id(None), None)
