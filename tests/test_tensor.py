@@ -15,6 +15,18 @@ MASK = np.array([[True, False, True, False], [False, False, True, True], [True, 
 TARGETS = np.array([2, 0, 3])
 
 
+def _setitem(a, b, index):
+    """``a`` with ``a[index] = b``, as the op the magic records for an array written in place."""
+    from gradmagic.core.tensor import _apply, _operand
+    return _apply(TENSOR_OPS["setitem"], _operand(a), _operand(b), {"index": index, "basic": True})
+
+
+def _torch_setitem(a, b, index):
+    out = a.clone()
+    out[index] = b
+    return out
+
+
 class Case:
     """One op under test: our function, PyTorch's (same if None), input shapes, domain."""
 
@@ -89,6 +101,10 @@ CASES = [
          lambda a: a[__import__("torch").from_numpy(MASK)]),
     Case("getitem_newaxis", lambda a: a[None, ..., 1], [(3, 4)]),
     Case("getitem_split_advanced", lambda a: a[[0, 1], :, [1, 0]], [(2, 3, 4)]),
+    Case("setitem_slice", lambda a, b: _setitem(a, b, (slice(1, None), 2)), [(3, 4), (2,)],
+         lambda a, b: _torch_setitem(a, b, (slice(1, None), 2))),
+    Case("setitem_broadcast", lambda a, b: _setitem(a, b, (MASK,)), [(3, 4), ()],
+         lambda a, b: _torch_setitem(a, b, (__import__("torch").from_numpy(MASK),))),
     Case("exp", lambda a: a.exp(), [(3, 4)]),
     Case("log", lambda a: a.log(), [(3, 4)], positive=True),
     Case("sqrt", lambda a: a.sqrt(), [(3, 4)], positive=True),
@@ -609,7 +625,15 @@ def test_a_leaf_can_be_changed_in_place_but_an_ops_result_cannot():
         Tensor(10 ** 400)
 
 
+def _numpy_setitem(a, b, index):
+    out = a.copy()
+    out[index] = b
+    return out
+
+
 NUMPY_FORMS = {  # the cases whose function is not also a numpy expression
+    "setitem_slice": lambda a, b: _numpy_setitem(a, b, (slice(1, None), 2)),
+    "setitem_broadcast": lambda a, b: _numpy_setitem(a, b, (MASK,)),
     "exp": lambda a: np.exp(a), "log": lambda a: np.log(a), "sqrt": lambda a: np.sqrt(a),
     "tanh": lambda a: np.tanh(a), "cos": lambda a: np.cos(a), "sigmoid": lambda a: 1 / (1 + np.exp(-a)),
     "relu": lambda a: a * (a > 0),

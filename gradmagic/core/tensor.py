@@ -30,6 +30,7 @@ from builtins import float, int, isinstance, type  # noqa: A004
 
 import numbers
 import operator
+from weakref import ref as _weakref
 
 import numpy as np
 
@@ -77,7 +78,7 @@ class Tensor:
     # is made on first use (_grad None reads as zeros), so a forward pass and
     # the reset before backward allocate nothing
     __slots__ = ("data", "_grad", "label", "_op", "_a", "_b", "_mark", "_params",
-                 "requires_grad")
+                 "requires_grad", "__weakref__")
 
     def __init__(self, data, label: str = "", requires_grad: bool = True):
         if not isinstance(label, str):
@@ -563,10 +564,31 @@ def _constant(data) -> Tensor:
     return t
 
 
+_ARRAY_CLASSES: set = set()
+"""The magic's array node classes (``core.array``: Array, Scalar64): nodes, not constants."""
+_WRITABLE: set = set()
+"""Node classes whose memory can change in place (``core.array.Array``): they keep weak
+references to the nodes computed from them, so a write can move their old role aside."""
+
+
+_array_result = None
+"""``core.array._link``: ``(op, data, a, b, params)`` → an array node (set by core.array)."""
+
+
+def _used(parent, child) -> None:
+    """Note that ``child`` was computed from ``parent`` (if ``parent`` can be written in place)."""
+    if parent.__class__ in _WRITABLE:
+        kids = parent.__dict__.get("_kids")
+        if kids is None:
+            kids = parent._kids = []
+        kids.append(_weakref(child))
+
+
 def _operand(x):
     """``x`` as a parent node for an op, or None if it is not a number or array."""
     cls = x.__class__
-    if cls is Tensor or cls in SCALAR_NODES or isinstance(x, (Tensor, Value)):
+    if cls is Tensor or cls in SCALAR_NODES or cls in _ARRAY_CLASSES \
+            or isinstance(x, (Tensor, Value)):
         return x
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
@@ -597,6 +619,10 @@ def _apply(op, a, b=None, params=None) -> Tensor:
         raise ValueError(f"{op.symbol} cannot be applied to {noun} {shapes}: {e}") from None
     if data.__class__ is not np.ndarray:
         data = np.asarray(data, dtype=_F64)
+    if _ARRAY_CLASSES and track and state.grad_enabled and (
+            a.__class__ in _ARRAY_CLASSES or b.__class__ in _ARRAY_CLASSES):
+        # an array node of the magic's in it: the result is one too (core.array)
+        return _array_result(op, data, a, b, params)
     out = _new(Tensor)
     out.data = data
     out._grad = None
@@ -605,6 +631,10 @@ def _apply(op, a, b=None, params=None) -> Tensor:
     if track and state.grad_enabled:
         out._op, out._a, out._b, out._params = op, a, b, params
         out.requires_grad = True
+        if a.__class__ in _WRITABLE:
+            _used(a, out)
+        if b is not None and b.__class__ in _WRITABLE:
+            _used(b, out)
     else:
         out._op = out._a = out._b = out._params = None
         out.requires_grad = False

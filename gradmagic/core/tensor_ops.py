@@ -287,6 +287,32 @@ def _getitem_batched(x, index, basic):
     return x.reshape(x.shape[0], -1)[:, where]
 
 
+def _setitem(x, y, index, basic):
+    out = np.array(x, dtype=float)
+    out[index] = y
+    return out
+
+
+def _setitem_dx(g, out, x, y, index, basic):
+    gx = np.array(g, dtype=float)
+    gx[index] = 0.0  # the overwritten elements no longer depend on x
+    return gx
+
+
+def _setitem_dy(g, out, x, y, index, basic):
+    return np.asarray(g)[index]  # summed down to y's shape by the caller
+
+
+def _setitem_batched(x, y, index, basic):
+    out = np.array(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    part = out[(slice(None),) + index]
+    if y.ndim:  # the perturbation axis first, then y's own axes aligned to the right
+        y = y.reshape(y.shape[:1] + (1,) * (part.ndim - y.ndim) + y.shape[1:])
+    out[(slice(None),) + index] = y
+    return out
+
+
 def _cumsum_dx(g, out, x, axis):
     return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
 
@@ -378,6 +404,24 @@ def _torch_getitem(torch):
             return int(i)
         return i
     return lambda x, index, basic: x[convert(index)]
+
+
+def _torch_setitem(torch):
+    def setitem(x, y, index, basic):
+        out = x.clone()
+        out[_torch_index(torch, index)] = y
+        return out
+    return setitem
+
+
+def _torch_index(torch, i):
+    if isinstance(i, tuple):
+        return tuple(_torch_index(torch, j) for j in i)
+    if isinstance(i, (np.ndarray, list)):
+        return torch.as_tensor(np.asarray(i))
+    if isinstance(i, np.integer):
+        return int(i)
+    return i
 
 
 # --------------------------------------------------------------------------- the table
@@ -496,6 +540,9 @@ _TABLE = [
     TensorOp("transpose", 1, lambda x, axes: np.transpose(x, axes), (_transpose_dx,),
              _transpose_batched, "the gradient is transposed back", display="ᵀ",
              torch=_torch_transpose),
+    TensorOp("setitem", 2, _setitem, (_setitem_dx, _setitem_dy), _setitem_batched,
+             "∂(a[i] = b)/∂a = 1 outside i, 0 at i; ∂/∂b = 1 at i (summed where b is broadcast)",
+             display="[]=", torch=_torch_setitem),
     TensorOp("getitem", 1, _getitem, (_getitem_dx,), _getitem_batched,
              "the gradient goes back to the picked elements (summed where picked twice)",
              display="[]",

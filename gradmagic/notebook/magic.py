@@ -34,6 +34,7 @@ from . import runtime as _runtime
 from . import session
 from ..core import engine
 from ..core.engine import SCALARS, Value, state
+from ..core.array import Array, Scalar64, plain_array
 from ..core.tensor import Tensor
 from .rewrite import RUNTIME, Rewritten, rewrite
 from ..analysis.options import Options
@@ -337,16 +338,16 @@ def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
         if before.get(name, made) is v and name not in lifted:
             continue
         cls = type(v)
-        if cls in SCALARS or cls is Tensor:
+        if cls in _MAGIC_NODES:
             if not keep or keep.index(v) < 0:
                 ns[name] = _plain(v, made)
         elif cls is list:
             for i, e in enumerate(v):
-                if type(e) in SCALARS:
+                if type(e) in _HELD_NODES:
                     v[i] = _plain(e, made)
         elif cls is dict and name not in _SHELL_NAMES:
             for k, e in list(v.items()):
-                if type(e) in SCALARS:
+                if type(e) in _HELD_NODES:
                     v[k] = _plain(e, made)
         elif getattr(cls, "__module__", None) == "__main__" or (
                 isinstance(v, type) and v.__module__ == "__main__"):
@@ -354,6 +355,10 @@ def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
 
 
 _SHELL_NAMES = frozenset({"_oh", "Out", "_ih", "In", "_dh", "__builtins__"})
+_MAGIC_NODES = SCALARS | {Tensor, Array, Scalar64}
+"""Node classes a name may hold after the cell only if the node is part of the target's graph."""
+_HELD_NODES = SCALARS | {Array, Scalar64}
+"""Node classes made plain wherever the cell's containers hold them."""
 
 
 def _plain_attributes(obj, made) -> None:
@@ -363,7 +368,7 @@ def _plain_attributes(obj, made) -> None:
     except TypeError:  # no __dict__ (slots)
         return
     for key, e in list(attributes.items()):
-        if type(e) in SCALARS:
+        if type(e) in _HELD_NODES:
             try:
                 setattr(obj, key, _plain(e, made))
             except (AttributeError, TypeError):  # read-only: left as it is
@@ -382,6 +387,8 @@ def _plain(v, made):
         return original
     if type(v) is Tensor:
         return v.data[()] if v.data.ndim == 0 else v.data
+    if type(v) is Array or type(v) is Scalar64:
+        return plain_array(v)
     return engine.plain(v)
 
 
@@ -461,9 +468,16 @@ def _kind(obj) -> str:
 def lift(ns, names) -> dict:
     """Rebind each numeric name in ``names`` to a fresh leaf; returns name → (old, leaf)."""
     lifted = {}
+    arrays = {}  # id -> leaf: one array read under two names is one leaf (V is W holds)
     for name in names:
         if name in ns:
-            new = _runtime.new_leaf(ns[name], name)
+            old = ns[name]
+            if type(old) is np.ndarray or type(old) is Array:
+                new = arrays.get(id(old))
+                if new is None:
+                    new = arrays[id(old)] = _runtime.new_leaf(old, name)
+            else:
+                new = _runtime.new_leaf(old, name)
             if new is not None:
                 lifted[name] = (ns[name], new)
                 ns[name] = new
@@ -505,7 +519,7 @@ def cut_warnings(cuts, converted: int) -> list[str]:
 
 INTERNALS = frozenset(f"gradmagic.{name}" for name in
                       ("notebook.runtime", "core.engine", "core.ops", "core.tensor",
-                       "core.tensor_ops"))
+                       "core.tensor_ops", "core.array"))
 """Modules whose frames a traceback leaves out: an error in a Value or Tensor op
 shows the user's line and the message, as an error inside numpy does."""
 

@@ -29,6 +29,8 @@ import numpy as np
 from ..core import engine
 from ..core.engine import SCALAR_NODES, SCALARS, Float, Int, Value, constant, with_data
 from ..core.ops import OPS
+from ..core import array as _array
+from ..core.array import Array, Scalar64, array_leaf
 from ..core.tensor import Tensor
 from ..core.tensor import has_rule as tensor_has_rule
 
@@ -39,12 +41,13 @@ __all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", 
 
 
 # --------------------------------------------------------------------------- nodes
-_NODES = SCALAR_NODES | {Tensor}
+_NODES = SCALAR_NODES | {Tensor, Array, Scalar64}
+_ARRAY_NODES = frozenset({Tensor, Array, Scalar64})
 _FLOAT = float  # held here: code run under the magic may rebind builtins.float
 
 
 def is_node(x) -> bool:
-    """True for a node: a Value, a Tensor, or a number node (Float, Int)."""
+    """True for a node: a Value, a Tensor, a number node (Float, Int) or an array node."""
     return type(x) in _NODES
 
 
@@ -70,9 +73,12 @@ def lab(v, name: str):
 def leaf(v, name: str):
     """A library call's result assigned to ``name``: numbers and float arrays as leaves.
 
-    ``x = random.random()`` and ``n = np.argmax(...)`` give Value leaves,
-    ``W = np.random.randn(3, 2)`` a Tensor leaf.
+    ``x = random.random()`` and ``n = np.argmax(...)`` give number leaves,
+    ``W = np.random.randn(3, 2)`` an array leaf (:class:`~gradmagic.core.array.Array`, a
+    view of the array numpy made).
     """
+    if type(v) is Array and not v.requires_grad and v._a is None:
+        v.requires_grad = True  # a new array from a library call: a leaf
     if is_node(v):
         return lab(v, name)
     made = new_leaf(v, name)
@@ -90,8 +96,9 @@ def leaf(v, name: str):
 def changing(v, name: str):
     """A value bound to ``name``, which the cell changes in place (``W[0] = 1``).
 
-    A Tensor cannot be changed in place, so one assigned here becomes a plain
-    copy of its numbers, and the cut is recorded; anything else is ``lab``-elled.
+    An array node can be changed in place (the graph follows the write), so it
+    is ``lab``-elled; an explicit Tensor cannot be, so one assigned here becomes
+    a plain copy of its numbers, and the cut is recorded.
     """
     if type(v) is Tensor:
         _record(f"{name} is changed in place in this cell, which a Tensor cannot be: it "
@@ -108,10 +115,18 @@ def new_leaf(x, name: str):
     """A fresh leaf labelled ``name`` holding ``x``'s number(s), or None if there is none.
 
     ``x`` may be a number of an exact type, a Value (its data is taken), a
-    float64 array or a Tensor (Tensor leaves; a Tensor's ``requires_grad`` is
-    kept, so constant data stays constant).
+    float64 array or an array node (an :class:`~gradmagic.core.array.Array` leaf viewing
+    the same memory, so writes in the cell change the user's array as in plain numpy), or
+    a Tensor (a Tensor leaf; its ``requires_grad`` is kept, so constant data stays
+    constant).
     """
     cls = type(x)
+    if cls is Array or (cls is np.ndarray and x.dtype == np.float64):
+        return array_leaf(x, name)
+    if cls is Scalar64:
+        leaf = constant(np.float64(x))
+        leaf.label = name
+        return leaf
     if cls in _EXACT_NUMBERS or cls in SCALARS:
         leaf = constant(engine.plain(x) if cls in SCALARS else x)
         leaf.label = name
@@ -120,8 +135,6 @@ def new_leaf(x, name: str):
         return Value(x.data, label=name)
     if cls is Tensor:
         return Tensor(x.data, label=name, requires_grad=x.requires_grad)
-    if cls is np.ndarray and x.dtype == np.float64:
-        return Tensor(x, label=name)
     return None
 
 
@@ -220,6 +233,9 @@ def go(f, /, *args, **kwargs):
     global F, A, K
     token = None
     numpy = _numpy_without_graph(f)
+    if numpy and args and type(args[0]) is Array and f in _ARRAY_MAKERS:
+        F, A, K = _given, (_made_from_array(f, args, kwargs),), _NO_KWARGS
+        return None
     if numpy and not any(type(a) is Tensor for a in args):
         name = _describe(f)
         run = _run
@@ -269,7 +285,7 @@ def done(token, result):
     result is marked as made by a cut. A plain float or numpy float64 result
     becomes a constant node while a cell is recorded (see :func:`num`).
     """
-    result = _as_constant(result)
+    result = _as_constant(result, A)
     if token is None:
         return result
     f, nodes, made = token
@@ -280,7 +296,7 @@ def done(token, result):
         _record(f"{_describe(f)} computes outside the graph: {who} entered it as plain "
                 "numbers", result, _describe(f))
     elif made is not None:  # computed from what a cut made: marked as made by that cut
-        if unlinked or (kind is Tensor and result._a is None):
+        if unlinked or ((kind is Tensor or kind is Array) and result._a is None):
             _mark(result, *made)
         elif kind is np.ndarray:
             _run.cut_arrays[id(result)] = (result, made)
@@ -317,17 +333,21 @@ def num(x):
     return entry[1]
 
 
-def _as_constant(r):
+def _as_constant(r, args=()):
     """A float or numpy float64 result in a recorded cell: a constant node of the same type.
 
     ``np.float64 + x`` would otherwise be numpy's own arithmetic, which reads
     ``x`` as a plain float and drops the rest of the graph, and ``f() * n``
-    float's, which drops an int node ``n``.
+    float's, which drops an int node ``n``; so would ``np.ones(3) * x``: a new
+    float64 array is an array node that needs no gradient (a constant), unless
+    it is one of ``args`` (numpy gave it back: ``np.asarray(a) is a``).
     """
     if _run is not None:
         cls = type(r)
         if cls is np.float64 or cls is _FLOAT:
             return constant(r)
+        if cls is np.ndarray and r.dtype == np.float64 and not any(r is a for a in args):
+            return _array.array_constant(r)
     return r
 
 
@@ -340,13 +360,37 @@ def _flat(xs):
             yield x
 
 
-_ARRAY_MAKERS = frozenset({np.array, np.asarray, np.asanyarray})
-"""``np.array(T)`` gives a graph-keeping copy of a Tensor, ``np.asarray(T)`` the Tensor."""
+_ARRAY_MAKERS = frozenset({np.array, np.asarray, np.asanyarray, np.ascontiguousarray,
+                           np.asfortranarray, np.require, np.asarray_chkfinite})
+"""``np.array(T)`` gives a graph-keeping copy of a Tensor, ``np.asarray(T)`` the Tensor; on an
+array node, what numpy would give (the node itself where numpy gives the array back)."""
+
+
+def _made_from_array(f, args, kwargs):
+    """``np.asarray(W, ...)`` and its kin on an array node: numpy's result, the node kept.
+
+    Where numpy would return the array itself, it is the node itself (``is`` holds); a
+    float64 copy is a copy node; anything else (another dtype) is numpy's plain result,
+    with the cut reported.
+    """
+    node = args[0]
+    plain = node.data
+    result = f(plain, *args[1:], **kwargs)
+    if result is plain:
+        return node
+    if type(result) is np.ndarray and result.dtype == np.float64 and result.shape == plain.shape:
+        if not _array.tracking():
+            return result
+        return _array._adopt(result, _array._t._apply(_array._COPY, node))
+    return _array._cut_result(result, _describe(f), (node,))
+
+
+_TENSOR_MAKERS = frozenset({np.array, np.asarray, np.asanyarray})
 
 
 def _array_of_one_tensor(f, args, kwargs) -> bool:
     """True for ``np.array(T)``, ``np.asarray(T, float)``...: a maker that keeps the graph."""
-    if (f not in _ARRAY_MAKERS or type(args[0]) is not Tensor or len(args) > 2
+    if (f not in _TENSOR_MAKERS or type(args[0]) is not Tensor or len(args) > 2
             or set(kwargs) - {"dtype"}):
         return False
     dtype = args[1] if len(args) == 2 else kwargs.get("dtype")
@@ -443,10 +487,15 @@ def _keeps(build, tensors: bool = True):
 
         def keep(*args, **kwargs):
             if kwargs or not _has_value(args):
-                if tensors and len(args) == 1 and type(args[0]) is Tensor:
-                    return _on_tensor(f, build, args[0])
+                if tensors and len(args) == 1 and type(args[0]) in _ARRAY_NODES:
+                    if type(args[0]) is Tensor:
+                        return _on_tensor(f, build, args[0])
+                    return _on_array(f, build, args[0])
+                if not tensors and len(args) == 1 and type(args[0]) is Scalar64 \
+                        and f is np.float64:
+                    return args[0]  # np.float64(x) of a float64 node: the same number
                 return plain(*args, **kwargs)
-            if any(type(a) is Tensor for a in args):
+            if any(type(a) in _ARRAY_NODES for a in args):
                 return f(*args)  # Values and Tensors mixed: as plain Python (conversions counted)
             number = plain(*map(_num, args))
             node = build(*args)
@@ -501,6 +550,32 @@ def _on_tensor(f, build, t):
         exact = f(t.data) if elementwise else f(t.data.item())
         node.data = np.broadcast_to(np.asarray(exact, dtype=np.float64), node.data.shape).copy()
     return node
+
+
+def _on_array(f, build, t):
+    """``f(t)`` for an array node ``t`` (:class:`~gradmagic.core.array.Array`, ``Scalar64``).
+
+    A numpy ufunc computes numpy's own result; where the Array has no rule for it
+    (``np.log1p``), the graph is built from ops that have one (on a Tensor that
+    stands for ``t``) and holds numpy's numbers. A ``math`` function gives
+    Python's plain float, as plain Python does, and the conversion is reported.
+    """
+    if not isinstance(f, np.ufunc):
+        if _array.tracking() and t.requires_grad:
+            _record(f"{_describe(f)} takes an array node as a plain number (its result is a "
+                    "Python float)")
+        return f(_array.plain_array(t))
+    if tensor_has_rule(f) or not (_array.tracking() and t.requires_grad):
+        return f(t)
+    exact = f(_array.plain_array(t))
+    stand_in = _array._t._apply(_array._COPY, t)
+    try:
+        node = build(stand_in)
+    except (TypeError, AttributeError):  # no graph for it
+        return f(t)
+    if not is_node(node) or node is stand_in:
+        return f(t)
+    return _array._adopt(exact, node)
 
 
 def _cut(f):
@@ -569,6 +644,10 @@ def type_of(*args):
         return type(engine.plain(x))
     if kind is Tensor:
         return type(x.data[()]) if x.data.ndim == 0 else type(x.data)
+    if kind is Array:
+        return np.ndarray
+    if kind is Scalar64:
+        return np.float64
     return kind
 
 
