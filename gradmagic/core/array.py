@@ -37,6 +37,7 @@ import weakref
 
 import numpy as np
 
+from . import engine as _engine
 from .engine import SCALAR_NODES, Value, state
 from . import tensor as _t
 from .tensor import Tensor, TENSOR_OPS
@@ -399,9 +400,14 @@ def _pv(x):
         return np.float64(_float_of(x))
     if cls is Tensor or cls is Value:
         return x.data
+    if cls in _SCALARS:  # a number node: its plain number (numpy would defer to it)
+        return _engine.plain(x)
     if cls is list or cls is tuple:
         return _deep_plain(x)
     return x
+
+
+_SCALARS = _engine.SCALARS
 
 
 def _deep_plain(x):
@@ -1145,3 +1151,4 @@ del _op, _name, _m
 _t._ARRAY_CLASSES.update(_ARRAYS)
 _t._WRITABLE.add(Array)
 _t._array_result = _link
+_engine.DEFER.add(Scalar64)

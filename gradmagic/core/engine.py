@@ -962,6 +962,9 @@ def _numpy_cut(r, node) -> None:
 
 
 _NP_GENERIC = np.generic
+DEFER: set = set()
+"""numpy scalar classes that compute arithmetic with a number node themselves, as nodes
+(``core.array.Scalar64``, a float64 array node): a number node returns NotImplemented to them."""
 
 
 def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet=False):
@@ -978,7 +981,7 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
     def forward(self, other):
         x = _plain_of(self)
         if other.__class__ not in own:
-            if not isinstance(other, _NP_GENERIC):
+            if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
             r = _at_caller(pyop, y, x) if swap else _at_caller(pyop, x, y)
@@ -1057,7 +1060,7 @@ def _number_divmod(base, swap: bool, own=_OWN, quiet=False):
     def forward(self, other):
         x = _plain_of(self)
         if other.__class__ not in own:
-            if not isinstance(other, _NP_GENERIC):
+            if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
             pair = _at_caller(divmod, y, x) if swap else _at_caller(divmod, x, y)
@@ -1087,7 +1090,7 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
             return method(_plain_of(self), _plain_of(other), _plain_of(mod))
         x = _plain_of(self)
         if other.__class__ not in own:
-            if not isinstance(other, _NP_GENERIC):
+            if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
             r = _at_caller(pow, y, x) if swap else _at_caller(pow, x, y)
