@@ -298,7 +298,7 @@ def done(token, result):
     elif made is not None:  # computed from what a cut made: marked as made by that cut
         if unlinked or ((kind is Tensor or kind is Array) and result._a is None):
             _mark(result, *made)
-        elif kind is np.ndarray:
+        if kind is np.ndarray or kind is Array:
             _run.cut_arrays[id(result)] = (result, made)
     return result
 
