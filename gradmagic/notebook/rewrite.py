@@ -34,9 +34,9 @@ plain Python would:
   augmented assignment, ``for`` targets, ``:=``): ``e = a*b`` labels the
   product ``e``. A number or float array produced by a library call and
   assigned to a name becomes a leaf (``W = np.random.randn(3, 2)``), unless
-  the cell changes it in place (``W[0] = 1``): a Tensor cannot be, so a
-  Tensor assigned to such a name becomes a plain array (``changing``; the
-  cut is reported).
+  the cell changes it in place (``W[0] = 1``, ``out=W``): then it is bound
+  through ``changing`` (an array node follows the write; an explicit Tensor,
+  which cannot be changed in place, becomes a plain array, the cut reported).
 * **Reads**: the global names read in numeric contexts (and not changed in
   place) are reported, so the magic can turn numbers and arrays already in
   the namespace into fresh leaves.
