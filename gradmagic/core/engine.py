@@ -321,15 +321,15 @@ class Walk:
     it), and ``pa[i]``/``pb[i]`` are the marks of its parents (``base - 1``
     where there is none): minus ``base``, their positions. ``data`` holds each
     node's number as a float (an ``array('d')``), except at the positions in
-    ``odd`` (ints, arrays: nan there). ``classes`` is the set of the nodes'
-    classes; ``tensors`` is True if one is not a scalar. After
-    ``backward(root, seed, walk)`` on scalar nodes, ``grads`` holds the
-    gradients in reverse order (root first). A :class:`~gradmagic.analysis.trace.Trace` is
+    ``odd`` (ints, arrays: nan there); ``tensors`` is True if a node is not a
+    scalar. After ``backward(root, seed, walk)`` on scalar nodes, ``grads``
+    holds the gradients in reverse order (root first). A
+    :class:`~gradmagic.analysis.trace.Trace` is
     made from these lists without reading the links again.
     """
 
     __slots__ = ("order", "ops", "pa", "pb", "labels", "data", "odd", "grads", "base",
-                 "classes", "tensors", "zeroed")
+                 "tensors", "zeroed")
 
     def index(self, node) -> int:
         """The position of ``node`` in ``order`` (-1 if this walk did not reach it).
@@ -362,7 +362,7 @@ def walk(root, zero: bool = False) -> Walk:
     base = i = entered + 1
     none = base - 1
     scalar = SCALAR_NODES
-    classes, last = set(), None
+    tensors = False
     order, ops, pa, pb, labels, odd = [], [], [], [], [], []
     data = _array("d")
     nan = math.nan
@@ -389,23 +389,26 @@ def walk(root, zero: bool = False) -> Walk:
                     a_append(a._mark)
                     b = v._b
                     b_append(none if b is None else b._mark)
-                cls = v.__class__
-                if cls is not last:  # a new class (graphs mostly hold one or two)
-                    last = cls
-                    classes.add(cls)
                 # its number as a float, read while the node is at hand
+                cls = v.__class__
                 if cls is Float or cls is Float64:
                     data_append(v)  # a float itself
+                    if zero:
+                        v.grad = 0.0
                 elif cls is Value and v.data.__class__ is _FLOAT:
                     data_append(v.data)
+                    if zero:
+                        v.grad = 0.0
                 else:  # an int, an array...: the Trace reads it from the node
                     data_append(nan)
                     odd_append(i - 1 - base)
-                if zero:
                     if cls in scalar:
-                        v.grad = 0.0
+                        if zero:
+                            v.grad = 0.0
                     else:
-                        v._zero_grad()
+                        tensors = True
+                        if zero:
+                            v._zero_grad()
                 continue
             if m is not None and m > entered:  # placed already (pushed by two children)
                 pop()
@@ -426,8 +429,7 @@ def walk(root, zero: bool = False) -> Walk:
     w = Walk()
     w.order, w.ops, w.pa, w.pb, w.labels = order, ops, pa, pb, labels
     w.data, w.odd, w.grads = data, odd, None
-    w.base, w.classes, w.zeroed = base, classes, zero
-    w.tensors = not classes <= scalar
+    w.base, w.tensors, w.zeroed = base, tensors, zero
     return w
 
 
@@ -590,10 +592,19 @@ _new = object.__new__
 # in the code, which saves a call per node; every other op calls its ``f``.
 _BINARY = """
 def forward(self, other):
-    if other.__class__ is not Value:
-        other = _other(other)
-        if other is None:
-            return NotImplemented
+    cls = other.__class__
+    if cls is not Value:
+        if cls is float or cls is int:  # a plain number: a constant leaf, made here
+            number = other
+            other = _new(Value)
+            other.data = number
+            other.grad = 0.0
+            other.label = ""
+            other._op = other._a = other._b = other._mark = None
+        else:
+            other = _other(other)
+            if other is None:
+                return NotImplemented
     out = _new(Value)
     try:
         out.data = {expression}
@@ -619,7 +630,7 @@ def _make_binary(op: Op):
     expression = (f"self.data {symbol} other.data" if symbol is not None
                   else "f(self.data, other.data)")
     scope = {"Value": Value, "_other": _other, "_new": _new, "real": real, "state": state,
-             "f": f, "op": op}
+             "f": f, "op": op, "float": float, "int": int}
     exec(_BINARY.format(expression=expression), scope)  # noqa: S102 - fixed template
     forward = scope["forward"]
 
