@@ -156,3 +156,39 @@ def test_nothing_built_in_a_cell_changes_a_later_plain_cell(ip, capsys, cell, la
         ip.run_cell(later)
         outputs.append(capsys.readouterr().out)
     assert outputs[1] == outputs[0]
+
+
+# --------------------------------------------------------------------------- top-level await
+def test_top_level_await_runs_as_in_a_plain_cell(ip):
+    """IPython runs a plain cell's top-level ``await``; so does the magic, in the cell's own
+    namespace, keeping the graph through what the awaited code computes."""
+    result = ip.run_cell("%%autograd -q\nimport asyncio\nasync def half(t):\n"
+                         "    await asyncio.sleep(0)\n    return t * 0.5\n"
+                         "x = 3.0\ny = await half(x)\nL = y * x")
+    assert result.success, result.error_in_exec
+    assert ip.user_ns["L"] == 4.5 and ip.user_ns["y"] == 1.5
+    assert ip.user_ns["x"].grad == pytest.approx(3.0)  # d(x²/2)/dx
+    result = ip.run_cell("%%autograd -q\nimport asyncio\nx = 2.0\nawait half(x * x)")
+    assert result.success, result.error_in_exec
+    import gradmagic
+    assert gradmagic.last.value == 2.0 and gradmagic.last.grads["x"] == pytest.approx(2.0)
+
+
+def test_top_level_await_errors_point_at_the_users_line(ip, capsys):
+    result = ip.run_cell("%%autograd -q\nimport asyncio\nx = 2.0\nawait asyncio.sleep(0)\n"
+                         "y = x / 0")
+    assert isinstance(result.error_in_exec, ZeroDivisionError)
+    assert "----> 5 y = x / 0" in capsys.readouterr().out
+
+
+def test_top_level_await_inside_a_running_loop():
+    """In a Jupyter kernel the cell itself runs inside the kernel's event loop: the cell's
+    coroutine then runs to its end on a loop of its own, in a helper thread."""
+    import asyncio
+
+    async def kernel():
+        ns = {"asyncio": asyncio}
+        cell = prepare("x = 2.0\nawait asyncio.sleep(0.01)\nL = x * x", ns)
+        return execute(cell, ns, {"no_check": True}), ns
+    trace, ns = asyncio.run(kernel())
+    assert trace.value == 4.0 and trace.grads["x"] == 4.0 and ns["L"] == 4.0

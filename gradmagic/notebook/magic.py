@@ -16,10 +16,13 @@ Load it with ``%load_ext gradmagic``; ``%unload_ext gradmagic`` removes it.
 from __future__ import annotations
 
 import ast
+import asyncio
 import dataclasses
+import inspect
 import numbers
 import operator
 import re
+import threading
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -270,9 +273,67 @@ def prepare(source: str, ns, *, filename: str = "<cell>", first_line: int = 1,
     plain, math_names = namespace_names(ns)
     rw = rewrite(source, filename=filename, first_line=first_line,
                  plain_names=plain, math_names=math_names)
-    code = _link(compiler(rw.module, filename, "exec"))
-    final = rw.final and _link(compiler(rw.final, filename, "eval"))
+    code = _link(_compile(compiler, rw.module, filename, "exec"))
+    final = rw.final and _link(_compile(compiler, rw.final, filename, "eval"))
     return Prepared(source, rw, code, final, filename)
+
+
+_TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+_CO_COROUTINE = inspect.CO_COROUTINE
+
+
+def _compile(compiler, tree, filename: str, mode: str):
+    """``compiler(tree, filename, mode)`` allowing top-level ``await``, as IPython's own cells do
+    (code without one compiles as before)."""
+    if compiler is compile:
+        return compile(tree, filename, mode, _TOP_LEVEL_AWAIT)
+    extra = getattr(compiler, "extra_flags", None)  # IPython's caching compiler
+    if extra is None:
+        return compiler(tree, filename, mode)
+    with extra(_TOP_LEVEL_AWAIT):
+        return compiler(tree, filename, mode)
+
+
+def _run_code(code, global_ns, ns):
+    """``exec`` or ``eval`` of the cell's code; a cell with top-level ``await`` is a
+    coroutine, run to its end (see :func:`_await`)."""
+    if code.co_flags & _CO_COROUTINE:
+        return _await(eval(code, global_ns, ns))
+    return eval(code, global_ns, ns)
+
+
+def _await(coroutine):
+    """Run a cell's coroutine to its end and return its value.
+
+    With no event loop running in this thread (a terminal IPython, a test
+    shell, ``grade``), it runs on IPython's own loop, as a plain cell's
+    ``await`` does. In a Jupyter kernel, whose loop is running this very
+    cell, it runs on a loop of its own in a helper thread while the kernel
+    waits: ``await asyncio.sleep(1)`` or an HTTP call work; an object tied to
+    the kernel's loop (a task or queue made by an earlier cell) does not.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        from IPython.core.async_helpers import get_asyncio_loop
+        return get_asyncio_loop().run_until_complete(coroutine)
+    box = {}
+
+    def work():
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as e:  # handed to the cell's thread
+            box["error"] = e
+    worker = threading.Thread(target=work, name="gradmagic-await", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        error = box.pop("error")
+        try:
+            raise error
+        finally:
+            del error
+    return box["value"]
 
 
 def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
@@ -294,8 +355,8 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     run = None
     try:
         with _runtime.recording(cell.filename) as run:
-            exec(cell.code, global_ns, ns)
-            value = eval(cell.final, global_ns, ns) if cell.final else None
+            _run_code(cell.code, global_ns, ns)
+            value = _run_code(cell.final, global_ns, ns) if cell.final else None
         target = find_target(cell.rewritten, options.target, value, ns)
     except BaseException:  # an error or NoTarget: no graph to look at, the names hold plain values
         unlift(ns, before, lifted, run, keep=())
