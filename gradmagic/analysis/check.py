@@ -362,7 +362,7 @@ class _Plan:
         pa, pb, codes = trace.parent_a, trace.parent_b, trace.op_code
         leaf = pa < 0
         self.kinks = np.flatnonzero(trace.kink)[::-1].tolist()  # where a subgradient was used
-        self.constants = np.flatnonzero(trace.constant)[::-1].tolist()  # leaves, not inputs
+        self.constants = np.flatnonzero(trace.constant)  # leaves that are not inputs
         leaves = np.flatnonzero(leaf)
         if tensors:
             is_array = np.zeros(n, dtype=bool)
@@ -373,8 +373,31 @@ class _Plan:
             self.array_leaves = []
             self.scalar_leaves = leaves.tolist()  # node indices, ascending
         self.sizes = n + sum(max(1, a.size) - 1 for a in tensors.values())
+        self._rows = np.flatnonzero(~leaf)  # the op nodes, in topological order
+        # a scalar graph can replay on plain floats with each op's float forward
+        self.floats_ok = not tensors and all(callable(getattr(e, "f", None)) for e in trace.ops)
+        self._program = None
+
+    @property
+    def program(self) -> list:
+        """The numpy replay program (made on first use: the float replay needs none)."""
+        if self._program is None:
+            self._make_program()
+        return self._program
+
+    @property
+    def peak(self) -> int:
+        if self._program is None:
+            self._make_program()
+        return self._peak
+
+    def _make_program(self) -> None:
+        trace, n, target = self.trace, self.n, self.target
+        tensors = trace.tensor_data
+        pa, pb, codes = trace.parent_a, trace.parent_b, trace.op_code
+        leaf = pa < 0
         # each op node's forward, and where a parent's last use is (its array is then freed)
-        rows = np.flatnonzero(~leaf)
+        rows = self._rows
         a, b = pa[rows], pb[rows]
         last = np.full(n, -1, dtype=np.int64)
         last[a] = rows  # repeated indices: the last (largest) row wins
@@ -385,9 +408,7 @@ class _Plan:
         last[target] = n  # never freed
         free_a = last[a] == rows
         free_b = has_b & (last[np.maximum(b, 0)] == rows) & (b != a)
-        forwards = []
-        for code, entry in enumerate(trace.ops):
-            forwards.append(entry.np)
+        forwards = [entry.np for entry in trace.ops]
         fns = list(map(forwards.__getitem__, codes[rows].tolist()))
         program = list(zip(rows.tolist(), fns, a.tolist(), b.tolist(), free_a.tolist(),
                            free_b.tolist()))
@@ -398,10 +419,7 @@ class _Plan:
                 free = tuple(p for p in set(parents) if last[p] == i)
                 program[k] = (out, _with_params(fn, trace.params.get(i)), parents, -2, False,
                               free)
-        self.program = program
-        # the same program on plain floats with each op's float forward (scalar graphs)
-        self.floats_ok = not tensors and all(callable(getattr(e, "f", None)) for e in trace.ops)
-        self._rows = rows
+        self._program = program
         # the most array elements alive at once in a replay, per column: a leaf lives
         # from the start, an op node from its row, each until its last use
         start = np.where(leaf, 0, np.arange(n))
@@ -411,7 +429,7 @@ class _Plan:
             weight[i] = max(1, arr.size)
         alive = np.cumsum(np.bincount(start, weight, minlength=n + 1)
                           - np.bincount(end + 1, weight, minlength=n + 1))
-        self.peak = max(1, int(alive.max())) if n else 1
+        self._peak = max(1, int(alive.max())) if n else 1
 
     # ------------------------------------------------------------------ what to perturb
     def choose(self, max_leaves, max_elements: int, seed: int):
@@ -422,10 +440,10 @@ class _Plan:
         trace = self.trace
         leaves = trace.leaf_index
         leaves = leaves[~trace.constant[leaves]].tolist()
-        if self.constants:
+        if self.constants.size:
             # unnamed constants are numbers written in the cell: not worth a note;
             # a named one asked for no gradient
-            fixed = np.array(sorted(self.constants), dtype=np.intp)
+            fixed = self.constants
             named = [nodes[i].label for i in fixed[trace.label_code[fixed] > 0].tolist()]
             if named:
                 notes.append(f"{len(named)} named constant{'' if len(named) == 1 else 's'} "
@@ -500,29 +518,33 @@ class _Plan:
         """A few slots: one replay on plain floats per evaluation point."""
         trace, rows, target = self.trace, self._rows, self.target
         floats = [e.f for e in trace.ops]
-        program = list(zip(rows.tolist(), map(floats.__getitem__, trace.op_code[rows].tolist()),
-                           trace.parent_a[rows].tolist(), trace.parent_b[rows].tolist()))
+        outs = rows.tolist()
+        fns = list(map(floats.__getitem__, trace.op_code[rows].tolist()))
+        As = trace.parent_a[rows].tolist()
+        Bs = trace.parent_b[rows].tolist()
         data = trace.data.tolist()
-
-        def run(vals):
-            for out, f, a, b in program:
-                if b < 0:
-                    vals[out] = f(vals[a])
-                else:
+        if min(Bs, default=0) >= 0:  # binary ops only (a loop of arithmetic)
+            def run(vals):
+                for out, f, a, b in zip(outs, fns, As, Bs):
                     vals[out] = f(vals[a], vals[b])
-            return float(vals[target])
+                return float(vals[target])
+        else:
+            def run(vals):
+                for out, f, a, b in zip(outs, fns, As, Bs):
+                    vals[out] = f(vals[a]) if b < 0 else f(vals[a], vals[b])
+                return float(vals[target])
 
-        f0 = run(list(data))
+        f0 = run(data.copy())
         plus, minus, hp, hm = [], [], [], []
         for leaf in slots.node.tolist():
             x = data[leaf]
             up, down = x + eps, x - eps
             hp.append(up - x)
             hm.append(x - down)
-            vals = list(data)
+            vals = data.copy()
             vals[leaf] = up
             plus.append(run(vals))
-            vals = list(data)
+            vals[:] = data
             vals[leaf] = down
             minus.append(run(vals))
         plus, minus, hp, hm = (np.array(v, dtype=float) for v in (plus, minus, hp, hm))
