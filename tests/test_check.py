@@ -334,6 +334,127 @@ def test_bad_settings_get_a_clear_message(kwargs):
         check(walkthrough(), **kwargs)
 
 
+# --------------------------------------------------------------------------- the replays
+UNARY_OPS = sorted(name for name, op in OPS.items() if op.arity == 1)
+BINARY_OPS = sorted(name for name, op in OPS.items() if op.arity == 2)
+
+
+@st.composite
+def scalar_graphs(draw, max_leaves=6, max_ops=40):
+    """A random scalar graph over every op: named and unnamed leaves, reused nodes,
+    several nodes per level (the target sums the last few)."""
+    n = draw(st.integers(1, max_leaves))
+    pool = [leaf(draw(st.floats(-3, 3, allow_nan=False)), draw(st.sampled_from(["", f"x{i}"])))
+            for i in range(n)]
+    for _ in range(draw(st.integers(1, max_ops))):
+        a = draw(st.sampled_from(pool))
+        if draw(st.booleans()):
+            name = draw(st.sampled_from(UNARY_OPS))
+            out = _make_unary(OPS[name])(a)
+        else:
+            name = draw(st.sampled_from(BINARY_OPS))
+            b = draw(st.sampled_from(pool + [leaf(draw(st.floats(-2, 2)), "")]))
+            out = _make_binary(OPS[name])[0](a, b)
+        pool.append(out)
+    target = pool[-1]
+    for v in pool[-5:-1]:
+        target = target + v
+    return traced(target)
+
+
+def measured(plan, slots, engine, eps=1e-6):
+    with np.errstate(all="ignore"):
+        m = plan.measure(slots, eps, engine=engine)
+    return [np.asarray(x, dtype=float) for x in (m.f0, m.numeric, m.fwd, m.bwd, m.steps)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(scalar_graphs(), st.sampled_from([1e-6, 1e-3]))
+def test_level_grouped_replay_equals_the_node_by_node_replay(trace, eps):
+    """Every op, kinks and non-finite values included: the same numbers, bit for bit
+    (the same numpy forwards on the same inputs), one chunk or several."""
+    plan = check_module._Plan(trace)
+    slots, _ = plan.choose(None, 200, 0)
+    assume(len(slots) and trace.n > 1)
+    nodes = measured(plan, slots, "nodes", eps)
+    groups = measured(plan, slots, "groups", eps)
+    for a, b in zip(nodes, groups):
+        np.testing.assert_array_equal(a, b)
+    saved = check_module._CHUNK
+    check_module._CHUNK = 3 * trace.n  # one slot a chunk
+    try:
+        for a, b in zip(nodes, measured(plan, slots, "groups", eps)):
+            np.testing.assert_array_equal(a, b)
+    finally:
+        check_module._CHUNK = saved
+
+
+@settings(max_examples=30, deadline=None)
+@given(scalar_graphs(max_ops=15))
+def test_level_grouped_check_agrees_with_the_float_replay(trace):
+    """Against the engine's own float forwards, leaf by leaf (numpy may differ in the
+    last bits, so: close, and the same status where both are clear)."""
+    plan = check_module._Plan(trace)
+    slots, _ = plan.choose(None, 200, 0)
+    assume(len(slots) and trace.n > 1 and plan.floats_ok)
+    f0, numeric, *_ = measured(plan, slots, "groups")
+    g0, slow, *_ = measured(plan, slots, "floats")
+    assume(np.all(np.isfinite(slow)) and np.isfinite(g0) and abs(g0) < 1e6)
+    np.testing.assert_allclose(f0, g0, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(numeric, slow, rtol=1e-4, atol=1e-4)
+
+
+def demo_network(points=1, wrong=False):
+    """micrograd's demo: an MLP 2-16-16-1 (relu), hinge loss and L2, on ``points`` points;
+    the inputs of point ``i`` are bound to ``p{i}x0`` and ``p{i}x1``."""
+    from gradmagic import nn
+    from gradmagic.data import two_moons
+    X, y = two_moons(points, noise=0.1, seed=1)
+    net = nn.MLP(2, [16, 16, 1], activation="relu", seed=1337)
+    inputs = [[leaf(a, "x0"), leaf(b, "x1")] for a, b in X]
+    scores = [net(x) for x in inputs]
+    if wrong:  # the last score through a tanh whose derivative is wrong
+        scores[-1] = wrong_tanh()(scores[-1])
+    loss = nn.hinge_loss(scores, y) + 1e-4 * sum(p * p for p in net.parameters())
+    return traced(loss, bindings={f"p{i}x{j}": x[j] for i, x in enumerate(inputs)
+                                  for j in (0, 1)})
+
+
+def test_a_network_is_replayed_by_groups_and_sampled_within_the_budget():
+    trace = demo_network()
+    plan = check_module._Plan(trace)
+    assert plan.groups() is not None and plan.groups().n_groups < trace.n / 4
+    report = check(trace)
+    assert report.passed, report.verdict
+    n_inputs = sum(not n.is_constant for n in trace.leaves)
+    assert 16 <= len(report.rows) < n_inputs == 339
+    (note,) = [n for n in report.notes if n.startswith("Checked")]
+    assert f"of {n_inputs} leaves (a random sample of the {n_inputs} named ones, seed 0)" in note
+    assert "max_leaves=None" in note
+    assert [r.index for r in check(trace).rows] == [r.index for r in report.rows]  # seeded
+    every = check(trace, max_leaves=None)
+    assert every.passed and len(every.rows) == n_inputs
+    assert not any(n.startswith("Checked") for n in every.notes)
+    same = {r.index: r.numeric for r in every.rows}
+    assert all(same[r.index] == r.numeric for r in report.rows)
+
+
+def test_the_grouped_replay_finds_a_wrong_derivative_in_a_network():
+    trace = demo_network(points=3, wrong=True)
+    assert check_module._Plan(trace).groups() is not None
+    report = check(trace, max_leaves=None)
+    assert not report.passed
+    failed = {r.name for r in report.failures}
+    assert failed and failed <= {n.name for n in trace.leaves}
+    # the hidden layer of the network feeds every score: its weights disagree
+    assert any(name.startswith("L0.") for name in failed), failed
+    # the inputs of the last point go through the wrong tanh, the others do not
+    status = {r.index: r.status for r in report.rows}
+    where = trace.bindings
+    assert status[where["p2x0"]] == status[where["p2x1"]] == "fail"
+    assert {status[where[f"p{i}x{j}"]] for i in (0, 1) for j in (0, 1)} == {"pass"}
+
+
 # --------------------------------------------------------------------------- array leaves
 class GridOp(NamedTuple):
     """A minimal op entry: the trace keeps it; the check replays ``np``."""

@@ -7,15 +7,20 @@ effect runs twice): it *replays* the recorded graph, node by node, with each
 operation's numpy forward from :mod:`gradmagic.core.ops`.
 
 The replay reads only the trace's columns (values, op codes, parent indices),
-never live nodes. All perturbations go through one replay. Each perturbed
-leaf's input is an array with one column per evaluation point -- column 0
-unperturbed, then ``x + eps`` and ``x - eps`` for every perturbed leaf -- so a
-single pass over the nodes computes every ``f(x ± eps e_i)`` at once, at the
-cost of one numpy call per node; nodes no perturbed leaf reaches stay plain
-numbers. Batches are as large as the replay's peak live set allows (an array
-is dropped after its last use). A check of at most ``_FLOAT_SLOTS`` leaves of
-a scalar graph replays on plain floats instead, once per evaluation point,
-with the float forward the engine ran (cheaper than a numpy call per node).
+never live nodes. Each perturbed leaf's input is a row with one column per
+evaluation point -- column 0 unperturbed, then ``x + eps`` and ``x - eps`` for
+every perturbed leaf -- so one pass computes every ``f(x ± eps e_i)`` at once.
+A wide scalar graph (a network) replays a level at a time: every node of one
+level and one op in one numpy call (:class:`_Groups`). Other graphs replay node
+by node, one numpy call per node (nodes no perturbed leaf reaches stay plain
+numbers, and arrays are dropped after their last use). Either way columns are
+split into chunks that fit in memory. A check of at most ``_FLOAT_SLOTS``
+leaves of a scalar graph replays on plain floats instead, once per evaluation
+point, with the float forward the engine ran (cheaper than a numpy call per
+node). By default (``max_leaves="auto"``) a check perturbs every leaf of a
+small graph, and of a bigger one as many as its budget allows (about
+``_BUDGET`` backward passes for a graph replayed by levels): the named leaves
+first, as a seeded sample, with a note saying so.
 
 :func:`expect` compares named gradients or values with expected numbers (for
 textbook cases and homework) and returns the same kind of report.
@@ -59,6 +64,20 @@ _status_of = operator.attrgetter("status")
 # nodes (beyond it, leaves are sampled), and one replay chunk (memory).
 _WORK = 2 ** 25
 _CHUNK = 2 ** 22
+# The level-grouped replay (_Groups) is used where groups average at least this many nodes.
+_GROUP_MIN = 2
+# What an "auto" check of a scalar graph replayed by groups may cost: _BUDGET backward
+# passes. The costs below are nanoseconds measured on one machine; only their ratios
+# matter (each is Python or numpy work of the same kind on any machine): a backward
+# pass per node; the check per node (levels, order, report), per group step and
+# chunk of columns, and per number computed (while a chunk fits in the cache, and past it).
+_BUDGET = 1.6
+_NS_BACKWARD = 240.0
+_NS_NODE = 150.0
+_NS_STEP = 700.0
+_NS_NUMBER = (0.5, 1.0)
+_CACHE = 2 ** 21  # numbers in a chunk that still count as cached
+_SMALL = 2 ** 17  # numbers in a whole check small enough not to count (all leaves checked)
 # At most this many perturbed elements are replayed on plain floats, one pass per
 # evaluation point (a numpy call per node costs more than a few float operations).
 _FLOAT_SLOTS = 3
@@ -283,9 +302,12 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
         Step and tolerance: a row passes if ``|analytic - numeric| <= atol +
         rtol * |numeric|`` (the defaults are PyTorch gradcheck's).
     max_leaves:
-        How many leaves to perturb: ``"auto"`` perturbs all of them unless the
-        graph is so large that it would be slow, then the named leaves and a
-        seeded random sample of the rest; ``None`` perturbs all; an int caps it.
+        How many leaves to perturb: ``"auto"`` perturbs all of them unless that
+        would cost more than its budget (about 1.6 backward passes for a network
+        replayed by levels; a fixed amount of work otherwise), then the named
+        leaves first and a seeded random sample (of the named ones if they are
+        too many, else of the rest), with a note; ``None`` perturbs all; an int
+        caps it.
     max_elements:
         At most this many elements of each array (tensor) leaf are perturbed,
         chosen with ``seed``; its row shows the worst of them.
@@ -343,6 +365,138 @@ class _Slots:
         return _Slots(self.node[part], self.elem[part])
 
 
+def _sample(items: np.ndarray, k: int, seed: int) -> list:
+    """``k`` of ``items``, a seeded random choice: the ones with the smallest hashes of
+    (seed, position) (splitmix64; quicker to start than numpy's generators)."""
+    with np.errstate(over="ignore"):
+        x = np.arange(1, len(items) + 1, dtype=np.uint64) + np.uint64(seed % 2 ** 64) * np.uint64(
+            0x9E3779B97F4A7C15)
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    if k >= len(items):
+        return items.tolist()
+    return items[np.argpartition(x, k)[:k]].tolist()
+
+
+class _Groups:
+    """A scalar graph compiled for the numpy replay: nodes of one level and one op at once.
+
+    A node's level is one more than its deepest parent's (leaves: 0), so the
+    nodes of a level depend only on earlier levels, and all the nodes of one
+    level that share an op are computed by one numpy call on a 2-d array ``V``
+    (a row per node, a column per evaluation point). Rows are numbered leaves
+    first, then op nodes in the order they are computed, so each group's rows
+    are one slice of ``V``; a group's parents are gathered with ``take`` (or,
+    for a group of one node, read as row views). The Python work per node is
+    one pass computing the levels; the numpy calls are a few per group, not per
+    node. Worth it only where groups are big (a network, many points); a long
+    loop has a level per few nodes, and replays node by node (or on floats).
+    """
+
+    __slots__ = ("rows", "leaves", "pos", "steps", "n_groups")
+
+    @classmethod
+    def make(cls, trace, rows, min_size: Optional[float] = None) -> Optional["_Groups"]:
+        """The program of op nodes ``rows`` (ascending), or None if its groups average
+        fewer than ``min_size`` nodes (default ``_GROUP_MIN``)."""
+        n = trace.n
+        pa, pb = trace.parent_a, trace.parent_b
+        level = [0] * (n + 1)  # level[-1] (a missing second parent) stays 0
+        for i, a, b in zip(rows.tolist(), pa[rows].tolist(), pb[rows].tolist()):
+            x = level[a]
+            y = level[b]
+            level[i] = (x if x > y else y) + 1
+        n_ops = len(trace.ops)
+        key = np.fromiter(level, np.int64, n + 1)[rows] * n_ops + trace.op_code[rows]
+        perm = np.argsort(key, kind="stable")
+        key = key[perm]
+        cut = np.flatnonzero(key[1:] != key[:-1]) + 1
+        if len(rows) < (_GROUP_MIN if min_size is None else min_size) * (len(cut) + 1):
+            return None
+        self = cls()
+        self.n_groups = len(cut) + 1
+        order = rows[perm]  # op nodes in the order they are computed
+        leaves = np.flatnonzero(pa < 0)
+        nl = len(leaves)
+        pos = np.empty(n, dtype=np.intp)  # node index -> row of V
+        pos[leaves] = np.arange(nl)
+        pos[order] = np.arange(nl, n)
+        A = pos[pa[order]]
+        b = pb[order]
+        B = np.where(b >= 0, pos[np.maximum(b, 0)], -1)
+        starts = np.concatenate(([0], cut))
+        ends = np.concatenate((cut, [len(order)]))
+        code = key[starts] % n_ops
+        forwards = [entry.np for entry in trace.ops]
+        is_ufunc = np.array([isinstance(f, np.ufunc) for f in forwards], dtype=bool)
+        binary = B[starts] >= 0
+        # kind of each group: 0 several nodes; 1 one node, a binary ufunc (written in
+        # place); 2 one node, anything else. Consecutive groups of one node of the
+        # same kind make one run of (fn, a row, b row or -1, row).
+        single = ends - starts == 1
+        kind = np.where(single, np.where(binary & is_ufunc[code], 1, 2), 0)
+        new_step = np.ones(len(kind), dtype=bool)
+        new_step[1:] = (kind[1:] != kind[:-1]) | (kind[1:] == 0)
+        firsts = np.flatnonzero(new_step).tolist()
+        lasts = firsts[1:] + [len(kind)]
+        where = starts[single]
+        run = list(zip(map(forwards.__getitem__, code[single].tolist()), A[where].tolist(),
+                       B[where].tolist(), (where + nl).tolist()))
+        taken = np.cumsum(single) - single  # singles before each group
+        fns = list(map(forwards.__getitem__, code.tolist()))
+        steps = []
+        starts_l, ends_l, kind_l, taken_l = (starts.tolist(), ends.tolist(), kind.tolist(),
+                                             taken.tolist())
+        for f, g in zip(firsts, lasts):
+            if kind_l[f]:
+                steps.append((None, kind_l[f] == 1, run[taken_l[f]:taken_l[f] + g - f], None,
+                              0, 0))
+            else:
+                s, e = starts_l[f], ends_l[f]
+                fn = fns[f]
+                steps.append((fn, isinstance(fn, np.ufunc), A[s:e],
+                              B[s:e] if binary[f] else None, s + nl, e + nl))
+        self.rows, self.leaves, self.pos, self.steps = rows, leaves, pos, steps
+        return self
+
+    def run(self, plan, slots: "_Slots", eps: float):
+        """(target column, (steps up, steps down)) for the slots' evaluation points."""
+        trace = plan.trace
+        n_slots = len(slots)
+        k = 1 + 2 * n_slots
+        V = np.empty((trace.n, k))
+        nl = len(self.leaves)
+        V[:nl] = trace.data[self.leaves][:, None]
+        rows = self.pos[slots.node]
+        x = trace.data[slots.node]
+        up, down = x + eps, x - eps
+        cols = np.arange(1, k, 2)
+        V[rows, cols] = up
+        V[rows, cols + 1] = down
+        take = V.take
+        for fn, uf, a, b, s, e in self.steps:
+            if fn is None:  # a run of single nodes
+                if uf:
+                    for f, i, j, r in a:
+                        f(V[i], V[j], V[r])
+                else:
+                    for f, i, j, r in a:
+                        V[r] = f(V[i]) if j < 0 else f(V[i], V[j])
+            elif b is None:
+                if uf:
+                    fn(take(a, axis=0), V[s:e])
+                else:
+                    V[s:e] = fn(take(a, axis=0))
+            elif uf:
+                fn(take(a, axis=0), take(b, axis=0), V[s:e])
+            else:
+                V[s:e] = fn(take(a, axis=0), take(b, axis=0))
+        return V[self.pos[plan.target]].copy(), (up - x, x - down)
+
+
 class _Plan:
     """The replay program of a trace: its leaves, and each op node's forward.
 
@@ -376,7 +530,17 @@ class _Plan:
         self._rows = np.flatnonzero(~leaf)  # the op nodes, in topological order
         # a scalar graph can replay on plain floats with each op's float forward
         self.floats_ok = not tensors and all(callable(getattr(e, "f", None)) for e in trace.ops)
+        # ... and on numpy columns, node groups at a time (see _Groups)
+        self.scalar_numpy = not tensors and len(self._rows) > 0
         self._program = None
+        self._groups = False  # not yet made (None: the graph is too deep for groups)
+
+    def groups(self) -> Optional["_Groups"]:
+        """The level-grouped program of a scalar graph, or None where groups would
+        be too small to pay (a deep, narrow graph: a long loop)."""
+        if self._groups is False:
+            self._groups = _Groups.make(self.trace, self._rows) if self.scalar_numpy else None
+        return self._groups
 
     @property
     def program(self) -> list:
@@ -436,7 +600,7 @@ class _Plan:
         """The slots to perturb, and notes on what was left out or sampled."""
         nodes = self.trace.nodes
         notes = []
-        rng = np.random.default_rng(seed)
+        rng = None  # made when something is sampled
         trace = self.trace
         leaves = trace.leaf_index
         leaves = leaves[~trace.constant[leaves]].tolist()
@@ -449,8 +613,12 @@ class _Plan:
                 notes.append(f"{len(named)} named constant{'' if len(named) == 1 else 's'} "
                              f"(requires_grad=False: {', '.join(named[:5])}"
                              f"{', ...' if len(named) > 5 else ''}) not checked.")
+        budgeted = False
         if max_leaves == "auto":
-            limit = max(50, _WORK // (2 * self.sizes))
+            limit = self._auto_limit(len(leaves))
+            budgeted = limit is not None
+            if limit is None:
+                limit = max(50, _WORK // (2 * self.sizes))
         elif max_leaves is None:
             limit = len(leaves)
         elif isinstance(max_leaves, int) and max_leaves > 0:
@@ -458,15 +626,20 @@ class _Plan:
         else:
             raise ValueError(f"max_leaves must be 'auto', None or an int > 0, got {max_leaves!r}")
         if len(leaves) > limit:
-            labelled = self.trace.label_code[np.asarray(leaves, dtype=np.intp)] > 0
-            arr = np.asarray(leaves, dtype=int)
-            named = arr[labelled][:limit].tolist()
-            rest = arr[~labelled]
-            extra = rng.choice(rest, size=min(len(rest), limit - len(named)), replace=False)
-            chosen = sorted(named + extra.tolist())
-            notes.append(f"Checked {len(chosen):,} of {len(leaves):,} leaves (the named ones "
-                         f"first, then a random sample with seed {seed}) to keep the check "
-                         "fast; pass max_leaves=None to check them all.")
+            arr = np.asarray(leaves, dtype=np.intp)
+            labelled = self.trace.label_code[arr] > 0
+            named, rest = arr[labelled], arr[~labelled]
+            if len(named) >= limit:  # a sample of the named ones
+                chosen = _sample(named, limit, seed)
+                how = f"a random sample of the {len(named):,} named ones, seed {seed}"
+            else:
+                chosen = named + _sample(rest, limit - len(named), seed)
+                how = f"the named ones, then a random sample with seed {seed}"
+            chosen.sort()
+            why = ("to keep it within about twice a backward pass" if budgeted
+                   else "to keep the check fast")
+            notes.append(f"Checked {len(chosen):,} of {len(leaves):,} leaves ({how}) {why}; "
+                         "pass max_leaves=None to check them all.")
             leaves = chosen
         if not self.array_leaves:
             return _Slots(leaves, np.full(len(leaves), -1)), notes
@@ -479,6 +652,8 @@ class _Plan:
                 continue
             size = int(np.prod(shape))
             if size > max_elements:
+                if rng is None:
+                    rng = np.random.default_rng(seed)
                 elems = np.sort(rng.choice(size, size=max_elements, replace=False))
                 notes.append(f"{nodes[i].name}: {max_elements} of its {size:,} elements "
                              f"perturbed (random sample, seed {seed}).")
@@ -488,19 +663,61 @@ class _Plan:
             elem += elems.tolist()
         return _Slots(node, elem), notes
 
+    def _auto_limit(self, n_leaves: int) -> Optional[int]:
+        """How many leaves an "auto" check perturbs in a graph replayed by groups, or
+        None for other graphs (the fixed work limit then applies).
+
+        The estimate: a cost per node, per group step and per computed number, against
+        ``_BUDGET`` backward passes; at least 16 leaves are checked, and all of them
+        in a small graph (``_SMALL``).
+        """
+        if not (self.floats_ok and n_leaves > _FLOAT_SLOTS):
+            return None
+        if self.n * (2 * n_leaves + 1) <= _SMALL:  # a small graph: check every leaf
+            return n_leaves
+        groups = self.groups()
+        if groups is None:
+            return None
+        n = self.n
+        per_chunk = max(3, _CHUNK // n)  # columns of one chunk
+        number = _NS_NUMBER[n * min(per_chunk, 2 * n_leaves + 1) > _CACHE]
+        fixed = _NS_NODE * n + _NS_STEP * groups.n_groups + number * n
+        per_leaf = 2 * (number * n + _NS_STEP * groups.n_groups / per_chunk)
+        room = _BUDGET * _NS_BACKWARD * n - fixed
+        return max(16, int(room // per_leaf))
+
     # ------------------------------------------------------------------ replay
-    def measure(self, slots: _Slots, eps: float) -> _Measured:
-        """Replay the graph for every slot, in as few chunks as memory allows."""
-        if self.floats_ok and len(slots) <= _FLOAT_SLOTS:
+    def measure(self, slots: _Slots, eps: float, engine: str = "auto") -> _Measured:
+        """Replay the graph for every slot, in as few chunks as memory allows.
+
+        ``engine``: ``"floats"`` (plain floats, a pass per evaluation point), ``"groups"``
+        (numpy, a level's nodes of one op at once), ``"nodes"`` (numpy, node by node),
+        or ``"auto"``: floats for at most ``_FLOAT_SLOTS`` slots, else groups where the
+        graph is wide enough (:meth:`groups`), else nodes.
+        """
+        if engine == "floats" or (engine == "auto" and self.floats_ok
+                                  and len(slots) <= _FLOAT_SLOTS):
             try:
                 return self._measure_floats(slots, eps)
             except Exception:  # noqa: BLE001 - an op's float forward raised: use numpy's
-                pass
-        per_chunk = max(1, (_CHUNK // self.peak - 1) // 2)
-        parts = []
-        for start in range(0, max(len(slots), 1), per_chunk):
-            vals, steps = self._replay(slots[start:start + per_chunk], eps)
-            parts.append((self._target_column(vals, 1 + 2 * len(steps[0])), steps))
+                if engine == "floats":
+                    raise
+        if engine == "groups":
+            grouped = _Groups.make(self.trace, self._rows, min_size=0)
+        elif engine == "auto" and self.scalar_numpy:
+            grouped = self.groups()
+        else:
+            grouped = None
+        if grouped is not None:
+            per_chunk = max(1, (_CHUNK // self.n - 1) // 2)
+            parts = [grouped.run(self, slots[start:start + per_chunk], eps)
+                     for start in range(0, max(len(slots), 1), per_chunk)]
+        else:
+            per_chunk = max(1, (_CHUNK // self.peak - 1) // 2)
+            parts = []
+            for start in range(0, max(len(slots), 1), per_chunk):
+                vals, steps = self._replay(slots[start:start + per_chunk], eps)
+                parts.append((self._target_column(vals, 1 + 2 * len(steps[0])), steps))
         if len(parts) == 1:
             ((f, (hp, hm)),) = parts
             f0, f = f[0], f[1:]
