@@ -71,7 +71,7 @@ _GROUP_MIN = 2
 # matter (each is Python or numpy work of the same kind on any machine): a backward
 # pass per node; the check per node (levels, order, report), per group step and
 # chunk of columns, and per number computed (while a chunk fits in the cache, and past it).
-_BUDGET = 1.6
+_BUDGET = 1.5
 _NS_BACKWARD = 240.0
 _NS_NODE = 150.0
 _NS_STEP = 700.0
@@ -303,7 +303,7 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
         rtol * |numeric|`` (the defaults are PyTorch gradcheck's).
     max_leaves:
         How many leaves to perturb: ``"auto"`` perturbs all of them unless that
-        would cost more than its budget (about 1.6 backward passes for a network
+        would cost more than its budget (about 1.5 backward passes for a network
         replayed by levels; a fixed amount of work otherwise), then the named
         leaves first and a seeded random sample (of the named ones if they are
         too many, else of the rest), with a note; ``None`` perturbs all; an int
@@ -410,7 +410,7 @@ class _Groups:
             y = level[b]
             level[i] = (x if x > y else y) + 1
         n_ops = len(trace.ops)
-        key = np.fromiter(level, np.int64, n + 1)[rows] * n_ops + trace.op_code[rows]
+        key = np.array(level, dtype=np.int64)[rows] * n_ops + trace.op_code[rows]
         perm = np.argsort(key, kind="stable")
         key = key[perm]
         cut = np.flatnonzero(key[1:] != key[:-1]) + 1
