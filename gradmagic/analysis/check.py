@@ -708,8 +708,14 @@ class _Plan:
             grouped = self.groups()
         else:
             grouped = None
+        per_chunk = max(1, (_CHUNK // self.n - 1) // 2)
+        if engine == "auto" and grouped is not None:
+            # each chunk of columns walks every group again: past a point (a huge
+            # graph, few columns a chunk) one walk node by node costs less
+            chunks = -(-max(len(slots), 1) // per_chunk)
+            if 2 * chunks * grouped.n_groups > len(self._rows):
+                grouped = None
         if grouped is not None:
-            per_chunk = max(1, (_CHUNK // self.n - 1) // 2)
             parts = [grouped.run(self, slots[start:start + per_chunk], eps)
                      for start in range(0, max(len(slots), 1), per_chunk)]
         else:
