@@ -4,8 +4,10 @@
 // gradmagic/views/static/widget.css  its styles
 // gradmagic/views/static/viz.js      Graphviz compiled to WebAssembly (@viz-js/viz's own ESM build,
 //                                    wasm inlined): the kernel sends it once, gzipped
+// gradmagic/views/static/viz.js.gz   the same, gzipped (what the kernel sends)
 import { build } from "esbuild";
-import { copyFileSync } from "node:fs";
+import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 
 const out = new URL("../gradmagic/views/static/", import.meta.url).pathname;
 await build({
@@ -14,3 +16,5 @@ await build({
 });
 copyFileSync("src/widget.css", out + "widget.css");
 copyFileSync("node_modules/@viz-js/viz/dist/viz.js", out + "viz.js");
+// the form the kernel sends it in, made once here rather than at each kernel's first display
+writeFileSync(out + "viz.js.gz", gzipSync(readFileSync(out + "viz.js"), { level: 9 }));

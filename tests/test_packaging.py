@@ -24,6 +24,7 @@ assert {"application/vnd.jupyter.widget-view+json", "text/plain"} <= set(
     ip.display_formatter.format(gradmagic.last)[0])
 from gradmagic.views.widget import STATIC
 assert (STATIC / "widget.js").is_file() and (STATIC / "viz.js").stat().st_size > 500_000
+assert (STATIC / "viz.js.gz").is_file()
 assert "✓" in str(gradmagic.last.check())
 ip.run_line_magic("unload_ext", "gradmagic")
 assert "autograd" not in ip.magics_manager.magics["cell"]

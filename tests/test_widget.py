@@ -236,6 +236,8 @@ def test_the_front_end_is_in_the_package():
     assert b"Graphviz" in viz[:400] and b"export" in viz[-200:]
     assert b"http" not in viz.split(b"*/", 1)[1][:0]  # nothing to fetch: the wasm is inlined
     assert b".wasm\"" not in viz
+    import gzip
+    assert gzip.decompress((widget.STATIC / "viz.js.gz").read_bytes()) == viz  # sent as is
 
 
 # --------------------------------------------------------------------------- the bundle

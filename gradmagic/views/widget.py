@@ -352,7 +352,7 @@ TAB_MAKERS = [_answers_tab, _graph_tab, _gradients_tab, _check_tab, _backward_ta
 #: keeps the answer in its state (``opened``), so a saved notebook keeps what was opened.
 #: A run of at most ``EAGER_NODES`` nodes gets them all at once.
 DEFERRED = {_backward_tab: ("backward", "Backward", None), **teaching.DEFERRED}
-EAGER_NODES = 60
+EAGER_NODES = 30  # textbook-sized runs: every tab at once (about 5-10 ms of teaching views)
 
 
 class _Context(dict):
@@ -528,7 +528,9 @@ def _library():
     if _LIBRARY is None or _LIBRARY.comm is None:
         import base64
         import gzip
-        code = gzip.compress((STATIC / "viz.js").read_bytes(), 9, mtime=0)
+        packed = STATIC / "viz.js.gz"  # gzipped by the build (compressing here took 0.1-0.8 s)
+        code = (packed.read_bytes() if packed.exists()
+                else gzip.compress((STATIC / "viz.js").read_bytes(), 9, mtime=0))
         _LIBRARY = VizLibrary(code=base64.b64encode(code).decode("ascii"))
     return _LIBRARY
 
