@@ -579,7 +579,7 @@ class _DotServer:
         waits for the GIL). None when this way cannot draw (no ``dot``, Windows).
         """
         dot = shutil.which("dot")
-        if dot is None or os.name == "nt":  # (select() does not wait on pipes on Windows)
+        if dot is None or not hasattr(select, "poll"):  # (Windows: no poll() on pipes)
             return None
         with self._lock:
             self._finish()  # one graph in flight at a time
@@ -623,14 +623,15 @@ class _DotServer:
     def _read(self, proc, marker: bytes) -> bytes:
         """Everything dot writes before ``marker``'s picture (then reads past that picture)."""
         fd = proc.stdout.fileno()
+        poller = select.poll()  # (select() cannot wait on a descriptor past 1023)
+        poller.register(fd, select.POLLIN)
         buf = bytearray()
         while True:
             at = buf.find(marker)
             if at >= 0 and buf.find(b"</svg>", at) >= 0:
                 head = buf.rfind(b"<?xml", 0, at)
                 return bytes(buf[:head if head >= 0 else at])
-            ready, _, _ = select.select([fd], [], [], self.TIMEOUT)
-            if not ready:
+            if not poller.poll(self.TIMEOUT * 1000):
                 raise TimeoutError("dot gave no answer")
             chunk = os.read(fd, 1 << 16)
             if not chunk:
