@@ -424,8 +424,11 @@ def test_layout_is_bounded_past_a_size():
 
 
 @pytest.mark.slow
-def test_the_tanh_recurrence_lays_out_in_a_second():
-    """20 steps of h = tanh(w1*h + w2*x + b), s += h*c: 46 s in dot before the limits."""
+def test_the_tanh_recurrence_lays_out_with_bounded_work():
+    """20 steps of h = tanh(w1*h + w2*x + b), s += h*c: 46 s in dot before the limits.
+
+    A hang guard, not a speed target: the bound's attributes are asserted, and the
+    time only has to stay far below the unbounded 46 s (even on a loaded machine)."""
     import time
     w1, w2, b, c = (Value(v, label=n) for v, n in ((0.5, "w1"), (-0.3, "w2"), (0.1, "b"),
                                                    (0.7, "c")))
@@ -438,7 +441,8 @@ def test_the_tanh_recurrence_lays_out_in_a_second():
     dot = render.to_dot(trace)
     start = time.perf_counter()
     render.svg(dot)
-    assert time.perf_counter() - start < 5  # about 0.3 s here; unbounded it took 46 s
+    assert "nslimit=4" in dot
+    assert time.perf_counter() - start < 30  # about 0.3 s idle, 1-2 s at load 9; unbounded 46 s
 
 
 def test_tables_show_small_arrays_in_full_and_large_ones_summarised():

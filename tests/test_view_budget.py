@@ -42,7 +42,9 @@ def run(body: str) -> str:
 
 
 @pytest.mark.slow
-def test_the_tanh_recurrence_displays_in_under_5_seconds():
+def test_the_tanh_recurrence_displays_without_the_unbounded_layout():
+    """A hang guard, not a speed target (benchmarks/bench_display.py times it): unbounded,
+    dot took 46 s on this graph; bounded about 1-2 s, 6-7 s on a machine at load 9."""
     out = run(f"""
         start = time.perf_counter()
         result = ip.run_cell({RECURRENCE!r}, store_history=True)
@@ -53,7 +55,7 @@ def test_the_tanh_recurrence_displays_in_under_5_seconds():
     """)
     nodes, html, took = out.split()[-3:]
     assert int(nodes) > 140 and int(html) > 10_000  # drawn in full, the static copy shown
-    assert float(took) < 5, took
+    assert float(took) < 30, took
 
 
 @pytest.mark.slow
