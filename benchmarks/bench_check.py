@@ -36,32 +36,13 @@ import numpy as np
 
 from gradmagic import Value
 from gradmagic.analysis.trace import Trace
+from timing import best, timed
 
 TARGET = 2.0
 FLOOR = 5.0
 BODY = "s = (s * w + x) * 0.5 - (s - w * 2.0) * 0.25 + x * w"
 LOOP = "s = x\nfor i in range(N):\n    " + BODY + "\n"
 PER_ITERATION = 13
-
-
-def _timed(f) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        f()
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
-
-
-def _best(fns: dict, repeat: int) -> dict:
-    """Best time of each function, called round-robin ``repeat`` times."""
-    best = dict.fromkeys(fns, math.inf)
-    for _ in range(repeat):
-        for name, f in fns.items():
-            best[name] = min(best[name], _timed(f))
-    return best
 
 
 def _checker(trace, **kwargs):
@@ -96,7 +77,7 @@ def demo(points: int, repeat: int) -> dict:
     assert report.passed, report.verdict
     every = _checker(trace, max_leaves=None)
     every()  # warm up
-    times = _best({"backward": loss.backward, "check": _checker(trace), "every": every},
+    times = best({"backward": loss.backward, "check": _checker(trace), "every": every},
                   repeat)
     leaves = sum(1 for n in trace.leaves if not n.is_constant)
     return {"nodes": trace.n, "leaves": leaves, "checked": len(report.rows), "times": times,
@@ -134,7 +115,7 @@ def loop(size: int, repeat: int) -> dict:
     s.backward()
     trace = Trace(s, order=Value.topo(s))
     assert trace.check().passed
-    times = _best({"backward": s.backward, "check": _checker(trace)}, repeat)
+    times = best({"backward": s.backward, "check": _checker(trace)}, repeat)
     return {"nodes": trace.n, "times": times}
 
 

@@ -28,23 +28,13 @@ import numpy as np
 
 from gradmagic.core.engine import Value
 from gradmagic.analysis.trace import Trace
+from timing import timed
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BODY = "s = (s * w + x) * 0.5 - (s - w * 2.0) * 0.25 + x * w"  # as bench_run.py
 PER_ITERATION = 13
 LOOP = "s = x\nfor i in range(N):\n    " + BODY + "\n"
 TARGET = 3.0  # the default cell, display included, <= 3x forward + backward (issue #13)
-
-
-def _timed(f) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        f()
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
 
 
 def _graph(nodes: int):
@@ -70,22 +60,22 @@ def size_row(nodes: int, repeat: int) -> dict:
     ns, forward = _graph(nodes)
     fwd = bwd = math.inf
     for _ in range(repeat):
-        fwd = min(fwd, _timed(forward))
+        fwd = min(fwd, timed(forward))
         s = ns["s"]
-        bwd = min(bwd, _timed(s.backward))
+        bwd = min(bwd, timed(s.backward))
     order = Value.topo(ns["s"])
     display = math.inf
     for _ in range(repeat):
         trace = _trace(ns, order)
         shown = {}
-        display = min(display, _timed(lambda: shown.update(b=widget.mimebundle(
+        display = min(display, timed(lambda: shown.update(b=widget.mimebundle(
             trace, publish=lambda bundle: None))))
     from ipywidgets.widgets.widget import _instances
     view = _instances[shown["b"][widget.WIDGET_MIME]["model_id"]]
     tabs = {}
     for ident in ("backward", "forward", "walk", "paths"):
         if ident in view._deferred:
-            tabs[ident] = _timed(lambda: view.open_tab(ident))
+            tabs[ident] = timed(lambda: view.open_tab(ident))
     view.close()
     return {"nodes": len(order), "math": fwd + bwd, "display": display, "tabs": tabs}
 
@@ -117,7 +107,7 @@ def fixed_cost(nodes: int = 1_000, repeat: int = 15) -> dict:
     best = dict.fromkeys(parts, math.inf)
     for _ in range(repeat):
         for name, f in parts.items():
-            best[name] = min(best[name], _timed(f))
+            best[name] = min(best[name], timed(f))
     return {"nodes": trace.n, "parts": best}
 
 

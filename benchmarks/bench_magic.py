@@ -19,6 +19,7 @@ import time
 from gradmagic.core.engine import Value
 from gradmagic.notebook.magic import _link
 from gradmagic.notebook.rewrite import rewrite
+from timing import timed
 
 REWRITE_BUDGET_MS = 20.0
 
@@ -55,25 +56,12 @@ for i in range(N):
 """
 
 
-def _timed(f) -> float:
-    """Seconds one call of ``f()`` takes, with the cyclic GC paused (as ``timeit`` does:
-    a collection walking a big live graph would dominate)."""
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        f()
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
-
-
 def _best_ratio(f, g, repeat: int = 7) -> tuple[float, float]:
     """Best times of ``f`` and ``g``, measured alternately so load on the machine hits both."""
     best_f = best_g = float("inf")
     for _ in range(repeat):
-        best_f = min(best_f, _timed(f))
-        best_g = min(best_g, _timed(g))
+        best_f = min(best_f, timed(f))
+        best_g = min(best_g, timed(g))
     return best_f, best_g
 
 

@@ -61,6 +61,7 @@ import numpy as np
 
 from gradmagic.core.engine import Value, backward, walk
 from gradmagic.analysis.trace import Trace
+from timing import best, timed
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BODY = "s = (s * w + x) * 0.5 - (s - w * 2.0) * 0.25 + x * w"
@@ -69,26 +70,6 @@ LOOP = "s = x\nfor i in range(N):\n    " + BODY + "\n"
 SHELL_CELL = "t = x\nt"  # a plain cell of the loop cell's shape, without the loop (nor a graph to free)
 TARGETS = {"trace": 1.0, "check": 2.0, "cell -q": 2.0, "cell": 3.0}
 MAX_BYTES_PER_NODE = 48
-
-
-def _timed(f) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        f()
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
-
-
-def _best(fns: dict, repeat: int) -> dict:
-    """Best time of each function, called round-robin ``repeat`` times."""
-    best = dict.fromkeys(fns, math.inf)
-    for _ in range(repeat):
-        for name, f in fns.items():
-            best[name] = min(best[name], _timed(f))
-    return best
 
 
 def _iterations(nodes: int) -> int:
@@ -126,11 +107,11 @@ def stages(size: int, shell, repeat: int) -> dict:
 
     traced()
     nodes = kept["t"].n
-    times = _best({"forward": forward, "backward": run["s"].backward}, repeat)
+    times = best({"forward": forward, "backward": run["s"].backward}, repeat)
     s = run["s"]
-    times.update(_best({"backward": s.backward, "backward+trace": traced}, repeat))
+    times.update(best({"backward": s.backward, "backward+trace": traced}, repeat))
     times["trace"] = _difference(times["backward+trace"], times["backward"])
-    times.update(_best({"check": check}, max(1, repeat - 1)))
+    times.update(best({"check": check}, max(1, repeat - 1)))
     report = kept["t"].check()
     del kept, run, s
 
@@ -150,11 +131,11 @@ def stages(size: int, shell, repeat: int) -> dict:
             result = shell.run_cell(SHELL_CELL)
         assert result.success, result.error_in_exec
 
-    times.update(_best({"cell -q": cell("-q --no-check"), "plain cell": plain_cell}, repeat))
+    times.update(best({"cell -q": cell("-q --no-check"), "plain cell": plain_cell}, repeat))
     # what the shell itself costs a cell (the same with or without the magic)
     times["shell"] = times["plain cell"]
     # the default cell displays: the shell's display formatter computes every format
-    times.update(_best({"cell": cell("")}, max(1, repeat - 1)))
+    times.update(best({"cell": cell("")}, max(1, repeat - 1)))
     shell.user_ns.pop("s", None)
     shell.user_ns.pop("_", None)
     return {"nodes": nodes, "times": times, "checked": report.verdict,
@@ -197,7 +178,7 @@ def demo(points: int, repeat: int) -> dict:
 
     traced()
     check()  # warm up (first imports, numpy's first calls)
-    times = _best({"backward": loss.backward, "backward+trace": traced, "check": check}, repeat)
+    times = best({"backward": loss.backward, "backward+trace": traced, "check": check}, repeat)
     times["trace"] = _difference(times["backward+trace"], times["backward"])
     return {"nodes": kept["t"].n, "times": times, "verdict": kept["t"].check().verdict}
 
