@@ -28,12 +28,18 @@ __all__ = ["Node", "Trace"]
 
 _DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
 _OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
+_IDENTITY = (lambda x: x)
 _LINKS = attrgetter("_a", "_b", "_op")
 # every op table entry, scalar and tensor, by id: the walk's op entries become codes in one pass
 _OP_ENTRIES = list(OPS.values()) + list(TENSOR_OPS.values())
-for _c, _op in enumerate(_OP_ENTRIES):  # frozen entries: a private number only the trace reads
-    object.__setattr__(_op, "_trace_code", _c)
+assert len(_OP_ENTRIES) < 254  # a code is a byte
+for _c, _op in enumerate(_OP_ENTRIES):  # frozen entries: the number a graph walk records
+    object.__setattr__(_op, "_trace_code", _c + 1)
 del _c, _op
+# an entry's position keyed on its id (entries are frozen dataclasses: hashing one hashes
+# its fields)
+_CODE_BY_ID = {id(_op): _c for _c, _op in enumerate(_OP_ENTRIES)}
+_NO_TABLE = 255 - 1  # an entry of no table's code, less one
 _ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 _FLOATS = {float}
@@ -323,8 +329,8 @@ class Trace:
         links -= w.base
         links = links.astype(np.int32)
         self.parent_a, self.parent_b = links[:n], links[n:]
-        self._op_codes(w.ops)
-        self._labels(w.labels)
+        self._op_codes_of(w.codes, order)
+        self._labels_of(order, w.named)
         self.exact: dict = {}
         self.tensor_data: dict = {}
         self.tensor_grad: dict = {}
@@ -344,10 +350,23 @@ class Trace:
     def _op_codes(self, ops: list) -> None:
         """``op_code`` and ``ops`` from each node's op entry (None for a leaf)."""
         n = len(ops)
-        codes = np.fromiter(map(getattr, ops, repeat("_trace_code", n), repeat(-1, n)),
-                            np.int16, n)
-        # an entry of no table (a test's own op) reads -1 like a leaf: numbered by identity
-        if np.count_nonzero((codes < 0) != (self.parent_a < 0)):
+        codes = np.fromiter(map(_CODE_BY_ID.get, map(id, ops), repeat(-1, n)), np.int16, n)
+        self._number_ops(codes, ops.__getitem__)
+
+    def _op_codes_of(self, codes: list, order) -> None:
+        """``op_code`` and ``ops`` from the walk's codes (``_trace_code`` of each node's op:
+        bytes, read in one step)."""
+        codes = np.frombuffer(bytearray(codes), np.uint8).astype(np.int16)
+        codes -= 1
+        self._number_ops(codes, lambda i: order[i]._op)
+
+    def _number_ops(self, codes: np.ndarray, op_at) -> None:
+        """Number this graph's op entries from their positions in the tables (-1: a leaf;
+        an entry of no table, such as a test's own op, is numbered by identity instead);
+        ``op_at(i)`` is node ``i``'s entry."""
+        n = len(codes)
+        if np.count_nonzero((codes < 0) != (self.parent_a < 0)) or np.any(codes == _NO_TABLE):
+            ops = [op_at(i) for i in range(n)]
             ids = list(map(id, ops))
             distinct = dict.fromkeys(ids)
             distinct.pop(id(None), None)
@@ -357,20 +376,32 @@ class Trace:
             self.ops = [ops[ids.index(k)] for k in distinct]
             return
         # number the entries of this graph in order of first use; -1 for a leaf
-        used = dict.fromkeys(codes.tolist())
-        used.pop(-1, None)
+        present = np.zeros(len(_OP_ENTRIES) + 1, dtype=bool)
+        present[codes + 1] = True
+        present[0] = False
+        used = np.flatnonzero(present) - 1
+        if len(used) > 1:  # in order of first use
+            first = [int(np.argmax(codes == c)) for c in used.tolist()]
+            used = used[np.argsort(first, kind="stable")]
         renumber = np.full(len(_OP_ENTRIES) + 1, -1, dtype=np.int16)
-        renumber[np.fromiter(used, np.intp, len(used)) + 1] = np.arange(len(used))
+        renumber[used + 1] = np.arange(len(used))
         self.op_code = renumber[codes + 1]
-        self.ops = [_OP_ENTRIES[c] for c in used]
+        self.ops = [_OP_ENTRIES[c] for c in used.tolist()]
 
     def _labels(self, labels: list) -> None:
         """``label_code`` and ``label_names`` from each node's label."""
-        names = dict.fromkeys([""])
-        names.update(dict.fromkeys(labels))
-        self.label_names = list(names)
-        label_at = {name: c for c, name in enumerate(self.label_names)}
-        self.label_code = np.fromiter(map(label_at.__getitem__, labels), np.int32, len(labels))
+        self._labels_of(labels, np.flatnonzero(
+            np.fromiter(map(bool, labels), bool, len(labels))).tolist(), _IDENTITY)
+
+    def _labels_of(self, nodes, named: list, label=_LABEL) -> None:
+        """``label_code`` and ``label_names``: ``named`` are the positions in ``nodes`` with a
+        label (most nodes of a graph, those an op made, have none), read with ``label``."""
+        label_at = {"": 0}
+        code = label_at.setdefault
+        self.label_code = np.zeros(len(nodes), dtype=np.int32)
+        if named:
+            self.label_code[named] = [code(label(nodes[i]), len(label_at)) for i in named]
+        self.label_names = list(label_at)
 
     def _snapshot(self, order) -> None:
         """Fill the columns from the live nodes (parents first).

@@ -315,8 +315,10 @@ class Value(GraphNode):
 class Walk:
     """One walk of a graph: the nodes in topological order and their links by mark.
 
-    ``order`` lists the nodes, parents first, the root last; ``ops[i]`` is node
-    ``i``'s op entry (None for a leaf) and ``labels[i]`` its label. The walk
+    ``order`` lists the nodes, parents first, the root last; ``codes[i]`` is
+    1 + the position of node ``i``'s op entry in the op tables (its
+    ``_trace_code``: 0 for a leaf, 255 for an entry of no table), and
+    ``named`` lists the positions of the nodes with a label. The walk
     leaves ``base + i`` in node ``i``'s ``_mark`` (until another walk reaches
     it), and ``pa[i]``/``pb[i]`` are the marks of its parents (``base - 1``
     where there is none): minus ``base``, their positions. ``data`` holds each
@@ -328,7 +330,7 @@ class Walk:
     made from these lists without reading the links again.
     """
 
-    __slots__ = ("order", "ops", "pa", "pb", "labels", "data", "odd", "grads", "base",
+    __slots__ = ("order", "codes", "pa", "pb", "named", "data", "odd", "grads", "base",
                  "tensors", "zeroed")
 
     def index(self, node) -> int:
@@ -357,18 +359,27 @@ def walk(root, zero: bool = False) -> Walk:
     what a Trace needs as it places each node. With ``zero``, it also resets
     each node's gradient as it places it, which :func:`backward` then skips.
     """
+    try:
+        return _walk(root, zero, True)
+    except AttributeError:  # an op entry of no table (a test's own node class): walk again
+        return _walk(root, zero, False)
+
+
+def _walk(root, zero: bool, tables: bool) -> Walk:
+    """:func:`walk`; ``tables``: every op entry has a ``_trace_code`` (those of the op tables)."""
     global _last_mark
     entered = _last_mark + 1
     base = i = entered + 1
     none = base - 1
     scalar = SCALAR_NODES
     tensors = False
-    order, ops, pa, pb, labels, odd = [], [], [], [], [], []
+    order, codes, pa, pb, named, odd = [], [], [], [], [], []
     data = _array("d")
     nan = math.nan
     stack = [root]
     push, pop, append = stack.append, stack.pop, order.append
-    op_append, a_append, b_append, label_append = ops.append, pa.append, pb.append, labels.append
+    code_append, a_append, b_append, named_append = (codes.append, pa.append, pb.append,
+                                                     named.append)
     data_append, odd_append = data.append, odd.append
     try:
         while stack:
@@ -379,16 +390,20 @@ def walk(root, zero: bool = False) -> Walk:
                 v._mark = i
                 i += 1
                 append(v)
-                op_append(v._op)
-                label_append(v.label)
                 a = v._a
                 if a is None:
                     a_append(none)
                     b_append(none)
-                else:
+                    op = v._op
+                    code_append(0 if op is None else getattr(op, "_trace_code", 255))
+                else:  # a node with parents has an op entry
                     a_append(a._mark)
                     b = v._b
                     b_append(none if b is None else b._mark)
+                    code_append(v._op._trace_code if tables
+                                else getattr(v._op, "_trace_code", 255))
+                if v.label:
+                    named_append(i - 1 - base)
                 # its number as a float, read while the node is at hand
                 cls = v.__class__
                 if cls is Float or cls is Float64:
@@ -427,7 +442,7 @@ def walk(root, zero: bool = False) -> Walk:
     finally:
         _last_mark = i
     w = Walk()
-    w.order, w.ops, w.pa, w.pb, w.labels = order, ops, pa, pb, labels
+    w.order, w.codes, w.pa, w.pb, w.named = order, codes, pa, pb, named
     w.data, w.odd, w.grads = data, odd, None
     w.base, w.tensors, w.zeroed = base, tensors, zero
     return w

@@ -77,6 +77,11 @@ class OpBase:
     numpy: tuple = ()
     torch: Any = None
 
+    # what a graph walk records for a node's op: 1 + the entry's position in the op
+    # tables, set on every table entry by gradmagic.analysis.trace (a leaf records 0;
+    # an entry of no table, a test's own, keeps 255)
+    _trace_code = 255
+
     @property
     def symbol(self) -> str:
         return self.display or self.name
