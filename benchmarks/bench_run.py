@@ -2,7 +2,8 @@
 
 Every figure is a ratio against a reference timed in the same process, with
 the cyclic GC paused and ``gc.collect()`` before each section; times are the
-best of 1–5 repeats (fewer for the big sizes, to keep the run near a minute),
+best of 1–30 repeats (more for the small sizes, where a run takes a millisecond and
+one repeat is noise; fewer for the big ones, to keep the run near a minute),
 taken alternately so background load hits both sides.
 
 1. **Stages by size**: the loop cell below on 10^3 … 10^6 nodes. For each
@@ -206,7 +207,7 @@ def main(argv=None) -> bool:
     argv = sys.argv[1:] if argv is None else argv
     sizes = SIZES[:3] if "--quick" in argv else SIZES
     # micrograd's demo and the memory first, while the heap is fresh
-    demo_rows = [(points, demo(points, 5 if points == 1 else 2)) for points in (1, 100)]
+    demo_rows = [(points, demo(points, 30 if points == 1 else 3)) for points in (1, 100)]
     per_node = bytes_per_node(20_000)
     shell = _shell()
     rows = []
@@ -216,7 +217,8 @@ def main(argv=None) -> bool:
           "| default cell / (fwd+bwd) | of which display |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for size in sizes:
-        repeat = 5 if size <= 10_000 else 3 if size <= 100_000 else 1
+        # more repeats where a run is short: the best of a few 1 ms runs is noise
+        repeat = 30 if size <= 1_000 else 10 if size <= 10_000 else 3 if size <= 100_000 else 1
         r = stages(size, shell, repeat)
         rows.append(r)
         t = r["times"]

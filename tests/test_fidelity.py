@@ -192,3 +192,48 @@ def test_top_level_await_inside_a_running_loop():
         return execute(cell, ns, {"no_check": True}), ns
     trace, ns = asyncio.run(kernel())
     assert trace.value == 4.0 and trace.grads["x"] == 4.0 and ns["L"] == 4.0
+
+
+# --------------------------------------------------------------------------- the transforms' fast path
+def _cells_to_transform():
+    """Cells of many shapes: the doctest corpus's examples joined per docstring, the cells
+    corpus, and the spellings the shell's transforms act on."""
+    import inspect as _inspect
+    import cells_corpus
+    from fidelity_corpus import docstrings
+    cells = ["\n".join(e.source for e in examples) for _, _, examples in docstrings(25)]
+    cells += [c if isinstance(c, str) else c[1] for c in cells_corpus.CELLS]
+    cells += [_inspect.getsource(_cells_to_transform)]  # an indented first line
+    cells += ["x = 1\ny = x?", "a = 1\n%time b = 2", "a = 1\nb = !ls", "a = 1\n!ls",
+              ">>> a = 1\n>>> a", "a = 1\n... b", "In [1]: a = 1\n   ...: b = 2", "a = 1\n,f a b",
+              "a = 1\n;f a", "a = 1\n/f a", "a = 1\n  \t", "s = '''\n  \nx'''\nt = 1",
+              "a = 1\r\n \r\nb = 2", "a = 'x?'\nb = 1", "single_line = 1",
+              "f(a,\n  b)", "x = [1,\n     2]\n", "if x:\n    pass\nelse:\n    y = 1"]
+    return cells
+
+
+def test_cells_without_shell_syntax_skip_the_transforms_with_the_same_text(ip):
+    from gradmagic.notebook.magic import _plain_python, _shell_syntax
+    cells = _cells_to_transform()
+    fast = 0
+    for cell in cells:
+        text, skipped = _shell_syntax(ip, cell)
+        lines = cell.splitlines(keepends=True)
+        assert text == ip.transform_cell("".join(lines[skipped:])), cell
+        fast += _plain_python(ip, "".join(lines[skipped:]))
+    assert fast > len(cells) // 2  # most cells take the fast path
+
+
+def test_transforms_added_to_the_shell_are_still_applied(ip):
+    from gradmagic.notebook.magic import _shell_syntax
+    upper = lambda lines: [line.replace("one", "1") for line in lines]  # noqa: E731
+    ip.input_transformers_post.append(upper)
+    try:
+        assert _shell_syntax(ip, "a = one\nb = a")[0] == "a = 1\nb = a\n"
+    finally:
+        ip.input_transformers_post.remove(upper)
+    ip.input_transformer_manager.line_transforms.append(upper)
+    try:
+        assert _shell_syntax(ip, "a = one\nb = a")[0] == "a = 1\nb = a\n"
+    finally:
+        ip.input_transformer_manager.line_transforms.remove(upper)

@@ -15,6 +15,7 @@ Load it with ``%load_ext gradmagic``; ``%unload_ext gradmagic`` removes it.
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import asyncio
 import dataclasses
@@ -131,10 +132,16 @@ class AutogradMagics(Magics):
 
     # ------------------------------------------------------------------ options
     def _parse(self, text: str):
-        try:
-            return parse_argstring(self.autograd, text)
-        except UsageError as e:
-            raise UsageError(f"{e}\n\n{_help()}") from None
+        parsed = _PARSED.get(text)
+        if parsed is None:
+            try:
+                parsed = parse_argstring(self.autograd, text)
+            except UsageError as e:
+                raise UsageError(f"{e}\n\n{_help()}") from None
+            if len(_PARSED) >= 256:
+                _PARSED.clear()
+            _PARSED[text] = parsed
+        return argparse.Namespace(**vars(parsed))  # a copy: the cached one stays as parsed
 
     def _options(self, args) -> Options:
         return options_from(args, self.shell.user_ns)
@@ -194,6 +201,9 @@ class AutogradMagics(Magics):
 AutogradMagics.autograd.__doc__ = AutogradMagics.autograd.__doc__.replace("::\n\n", "", 1)
 
 
+_PARSED: dict = {}  # option text -> its parsed arguments (argparse costs 50-100 us a cell)
+
+
 def _shell_syntax(shell, source: str) -> tuple[str, int]:
     """``source`` with the shell's own syntax made Python, as in a plain cell.
 
@@ -207,7 +217,59 @@ def _shell_syntax(shell, source: str) -> tuple[str, int]:
     skipped = 0
     while skipped < len(lines) and not lines[skipped].strip():
         skipped += 1
-    return shell.transform_cell("".join(lines[skipped:])), skipped
+    text = "".join(lines[skipped:])
+    if _plain_python(shell, text):
+        return text if text.endswith("\n") else text + "\n", skipped
+    return shell.transform_cell(text), skipped
+
+
+def _plain_python(shell, text: str) -> bool:
+    """True if the shell's cell transforms would give ``text`` back unchanged (plus a newline).
+
+    Only for IPython's own transforms (none added), a cell of several lines
+    (a single line also goes through the prefilter: autocall and the like),
+    not indented, with none of the characters the transforms act on: ``%``
+    (magics), ``!`` (shell commands), ``?`` (help), prompts to strip (``>>>``,
+    ``...``, ``In [``), the escapes at the start of a line (``,``, ``;``,
+    ``/``) and lines of spaces (which they empty). Anything else takes the
+    transforms, which cost 0.1-0.2 ms a cell.
+    """
+    if (_DEFAULT_TRANSFORMS is None or "\n" not in text.rstrip("\n") or text[:1].isspace()
+            or any(c in text for c in "%!?") or ">>>" in text or "..." in text
+            or "In [" in text):
+        return False
+    if any(line.lstrip()[:1] in _ESCAPES for line in text.splitlines()):
+        return False
+    if _BLANK_WITH_SPACES.search(text):  # (the transforms empty such lines)
+        return False
+    manager = shell.input_transformer_manager
+    if shell.input_transformers_post or type(manager) is not _DEFAULT_TRANSFORMS[0]:
+        return False
+    cleanup = manager.cleanup_transforms
+    return (list(map(type, cleanup)) == _DEFAULT_TRANSFORMS[1]
+            and cleanup[:2] == _DEFAULT_TRANSFORMS[2]
+            and manager.line_transforms == _DEFAULT_TRANSFORMS[3]
+            and manager.token_transformers == _DEFAULT_TRANSFORMS[4])
+
+
+_ESCAPES = frozenset(",;/")
+_BLANK_WITH_SPACES = re.compile(r"^[^\S\r\n]+\r?$", re.M)
+
+
+def _default_transforms():
+    """(manager class, cleanup transform types, the cleanup functions, line transforms, token
+    transformers) of IPython's own input transforms; None if this IPython has other ones."""
+    try:
+        from IPython.core import inputtransformer2 as it
+        default = it.TransformerManager()
+        return (it.TransformerManager, list(map(type, default.cleanup_transforms)),
+                default.cleanup_transforms[:2], list(default.line_transforms),
+                list(default.token_transformers))
+    except Exception:  # noqa: BLE001 - another IPython: always run its transforms
+        return None
+
+
+_DEFAULT_TRANSFORMS = _default_transforms()
 
 
 def parse_options(text: str, ns=None) -> Options:
