@@ -257,6 +257,24 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     assert set(whole) == {WIDGET_MIME, "text/html", "text/plain"}
 
 
+def test_the_static_copy_shows_the_live_gradients_table():
+    x, w = Value(0.3, label="x"), Value(0.7, label="w")
+    s = x
+    for _ in range(400):  # 1,602 nodes: the inputs are far from the target
+        s = (s * w + x) * 0.5
+    static, bundle = bundle_of(traced(s))
+    live = tab(json.loads(widget_model(bundle).data), "gradients")["payload"]
+    section = static["text/html"].split("<b>Gradients</b>", 1)[1].split("</details>", 1)[0]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", section)[1:]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+    assert len(cells) == len(live["rows"]) == widget.TABLE_ROWS
+    drop = [c for c, name in enumerate(live["columns"]) if name in ("shape", "flags")]
+    assert cells == [[v for c, v in enumerate(row) if c not in drop] for row in live["rows"]]
+    labels = [row[1] for row in cells]
+    assert labels[:1] == ["(target)"] and "x" in labels and "w" in labels  # the inputs
+    assert live["note"] in section  # "and N more nodes"
+
+
 def widget_model(bundle):
     from ipywidgets.widgets.widget import _instances
     return _instances[bundle[WIDGET_MIME]["model_id"]]

@@ -45,7 +45,7 @@ from ..analysis import numbers
 from ..analysis.numbers import SMALL, all_finite, dims  # noqa: F401 - dims is part of this module's API
 
 __all__ = ["fmt", "figure", "full", "dims", "folded", "Folded", "drawn_nodes", "children_among", "layout_attrs", "svg_data_uri", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
-           "svg", "fit", "graph_html", "legend_html", "op_label", "node_order", "op_entry", "op_symbol", "nodes_table_html",
+           "svg", "fit", "graph_html", "legend_html", "op_label", "node_order", "op_entry", "op_symbol", "nodes_table_html", "table_html",
            "nodes_table_text", "column_text", "op_symbols", "op_labels", "flags_text", "cut_text", "report_html", "report_text", "answers_html", "answers_text",
            "torch_html", "torch_text", "inputs", "headline", "run_notes", "static_html", "text",
            "MISSING_DOT"]
@@ -843,6 +843,23 @@ def _html_table(header, rows, colours=None) -> str:
     return "".join(out)
 
 
+def table_html(table: dict) -> str:
+    """A table of the live view (``columns``, ``rows`` of texts, ``classes``, ``note``) as
+    HTML; a column that is empty in every row (a scalar graph's shapes) is left out."""
+    columns, rows = table["columns"], table["rows"]
+    keep = [c for c, name in enumerate(columns) if any(row[c] for row in rows)
+            or name not in ("shape", "flags")]
+    if len(keep) < len(columns):
+        columns = [columns[c] for c in keep]
+        rows = [[row[c] for c in keep] for row in rows]
+    colours = [FILL["fail"] if k == "fail" else FILL["target"] if k == "target" else ""
+               for k in table.get("classes") or [""] * len(rows)]
+    out = _html_table(columns, rows, colours)
+    if table.get("note"):
+        out += f"<p>{html.escape(table['note'])}</p>"
+    return out
+
+
 def _numeric_text(cell: str) -> bool:
     try:
         float(cell)
@@ -1195,12 +1212,14 @@ STATIC_STYLE = ("<style>.jp-OutputArea-child:has(.gradmagic-static):has(+ .jp-Ou
 
 def static_html(trace, report=None, *, expected=None, torch=None,
                 cache: dict | None = None, run: str | None = None, summary=_SUMMARISE,
-                fold=None, dot: str | None = None) -> str:
+                fold=None, dot: str | None = None, gradients: dict | None = None) -> str:
     """The whole run without widgets: headline, answers, graph, check and gradient tables.
 
     ``run`` marks the copy (``data-gm-run``) so the live view shown with it can hide it;
     ``summary``, ``fold`` and ``dot`` are :func:`summarise`, :class:`Folded` and the graph's
-    :func:`to_dot` when the caller has them.
+    :func:`to_dot` when the caller has them; ``gradients`` is the live view's Gradients
+    table (its payload: ``columns``, ``rows``, ``classes``, ``note``), shown here as it is
+    there instead of a table of the nodes in graph order.
     """
     mark = f' data-gm-run="{html.escape(run)}"' if run else ""
     out = [f'<div class="gradmagic gradmagic-static"{mark}>',
@@ -1214,7 +1233,8 @@ def static_html(trace, report=None, *, expected=None, torch=None,
         out.append(_section("Check", report_html(report, torch=torch)))
     elif torch is not None:
         out.append(_section("Check", torch_html(torch)))
-    out.append(_section("Gradients", nodes_table_html(trace, report=report), open=False))
+    out.append(_section("Gradients", nodes_table_html(trace, report=report) if gradients is None
+                        else table_html(gradients), open=False))
     for title, make in STATIC_SECTIONS:
         out.append(_section(title, make(trace, cache), open=False))
     out.append("</div>")

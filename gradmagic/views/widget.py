@@ -388,9 +388,10 @@ def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> 
 
 
 def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", defer=True,
-             summary=render._SUMMARISE, fold=None, dot=None) -> tuple:
+             summary=render._SUMMARISE, fold=None, dot=None, gradients=None) -> tuple:
     """(payload, deferred): ``deferred`` maps a tab id to ``make(trace) -> tab`` for the
-    tabs left out of the payload (their entries say ``"deferred": true``)."""
+    tabs left out of the payload (their entries say ``"deferred": true``). ``gradients`` is
+    the Gradients tab when the caller made it (the static copy shows the same table)."""
     if summary is render._SUMMARISE:
         summary = render.summarise(trace)
     fold = render.Folded(trace) if fold is None else fold
@@ -413,7 +414,8 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
             deferred[ident] = _deferred(make, drawn_set)
             tabs.append({"id": ident, "title": title, "kind": "deferred", "payload": None})
             continue
-        tab = make(trace, report, context)
+        tab = (gradients if make is _gradients_tab and gradients is not None
+               else make(trace, report, context))
         if tab:
             tabs.append(tab)
     data = {
@@ -541,7 +543,8 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "",
     ``selected`` (a node index, -1 for none), ``step`` (of the backward pass)
     and ``tab`` (the shown tab's id) follow the browser both ways. The tabs in
     :data:`DEFERRED` are made when the browser first opens them (``opened``).
-    ``parts`` (``summary``, ``fold``, ``dot``) are what the caller already computed.
+    ``parts`` (``summary``, ``fold``, ``dot``, ``gradients``) are what the caller already
+    computed.
     """
     _, LiveView = _classes()
     data, deferred = _payload(trace, report, expected=expected, torch=torch, run=run, **parts)
@@ -627,13 +630,16 @@ def mimebundle(trace, publish=None) -> dict:
     fold = render.Folded(trace)
     dot = render.to_dot(trace, report, subset=summary.shown if summary else None, fold=fold)
     drawing = _Drawing(dot)
+    # the Gradients table, made once for the live view and its static copy
+    gradients = _gradients_tab(trace, report, {"fold": fold})
     try:
         view = TraceWidget(trace, report, expected=expected, torch=torch, run=run,
-                           summary=summary, fold=fold, dot=dot)
+                           summary=summary, fold=fold, dot=dot, gradients=gradients)
     except ImportError:  # anywidget is not installed: the static view stands alone
         view = None
     static = static_bundle(trace, report, expected=expected, torch=torch, problems=problems,
-                           run=run, cache=drawing, summary=summary, fold=fold, dot=dot)
+                           run=run, cache=drawing, summary=summary, fold=fold, dot=dot,
+                           gradients=gradients["payload"])
     if view is None:
         return static
     bundle = view._repr_mimebundle_()
