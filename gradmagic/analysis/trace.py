@@ -36,9 +36,6 @@ assert len(_OP_ENTRIES) < 254  # a code is a byte
 for _c, _op in enumerate(_OP_ENTRIES):  # frozen entries: the number a graph walk records
     object.__setattr__(_op, "_trace_code", _c + 1)
 del _c, _op
-# an entry's position keyed on its id (entries are frozen dataclasses: hashing one hashes
-# its fields)
-_CODE_BY_ID = {id(_op): _c for _c, _op in enumerate(_OP_ENTRIES)}
 _NO_TABLE = 255 - 1  # an entry of no table's code, less one
 _ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
@@ -346,12 +343,6 @@ class Trace:
             self.data[i] = real(x)
         self.grad = np.frombuffer(w.grads, dtype=np.float64)[::-1].copy()
         self._flags(order)
-
-    def _op_codes(self, ops: list) -> None:
-        """``op_code`` and ``ops`` from each node's op entry (None for a leaf)."""
-        n = len(ops)
-        codes = np.fromiter(map(_CODE_BY_ID.get, map(id, ops), repeat(-1, n)), np.int16, n)
-        self._number_ops(codes, ops.__getitem__)
 
     def _op_codes_of(self, codes: list, order) -> None:
         """``op_code`` and ``ops`` from the walk's codes (``_trace_code`` of each node's op:
