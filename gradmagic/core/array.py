@@ -394,10 +394,8 @@ def plain_array(x):
 def _pv(x):
     """``x`` as numpy would see it with no node: Arrays, Tensors, Values as plain numbers."""
     cls = x.__class__
-    if cls is Array:
-        return _view(x, _ndarray)
-    if cls is Scalar64:
-        return np.float64(_float_of(x))
+    if cls is Array or cls is Scalar64:
+        return plain_array(x)
     if cls is Tensor or cls is Value:
         return x.data
     if cls in _SCALARS:  # a number node: its plain number (numpy would defer to it)
@@ -615,17 +613,20 @@ def _numpy(f, args, kwargs):
         warnings.simplefilter("always")
         result = f(*args, **kwargs)
     if caught:
-        frame = _caller()
-        if frame is None:
-            for w in caught:
-                warnings.warn(w.message, w.category)
-        else:
-            registry = frame.f_globals.setdefault("__warningregistry__", {})
-            for w in caught:
-                warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename,
-                                       frame.f_lineno, frame.f_globals.get("__name__"),
-                                       registry)
+        reissue(caught, _caller())
     return result
+
+
+def reissue(caught, frame) -> None:
+    """Warn again the warnings ``caught``, as raised at ``frame``'s line (as is, without one)."""
+    if frame is None:
+        for w in caught:
+            warnings.warn(w.message, w.category)
+        return
+    registry = frame.f_globals.setdefault("__warningregistry__", {})
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename,
+                               frame.f_lineno, frame.f_globals.get("__name__"), registry)
 
 
 # --------------------------------------------------------------------------- numpy dispatch

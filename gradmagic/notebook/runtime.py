@@ -515,12 +515,7 @@ def _warning_at_caller(f):
             warnings.simplefilter("always")
             result = f(*args, **kwargs)
         if caught:
-            frame = sys._getframe(2)
-            registry = frame.f_globals.setdefault("__warningregistry__", {})
-            for w in caught:
-                warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename,
-                                       frame.f_lineno, frame.f_globals.get("__name__"),
-                                       registry)
+            _array.reissue(caught, sys._getframe(2))
         return result
     return call
 
