@@ -812,6 +812,11 @@ def _flags(node, status) -> str:
 _TABLE = ('<table style="border-collapse:collapse; font-size:12px; '
           'font-family:ui-monospace,monospace">')
 _CELL = 'style="padding:1px 8px; text-align:{align}; border-bottom:1px solid #e5e7eb"'
+# a body row's line is its own (the table collapses borders), and its cells say only padding and
+# alignment: inline styles, which sanitisers keep and notebook style sheets do not override, but
+# short (a 500-row table is most of a static copy's bytes)
+_ROW = "border-bottom:1px solid #e5e7eb"
+_TD = '<td style="padding:1px 8px;text-align:{align}">'
 
 
 # columns whose cells are words, aligned left even when they look like numbers
@@ -829,27 +834,43 @@ def _html_table(header, rows, colours=None) -> str:
     out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', _TABLE, "<thead><tr>"]
     out += [f'<th {_CELL.format(align="left")}>{html.escape(h)}</th>' for h in header]
     out.append("</tr></thead><tbody>")
-    left, right = f"<td {_CELL.format(align='left')}>", f"<td {_CELL.format(align='right')}>"
-    words = [column in _WORDS for column in header]
-    escape = html.escape
-    for k, row in enumerate(rows):
+    left, right = _TD.format(align="left"), _TD.format(align="right")
+    width = len(header)
+    # a column at a time (a table has thousands of cells): words left, numbers right
+    columns = list(zip(*[row[:width] if len(row) >= width else
+                         list(row) + [""] * (width - len(row)) for row in rows]))
+    cells = []
+    for name, column in zip(header, columns):
+        texts = _escape_each(column)
+        if name in _WORDS:
+            cells.append([left + t + "</td>" for t in texts])
+        else:
+            cells.append([(right if number else left) + t + "</td>"
+                          for number, t in zip(_numbers(column), texts)])
+    plain = f'<tr style="{_ROW}">'
+    for k, row in enumerate(zip(*cells)):
         colour = colours[k] if colours else ""
-        out.append(f'<tr style="background:{colour}">' if colour else "<tr>")
-        for word, cell in zip(words, row):
-            out.append((left if word or not _numeric_text(cell) else right)
-                       + escape(cell) + "</td>")
-        out.append("</tr>")
+        out += (f'<tr style="background:{colour};{_ROW}">' if colour else plain), *row, "</tr>"
     out.append("</tbody></table></div>")
     return "".join(out)
+
+
+def _escape_each(cells: list) -> list:
+    """``html.escape`` of each cell, as one call over all of them (a table has thousands)."""
+    parts = html.escape("\0".join(cells)).split("\0") if cells else []
+    if len(parts) != len(cells):  # a cell holds the separator itself: one at a time
+        return [html.escape(cell) for cell in cells]
+    return parts
 
 
 def table_html(table: dict) -> str:
     """A table of the live view (``columns``, ``rows`` of texts, ``classes``, ``note``) as
     HTML; a column that is empty in every row (a scalar graph's shapes) is left out."""
     columns, rows = table["columns"], table["rows"]
-    keep = [c for c, name in enumerate(columns) if any(row[c] for row in rows)
-            or name not in ("shape", "flags")]
-    if len(keep) < len(columns):
+    empty = [c for c, name in enumerate(columns) if name in ("shape", "flags")
+             and not any(row[c] for row in rows)]
+    if empty:
+        keep = [c for c in range(len(columns)) if c not in empty]
         columns = [columns[c] for c in keep]
         rows = [[row[c] for c in keep] for row in rows]
     colours = [FILL["fail"] if k == "fail" else FILL["target"] if k == "target" else ""
@@ -858,6 +879,15 @@ def table_html(table: dict) -> str:
     if table.get("note"):
         out += f"<p>{html.escape(table['note'])}</p>"
     return out
+
+
+def _numbers(cells: list) -> list:
+    """:func:`_numeric_text` of each cell (a column of numbers is read in one go)."""
+    try:
+        list(map(float, cells))
+    except (TypeError, ValueError):
+        return [_numeric_text(cell) for cell in cells]
+    return [True] * len(cells)
 
 
 def _numeric_text(cell: str) -> bool:
@@ -875,8 +905,10 @@ def column_text(trace, rows, column: str = "data", digits: int = 6) -> list:
     float); ints, arrays and the like go through :func:`fmt`.
     """
     rows = list(rows)
-    values = getattr(trace, column)[np.asarray(rows, dtype=np.intp)].tolist() if rows else []
-    out = [f"{v + 0.0:.{digits}g}" for v in values]
+    # (+ 0.0: the table writes a negative zero as 0)
+    values = (getattr(trace, column)[np.asarray(rows, dtype=np.intp)] + 0.0).tolist()
+    spec = f"%.{digits}g"
+    out = [spec % v for v in values]
     special = trace.tensor_data if column == "data" else trace.tensor_grad
     exact = trace.exact if column == "data" else {}
     if special or exact:

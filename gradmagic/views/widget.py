@@ -247,33 +247,35 @@ def _gradients_tab(trace, report, context) -> dict:
     shown = sorted(list(keep)[:TABLE_ROWS], reverse=True)  # graph order: the target first
     status = render._failed(report)
     fold = context["fold"]
+    # built a column at a time from the trace's columns: no Python work per cell beyond
+    # the formatting (a 500-row table is most of a small run's display)
     index = np.asarray(shown, dtype=np.intp)
     names = trace.label_names
+    at = shown.index(target)
     labels = [names[c] for c in trace.label_code[index].tolist()]
-    codes = trace.op_code[index].tolist()
-    constant = trace.constant[index].tolist()
-    ops = render.op_labels(trace, shown, fold)
+    labels[at] = labels[at] or "(target)"
+    ops = [op if code >= 0 else "constant" if c else "leaf" for op, code, c in zip(
+        render.op_labels(trace, shown, fold), trace.op_code[index].tolist(),
+        trace.constant[index].tolist())]
+    tensors = trace.tensor_data
+    shapes = ([render.dims(tensors[i].shape) if i in tensors else "" for i in shown]
+              if tensors else [""] * len(shown))
     data = render.column_text(trace, shown, "data")
     grad = render.column_text(trace, shown, "grad")
-    flags = _flags_text(trace, shown, status)
-    tensors = trace.tensor_data
-    rows, classes, keys = [], [], []
-    with np.errstate(invalid="ignore"):
-        data_key = np.abs(trace.data[index]).tolist()
-        grad_key = np.abs(trace.grad[index]).tolist()
+    rows = list(map(list, zip(map(str, shown), labels, ops, shapes, data, grad,
+                              _flags_text(trace, shown, status))))
+    classes = [""] * len(shown)
+    classes[at] = "target"
     for k, i in enumerate(shown):
-        code = codes[k]
-        op = ops[k] if code >= 0 else "constant" if constant[k] else "leaf"
-        shape = render.dims(tensors[i].shape) if i in tensors else ""
-        rows.append([str(i), labels[k] or ("(target)" if i == target else ""), op, shape,
-                     data[k], grad[k], flags[k]])
-        classes.append("fail" if status.get(i) in ("fail", "error") else
-                       "target" if i == target else "")
+        if status.get(i) in ("fail", "error"):
+            classes[k] = "fail"
+    # the data and grad columns sort by magnitude, as shown (6 digits: short in the JSON)
+    data_key, grad_key = _sort_keys(data), _sort_keys(grad)
+    for k, i in enumerate(shown) if tensors or trace.exact else ():
         if i in tensors or i in trace.exact:
-            dk, gk = render._magnitude(trace._data(i)), render._magnitude(trace._grad(i))
-        else:
-            dk, gk = data_key[k], grad_key[k]
-        keys.append([int(i), None, None, None, _finite_key(dk), _finite_key(gk), None])
+            data_key[k] = _finite_key(render._magnitude(trace._data(i)))
+            grad_key[k] = _finite_key(render._magnitude(trace._grad(i)))
+    keys = [[i, None, None, None, dk, gk, None] for i, dk, gk in zip(shown, data_key, grad_key)]
     note = (f"and {total - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
             if total > len(shown) else "")
     return {"id": "gradients", "title": "Gradients", "kind": "table",
@@ -292,6 +294,19 @@ def _flags_text(trace, rows, status) -> list:
         else:
             out.append(", ".join(_flags(trace.nodes[i], status.get(i))))
     return out
+
+
+def _sort_keys(texts) -> list:
+    """The magnitudes of a column of numbers as written (``fmt``), to sort by: nan and inf sort
+    as the largest; rows that are not one number (arrays) get theirs afterwards."""
+    keys = []
+    for text in texts:
+        try:
+            k = abs(float(text))
+        except ValueError:
+            k = None
+        keys.append(k if k is None or k < math.inf else 1e308)
+    return keys
 
 
 def _finite_key(k):
