@@ -31,6 +31,61 @@ def test_the_trace_keeps_the_users_text(ip):
     assert gradmagic.last.source.rstrip() == "%time z = 1.0\nw = 2.0\nw * w"
 
 
+# --------------------------------------------------------------------------- a cell run again
+RERUN = ("import statistics\ndef f(v):\n    return statistics.mean([v, 1.0]) * v\n"
+         "x = 0.5\ny = f(x) + x * x\ny")
+
+
+def test_a_cell_run_again_records_its_cuts_and_gradients_again(ip):
+    """The second run reuses the first one's rewrite and code (magic.prepare keeps them), under
+    the second run's file name: the runtime finds the cut inside the cell's own function."""
+    import gradmagic
+    from gradmagic.notebook import magic
+    traces, names = [], set()
+    for _ in range(3):  # as a notebook runs cells: each run a new In[n], a new file name
+        assert ip.run_cell(f"%%autograd -q\n{RERUN}", store_history=True).success
+        traces.append(gradmagic.last)
+        names.add(ip.compile.cache(f"%%autograd -q\n{RERUN}", ip.execution_count - 1))
+    assert len(names) == 3
+    assert any(key[0].startswith("import statistics") for key in magic._PREPARED)
+    for trace in traces:
+        assert [n for n in trace.cut_notes.values()] == ["line 4: statistics.mean"]
+        assert trace.grads["x"] == pytest.approx(traces[0].grads["x"])
+
+
+def test_an_error_in_a_cell_run_again_points_at_its_line(ip, capsys):
+    body = "def f(v):\n    return v / 0\nx = 2.0\nf(x)"
+    for _ in range(2):
+        result = ip.run_cell(f"%%autograd -q\n{body}", store_history=True)
+        assert isinstance(result.error_in_exec, ZeroDivisionError)
+        shown = capsys.readouterr().out
+        assert "----> 5 f(x)" in shown and "----> 3     return v / 0" in shown
+
+
+def test_a_cell_that_warns_when_compiled_warns_at_every_run(ip):
+    """A plain cell is compiled at every run and warns each time: so does the magic's."""
+    import warnings
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert run(ip, 'x = 2.0\ns = "a\\d"\ny = x * 3.0\ny').success
+        assert [str(w.message) for w in caught] == ["invalid escape sequence '\\d'"]
+
+
+def test_a_cell_run_again_after_a_name_changed_kind_is_rewritten_again(ip):
+    """What the rewrite reads from the namespace (names of library objects and math
+    functions) is part of what a kept cell is kept under."""
+    body = "x = 2.0\ny = g(x) * x\ny"
+    ip.user_ns["g"] = lambda v: v * v  # a function of the notebook: its calls are traced
+    assert run(ip, body).success
+    import gradmagic
+    assert gradmagic.last.grads["x"] == pytest.approx(12.0)
+    import math
+    ip.user_ns["g"] = math.sin  # now a math function: the rewrite maps it to the op table
+    assert run(ip, body).success
+    assert gradmagic.last.grads["x"] == pytest.approx(math.sin(2.0) + 2.0 * math.cos(2.0))
+
+
 # --------------------------------------------------------------------------- hostile cells
 from types import SimpleNamespace
 

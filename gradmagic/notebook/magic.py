@@ -25,6 +25,8 @@ import operator
 import re
 import threading
 import types
+import warnings
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -331,13 +333,47 @@ def prepare(source: str, ns, *, filename: str = "<cell>", first_line: int = 1,
     ``compiler`` is the shell's caching compiler in the magic (so tracebacks
     show the cell's lines) and the builtin :func:`compile` elsewhere. Raises
     ``SyntaxError`` (or ``ValueError``) for a cell that cannot be compiled.
+
+    A cell run again (the same text, the same names of library objects and math
+    functions in ``ns``, the same compiler flags) reuses its rewrite and code, with
+    the code's file name made ``filename``; a cell whose compiling warned is not kept,
+    so it warns again, as a plain cell does.
     """
     plain, math_names = namespace_names(ns)
-    rw = rewrite(source, filename=filename, first_line=first_line,
-                 plain_names=plain, math_names=math_names)
-    code = _link(_compile(compiler, rw.module, filename, "exec"))
-    final = rw.final and _link(_compile(compiler, rw.final, filename, "eval"))
+    key = (source, first_line, frozenset(plain), frozenset(math_names),
+           compiler is compile, getattr(compiler, "flags", None))
+    kept = _PREPARED.get(key)
+    if kept is not None:
+        _PREPARED.move_to_end(key)
+        rw, code, final = kept
+        return Prepared(source, rw, _refile(code, filename),
+                        final and _refile(final, filename), filename)
+    with warnings.catch_warnings(record=True) as caught:  # the filters in force still apply
+        rw = rewrite(source, filename=filename, first_line=first_line,
+                     plain_names=plain, math_names=math_names)
+        code = _link(_compile(compiler, rw.module, filename, "exec"))
+        final = rw.final and _link(_compile(compiler, rw.final, filename, "eval"))
+    for w in caught:  # shown as they would have been
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    if not caught:
+        _PREPARED[key] = (rw, code, final)
+        if len(_PREPARED) > _KEEP_PREPARED:
+            _PREPARED.popitem(last=False)
     return Prepared(source, rw, code, final, filename)
+
+
+_PREPARED: OrderedDict = OrderedDict()  # the cells prepared last (see prepare)
+_KEEP_PREPARED = 64
+
+
+def _refile(code: types.CodeType, filename: str) -> types.CodeType:
+    """``code`` and the code inside it (functions, classes, comprehensions) as compiled from
+    ``filename``: tracebacks and the runtime's recording find the cell by that name."""
+    if code.co_filename == filename:
+        return code
+    consts = tuple(_refile(c, filename) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 _TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
