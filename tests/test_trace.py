@@ -102,6 +102,24 @@ def test_columns_equal_a_node_by_node_reading(graph):
         np.testing.assert_array_equal(getattr(trace, column), getattr(again, column))
 
 
+def test_op_entries_are_numbered_in_order_of_first_use_as_the_node_reading_numbers_them():
+    """The walk's op codes (bytes) and a node-by-node reading give the same numbering,
+    also for a leaf that carries an op entry (numbered by identity)."""
+    x, w = Value(0.5, label="x"), Value(-1.5, label="w")
+    y = ((x * w).tanh() - x) * (w + 2.0)
+    odd = Value(1.5, label="odd")
+    odd._op = y._op  # a leaf with an entry: made by hand, read as the live node says
+    y.backward()
+    for target in (y, y + odd):  # (no backward through the hand-made leaf)
+        a, b = Trace(target), Trace(target, order=Value.topo(target))
+        assert [e.name for e in a.ops] == [e.name for e in b.ops]
+        np.testing.assert_array_equal(a.op_code, b.op_code)
+    trace = Trace(y)
+    assert sorted(e.name for e in trace.ops) == ["*", "+", "-", "tanh"]
+    firsts = [int(np.argmax(trace.op_code == c)) for c in range(len(trace.ops))]
+    assert firsts == sorted(firsts)  # numbered by first use
+
+
 def test_a_mixed_graph_with_tensors_matches_the_live_nodes():
     W = Tensor(np.array([[0.5, -1.0], [2.0, 0.0]]), label="W")
     C = Tensor(np.ones((2, 2)), label="C", requires_grad=False)

@@ -36,7 +36,6 @@ assert len(_OP_ENTRIES) < 254  # a code is a byte
 for _c, _op in enumerate(_OP_ENTRIES):  # frozen entries: the number a graph walk records
     object.__setattr__(_op, "_trace_code", _c + 1)
 del _c, _op
-_NO_TABLE = 255 - 1  # an entry of no table's code, less one
 _ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 _FLOATS = {float}
@@ -322,9 +321,8 @@ class Trace:
         """
         order = w.order
         n = self.n = len(order)
-        links = np.fromiter(chain(w.pa, w.pb), np.int64, 2 * n)
-        links -= w.base
-        links = links.astype(np.int32)
+        links = np.subtract(np.fromiter(chain(w.pa, w.pb), np.int64, 2 * n), w.base,
+                            out=np.empty(2 * n, np.int32), casting="unsafe")
         self.parent_a, self.parent_b = links[:n], links[n:]
         self._op_codes_of(w.codes, order)
         self._labels_of(order, w.named)
@@ -345,39 +343,37 @@ class Trace:
         self._flags(order)
 
     def _op_codes_of(self, codes: list, order) -> None:
-        """``op_code`` and ``ops`` from the walk's codes (``_trace_code`` of each node's op:
-        bytes, read in one step)."""
-        codes = np.frombuffer(bytearray(codes), np.uint8).astype(np.int16)
-        codes -= 1
-        self._number_ops(codes, lambda i: order[i]._op)
+        """``op_code`` and ``ops`` from the walk's codes (``_trace_code`` of each node's op: 0
+        for a leaf, 255 for an entry of no table or a leaf with an entry), read as bytes.
 
-    def _number_ops(self, codes: np.ndarray, op_at) -> None:
-        """Number this graph's op entries from their positions in the tables (-1: a leaf;
-        an entry of no table, such as a test's own op, is numbered by identity instead);
-        ``op_at(i)`` is node ``i``'s entry."""
-        n = len(codes)
-        if np.count_nonzero((codes < 0) != (self.parent_a < 0)) or np.any(codes == _NO_TABLE):
-            ops = [op_at(i) for i in range(n)]
-            ids = list(map(id, ops))
-            distinct = dict.fromkeys(ids)
-            distinct.pop(id(None), None)
-            code_of = {k: c for c, k in enumerate(distinct)}
-            code_of[id(None)] = -1
-            self.op_code = np.fromiter(map(code_of.__getitem__, ids), np.int16, n)
-            self.ops = [ops[ids.index(k)] for k in distinct]
+        The entries are numbered in order of first use (``bytes.find``: one ``memchr`` per
+        entry the graph uses); -1 for a leaf. A graph with a code 255 is numbered by the
+        entries' identities instead (:meth:`_number_ops`).
+        """
+        raw = bytes(codes)
+        if raw.find(255) >= 0:
+            self._number_ops(lambda i: order[i]._op)
             return
-        # number the entries of this graph in order of first use; -1 for a leaf
-        present = np.zeros(len(_OP_ENTRIES) + 1, dtype=bool)
-        present[codes + 1] = True
-        present[0] = False
-        used = np.flatnonzero(present) - 1
-        if len(used) > 1:  # in order of first use
-            first = [int(np.argmax(codes == c)) for c in used.tolist()]
-            used = used[np.argsort(first, kind="stable")]
-        renumber = np.full(len(_OP_ENTRIES) + 1, -1, dtype=np.int16)
-        renumber[used + 1] = np.arange(len(used))
-        self.op_code = renumber[codes + 1]
-        self.ops = [_OP_ENTRIES[c] for c in used.tolist()]
+        arr = np.frombuffer(raw, np.uint8)
+        used = sorted(np.flatnonzero(np.bincount(arr)).tolist(), key=raw.find)
+        renumber = [-1] * 256
+        for number, code in enumerate(c for c in used if c):
+            renumber[code] = number
+        self.op_code = np.array(renumber, np.int16)[arr]
+        self.ops = [_OP_ENTRIES[c - 1] for c in used if c]
+
+    def _number_ops(self, op_at) -> None:
+        """``op_code`` and ``ops`` with this graph's op entries numbered by identity, in order
+        of first use (-1: a leaf); ``op_at(i)`` is node ``i``'s entry."""
+        n = self.n
+        ops = [op_at(i) for i in range(n)]
+        ids = list(map(id, ops))
+        distinct = dict.fromkeys(ids)
+        distinct.pop(id(None), None)
+        code_of = {k: c for c, k in enumerate(distinct)}
+        code_of[id(None)] = -1
+        self.op_code = np.fromiter(map(code_of.__getitem__, ids), np.int16, n)
+        self.ops = [ops[ids.index(k)] for k in distinct]
 
     def _labels(self, labels: list) -> None:
         """``label_code`` and ``label_names`` from each node's label."""
@@ -457,8 +453,7 @@ class Trace:
         n = self.n
         no_grad = []
         self.constant = (self.parent_a < 0) & (self.label_code == 0)
-        with np.errstate(invalid="ignore"):
-            self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
+        self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
         self.kink = np.zeros(n, dtype=bool)
         for i in self.tensor_data:  # tensor nodes, one by one
             v = order[i]

@@ -317,7 +317,8 @@ class Walk:
 
     ``order`` lists the nodes, parents first, the root last; ``codes[i]`` is
     1 + the position of node ``i``'s op entry in the op tables (its
-    ``_trace_code``: 0 for a leaf, 255 for an entry of no table), and
+    ``_trace_code``: 0 for a leaf, 255 for an entry of no table or a leaf
+    with an entry), and
     ``named`` lists the positions of the nodes with a label. The walk
     leaves ``base + i`` in node ``i``'s ``_mark`` (until another walk reaches
     it), and ``pa[i]``/``pb[i]`` are the marks of its parents (``base - 1``
@@ -395,7 +396,7 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
                     a_append(none)
                     b_append(none)
                     op = v._op
-                    code_append(0 if op is None else getattr(op, "_trace_code", 255))
+                    code_append(0 if op is None else 255)  # (an entry on a leaf: odd)
                 else:  # a node with parents has an op entry
                     a_append(a._mark)
                     b = v._b
