@@ -136,13 +136,16 @@ def explain(trace, index: int, children, fold=()) -> dict:
     nodes = trace.nodes
     node = nodes[index]
     local_lines = []
-    if node.parents:
-        if node.local is None:
+    parents = node.parents
+    if parents:
+        local = node.local  # (computed from the snapshot when read: read once)
+        if local is None:
             local_lines.append(f"the Jacobian of {render.op_symbol(trace, index)} "
                                "(tensor ops record no local derivative)")
         else:
-            local_lines = [f"∂{node.name}/∂{operand_name(trace, p, fold)} = "
-                           f"{render.fmt(d, 6)}" for p, d in zip(node.parents, node.local)]
+            name = node.name
+            local_lines = [f"∂{name}/∂{operand_name(trace, p, fold)} = "
+                           f"{render.fmt(d, 6)}" for p, d in zip(parents, local)]
     if index == trace.target.index:
         incoming = [f"the target: its gradient is the seed {render.fmt(node.grad)}"]
     else:
@@ -151,13 +154,14 @@ def explain(trace, index: int, children, fold=()) -> dict:
             if len(incoming) >= TERMS:
                 break
             child = nodes[c]
-            if child.local is None:
+            local = child.local
+            if local is None:
                 incoming.append(f"from {child.name} (tensor op)")
                 continue
-            for p, d in zip(child.parents, child.local):
+            grad, name = render.fmt(child.grad, 6), child.name
+            for p, d in zip(child.parents, local):
                 if p == index:
-                    incoming.append(f"{render.fmt(child.grad, 6)} × {render.fmt(d, 6)} "
-                                    f"from {child.name}")
+                    incoming.append(f"{grad} × {render.fmt(d, 6)} from {name}")
         total = max(len(incoming), render.use_count(children, index))  # one term per use
         return {"local": _capped(local_lines),
                 "incoming": {"items": incoming[:TERMS], "more": total - len(incoming[:TERMS])}}
@@ -166,13 +170,14 @@ def explain(trace, index: int, children, fold=()) -> dict:
 
 def _node_entry(trace, i, children, fold, status) -> dict:
     node = trace.nodes[i]
+    data, grad, parents, shape = node.data, node.grad, node.parents, node.shape
     return {
         "name": node.name, "label": node.label,
-        "op": render.op_label(trace, i, fold) if node.parents else "",
-        "shape": render.dims(node.shape) if node.shape is not None else "",
-        "data": render.figure(node.data), "grad": render.figure(node.grad),
-        "dataFull": render.full(node.data), "gradFull": render.full(node.grad),
-        "parents": [int(p) for p in node.parents if p not in fold],
+        "op": render.op_label(trace, i, fold) if parents else "",
+        "shape": render.dims(shape) if shape is not None else "",
+        "data": render.figure(data), "grad": render.figure(grad),
+        "dataFull": render.full(data), "gradFull": render.full(grad),
+        "parents": [int(p) for p in parents if p not in fold],
         "leaf": bool(node.is_leaf), "rule": rule_text(trace, i, fold),
         "flags": _flags(node, status.get(i)), **explain(trace, i, children, fold),
     }
