@@ -2,7 +2,7 @@
 
 Every figure is a ratio against a reference timed in the same process, with
 the cyclic GC paused and ``gc.collect()`` before each section; times are the
-best of 1–30 repeats (more for the small sizes, where a run takes a millisecond and
+best of 2–30 repeats (more for the small sizes, where a run takes a millisecond and
 one repeat is noise; fewer for the big ones, to keep the run near a minute),
 taken alternately so background load hits both sides.
 
@@ -217,8 +217,9 @@ def main(argv=None) -> bool:
           "| default cell / (fwd+bwd) | of which display |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for size in sizes:
-        # more repeats where a run is short: the best of a few 1 ms runs is noise
-        repeat = 30 if size <= 1_000 else 10 if size <= 10_000 else 3 if size <= 100_000 else 1
+        # more repeats where a run is short: the best of a few 1 ms runs is noise; three at
+        # 10^6 (one run there put the trace anywhere from 0.7x to 1.7x a backward pass)
+        repeat = 30 if size <= 1_000 else 10 if size <= 10_000 else 3
         r = stages(size, shell, repeat)
         rows.append(r)
         t = r["times"]
