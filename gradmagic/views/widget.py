@@ -307,10 +307,9 @@ def _sort_keys(texts) -> list:
     keys = []
     for text in texts:
         try:
-            k = abs(float(text))
+            keys.append(_finite_key(abs(float(text))))
         except ValueError:
-            k = None
-        keys.append(k if k is None or k < math.inf else 1e308)
+            keys.append(None)
     return keys
 
 
