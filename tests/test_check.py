@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import math
+import operator
 import sys
 from typing import Callable, NamedTuple
 
@@ -380,13 +381,49 @@ def test_level_grouped_replay_equals_the_node_by_node_replay(trace, eps):
     groups = measured(plan, slots, "groups", eps)
     for a, b in zip(nodes, groups):
         np.testing.assert_array_equal(a, b)
-    saved = check_module._CHUNK
-    check_module._CHUNK = 3 * trace.n  # one slot a chunk
+    saved = check_module._GROUP_CHUNK
+    check_module._GROUP_CHUNK = 3 * trace.n  # one slot a chunk
     try:
         for a, b in zip(nodes, measured(plan, slots, "groups", eps)):
             np.testing.assert_array_equal(a, b)
     finally:
-        check_module._CHUNK = saved
+        check_module._GROUP_CHUNK = saved
+
+
+def chained(kind: str, n: int = 12):
+    """A graph whose tail is a chain of one op (``sum()`` of products, a running product or
+    difference), with the variants the accumulate must leave alone: a link whose other
+    operand is an earlier link, the running value as the second operand, x op x."""
+    xs = [leaf(0.5 + 0.1 * i, f"x{i}") for i in range(n)]
+    terms = [x * x for x in xs]
+    op = {"add": operator.add, "mul": operator.mul, "sub": operator.sub}[kind]
+    acc = terms[0]
+    links = []
+    for k, t in enumerate(terms[1:], 1):
+        if k == 5:
+            acc = op(acc, links[1])  # the other operand is in the chain itself
+        elif k == 7:
+            acc = op(t, acc)  # the running value second
+        elif k == 9:
+            acc = op(acc, acc)
+        else:
+            acc = op(acc, t)
+        links.append(acc)
+    return traced(acc.relu() + xs[0])
+
+
+@pytest.mark.parametrize("kind", ["add", "mul", "sub"])
+def test_a_chain_replays_as_one_accumulate_bit_for_bit(kind):
+    trace = chained(kind, 40)
+    plan = check_module._Plan(trace)
+    grouped = check_module._Groups.make(trace, plan._rows, min_size=0)
+    chains = [s for s in grouped.steps if s[1] is check_module._CHAIN]
+    assert chains, "no chain was found"
+    slots, _ = plan.choose(None, 200, 0)
+    nodes = measured(plan, slots, "nodes")
+    for a, b in zip(nodes, measured(plan, slots, "groups")):
+        np.testing.assert_array_equal(a, b)
+    assert check(trace, max_leaves=None).passed
 
 
 @settings(max_examples=30, deadline=None)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from itertools import islice
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Optional
 
@@ -64,6 +65,10 @@ _status_of = operator.attrgetter("status")
 # nodes (beyond it, leaves are sampled), and one replay chunk (memory).
 _WORK = 2 ** 25
 _CHUNK = 2 ** 22
+# A chunk of the level-grouped replay: smaller, since every group step gathers its parents'
+# rows from the whole chunk (2^21 numbers, 16 MB, replayed 1.4-1.6x faster than 2^22 on
+# micrograd's demo network at 30-300 points; 2^19 and less pay the group steps too often).
+_GROUP_CHUNK = 2 ** 21
 # The level-grouped replay (_Groups) is used where groups average at least this many nodes.
 _GROUP_MIN = 2
 # What an "auto" check of a scalar graph replayed by groups may cost: _BUDGET backward
@@ -71,12 +76,16 @@ _GROUP_MIN = 2
 # matter (each is Python or numpy work of the same kind on any machine): a backward
 # pass per node; the check per node (levels, order, report), per group step and
 # chunk of columns, and per number computed (while a chunk fits in the cache, and past it).
+# Measured on micrograd's demo network at 1-300 points with caches cold (gc.collect()
+# before each run, as the benchmarks time it): a number costs 1-1.5 ns in a chunk under
+# 2 MB and 2-2.6 ns past it, not the 0.5-1 ns an earlier, warm calibration found; with
+# those the check came to 2.3-3.5 backward passes instead of 1.5.
 _BUDGET = 1.5
-_NS_BACKWARD = 240.0
-_NS_NODE = 150.0
+_NS_BACKWARD = 270.0
+_NS_NODE = 180.0
 _NS_STEP = 700.0
-_NS_NUMBER = (0.5, 1.0)
-_CACHE = 2 ** 21  # numbers in a chunk that still count as cached
+_NS_NUMBER = (1.0, 2.6)
+_CACHE = 2 ** 18  # numbers in a chunk that still count as cached
 _SMALL = 2 ** 17  # numbers in a whole check small enough not to count (all leaves checked)
 # At most this many perturbed elements are replayed on plain floats, one pass per
 # evaluation point (a numpy call per node costs more than a few float operations).
@@ -394,6 +403,8 @@ class _Groups:
     one pass computing the levels; the numpy calls are a few per group, not per
     node. Worth it only where groups are big (a network, many points); a long
     loop has a level per few nodes, and replays node by node (or on floats).
+    A chain of single nodes, each the one before it plus (times, minus) a row
+    computed earlier (``sum()`` over Values), is one ``accumulate`` (:func:`_chains`).
     """
 
     __slots__ = ("rows", "leaves", "pos", "steps", "n_groups")
@@ -451,9 +462,10 @@ class _Groups:
         starts_l, ends_l, kind_l, taken_l = (starts.tolist(), ends.tolist(), kind.tolist(),
                                              taken.tolist())
         for f, g in zip(firsts, lasts):
-            if kind_l[f]:
-                steps.append((None, kind_l[f] == 1, run[taken_l[f]:taken_l[f] + g - f], None,
-                              0, 0))
+            if kind_l[f] == 1:
+                steps += _chains(run[taken_l[f]:taken_l[f] + g - f])
+            elif kind_l[f]:
+                steps.append((None, False, run[taken_l[f]:taken_l[f] + g - f], None, 0, 0))
             else:
                 s, e = starts_l[f], ends_l[f]
                 fn = fns[f]
@@ -478,7 +490,10 @@ class _Groups:
         V[rows, cols + 1] = down
         take = V.take
         for fn, uf, a, b, s, e in self.steps:
-            if fn is None:  # a run of single nodes
+            if uf is _CHAIN:  # rows s+1..e-1 each the row before it (op) another row
+                take(a, axis=0, out=V[s + 1:e])
+                fn(V[s:e], axis=0, out=V[s:e])
+            elif fn is None:  # a run of single nodes
                 if uf:
                     for f, i, j, r in a:
                         f(V[i], V[j], V[r])
@@ -495,6 +510,48 @@ class _Groups:
             else:
                 V[s:e] = fn(take(a, axis=0), take(b, axis=0))
         return V[self.pos[plan.target]].copy(), (up - x, x - down)
+
+
+_CHAIN = "chain"
+# ops whose chains replay as one ``accumulate``: out[k] = out[k-1] op x[k] in order, the same
+# float operations as node by node; + and * either way round (exactly commutative)
+_ACCUMULATE = {np.add: True, np.multiply: True, np.subtract: False}
+_CHAIN_MIN = 3  # links (nodes after the first) worth one accumulate instead of single calls
+
+
+def _chains(run: list) -> list:
+    """The steps of a run of single-node binary ufunc groups ``(f, a row, b row, row)``:
+    its chains (each node the previous one ``f`` another row computed before the chain:
+    ``sum()`` of Values, a running product) as one accumulate each, the rest as runs of
+    single calls."""
+    steps, singles, k, n = [], [], 0, len(run)
+    while k < n:
+        f, _, _, r0 = run[k]
+        either = _ACCUMULATE.get(f)
+        end = k + 1
+        if either is not None:
+            prev = r0
+            for g, i, j, r in islice(run, k + 1, None):
+                if g is not f or r != prev + 1:
+                    break
+                if not ((i == prev and j < r0) or (either and j == prev and i < r0)):
+                    break
+                prev = r
+            end = k + 1 + prev - r0
+        if end - k > _CHAIN_MIN:
+            others = [j if i == r - 1 else i for _, i, j, r in run[k + 1:end]]
+            singles.append(run[k])  # the chain's first node, from its two operands
+            steps.append((None, True, singles, None, 0, 0))
+            steps.append((f.accumulate, _CHAIN, np.array(others, dtype=np.intp), None, r0,
+                          r0 + len(others) + 1))
+            singles = []
+            k = end
+        else:
+            singles.append(run[k])
+            k += 1
+    if singles:
+        steps.append((None, True, singles, None, 0, 0))
+    return steps
 
 
 class _Plan:
@@ -679,7 +736,7 @@ class _Plan:
         if groups is None:
             return None
         n = self.n
-        per_chunk = max(3, _CHUNK // n)  # columns of one chunk
+        per_chunk = max(3, _GROUP_CHUNK // n)  # columns of one chunk
         number = _NS_NUMBER[n * min(per_chunk, 2 * n_leaves + 1) > _CACHE]
         fixed = _NS_NODE * n + _NS_STEP * groups.n_groups + number * n
         per_leaf = 2 * (number * n + _NS_STEP * groups.n_groups / per_chunk)
@@ -708,7 +765,7 @@ class _Plan:
             grouped = self.groups()
         else:
             grouped = None
-        per_chunk = max(1, (_CHUNK // self.n - 1) // 2)
+        per_chunk = max(1, (_GROUP_CHUNK // self.n - 1) // 2)
         if engine == "auto" and grouped is not None:
             # each chunk of columns walks every group again: past a point (a huge
             # graph, few columns a chunk) one walk node by node costs less
