@@ -479,3 +479,47 @@ def test_local_derivatives_are_read_from_the_snapshot():
     assert trace.node("x").local == () and trace.target.local == (1.0, 1.0)
 
 
+
+
+def test_the_live_view_sends_what_anywidget_would_without_a_class_per_widget():
+    """The live view declares anywidget's synced traits once: its state carries the same
+    module, styles and id as an AnyWidget made the usual way, and every view is of one class."""
+    import anywidget
+    first = widget_model(bundle_of(neuron())[1])
+    second = widget_model(bundle_of(neuron())[1])
+    assert type(first) is type(second)
+
+    class Usual(anywidget.AnyWidget):
+        _esm = widget.STATIC / "widget.js"
+        _css = widget.STATIC / "widget.css"
+
+    usual = Usual()
+    try:
+        ours, theirs = first.get_state(), usual.get_state()
+        for key in ("_esm", "_css", "_model_name", "_model_module", "_model_module_version",
+                    "_view_name", "_view_module", "_view_module_version"):
+            assert ours[key] == theirs[key], key
+        assert ours["_anywidget_id"] == "gradmagic.views.widget.LiveView"
+        assert "export" in ours["_esm"] and ours["_css"].strip()
+    finally:
+        usual.close()
+
+
+def test_the_gradients_table_sorts_numbers_by_magnitude_and_sends_keys_only_for_arrays():
+    """Numbers are sorted by the front-end from the text shown; an array's or a big int's
+    row carries its magnitude (the largest |element|; the text alone cannot give it)."""
+    import numpy as np
+    from gradmagic.core.tensor import Tensor
+    W = Tensor(np.array([[1.0, -2.0], [3.0, 0.5]]), label="W")
+    x = Value(-3.0, label="x")
+    n = Value(10 ** 20, label="n")
+    loss = (W * x).sum() + n * 1e-20 + x * x
+    trace = traced(loss, bindings={"W": W, "x": x, "n": n})
+    grads = tab(payload(trace), "gradients")["payload"]
+    assert grads["magnitude"] == [4, 5] and grads["descending"] == [0, 4, 5]
+    rows = {r[1]: k for k, r in enumerate(grads["rows"])}
+    keys = {int(k): v for k, v in json.loads(json.dumps(grads["keys"])).items()}
+    assert rows["W"] in keys and rows["n"] in keys and rows["x"] not in keys
+    assert keys[rows["W"]][4] == 3.0  # its largest |element|
+    assert keys[rows["n"]][4] == pytest.approx(1e20)
+    assert len(keys) < len(grads["rows"])

@@ -1260,7 +1260,8 @@ def static_html(trace, report=None, *, expected=None, torch=None,
     out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in run_notes(trace, report)]
     if expected is not None:
         out.append(_section("Answers", answers_html(expected)))
-    out.append(graph_html(trace, report, cache=cache, summary=summary, fold=fold, dot=dot))
+    graph = len(out)  # made last: the picture may still be being drawn (see widget._Drawing)
+    out.append("")
     if report is not None:
         out.append(_section("Check", report_html(report, torch=torch)))
     elif torch is not None:
@@ -1270,6 +1271,7 @@ def static_html(trace, report=None, *, expected=None, torch=None,
     for title, make in STATIC_SECTIONS:
         out.append(_section(title, make(trace, cache), open=False))
     out.append("</div>")
+    out[graph] = graph_html(trace, report, cache=cache, summary=summary, fold=fold, dot=dot)
     return "".join(out)
 
 

@@ -233,9 +233,15 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
     return {"steps": out, "total": len(order), "note": note}
 
 
-def _table(header, rows, *, classes=None, keys=None, note="", head=()) -> dict:
+def _table(header, rows, *, classes=None, keys=None, note="", head=(), magnitude=(),
+           descending=()) -> dict:
+    """A live table. The front-end sorts a column by a click on its header: by ``keys``
+    (row → one key per column) where a row has them, else columns in ``magnitude`` by the
+    absolute value of the number written (nan and inf largest), other columns of numbers by
+    value, the rest as text; a first click sorts the columns in ``descending`` largest first."""
     return {"columns": list(header), "rows": rows, "classes": classes or [],
-            "keys": keys or [], "note": note, "head": list(head)}
+            "keys": keys or {}, "magnitude": list(magnitude), "descending": list(descending),
+            "note": note, "head": list(head)}
 
 
 def _gradients_tab(trace, report, context) -> dict:
@@ -274,18 +280,17 @@ def _gradients_tab(trace, report, context) -> dict:
     for k, i in enumerate(shown):
         if status.get(i) in ("fail", "error"):
             classes[k] = "fail"
-    # the data and grad columns sort by magnitude, as shown (6 digits: short in the JSON)
-    data_key, grad_key = _sort_keys(data), _sort_keys(grad)
-    for k, i in enumerate(shown) if tensors or trace.exact else ():
-        if i in tensors or i in trace.exact:
-            data_key[k] = _finite_key(render._magnitude(trace._data(i)))
-            grad_key[k] = _finite_key(render._magnitude(trace._grad(i)))
-    keys = [[i, None, None, None, dk, gk, None] for i, dk, gk in zip(shown, data_key, grad_key)]
+    # the data and grad columns sort by magnitude: the front-end reads it from the number
+    # written; an array's (its largest |element|) and an exact int's are sent with the row
+    keys = {k: [None, None, None, None, _finite_key(render._magnitude(trace._data(i))),
+                _finite_key(render._magnitude(trace._grad(i))), None]
+            for k, i in enumerate(shown) if i in tensors or i in trace.exact}
     note = (f"and {total - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
             if total > len(shown) else "")
     return {"id": "gradients", "title": "Gradients", "kind": "table",
             "payload": _table(["#", "label", "op", "shape", "data", "grad", "flags"], rows,
-                              classes=classes, keys=keys, note=note)}
+                              classes=classes, keys=keys, note=note, magnitude=(4, 5),
+                              descending=(0, 4, 5))}
 
 
 def _flags_text(trace, rows, status) -> list:
@@ -299,18 +304,6 @@ def _flags_text(trace, rows, status) -> list:
         else:
             out.append(", ".join(_flags(trace.nodes[i], status.get(i))))
     return out
-
-
-def _sort_keys(texts) -> list:
-    """The magnitudes of a column of numbers as written (``fmt``), to sort by: nan and inf sort
-    as the largest; rows that are not one number (arrays) get theirs afterwards."""
-    keys = []
-    for text in texts:
-        try:
-            keys.append(_finite_key(abs(float(text))))
-        except ValueError:
-            keys.append(None)
-    return keys
 
 
 def _finite_key(k):
@@ -468,6 +461,7 @@ def _classes():
     global _BASE
     if _BASE is None:
         import anywidget
+        import ipywidgets
         import traitlets
         from ipywidgets import widget_serialization
 
@@ -481,6 +475,8 @@ def _classes():
 
             _esm = "export default { initialize() {} };"
             code = traitlets.Unicode("").tag(sync=True)
+
+        fixed = _fixed_traits(anywidget)
 
         class LiveView(anywidget.AnyWidget):
             _esm = STATIC / "widget.js"
@@ -496,8 +492,20 @@ def _classes():
             step = traitlets.Int(0).tag(sync=True)
             tab = traitlets.Unicode("").tag(sync=True)
 
+            if fixed:
+                # anywidget's own synced traits, declared here once: AnyWidget.__init__ adds
+                # them to each instance, which makes a new class per widget (0.3 ms of a
+                # 6 ms display); __init__ below then skips it
+                _esm = traitlets.Unicode((STATIC / "widget.js").read_text("utf-8")).tag(sync=True)
+                _css = traitlets.Unicode((STATIC / "widget.css").read_text("utf-8")).tag(
+                    sync=True)
+                _anywidget_id = traitlets.Unicode(f"{__name__}.LiveView").tag(sync=True)
+
             def __init__(self, *args, source=None, deferred=None, **kwargs):
-                super().__init__(*args, **kwargs)
+                if fixed:
+                    ipywidgets.DOMWidget.__init__(self, *args, **kwargs)
+                else:
+                    super().__init__(*args, **kwargs)
                 # the run, weakly (Out[] and gradmagic.last keep it), and the makers of the
                 # deferred tabs: the widget never keeps a trace alive
                 self._source = source
@@ -537,6 +545,17 @@ def _classes():
 
         _BASE = (VizLibrary, LiveView)
     return _BASE
+
+
+def _fixed_traits(anywidget) -> bool:
+    """Whether this anywidget names its synced traits ``_esm``, ``_css`` and ``_anywidget_id``
+    (0.9-0.11 do), so the live view can declare them once instead of per instance."""
+    try:
+        from anywidget import _util
+        return (_util._ESM_KEY, _util._CSS_KEY, _util._ANYWIDGET_ID_KEY) == (
+            "_esm", "_css", "_anywidget_id")
+    except (ImportError, AttributeError):
+        return False
 
 
 _LIBRARY = None

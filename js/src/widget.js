@@ -345,12 +345,22 @@ function table(payload) {
   const rows = payload.rows.map((cells, k) => ({ cells, k }));
   const numeric = payload.columns.map((_, c) => payload.rows.length > 0 &&
     payload.rows.every((r) => r[c] === "" || isFinite(Number(r[c]))));
+  const magnitude = new Set(payload.magnitude || []);
+  const descending = new Set(payload.descending || []);
   let sortCol = -1;
   let dir = 1;
+  // |x| of a number as written (nan and inf largest, as the largest double); a cell that is
+  // not one number (an array) has its key in payload.keys, else sorts below the numbers
+  const size = (v) => {
+    const x = Number(v);
+    if (v !== "" && !Number.isNaN(x)) return Math.min(Math.abs(x), 1e308);
+    return /^[+-]?(nan|inf|infinity)$/i.test(v) ? 1e308 : -Infinity;
+  };
   const sortKey = (row, c) => {
     const k = payload.keys?.[row.k]?.[c];
     if (k !== null && k !== undefined) return k;
     const v = row.cells[c];
+    if (magnitude.has(c)) return size(v);
     return numeric[c] ? (v === "" ? -Infinity : Number(v)) : v;
   };
   const draw = () => {
@@ -364,7 +374,8 @@ function table(payload) {
   payload.columns.forEach((name, c) => {
     const th = h("th", { title: "sort", text: name });
     th.addEventListener("click", () => {
-      dir = sortCol === c ? -dir : (payload.keys?.[0]?.[c] !== undefined && payload.keys?.[0]?.[c] !== null ? -1 : 1);
+      dir = sortCol === c ? -dir : (descending.has(c) || (Array.isArray(payload.keys) &&
+        payload.keys[0]?.[c] !== undefined && payload.keys[0]?.[c] !== null) ? -1 : 1);
       sortCol = c;
       rows.sort((a, b) => {
         const x = sortKey(a, c);
