@@ -178,6 +178,10 @@ def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
     html = render.graph_html(trace)
     assert "<svg" in image(html) and "--max-nodes 602" in html
     assert "More than --max-nodes 150: this summary draws the 30 nodes nearest" in html
+    # 602 nodes: the Gradients table keeps 500 of them, and says where the rest are
+    assert "the Gradients table lists 500 (the target, the inputs" in summary.note
+    assert "`gradmagic.last.nodes` has all 602" in summary.note
+    assert "lists every node" in render.summarise(chain(100), max_nodes=100).note
     drawn = re.findall(r"^  v(\d+) \[", render.to_dot(trace, subset=summary.shown), re.M)
     assert len(drawn) == len(set(summary.shown) - render.folded(trace))  # constants folded
     assert "more input" in render.to_dot(trace, subset=summary.shown)

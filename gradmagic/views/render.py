@@ -510,8 +510,11 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
               + (f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""))
     drawn = (f"the {len(seen)} nodes nearest the target"
              + (f" and {len(extra)} named node{'s' if len(extra) != 1 else ''}" if extra else ""))
-    note = (f"More than --max-nodes {limit:,}: this summary draws {drawn}; the tables list "
-            f"every node. `%%autograd --max-nodes {n}` draws them all (slow).")
+    listed = ("lists every node" if n <= TABLE_ROWS else
+              f"lists {TABLE_ROWS:,} (the target, the inputs, then the nodes nearest the target; "
+              f"`gradmagic.last.nodes` has all {n:,})")
+    note = (f"More than --max-nodes {limit:,}: this summary draws {drawn}; the Gradients table "
+            f"{listed}. `%%autograd --max-nodes {n}` draws them all (slow).")
     return Summary(shown=sorted(seen | set(extra)), counts=counts, note=note)
 
 
