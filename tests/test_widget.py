@@ -523,3 +523,22 @@ def test_the_gradients_table_sorts_numbers_by_magnitude_and_sends_keys_only_for_
     assert keys[rows["W"]][4] == 3.0  # its largest |element|
     assert keys[rows["n"]][4] == pytest.approx(1e20)
     assert len(keys) < len(grads["rows"])
+
+
+def test_flags_read_from_the_columns_in_both_wordings():
+    """The live table says what a flag means; the static and text tables say it short."""
+    a = Value(0.0, label="a")
+    b = Value(float("inf"), label="b")
+    r = a.relu()
+    r.label = "r"
+    loss = r + b * 2.0
+    loss.label = "loss"
+    trace = traced(loss, bindings={"a": a, "b": b, "r": r})
+    rows = [trace.node(name).index for name in ("r", "b", "a")]
+    live = {r[1]: r[6] for r in tab(payload(trace), "gradients")["payload"]["rows"]}
+    assert live["r"] == "kink: a subgradient was used"
+    assert live["b"] == "nan or infinite" and live["a"] == ""
+    assert render.flags_text(trace, rows, {}) == ["kink", "non-finite", ""]
+    assert render.flags_text(trace, rows, {rows[2]: "fail"}) == ["kink", "non-finite",
+                                                                 "check: fail"]
+    assert render.flags_text(trace, [], {}) == []

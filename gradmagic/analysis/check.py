@@ -36,8 +36,8 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from itertools import islice
 from collections.abc import Iterable, Mapping
+from itertools import islice
 from typing import Any, NamedTuple, Optional
 
 import numpy as np

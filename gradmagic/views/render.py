@@ -927,24 +927,19 @@ def op_symbols(trace) -> list:
     return [getattr(e, "symbol", None) or e.name for e in trace.ops]
 
 
-def flags_text(trace, rows, status: dict) -> list:
-    """:func:`_flags` of nodes ``rows`` from the kink and finite columns."""
+def flags_text(trace, rows, status: dict, words=None) -> list:
+    """The flags of nodes ``rows`` as text: ``words(node, status)`` (default :func:`_flags`),
+    "" for the nodes with none, found from the kink, finite and cut columns (a node view is
+    made only for a flagged node)."""
+    words = words or _flags
     index = np.asarray(list(rows), dtype=np.intp)
-    kink = trace.kink[index].tolist() if len(index) else []
-    finite = trace.finite[index].tolist() if len(index) else []
-    out = []
-    cuts = trace.cut_notes
-    for i, k, f in zip(index.tolist(), kink, finite):
-        if not k and f and i not in status and i not in cuts:
-            out.append("")
-            continue
-        flags = (["kink"] if k else []) + ([] if f else ["non-finite"])
-        if i in cuts:
-            flags.append(f"cut ({cuts[i]})")
-        if status.get(i):
-            flags.append(f"check: {status[i]}")
-        out.append(", ".join(flags))
-    return out
+    if not len(index):
+        return []
+    cuts, nodes = trace.cut_notes, trace.nodes
+    return ["" if not k and f and i not in status and i not in cuts
+            else words(nodes[i], status.get(i))
+            for i, k, f in zip(index.tolist(), trace.kink[index].tolist(),
+                               trace.finite[index].tolist())]
 
 
 def _node_rows(trace, order, report):

@@ -168,6 +168,10 @@ def explain(trace, index: int, children, fold=()) -> dict:
     return {"local": _capped(local_lines), "incoming": _capped(incoming)}
 
 
+def _flag_words(node, status) -> str:
+    return ", ".join(_flags(node, status))
+
+
 def _node_entry(trace, i, children, fold, status) -> dict:
     node = trace.nodes[i]
     data, grad, parents, shape = node.data, node.grad, node.parents, node.shape
@@ -274,7 +278,7 @@ def _gradients_tab(trace, report, context) -> dict:
     data = render.column_text(trace, shown, "data")
     grad = render.column_text(trace, shown, "grad")
     rows = list(map(list, zip(map(str, shown), labels, ops, shapes, data, grad,
-                              _flags_text(trace, shown, status))))
+                              render.flags_text(trace, shown, status, _flag_words))))
     classes = [""] * len(shown)
     classes[at] = "target"
     for k, i in enumerate(shown):
@@ -291,19 +295,6 @@ def _gradients_tab(trace, report, context) -> dict:
             "payload": _table(["#", "label", "op", "shape", "data", "grad", "flags"], rows,
                               classes=classes, keys=keys, note=note, magnitude=(4, 5),
                               descending=(0, 4, 5))}
-
-
-def _flags_text(trace, rows, status) -> list:
-    """The live view's flags (:func:`_flags`) of nodes ``rows``, from the columns."""
-    index = np.asarray(rows, dtype=np.intp)
-    out = []
-    cuts = trace.cut_notes
-    for i, k, f in zip(rows, trace.kink[index].tolist(), trace.finite[index].tolist()):
-        if not k and f and i not in status and i not in cuts:
-            out.append("")
-        else:
-            out.append(", ".join(_flags(trace.nodes[i], status.get(i))))
-    return out
 
 
 def _finite_key(k):
@@ -476,7 +467,7 @@ def _classes():
             _esm = "export default { initialize() {} };"
             code = traitlets.Unicode("").tag(sync=True)
 
-        fixed = _fixed_traits(anywidget)
+        fixed = _fixed_traits()
 
         class LiveView(anywidget.AnyWidget):
             _esm = STATIC / "widget.js"
@@ -547,9 +538,10 @@ def _classes():
     return _BASE
 
 
-def _fixed_traits(anywidget) -> bool:
-    """Whether this anywidget names its synced traits ``_esm``, ``_css`` and ``_anywidget_id``
-    (0.9-0.11 do), so the live view can declare them once instead of per instance."""
+def _fixed_traits() -> bool:
+    """Whether the installed anywidget names its synced traits ``_esm``, ``_css`` and
+    ``_anywidget_id`` (0.11 does), so the live view can declare them once instead of per
+    instance; with any other anywidget it is made the usual way."""
     try:
         from anywidget import _util
         return (_util._ESM_KEY, _util._CSS_KEY, _util._ANYWIDGET_ID_KEY) == (
