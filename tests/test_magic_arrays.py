@@ -14,6 +14,7 @@ import pytest
 
 import gradmagic
 from gradmagic.core.array import Array, Scalar64
+from numeric import central
 
 pytestmark = pytest.mark.usefixtures("fresh_names")
 
@@ -27,17 +28,6 @@ def plain_run(source, ns):
     ns = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in ns.items()}
     exec(compile(source, "<plain>", "exec"), ns)
     return ns
-
-
-def central(f, x, eps=1e-6):
-    """Central differences of the number ``f(x)`` for each element of the array ``x``."""
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        g[i] = (f(up) - f(down)) / (2 * eps)
-    return g
 
 
 def leaf(trace, label):

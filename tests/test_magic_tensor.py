@@ -11,6 +11,7 @@ import gradmagic
 from gradmagic.core.engine import Value
 from gradmagic.core.array import Array, Scalar64
 from gradmagic.core.tensor import Tensor
+from numeric import central
 
 
 def array_node(x) -> bool:
@@ -33,17 +34,6 @@ def autograd(ip, body, options="-q"):
 def plain(ip, source):
     """Run ``source`` as a plain cell (must succeed)."""
     assert ip.run_cell(source).success
-
-
-def numeric_grad(f, x, eps=1e-6):
-    """Central differences of the number ``f(x)`` for every element of the array ``x``."""
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        g[i] = (f(up) - f(down)) / (2 * eps)
-    return g
 
 
 def run_plain(source, ns):
@@ -125,7 +115,7 @@ def test_numpy_functions_keep_the_graph(ip, name, body):
     def f(a):
         return float(run_plain(body, {"np": np, "A": a})["L"])
     assert float(L.data) == pytest.approx(f(A0), rel=1e-14)  # the same number as plain Python
-    np.testing.assert_allclose(A.grad, numeric_grad(f, A0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(A.grad, central(f, A0), rtol=1e-6, atol=1e-8)
     assert gradmagic.last.check().passed
 
 
@@ -346,7 +336,7 @@ def test_values_and_tensors_mix(ip):
         w = v * a + b
         return (w * w).sum() * b + w[0] * a + np.tanh(a)
     x0 = np.array([2.0, -0.5, 1.0, -2.0, 3.0])
-    num = numeric_grad(f, x0)
+    num = central(f, x0)
     assert ns["a"].grad == pytest.approx(num[0], rel=1e-7)
     assert ns["b"].grad == pytest.approx(num[1], rel=1e-7)
     np.testing.assert_allclose(ns["v"].grad, num[2:], rtol=1e-7)
