@@ -352,6 +352,10 @@ def test_live_view(server, browser):
     loop.locator(".gm-page[data-tab=gradients] th", has_text="grad").click()
     first = loop.locator(".gm-page[data-tab=gradients] tbody tr").first.inner_text()
     assert first.split()[1] == "w"  # |grad| largest first: w, the input
+    _shot(loop, "gradients-sorted.png")
+    loop.locator(".gm-page[data-tab=gradients] th", has_text="data").click()
+    first = loop.locator(".gm-page[data-tab=gradients] tbody tr").first.inner_text()
+    assert first.split()[1:2] == ["s"] and "997.5" in first  # |data| largest first: the target
     # a bigger run's Backward and teaching tabs are made by the kernel when first opened
     loop.locator(".gm-tab", has_text="Backward").click()
     stepper = loop.locator(".gm-page[data-tab=backward]")
