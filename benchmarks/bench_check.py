@@ -47,11 +47,13 @@ PER_ITERATION = 13
 
 def _checker(trace, **kwargs):
     """A fresh check of ``trace`` each call: ``trace.check()`` (its report is kept, so it
-    is dropped first), or ``check(trace, **kwargs)`` with other settings."""
-    from gradmagic.analysis.check import check
+    is dropped first), or ``check(trace, **kwargs)`` with other settings; the programs kept
+    for graph shapes checked before are dropped too, so each call is a first check."""
+    from gradmagic.analysis.check import _PROGRAMS, check
 
     def run():
         trace._report = None
+        _PROGRAMS.clear()
         if kwargs:
             check(trace, **kwargs)
         else:

@@ -868,3 +868,42 @@ def test_torch_missing_or_an_unknown_op_is_a_message(monkeypatch):
     trace.ops[code] = dataclasses.replace(trace.ops[code], name="frobnicate", torch=None)
     unknown = torchcheck.compare(trace)
     assert "'frobnicate'" in unknown.error and "nothing was compared" in unknown.error
+
+
+def wide(values):
+    """A graph as wide as it has inputs (a level of each op for all of them, then their sum)."""
+    xs = [leaf(v, f"x{i}") for i, v in enumerate(values)]
+    return traced(sum(((x * x + x).relu() * 0.5 for x in xs), leaf(0.0, "")))
+
+
+def test_a_graph_of_the_same_shape_reuses_its_grouped_program(monkeypatch):
+    """A cell run again (other numbers, the same graph) is not compiled again, and its check
+    gives the numbers a program made for it would give; another shape is compiled."""
+    programs = check_module._PROGRAMS
+    programs.clear()
+    first = wide([0.1 * i - 1 for i in range(30)])
+    again = wide([0.3 * i - 2.05 for i in range(30)])
+    assert check(first, max_leaves=None).passed
+    made = []
+    real_make = check_module._Groups.make.__func__
+    monkeypatch.setattr(check_module._Groups, "make",
+                        classmethod(lambda cls, *a, **k: made.append(1) or real_make(cls, *a, **k)))
+    reused = check(again, max_leaves=None)
+    assert made == [] and reused.passed
+    programs.clear()
+    fresh = check(again, max_leaves=None)
+    assert made == [1]
+    assert [r.numeric for r in reused.rows] == [r.numeric for r in fresh.rows]
+    check(wide([0.5] * 31), max_leaves=None)  # another shape
+    assert made == [1, 1]
+
+
+def test_the_kept_programs_are_bounded():
+    programs = check_module._Programs(entries=2, nodes=400)
+    shapes = [wide([0.5] * k) for k in (10, 11, 12)]
+    for trace in shapes:
+        programs.get(trace, check_module._Plan(trace)._rows)
+    assert len(programs._kept) == 2  # the oldest shape left
+    big = wide([0.5] * 100)  # more nodes than the bound: not kept
+    programs.get(big, check_module._Plan(big)._rows)
+    assert len(programs._kept) == 2 and all(e[1] < 400 for e in programs._kept.values())

@@ -34,8 +34,10 @@ saying why (see :func:`gradmagic.grade`).
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import operator
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from itertools import islice
 from typing import Any, NamedTuple, Optional
@@ -512,6 +514,46 @@ class _Groups:
         return V[self.pos[plan.target]].copy(), (up - x, x - down)
 
 
+class _Programs:
+    """The grouped programs (:class:`_Groups`, or None for a graph too deep for groups) of the
+    last graph shapes checked, so a cell run again does not compile its graph again.
+
+    A program depends only on the graph's shape: its parent and op-code columns and the op
+    entries they number (not on any value). The key is a digest of those columns; an entry
+    keeps the op entries it was made with (compared by identity when found, and kept alive,
+    so their ids cannot be reused). At most ``entries`` shapes and ``nodes`` nodes in all
+    (a program holds about 40 bytes a node); a bigger graph is not kept. The check's budget
+    does not depend on it: a cell run again checks the same leaves, only sooner.
+    """
+
+    def __init__(self, entries: int = 8, nodes: int = 2 ** 20):
+        self.entries, self.nodes = entries, nodes
+        self._kept = OrderedDict()  # digest -> (op entries, n, program)
+
+    def get(self, trace, rows) -> Optional["_Groups"]:
+        digest = hashlib.blake2b(digest_size=16)
+        for column in (trace.parent_a, trace.parent_b, trace.op_code):
+            digest.update(np.ascontiguousarray(column).data)
+            digest.update(b"|")
+        key = digest.digest()
+        found = self._kept.get(key)
+        if found is not None and len(found[0]) == len(trace.ops) and all(
+                a is b for a, b in zip(found[0], trace.ops)):
+            self._kept.move_to_end(key)
+            return found[2]
+        program = _Groups.make(trace, rows)
+        if trace.n <= self.nodes:
+            self._kept[key] = (list(trace.ops), trace.n, program)
+            while len(self._kept) > self.entries or sum(
+                    e[1] for e in self._kept.values()) > self.nodes:
+                self._kept.popitem(last=False)
+        return program
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+
+_PROGRAMS = _Programs()
 _CHAIN = "chain"
 # ops whose chains replay as one ``accumulate``: out[k] = out[k-1] op x[k] in order, the same
 # float operations as node by node; + and * either way round (exactly commutative)
@@ -594,9 +636,10 @@ class _Plan:
 
     def groups(self) -> Optional["_Groups"]:
         """The level-grouped program of a scalar graph, or None where groups would
-        be too small to pay (a deep, narrow graph: a long loop)."""
+        be too small to pay (a deep, narrow graph: a long loop). Made once per graph
+        shape: a cell run again makes a graph of the same shape (see :data:`_PROGRAMS`)."""
         if self._groups is False:
-            self._groups = _Groups.make(self.trace, self._rows) if self.scalar_numpy else None
+            self._groups = _PROGRAMS.get(self.trace, self._rows) if self.scalar_numpy else None
         return self._groups
 
     @property
