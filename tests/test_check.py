@@ -907,3 +907,21 @@ def test_the_kept_programs_are_bounded():
     big = wide([0.5] * 100)  # more nodes than the bound: not kept
     programs.get(big, check_module._Plan(big)._rows)
     assert len(programs._kept) == 2 and all(e[1] < 400 for e in programs._kept.values())
+
+
+@pytest.mark.parametrize("kind", ["add", "mul"])
+def test_the_float_replay_is_the_same_in_one_pass_or_a_pass_per_point(kind, monkeypatch):
+    """All evaluation points in one pass (a small graph) or one pass each (a big one): the
+    same numbers, bit for bit, with unary ops (relu) among the binary ones or not."""
+    a, b = leaf(0.3, "a"), leaf(0.7, "b")
+    arithmetic = traced((a * b + a) * 0.5 - (a - b * 2.0) * 0.25)  # binary ops only
+    for trace in (chained(kind, 12), wide([0.25 * i - 1.1 for i in range(3)]), arithmetic):
+        plan = check_module._Plan(trace)
+        slots, _ = plan.choose(None, 200, 0)
+        together = measured(plan, slots, "floats")
+        monkeypatch.setattr(check_module, "_FLOAT_TOGETHER", 0)
+        apart = measured(plan, slots, "floats")
+        monkeypatch.undo()
+        for a, b in zip(together, apart):
+            np.testing.assert_array_equal(a, b)
+        assert np.isfinite(together[1]).all()

@@ -92,6 +92,9 @@ _SMALL = 2 ** 17  # numbers in a whole check small enough not to count (all leav
 # At most this many perturbed elements are replayed on plain floats, one pass per
 # evaluation point (a numpy call per node costs more than a few float operations).
 _FLOAT_SLOTS = 3
+# ... all in one pass up to this many nodes (past it, the points' lists leave the cache and a
+# pass per point is quicker: 0.75x the time at 10^3-10^4 nodes, 1.1x at 10^5)
+_FLOAT_TOGETHER = 2 ** 15
 
 ASSERT_ROWS = 20
 """Wrong rows an ``assert_passed()`` message describes one by one."""
@@ -554,6 +557,28 @@ class _Programs:
 
 
 _PROGRAMS = _Programs()
+
+
+@functools.lru_cache(maxsize=None)
+def _float_pass(width: int, binary: bool):
+    """``run(outs, fns, As, Bs, v0, ..., v{width-1})``: one pass over a float program that
+    computes node ``out = f(a, b)`` (``f(a)`` where ``b < 0``) in each of ``width`` lists of
+    numbers: the loop's own work is shared by the points (a quarter less time than a pass
+    per point, while the lists stay in the cache). Written out for each width (at most
+    ``1 + 2 * _FLOAT_SLOTS``), as a loop over the lists would cost more than it saves."""
+    names = [f"v{j}" for j in range(width)]
+
+    def assign(indent: int, args: str) -> str:
+        return "".join(f"{' ' * indent}{v}[out] = f({args.format(v=v)})\n" for v in names)
+
+    body = (assign(8, "{v}[a], {v}[b]") if binary else
+            "        if b < 0:\n" + assign(12, "{v}[a]") + "        else:\n"
+            + assign(12, "{v}[a], {v}[b]"))
+    source = (f"def run(outs, fns, As, Bs, {', '.join(names)}):\n"
+              "    for out, f, a, b in zip(outs, fns, As, Bs):\n" + body)
+    scope = {}
+    exec(compile(source, f"<gradmagic float pass {width}>", "exec"), scope)
+    return scope["run"]
 _CHAIN = "chain"
 # ops whose chains replay as one ``accumulate``: out[k] = out[k-1] op x[k] in order, the same
 # float operations as node by node; + and * either way round (exactly commutative)
@@ -846,31 +871,27 @@ class _Plan:
         As = trace.parent_a[rows].tolist()
         Bs = trace.parent_b[rows].tolist()
         data = trace.data.tolist()
-        if min(Bs, default=0) >= 0:  # binary ops only (a loop of arithmetic)
-            def run(vals):
-                for out, f, a, b in zip(outs, fns, As, Bs):
-                    vals[out] = f(vals[a], vals[b])
-                return float(vals[target])
-        else:
-            def run(vals):
-                for out, f, a, b in zip(outs, fns, As, Bs):
-                    vals[out] = f(vals[a]) if b < 0 else f(vals[a], vals[b])
-                return float(vals[target])
-
-        f0 = run(data.copy())
-        plus, minus, hp, hm = [], [], [], []
-        for leaf in slots.node.tolist():
+        binary = min(Bs, default=0) >= 0  # binary ops only (a loop of arithmetic)
+        leaves = slots.node.tolist()
+        hp, hm, points = [], [], [data]  # the unperturbed point, then each leaf up and down
+        for leaf in leaves:
             x = data[leaf]
             up, down = x + eps, x - eps
             hp.append(up - x)
             hm.append(x - down)
-            vals = data.copy()
-            vals[leaf] = up
-            plus.append(run(vals))
-            vals[:] = data
-            vals[leaf] = down
-            minus.append(run(vals))
-        plus, minus, hp, hm = (np.array(v, dtype=float) for v in (plus, minus, hp, hm))
+            points += [(leaf, up), (leaf, down)]
+        # all points in one pass while their numbers stay in the cache, else one at a time
+        width = len(points) if self.n <= _FLOAT_TOGETHER else 1
+        f = []
+        for start in range(0, len(points), width):
+            vals = [data.copy() for _ in points[start:start + width]]
+            for v, point in zip(vals, points[start:start + width]):
+                if point is not data:
+                    v[point[0]] = point[1]
+            _float_pass(len(vals), binary)(outs, fns, As, Bs, *vals)
+            f += [float(v[target]) for v in vals]
+        f0, plus, minus = f[0], np.array(f[1::2], dtype=float), np.array(f[2::2], dtype=float)
+        hp, hm = np.array(hp, dtype=float), np.array(hm, dtype=float)
         steps = hp + hm
         return _Measured(np.float64(f0), (plus - minus) / steps, (plus - f0) / hp,
                          (f0 - minus) / hm, steps)
