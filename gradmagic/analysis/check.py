@@ -863,7 +863,8 @@ class _Plan:
                          steps)
 
     def _measure_floats(self, slots: _Slots, eps: float) -> _Measured:
-        """A few slots: one replay on plain floats per evaluation point."""
+        """A few slots: replays on plain floats of every evaluation point (the unperturbed
+        one, then each leaf up and down), together in one pass for a small graph."""
         trace, rows, target = self.trace, self._rows, self.target
         floats = [e.f for e in trace.ops]
         outs = rows.tolist()
@@ -873,7 +874,7 @@ class _Plan:
         data = trace.data.tolist()
         binary = min(Bs, default=0) >= 0  # binary ops only (a loop of arithmetic)
         leaves = slots.node.tolist()
-        hp, hm, points = [], [], [data]  # the unperturbed point, then each leaf up and down
+        hp, hm, points = [], [], [None]  # the unperturbed point, then each leaf up and down
         for leaf in leaves:
             x = data[leaf]
             up, down = x + eps, x - eps
@@ -884,10 +885,11 @@ class _Plan:
         width = len(points) if self.n <= _FLOAT_TOGETHER else 1
         f = []
         for start in range(0, len(points), width):
-            vals = [data.copy() for _ in points[start:start + width]]
-            for v, point in zip(vals, points[start:start + width]):
-                if point is not data:
-                    v[point[0]] = point[1]
+            vals = []
+            for point in points[start:start + width]:
+                vals.append(data.copy())
+                if point is not None:
+                    vals[-1][point[0]] = point[1]
             _float_pass(len(vals), binary)(outs, fns, As, Bs, *vals)
             f += [float(v[target]) for v in vals]
         f0, plus, minus = f[0], np.array(f[1::2], dtype=float), np.array(f[2::2], dtype=float)

@@ -297,11 +297,10 @@ def _gradients_tab(trace, report, context) -> dict:
                               descending=(0, 4, 5))}
 
 
-def _finite_key(k):
-    if k is None:
-        return None
-    k = float(k)
-    return 1e308 if not math.isfinite(k) else k
+def _finite_key(k: float) -> float:
+    """A magnitude as JSON can carry it: inf (and nan, which ``_magnitude`` makes inf) as the
+    largest double."""
+    return k if math.isfinite(k) else 1e308
 
 
 def _check_tab(trace, report, context) -> dict | None:
