@@ -275,6 +275,32 @@ def test_the_static_copy_shows_the_live_gradients_table():
     assert live["note"] in section  # "and N more nodes"
 
 
+def _picture(static) -> str:
+    import base64
+    uri = re.search(r'<img class="gradmagic-graph"[^>]*src="data:image/svg\+xml;base64,([^"]+)"',
+                    static["text/html"]).group(1)
+    return base64.b64decode(uri).decode()
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_the_picture_drawn_before_the_check_shows_its_verdicts(wrong):
+    # dot draws the graph while the check runs; a node the check fails is drawn red in both
+    # the live view's DOT and the static picture, and a passing run's DOT is the checked one's
+    import dataclasses
+    from gradmagic.core.engine import _make_unary
+    from gradmagic.core.ops import OPS
+    tanh = (_make_unary(dataclasses.replace(OPS["tanh"], df=lambda x, out: 1.0 - out)) if wrong
+            else Value.tanh)
+    x, y = Value(0.4, label="x"), Value(2.0, label="y")
+    trace = traced(tanh(x) * y + x)
+    static, bundle = bundle_of(trace)
+    live = json.loads(widget_model(bundle).data)["dot"]
+    assert live == render.to_dot(trace, trace.check(), fold=render.Folded(trace))
+    assert (render.FILL["fail"] in live) is wrong
+    assert (render.FILL["fail"] in _picture(static)) is wrong
+    assert (trace.check().passed) is not wrong
+
+
 def widget_model(bundle):
     from ipywidgets.widgets.widget import _instances
     return _instances[bundle[WIDGET_MIME]["model_id"]]

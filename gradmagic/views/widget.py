@@ -650,15 +650,22 @@ def mimebundle(trace, publish=None) -> dict:
     ``publish`` one bundle holds all three. Without anywidget the static bundle is
     returned whole and nothing is published.
 
-    The graph's DOT is made once; ``dot`` draws the static copy's picture in a
-    thread while the live view's payload is built.
+    The graph's DOT is made once; ``dot`` draws the static copy's picture in its
+    own process while the check runs and the live view's payload is built. The
+    picture is handed to ``dot`` before the check: the check's verdicts colour a
+    node only when it fails (or sits on a kink), and only then is it drawn again.
     """
-    report, expected, torch, problems = _analyses(trace)
-    run = secrets.token_hex(8)
     summary = render.summarise(trace)
     fold = render.Folded(trace)
-    dot = render.to_dot(trace, report, subset=summary.shown if summary else None, fold=fold)
+    subset = summary.shown if summary else None
+    dot = render.to_dot(trace, None, subset=subset, fold=fold)
     drawing = _Drawing(dot)
+    report, expected, torch, problems = _analyses(trace)
+    marked = render._failed(report)
+    if marked and not marked.keys().isdisjoint(render.drawn_nodes(trace, summary, fold)):
+        dot = render.to_dot(trace, report, subset=subset, fold=fold)
+        drawing = _Drawing(dot)
+    run = secrets.token_hex(8)
     # the Gradients table, made once for the live view and its static copy
     gradients = _gradients_tab(trace, report, {"fold": fold})
     try:
