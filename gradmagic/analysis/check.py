@@ -54,13 +54,22 @@ STATUSES = {
     "fail": "disagrees beyond the tolerance",
     "kink": "disagrees where the target is not smooth (kink or jump within eps)",
     "nonfinite": "a value is nan or infinite, so nothing can be compared",
+    "unresolved": ("finite differences cannot settle it: the target is so large that its "
+                   "rounding moves their slope by more than the difference (a larger eps may)"),
     "error": "could not be compared",
 }
-"""Row status → what it means. ``kink`` and ``nonfinite`` rows are flagged, not failed."""
+"""Row status → what it means. ``kink``, ``nonfinite`` and ``unresolved`` rows are flagged,
+not failed."""
 
-_OK = frozenset({"pass", "kink", "nonfinite"})
-_STATUS = ("pass", "fail", "kink", "nonfinite")  # the check's status codes 0..3
-_RANK = {"error": 0, "fail": 1, "nonfinite": 2, "kink": 3, "pass": 4}
+_FLAGGED = ("kink", "nonfinite", "unresolved")
+_OK = frozenset({"pass", *_FLAGGED})
+_STATUS = ("pass", "fail", "kink", "nonfinite", "unresolved")  # the check's status codes 0..4
+_RANK = {"error": 0, "fail": 1, "nonfinite": 2, "unresolved": 3, "kink": 4, "pass": 5}
+# rounding errors (in units of the float epsilon times the target's size) allowed each
+# evaluation of the target: a central difference of two such values is off by up to
+# 2 * _ROUNDING * eps_float * |f| / (2 * eps) (the row's "noise"); one-sided slopes by twice that
+_ROUNDING = 2.0
+_EPS_FLOAT = float(np.finfo(float).eps)
 _status_of = operator.attrgetter("status")
 
 # Work limits of one check, in array elements: all the columns of all the
@@ -207,8 +216,9 @@ class CheckReport:
 
     @property
     def flagged(self) -> list:
-        """Rows at a kink or with non-finite numbers: reported, not failed."""
-        return [r for r in self.rows if r.status in ("kink", "nonfinite")]
+        """Rows at a kink, with non-finite numbers or beyond what finite differences resolve:
+        reported, not failed."""
+        return [r for r in self.rows if r.status in _FLAGGED]
 
     def worst_first(self) -> list:
         return sorted(self.rows, key=CheckRow.sort_key)
@@ -229,7 +239,8 @@ class CheckReport:
         else:
             text = f"{n - flagged} of {n} gradients match finite differences"
         if flagged:
-            text += f"; {flagged} flagged (kink or non-finite), not judged"
+            kinds = [k for k in _FLAGGED if any(r.status == k for r in self.rows)]
+            text += f"; {flagged} flagged ({', '.join(kinds)}), not judged"
         if not self.replay_ok:
             text = "replay does not reproduce the run; " + text
         if self.error is not None:
@@ -360,9 +371,14 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
 class _Measured:
     """What one check measured, one entry per slot (perturbed element)."""
 
-    def __init__(self, f0, numeric, fwd, bwd, steps):
+    def __init__(self, f0, plus, minus, hp, hm):
         self.f0 = f0
-        self.numeric, self.fwd, self.bwd, self.steps = numeric, fwd, bwd, steps
+        self.steps = steps = hp + hm
+        self.numeric = (plus - minus) / steps
+        self.fwd, self.bwd = (plus - f0) / hp, (f0 - minus) / hm
+        # how far rounding the target may move the central slope (see _ROUNDING)
+        self.noise = (2 * _ROUNDING * _EPS_FLOAT) * np.maximum(
+            np.abs(f0), np.maximum(np.abs(plus), np.abs(minus))) / steps
 
 
 class _Slots:
@@ -857,10 +873,7 @@ class _Plan:
             f = np.concatenate([p[0][1:] for p in parts])
             hp = np.concatenate([p[1][0] for p in parts])
             hm = np.concatenate([p[1][1] for p in parts])
-        plus, minus = f[0::2], f[1::2]
-        steps = hp + hm
-        return _Measured(f0, (plus - minus) / steps, (plus - f0) / hp, (f0 - minus) / hm,
-                         steps)
+        return _Measured(f0, f[0::2], f[1::2], hp, hm)
 
     def _measure_floats(self, slots: _Slots, eps: float) -> _Measured:
         """A few slots: replays on plain floats of every evaluation point (the unperturbed
@@ -893,10 +906,8 @@ class _Plan:
             _float_pass(len(vals), binary)(outs, fns, As, Bs, *vals)
             f += [float(v[target]) for v in vals]
         f0, plus, minus = f[0], np.array(f[1::2], dtype=float), np.array(f[2::2], dtype=float)
-        hp, hm = np.array(hp, dtype=float), np.array(hm, dtype=float)
-        steps = hp + hm
-        return _Measured(np.float64(f0), (plus - minus) / steps, (plus - f0) / hp,
-                         (f0 - minus) / hm, steps)
+        return _Measured(np.float64(f0), plus, minus, np.array(hp, dtype=float),
+                         np.array(hm, dtype=float))
 
     def _target_column(self, vals, k: int):
         f = np.asarray(vals[self.target], dtype=float)
@@ -1056,9 +1067,13 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
         bound = atol + rtol * mag
         finite = np.isfinite(analytic) & np.isfinite(numeric)
         close = abs_err <= bound
+        # within the bound once the target's rounding is allowed for: no verdict either way
+        unresolved = abs_err <= bound + m.noise
         fwd, bwd = m.fwd, m.bwd
-        jump = np.abs(fwd - bwd) > atol + rtol * np.maximum(np.abs(fwd), np.abs(bwd))
-    status = np.where(~finite, 3, np.where(close, 0, np.where(jump, 2, 1)))
+        jump = np.abs(fwd - bwd) > (atol + rtol * np.maximum(np.abs(fwd), np.abs(bwd))
+                                    + 4 * m.noise)
+    status = np.where(~finite, 3, np.where(close, 0, np.where(
+        unresolved, 4, np.where(jump, 2, 1))))
     kinks = _kink_reach(trace, plan.kinks)
     a_l, n_l, e_l, r_l, b_l, s_l = (analytic.tolist(), numeric.tolist(), abs_err.tolist(),
                                     rel_err.tolist(), bound.tolist(), status.tolist())
@@ -1129,6 +1144,10 @@ def _note(s: int, j: int, m: _Measured, analytic: float, node, kinks) -> str:
         if m.steps[j] == 0:
             return f"eps is too small to change {node.name} = {node.data}"
         return "f(x ± eps) is not finite"
+    if s == 4:
+        return (f"the target ({m.f0:.3g}) is rounded by more than eps moves it: finite "
+                f"differences are only good to ±{m.noise[j]:.3g} here (a larger eps may settle "
+                "it)")
     kink = kinks.get(node.index)
     if s == 2:
         text = (f"one-sided slopes differ ({m.fwd[j]:.6g} from the right, "

@@ -1041,7 +1041,7 @@ def _report_head(report) -> list:
 
 
 _STATUS_FILL = {"fail": FILL["fail"], "error": FILL["fail"], "kink": "#ffedd5",
-                "nonfinite": "#ede9fe"}
+                "nonfinite": "#ede9fe", "unresolved": "#f3f4f6"}
 _GOOD = "#166534"
 
 
