@@ -304,6 +304,16 @@ def test_a_slope_the_targets_rounding_hides_is_unresolved_not_failed(big, leaves
         assert {r.status for r in settled.rows} == {"pass"}, settled.verdict
 
 
+def test_large_numbers_that_cancel_on_the_way_leave_the_slope_unresolved():
+    # (1e12 + x) - 1e12 is 2, but carries 1e12's rounding: the difference is 0 or 61, not 1
+    x = leaf(2.0, "x")
+    report = check(traced((1e12 + x) - 1e12))
+    r = row(report, "x")
+    assert r.status == "unresolved" and "1e+12" in r.note, r
+    assert check(traced((1e12 + x) - 1e12), eps=1e-2).passed  # 1e12 moves by a step of 0.01
+    assert row(check(traced((1e12 + x) - 1e12), eps=1e-2), "x").status == "pass"
+
+
 def test_a_wrong_derivative_larger_than_the_rounding_still_fails():
     x = leaf(0.4, "x")
     report = check(traced(1e8 + wrong_tanh()(x)))  # off by 0.24; rounding: about 0.04

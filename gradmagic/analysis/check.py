@@ -65,9 +65,10 @@ _FLAGGED = ("kink", "nonfinite", "unresolved")
 _OK = frozenset({"pass", *_FLAGGED})
 _STATUS = ("pass", "fail", "kink", "nonfinite", "unresolved")  # the check's status codes 0..4
 _RANK = {"error": 0, "fail": 1, "nonfinite": 2, "unresolved": 3, "kink": 4, "pass": 5}
-# rounding errors (in units of the float epsilon times the target's size) allowed each
-# evaluation of the target: a central difference of two such values is off by up to
-# 2 * _ROUNDING * eps_float * |f| / (2 * eps) (the row's "noise"); one-sided slopes by twice that
+# rounding errors allowed each evaluation of the target, in float epsilons times the size of
+# the numbers that carry it (see _rounding_scale): a central difference of two such values is
+# off by up to 2 * _ROUNDING * eps_float * size / (2 * eps) (the row's "noise"); one-sided
+# slopes by twice that
 _ROUNDING = 2.0
 _EPS_FLOAT = float(np.finfo(float).eps)
 _status_of = operator.attrgetter("status")
@@ -376,9 +377,36 @@ class _Measured:
         self.steps = steps = hp + hm
         self.numeric = (plus - minus) / steps
         self.fwd, self.bwd = (plus - f0) / hp, (f0 - minus) / hm
-        # how far rounding the target may move the central slope (see _ROUNDING)
-        self.noise = (2 * _ROUNDING * _EPS_FLOAT) * np.maximum(
-            np.abs(f0), np.maximum(np.abs(plus), np.abs(minus))) / steps
+        self.size = np.maximum(np.abs(f0), np.maximum(np.abs(plus), np.abs(minus)))
+
+    def rounding(self, trace):
+        """How far rounding may move each central slope (see ``_ROUNDING``), kept as
+        ``slack``; ``size`` becomes the size of the numbers rounded."""
+        self.size = np.maximum(self.size, _rounding_scale(trace))
+        self.slack = (2 * _ROUNDING * _EPS_FLOAT) * self.size / self.steps
+        return self.slack
+
+
+def _rounding_scale(trace) -> float:
+    """The size of the rounding errors the target carries, over the float epsilon.
+
+    Each op node rounds its number by up to eps_float * |v|, which reaches the target times
+    the node's gradient: the root sum of squares of ``grad * data`` over the op nodes (finite
+    ones; a tensor node's elements each count). It exceeds |target| where large numbers
+    cancel on the way: ``(1e12 + x) - 1e12`` is 2 but carries 1e12's rounding.
+    """
+    ops = trace.parent_a >= 0
+    with np.errstate(all="ignore"):
+        terms = (trace.grad * trace.data)[ops]
+        terms = terms[np.isfinite(terms)]
+        total = float(np.dot(terms, terms))
+        for i, data in trace.tensor_data.items():
+            grad = trace.tensor_grad.get(i)
+            if ops[i] and grad is not None:
+                t = np.ravel(np.asarray(grad, dtype=float) * np.asarray(data, dtype=float))
+                t = t[np.isfinite(t)]
+                total += float(np.dot(t, t))
+    return math.sqrt(total) if math.isfinite(total) else math.inf
 
 
 class _Slots:
@@ -1068,10 +1096,11 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
         finite = np.isfinite(analytic) & np.isfinite(numeric)
         close = abs_err <= bound
         # within the bound once the target's rounding is allowed for: no verdict either way
-        unresolved = abs_err <= bound + m.noise
+        noise = m.rounding(trace)
+        unresolved = abs_err <= bound + noise
         fwd, bwd = m.fwd, m.bwd
         jump = np.abs(fwd - bwd) > (atol + rtol * np.maximum(np.abs(fwd), np.abs(bwd))
-                                    + 4 * m.noise)
+                                    + 4 * noise)
     status = np.where(~finite, 3, np.where(close, 0, np.where(
         unresolved, 4, np.where(jump, 2, 1))))
     kinks = _kink_reach(trace, plan.kinks)
@@ -1145,9 +1174,9 @@ def _note(s: int, j: int, m: _Measured, analytic: float, node, kinks) -> str:
             return f"eps is too small to change {node.name} = {node.data}"
         return "f(x ± eps) is not finite"
     if s == 4:
-        return (f"the target ({m.f0:.3g}) is rounded by more than eps moves it: finite "
-                f"differences are only good to ±{m.noise[j]:.3g} here (a larger eps may settle "
-                "it)")
+        return (f"finite differences are only good to ±{m.slack[j]:.3g} here: numbers of "
+                f"{m.size[j]:.3g} on the way to the target are rounded by more than eps moves "
+                "them (a larger eps may settle it)")
     kink = kinks.get(node.index)
     if s == 2:
         text = (f"one-sided slopes differ ({m.fwd[j]:.6g} from the right, "
