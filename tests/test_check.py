@@ -461,6 +461,26 @@ def test_a_chain_replays_as_one_accumulate_bit_for_bit(kind):
     assert check(trace, max_leaves=None).passed
 
 
+def test_a_sum_of_squares_is_replayed_by_groups_its_chain_one_call():
+    # a group per node (each + waits for the one before), but the +s are one chain: the
+    # program is a few calls, so auto replays it by groups and stays within the budget
+    xs = [leaf(0.01 * i - 1.0, f"x{i}") for i in range(300)]
+    trace = traced(sum(x * x for x in xs))
+    plan = check_module._Plan(trace)
+    grouped = plan.groups()
+    assert grouped is not None and grouped.n_groups <= 4, grouped and grouped.n_groups
+    slots, _ = plan.choose(None, 200, 0)
+    for a, b in zip(measured(plan, slots, "nodes"), measured(plan, slots, "groups")):
+        np.testing.assert_array_equal(a, b)
+    report = check(trace)
+    assert report.passed and 16 <= len(report.rows) < 300  # sampled within the budget
+    # a running value that is not a chain (a tanh between the +s) is not worth groups
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = (acc + x * x).tanh()
+    assert check_module._Plan(traced(acc)).groups() is None
+
+
 @settings(max_examples=30, deadline=None)
 @given(scalar_graphs(max_ops=15))
 def test_level_grouped_check_agrees_with_the_float_replay(trace):

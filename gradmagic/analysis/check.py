@@ -460,8 +460,9 @@ class _Groups:
 
     @classmethod
     def make(cls, trace, rows, min_size: Optional[float] = None) -> Optional["_Groups"]:
-        """The program of op nodes ``rows`` (ascending), or None if its groups average
-        fewer than ``min_size`` nodes (default ``_GROUP_MIN``)."""
+        """The program of op nodes ``rows`` (ascending), or None if its calls (a group, a
+        single node, a chain) average fewer than ``min_size`` nodes (default
+        ``_GROUP_MIN``). ``n_groups`` is the number of calls."""
         n = trace.n
         pa, pb = trace.parent_a, trace.parent_b
         level = [0] * (n + 1)  # level[-1] (a missing second parent) stays 0
@@ -474,10 +475,10 @@ class _Groups:
         perm = np.argsort(key, kind="stable")
         key = key[perm]
         cut = np.flatnonzero(key[1:] != key[:-1]) + 1
-        if len(rows) < (_GROUP_MIN if min_size is None else min_size) * (len(cut) + 1):
+        least = _GROUP_MIN if min_size is None else min_size
+        if len(rows) < least * (len(cut) + 1) and not _chained(key, cut, trace, rows, perm):
             return None
         self = cls()
-        self.n_groups = len(cut) + 1
         order = rows[perm]  # op nodes in the order they are computed
         leaves = np.flatnonzero(pa < 0)
         nl = len(leaves)
@@ -520,6 +521,9 @@ class _Groups:
                 fn = fns[f]
                 steps.append((fn, isinstance(fn, np.ufunc), A[s:e],
                               B[s:e] if binary[f] else None, s + nl, e + nl))
+        self.n_groups = sum(len(a) if fn is None else 1 for fn, _, a, _, _, _ in steps)
+        if len(rows) < least * self.n_groups:  # chains did not make up for it
+            return None
         self.rows, self.leaves, self.pos, self.steps = rows, leaves, pos, steps
         return self
 
@@ -559,6 +563,25 @@ class _Groups:
             else:
                 V[s:e] = fn(take(a, axis=0), take(b, axis=0))
         return V[self.pos[plan.target]].copy(), (up - x, x - down)
+
+
+def _chained(key, cut, trace, rows, perm) -> bool:
+    """Whether a graph of groups too small to pay has chains that may make up for it: most of
+    its single-node groups ``+``, ``*`` or ``-`` the single node computed just before
+    (``sum()`` over Values), which replay as one ``accumulate`` each (:func:`_chains`)."""
+    sizes = np.diff(np.concatenate(([0], cut, [len(key)])))
+    starts = np.concatenate(([0], cut))[sizes == 1]
+    if len(starts) < 2 * _CHAIN_MIN:
+        return False
+    order = rows[perm]
+    nodes = order[starts]
+    chainable = np.array([getattr(e, "np", None) in _ACCUMULATE for e in trace.ops] + [False])
+    op = trace.op_code[nodes]
+    # node k links to node k - 1 when it is computed right after it, from it, by the same op
+    prev = nodes[:-1]
+    link = ((starts[1:] == starts[:-1] + 1) & (op[1:] == op[:-1]) & chainable[op[1:]]
+            & ((trace.parent_a[nodes[1:]] == prev) | (trace.parent_b[nodes[1:]] == prev)))
+    return 2 * int(np.count_nonzero(link)) > len(starts)
 
 
 class _Programs:
