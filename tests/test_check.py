@@ -342,11 +342,18 @@ def test_sampling_leaves_keeps_named_ones_and_says_so():
     for x in xs[1:]:
         total = total + x * x
     report = check(traced(total), max_leaves=8)
-    assert len(report.rows) == 8
-    assert any("Checked 8 of 30 leaves" in n for n in report.notes)
+    alone = [r for r in report.rows if r.index is not None]
+    assert len(alone) == 8 and len(report.rows) == 9  # and all 30 at once
+    (joint,) = [r for r in report.rows if r.index is None]
+    assert joint.name == "all 30 leaves at once" and joint.count == 30 and joint.status == "pass"
+    assert any("Checked 8 of 30 leaves one by one" in n and "all 30 at once" in n
+               for n in report.notes)
     assert report.passed
+    assert report.verdict == ("all 8 gradients match finite differences; "
+                              "all 30 leaves at once: agree")
     again = check(Trace(total), max_leaves=8)
     assert [r.index for r in again.rows] == [r.index for r in report.rows]  # seeded
+    assert [r.numeric for r in again.rows] == [r.numeric for r in report.rows]
 
 
 def test_replay_in_several_chunks_matches_one_chunk(monkeypatch):
@@ -521,14 +528,49 @@ def test_a_network_is_replayed_by_groups_and_sampled_within_the_budget():
     n_inputs = sum(not n.is_constant for n in trace.leaves)
     assert 16 <= len(report.rows) < n_inputs == 339
     (note,) = [n for n in report.notes if n.startswith("Checked")]
-    assert f"of {n_inputs} leaves (a random sample of the {n_inputs} named ones, seed 0)" in note
+    assert (f"of {n_inputs} leaves one by one (a random sample of the {n_inputs} named ones, "
+            "seed 0) and all 339 at once along a random direction, to keep it within") in note
     assert "max_leaves=None" in note
     assert [r.index for r in check(trace).rows] == [r.index for r in report.rows]  # seeded
     every = check(trace, max_leaves=None)
     assert every.passed and len(every.rows) == n_inputs
     assert not any(n.startswith("Checked") for n in every.notes)
     same = {r.index: r.numeric for r in every.rows}
-    assert all(same[r.index] == r.numeric for r in report.rows)
+    assert all(same[r.index] == r.numeric for r in report.rows if r.index is not None)
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_wrong_gradient_outside_the_sample_fails_all_the_leaves_at_once(deep):
+    # 300 leaves, 8 checked one by one; the one whose derivative is wrong is not among them,
+    # but moving every leaf at once along a random direction shows it
+    xs = [leaf(0.3 + 0.001 * i, f"x{i}") for i in range(300)]
+    def build(bad):
+        if deep:  # a running value: no groups, replayed on floats
+            acc = xs[0]
+            for k, x in enumerate(xs[1:], 1):
+                acc = (acc * 0.5 + (wrong_tanh()(x) if k == bad else x * x)).tanh()
+            return traced(acc)
+        return traced(sum(wrong_tanh()(x) if k == bad else x * x for k, x in enumerate(xs)))
+    sampled = {r.name for r in check(build(-1), max_leaves=8).rows if r.index is not None}
+    bad = next(k for k in range(299, 0, -1) if f"x{k}" not in sampled)
+    report = check(build(bad), max_leaves=8)
+    alone = [r for r in report.rows if r.index is not None]
+    assert len(alone) == 8 and all(r.status == "pass" for r in alone)
+    (joint,) = [r for r in report.rows if r.index is None]
+    assert joint.status == "fail" and not report.passed, joint
+    assert "all 300 leaves at once: disagree" in report.verdict
+    plan = check_module._Plan(build(bad))
+    assert (plan.groups() is None) == deep
+    # every replay moves the leaves alike: numpy's bit for bit, the float one (math.tanh
+    # is not numpy's) to the last bits of the target, over 2 eps
+    slots, _ = plan.choose(8, 200, 0)
+    assert len(slots.signs) == 1 and len(slots) == 9
+    nodes = measured(plan, slots, "nodes")
+    if not deep:
+        for a, b in zip(nodes, measured(plan, slots, "groups")):
+            np.testing.assert_array_equal(a, b)
+    for a, b in zip(nodes, measured(plan, slots, "floats")):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-8)
 
 
 def test_the_grouped_replay_finds_a_wrong_derivative_in_a_network():

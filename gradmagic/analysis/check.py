@@ -19,8 +19,12 @@ leaves of a scalar graph replays on plain floats instead, once per evaluation
 point, with the float forward the engine ran (cheaper than a numpy call per
 node). By default (``max_leaves="auto"``) a check perturbs every leaf of a
 small graph, and of a bigger one as many as its budget allows (about
-``_BUDGET`` backward passes for a graph replayed by levels): the named leaves
-first, as a seeded sample, with a note saying so.
+``_BUDGET`` backward passes for a graph replayed by levels, two evaluation
+pairs on floats for a deep one): the named leaves first, as a seeded sample,
+with a note saying so. A sample of a scalar graph's leaves comes with one more
+pair of evaluation points, every leaf moved at once by ±eps along a random
+direction of signs: its row compares the gradient times the move with the
+target's change, so a wrong gradient outside the sample still shows.
 
 :func:`expect` compares named gradients or values with expected numbers (for
 textbook cases and homework) and returns the same kind of report.
@@ -102,6 +106,9 @@ _SMALL = 2 ** 17  # numbers in a whole check small enough not to count (all leav
 # At most this many perturbed elements are replayed on plain floats, one pass per
 # evaluation point (a numpy call per node costs more than a few float operations).
 _FLOAT_SLOTS = 3
+# the slots an "auto" check of a deep graph (no groups) perturbs: one replay on floats of
+# 1 + 2 * _DEEP_SLOTS points, about a backward pass (a leaf, and all leaves along a direction)
+_DEEP_SLOTS = 2
 # ... all in one pass up to this many nodes (past it, the points' lists leave the cache and a
 # pass per point is quicker: 0.75x the time at 10^3-10^4 nodes, 1.1x at 10^5)
 _FLOAT_TOGETHER = 2 ** 15
@@ -226,7 +233,17 @@ class CheckReport:
 
     @property
     def verdict(self) -> str:
-        """One line: how many rows agree, disagree or are flagged."""
+        """One line: how many rows agree, disagree or are flagged (then, after a sample of
+        the leaves, how all of them did at once)."""
+        if self.kind == "check" and any(r.index is None for r in self.rows):
+            alone = [r for r in self.rows if r.index is not None]
+            text = CheckReport(alone, atol=self.atol, rtol=self.rtol).verdict if alone else ""
+            for r in self.rows:
+                if r.index is None:  # all the leaves at once, along a direction
+                    word = ("agree" if r.status == "pass" else "flagged: " + r.status
+                            if r.ok else "disagree")
+                    text += f"{'; ' if text else ''}{r.name}: {word}"
+            return self._caveats(text)
         n = len(self.rows)
         bad = sum(not r.ok for r in self.rows)
         flagged = len(self.flagged)
@@ -242,6 +259,9 @@ class CheckReport:
         if flagged:
             kinds = [k for k in _FLAGGED if any(r.status == k for r in self.rows)]
             text += f"; {flagged} flagged ({', '.join(kinds)}), not judged"
+        return self._caveats(text)
+
+    def _caveats(self, text: str) -> str:
         if not self.replay_ok:
             text = "replay does not reproduce the run; " + text
         if self.error is not None:
@@ -328,12 +348,14 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
         Step and tolerance: a row passes if ``|analytic - numeric| <= atol +
         rtol * |numeric|`` (the defaults are PyTorch gradcheck's).
     max_leaves:
-        How many leaves to perturb: ``"auto"`` perturbs all of them unless that
-        would cost more than its budget (about 1.5 backward passes for a network
-        replayed by levels; a fixed amount of work otherwise), then the named
-        leaves first and a seeded random sample (of the named ones if they are
-        too many, else of the rest), with a note; ``None`` perturbs all; an int
-        caps it.
+        How many leaves to perturb one by one: ``"auto"`` perturbs all of them unless
+        that would cost more than its budget (about 1.5 backward passes for a
+        network replayed by levels, a leaf and a direction for a deep scalar graph,
+        a fixed amount of work for tensors), then the named leaves first and a
+        seeded random sample (of the named ones if they are too many, else of the
+        rest), with a note; ``None`` perturbs all; an int caps it. When leaves of a
+        scalar graph are left out, one more row moves all of them at once along a
+        random direction (``index`` None, ``count`` the leaves).
     max_elements:
         At most this many elements of each array (tensor) leaf are perturbed,
         chosen with ``seed``; its row shows the worst of them.
@@ -363,7 +385,7 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
         notes.append(note)
     if not all_finite(measured.f0):
         notes.append(f"The target is {measured.f0}: no slope can be measured.")
-    rows = _rows(plan, slots, measured, atol, rtol, trace)
+    rows = _rows(plan, slots, measured, atol, rtol, trace, eps)
     return CheckReport(rows, kind="check", eps=eps, atol=atol, rtol=rtol, notes=notes,
                        replay_ok=replay_ok, target=trace.target.name,
                        replay=(_plain(trace.target.data), float(measured.f0)))
@@ -410,33 +432,58 @@ def _rounding_scale(trace) -> float:
 
 
 class _Slots:
-    """The perturbed elements ("slots"): leaf node index and flat element (-1: a scalar)."""
+    """The perturbations of one check ("slots"): each perturbed element (leaf node index
+    and flat element, -1 for a scalar), then each random direction (a row of ``signs``, ±1
+    for each of the scalar leaves ``spread``, all moved at once by ±eps times their sign)."""
 
-    def __init__(self, node, elem):
+    def __init__(self, node, elem, spread=None, signs=None):
         self.node = np.asarray(node, dtype=np.intp)
         self.elem = np.asarray(elem, dtype=np.intp)
+        self.spread = np.zeros(0, np.intp) if spread is None else spread
+        self.signs = np.zeros((0, len(self.spread))) if signs is None else signs
 
     def __len__(self):
-        return len(self.node)
+        return len(self.node) + len(self.signs)
 
     def __getitem__(self, part: slice) -> "_Slots":
-        return _Slots(self.node[part], self.elem[part])
+        start, stop, _ = part.indices(len(self))
+        k = len(self.node)
+        return _Slots(self.node[start:stop], self.elem[start:stop], self.spread,
+                      self.signs[max(0, start - k):max(0, stop - k)])
+
+    def moved(self, data, eps: float) -> tuple:
+        """Each direction's leaves moved up and down: two (directions, leaves) arrays."""
+        x = data[self.spread]
+        return x + eps * self.signs, x - eps * self.signs
 
 
-def _sample(items: np.ndarray, k: int, seed: int) -> list:
-    """``k`` of ``items``, a seeded random choice: the ones with the smallest hashes of
-    (seed, position) (splitmix64; quicker to start than numpy's generators)."""
+def _hashes(n: int, seed: int, start: int = 1) -> np.ndarray:
+    """Seeded pseudo-random uint64s for positions ``start`` … ``start + n - 1`` (splitmix64:
+    quicker to start than numpy's generators)."""
     with np.errstate(over="ignore"):
-        x = np.arange(1, len(items) + 1, dtype=np.uint64) + np.uint64(seed % 2 ** 64) * np.uint64(
+        x = np.arange(start, start + n, dtype=np.uint64) + np.uint64(seed % 2 ** 64) * np.uint64(
             0x9E3779B97F4A7C15)
         x ^= x >> np.uint64(30)
         x *= np.uint64(0xBF58476D1CE4E5B9)
         x ^= x >> np.uint64(27)
         x *= np.uint64(0x94D049BB133111EB)
         x ^= x >> np.uint64(31)
+    return x
+
+
+def _sample(items: np.ndarray, k: int, seed: int) -> list:
+    """``k`` of ``items``, a seeded random choice: the ones with the smallest hashes of
+    (seed, position)."""
     if k >= len(items):
         return items.tolist()
-    return items[np.argpartition(x, k)[:k]].tolist()
+    return items[np.argpartition(_hashes(len(items), seed), k)[:k]].tolist()
+
+
+def _signs(n: int, seed: int) -> np.ndarray:
+    """A seeded random direction: ``n`` signs ±1.0 (hashes of other positions than
+    :func:`_sample`'s)."""
+    bits = (_hashes(n, seed, start=2 ** 62) >> np.uint64(17)) & np.uint64(1)
+    return np.where(bits == 1, 1.0, -1.0)
 
 
 class _Groups:
@@ -538,9 +585,18 @@ class _Groups:
         rows = self.pos[slots.node]
         x = trace.data[slots.node]
         up, down = x + eps, x - eps
-        cols = np.arange(1, k, 2)
+        single = len(slots.node)
+        cols = np.arange(1, 2 * single + 1, 2)
         V[rows, cols] = up
         V[rows, cols + 1] = down
+        hp, hm = up - x, x - down
+        if len(slots.signs):  # each direction moves every leaf of spread in two columns
+            spread = self.pos[slots.spread]
+            for c, u, d in zip(range(2 * single + 1, k, 2), *slots.moved(trace.data, eps)):
+                V[spread, c] = u
+                V[spread, c + 1] = d
+            hp = np.concatenate((hp, np.full(len(slots.signs), eps)))
+            hm = np.concatenate((hm, np.full(len(slots.signs), eps)))
         take = V.take
         for fn, uf, a, b, s, e in self.steps:
             if uf is _CHAIN:  # rows s+1..e-1 each the row before it (op) another row
@@ -562,7 +618,7 @@ class _Groups:
                 fn(take(a, axis=0), take(b, axis=0), V[s:e])
             else:
                 V[s:e] = fn(take(a, axis=0), take(b, axis=0))
-        return V[self.pos[plan.target]].copy(), (up - x, x - down)
+        return V[self.pos[plan.target]].copy(), (hp, hm)
 
 
 def _chained(key, cut, trace, rows, perm) -> bool:
@@ -806,19 +862,27 @@ class _Plan:
                              f"(requires_grad=False: {', '.join(named[:5])}"
                              f"{', ...' if len(named) > 5 else ''}) not checked.")
         budgeted = False
+        # a scalar graph whose leaves are sampled also moves them all at once, along a random
+        # direction: one more pair of evaluations, which the budget counts as a leaf
+        joint = not trace.tensor_data
         if max_leaves == "auto":
             limit = self._auto_limit(len(leaves))
             budgeted = limit is not None
             if limit is None:
                 limit = max(50, _WORK // (2 * self.sizes))
+            if joint and len(leaves) > limit > 1:
+                limit -= 1
         elif max_leaves is None:
             limit = len(leaves)
         elif isinstance(max_leaves, int) and max_leaves > 0:
             limit = max_leaves
         else:
             raise ValueError(f"max_leaves must be 'auto', None or an int > 0, got {max_leaves!r}")
+        spread = None
         if len(leaves) > limit:
             arr = np.asarray(leaves, dtype=np.intp)
+            if joint:
+                spread = arr
             labelled = self.trace.label_code[arr] > 0
             named, rest = arr[labelled], arr[~labelled]
             if len(named) >= limit:  # a sample of the named ones
@@ -830,10 +894,16 @@ class _Plan:
             chosen.sort()
             why = ("to keep it within about twice a backward pass" if budgeted
                    else "to keep the check fast")
-            notes.append(f"Checked {len(chosen):,} of {len(leaves):,} leaves ({how}) {why}; "
-                         "pass max_leaves=None to check them all.")
+            together = (f" and all {len(arr):,} at once along a random direction"
+                        if spread is not None else "")
+            notes.append(f"Checked {len(chosen):,} of {len(leaves):,} leaves one by one ({how})"
+                         f"{together}{',' if together else ''} {why}; pass max_leaves=None to "
+                         "check each of them.")
             leaves = chosen
         if not self.array_leaves:
+            if spread is not None:
+                return _Slots(leaves, np.full(len(leaves), -1), spread,
+                              _signs(len(spread), seed)[None, :]), notes
             return _Slots(leaves, np.full(len(leaves), -1)), notes
         node, elem = [], []
         for i in leaves:
@@ -856,20 +926,22 @@ class _Plan:
         return _Slots(node, elem), notes
 
     def _auto_limit(self, n_leaves: int) -> Optional[int]:
-        """How many leaves an "auto" check perturbs in a graph replayed by groups, or
-        None for other graphs (the fixed work limit then applies).
+        """How many slots an "auto" check of a scalar graph perturbs, or None for other
+        graphs (the fixed work limit then applies).
 
-        The estimate: a cost per node, per group step and per computed number, against
-        ``_BUDGET`` backward passes; at least 16 leaves are checked, and all of them
-        in a small graph (``_SMALL``).
+        All leaves of a small graph (``_SMALL``) or of one with at most ``_DEEP_SLOTS``; in
+        a deep graph (no groups), ``_DEEP_SLOTS``; in a graph replayed by groups, what a
+        cost per node, per group step and per computed number allows against ``_BUDGET``
+        backward passes, at least 16. (With leaves left out, one of the slots moves them
+        all at once: see :meth:`choose`.)
         """
-        if not (self.floats_ok and n_leaves > _FLOAT_SLOTS):
+        if not self.floats_ok:
             return None
-        if self.n * (2 * n_leaves + 1) <= _SMALL:  # a small graph: check every leaf
-            return n_leaves
+        if n_leaves <= _DEEP_SLOTS or self.n * (2 * n_leaves + 1) <= _SMALL:
+            return n_leaves  # a small graph, or few leaves: check every leaf
         groups = self.groups()
-        if groups is None:
-            return None
+        if groups is None:  # a deep graph: a replay on floats of a few evaluation points
+            return _DEEP_SLOTS
         n = self.n
         per_chunk = max(3, _GROUP_CHUNK // n)  # columns of one chunk
         number = _NS_NUMBER[n * min(per_chunk, 2 * n_leaves + 1) > _CACHE]
@@ -938,13 +1010,20 @@ class _Plan:
         data = trace.data.tolist()
         binary = min(Bs, default=0) >= 0  # binary ops only (a loop of arithmetic)
         leaves = slots.node.tolist()
-        hp, hm, points = [], [], [None]  # the unperturbed point, then each leaf up and down
+        # the unperturbed point, then each leaf up and down, then each direction's leaves
+        hp, hm, points = [], [], [None]
         for leaf in leaves:
             x = data[leaf]
             up, down = x + eps, x - eps
             hp.append(up - x)
             hm.append(x - down)
-            points += [(leaf, up), (leaf, down)]
+            points += [((leaf, up),), ((leaf, down),)]
+        if len(slots.signs):
+            spread = slots.spread.tolist()
+            for up, down in zip(*(m.tolist() for m in slots.moved(trace.data, eps))):
+                hp.append(eps)
+                hm.append(eps)
+                points += [tuple(zip(spread, up)), tuple(zip(spread, down))]
         # all points in one pass while their numbers stay in the cache, else one at a time
         width = len(points) if self.n <= _FLOAT_TOGETHER else 1
         f = []
@@ -952,8 +1031,8 @@ class _Plan:
             vals = []
             for point in points[start:start + width]:
                 vals.append(data.copy())
-                if point is not None:
-                    vals[-1][point[0]] = point[1]
+                for i, x in point or ():
+                    vals[-1][i] = x
             _float_pass(len(vals), binary)(outs, fns, As, Bs, *vals)
             f += [float(v[target]) for v in vals]
         f0, plus, minus = f[0], np.array(f[1::2], dtype=float), np.array(f[2::2], dtype=float)
@@ -989,17 +1068,28 @@ class _Plan:
         if sl and not self.trace.tensor_data:
             # a scalar graph: an unperturbed node is a plain number (numpy broadcasts
             # it), and only the leaves perturbed here get a row of k columns
-            vals = self.trace.data.tolist()
+            data = self.trace.data
+            vals = data.tolist()
             pick = np.flatnonzero(slots.elem < 0)
-            if pick.size:
-                leaves, rows = np.unique(slots.node[pick], return_inverse=True)
-                base = self.trace.data[leaves]
+            spread = slots.spread if len(slots.signs) else slots.spread[:0]
+            if pick.size or spread.size:
+                leaves = np.unique(np.concatenate((slots.node[pick], spread)))
+                base = data[leaves]
                 m = np.repeat(base[:, None], k, axis=1)
-                c = plus[pick]
-                m[rows, c] += eps
-                m[rows, c + 1] -= eps
-                hp[pick] = m[rows, c] - base[rows]
-                hm[pick] = base[rows] - m[rows, c + 1]
+                if pick.size:
+                    rows = np.searchsorted(leaves, slots.node[pick])
+                    c = plus[pick]
+                    m[rows, c] += eps
+                    m[rows, c + 1] -= eps
+                    hp[pick] = m[rows, c] - base[rows]
+                    hm[pick] = base[rows] - m[rows, c + 1]
+                if spread.size:  # each direction moves every leaf of spread
+                    rows = np.searchsorted(leaves, spread)
+                    single = len(slots.node)
+                    for j, (up, down) in enumerate(zip(*slots.moved(data, eps)), single):
+                        m[rows, plus[j]] = up
+                        m[rows, plus[j] + 1] = down
+                        hp[j] = hm[j] = eps
                 for leaf, row in zip(leaves.tolist(), m):
                     vals[leaf] = row
         elif sl:
@@ -1100,8 +1190,8 @@ def _same(a, b) -> bool:
                        | (a == b)))
 
 
-def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
-    """One row per scalar leaf, one summary row per array leaf."""
+def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace, eps) -> list:
+    """One row per scalar leaf, one summary row per array leaf, one row per direction."""
     nodes = trace.nodes
     index = slots.node.tolist()
     if plan.array_leaves:
@@ -1110,6 +1200,11 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
                              for i, e in zip(index, slots.elem.tolist())], dtype=float)
     else:
         analytic = trace.grad[slots.node]
+    if len(slots.signs):  # along a direction: the gradient times the move, over the step
+        up, down = slots.moved(trace.data, eps)
+        with np.errstate(all="ignore"):
+            along = (up - down) @ trace.grad[slots.spread] / m.steps[len(index):]
+        analytic = np.concatenate((analytic, along))
     numeric = m.numeric
     abs_err = np.abs(analytic - numeric)
     mag = np.abs(numeric)
@@ -1130,8 +1225,9 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
     a_l, n_l, e_l, r_l, b_l, s_l = (analytic.tolist(), numeric.tolist(), abs_err.tolist(),
                                     rel_err.tolist(), bound.tolist(), status.tolist())
     if not plan.array_leaves:  # one row per slot
-        notes = [""] * len(index)
-        todo = np.flatnonzero(status).tolist()
+        single = len(index)
+        notes = [""] * single
+        todo = np.flatnonzero(status[:single]).tolist()
         if kinks:
             todo = sorted(set(todo).union(j for j, i in enumerate(index) if i in kinks))
         for j in todo:
@@ -1139,9 +1235,18 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace) -> list:
         label_names = trace.label_names
         names = [label_names[c] if c else nodes[i].name
                  for c, i in zip(trace.label_code[slots.node].tolist(), index)]
-        return list(map(_new_row, zip(
+        rows = list(map(_new_row, zip(
             names, a_l, n_l, e_l, r_l, b_l,
-            [_STATUS[s] for s in s_l], notes, index, [1] * len(index))))
+            [_STATUS[s] for s in s_l], notes, index, [1] * single)))
+        spread, ways = len(slots.spread), len(slots.signs)
+        for k, j in enumerate(range(single, single + ways), 1):
+            name = f"all {spread:,} leaves at once" + (f" ({k})" if ways > 1 else "")
+            note = ("along a random direction: each leaf moved by ±eps at once, the gradient "
+                    "times the move against the change of the target")
+            extra = _note(s_l[j], j, m, a_l[j], None, kinks)
+            rows.append(CheckRow(name, a_l[j], n_l[j], e_l[j], r_l[j], b_l[j], _STATUS[s_l[j]],
+                                 note + (f"; {extra}" if extra else ""), None, spread))
+        return rows
     rows = []
     elems = slots.elem.tolist()
     j = 0
@@ -1187,7 +1292,7 @@ def _array_row(node, elems, start, end, status, m, analytic, abs_err, rel_err, b
 
 
 def _note(s: int, j: int, m: _Measured, analytic: float, node, kinks) -> str:
-    """Why a row is flagged or failed, in words."""
+    """Why a row is flagged or failed, in words (``node`` None: a direction's row)."""
     if s == 3:
         if not all_finite(m.f0):
             return "the target is not finite"
@@ -1200,7 +1305,10 @@ def _note(s: int, j: int, m: _Measured, analytic: float, node, kinks) -> str:
         return (f"finite differences are only good to ±{m.slack[j]:.3g} here: numbers of "
                 f"{m.size[j]:.3g} on the way to the target are rounded by more than eps moves "
                 "them (a larger eps may settle it)")
-    kink = kinks.get(node.index)
+    if node is not None:
+        kink = kinks.get(node.index)
+    else:  # a direction moves every leaf: any kink may be the one
+        kink = next(iter(kinks.values()), "") if s == 2 else ""
     if s == 2:
         text = (f"one-sided slopes differ ({m.fwd[j]:.6g} from the right, "
                 f"{m.bwd[j]:.6g} from the left)")
