@@ -539,6 +539,27 @@ def test_a_network_is_replayed_by_groups_and_sampled_within_the_budget():
     assert all(same[r.index] == r.numeric for r in report.rows if r.index is not None)
 
 
+def test_a_big_graph_whose_last_nodes_are_deep_is_not_compiled_into_groups(monkeypatch):
+    # the last _PROBE op nodes decide: a loop's last steps are one node a level (no groups,
+    # the rest's levels are not computed); a network's last layers and a sum's chain are not
+    monkeypatch.setattr(check_module, "_PROBE", 64)
+    probes = []
+    levels = check_module._levels
+    monkeypatch.setattr(check_module, "_levels", lambda *a, **k: probes.append(
+        k.get("probe", False)) or levels(*a, **k))
+    x, w = leaf(0.3, "x"), leaf(0.7, "w")
+    s = x
+    for _ in range(200):
+        s = (s * w + x).tanh()
+    assert check_module._Groups.make(traced(s), check_module._Plan(traced(s))._rows) is None
+    assert probes == [True]  # only the probe's levels were computed
+    xs = [leaf(0.01 * i, f"x{i}") for i in range(300)]
+    for trace in (demo_network(points=3), traced(sum(x * x for x in xs))):
+        probes.clear()
+        assert check_module._Groups.make(trace, check_module._Plan(trace)._rows) is not None
+        assert probes == [True, False]
+
+
 @pytest.mark.parametrize("deep", [False, True])
 def test_a_wrong_gradient_outside_the_sample_fails_all_the_leaves_at_once(deep):
     # 300 leaves, 8 checked one by one; the one whose derivative is wrong is not among them,

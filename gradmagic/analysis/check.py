@@ -87,6 +87,7 @@ _CHUNK = 2 ** 22
 _GROUP_CHUNK = 2 ** 21
 # The level-grouped replay (_Groups) is used where groups average at least this many nodes.
 _GROUP_MIN = 2
+_PROBE = 2048  # op nodes whose groups say whether a big graph is worth the rest (see _Groups)
 # What an "auto" check of a scalar graph replayed by groups may cost: _BUDGET backward
 # passes. The costs below are nanoseconds measured on one machine; only their ratios
 # matter (each is Python or numpy work of the same kind on any machine): a backward
@@ -102,7 +103,8 @@ _NS_NODE = 180.0
 _NS_STEP = 700.0
 _NS_NUMBER = (1.0, 2.6)
 _CACHE = 2 ** 18  # numbers in a chunk that still count as cached
-_SMALL = 2 ** 17  # numbers in a whole check small enough not to count (all leaves checked)
+_SMALL = 2 ** 15  # numbers in a whole check small enough not to count (all leaves checked)
+_GROUPS_MAX = 2 ** 18  # nodes past which "auto" does not compile groups (see _auto_limit)
 # At most this many perturbed elements are replayed on plain floats, one pass per
 # evaluation point (a numpy call per node costs more than a few float operations).
 _FLOAT_SLOTS = 3
@@ -509,22 +511,23 @@ class _Groups:
     def make(cls, trace, rows, min_size: Optional[float] = None) -> Optional["_Groups"]:
         """The program of op nodes ``rows`` (ascending), or None if its calls (a group, a
         single node, a chain) average fewer than ``min_size`` nodes (default
-        ``_GROUP_MIN``). ``n_groups`` is the number of calls."""
+        ``_GROUP_MIN``). ``n_groups`` is the number of calls.
+
+        A big graph whose last ``_PROBE`` op nodes (the nodes nearest the target in the
+        walk's order: a loop's last steps, a network's last layers, a sum's chain) are not
+        worth groups, their parents before them taken as inputs, is taken for a deep one
+        without computing the levels of the rest, which would cost half a backward pass.
+        """
         n = trace.n
-        pa, pb = trace.parent_a, trace.parent_b
-        level = [0] * (n + 1)  # level[-1] (a missing second parent) stays 0
-        for i, a, b in zip(rows.tolist(), pa[rows].tolist(), pb[rows].tolist()):
-            x = level[a]
-            y = level[b]
-            level[i] = (x if x > y else y) + 1
-        n_ops = len(trace.ops)
-        key = np.array(level, dtype=np.int64)[rows] * n_ops + trace.op_code[rows]
-        perm = np.argsort(key, kind="stable")
-        key = key[perm]
-        cut = np.flatnonzero(key[1:] != key[:-1]) + 1
+        pa = trace.parent_a
         least = _GROUP_MIN if min_size is None else min_size
-        if len(rows) < least * (len(cut) + 1) and not _chained(key, cut, trace, rows, perm):
+        if len(rows) > 4 * _PROBE and _levels(trace, rows[-_PROBE:], least, probe=True) is None:
             return None
+        found = _levels(trace, rows, least)
+        if found is None:
+            return None
+        key, perm, cut = found
+        n_ops = len(trace.ops)
         self = cls()
         order = rows[perm]  # op nodes in the order they are computed
         leaves = np.flatnonzero(pa < 0)
@@ -533,7 +536,7 @@ class _Groups:
         pos[leaves] = np.arange(nl)
         pos[order] = np.arange(nl, n)
         A = pos[pa[order]]
-        b = pb[order]
+        b = trace.parent_b[order]
         B = np.where(b >= 0, pos[np.maximum(b, 0)], -1)
         starts = np.concatenate(([0], cut))
         ends = np.concatenate((cut, [len(order)]))
@@ -619,6 +622,37 @@ class _Groups:
             else:
                 V[s:e] = fn(take(a, axis=0), take(b, axis=0))
         return V[self.pos[plan.target]].copy(), (hp, hm)
+
+
+def _levels(trace, rows, least, probe: bool = False):
+    """(key, perm, cut) of op nodes ``rows`` (ascending): each node's level and op code as
+    one sort key, the order that sorts them and where a group starts in it; None if the
+    groups, counting a chain as one, average under ``least``. A ``probe`` (a few rows) takes
+    parents outside ``rows`` as inputs (level 0)."""
+    pa, pb = trace.parent_a, trace.parent_b
+    if probe:
+        got = {}
+        level = got.get
+        for i, a, b in zip(rows.tolist(), pa[rows].tolist(), pb[rows].tolist()):
+            x = level(a, 0)
+            y = level(b, 0)
+            got[i] = (x if x > y else y) + 1
+        levels = np.array(list(got.values()), dtype=np.int64)  # (in the order of rows)
+    else:
+        level = [0] * (trace.n + 1)  # level[-1] (a missing second parent) stays 0
+        for i, a, b in zip(rows.tolist(), pa[rows].tolist(), pb[rows].tolist()):
+            x = level[a]
+            y = level[b]
+            level[i] = (x if x > y else y) + 1
+        levels = np.array(level, dtype=np.int64)[rows]
+    n_ops = len(trace.ops)
+    key = levels * n_ops + trace.op_code[rows]
+    perm = np.argsort(key, kind="stable")
+    key = key[perm]
+    cut = np.flatnonzero(key[1:] != key[:-1]) + 1
+    if len(rows) < least * (len(cut) + 1) and not _chained(key, cut, trace, rows, perm):
+        return None
+    return key, perm, cut
 
 
 def _chained(key, cut, trace, rows, perm) -> bool:
@@ -939,16 +973,21 @@ class _Plan:
             return None
         if n_leaves <= _DEEP_SLOTS or self.n * (2 * n_leaves + 1) <= _SMALL:
             return n_leaves  # a small graph, or few leaves: check every leaf
-        groups = self.groups()
-        if groups is None:  # a deep graph: a replay on floats of a few evaluation points
+        # a deep graph, or one so big that compiling its groups costs a backward pass: a
+        # replay on floats of a few evaluation points
+        groups = self.groups() if self.n <= _GROUPS_MAX else None
+        if groups is None:
             return _DEEP_SLOTS
         n = self.n
-        per_chunk = max(3, _GROUP_CHUNK // n)  # columns of one chunk
-        number = _NS_NUMBER[n * min(per_chunk, 2 * n_leaves + 1) > _CACHE]
-        fixed = _NS_NODE * n + _NS_STEP * groups.n_groups + number * n
-        per_leaf = 2 * (number * n + _NS_STEP * groups.n_groups / per_chunk)
-        room = _BUDGET * _NS_BACKWARD * n - fixed
-        return max(16, int(room // per_leaf))
+        per_chunk = max(1, (_GROUP_CHUNK // n - 1) // 2)  # slots of one chunk (as measure)
+        number = _NS_NUMBER[n * min(1 + 2 * per_chunk, 2 * n_leaves + 1) > _CACHE]
+        steps = _NS_STEP * groups.n_groups
+        room = _BUDGET * _NS_BACKWARD * n - _NS_NODE * n
+        # each chunk computes its columns (the unperturbed one again) and takes every step
+        chunk = number * n * (1 + 2 * per_chunk) + steps
+        if room >= chunk:  # whole chunks
+            return max(16, int(per_chunk * room // chunk))
+        return max(16, int((room - steps - number * n) // (2 * number * n)))
 
     # ------------------------------------------------------------------ replay
     def measure(self, slots: _Slots, eps: float, engine: str = "auto") -> _Measured:
