@@ -168,6 +168,37 @@ def test_ints_stay_ints_and_huge_ints_read_as_inf():
     assert not trace.node("big").finite
 
 
+def traced_walk(target) -> Trace:
+    """The Trace as the magic makes it: one walk for backward and the trace."""
+    from gradmagic.core.engine import backward, walk
+    w = walk(target, zero=True)
+    backward(target, 1.0, w)
+    return Trace(target, walk=w)
+
+
+def test_every_kind_of_int_reads_back_as_it_was_from_a_walked_trace():
+    # small ints are read back from the float column (a flag each), the rest kept as they are
+    values = [3, -7, 2 ** 53 - 1, 2 ** 53 + 1, -(2 ** 60) - 1, 10 ** 400, 0]
+    leaves = [Value(v, label=f"n{k}") for k, v in enumerate(values)]
+    y = leaves[0]
+    for v in leaves[1:]:
+        y = y + v * 0
+    y.backward()
+    for trace in (traced_walk(y), Trace(y, order=y.topo())):
+        for k, v in enumerate(values):
+            node = trace.node(f"n{k}")
+            assert node.data == v and type(node.data) is type(v), (k, node.data)
+            assert node.index in trace.exact and trace.exact[node.index] == v
+        ints = {i for i in range(trace.n) if isinstance(trace.nodes[i].data, int)}
+        assert set(trace.exact) == ints and len(trace.exact) == len(ints)
+        assert trace.exact.get(trace.n + 5) is None and (trace.n + 5) not in trace.exact
+        node = trace.node("n0")
+        node.data = 2.5  # a test's edit: no longer an int
+        assert node.index not in trace.exact and node.data == 2.5
+        node.data = 11
+        assert trace.exact[node.index] == 11 and type(node.data) is int
+
+
 def test_a_kept_trace_costs_under_48_bytes_a_node():
     x, w = Value(0.3, label="x"), Value(0.7, label="w")
     s = x

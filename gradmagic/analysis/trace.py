@@ -12,9 +12,9 @@ reads the columns.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
-from operator import attrgetter
+from operator import attrgetter, is_
 
 import numpy as np
 
@@ -190,6 +190,75 @@ class Node:
         return f"({self.op})"
 
 
+class _Exact(Mapping):
+    """``trace.exact``: node index → the int it held, for a graph of many ints.
+
+    An int that a float holds exactly (``int`` itself, under 2**53 in size) is read back
+    from the data column, marked by one flag a node; other ints (bools, bigger ones,
+    subclasses) are kept as they were. A plain dict of every int node costs about 100
+    bytes a node; this, one.
+    """
+
+    __slots__ = ("_flag", "_data", "_kept")
+
+    def __init__(self, flag: np.ndarray, data: np.ndarray, kept: dict):
+        self._flag, self._data, self._kept = flag, data, kept
+
+    @classmethod
+    def of(cls, positions: list, values: list, data: np.ndarray) -> "_Exact":
+        """The ints among ``values`` (the numbers of nodes ``positions``, already written
+        into ``data``)."""
+        where = np.asarray(positions, dtype=np.intp)
+        plain = np.fromiter(map(is_, map(type, values), repeat(int)), bool, len(values))
+        small = plain & (np.abs(data[where]) < _EXACT_FLOAT)
+        flag = np.zeros(len(data), dtype=bool)
+        flag[where[small]] = True
+        kept = {}
+        for k in np.flatnonzero(~small).tolist():
+            x = values[k]
+            if isinstance(x, int):
+                kept[positions[k]] = x
+        return cls(flag, data, kept)
+
+    def get(self, i, default=None):
+        x = self._kept.get(i)
+        if x is not None:
+            return x
+        return int(self._data[i]) if 0 <= i < len(self._flag) and self._flag[i] else default
+
+    def __getitem__(self, i):
+        x = self.get(i)
+        if x is None:
+            raise KeyError(i)
+        return x
+
+    def __contains__(self, i):
+        return i in self._kept or (isinstance(i, (int, np.integer)) and 0 <= i < len(self._flag)
+                                   and bool(self._flag[i]))
+
+    def __iter__(self):
+        return iter(sorted(set(np.flatnonzero(self._flag).tolist()).union(self._kept)))
+
+    def __len__(self):
+        return int(np.count_nonzero(self._flag)) + len(self._kept)
+
+    def pop(self, i, default=None):
+        """Forget node ``i``'s int (its data is being replaced)."""
+        x = self.get(i, default)
+        self._kept.pop(i, None)
+        if 0 <= i < len(self._flag):
+            self._flag[i] = False
+        return x
+
+    def __setitem__(self, i, x):
+        if 0 <= i < len(self._flag):
+            self._flag[i] = False
+        self._kept[i] = x
+
+
+_EXACT_FLOAT = 2.0 ** 53  # ints below this in size are floats exactly
+
+
 class Nodes(Sequence):
     """``trace.nodes``: a sequence of :class:`Node` views, made when read."""
 
@@ -334,11 +403,14 @@ class Trace:
             self._values(order)
             return
         self.data = np.frombuffer(w.data, dtype=np.float64).copy()
-        for i in w.odd:  # ints (kept exact) and numbers of other types
-            x = order[i].data
-            if isinstance(x, int):
-                self.exact[i] = x
-            self.data[i] = real(x)
+        odd = w.odd  # ints (kept exact) and numbers of other types
+        if odd:
+            values = w.odd_data
+            try:
+                self.data[odd] = values
+            except (TypeError, ValueError, OverflowError):  # an int too big for a float...
+                self.data[odd] = list(map(real, values))
+            self.exact = _Exact.of(odd, values, self.data)
         self.grad = np.frombuffer(w.grads, dtype=np.float64)[::-1].copy()
         self._flags(order)
 

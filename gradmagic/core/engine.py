@@ -324,15 +324,16 @@ class Walk:
     it), and ``pa[i]``/``pb[i]`` are the marks of its parents (``base - 1``
     where there is none): minus ``base``, their positions. ``data`` holds each
     node's number as a float (an ``array('d')``), except at the positions in
-    ``odd`` (ints, arrays: nan there); ``tensors`` is True if a node is not a
+    ``odd`` (ints, arrays: nan there; ``odd_data`` holds their numbers); ``tensors`` is
+    True if a node is not a
     scalar. After ``backward(root, seed, walk)`` on scalar nodes, ``grads``
     holds the gradients in reverse order (root first). A
     :class:`~gradmagic.analysis.trace.Trace` is
     made from these lists without reading the links again.
     """
 
-    __slots__ = ("order", "codes", "pa", "pb", "named", "data", "odd", "grads", "base",
-                 "tensors", "zeroed")
+    __slots__ = ("order", "codes", "pa", "pb", "named", "data", "odd", "odd_data", "grads",
+                 "base", "tensors", "zeroed")
 
     def index(self, node) -> int:
         """The position of ``node`` in ``order`` (-1 if this walk did not reach it).
@@ -374,14 +375,14 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
     none = base - 1
     scalar = SCALAR_NODES
     tensors = False
-    order, codes, pa, pb, named, odd = [], [], [], [], [], []
+    order, codes, pa, pb, named, odd, odd_data = [], [], [], [], [], [], []
     data = _array("d")
     nan = math.nan
     stack = [root]
     push, pop, append = stack.append, stack.pop, order.append
     code_append, a_append, b_append, named_append = (codes.append, pa.append, pb.append,
                                                      named.append)
-    data_append, odd_append = data.append, odd.append
+    data_append, odd_append, odd_data_append = data.append, odd.append, odd_data.append
     try:
         while stack:
             v = stack[-1]
@@ -415,9 +416,10 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
                     data_append(v.data)
                     if zero:
                         v.grad = 0.0
-                else:  # an int, an array...: the Trace reads it from the node
+                else:  # an int, an array...: kept aside for the Trace
                     data_append(nan)
                     odd_append(i - 1 - base)
+                    odd_data_append(v.data)
                     if cls in scalar:
                         if zero:
                             v.grad = 0.0
@@ -444,7 +446,7 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
         _last_mark = i
     w = Walk()
     w.order, w.codes, w.pa, w.pb, w.named = order, codes, pa, pb, named
-    w.data, w.odd, w.grads = data, odd, None
+    w.data, w.odd, w.odd_data, w.grads = data, odd, odd_data, None
     w.base, w.tensors, w.zeroed = base, tensors, zero
     return w
 
