@@ -41,6 +41,12 @@ taken alternately so background load hits both sides.
    first check of the graph's shape (its grouped program compiled: the target's figure) and
    as a check of a shape checked before (a cell run again: the program is kept).
 3. **Memory** of a kept trace per node (tracemalloc, the live graph not counted).
+4. **Other shapes**, so that the targets are not met for the loop cell alone: the
+   trace and the check against a backward pass, on 10^3 … 10^6 nodes, of a sum of
+   squares (``sum(x * x for x in xs)``: a leaf per term, one chain of ``+``), a
+   recurrence with an input per step (``h = (w1 * h + w2 * x + b).tanh()``, a new
+   ``x`` each step: a deep graph with many leaves) and integer arithmetic
+   (``s = s * y - s + x`` on ints, which the trace keeps exact).
 
 Targets (issue #13): trace <= 1x backward at every size; full check <= 2x
 backward up to 10^6 nodes; ``-q --no-check`` cell <= 2x forward + backward
@@ -210,6 +216,54 @@ def bytes_per_node(size: int = 20_000) -> float:
     return (after - before) / trace.n
 
 
+# ------------------------------------------------------------------ 4. other shapes
+def _sum_of_squares(nodes: int):
+    xs = [Value(0.5 + (k % 97) / 97, "x") for k in range(max(1, nodes // 3))]
+    return sum(x * x for x in xs)
+
+
+def _recurrence(nodes: int):
+    w1, w2, b, h = Value(0.5, "w1"), Value(-0.3, "w2"), Value(0.1, "b"), Value(0.0, "h")
+    for k in range(max(1, nodes // 7)):
+        h = (w1 * h + w2 * Value(math.sin(k), "x") + b).tanh()
+    return h
+
+
+def _integers(nodes: int):
+    x, y = Value(3, "x"), Value(2, "y")
+    s = x
+    for _ in range(max(1, nodes // 4)):
+        s = s * y - s + x
+    return s
+
+
+SHAPES = {"sum of squares": _sum_of_squares, "recurrence, an input a step": _recurrence,
+          "integers": _integers}
+
+
+def shape(make, size: int, repeat: int) -> dict:
+    target = make(size)
+    kept = {}
+
+    def traced():
+        kept["t"] = traced_run(target)
+
+    def check():  # a first check: the grouped program of this shape is compiled again
+        kept["t"]._report = None
+        _PROGRAMS.clear()
+        kept["t"].check()
+
+    traced()
+    check()
+    times = best({"backward": target.backward, "backward+trace": traced, "check": check},
+                 repeat)
+    times["trace"] = _difference(times["backward+trace"], times["backward"])
+    rows = kept["t"].check().rows
+    alone = sum(r.index is not None for r in rows)
+    return {"nodes": kept["t"].n, "times": times,
+            "checked": f"{alone}" + (" + all at once" if alone < len(rows) else "")}
+
+
 # ------------------------------------------------------------------ the report
 def main(argv=None) -> bool:
     argv = sys.argv[1:] if argv is None else argv
@@ -260,6 +314,23 @@ def main(argv=None) -> bool:
         print(f"| {points} | {d['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
               f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x "
               f"| {t['check again'] / t['backward']:.2f}x |")
+
+    print("\n## Other shapes: the trace and the check against a backward pass\n")
+    print("| shape | nodes | backward | trace / backward | check / backward | leaves checked |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, make in SHAPES.items():
+        found = []
+        for size in sizes:
+            r = shape(make, size, 10 if size <= 10_000 else 3 if size <= 100_000 else 2)
+            found.append(r)
+            t = r["times"]
+            print(f"| {name} | {r['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
+                  f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x "
+                  f"| {r['checked']} |", flush=True)
+        ns = [r["nodes"] for r in found]
+        print(f"| {name}: growth exponents | | | trace "
+              f"{exponent(ns, [r['times']['trace'] for r in found]):.2f} | check "
+              f"{exponent(ns, [r['times']['check'] for r in found]):.2f} | |")
 
     ok = per_node <= MAX_BYTES_PER_NODE
     print(f"\nmemory of a kept trace: {per_node:.1f} bytes per node "
