@@ -96,8 +96,11 @@ _PROBE = 2048  # op nodes whose groups say whether a big graph is worth the rest
 # Measured on micrograd's demo network at 1-300 points with caches cold (gc.collect()
 # before each run, as the benchmarks time it): a number costs 1-1.5 ns in a chunk under
 # 2 MB and 2-2.6 ns past it, not the 0.5-1 ns an earlier, warm calibration found; with
-# those the check came to 2.3-3.5 backward passes instead of 1.5.
+# those the check came to 2.3-3.5 backward passes instead of 1.5. A first check also costs
+# about a millisecond whatever the size (choosing, the report, numpy's calls on small
+# arrays, cold caches): a graph of a few thousand nodes gets the floor of 16 leaves.
 _BUDGET = 1.5
+_NS_CHECK = 1_000_000.0
 _NS_BACKWARD = 270.0
 _NS_NODE = 180.0
 _NS_STEP = 700.0
@@ -982,7 +985,7 @@ class _Plan:
         per_chunk = max(1, (_GROUP_CHUNK // n - 1) // 2)  # slots of one chunk (as measure)
         number = _NS_NUMBER[n * min(1 + 2 * per_chunk, 2 * n_leaves + 1) > _CACHE]
         steps = _NS_STEP * groups.n_groups
-        room = _BUDGET * _NS_BACKWARD * n - _NS_NODE * n
+        room = _BUDGET * _NS_BACKWARD * n - _NS_NODE * n - _NS_CHECK
         # each chunk computes its columns (the unperturbed one again) and takes every step
         chunk = number * n * (1 + 2 * per_chunk) + steps
         if room >= chunk:  # whole chunks
