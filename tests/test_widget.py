@@ -101,6 +101,19 @@ def test_rules_use_the_operands_names():
     assert data["nodes"][str(trace.node("L").index)]["rule"] == "∂(b·2)/∂b = 2, ∂(b·2)/∂2 = b"
 
 
+def test_every_rule_names_its_operands_even_with_braces_in_names_or_rule():
+    # each rule is made a format template once; names are text, never format fields
+    from gradmagic.core.ops import OPS
+    from gradmagic.core.tensor_ops import TENSOR_OPS
+    rules = [e.rule for e in [*OPS.values(), *TENSOR_OPS.values()] if getattr(e, "rule", "")]
+    assert any("{" in r for r in rules)  # Σ_{j≤i}: a rule's own braces stay
+    for rule in rules:
+        for names in ({"a": "w{0}", "b": "{b}"}, {"a": "x"}):
+            by_hand = re.sub(r"(?<![A-Za-z_])([ab])(?![A-Za-z_])",
+                             lambda m: names.get(m.group(1), m.group(1)), rule)
+            assert widget._template(rule).format_map(widget._Letters(names)) == by_hand
+
+
 def test_explanations_are_capped():
     x = Value(1.5, label="x")
     total = Value(0.0, label="total")

@@ -42,6 +42,7 @@ import re
 import secrets
 import weakref
 from collections import OrderedDict
+from functools import lru_cache
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -112,10 +113,24 @@ def rule_text(trace, index: int, fold=()) -> str:
     parents = trace.nodes[index].parents
     if not rule or not parents or len(parents) > 2:
         return rule
-    names = {"a": operand_name(trace, parents[0], fold)}
+    names = _Letters(a=operand_name(trace, parents[0], fold))
     if len(parents) == 2:
         names["b"] = operand_name(trace, parents[1], fold)
-    return _LETTER.sub(lambda m: names.get(m.group(1), m.group(1)), rule)
+    return _template(rule).format_map(names)
+
+
+class _Letters(dict):
+    """The operands' names by letter; a letter with no operand stays itself."""
+
+    def __missing__(self, key):
+        return key
+
+
+@lru_cache(maxsize=256)
+def _template(rule: str) -> str:
+    """A rule with its letters ``a`` and ``b`` as format fields (made once per rule)."""
+    return _LETTER.sub(lambda m: "{" + m.group(1) + "}",
+                       rule.replace("{", "{{").replace("}", "}}"))
 
 
 def _flags(node, status) -> list:
