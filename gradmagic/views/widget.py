@@ -146,14 +146,26 @@ def _flags(node, status) -> list:
     return flags
 
 
-def explain(trace, index: int, children, fold=()) -> dict:
-    """A node's local derivatives and incoming gradient, each capped at ``TERMS``."""
+def explain(trace, index: int, children, fold=(), memo=None) -> dict:
+    """A node's local derivatives and incoming gradient, each capped at ``TERMS``.
+
+    ``memo`` (a dict), shared by the calls for one display, keeps each node's local
+    derivatives: a drawn node's are read again for each of its drawn parents.
+    """
     nodes = trace.nodes
     node = nodes[index]
     local_lines = []
     parents = node.parents
+    memo = {} if memo is None else memo
+
+    def local_of(n):  # (computed from the snapshot when read: read once)
+        i = n.index
+        if i not in memo:
+            memo[i] = n.local
+        return memo[i]
+
     if parents:
-        local = node.local  # (computed from the snapshot when read: read once)
+        local = local_of(node)
         if local is None:
             local_lines.append(f"the Jacobian of {render.op_symbol(trace, index)} "
                                "(tensor ops record no local derivative)")
@@ -169,7 +181,7 @@ def explain(trace, index: int, children, fold=()) -> dict:
             if len(incoming) >= TERMS:
                 break
             child = nodes[c]
-            local = child.local
+            local = local_of(child)
             if local is None:
                 incoming.append(f"from {child.name} (tensor op)")
                 continue
@@ -187,7 +199,7 @@ def _flag_words(node, status) -> str:
     return ", ".join(_flags(node, status))
 
 
-def _node_entry(trace, i, children, fold, status) -> dict:
+def _node_entry(trace, i, children, fold, status, memo=None) -> dict:
     node = trace.nodes[i]
     data, grad, parents, shape = node.data, node.grad, node.parents, node.shape
     return {
@@ -198,7 +210,7 @@ def _node_entry(trace, i, children, fold, status) -> dict:
         "dataFull": render.full(data), "gradFull": render.full(grad),
         "parents": [int(p) for p in parents if p not in fold],
         "leaf": bool(node.is_leaf), "rule": rule_text(trace, i, fold),
-        "flags": _flags(node, status.get(i)), **explain(trace, i, children, fold),
+        "flags": _flags(node, status.get(i)), **explain(trace, i, children, fold, memo),
     }
 
 
@@ -418,8 +430,9 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
     status = render._failed(report)
     context = _Context(trace, drawn_set, fold=fold, expected=expected, torch=torch)
     entries = {}
+    memo = {}  # each drawn node's local derivatives, read once
     for i in drawn:
-        entry = _node_entry(trace, i, children, fold, status)
+        entry = _node_entry(trace, i, children, fold, status, memo)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
     defer = defer and trace.n > EAGER_NODES
