@@ -295,17 +295,20 @@ def _picture(static) -> str:
     return base64.b64decode(uri).decode()
 
 
-@pytest.mark.parametrize("wrong", [False, True])
-def test_the_picture_drawn_before_the_check_shows_its_verdicts(wrong):
+@pytest.mark.parametrize("wrong, big", [(False, 0.0), (True, 0.0), (False, 1e12)])
+def test_the_picture_drawn_before_the_check_shows_its_verdicts(wrong, big):
     # dot draws the graph while the check runs; a node the check fails is drawn red in both
-    # the live view's DOT and the static picture, and a passing run's DOT is the checked one's
+    # the live view's DOT and the static picture, and a passing run's DOT (or one whose rows
+    # are only unresolved: 1e12 + ...) is the checked one's
     import dataclasses
     from gradmagic.core.engine import _make_unary
     from gradmagic.core.ops import OPS
     tanh = (_make_unary(dataclasses.replace(OPS["tanh"], df=lambda x, out: 1.0 - out)) if wrong
             else Value.tanh)
     x, y = Value(0.4, label="x"), Value(2.0, label="y")
-    trace = traced(tanh(x) * y + x)
+    trace = traced(tanh(x) * y + x + big)
+    if big:
+        assert {r.status for r in trace.check().rows} == {"unresolved"}
     static, bundle = bundle_of(trace)
     live = json.loads(widget_model(bundle).data)["dot"]
     assert live == render.to_dot(trace, trace.check(), fold=render.Folded(trace))

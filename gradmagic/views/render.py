@@ -403,6 +403,9 @@ def _rankdir(value) -> str:
     return value
 
 
+MARKED = ("fail", "error", "kink")  # the check's statuses a node is drawn with
+
+
 def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_text) -> str:
     data = figure(node.data)
     grad = grad_text[node.index] if grad_text is not None else figure(node.grad)

@@ -689,8 +689,8 @@ def mimebundle(trace, publish=None) -> dict:
     dot = render.to_dot(trace, None, subset=subset, fold=fold)
     drawing = _Drawing(dot)
     report, expected, torch, problems = _analyses(trace)
-    marked = render._failed(report)
-    if marked and not marked.keys().isdisjoint(render.drawn_nodes(trace, summary, fold)):
+    marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
+    if marked and not set(marked).isdisjoint(render.drawn_nodes(trace, summary, fold)):
         dot = render.to_dot(trace, report, subset=subset, fold=fold)
         drawing = _Drawing(dot)
     run = secrets.token_hex(8)
