@@ -114,6 +114,9 @@ _FLOAT_SLOTS = 3
 # the slots an "auto" check of a deep graph (no groups) perturbs: one replay on floats of
 # 1 + 2 * _DEEP_SLOTS points, about a backward pass (a leaf, and all leaves along a direction)
 _DEEP_SLOTS = 2
+# the leaves an "auto" check of a graph replayed by groups perturbs one by one, at least (and
+# all of them at once along a direction: one more slot)
+_LEAF_FLOOR = 16
 # ... all in one pass up to this many nodes (past it, the points' lists leave the cache and a
 # pass per point is quicker: 0.75x the time at 10^3-10^4 nodes, 1.1x at 10^5)
 _FLOAT_TOGETHER = 2 ** 15
@@ -969,8 +972,8 @@ class _Plan:
         All leaves of a small graph (``_SMALL``) or of one with at most ``_DEEP_SLOTS``; in
         a deep graph (no groups), ``_DEEP_SLOTS``; in a graph replayed by groups, what a
         cost per node, per group step and per computed number allows against ``_BUDGET``
-        backward passes, at least 16. (With leaves left out, one of the slots moves them
-        all at once: see :meth:`choose`.)
+        backward passes, at least ``_LEAF_FLOOR`` and the direction. (With leaves left
+        out, one of the slots moves them all at once: see :meth:`choose`.)
         """
         if not self.floats_ok:
             return None
@@ -989,8 +992,8 @@ class _Plan:
         # each chunk computes its columns (the unperturbed one again) and takes every step
         chunk = number * n * (1 + 2 * per_chunk) + steps
         if room >= chunk:  # whole chunks
-            return max(16, int(per_chunk * room // chunk))
-        return max(16, int((room - steps - number * n) // (2 * number * n)))
+            return max(_LEAF_FLOOR + 1, int(per_chunk * room // chunk))
+        return max(_LEAF_FLOOR + 1, int((room - steps - number * n) // (2 * number * n)))
 
     # ------------------------------------------------------------------ replay
     def measure(self, slots: _Slots, eps: float, engine: str = "auto") -> _Measured:
