@@ -92,6 +92,9 @@ class AutogradMagics(Magics):
         in gradmagic.last). Numbers the cell reads from the namespace enter as
         fresh leaves; names bound to the graph's nodes stay bound to them, so
         x.grad works after the cell, and every other name holds a plain value.
+        The display checks each input's gradient against a central finite
+        difference (--eps); a big graph checks a seeded sample of its inputs one
+        by one and all of them at once along a random direction, and says so.
 
         Cell form: %%autograd [options], the code below.
         Line form: %autograd [options] EXPRESSION
