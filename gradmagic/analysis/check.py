@@ -58,8 +58,9 @@ STATUSES = {
     "fail": "disagrees beyond the tolerance",
     "kink": "disagrees where the target is not smooth (kink or jump within eps)",
     "nonfinite": "a value is nan or infinite, so nothing can be compared",
-    "unresolved": ("finite differences cannot settle it: the target is so large that its "
-                   "rounding moves their slope by more than the difference (a larger eps may)"),
+    "unresolved": ("finite differences cannot settle it: numbers on the way to the target "
+                   "are so large that their rounding moves the slope by more than the "
+                   "difference (a larger eps may)"),
     "error": "could not be compared",
 }
 """Row status → what it means. ``kink``, ``nonfinite`` and ``unresolved`` rows are flagged,
@@ -1258,7 +1259,7 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace, eps) -> list:
         bound = atol + rtol * mag
         finite = np.isfinite(analytic) & np.isfinite(numeric)
         close = abs_err <= bound
-        # within the bound once the target's rounding is allowed for: no verdict either way
+        # within the bound once rounding on the way to the target is allowed for: no verdict
         noise = m.rounding(trace)
         unresolved = abs_err <= bound + noise
         fwd, bwd = m.fwd, m.bwd
