@@ -383,11 +383,13 @@ BINARY_OPS = sorted(name for name, op in OPS.items() if op.arity == 2)
 
 
 @st.composite
-def scalar_graphs(draw, max_leaves=6, max_ops=40):
-    """A random scalar graph over every op: named and unnamed leaves, reused nodes,
-    several nodes per level (the target sums the last few)."""
-    n = draw(st.integers(1, max_leaves))
-    pool = [leaf(draw(st.floats(-3, 3, allow_nan=False)), draw(st.sampled_from(["", f"x{i}"])))
+def scalar_graphs(draw, max_leaves=6, max_ops=40, min_inputs=0):
+    """A random scalar graph over every op: named and unnamed leaves (the first
+    ``min_inputs`` named: inputs), reused nodes, several nodes per level (the target sums
+    the last few)."""
+    n = draw(st.integers(max(1, min_inputs), max(max_leaves, min_inputs)))
+    pool = [leaf(draw(st.floats(-3, 3, allow_nan=False)),
+                 f"x{i}" if i < min_inputs else draw(st.sampled_from(["", f"x{i}"])))
             for i in range(n)]
     for _ in range(draw(st.integers(1, max_ops))):
         a = draw(st.sampled_from(pool))
@@ -430,6 +432,31 @@ def test_level_grouped_replay_equals_the_node_by_node_replay(trace, eps):
             np.testing.assert_array_equal(a, b)
     finally:
         check_module._GROUP_CHUNK = saved
+
+
+@settings(max_examples=40, deadline=None)
+@given(scalar_graphs(min_inputs=3), st.sampled_from([1e-6, 1e-3]))
+def test_every_replay_moves_all_the_leaves_at_once_alike(trace, eps):
+    """A sample of one leaf and the direction: the node and group replays bit for bit, the
+    float replay to the last bits of the target; the joint row's analytic side is the
+    gradient times the move."""
+    plan = check_module._Plan(trace)
+    slots, _ = plan.choose(1, 200, 0)
+    assume(len(slots.signs) == 1 and trace.n > 1)
+    nodes = measured(plan, slots, "nodes", eps)
+    for a, b in zip(nodes, measured(plan, slots, "groups", eps)):
+        np.testing.assert_array_equal(a, b)
+    if plan.floats_ok:
+        f0, numeric, *_ = measured(plan, slots, "floats", eps)
+        assume(np.all(np.isfinite(numeric)) and np.isfinite(f0) and abs(f0) < 1e6)
+        np.testing.assert_allclose(f0, nodes[0], rtol=1e-9, atol=1e-12)
+    report = check(trace, max_leaves=1, eps=eps)
+    (joint,) = [r for r in report.rows if r.index is None]
+    up, down = slots.moved(trace.data, eps)
+    with np.errstate(all="ignore"):
+        along = float((up - down)[0] @ trace.grad[slots.spread] / (2 * eps))
+    assert joint.analytic == along or (math.isnan(along) and math.isnan(joint.analytic))
+    assert joint.count == len(slots.spread) >= 2
 
 
 def chained(kind: str, n: int = 12):
