@@ -520,15 +520,17 @@ class _Groups:
         single node, a chain) average fewer than ``min_size`` nodes (default
         ``_GROUP_MIN``). ``n_groups`` is the number of calls.
 
-        A big graph whose last ``_PROBE`` op nodes (the nodes nearest the target in the
-        walk's order: a loop's last steps, a network's last layers, a sum's chain) are not
-        worth groups, their parents before them taken as inputs, is taken for a deep one
-        without computing the levels of the rest, which would cost half a backward pass.
+        A graph whose last op nodes (a quarter of them, at most ``_PROBE``: the nodes
+        nearest the target in the walk's order, a loop's last steps, a network's last
+        layers, a sum's chain) are not worth groups, their parents before them taken as
+        inputs, is taken for a deep one without computing the levels of the rest, which
+        would cost half a backward pass or more.
         """
         n = trace.n
         pa = trace.parent_a
         least = _GROUP_MIN if min_size is None else min_size
-        if len(rows) > 4 * _PROBE and _levels(trace, rows[-_PROBE:], least, probe=True) is None:
+        probe = min(_PROBE, len(rows) // 4)
+        if probe >= 64 and _levels(trace, rows[-probe:], least, probe=True) is None:
             return None
         found = _levels(trace, rows, least)
         if found is None:
