@@ -1126,11 +1126,7 @@ class _Plan:
                 m = np.repeat(base[:, None], k, axis=1)
                 if pick.size:
                     rows = np.searchsorted(leaves, slots.node[pick])
-                    c = plus[pick]
-                    m[rows, c] += eps
-                    m[rows, c + 1] -= eps
-                    hp[pick] = m[rows, c] - base[rows]
-                    hm[pick] = base[rows] - m[rows, c + 1]
+                    hp[pick], hm[pick] = _nudge(m, rows, plus[pick], base, eps)
                 if spread.size:  # each direction moves every leaf of spread
                     rows = np.searchsorted(leaves, spread)
                     single = len(slots.node)
@@ -1146,11 +1142,7 @@ class _Plan:
             pick = np.flatnonzero(slots.elem < 0)
             if pick.size:
                 rows = np.searchsorted(sl, slots.node[pick])
-                c = plus[pick]
-                m[rows, c] += eps
-                m[rows, c + 1] -= eps
-                hp[pick] = m[rows, c] - base[rows]
-                hm[pick] = base[rows] - m[rows, c + 1]
+                hp[pick], hm[pick] = _nudge(m, rows, plus[pick], base, eps)
             for leaf, row in zip(sl, m):
                 vals[leaf] = row
         for leaf in self.array_leaves:  # (k, *shape) each
@@ -1223,6 +1215,14 @@ def _with_params(fn, params):
     def replay(inputs):
         return fn(*inputs, **params)
     return replay
+
+
+def _nudge(m, rows, cols, base, eps: float) -> tuple:
+    """Move ``m[rows, cols]`` up by eps and ``m[rows, cols + 1]`` down (each row's leaf
+    ``base``): the actual steps up and down, after rounding."""
+    m[rows, cols] += eps
+    m[rows, cols + 1] -= eps
+    return m[rows, cols] - base[rows], base[rows] - m[rows, cols + 1]
 
 
 def _same(a, b) -> bool:
