@@ -1058,20 +1058,21 @@ class _Plan:
         data = trace.data.tolist()
         binary = min(Bs, default=0) >= 0  # binary ops only (a loop of arithmetic)
         leaves = slots.node.tolist()
-        # the unperturbed point, then each leaf up and down, then each direction's leaves
-        hp, hm, points = [], [], [None]
+        # the unperturbed point, then each leaf up and down, then each direction's leaves:
+        # (the nodes moved, their numbers)
+        hp, hm, points = [], [], [((), ())]
         for leaf in leaves:
             x = data[leaf]
             up, down = x + eps, x - eps
             hp.append(up - x)
             hm.append(x - down)
-            points += [((leaf, up),), ((leaf, down),)]
+            points += [((leaf,), (up,)), ((leaf,), (down,))]
         if len(slots.signs):
             spread = slots.spread.tolist()
             for up, down in zip(*(m.tolist() for m in slots.moved(trace.data, eps))):
                 hp.append(eps)
                 hm.append(eps)
-                points += [tuple(zip(spread, up)), tuple(zip(spread, down))]
+                points += [(spread, up), (spread, down)]
         # all points in one pass while their numbers stay in the cache, else one at a time
         width = len(points) if self.n <= _FLOAT_TOGETHER else 1
         f = []
@@ -1079,7 +1080,7 @@ class _Plan:
             vals = []
             for point in points[start:start + width]:
                 vals.append(data.copy())
-                for i, x in point or ():
+                for i, x in zip(*point):
                     vals[-1][i] = x
             _float_pass(len(vals), binary)(outs, fns, As, Bs, *vals)
             f += [float(v[target]) for v in vals]
