@@ -295,11 +295,11 @@ def _picture(static) -> str:
     return base64.b64decode(uri).decode()
 
 
-@pytest.mark.parametrize("wrong, big", [(False, 0.0), (True, 0.0), (False, 1e12)])
+@pytest.mark.parametrize("wrong, big", [(False, 0.0), (True, 0.0), (False, 1e17)])
 def test_the_picture_drawn_before_the_check_shows_its_verdicts(wrong, big):
     # dot draws the graph while the check runs; a node the check fails is drawn red in both
     # the live view's DOT and the static picture, and a passing run's DOT (or one whose rows
-    # are only unresolved: 1e12 + ...) is the checked one's
+    # are only unresolved: 1e17 + ...) is the checked one's
     import dataclasses
     from gradmagic.core.engine import _make_unary
     from gradmagic.core.ops import OPS

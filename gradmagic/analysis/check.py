@@ -76,6 +76,10 @@ _RANK = {"error": 0, "fail": 1, "nonfinite": 2, "unresolved": 3, "kink": 4, "pas
 # slopes by twice that
 _ROUNDING = 2.0
 _EPS_FLOAT = float(np.finfo(float).eps)
+# an unresolved row is measured again with eps grown so that its slack is 1/_SETTLE of its
+# bound, at least 10 and at most _SETTLE_MAX times (see _settle)
+_SETTLE = 8.0
+_SETTLE_MAX = 1e4
 _status_of = operator.attrgetter("status")
 
 # Work limits of one check, in array elements: all the columns of all the
@@ -395,9 +399,45 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
     if not all_finite(measured.f0):
         notes.append(f"The target is {measured.f0}: no slope can be measured.")
     rows = _rows(plan, slots, measured, atol, rtol, trace, eps)
+    rows = _settle(plan, slots, rows, measured, atol, rtol, trace, eps, notes)
     return CheckReport(rows, kind="check", eps=eps, atol=atol, rtol=rtol, notes=notes,
                        replay_ok=replay_ok, target=trace.target.name,
                        replay=(_plain(trace.target.data), float(measured.f0)))
+
+
+def _settle(plan, slots, rows, m, atol, rtol, trace, eps, notes) -> list:
+    """``rows`` with the unresolved ones of a scalar graph measured again with a step that
+    the rounding they carry cannot hide a slope in (``_SETTLE`` times its slack over its
+    bound, at most ``_SETTLE_MAX`` times eps); a row still unresolved is kept as it was.
+
+    A sum of a few hundred products of everyday numbers (1e7) rounds by 1e-8 or so: eps
+    1e-6 then measures its inputs' slopes to a few parts in 1,000, an eps 100 times larger
+    to a few in 10^7.
+    """
+    todo = [j for j, r in enumerate(rows) if r.status == "unresolved"]
+    if not todo or plan.array_leaves:
+        return rows
+    with np.errstate(all="ignore"):
+        need = _SETTLE * m.slack[todo] / np.array([rows[j].bound for j in todo])
+    grow = float(np.clip(np.nan_to_num(np.max(need), nan=_SETTLE_MAX), 10, _SETTLE_MAX))
+    step = eps * grow
+    single = len(slots.node)
+    alone = [j for j in todo if j < single]
+    sub = _Slots(slots.node[alone], slots.elem[alone], slots.spread,
+                 slots.signs[[j - single for j in todo if j >= single]])
+    with np.errstate(all="ignore"):
+        again = _rows(plan, sub, plan.measure(sub, step), atol, rtol, trace, step)
+    settled = 0
+    for j, row in zip(todo, again):  # (both in slot order: leaves, then directions)
+        if row.status != "unresolved":
+            rows[j] = row._replace(note=f"measured with eps {step:.3g}" + (
+                f"; {row.note}" if row.note else ""))
+            settled += 1
+    if settled:
+        notes.append(f"{settled} row{'s' if settled > 1 else ''} measured again with eps "
+                     f"{step:.3g}: at eps {eps:g} the rounding of the numbers on the way to the "
+                     "target hid the slope.")
+    return rows
 
 
 class _Measured:
