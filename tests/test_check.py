@@ -463,16 +463,19 @@ def test_every_replay_moves_all_the_leaves_at_once_alike(trace, eps):
     nodes = measured(plan, slots, "nodes", eps)
     for a, b in zip(nodes, measured(plan, slots, "groups", eps)):
         np.testing.assert_array_equal(a, b)
-    if plan.floats_ok:
-        f0, numeric, *_ = measured(plan, slots, "floats", eps)
-        assume(np.all(np.isfinite(numeric)) and np.isfinite(f0) and abs(f0) < 1e6)
-        np.testing.assert_allclose(f0, nodes[0], rtol=1e-9, atol=1e-12)
+    if plan.floats_ok and np.all(np.abs(trace.data[np.isfinite(trace.data)]) < 1e6):
+        f0, numeric, *_ = measured(plan, slots, "floats", eps)  # (numbers of everyday size:
+        if np.isfinite(f0):  # see test_level_grouped_check_agrees_with_the_float_replay)
+            np.testing.assert_allclose(f0, nodes[0], rtol=1e-9, atol=1e-12)
     report = check(trace, max_leaves=1, eps=eps)
     (joint,) = [r for r in report.rows if r.index is None]
     up, down = slots.moved(trace.data, eps)
     with np.errstate(all="ignore"):
         along = float((up - down)[0] @ trace.grad[slots.spread] / (2 * eps))
-    assert joint.analytic == along or (math.isnan(along) and math.isnan(joint.analytic))
+    if joint.note.startswith("measured with eps"):  # measured again with a larger step
+        assert joint.analytic == pytest.approx(along, rel=1e-6, abs=1e-9, nan_ok=True)
+    else:
+        assert joint.analytic == along or (math.isnan(along) and math.isnan(joint.analytic))
     assert joint.count == len(slots.spread) >= 2
 
 
@@ -543,6 +546,9 @@ def test_level_grouped_check_agrees_with_the_float_replay(trace):
     f0, numeric, *_ = measured(plan, slots, "groups")
     g0, slow, *_ = measured(plan, slots, "floats")
     assume(np.all(np.isfinite(slow)) and np.isfinite(g0) and abs(g0) < 1e6)
+    # (numpy's and math's tanh, exp... may differ in the last bit, which a huge number on
+    # the way, 1e274 % 0.64, turns into any difference at all: numbers of everyday size only)
+    assume(np.all(np.abs(trace.data[np.isfinite(trace.data)]) < 1e6))
     np.testing.assert_allclose(f0, g0, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(numeric, slow, rtol=1e-4, atol=1e-4)
 

@@ -259,3 +259,24 @@ def test_pow_edge_cases_match_pytorch(base, exponent, torch64):
     assert out.data == pytest.approx(t_out.item())
     assert x.grad == pytest.approx(tx.grad.item())
     assert math.isfinite(x.grad)
+
+
+def test_the_replays_of_rounding_ops_round_as_python_does():
+    # the check replays a graph with each op's numpy forward: round(x, n) for any n (digits
+    # past a float's, under the smallest one, non-finite), and the int-valued roundings
+    # give +0 (an int has no -0: 1 / trunc(-0.3) is inf)
+    roundn = OPS["roundn"]
+    xs = [0.0, -0.0, 2.5, -3.14159, 1e300, -1e-300, 12345.678, math.inf, -math.inf, math.nan,
+          5e-324, 1e-310]
+    ns = [0, 2, -1, -3, 15, 300, 309, 315, 400, 5e5, -308, -310, -400, -5e5, 2.7, -0.97,
+          math.nan, math.inf, -math.inf]
+    for x, n in itertools.product(xs, ns):
+        want = roundn.f(x, n)
+        got = float(roundn.np(np.float64(x), np.float64(n)))
+        assert (got == want and math.copysign(1, got) == math.copysign(1, want)) or (
+            got != got and want != want), (x, n, want, got)
+    for name in ("round", "floor", "ceil", "trunc"):
+        op = OPS[name]
+        for x in (-0.3, -0.0, 0.2, -2.5, 7.9):
+            got, want = float(op.np(np.float64(x))), float(op.f(x))
+            assert got == want and math.copysign(1, got) == math.copysign(1, want), (name, x)

@@ -261,9 +261,31 @@ def _round_n(x, n):
 
 
 def _np_round_n(x, n):
+    """:func:`_round_n` on arrays: ``round(x * 10**n) / 10**n`` (10**n in two factors past
+    10**300, for the digits of the smallest floats), and as Python rounds where that
+    overflows (digits past a float's precision leave ``x`` as it is; 10**n under the
+    smallest float leaves a signed 0) or ``n`` is not finite (nan). A tie in decimal
+    (``round(2.675, 2)``) may still differ: Python rounds the float's exact value."""
     with np.errstate(all="ignore"):
-        scale = np.power(10.0, np.trunc(n))
-        return np.round(x * scale) / scale
+        n = np.trunc(n)
+        part = np.minimum(n, 300.0)
+        first, second = np.power(10.0, part), np.power(10.0, n - part)
+        scaled = x * first * second
+        out = np.round(scaled) / second / first
+        finite = np.isfinite(x)
+        out = np.where(~np.isfinite(scaled) & finite, x, out)
+        out = np.where(first == 0, np.copysign(0.0, x), out)
+        out = np.where(finite, out, x)  # inf and nan round to themselves
+        return np.where(np.isfinite(n), out, np.nan)
+
+
+def _np_integer(f):
+    """A numpy rounding function as the replay of an op whose Python result is an int: a
+    zero comes out +0.0, as ``int`` has no -0 (``1 / trunc(-0.3)`` is inf, not -inf)."""
+    def rounded(x):
+        return f(x) + 0.0
+    rounded.__name__ = f"{f.__name__}_int"
+    return rounded
 
 
 def _zero1(x, out):
@@ -343,16 +365,16 @@ _TABLE = [
     Op("tan", 1, _tan, lambda x, out: 1.0 + out * out, np.tan,
        "∂tan a/∂a = 1 + tan²a",
        method="tan", math=("tan",), torch="tan"),
-    Op("round", 1, _to_integer(round), _zero1, np.round,
+    Op("round", 1, _to_integer(round), _zero1, _np_integer(np.round),
        "round(a) is piecewise constant: derivative 0",
        numpy=("rint",), torch="round"),
-    Op("floor", 1, _to_integer(math.floor), _zero1, np.floor,
+    Op("floor", 1, _to_integer(math.floor), _zero1, _np_integer(np.floor),
        "⌊a⌋ is piecewise constant: derivative 0",
        method="__floor__", numpy=("floor",), torch="floor"),
-    Op("ceil", 1, _to_integer(math.ceil), _zero1, np.ceil,
+    Op("ceil", 1, _to_integer(math.ceil), _zero1, _np_integer(np.ceil),
        "⌈a⌉ is piecewise constant: derivative 0",
        method="__ceil__", numpy=("ceil",), torch="ceil"),
-    Op("trunc", 1, _to_integer(math.trunc), _zero1, np.trunc,
+    Op("trunc", 1, _to_integer(math.trunc), _zero1, _np_integer(np.trunc),
        "trunc(a) is piecewise constant: derivative 0",
        method="__trunc__", numpy=("trunc",), torch="trunc"),
 ]
