@@ -450,10 +450,11 @@ class _Measured:
         self.fwd, self.bwd = (plus - f0) / hp, (f0 - minus) / hm
         self.size = np.maximum(np.abs(f0), np.maximum(np.abs(plus), np.abs(minus)))
 
-    def rounding(self, trace):
+    def rounding(self, scale: float):
         """How far rounding may move each central slope (see ``_ROUNDING``), kept as
-        ``slack``; ``size`` becomes the size of the numbers rounded."""
-        self.size = np.maximum(self.size, _rounding_scale(trace))
+        ``slack``; ``size`` becomes the size of the numbers rounded (at least ``scale``,
+        :func:`_rounding_scale`)."""
+        self.size = np.maximum(self.size, scale)
         self.slack = (2 * _ROUNDING * _EPS_FLOAT) * self.size / self.steps
         return self.slack
 
@@ -864,6 +865,14 @@ class _Plan:
         self.scalar_numpy = not tensors and len(self._rows) > 0
         self._program = None
         self._groups = False  # not yet made (None: the graph is too deep for groups)
+        self._scale = None  # the rounding scale, made when first read
+
+    @property
+    def rounding_scale(self) -> float:
+        """:func:`_rounding_scale` of the trace, computed once (a re-measure reads it again)."""
+        if self._scale is None:
+            self._scale = _rounding_scale(self.trace)
+        return self._scale
 
     def groups(self) -> Optional["_Groups"]:
         """The level-grouped program of a scalar graph, or None where groups would
@@ -1303,7 +1312,7 @@ def _rows(plan, slots: _Slots, m: _Measured, atol, rtol, trace, eps) -> list:
         finite = np.isfinite(analytic) & np.isfinite(numeric)
         close = abs_err <= bound
         # within the bound once rounding on the way to the target is allowed for: no verdict
-        noise = m.rounding(trace)
+        noise = m.rounding(plan.rounding_scale)
         unresolved = abs_err <= bound + noise
         fwd, bwd = m.fwd, m.bwd
         jump = np.abs(fwd - bwd) > (atol + rtol * np.maximum(np.abs(fwd), np.abs(bwd))
