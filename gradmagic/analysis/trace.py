@@ -205,9 +205,12 @@ class _Exact(Mapping):
         self._flag, self._data, self._kept = flag, data, kept
 
     @classmethod
-    def of(cls, positions: list, values: list, data: np.ndarray) -> "_Exact":
+    def of(cls, positions: list, values: list, data: np.ndarray, ints=(),
+           nodes=()) -> "_Exact":
         """The ints among ``values`` (the numbers of nodes ``positions``, already written
-        into ``data``)."""
+        into ``data``), and nodes ``ints``: plain ints, written into ``data`` as floats
+        (nan if too big for one), whose exact number ``nodes[i].data`` is read where a float
+        may not hold it."""
         where = np.asarray(positions, dtype=np.intp)
         plain = np.fromiter(map(is_, map(type, values), repeat(int)), bool, len(values))
         small = plain & (np.abs(data[where]) < _EXACT_FLOAT)
@@ -218,6 +221,13 @@ class _Exact(Mapping):
             x = values[k]
             if isinstance(x, int):
                 kept[positions[k]] = x
+        if len(ints):
+            ints = np.asarray(ints, dtype=np.intp)
+            exact = np.abs(data[ints]) < _EXACT_FLOAT  # (nan: no)
+            flag[ints[exact]] = True
+            for i in ints[~exact].tolist():
+                kept[i] = x = nodes[i].data
+                data[i] = real(x)
         return cls(flag, data, kept)
 
     def get(self, i, default=None):
@@ -403,14 +413,15 @@ class Trace:
             self._values(order)
             return
         self.data = np.frombuffer(w.data, dtype=np.float64).copy()
-        odd = w.odd  # ints (kept exact) and numbers of other types
+        odd = w.odd  # numbers of other types (bools, int subclasses...)
         if odd:
             values = w.odd_data
             try:
                 self.data[odd] = values
             except (TypeError, ValueError, OverflowError):  # an int too big for a float...
                 self.data[odd] = list(map(real, values))
-            self.exact = _Exact.of(odd, values, self.data)
+        if odd or w.ints:
+            self.exact = _Exact.of(odd, w.odd_data, self.data, w.ints, order)
         self.grad = np.frombuffer(w.grads, dtype=np.float64)[::-1].copy()
         self._flags(order)
 

@@ -322,9 +322,11 @@ class Walk:
     ``named`` lists the positions of the nodes with a label. The walk
     leaves ``base + i`` in node ``i``'s ``_mark`` (until another walk reaches
     it), and ``pa[i]``/``pb[i]`` are the marks of its parents (``base - 1``
-    where there is none): minus ``base``, their positions. ``data`` holds each
-    node's number as a float (an ``array('d')``), except at the positions in
-    ``odd`` (ints, arrays: nan there; ``odd_data`` holds their numbers); ``tensors`` is
+    where there is none): minus ``base``, their positions. ``data`` holds each node's
+    number as a float (an ``array('d')``; nan for an int too big for one); ``ints`` lists
+    the positions of plain ints (their exact numbers are read from ``order`` where a float
+    cannot hold them); at the positions in ``odd`` (arrays, numbers of other types) it
+    holds nan and ``odd_data`` their numbers. ``tensors`` is
     True if a node is not a
     scalar. After ``backward(root, seed, walk)`` on scalar nodes, ``grads``
     holds the gradients in reverse order (root first). A
@@ -332,8 +334,8 @@ class Walk:
     made from these lists without reading the links again.
     """
 
-    __slots__ = ("order", "codes", "pa", "pb", "named", "data", "odd", "odd_data", "grads",
-                 "base", "tensors", "zeroed")
+    __slots__ = ("order", "codes", "pa", "pb", "named", "data", "ints", "odd", "odd_data",
+                 "grads", "base", "tensors", "zeroed")
 
     def index(self, node) -> int:
         """The position of ``node`` in ``order`` (-1 if this walk did not reach it).
@@ -375,7 +377,7 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
     none = base - 1
     scalar = SCALAR_NODES
     tensors = False
-    order, codes, pa, pb, named, odd, odd_data = [], [], [], [], [], [], []
+    order, codes, pa, pb, named, ints, odd, odd_data = [], [], [], [], [], [], [], []
     data = _array("d")
     nan = math.nan
     stack = [root]
@@ -383,6 +385,7 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
     code_append, a_append, b_append, named_append = (codes.append, pa.append, pb.append,
                                                      named.append)
     data_append, odd_append, odd_data_append = data.append, odd.append, odd_data.append
+    int_append = ints.append
     try:
         while stack:
             v = stack[-1]
@@ -416,7 +419,15 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
                     data_append(v.data)
                     if zero:
                         v.grad = 0.0
-                else:  # an int, an array...: kept aside for the Trace
+                elif cls is Value and v.data.__class__ is _INT:
+                    try:
+                        data_append(v.data)  # (the Trace keeps it exact)
+                    except OverflowError:  # too big for a float: nan, its int in order
+                        data_append(nan)
+                    int_append(i - 1 - base)
+                    if zero:
+                        v.grad = 0.0
+                else:  # a bool, an int subclass, an array...: kept aside for the Trace
                     data_append(nan)
                     odd_append(i - 1 - base)
                     odd_data_append(v.data)
@@ -446,7 +457,7 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
         _last_mark = i
     w = Walk()
     w.order, w.codes, w.pa, w.pb, w.named = order, codes, pa, pb, named
-    w.data, w.odd, w.odd_data, w.grads = data, odd, odd_data, None
+    w.data, w.ints, w.odd, w.odd_data, w.grads = data, ints, odd, odd_data, None
     w.base, w.tensors, w.zeroed = base, tensors, zero
     return w
 
