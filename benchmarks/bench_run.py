@@ -68,6 +68,7 @@ import tracemalloc
 
 import numpy as np
 
+import gradmagic
 from gradmagic.core.engine import Value, backward, walk
 from gradmagic.analysis.check import _PROGRAMS
 from gradmagic.analysis.trace import Trace
@@ -146,10 +147,24 @@ def stages(size: int, shell, repeat: int) -> dict:
     times["shell"] = times["plain cell"]
     # the default cell displays: the shell's display formatter computes every format
     times.update(best({"cell": cell("")}, max(1, repeat - 1)))
+    times["dot"] = _dot_time(repeat)
     shell.user_ns.pop("s", None)
     shell.user_ns.pop("_", None)
     return {"nodes": nodes, "times": times, "checked": report.verdict,
             "notes": [n for n in report.notes if n.startswith("Checked")]}
+
+
+def _dot_time(repeat: int) -> float:
+    """How long Graphviz's ``dot`` (the kernel's long-lived process) takes to lay out the
+    picture the default cell's static copy shows: a floor of the display, as the copy waits
+    for it (the Python work runs beside it)."""
+    from gradmagic.views import render
+    trace = gradmagic.last
+    summary = render.summarise(trace)
+    source = render.to_dot(trace, None, subset=summary.shown if summary else None,
+                           fold=render.Folded(trace))
+    return best({"dot": lambda: render._DOT.collect(render._DOT.submit(source))},
+                repeat)["dot"]
 
 
 def traced_run(target) -> Trace:
@@ -162,6 +177,11 @@ def traced_run(target) -> Trace:
 def _difference(total: float, part: float) -> float:
     """``total - part``, kept above zero (two noisy bests of nearly equal times)."""
     return max(total - part, 1e-3 * part)
+
+
+def _floor(t: dict) -> float:
+    math_s = t["forward"] + t["backward"]
+    return (math_s + t["shell"] + t["dot"]) / math_s
 
 
 def exponent(sizes, times) -> float:
@@ -297,6 +317,12 @@ def main(argv=None) -> bool:
         if r["notes"]:
             print(f"check at {r['nodes']:,} nodes: {r['notes'][0]}")
     ns = [r["nodes"] for r in rows]
+    print("\nthe display's floor, dot's own layout of the default cell's picture (the static "
+          "copy waits for it): " + ", ".join(
+              f"{r['times']['dot'] * 1e3:.1f} ms" for r in rows)
+          + "; so the default cell is at least (forward + backward + the shell's cost + dot) / "
+          "(forward + backward): " + ", ".join(
+              f"{_floor(r['times']):.1f}x" for r in rows))
     print(f"\nthe shell's own cost of a cell (the plain cell {SHELL_CELL!r} through the same "
           "shell): " + ", ".join(
               f"{r['times']['shell'] * 1e3:.1f} ms" for r in rows))
