@@ -280,6 +280,38 @@ def test_topo_puts_parents_before_children():
             assert pos[id(p)] < pos[id(v)]
 
 
+def test_every_walk_gives_the_same_parents_first_order():
+    # backward's walk, the magic's recording walk and topo() place the nodes in one order,
+    # so the magic's gradients are backward()'s to the last bit; on random DAGs with
+    # shared nodes, leaves reached from many children and nodes whose parents are placed
+    from gradmagic.core.engine import _zeroed_order, walk
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        nodes = [Value(float(rng.normal()), label=f"x{k}") for k in range(3)]
+        for _ in range(int(rng.integers(1, 60))):
+            a, b = (nodes[int(k)] for k in rng.integers(0, len(nodes), 2))
+            nodes.append(a * b if rng.random() < 0.5 else (a + b).tanh())
+        root = nodes[-1]
+        order = root.topo()
+        assert [id(v) for v in _zeroed_order(root)[0]] == [id(v) for v in order]
+        assert [id(v) for v in walk(root, zero=True).order] == [id(v) for v in order]
+        pos = {id(v): i for i, v in enumerate(order)}
+        assert order[-1] is root and len(pos) == len(order)
+        assert all(pos[id(p)] < pos[id(v)] for v in order for p in v.parents)
+        root.backward()
+        plain = [v.grad for v in order]
+        trace = traced(root)
+        assert trace.grad.tolist() == plain
+
+
+def traced(root):
+    from gradmagic.analysis.trace import Trace
+    from gradmagic.core.engine import backward, walk
+    w = walk(root, zero=True)
+    backward(root, 1.0, w)
+    return Trace(root, walk=w)
+
+
 def test_reused_nodes_accumulate():
     a = Value(3.0)
     twice = a + a

@@ -390,69 +390,73 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
         while stack:
             v = stack[-1]
             m = v._mark
-            if m is entered:  # its parents are placed: place it
-                pop()
-                v._mark = i
-                i += 1
-                append(v)
+            if m is not entered:  # reached for the first time, or placed already
+                if m is not None and m > entered:  # placed (pushed by two children)
+                    pop()
+                    continue
                 a = v._a
-                if a is None:
-                    a_append(none)
-                    b_append(none)
-                    op = v._op
-                    code_append(0 if op is None else 255)  # (an entry on a leaf: odd)
-                else:  # a node with parents has an op entry
-                    a_append(a._mark)
+                if a is not None:  # its parents first (a node whose parents are placed,
+                    m = a._mark  # a leaf among them, is placed at once)
+                    waiting = m is None or m < entered
+                    if waiting:
+                        push(a)
                     b = v._b
-                    b_append(none if b is None else b._mark)
-                    code_append(v._op._trace_code if tables
-                                else getattr(v._op, "_trace_code", 255))
-                if v.label:
-                    named_append(i - 1 - base)
-                # its number as a float, read while the node is at hand
-                cls = v.__class__
-                if cls is Float or cls is Float64:
-                    data_append(v)  # a float itself
-                    if zero:
-                        v.grad = 0.0
-                elif cls is Value and v.data.__class__ is _FLOAT:
-                    data_append(v.data)
-                    if zero:
-                        v.grad = 0.0
-                elif cls is Value and v.data.__class__ is _INT:
-                    try:
-                        data_append(v.data)  # (the Trace keeps it exact)
-                    except OverflowError:  # too big for a float: nan, its int in order
-                        data_append(nan)
-                    int_append(i - 1 - base)
-                    if zero:
-                        v.grad = 0.0
-                else:  # a bool, an int subclass, an array...: kept aside for the Trace
-                    data_append(nan)
-                    odd_append(i - 1 - base)
-                    odd_data_append(v.data)
-                    if cls in scalar:
-                        if zero:
-                            v.grad = 0.0
-                    else:
-                        tensors = True
-                        if zero:
-                            v._zero_grad()
-                continue
-            if m is not None and m > entered:  # placed already (pushed by two children)
-                pop()
-                continue
-            v._mark = entered  # reached for the first time: its parents first
+                    if b is not None:
+                        m = b._mark
+                        if m is None or m < entered:
+                            push(b)
+                            waiting = True
+                    if waiting:
+                        v._mark = entered
+                        continue
+            # its parents are placed: place it
+            pop()
+            v._mark = i
+            i += 1
+            append(v)
             a = v._a
-            if a is not None:
-                m = a._mark
-                if m is None or m < entered:
-                    push(a)
+            if a is None:
+                a_append(none)
+                b_append(none)
+                op = v._op
+                code_append(0 if op is None else 255)  # (an entry on a leaf: odd)
+            else:  # a node with parents has an op entry
+                a_append(a._mark)
                 b = v._b
-                if b is not None:
-                    m = b._mark
-                    if m is None or m < entered:
-                        push(b)
+                b_append(none if b is None else b._mark)
+                code_append(v._op._trace_code if tables
+                            else getattr(v._op, "_trace_code", 255))
+            if v.label:
+                named_append(i - 1 - base)
+            # its number as a float, read while the node is at hand
+            cls = v.__class__
+            if cls is Float or cls is Float64:
+                data_append(v)  # a float itself
+                if zero:
+                    v.grad = 0.0
+            elif cls is Value and v.data.__class__ is _FLOAT:
+                data_append(v.data)
+                if zero:
+                    v.grad = 0.0
+            elif cls is Value and v.data.__class__ is _INT:
+                try:
+                    data_append(v.data)  # (the Trace keeps it exact)
+                except OverflowError:  # too big for a float: nan, its int in order
+                    data_append(nan)
+                int_append(i - 1 - base)
+                if zero:
+                    v.grad = 0.0
+            else:  # a bool, an int subclass, an array...: kept aside for the Trace
+                data_append(nan)
+                odd_append(i - 1 - base)
+                odd_data_append(v.data)
+                if cls in scalar:
+                    if zero:
+                        v.grad = 0.0
+                else:
+                    tensors = True
+                    if zero:
+                        v._zero_grad()
     finally:
         _last_mark = i
     w = Walk()
@@ -475,30 +479,30 @@ def _zeroed_order(root) -> tuple:
     while stack:
         v = stack[-1]
         m = v._mark
-        if m is entered:
-            pop()
-            v._mark = left
-            append(v)
-            if v.__class__ in scalar:
-                v.grad = 0.0
-            else:
-                tensors = True
-                v._zero_grad()
-            continue
-        if m is left:
-            pop()
-            continue
-        v._mark = entered
-        a = v._a
-        if a is not None:
-            m = a._mark
-            if m is not entered and m is not left:
-                push(a)
-            b = v._b
-            if b is not None:
-                m = b._mark
-                if m is not entered and m is not left:
+        if m is not entered:  # reached for the first time, or placed already
+            if m is left:
+                pop()
+                continue
+            a = v._a
+            if a is not None:  # its parents first; placed at once if they are
+                waiting = a._mark is not left
+                if waiting:
+                    push(a)
+                b = v._b
+                if b is not None and b._mark is not left:
                     push(b)
+                    waiting = True
+                if waiting:
+                    v._mark = entered
+                    continue
+        pop()  # its parents are placed: place it
+        v._mark = left
+        append(v)
+        if v.__class__ in scalar:
+            v.grad = 0.0
+        else:
+            tensors = True
+            v._zero_grad()
     return order, tensors
 
 
