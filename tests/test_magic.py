@@ -109,6 +109,24 @@ def test_the_result_is_a_trace_held_by_out_and_gradmagic_last(ip):
     assert {n.label: n.data for n in trace.nodes if n.label} == {"a": 2.0, "b": 5.0}
 
 
+def test_a_cell_of_ints_keeps_every_int_exact_in_its_trace(ip):
+    # the magic's int nodes, small, past 2**53 and past a float's range, read back as the
+    # ints plain Python computes
+    body = ("x = 3\nbig = 2 ** 60 + 1\nhuge = 10 ** 400\ns = x\nfor _ in range(20):\n"
+            "    s = s * 2 - s + x\nt = s + big * 0 + (huge - huge) + big - big\nt")
+    plain = {}
+    exec(body, {}, plain)
+    assert autograd(ip, body).success
+    trace = gradmagic.last
+    assert trace.target.data == plain["t"] and type(trace.target.data) is int
+    for name in ("x", "big", "huge", "s"):
+        node = trace.node(name)
+        assert node.data == plain[name] and type(node.data) is int, name
+    assert trace.data[trace.node("huge").index] == float("inf")
+    assert all(type(node.data) is int for node in trace.nodes)
+    assert len(trace.exact) == trace.n
+
+
 def test_quiet_returns_nothing_but_keeps_the_trace(ip):
     result = autograd(ip, "a = 2.0\na * 3", store_history=True)
     assert result.result is None and gradmagic.last.value == 6.0

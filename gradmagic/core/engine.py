@@ -438,9 +438,9 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
                 data_append(v.data)
                 if zero:
                     v.grad = 0.0
-            elif cls is Value and v.data.__class__ is _INT:
+            elif cls is Int or cls is Value and v.data.__class__ is _INT:
                 try:
-                    data_append(v.data)  # (the Trace keeps it exact)
+                    data_append(v.data)  # a plain int (the Trace keeps it exact)
                 except OverflowError:  # too big for a float: nan, its int in order
                     data_append(nan)
                 int_append(i - 1 - base)
