@@ -395,8 +395,8 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
                     pop()
                     continue
                 a = v._a
-                if a is not None:  # its parents first (a node whose parents are placed,
-                    m = a._mark  # a leaf among them, is placed at once)
+                if a is not None:  # its parents first (a leaf, or a node whose parents
+                    m = a._mark  # are placed already, is placed at once)
                     waiting = m is None or m < entered
                     if waiting:
                         push(a)
