@@ -11,8 +11,8 @@ Workloads:
   (micrograd has no tanh).
 * **bare node objects** -- the demo step's forward on the least node a Python engine
   can make (a slotted object with a number, two parents and an op tag, made by one
-  operator method; no gradient, no backward): what a Python object per node costs before
-  any autograd, against the plain-float forward.
+  operator method; no gradient, no backward; relu a comparison, as on the plain floats):
+  what a Python object per node costs before any autograd, against the plain-float forward.
 * **bytes per node** -- Python memory (tracemalloc) held by one demo step's
   graph after backward, per node. PyTorch allocates outside Python's
   allocator, so it has no entry.
@@ -191,8 +191,10 @@ class PlainFloats:
         losses = [max(0.0, 1 - yi * s) for s, yi in zip(scores, y)]
         return sum(losses) * (1.0 / len(losses)) + 1e-4 * sum(p * p for p in self.params)
 
+    number = float  # what the numbers are (BareNodes: nodes)
+
     def chain(self, n):
-        y = 0.5
+        y = self.number(0.5)
         for _ in range(n):
             y = y * 1.0001
             y = y if y > 0 else 0.0
@@ -223,45 +225,23 @@ class _Bare:
     def __rsub__(self, other):
         return _Bare(other - self.data, _Bare(other), self, "-")
 
-    def relu(self):
-        return _Bare(self.data if self.data > 0 else 0.0, self, None, "relu")
+    def __gt__(self, other):  # (relu is a comparison here, as on the plain floats)
+        return self.data > other
 
 
 class BareNodes(PlainFloats):
-    """The same forward on :class:`_Bare` nodes: the floor of any engine that makes a Python
-    object per node (as micrograd, PyTorch 0-d tensors and gradmagic do), before backward."""
+    """:class:`PlainFloats`' forward with :class:`_Bare` weights (each op on them makes a
+    node): the floor of any engine that makes a Python object per node (as micrograd,
+    PyTorch 0-d tensors and gradmagic do), before backward."""
 
     name = "bare node objects (fwd only)"
+    number = _Bare
 
     def __init__(self):
         super().__init__()
         self.layers = [[([_Bare(w) for w in ws], _Bare(b)) for ws, b in layer]
                        for layer in self.layers]
         self.params = [_Bare(p) for p in self.params]
-
-    def net(self, x):
-        last = len(self.layers) - 1
-        for i, layer in enumerate(self.layers):
-            out = []
-            for w, b in layer:
-                act = b
-                for wi, xi in zip(w, x):
-                    act = act + wi * xi
-                out.append(act.relu() if i < last else act)
-            x = out
-        return x[0]
-
-    def step(self, X, y):
-        X = [[_Bare(a), _Bare(b)] for a, b in X]
-        scores = [self.net(x) for x in X]
-        losses = [(1 - s * yi).relu() for s, yi in zip(scores, y)]
-        return sum(losses) * (1.0 / len(losses)) + 1e-4 * sum(p * p for p in self.params)
-
-    def chain(self, n):
-        y = _Bare(0.5)
-        for _ in range(n):
-            y = (y * 1.0001).relu()
-        return y
 
 
 # --------------------------------------------------------------- measuring
