@@ -37,11 +37,10 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 
 from . import runtime as _runtime
-from . import session
+from . import boundary, session
 from ..core import engine
-from ..core.engine import SCALARS, Value, state
-from ..core.array import Array, Scalar64, plain_array
-from ..core.tensor import Tensor
+from ..core.engine import Value, state
+from ..core.array import Array
 from .rewrite import RUNTIME, Rewritten, rewrite
 from ..analysis.options import Options
 from ..analysis.trace import Trace
@@ -454,104 +453,52 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     lifted = lift(ns, cell.rewritten.reads)
     before = dict(ns)  # to find the names the cell binds
     run = None
+    reached: dict = {}  # the leaves made of numbers in the data the cell reads
     try:
+        boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
         with _runtime.recording(cell.filename) as run:
             _run_code(cell.code, global_ns, ns)
             value = _run_code(cell.final, global_ns, ns) if cell.final else None
         target = find_target(cell.rewritten, options.target, value, ns)
     except BaseException:  # an error or NoTarget: no graph to look at, the names hold plain values
-        unlift(ns, before, lifted, run, keep=())
+        boundary.settle(ns, made=_made(run, lifted, reached),
+                        bound=_bound(ns, before, lifted))
         raise
     relabel(ns)
     data = target.data
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)
+    named = bindings(ns)
+    settled = boundary.settle(ns, made=_made(run, lifted, reached),
+                              bound=_bound(ns, before, lifted), walk=walk)
+    if settled.named:  # leaves named by the path that reaches them
+        walk.named = sorted(set(walk.named).union(settled.named))
     engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     converted = state.float_conversions - floats
-    trace = Trace(target, walk=walk, bindings=bindings(ns),
+    trace = Trace(target, walk=walk, bindings=named,
                   branch_events=state.branch_events - branches,
                   float_conversions=converted + len(run.cuts), source=cell.source,
                   options=options, warnings=cut_warnings(run.cuts, converted))
     trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
-    unlift(ns, before, lifted, run, keep=walk)
+    boundary.release(settled)
     return trace
 
 
-def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
-    """Put plain values back where the magic's nodes are not part of the graph.
-
-    A name bound to a node the target does not depend on (or to any node, after
-    a run with no target or an error) holds what plain Python would have
-    bound: the object a lifted name held before, the array a library call
-    returned, the plain number. Nodes ``keep`` reached (the graph's
-    :class:`~gradmagic.core.engine.Walk`; ``()`` for none) stay, so ``x.grad``
-    works after the cell. Number nodes held by what the
-    cell bound (lists, dicts, the attributes of its classes and of their
-    instances) are replaced in place by their plain numbers, graph or not: a
-    later plain cell finds Python's own types there (``gradmagic.last`` keeps
-    the gradients). A ``Value`` (the explicit
-    engine's) is never touched, nor is a name the cell did not bind
-    (``before`` holds the namespace as the run began, read names lifted).
-    """
-    made = dict(run.made) if run is not None else {}
-    for name, (old, new) in lifted.items():
+def _made(run, lifted, reached) -> dict:
+    """id(node) → (node, the object it stands for): library results, lifted names and the
+    numbers the cell's data held."""
+    made = dict(reached)
+    if run is not None:
+        made.update(run.made)
+    for old, new in lifted.values():
         made[id(new)] = (new, old)
-    for name, v in list(ns.items()):
-        if before.get(name, made) is v and name not in lifted:
-            continue
-        cls = type(v)
-        if cls in _MAGIC_NODES:
-            if not keep or keep.index(v) < 0:
-                ns[name] = _plain(v, made)
-        elif cls is list:
-            for i, e in enumerate(v):
-                if type(e) in _HELD_NODES:
-                    v[i] = _plain(e, made)
-        elif cls is dict and name not in _SHELL_NAMES:
-            for k, e in list(v.items()):
-                if type(e) in _HELD_NODES:
-                    v[k] = _plain(e, made)
-        elif getattr(cls, "__module__", None) == "__main__" or (
-                isinstance(v, type) and v.__module__ == "__main__"):
-            _plain_attributes(v, made)  # an instance of the notebook's class, or the class
+    return made
 
 
-_SHELL_NAMES = frozenset({"_oh", "Out", "_ih", "In", "_dh", "__builtins__"})
-_MAGIC_NODES = SCALARS | {Tensor, Array, Scalar64}
-"""Node classes a name may hold after the cell only if the node is part of the target's graph."""
-_HELD_NODES = SCALARS | {Array, Scalar64}
-"""Node classes made plain wherever the cell's containers hold them."""
-
-
-def _plain_attributes(obj, made) -> None:
-    """Number nodes among ``obj``'s own attributes (a class's or an instance's) made plain."""
-    try:
-        attributes = vars(obj)
-    except TypeError:  # no __dict__ (slots)
-        return
-    for key, e in list(attributes.items()):
-        if type(e) in _HELD_NODES:
-            try:
-                setattr(obj, key, _plain(e, made))
-            except (AttributeError, TypeError):  # read-only: left as it is
-                pass
-
-
-def _plain(v, made):
-    """The plain value a node stands for (see :func:`unlift`)."""
-    entry = made.get(id(v))
-    if entry is not None and entry[0] is v:
-        original = entry[1]
-        if (type(original) is np.ndarray and type(v) is Tensor
-                and original.shape == v.data.shape and original.dtype == v.data.dtype
-                and not np.array_equal(original, v.data, equal_nan=True)):
-            original[...] = v.data  # changed in place in the cell (T.sort(), T.fill(0))
-        return original
-    if type(v) is Tensor:
-        return v.data[()] if v.data.ndim == 0 else v.data
-    if type(v) is Array or type(v) is Scalar64:
-        return plain_array(v)
-    return engine.plain(v)
+def _bound(ns, before: dict, lifted: dict) -> set:
+    """The names the cell bound (or the magic lifted)."""
+    missing = object()
+    return {name for name, v in ns.items() if before.get(name, missing) is not v} | set(lifted)
 
 
 def find_target(rw: Rewritten, name, value, ns):

@@ -43,6 +43,7 @@ __all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", 
 # --------------------------------------------------------------------------- nodes
 _NODES = SCALAR_NODES | {Tensor, Array, Scalar64}
 _ARRAY_NODES = frozenset({Tensor, Array, Scalar64})
+_int_of = int.__index__
 _FLOAT = float  # held here: code run under the magic may rebind builtins.float
 
 
@@ -204,11 +205,43 @@ def ints(x):
 
 
 def _ints_deep(x):
-    if type(x) is Value:
+    """A library call's argument: an int node or an int-valued Value as its plain int.
+
+    Containers are passed as they are (the library may change them in place: a heap, a
+    list to shuffle), unless they hold an explicit int Value, which only a copy can
+    turn into an int.
+    """
+    cls = type(x)
+    if cls is Int:
+        return _int_of(x)
+    if cls is Value:
         return x.data if type(x.data) is int else x
-    if type(x) in (list, tuple) and any(type(e) in (Value, list, tuple) for e in x):
-        return type(x)(_ints_deep(e) for e in x)
+    if (cls is list or cls is tuple) and _find(x, _is_int_value) is not None:
+        return cls(_ints_deep(e) for e in x)
     return x
+
+
+def _is_int_value(e) -> bool:
+    return type(e) is Value and type(e.data) is int
+
+
+def _is_float_node(e) -> bool:
+    cls = type(e)
+    return cls is Value or (cls in SCALARS and cls is not Int)
+
+
+def _find(x, test, depth=0):
+    """The first item of the list or tuple ``x``, at any depth up to 20, that passes
+    ``test``; None if there is none."""
+    for e in x:
+        if test(e):
+            return e
+        cls = type(e)
+        if (cls is list or cls is tuple) and depth < 20:
+            found = _find(e, test, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 # --------------------------------------------------------------------------- library calls
@@ -427,15 +460,35 @@ def _describe(f) -> str:
 
 
 def _data(x, where: str):
-    """``x`` with every Value replaced by its number (a float Value's cut is recorded)."""
+    """``x`` for a numpy function that cannot keep the graph: a number node as its number,
+    the cut recorded for a float one. A list or tuple holding float nodes is passed as it
+    is (numpy reads them as the floats they are, and may change the list in place), the
+    cut recorded; only explicit Values inside make a copy with their numbers."""
     cls = type(x)
     if cls is Value or cls in SCALARS:
         if cls is not Int and not (cls is Value and type(x.data) is int):
             _record(f"{where} took {_who(x)} as a plain number", None, where)
         return x.data
-    if type(x) in (list, tuple) and any(type(e) in _SEQUENCE_DATA for e in x):
-        return type(x)(_data(e, where) for e in x)
+    if cls is list or cls is tuple:
+        if _find(x, _is_value) is not None:
+            return cls(_data(e, where) for e in x)
+        if _find(x, _is_float_node) is not None:
+            _record_each(x, where, 0)
     return x
+
+
+def _record_each(x, where: str, depth: int) -> None:
+    """Record the cut of each float node in the list or tuple ``x`` (kept as it is)."""
+    for e in x:
+        cls = type(e)
+        if cls in SCALARS and cls is not Int:
+            _record(f"{where} took {_who(e)} as a plain number", None, where)
+        elif (cls is list or cls is tuple) and depth < 20:
+            _record_each(e, where, depth + 1)
+
+
+def _is_value(e) -> bool:
+    return type(e) is Value
 
 
 _SEQUENCE_DATA = SCALAR_NODES | {list, tuple}

@@ -1,0 +1,462 @@
+"""The end of a cell: one walk over everything the user's namespace reaches.
+
+While a cell runs under ``%%autograd`` its numbers are graph nodes, and the cell
+may leave them anywhere: in lists, tuples, dicts, sets, deques, the attributes of
+instances and classes, dataclass fields, function defaults and closures, the
+internals of a library's objects (a heap, a graph, a sorted list). When the
+cell ends, :func:`settle` walks all of it once and
+
+* names each leaf of the target's graph by how the code reaches it
+  (``n.w[0]``, ``model['layers'][1].b``): a number the code keeps is a parameter,
+  so it is an input of the run, checked and drawn as one;
+* puts the plain number back wherever a node is held, so a later cell finds
+  Python's own types (``gradmagic.last`` keeps the values and gradients);
+* keeps the names bound to nodes of the graph (``x.grad`` works after the cell),
+  cut from their parents: the trace holds the graph, no live node does, so no
+  gradient can flow from one cell's graph into another's.
+
+The walk is iterative (a linked list of any length), visits each object once,
+and stops after :data:`LIMIT` objects; what it did not reach is counted in
+``Settled.unvisited``.
+"""
+from __future__ import annotations
+
+import collections
+import types
+
+import numpy as np
+
+from ..core import engine
+from ..core.array import Array, Scalar64, plain_array
+from ..core.engine import SCALARS
+from ..core.tensor import Tensor
+
+__all__ = ["settle", "release", "Settled", "LIMIT", "plain_of", "path_text"]
+
+LIMIT = 200_000
+"""The most objects one cell's walk visits (a bound on its time)."""
+
+NUMBER_NODES = SCALARS | {Array, Scalar64}
+"""Node classes the magic makes; never left where a later cell can find them."""
+
+_ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None), range, slice,
+                    bytearray, type(Ellipsis), type(NotImplemented)})
+_SKIP_TYPES = (types.ModuleType, types.BuiltinFunctionType, types.GeneratorType,
+               types.CoroutineType, types.AsyncGeneratorType, types.FrameType,
+               types.CodeType, types.TracebackType, type)
+_FOREIGN = ("IPython", "ipykernel", "traitlets", "zmq", "jupyter_client", "tornado",
+            "asyncio", "gradmagic", "ipywidgets", "anywidget", "comm", "threading",
+            "logging", "_io", "io", "socket", "ssl", "concurrent")
+"""Modules whose objects are the shell's or the machinery's, never the cell's numbers."""
+_SHELL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
+
+
+class Settled:
+    """What :func:`settle` did: the leaves it named (graph position → name), how many
+    objects it visited, and how many it left unvisited past :data:`LIMIT`."""
+
+    __slots__ = ("named", "visited", "unvisited", "kept")
+
+    def __init__(self):
+        self.named: dict[int, str] = {}  # graph position → the path it was named by
+        self.kept: list = []  # nodes of the graph that names keep
+        self.visited = 0
+        self.unvisited = 0
+
+
+def plain_of(v, made: dict):
+    """The plain value a node stands for.
+
+    A leaf the magic made from an object of the namespace (a lifted name, a
+    library call's result) stands for that very object; any other node for its
+    plain number or array.
+    """
+    entry = made.get(id(v))
+    if entry is not None and entry[0] is v:
+        original = entry[1]
+        if (type(original) is np.ndarray and type(v) is Tensor
+                and original.shape == v.data.shape and original.dtype == v.data.dtype
+                and not np.array_equal(original, v.data, equal_nan=True)):
+            original[...] = v.data  # changed in place in the cell (T.sort(), T.fill(0))
+        return original
+    cls = type(v)
+    if cls is Tensor:
+        return v.data[()] if v.data.ndim == 0 else v.data
+    if cls is Array or cls is Scalar64:
+        return plain_array(v)
+    return engine.plain(v)
+
+
+def settle(ns, *, made: dict, bound: set, walk=None) -> Settled:
+    """Walk everything ``ns`` reaches once; see the module docstring.
+
+    ``made`` maps id(node) → (node, the object it stands for); ``bound`` holds the
+    names the cell bound or lifted: a node bound to another name is an earlier
+    cell's, kept as it was. ``walk`` is the target graph's
+    :class:`~gradmagic.core.engine.Walk` (None after an error: no name keeps a node).
+    Call :func:`release` once the trace is made.
+    """
+    walker = _Walker(ns, made, walk)
+    for name in list(ns):
+        if name.startswith("_") or name in _SHELL_NAMES:
+            continue
+        v = ns[name]
+        cls = type(v)
+        if cls in NUMBER_NODES or cls is Tensor:
+            if name not in bound:
+                continue  # an earlier cell's node, or an explicit Tensor: left as it is
+            if walk is not None and walk.index(v) >= 0:
+                walker.settled.kept.append(v)
+            else:
+                ns[name] = plain_of(v, made)
+            continue
+        new = walker.value(v, (name,), 0)
+        if new is not v:
+            ns[name] = new
+    walker.drain()
+    return walker.settled
+
+
+def release(settled: Settled) -> None:
+    """Cut the nodes that names keep from their parents (call it after the trace is made).
+
+    A kept node keeps its value, gradient, label and op; only the links that would
+    carry a later backward pass into this cell's graph go."""
+    for v in settled.kept:
+        if type(v) is not Tensor and v._a is not None:
+            v._a = v._b = None  # (its op stays, for v.op)
+    settled.kept = []
+
+
+# a path is a tuple: (name,) for a name, (parent path, kind, key) below it
+def path_text(path) -> str:
+    """``('n',) .w [0]`` → ``'n.w[0]'``."""
+    steps = []
+    while len(path) == 3:
+        path, kind, key = path
+        if kind == ".":
+            steps.append(f".{key}")
+        else:
+            text = repr(key)
+            steps.append(f"[{text if len(text) <= 40 else text[:37] + '...'}]")
+    steps.append(path[0])
+    return "".join(reversed(steps))
+
+
+class _Walker:
+    def __init__(self, ns, made, walk):
+        self.ns = ns
+        self.made = made
+        self.walk = walk
+        self.seen: dict[int, object] = {}  # id → the object's plain stand-in (itself if none)
+        self.keep_alive: list = []  # objects whose ids are in seen
+        self.kept: list = []
+        self.later: list = []  # (object, path): deep objects, walked from the top again
+        self.budget = LIMIT
+        self.settled = Settled()
+
+    # ---------------------------------------------------------------- nodes
+    def node(self, v, path):
+        """The plain number for the node ``v``; a leaf of the graph not named by a name of
+        the namespace is named by ``path``, the first way the walk reached it."""
+        walk = self.walk
+        if walk is not None and v._a is None:
+            i = walk.index(v)
+            named = self.settled.named
+            if i >= 0 and i not in named and self.ns.get(v.label) is not v:
+                v.label = named[i] = path_text(path)
+        return plain_of(v, self.made)
+
+    # ---------------------------------------------------------------- objects
+    def value(self, v, path, depth):
+        """``v`` itself, its contents settled in place; or a new object for an immutable one
+        (a tuple, a frozenset) whose contents had to change."""
+        cls = type(v)
+        if cls in _ATOMS:
+            return v
+        if cls in NUMBER_NODES:
+            return self.node(v, path)
+        key = id(v)
+        if key in self.seen:
+            return self.seen[key]
+        if cls is Tensor or cls is engine.Value:
+            return v  # the explicit engine's nodes: the user's own objects
+        self.seen[key] = v
+        self.keep_alive.append(v)
+        self.budget -= 1
+        if self.budget < 0:
+            self.settled.unvisited += 1
+            return v
+        self.settled.visited += 1
+        if depth > 150 and not isinstance(v, (tuple, frozenset)):
+            self.later.append((v, path))  # mutable: settled in place from a fresh stack
+            return v
+        try:
+            new = self._contents(v, cls, path, depth + 1)
+        except Exception:  # an object that refuses inspection: left as it is
+            return v
+        if new is not v:
+            self.seen[key] = new
+        return new
+
+    def drain(self):
+        while self.later:
+            v, path = self.later.pop()
+            try:
+                self._contents(v, type(v), path, 0)
+            except Exception:
+                pass
+
+    def _contents(self, v, cls, path, depth):
+        if isinstance(v, list):
+            self._sequence(v, path, depth, list.__setitem__)
+        elif isinstance(v, dict):
+            self._dict(v, path, depth)
+        elif isinstance(v, tuple):
+            return self._tuple(v, cls, path, depth)
+        elif isinstance(v, (set, frozenset)):
+            return self._set(v, cls, path, depth)
+        elif isinstance(v, collections.deque):
+            self._sequence(v, path, depth, collections.deque.__setitem__)
+        elif isinstance(v, np.ndarray):
+            if v.dtype == object:
+                for i, e in zip(np.ndindex(v.shape), v.flat):
+                    new = self.value(e, (path, "[]", i if len(i) != 1 else i[0]), depth)
+                    if new is not e:
+                        v[i] = new
+        elif isinstance(v, _SKIP_TYPES) and not (cls is type and _users(v)):
+            pass
+        elif isinstance(v, types.FunctionType):
+            if _users(v):
+                self._function(v, path, depth)
+        elif isinstance(v, (types.MethodType, types.BuiltinMethodType)):
+            pass
+        elif _foreign(cls):
+            pass
+        else:
+            self._attributes(v, cls, path, depth)
+        return v
+
+    def _sequence(self, v, path, depth, setitem):
+        kinds = set(map(type, v))
+        if kinds <= _ATOMS:
+            return
+        for i, e in enumerate(list(v)):
+            if type(e) in _ATOMS:
+                continue
+            new = self.value(e, (path, "[]", i), depth)
+            if new is not e:
+                setitem(v, i, new)
+
+    def _dict(self, v, path, depth):
+        rekey = False
+        for k, e in list(dict.items(v)):
+            if type(k) not in _ATOMS and self._holds_node(k):
+                rekey = True
+            if type(e) in _ATOMS:
+                continue
+            new = self.value(e, (path, "[]", k), depth)
+            if new is not e:
+                dict.__setitem__(v, k, new)
+        if rekey:  # a node used as a key: the same order, plain keys
+            items = [(self.value(k, path, depth), e) for k, e in dict.items(v)]
+            dict.clear(v)
+            dict.update(v, items)
+
+    def _holds_node(self, k) -> bool:
+        cls = type(k)
+        if cls in NUMBER_NODES:
+            return True
+        return cls is tuple and any(self._holds_node(e) for e in k)
+
+    def _tuple(self, v, cls, path, depth):
+        items = [e if type(e) in _ATOMS else self.value(e, (path, "[]", i), depth)
+                 for i, e in enumerate(v)]
+        if all(a is b for a, b in zip(items, v)):
+            return v
+        if cls is tuple:
+            return tuple(items)
+        make = getattr(cls, "_make", None)  # a namedtuple
+        try:
+            return make(items) if make is not None else cls(items)
+        except Exception:
+            return v
+
+    def _set(self, v, cls, path, depth):
+        if set(map(type, v)) <= _ATOMS:
+            return v
+        pairs = [(e, self.value(e, (path, "[]", e), depth)) for e in list(v)]
+        changed = [(e, new) for e, new in pairs if new is not e]
+        if not changed:
+            return v
+        if isinstance(v, set):
+            for e, new in changed:
+                set.discard(v, e)
+                set.add(v, new)
+            return v
+        try:
+            return cls(new for _, new in pairs)
+        except Exception:
+            return v
+
+    def _function(self, f, path, depth):
+        if f.__defaults__:
+            new = self.value(f.__defaults__, (path, ".", "__defaults__"), depth)
+            if new is not f.__defaults__:
+                f.__defaults__ = new
+        if f.__kwdefaults__:
+            self._dict(f.__kwdefaults__, (path, ".", "__kwdefaults__"), depth)
+        for cell in f.__closure__ or ():
+            try:
+                e = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if type(e) in _ATOMS:
+                continue
+            new = self.value(e, (path, ".", "<closure>"), depth)
+            if new is not e:
+                cell.cell_contents = new
+        if f.__dict__:
+            self._dict(f.__dict__, path, depth)
+
+    def _attributes(self, v, cls, path, depth):
+        if isinstance(v, type):  # the notebook's class: its class attributes
+            for k, e in list(vars(v).items()):
+                if type(e) in _ATOMS or k.startswith("__"):
+                    continue
+                new = self.value(e, (path, ".", k), depth)
+                if new is not e:
+                    try:
+                        setattr(v, k, new)
+                    except (AttributeError, TypeError):
+                        pass
+            return
+        attributes = getattr(v, "__dict__", None)
+        if type(attributes) is dict:
+            for k, e in list(attributes.items()):
+                if type(e) in _ATOMS:
+                    continue
+                new = self.value(e, (path, ".", k), depth)
+                if new is not e:
+                    attributes[k] = new
+        for klass in cls.__mro__:
+            slots = klass.__dict__.get("__slots__")
+            if not slots or klass.__module__ == "builtins":
+                continue
+            for slot in (slots,) if isinstance(slots, str) else slots:
+                if slot in ("__dict__", "__weakref__"):
+                    continue
+                try:
+                    e = object.__getattribute__(v, slot)
+                except AttributeError:
+                    continue
+                if type(e) in _ATOMS:
+                    continue
+                new = self.value(e, (path, ".", slot), depth)
+                if new is not e:
+                    try:
+                        object.__setattr__(v, slot, new)
+                    except (AttributeError, TypeError):
+                        pass
+
+
+def _users(obj) -> bool:
+    """True for a function or class defined in the notebook."""
+    return getattr(obj, "__module__", None) == "__main__"
+
+
+def _foreign(cls) -> bool:
+    module = getattr(cls, "__module__", None)
+    if not isinstance(module, str):
+        return True
+    return module.partition(".")[0] in _FOREIGN
+
+
+# --------------------------------------------------------------------------- the start of a cell
+_LIFTED = frozenset({float, np.float64})
+"""The kinds of number found in the cell's data that become leaves (ints stay ints:
+counts, indices and keys are not parameters)."""
+
+
+def lift_reachable(ns, names, made: dict, new_leaf) -> int:
+    """Make the floats and float arrays that the names ``names`` reach leaves of the run.
+
+    Before a cell runs, the lists, dicts, deques and notebook-class instances the
+    cell's names hold (at any depth) get a fresh leaf, named by its path (``w[0]``,
+    ``net.layers[1].b``), in place of each float and float64 array: a number the
+    code keeps is a parameter the run differentiates. Tuples, sets and library
+    objects are left as they are. ``made`` learns each leaf's original object, which
+    :func:`settle` puts back. Returns how many leaves were made (at most :data:`LIMIT`).
+    """
+    lifter = _Lifter(made, new_leaf)
+    for name in names:
+        v = ns.get(name)
+        if v is not None and type(v) not in _ATOMS and type(v) not in NUMBER_NODES:
+            lifter.walk(v, (name,))
+    return lifter.count
+
+
+class _Lifter:
+    def __init__(self, made, new_leaf):
+        self.made, self.new_leaf = made, new_leaf
+        self.seen: set = set()
+        self.arrays: dict = {}  # id(array) → its leaf: one array reached twice is one leaf
+        self.count = 0
+        self.budget = LIMIT
+
+    def leaf(self, e, path):
+        if type(e) is np.ndarray:
+            if e.dtype != np.float64:
+                return e
+            new = self.arrays.get(id(e))
+            if new is not None:
+                return new
+        new = self.new_leaf(e, path_text(path))
+        if new is None:
+            return e
+        self.made[id(new)] = (new, e)
+        if type(e) is np.ndarray:
+            self.arrays[id(e)] = new
+        self.count += 1
+        self.budget -= 1
+        return new
+
+    def walk(self, root, path):
+        stack = [(root, path)]
+        while stack and self.budget > 0:
+            v, path = stack.pop()
+            if id(v) in self.seen:
+                continue
+            self.seen.add(id(v))
+            self.budget -= 1
+            cls = type(v)
+            if isinstance(v, (list, collections.deque)):
+                if set(map(type, v)) <= _PLAIN_ATOMS:
+                    continue
+                for i, e in enumerate(v):
+                    kind = type(e)
+                    if kind in _LIFTED or kind is np.ndarray:
+                        new = self.leaf(e, (path, "[]", i))
+                        if new is not e:
+                            v[i] = new
+                    elif kind not in _ATOMS:
+                        stack.append((e, (path, "[]", i)))
+            elif isinstance(v, dict):
+                self._mapping(v, path, stack, "[]")
+            elif _users(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
+                attributes = getattr(v, "__dict__", None)
+                if type(attributes) is dict:
+                    self._mapping(attributes, path, stack, ".")
+
+    def _mapping(self, d, path, stack, kind):
+        for k, e in list(dict.items(d)):
+            cls = type(e)
+            if cls in _LIFTED or cls is np.ndarray:
+                new = self.leaf(e, (path, kind, k))
+                if new is not e:
+                    dict.__setitem__(d, k, new)
+            elif cls not in _ATOMS:
+                stack.append((e, (path, kind, k)))
+
+
+_PLAIN_ATOMS = _ATOMS - _LIFTED

@@ -1,0 +1,147 @@
+"""The end of a cell: what the namespace reaches is named, made plain, and cut from the graph."""
+import math
+import random
+
+import pytest
+
+import gradmagic
+
+pytestmark = pytest.mark.usefixtures("fresh_names")
+
+NEURON = """import random, math
+random.seed(7)
+class Neuron:
+    def __init__(self, nin):
+        self.w = [random.uniform(-1, 1) for _ in range(nin)]
+        self.b = random.uniform(-1, 1)
+    def __call__(self, x):
+        return math.tanh(sum((wi * xi for wi, xi in zip(self.w, x)), self.b))
+n = Neuron(2)
+out = n([1.0, -2.0])
+out"""
+
+
+def magic(ip, body, options="-q"):
+    result = ip.run_cell(f"%%autograd {options}\n{body}")
+    assert result.success, result.error_in_exec
+    return gradmagic.last
+
+
+def test_parameters_made_by_a_library_are_inputs_named_by_their_path(ip):
+    trace = magic(ip, NEURON)
+    n = ip.user_ns["n"]
+    assert {"n.w[0]", "n.w[1]", "n.b"} <= set(trace.grads)
+    w0, w1, b = n.w[0], n.w[1], n.b
+    # the plain function's derivatives
+    s = w0 * 1.0 + w1 * -2.0 + b
+    d = 1 - math.tanh(s) ** 2
+    assert trace.grads["n.w[0]"] == pytest.approx(d * 1.0)
+    assert trace.grads["n.w[1]"] == pytest.approx(d * -2.0)
+    assert trace.grads["n.b"] == pytest.approx(d)
+    inputs = [node.name for node in trace.leaves if not node.is_constant]
+    assert set(inputs) == {"n.w[0]", "n.w[1]", "n.b"}
+    report = trace.check()
+    assert report.passed and len(report.rows) >= 3
+    # what the cell left holds Python's own floats
+    assert all(type(v) is float for v in (*n.w, n.b))
+
+
+def test_list_elements_are_inputs(ip):
+    trace = magic(ip, "xs = [2.0, 5.0]\ny = xs[0] * xs[1]\ny")
+    assert trace.grads["xs[0]"] == 5.0 and trace.grads["xs[1]"] == 2.0
+    assert [type(v) for v in ip.user_ns["xs"]] == [float, float]
+
+
+def test_no_gradient_crosses_cells(ip):
+    first = magic(ip, "x = 2.0\npairs = [(x * x, 0.0)]\nx")
+    assert first.grads["x"] == 1.0
+    x = ip.user_ns["x"]
+    assert type(ip.user_ns["pairs"][0][0]) is float
+    result = ip.run_cell("%%autograd -q\npairs[0][0] * 3.0")
+    assert result.success
+    assert "x" not in (gradmagic.last.grads if gradmagic.last else {})
+    assert x.grad == 1.0  # the first run's gradient is left as it was
+
+
+def test_a_kept_node_holds_no_link_into_its_graph(ip):
+    magic(ip, "a = 3.0\nb = a * a + 1.0\nb")
+    b = ip.user_ns["b"]
+    assert b.grad == 1.0 and ip.user_ns["a"].grad == 6.0
+    assert b.parents == () and b.op == "+"
+
+
+@pytest.mark.parametrize("body, check", [
+    ("m = [[1, 2]]\nm", "type(m[0][0]) is int"),
+    ("t = (1.5, (2.5, [3.5]))\nt", "type(t[1][0]) is float and type(t[1][1][0]) is float"),
+    ("d = {'a': {'b': [1.0, (2.0,)]}}\nd", "type(d['a']['b'][1][0]) is float"),
+    ("s = {1.5, 2.5}\nk = frozenset({3.5})\ns", "all(type(e) is float for e in s | k)"),
+    ("import collections\nq = collections.deque([1.5, 2.5])\nq", "type(q[0]) is float"),
+    ("import collections\nP = collections.namedtuple('P', 'x y')\np = [P(1.5, 2.5)]\np",
+     "type(p[0].x) is float and type(p[0]) is P"),
+    ("from dataclasses import dataclass\n@dataclass\nclass C:\n    v: float\nc = C(1.5)\nc",
+     "type(c.v) is float"),
+    ("class K:\n    rate = 0.5\nK.rate = K.rate * 2.0\nK", "type(K.rate) is float"),
+    ("def f(a, b=[2.5]):\n    return a\nf.cache = {1: 3.5}\nf", "type(f.__defaults__[0][0]) is float and type(f.cache[1]) is float"),
+    ("def outer():\n    z = 1.5\n    def inner():\n        return z\n    return inner\ng = outer()\ng",
+     "type(g.__closure__[0].cell_contents) is float"),
+    ("d = {2.5: 'x', (1.5, 2): 'y'}\nd", "all(type(k) is not tuple or type(k[0]) is float for k in d) and type(list(d)[0]) is float"),
+])
+def test_nothing_of_the_magic_is_left_in_nested_data(ip, body, check):
+    plain = ip.run_cell(f"{body}\n_plain_result = ({check})")
+    assert plain.success and ip.user_ns["_plain_result"] is True
+    assert ip.run_cell(f"%%autograd -q\n{body}").success
+    assert ip.run_cell(f"_magic_result = ({check})").result is None
+    assert ip.user_ns["_magic_result"] is True
+
+
+def test_a_long_linked_list_is_settled_without_recursion(ip):
+    body = ("class Node:\n    def __init__(self, v, nxt):\n        self.v, self.nxt = v, nxt\n"
+            "head = None\nfor i in range(3000):\n    head = Node(i * 0.5, head)\n"
+            "total = 0.0\nn = head\nwhile n is not None:\n    total = total + n.v\n"
+            "    n = n.nxt\ntotal")
+    trace = magic(ip, body)
+    assert trace.value == sum(i * 0.5 for i in range(3000))
+    n, kinds = ip.user_ns["head"], set()
+    while n is not None:
+        kinds.add(type(n.v))
+        n = n.nxt
+    assert kinds == {float}
+
+
+def test_library_calls_change_the_users_own_objects(ip):
+    body = ("import heapq, bisect, random\nheap = [(1, 'a')]\nheapq.heappush(heap, (0, 'b'))\n"
+            "xs = [3.0, 1.0]\nbisect.insort(xs, 2.0)\nrandom.seed(3)\nys = [1.0, 2.0, 3.0]\n"
+            "random.shuffle(ys)\nwhile heap:\n    heapq.heappop(heap)\nxs")
+    plain = {}
+    exec(body, plain)
+    assert ip.run_cell(f"%%autograd -q\n{body}").success
+    for name in ("heap", "xs", "ys"):
+        assert ip.user_ns[name] == plain[name]
+    assert ip.run_cell("class M:\n    pass\n").success
+    assert ip.run_cell("%%autograd -q\nrows = [[1.0]]\nm = M()\nm.rows = rows\n"
+                       "import copy\nsame = copy.copy(m).rows is rows\nsame").success
+    assert ip.user_ns["same"] is True
+
+
+def test_a_sequence_of_cells_magic_plain_magic(ip, numgrad):
+    magic(ip, "w = [0.5, -1.5]\nb = 0.25\nloss = (w[0] * 2.0 + w[1] * 3.0 + b) ** 2\nloss")
+    assert ip.run_cell("w[0] = w[0] - 0.1\nkinds = {type(v) for v in w}").success
+    assert ip.user_ns["kinds"] == {float}
+    trace = magic(ip, "loss = (w[0] * 2.0 + w[1] * 3.0 + b) ** 2\nloss")
+
+    def f(v):
+        return (v[0] * 2.0 + v[1] * 3.0 + v[2]) ** 2
+    expected = numgrad(f, [0.4, -1.5, 0.25])
+    got = [trace.grads[name] for name in ("w[0]", "w[1]", "b")]  # the list's numbers too
+    assert got == pytest.approx(expected, rel=1e-5)
+    assert {type(v) for v in ip.user_ns["w"]} == {float}
+
+
+def test_a_model_from_an_earlier_cell_has_its_parameters_checked(ip):
+    # a plain cell makes the model (its activation in arithmetic: a C function such as
+    # math.tanh, called from code the magic did not rewrite, computes on plain numbers)
+    assert ip.run_cell(NEURON.replace("math.tanh(", "(lambda s: s / (1 + s * s))(")).success
+    trace = magic(ip, "out = n([1.0, -2.0])\nout")
+    assert {"n.w[0]", "n.w[1]", "n.b"} <= set(trace.grads)
+    assert trace.check().passed
+    assert all(type(v) is float for v in (*ip.user_ns["n"].w, ip.user_ns["n"].b))
