@@ -114,6 +114,16 @@ class Array(np.ndarray):
     def __array_function__(self, func, types, args, kwargs):
         return _function(func, args, kwargs)
 
+    def item(self, *args):
+        if tracking() and self.requires_grad:
+            _cut(".item() gives a plain Python number, which no node follows", None, "item")
+        return _view(self, _ndarray).item(*args)
+
+    def tolist(self):
+        if tracking() and self.requires_grad:
+            _cut(".tolist() gives plain Python numbers, which no node follows", None, "tolist")
+        return _view(self, _ndarray).tolist()
+
     # ---------------------------------------------------------------- indexing and views
     def __getitem__(self, key):
         if not (tracking() and self.requires_grad):
@@ -312,6 +322,11 @@ class Scalar64(np.float64):
         if tracking() and self.requires_grad:
             state.float_conversions += 1
         return _float_of(self)
+
+    def item(self, *args):
+        if tracking() and self.requires_grad:
+            _cut(".item() gives a plain Python number, which no node follows", None, "item")
+        return np.float64(_float_of(self)).item(*args)
 
     __hash__ = np.float64.__hash__
 

@@ -55,11 +55,12 @@ class Settled:
     """What :func:`settle` did: the leaves it named (graph position → name), how many
     objects it visited, and how many it left unvisited past :data:`LIMIT`."""
 
-    __slots__ = ("named", "visited", "unvisited", "kept")
+    __slots__ = ("named", "visited", "unvisited", "kept", "value")
 
     def __init__(self):
         self.named: dict[int, str] = {}  # graph position → the path it was named by
         self.kept: list = []  # nodes of the graph that names keep
+        self.value = None
         self.visited = 0
         self.unvisited = 0
 
@@ -87,16 +88,19 @@ def plain_of(v, made: dict):
     return engine.plain(v)
 
 
-def settle(ns, *, made: dict, bound: set, walk=None) -> Settled:
+def settle(ns, *, made: dict, bound: set, walk=None, value=None) -> Settled:
     """Walk everything ``ns`` reaches once; see the module docstring.
 
     ``made`` maps id(node) → (node, the object it stands for); ``bound`` holds the
     names the cell bound or lifted: a node bound to another name is an earlier
     cell's, kept as it was. ``walk`` is the target graph's
     :class:`~gradmagic.core.engine.Walk` (None after an error: no name keeps a node).
-    Call :func:`release` once the trace is made.
+    Call :func:`release` once the trace is made. ``value`` (the cell's value, when it
+    is not differentiated) is settled too, its plain stand-in left in ``Settled.value``.
     """
     walker = _Walker(ns, made, walk)
+    if value is not None:
+        walker.settled.value = walker.value(value, ("_",), 0)
     for name in list(ns):
         if name.startswith("_") or name in _SHELL_NAMES:
             continue

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, output_can_be_silenced
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 
@@ -78,7 +78,7 @@ class AutogradMagics(Magics):
               help="display nothing (the Trace is still in gradmagic.last)")
     @argument("expression", nargs="*",
               help="line form only: the expression to differentiate")
-    @output_can_be_silenced
+    @no_var_expand  # the line is Python (%autograd {'a': x}['a'] * 2), as %time's is
     @line_cell_magic
     def autograd(self, line, cell=None):
         """Run a cell of plain Python with every number a graph node, then backward().
@@ -119,8 +119,11 @@ class AutogradMagics(Magics):
             else raw.startswith("%autograd") and "\n" not in raw)
         if whole_cell:  # show the first line exactly as typed
             header = raw.partition("\n")[0]
-        return self._run(source, header, options, cell_form=cell is not None,
-                         whole_cell=whole_cell)
+        result = self._run(source, header, options, cell_form=cell is not None,
+                           whole_cell=whole_cell)
+        # a cell ending with ";" shows nothing, as a plain one (IPython's own check of this
+        # raises on a cell that does not tokenize)
+        return None if _ends_with_semicolon(source) else result
 
     def _raw_cell(self):
         """The text of the cell the shell is running (stripped), or None."""
@@ -172,11 +175,11 @@ class AutogradMagics(Magics):
             return self._fail(e, filename, whole_cell)
         try:
             trace = execute(cell, shell.user_ns, options, global_ns=shell.user_global_ns)
-        except NoTarget as e:
+        except NoTarget as e:  # the cell's value, as plain Python shows it, and a note
             if not options.quiet:
                 print(f"%%autograd: {e}")
-            return None
-        except Exception as e:
+            return e.value if e.shown else None
+        except (Exception, KeyboardInterrupt) as e:  # shown from the user's line on
             return self._fail(e, filename, whole_cell)
         session.last = trace
         return None if options.quiet else trace
@@ -203,6 +206,21 @@ class AutogradMagics(Magics):
 # IPython's magic_arguments starts the help with a reST literal-block marker ("::");
 # %%autograd? is read as plain text
 AutogradMagics.autograd.__doc__ = AutogradMagics.autograd.__doc__.replace("::\n\n", "", 1)
+
+
+def _ends_with_semicolon(source: str) -> bool:
+    """True if the last token of ``source`` (comments aside) is ``;``."""
+    import io
+    import tokenize
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):  # the cell's own SyntaxError is shown already
+        return False
+    for token in reversed(tokens):
+        if token.type in (tokenize.ENDMARKER, tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            continue
+        return token.type == tokenize.OP and token.string == ";"
+    return False
 
 
 _PARSED: dict = {}  # option text -> its parsed arguments (argparse costs 50-100 us a cell)
@@ -314,7 +332,14 @@ def _help() -> str:
 
 # --------------------------------------------------------------------------- running a cell
 class NoTarget(Exception):
-    """The cell ran but left nothing to differentiate; the message says why."""
+    """The cell ran but left nothing to differentiate; the message says why.
+
+    ``value`` is the cell's value as plain Python has it, and ``shown`` says whether
+    plain Python would show it (the cell ends with an expression).
+    """
+
+    value = None
+    shown = False
 
 
 @dataclass(frozen=True)
@@ -454,13 +479,21 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     before = dict(ns)  # to find the names the cell binds
     run = None
     reached: dict = {}  # the leaves made of numbers in the data the cell reads
+    value = None
     try:
         boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
         with _runtime.recording(cell.filename) as run:
             _run_code(cell.code, global_ns, ns)
             value = _run_code(cell.final, global_ns, ns) if cell.final else None
         target = find_target(cell.rewritten, options.target, value, ns)
-    except BaseException:  # an error or NoTarget: no graph to look at, the names hold plain values
+    except NoTarget as e:  # the names and the cell's value hold plain values
+        settled = boundary.settle(ns, made=_made(run, lifted, reached),
+                                  bound=_bound(ns, before, lifted), value=value)
+        e.value, e.shown = settled.value, cell.final is not None and options.target is None
+        if run is not None and run.cuts and e.args:
+            e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
+        raise
+    except BaseException:  # an error: no graph to look at, the names hold plain values
         boundary.settle(ns, made=_made(run, lifted, reached),
                         bound=_bound(ns, before, lifted))
         raise
@@ -482,6 +515,15 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
     boundary.release(settled)
     return trace
+
+
+def _cuts_text(cuts) -> str:
+    """Where the cell's numbers left the graph, as a clause: "numbers left the graph at
+    line 3 (math.exp took 'W' as a plain number)"."""
+    places = list(dict.fromkeys(
+        (f"line {line} ({message})" if line is not None else message) for line, message in cuts))
+    more = f" and {len(places) - 3} more places" if len(places) > 3 else ""
+    return "numbers left the graph at " + "; ".join(places[:3]) + more
 
 
 def _made(run, lifted, reached) -> dict:
@@ -752,11 +794,19 @@ def _expected_number(x):
         except (TypeError, ValueError):
             pass
     if isinstance(x, str):
+        if len(x) > 200:
+            raise ValueError(f"{x[:20]!r}... is not a number (at most 200 characters)")
         try:
             return float(_arithmetic(ast.parse(x, mode="eval").body))
-        except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError):
+        except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError,
+                MemoryError, RecursionError):
             pass
-    raise ValueError(f"{x!r} is not a number")
+    raise ValueError(f"{_short(x)} is not a number")
+
+
+def _short(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _arithmetic(node):

@@ -563,9 +563,9 @@ class _Rewriter(ast.NodeTransformer):
             self._adapt_args(node, self._shown)
         elif kind == _INTS:
             self._adapt_args(node, self._count)
-        elif kind == _PLAIN:
-            node.args = [self._plain(a) for a in node.args]
-            node.keywords = [self._plain(k) for k in node.keywords]
+        elif kind == _PLAIN:  # literals stay plain; names read here are read (lifted)
+            node.args = [self._visit(a, plain=True) for a in node.args]
+            node.keywords = [self._visit(k, plain=True) for k in node.keywords]
             if (isinstance(node.func, ast.Name) and node.func.id == "type"
                     and len(node.args) == 1 and not node.keywords):
                 # type(x) names Python's type for a number node (float, not a subclass)

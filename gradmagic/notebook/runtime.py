@@ -20,6 +20,7 @@ from builtins import float, int, isinstance, type  # noqa: A004
 
 import functools
 import math
+from numbers import Number
 import sys
 import warnings
 from contextlib import contextmanager
@@ -324,10 +325,15 @@ def done(token, result):
     f, nodes, made = token
     kind = type(result)
     unlinked = kind in SCALARS and result._a is None and not any(result is n for n in nodes)
+    if not unlinked and kind not in _NODES and kind is not bool and isinstance(result, Number):
+        unlinked = True  # a number of another kind (Decimal, Fraction, np.float32)
+        result_node = None
+    else:
+        result_node = result
     if unlinked and any(type(n) is not Int for n in nodes):
         who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
         _record(f"{_describe(f)} computes outside the graph: {who} entered it as plain "
-                "numbers", result, _describe(f))
+                "numbers", result_node, _describe(f))
     elif made is not None:  # computed from what a cut made: marked as made by that cut
         if unlinked or ((kind is Tensor or kind is Array) and result._a is None):
             _mark(result, *made)
@@ -544,9 +550,12 @@ def _keeps(build, tensors: bool = True):
                     if type(args[0]) is Tensor:
                         return _on_tensor(f, build, args[0])
                     return _on_array(f, build, args[0])
-                if not tensors and len(args) == 1 and type(args[0]) is Scalar64 \
-                        and f is np.float64:
-                    return args[0]  # np.float64(x) of a float64 node: the same number
+                if not tensors and len(args) == 1 and type(args[0]) is Scalar64:
+                    if f is np.float64:
+                        return args[0]  # np.float64(x) of a float64 node: the same number
+                    if args[0].requires_grad and _array.tracking():
+                        _record(f"{_describe(f)} takes an array node as a plain number (its "
+                                "result is a Python float)", None, _describe(f))
                 return plain(*args, **kwargs)
             if any(type(a) in _ARRAY_NODES for a in args):
                 return f(*args)  # Values and Tensors mixed: as plain Python (conversions counted)
@@ -639,6 +648,26 @@ def _cut(f):
                 result if type(result) in SCALARS else None, name)
         return result
     return functools.update_wrapper(cut, f, updated=())
+
+
+def _narrowing(f):
+    """Wrap a conversion to a number kind that has no node (``np.float32``): Python's own
+    result, the cut recorded when a node goes in."""
+    name = _describe(f)
+
+    def convert(*args, **kwargs):
+        if len(args) == 1 and not kwargs and _run is not None:
+            x = args[0]
+            if type(x) in _SCALAR_NODES and type(x) is not Int:
+                _record(f"{name} makes a number of its own precision, which no node follows: "
+                        f"{_who(x)} entered it as a plain number", None, name)
+                return f(x.data)
+            if type(x) in _ARRAY_NODES and x.requires_grad and _array.tracking():
+                _record(f"{name} makes numbers of their own precision, which no node follows",
+                        None, name)
+                return f(_array.plain_array(x) if type(x) is not Tensor else x.data)
+        return f(*args, **kwargs)
+    return functools.update_wrapper(convert, f, updated=())
 
 
 def _on_numbers(f):
@@ -772,9 +801,12 @@ def _table() -> dict:
             add(module, name, _cut)
         for name in _PREDICATES:
             add(module, name, _on_numbers)
-    for t in (float, np.float64, np.float32, np.float16):
+    for t in (float, np.float64):
         table[t] = _keeps(_as_float, tensors=False)(t)  # a Tensor converts: floats have
         # methods (round, is_integer) a Tensor has not
+        names.add(t.__name__)
+    for t in (np.float32, np.float16):  # numbers of their own precision: no node follows them
+        table[t] = _narrowing(t)
         names.add(t.__name__)
     table[pow] = _pow
     table[isinstance] = _isinstance
