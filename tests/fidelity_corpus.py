@@ -18,6 +18,7 @@ of differing examples.
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import doctest
 import io
@@ -28,6 +29,7 @@ import re
 import shutil
 import sys
 import tempfile
+import types
 import warnings
 from dataclasses import dataclass
 
@@ -117,16 +119,88 @@ def _describe(value):
     except Exception as e:  # not JSON: the error's type is compared
         as_json = f"<{type(e).__name__}>"
     return (_ADDRESS.sub("0x?", text), f"{kind.__module__}.{kind.__qualname__}",
-            _ADDRESS.sub("0x?", as_json))
+            _ADDRESS.sub("0x?", as_json), _ADDRESS.sub("0x?", deep_state(value)))
+
+
+_ATOMS = (str, bytes, bool, int, float, complex, type(None))
+
+
+def deep_state(value, limit: int = 2000) -> str:
+    """The exact type and value of everything ``value`` holds, at any depth, as text.
+
+    Lists, tuples, dicts, sets, deques, numpy arrays, the attributes (``__dict__``
+    and slots) of any instance: each number is written with its exact type
+    (``float:2.0``, so a float subclass is told apart from a float), each object
+    once (a second visit writes ``@n``). At most ``limit`` items are written.
+    """
+    out, seen, budget = [], {}, [limit]
+
+    def walk(v, depth):
+        if budget[0] <= 0:
+            out.append("...")
+            return
+        budget[0] -= 1
+        cls = type(v)
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if cls in _ATOMS:
+            out.append(f"{name}:{v!r}")
+            return
+        if id(v) in seen:
+            out.append(f"@{seen[id(v)]}")
+            return
+        seen[id(v)] = len(seen)
+        if depth > 30 or isinstance(v, (type, types.ModuleType, types.FunctionType,
+                                        types.BuiltinFunctionType, types.MethodType)):
+            out.append(name)
+            return
+        out.append(f"{name}(")
+        try:
+            if isinstance(v, np.ndarray):
+                out.append(f"{v.dtype}{v.shape}:{v.tolist()!r}" if v.dtype != object else "")
+                if v.dtype == object:
+                    for e in v.flat:
+                        walk(e, depth + 1)
+            elif isinstance(v, np.generic):
+                out.append(repr(v))
+            elif isinstance(v, dict):
+                for k, e in list(v.items()):
+                    walk(k, depth + 1)
+                    walk(e, depth + 1)
+            elif isinstance(v, (list, tuple, collections.deque)):
+                for e in list(v):
+                    walk(e, depth + 1)
+            elif isinstance(v, (set, frozenset)):
+                for e in sorted(v, key=repr):
+                    walk(e, depth + 1)
+            else:
+                attributes = getattr(v, "__dict__", None)
+                if isinstance(attributes, dict):
+                    for k in sorted(attributes, key=str):
+                        out.append(f".{k}=")
+                        walk(attributes[k], depth + 1)
+                for klass in cls.__mro__:
+                    for slot in getattr(klass, "__dict__", {}).get("__slots__", ()) or ():
+                        if isinstance(slot, str) and hasattr(v, slot) and slot not in (
+                                "__weakref__", "__dict__"):
+                            out.append(f".{slot}=")
+                            walk(getattr(v, slot), depth + 1)
+        except Exception as e:  # an object that refuses inspection
+            out.append(f"<{type(e).__name__}>")
+        out.append(")")
+
+    walk(value, 0)
+    return " ".join(out)
 
 
 class Runner:
     """Runs examples in one shell, keeping a plain and a magic namespace apart."""
 
-    def __init__(self, shell):
+    def __init__(self, shell, mixed: bool = False):
         self.shell = shell
         self.baseline = dict(shell.user_ns)
         self.unstable = 0  # examples whose plain runs differ from each other
+        # mixed: the magic run alternates magic and plain cells (magic, plain, magic, ...)
+        self.mixed = mixed
 
     def run_docstring(self, name, globs, examples):
         """Run every example both ways; the list of :class:`Difference`\\ s.
@@ -147,8 +221,12 @@ class Runner:
             cell = _as_cell(example.source)
             outcomes = {}
             for mode in modes:
+                if mode == "magic" and self.mixed and i % 2:
+                    mode_run = "plain"  # a plain cell after a magic one
+                else:
+                    mode_run = mode
                 outcomes[mode], states[mode], rngs[mode] = self._run(
-                    cell, mode, states[mode], rngs[mode])
+                    cell, mode_run, states[mode], rngs[mode])
             if outcomes["plain"] != outcomes["again"]:
                 self.unstable += 1
             elif outcomes["plain"] != outcomes["magic"]:
@@ -177,7 +255,9 @@ class Runner:
         error = result.error_before_exec or result.error_in_exec
         state = {k: v for k, v in ns.items()
                  if k not in self.baseline or v is not self.baseline[k]}
-        names = {k: _describe(v) for k, v in state.items()
+        # a name bound to a node of the run's graph stays a node, so that x.grad works
+        # (README: documented differences): it is compared by the number it holds
+        names = {k: _describe(_kept(v)) for k, v in state.items()
                  if not k.startswith("__") or k == VALUE}
         names = {k: v for k, v in names.items() if not v[1].startswith(("builtins.module",
                                                                         "builtins.function"))}
@@ -189,6 +269,11 @@ class Runner:
         state.pop(VALUE, None)
         return outcome, state, (random.getstate(), np.random.get_state(), np.geterr(),
                                 np.geterrcall())
+
+
+def _kept(v):
+    from gradmagic.notebook.boundary import NUMBER_NODES, plain_of
+    return plain_of(v, {}) if type(v) in NUMBER_NODES else v
 
 
 _NP_ERR = np.geterr()
@@ -230,7 +315,11 @@ def _shell():
 
 def main(argv):
     every = int(argv[1]) if len(argv) > 1 else 1
-    total, differences = run_corpus(_shell(), every)
+    report(*run_corpus(_shell(), every))
+
+
+def report(total, differences):
+    """Print the differing examples and the rate."""
     for d in differences:
         print(f"--- {d.where}\n{d.source.rstrip()}")
         for field in ("printed", "error", "names"):

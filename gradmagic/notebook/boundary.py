@@ -31,7 +31,8 @@ from ..core.array import Array, Scalar64, plain_array
 from ..core.engine import SCALARS
 from ..core.tensor import Tensor
 
-__all__ = ["settle", "release", "Settled", "LIMIT", "plain_of", "path_text"]
+__all__ = ["settle", "release", "lift_reachable", "restore", "Settled", "LIMIT", "plain_of",
+           "path_text"]
 
 LIMIT = 200_000
 """The most objects one cell's walk visits (a bound on its time)."""
@@ -390,14 +391,39 @@ def lift_reachable(ns, names, made: dict, new_leaf) -> int:
     ``net.layers[1].b``), in place of each float and float64 array: a number the
     code keeps is a parameter the run differentiates. Tuples, sets and library
     objects are left as they are. ``made`` learns each leaf's original object, which
-    :func:`settle` puts back. Returns how many leaves were made (at most :data:`LIMIT`).
+    :func:`restore` puts back. Returns what :func:`restore` takes (``.count`` leaves were
+    made, at most :data:`LIMIT`).
     """
     lifter = _Lifter(made, new_leaf)
     for name in names:
         v = ns.get(name)
         if v is not None and type(v) not in _ATOMS and type(v) not in NUMBER_NODES:
             lifter.walk(v, (name,))
-    return lifter.count
+    return lifter
+
+
+def restore(lifter) -> None:
+    """Put back the numbers :func:`lift_reachable` replaced, wherever in their containers
+    the leaves are now (a sort moves them), whether or not a name still reaches the
+    container (``filter(f, d.items())`` holds ``d`` where no walk can see it)."""
+    if lifter is None or not lifter.containers:
+        return
+    made = lifter.made
+    for container in lifter.containers:
+        try:
+            if isinstance(container, dict):
+                for k, e in list(dict.items(container)):
+                    entry = made.get(id(e))
+                    if entry is not None and entry[0] is e:
+                        dict.__setitem__(container, k, entry[1])
+            else:
+                for i, e in enumerate(list(container)):
+                    entry = made.get(id(e))
+                    if entry is not None and entry[0] is e:
+                        container[i] = entry[1]
+        except Exception:  # a container the cell made odd (a list subclass that refuses)
+            continue
+    lifter.containers = []
 
 
 class _Lifter:
@@ -407,6 +433,7 @@ class _Lifter:
         self.arrays: dict = {}  # id(array) → its leaf: one array reached twice is one leaf
         self.count = 0
         self.budget = LIMIT
+        self.containers: list = []  # the lists, deques and dicts that hold a leaf made here
 
     def leaf(self, e, path):
         if type(e) is np.ndarray:
@@ -437,14 +464,18 @@ class _Lifter:
             if isinstance(v, (list, collections.deque)):
                 if set(map(type, v)) <= _PLAIN_ATOMS:
                     continue
+                lifted = False
                 for i, e in enumerate(v):
                     kind = type(e)
                     if kind in _LIFTED or kind is np.ndarray:
                         new = self.leaf(e, (path, "[]", i))
                         if new is not e:
                             v[i] = new
+                            lifted = True
                     elif kind not in _ATOMS:
                         stack.append((e, (path, "[]", i)))
+                if lifted:
+                    self.containers.append(v)
             elif isinstance(v, dict):
                 self._mapping(v, path, stack, "[]")
             elif _users(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
@@ -453,14 +484,18 @@ class _Lifter:
                     self._mapping(attributes, path, stack, ".")
 
     def _mapping(self, d, path, stack, kind):
+        lifted = False
         for k, e in list(dict.items(d)):
             cls = type(e)
             if cls in _LIFTED or cls is np.ndarray:
                 new = self.leaf(e, (path, kind, k))
                 if new is not e:
                     dict.__setitem__(d, k, new)
+                    lifted = True
             elif cls not in _ATOMS:
                 stack.append((e, (path, kind, k)))
+        if lifted:
+            self.containers.append(d)
 
 
 _PLAIN_ATOMS = _ATOMS - _LIFTED

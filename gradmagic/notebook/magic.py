@@ -479,14 +479,15 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     before = dict(ns)  # to find the names the cell binds
     run = None
     reached: dict = {}  # the leaves made of numbers in the data the cell reads
-    value = None
+    value = lifter = None
     try:
-        boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
+        lifter = boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
         with _runtime.recording(cell.filename) as run:
             _run_code(cell.code, global_ns, ns)
             value = _run_code(cell.final, global_ns, ns) if cell.final else None
         target = find_target(cell.rewritten, options.target, value, ns)
     except NoTarget as e:  # the names and the cell's value hold plain values
+        boundary.restore(lifter)
         settled = boundary.settle(ns, made=_made(run, lifted, reached),
                                   bound=_bound(ns, before, lifted), value=value)
         e.value, e.shown = settled.value, cell.final is not None and options.target is None
@@ -494,6 +495,7 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
             e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
         raise
     except BaseException:  # an error: no graph to look at, the names hold plain values
+        boundary.restore(lifter)
         boundary.settle(ns, made=_made(run, lifted, reached),
                         bound=_bound(ns, before, lifted))
         raise
@@ -502,6 +504,7 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)
     named = bindings(ns)
+    boundary.restore(lifter)
     settled = boundary.settle(ns, made=_made(run, lifted, reached),
                               bound=_bound(ns, before, lifted), walk=walk)
     if settled.named:  # leaves named by the path that reaches them

@@ -212,6 +212,22 @@ def _is_float(node) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is float
 
 
+def _constant_tuple(node) -> bool:
+    """True for a tuple display of constants (numbers, signed numbers, text, None, tuples
+    of those), which the compiler folds into one constant."""
+    for e in node.elts:
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+            e = e.operand
+            if not _is_number(e):
+                return False
+        elif isinstance(e, ast.Tuple):
+            if not _constant_tuple(e):
+                return False
+        elif not isinstance(e, ast.Constant):
+            return False
+    return True
+
+
 def _is_text(node) -> bool:
     return isinstance(node, ast.JoinedStr) or (
         isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)))
@@ -484,6 +500,15 @@ class _Rewriter(ast.NodeTransformer):
             if values is not None:
                 setattr(node, values, self.visit(getattr(node, values)))
         return node
+
+    def visit_List(self, node):
+        # a tuple of constants inside a list or tuple is one constant that Python makes
+        # once ([(1, 0), (1, 0)] holds one tuple twice): left as it is, its numbers plain
+        node.elts = [e if isinstance(e, ast.Tuple) and _constant_tuple(e) else self.visit(e)
+                     for e in node.elts]
+        return node
+
+    visit_Tuple = visit_List
 
     def visit_ListComp(self, node):
         return self._scoped(node, _local_names(node))
