@@ -229,3 +229,17 @@ def test_an_int_name_reaches_a_library_as_an_int(ip):
                        "__import__('numpy').issubdtype(type(operator.pos(dim)), "
                        "__import__('numpy').integer)\nok").success
     assert ip.user_ns["ok"] is True
+
+
+def test_a_containers_gradients_come_back_in_its_shape(ip):
+    trace = magic(ip, "p = {'W': [[0.5, -1.0], [2.0, 0.25]], 'b': [0.1, 0.2]}\n"
+                      "s = 0.0\nfor row, b in zip(p['W'], p['b']):\n"
+                      "    s = s + (row[0] * 3.0 + row[1] * -1.0 + b) ** 2\ns")
+    g = trace.grads_of("p")
+    assert set(g) == {"W", "b"} and len(g["W"]) == 2 and len(g["W"][0]) == 2
+    r0 = 0.5 * 3.0 + -1.0 * -1.0 + 0.1
+    assert g["W"][0] == pytest.approx([2 * r0 * 3.0, 2 * r0 * -1.0])
+    assert trace.grads_of("p['b']")[0] == pytest.approx(2 * r0)
+    assert trace.grads_of("p['W'][1][1]") == g["W"][1][1]
+    with pytest.raises(KeyError):
+        trace.grads_of("nothing")

@@ -12,6 +12,8 @@ reads the columns.
 """
 from __future__ import annotations
 
+import ast
+
 from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, is_
@@ -188,6 +190,50 @@ class Node:
         if self.is_leaf:
             return short(self.data)
         return f"({self.op})"
+
+
+def _nest(rest: dict):
+    """``{'[0]': g0, '[1]': g1}`` → ``[g0, g1]``; ``{".b": g, "['k'][0]": h}`` →
+    ``{'b': g, 'k': [h]}``: the suffixes of paths made into the containers they name."""
+    groups: dict = {}
+    for suffix, g in rest.items():
+        step, tail = _first_step(suffix)
+        groups.setdefault(step, {})[tail] = g
+    out = {step: (inner[""] if list(inner) == [""] else _nest(
+        {t: g for t, g in inner.items() if t})) for step, inner in groups.items()}
+    if all(isinstance(k, int) for k in out) and sorted(out) == list(range(len(out))):
+        return [out[i] for i in range(len(out))]
+    return out
+
+
+def _first_step(suffix: str):
+    """``"[0].w"`` → ``(0, ".w")``; ``".w[1]"`` → ``("w", "[1]")``; keys as Python reads them."""
+    if suffix.startswith("."):
+        end = len(suffix)
+        for c in ".[":
+            i = suffix.find(c, 1)
+            if i > 0:
+                end = min(end, i)
+        return suffix[1:end], suffix[end:]
+    depth, quote = 0, None
+    for i, c in enumerate(suffix):
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c == "[":
+            depth += 1
+        elif c == "]":
+            depth -= 1
+            if depth == 0:
+                text = suffix[1:i]
+                try:
+                    key = ast.literal_eval(text)
+                except (ValueError, SyntaxError):
+                    key = text
+                return key, suffix[i + 1:]
+    return suffix, ""
 
 
 class _Exact(Mapping):
@@ -705,6 +751,26 @@ class Trace:
     def grads(self) -> dict:
         """label → gradient of the target, for every labelled node."""
         return {name: self._grad(i) for name, i in self._named().items()}
+
+    def grads_of(self, path: str):
+        """The gradient of what ``path`` names, in the shape of the data it names.
+
+        ``trace.grads_of("n.w[0]")`` is one number; ``trace.grads_of("n.w")`` the list of the
+        gradients of ``n.w``'s numbers, ``trace.grads_of("params")`` a dict of lists: the
+        container the cell held, filled with gradients (the inputs the magic named by
+        their paths). A KeyError if nothing is named so.
+        """
+        grads = self.grads
+        if path in grads:
+            return grads[path]
+        inner = {}
+        for label, g in grads.items():
+            if label.startswith(path) and label[len(path):len(path) + 1] in ("[", "."):
+                inner[label[len(path):]] = g
+        if not inner:
+            raise KeyError(f"no input is named {path!r} or below it; named: "
+                           f"{', '.join(sorted(grads)[:10]) or 'none'}")
+        return _nest(inner)
 
     @property
     def values(self) -> dict:
