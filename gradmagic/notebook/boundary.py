@@ -31,7 +31,7 @@ from ..core.array import Array, Scalar64, plain_array
 from ..core.engine import SCALARS
 from ..core.tensor import Tensor
 
-__all__ = ["settle", "release", "lift_reachable", "restore", "Settled", "LIMIT", "plain_of",
+__all__ = ["settle", "release", "roots", "lift_reachable", "name_lifted", "restore", "Settled", "LIMIT", "plain_of",
            "path_text"]
 
 LIMIT = 200_000
@@ -89,7 +89,54 @@ def plain_of(v, made: dict):
     return engine.plain(v)
 
 
-def settle(ns, *, made: dict, bound: set, walk=None, value=None) -> Settled:
+def roots(ns, names) -> set:
+    """The names of ``ns`` a cell mentioning ``names`` can reach, through the functions
+    and classes of the notebook it calls (the global names their code reads, at any
+    depth): what a cell can change is reachable from these, and the end-of-cell walk
+    need not visit the rest of a large namespace."""
+    found, todo = set(), [n for n in names if n in ns]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        v = ns.get(name)
+        for code in _code_of(v):
+            todo.extend(n for n in _global_names(code) if n in ns and n not in found)
+    return found
+
+
+def _code_of(v):
+    """The code objects of a notebook function, of a notebook class's functions, of a
+    notebook instance's class."""
+    if isinstance(v, types.FunctionType):
+        return (v.__code__,) if _users(v) else ()
+    cls = v if isinstance(v, type) else type(v)
+    if not _users(cls):
+        return ()
+    codes = []
+    for klass in cls.__mro__:
+        if not _users(klass):
+            continue
+        for attr in vars(klass).values():
+            f = getattr(attr, "__func__", attr)
+            if isinstance(f, property):
+                f = f.fget
+            if isinstance(f, types.FunctionType):
+                codes.append(f.__code__)
+    return codes
+
+
+def _global_names(code, depth=0):
+    names = set(code.co_names)
+    if depth < 10:
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                names |= _global_names(c, depth + 1)
+    return names
+
+
+def settle(ns, *, made: dict, bound: set, walk=None, value=None, reach=None) -> Settled:
     """Walk everything ``ns`` reaches once; see the module docstring.
 
     ``made`` maps id(node) → (node, the object it stands for); ``bound`` holds the
@@ -98,11 +145,13 @@ def settle(ns, *, made: dict, bound: set, walk=None, value=None) -> Settled:
     :class:`~gradmagic.core.engine.Walk` (None after an error: no name keeps a node).
     Call :func:`release` once the trace is made. ``value`` (the cell's value, when it
     is not differentiated) is settled too, its plain stand-in left in ``Settled.value``.
+    ``reach`` (see :func:`roots`) limits the walk to those names and ``bound``.
     """
     walker = _Walker(ns, made, walk)
     if value is not None:
         walker.settled.value = walker.value(value, ("_",), 0)
-    for name in list(ns):
+    names = list(ns) if reach is None else [n for n in ns if n in reach or n in bound]
+    for name in names:
         if name.startswith("_") or name in _SHELL_NAMES:
             continue
         v = ns[name]
@@ -247,8 +296,9 @@ class _Walker:
         if kinds <= _ATOMS:
             return
         for i, e in enumerate(list(v)):
-            if type(e) in _ATOMS:
-                continue
+            cls = type(e)
+            if cls in _ATOMS or (cls is list and set(map(type, e)) <= _ATOMS):
+                continue  # (a list of plain numbers: nothing to visit, the common case)
             new = self.value(e, (path, "[]", i), depth)
             if new is not e:
                 setitem(v, i, new)
@@ -258,7 +308,8 @@ class _Walker:
         for k, e in list(dict.items(v)):
             if type(k) not in _ATOMS and self._holds_node(k):
                 rekey = True
-            if type(e) in _ATOMS:
+            cls = type(e)
+            if cls in _ATOMS or (cls is list and set(map(type, e)) <= _ATOMS):
                 continue
             new = self.value(e, (path, "[]", k), depth)
             if new is not e:
@@ -381,18 +432,22 @@ def _foreign(cls) -> bool:
 _LIFTED = frozenset({float, np.float64})
 """The kinds of number found in the cell's data that become leaves (ints stay ints:
 counts, indices and keys are not parameters)."""
+DATA_SIZE = 10_000
+"""A list, deque or dict with more items than this is data, not parameters: its numbers
+are left as they are (lifting them would cost more than the cell)."""
+LIFT_LIMIT = 50_000
+"""The most numbers one cell's data lends it as leaves."""
 
 
-def lift_reachable(ns, names, made: dict, new_leaf) -> int:
+def lift_reachable(ns, names, made: dict, new_leaf) -> "_Lifter":
     """Make the floats and float arrays that the names ``names`` reach leaves of the run.
 
     Before a cell runs, the lists, dicts, deques and notebook-class instances the
-    cell's names hold (at any depth) get a fresh leaf, named by its path (``w[0]``,
-    ``net.layers[1].b``), in place of each float and float64 array: a number the
-    code keeps is a parameter the run differentiates. Tuples, sets and library
-    objects are left as they are. ``made`` learns each leaf's original object, which
-    :func:`restore` puts back. Returns what :func:`restore` takes (``.count`` leaves were
-    made, at most :data:`LIMIT`).
+    cell's names hold (at any depth) get a fresh leaf in place of each float and
+    float64 array: a number the code keeps is a parameter the run differentiates.
+    Tuples, sets, library objects and containers of more than :data:`DATA_SIZE`
+    items are left as they are. ``made`` learns each leaf's original object; give the
+    result to :func:`name_lifted` once the graph is walked, then to :func:`restore`.
     """
     lifter = _Lifter(made, new_leaf)
     for name in names:
@@ -400,6 +455,20 @@ def lift_reachable(ns, names, made: dict, new_leaf) -> int:
         if v is not None and type(v) not in _ATOMS and type(v) not in NUMBER_NODES:
             lifter.walk(v, (name,))
     return lifter
+
+
+def name_lifted(lifter, walk, ns) -> list:
+    """Name the lifted leaves the graph reached by their paths; their positions in
+    ``walk`` (to add to its ``named``)."""
+    named = []
+    if lifter is None or walk is None:
+        return named
+    for leaf, path in lifter.paths.values():
+        i = walk.index(leaf)
+        if i >= 0 and ns.get(leaf.label) is not leaf:
+            leaf.label = path_text(path)
+            named.append(i)
+    return named
 
 
 def restore(lifter) -> None:
@@ -431,8 +500,9 @@ class _Lifter:
         self.made, self.new_leaf = made, new_leaf
         self.seen: set = set()
         self.arrays: dict = {}  # id(array) → its leaf: one array reached twice is one leaf
-        self.count = 0
-        self.budget = LIMIT
+        self.paths: dict = {}  # id(leaf) → (leaf, its path)
+        self.budget = LIFT_LIMIT
+        self.visits = LIMIT
         self.containers: list = []  # the lists, deques and dicts that hold a leaf made here
 
     def leaf(self, e, path):
@@ -442,32 +512,32 @@ class _Lifter:
             new = self.arrays.get(id(e))
             if new is not None:
                 return new
-        new = self.new_leaf(e, path_text(path))
-        if new is None:
-            return e
+            new = self.arrays[id(e)] = self.new_leaf(e, "")
+        else:
+            new = engine.constant(e)
         self.made[id(new)] = (new, e)
-        if type(e) is np.ndarray:
-            self.arrays[id(e)] = new
-        self.count += 1
+        self.paths[id(new)] = (new, path)
         self.budget -= 1
         return new
 
     def walk(self, root, path):
         stack = [(root, path)]
-        while stack and self.budget > 0:
+        while stack and self.budget > 0 and self.visits > 0:
             v, path = stack.pop()
             if id(v) in self.seen:
                 continue
             self.seen.add(id(v))
-            self.budget -= 1
+            self.visits -= 1
             cls = type(v)
             if isinstance(v, (list, collections.deque)):
-                if set(map(type, v)) <= _PLAIN_ATOMS:
+                if len(v) > DATA_SIZE or set(map(type, v)) <= _PLAIN_ATOMS:
                     continue
                 lifted = False
                 for i, e in enumerate(v):
                     kind = type(e)
                     if kind in _LIFTED or kind is np.ndarray:
+                        if self.budget <= 0:
+                            break
                         new = self.leaf(e, (path, "[]", i))
                         if new is not e:
                             v[i] = new
@@ -477,7 +547,8 @@ class _Lifter:
                 if lifted:
                     self.containers.append(v)
             elif isinstance(v, dict):
-                self._mapping(v, path, stack, "[]")
+                if len(v) <= DATA_SIZE:
+                    self._mapping(v, path, stack, "[]")
             elif _users(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
@@ -488,6 +559,8 @@ class _Lifter:
         for k, e in list(dict.items(d)):
             cls = type(e)
             if cls in _LIFTED or cls is np.ndarray:
+                if self.budget <= 0:
+                    break
                 new = self.leaf(e, (path, kind, k))
                 if new is not e:
                     dict.__setitem__(d, k, new)

@@ -480,6 +480,7 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     run = None
     reached: dict = {}  # the leaves made of numbers in the data the cell reads
     value = lifter = None
+    reach = boundary.roots(ns, cell.rewritten.names)
     try:
         lifter = boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
         with _runtime.recording(cell.filename) as run:
@@ -489,7 +490,7 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     except NoTarget as e:  # the names and the cell's value hold plain values
         boundary.restore(lifter)
         settled = boundary.settle(ns, made=_made(run, lifted, reached),
-                                  bound=_bound(ns, before, lifted), value=value)
+                                  bound=_bound(ns, before, lifted), reach=reach, value=value)
         e.value, e.shown = settled.value, cell.final is not None and options.target is None
         if run is not None and run.cuts and e.args:
             e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
@@ -497,18 +498,19 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     except BaseException:  # an error: no graph to look at, the names hold plain values
         boundary.restore(lifter)
         boundary.settle(ns, made=_made(run, lifted, reached),
-                        bound=_bound(ns, before, lifted))
+                        bound=_bound(ns, before, lifted), reach=reach)
         raise
     relabel(ns)
     data = target.data
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)
     named = bindings(ns)
+    lifted_named = boundary.name_lifted(lifter, walk, ns)
     boundary.restore(lifter)
     settled = boundary.settle(ns, made=_made(run, lifted, reached),
-                              bound=_bound(ns, before, lifted), walk=walk)
-    if settled.named:  # leaves named by the path that reaches them
-        walk.named = sorted(set(walk.named).union(settled.named))
+                              bound=_bound(ns, before, lifted), reach=reach, walk=walk)
+    if settled.named or lifted_named:  # leaves named by the path that reaches them
+        walk.named = sorted(set(walk.named).union(settled.named, lifted_named))
     engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     converted = state.float_conversions - floats
     trace = Trace(target, walk=walk, bindings=named,

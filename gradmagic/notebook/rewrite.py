@@ -98,6 +98,7 @@ class Rewritten:
     final: ast.Expression | None
     target: str | None
     reads: frozenset
+    names: frozenset = frozenset()  # every name the cell mentions (read, bound or deleted)
 
 
 def rewrite(source: str, *, filename: str = "<cell>", first_line: int = 1,
@@ -112,6 +113,7 @@ def rewrite(source: str, *, filename: str = "<cell>", first_line: int = 1,
     are found here.
     """
     tree = ast.parse("\n" * (first_line - 1) + source, filename)
+    names = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
     facts = _facts(tree, set(plain_names), set(math_names))
     last = tree.body[-1] if tree.body else None
     target = _assigned_name(last)
@@ -120,7 +122,7 @@ def rewrite(source: str, *, filename: str = "<cell>", first_line: int = 1,
     final = None
     if isinstance(last, ast.Expr):
         final = ast.Expression(body=tree.body.pop().value)
-    return Rewritten(tree, final, target, frozenset(rw.reads - facts.mutated))
+    return Rewritten(tree, final, target, frozenset(rw.reads - facts.mutated), names)
 
 
 # --------------------------------------------------------------------------- static facts
