@@ -243,3 +243,15 @@ def test_a_containers_gradients_come_back_in_its_shape(ip):
     assert trace.grads_of("p['W'][1][1]") == g["W"][1][1]
     with pytest.raises(KeyError):
         trace.grads_of("nothing")
+
+
+def test_a_plain_cells_math_call_is_marked_where_the_graph_cannot_follow(ip, capsys):
+    assert ip.run_cell(NEURON).success  # math.tanh inside a method a plain cell compiled
+    ip.run_cell("%%autograd\nout = n([1.0, -2.0]) + 0.0\nout")
+    out = capsys.readouterr().out
+    assert "Neuron.__call__ was defined outside %%autograd and calls tanh" in out
+    ip.run_cell("%%autograd\nn([1.0, -2.0])")
+    assert "Neuron.__call__ was defined outside %%autograd" in capsys.readouterr().out
+    # compiled by the magic: followed, nothing to mark
+    trace = magic(ip, NEURON)
+    assert not any("outside %%autograd" in w for w in trace.warnings)

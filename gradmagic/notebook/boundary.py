@@ -31,7 +31,7 @@ from ..core.array import Array, Scalar64, plain_array
 from ..core.engine import SCALARS
 from ..core.tensor import Tensor
 
-__all__ = ["settle", "release", "roots", "lift_reachable", "name_lifted", "restore", "Settled", "LIMIT", "plain_of",
+__all__ = ["settle", "release", "roots", "unrewritten_math", "lift_reachable", "name_lifted", "restore", "Settled", "LIMIT", "plain_of",
            "path_text"]
 
 LIMIT = 200_000
@@ -104,6 +104,36 @@ def roots(ns, names) -> set:
         for code in _code_of(v):
             todo.extend(n for n in _global_names(code) if n in ns and n not in found)
     return found
+
+
+def unrewritten_math(ns, reach, math_names, runtime) -> list[str]:
+    """Notebook functions the cell can reach that a plain cell compiled and that call a
+    math function (``math.tanh``, ``np.exp``): they compute on plain numbers, so the
+    graph cannot follow them. One line each, naming the function and what it calls."""
+    lines = []
+    for name in sorted(reach):
+        v = ns.get(name)
+        for code in _code_of(v):
+            if _compiled_by_magic(code, runtime):
+                continue
+            called = sorted(_global_names(code) & math_names)
+            if called:
+                what = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
+                lines.append(f"{what} was defined outside %%autograd and calls "
+                             f"{', '.join(called[:3])}: what it computes with them is a "
+                             "plain number the graph cannot follow (run its definition "
+                             "under %%autograd to follow it)")
+    return lines
+
+
+def _compiled_by_magic(code, runtime, depth=0) -> bool:
+    for c in code.co_consts:
+        if c is runtime:
+            return True
+        if isinstance(c, types.CodeType) and depth < 10 and _compiled_by_magic(
+                c, runtime, depth + 1):
+            return True
+    return False
 
 
 def _code_of(v):

@@ -488,6 +488,9 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
             value = _run_code(cell.final, global_ns, ns) if cell.final else None
         target = find_target(cell.rewritten, options.target, value, ns)
     except NoTarget as e:  # the names and the cell's value hold plain values
+        outside = boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime)
+        if outside and e.args:
+            e.args = (f"{e.args[0]}; {outside[0]}",)
         boundary.restore(lifter)
         settled = boundary.settle(ns, made=_made(run, lifted, reached),
                                   bound=_bound(ns, before, lifted), reach=reach, value=value)
@@ -516,10 +519,16 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     trace = Trace(target, walk=walk, bindings=named,
                   branch_events=state.branch_events - branches,
                   float_conversions=converted + len(run.cuts), source=cell.source,
-                  options=options, warnings=cut_warnings(run.cuts, converted))
+                  options=options, warnings=cut_warnings(run.cuts, converted)
+                  + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime))
     trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
     boundary.release(settled)
     return trace
+
+
+_MATH_CALLS = frozenset(_runtime.DISPATCHED_NAMES) - {"float", "isinstance", "pow"}
+"""Names of math functions whose call on a number node computes outside the graph unless
+the magic compiled the call."""
 
 
 def _cuts_text(cuts) -> str:
