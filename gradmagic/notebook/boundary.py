@@ -31,7 +31,7 @@ from ..core.array import Array, Scalar64, plain_array
 from ..core.engine import SCALARS
 from ..core.tensor import Tensor
 
-__all__ = ["settle", "release", "roots", "unrewritten_math", "lift_reachable", "name_lifted", "restore", "Settled", "LIMIT", "plain_of",
+__all__ = ["settle", "release", "roots", "unrewritten_math", "functions_of", "compiled_by_magic", "lift_reachable", "name_lifted", "restore", "Settled", "LIMIT", "plain_of",
            "path_text"]
 
 LIMIT = 200_000
@@ -106,15 +106,15 @@ def roots(ns, names) -> set:
     return found
 
 
-def unrewritten_math(ns, reach, math_names, runtime) -> list[str]:
+def unrewritten_math(ns, reach, math_names, runtime, followed=frozenset()) -> list[str]:
     """Notebook functions the cell can reach that a plain cell compiled and that call a
-    math function (``math.tanh``, ``np.exp``): they compute on plain numbers, so the
-    graph cannot follow them. One line each, naming the function and what it calls."""
+    math function (``math.tanh``, ``np.exp``), and that the magic could not follow
+    (``followed``: the codes it ran rewritten): they compute on plain numbers. One line each, naming the function and what it calls."""
     lines = []
     for name in sorted(reach):
         v = ns.get(name)
         for code in _code_of(v):
-            if _compiled_by_magic(code, runtime):
+            if code in followed or compiled_by_magic(code, runtime):
                 continue
             called = sorted(_global_names(code) & math_names)
             if called:
@@ -126,25 +126,25 @@ def unrewritten_math(ns, reach, math_names, runtime) -> list[str]:
     return lines
 
 
-def _compiled_by_magic(code, runtime, depth=0) -> bool:
+def compiled_by_magic(code, runtime, depth=0) -> bool:
     for c in code.co_consts:
         if c is runtime:
             return True
-        if isinstance(c, types.CodeType) and depth < 10 and _compiled_by_magic(
+        if isinstance(c, types.CodeType) and depth < 10 and compiled_by_magic(
                 c, runtime, depth + 1):
             return True
     return False
 
 
-def _code_of(v):
-    """The code objects of a notebook function, of a notebook class's functions, of a
-    notebook instance's class."""
+def functions_of(v) -> list:
+    """A notebook function; a notebook class's functions (methods, static and class
+    methods, property getters); those of a notebook instance's class."""
     if isinstance(v, types.FunctionType):
-        return (v.__code__,) if _users(v) else ()
+        return [v] if _users(v) else []
     cls = v if isinstance(v, type) else type(v)
     if not _users(cls):
-        return ()
-    codes = []
+        return []
+    found = []
     for klass in cls.__mro__:
         if not _users(klass):
             continue
@@ -153,8 +153,12 @@ def _code_of(v):
             if isinstance(f, property):
                 f = f.fget
             if isinstance(f, types.FunctionType):
-                codes.append(f.__code__)
-    return codes
+                found.append(f)
+    return found
+
+
+def _code_of(v):
+    return [f.__code__ for f in functions_of(v)]
 
 
 def _global_names(code, depth=0):

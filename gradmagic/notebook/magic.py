@@ -481,6 +481,8 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     reached: dict = {}  # the leaves made of numbers in the data the cell reads
     value = lifter = None
     reach = boundary.roots(ns, cell.rewritten.names)
+    followed = follow(ns, reach)
+    followed_codes = frozenset(code for _, code in followed)
     try:
         lifter = boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
         with _runtime.recording(cell.filename) as run:
@@ -488,7 +490,8 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
             value = _run_code(cell.final, global_ns, ns) if cell.final else None
         target = find_target(cell.rewritten, options.target, value, ns)
     except NoTarget as e:  # the names and the cell's value hold plain values
-        outside = boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime)
+        unfollow(followed)
+        outside = boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
         if outside and e.args:
             e.args = (f"{e.args[0]}; {outside[0]}",)
         boundary.restore(lifter)
@@ -499,10 +502,12 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
             e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
         raise
     except BaseException:  # an error: no graph to look at, the names hold plain values
+        unfollow(followed)
         boundary.restore(lifter)
         boundary.settle(ns, made=_made(run, lifted, reached),
                         bound=_bound(ns, before, lifted), reach=reach)
         raise
+    unfollow(followed)
     relabel(ns)
     data = target.data
     # one walk of the graph, for backward and the trace (which reuses its lists)
@@ -520,10 +525,71 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
                   branch_events=state.branch_events - branches,
                   float_conversions=converted + len(run.cuts), source=cell.source,
                   options=options, warnings=cut_warnings(run.cuts, converted)
-                  + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime))
+                  + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes))
     trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
     boundary.release(settled)
     return trace
+
+
+def follow(ns, reach) -> list:
+    """Run the notebook functions a plain cell compiled, which the cell can reach,
+    rewritten while the cell runs, so that the graph follows them (a model whose
+    class a plain cell defined, calling math.tanh). Returns what :func:`unfollow` puts
+    back; a function whose source cannot be read or rewritten is left as it is."""
+    followed = []
+    names = None
+    for name in reach:
+        for f in boundary.functions_of(ns.get(name)):
+            code = f.__code__
+            if boundary.compiled_by_magic(code, _runtime):
+                continue
+            new = _FOLLOWED.get(code)
+            if new is None:
+                if names is None:
+                    names = namespace_names(ns)
+                new = _rewritten(f, *names)
+                if len(_FOLLOWED) > 256:
+                    _FOLLOWED.clear()
+                _FOLLOWED[code] = new
+            if new is not False:
+                f.__code__ = new
+                followed.append((f, code))
+    return followed
+
+
+def unfollow(followed: list) -> None:
+    """Put back the code :func:`follow` replaced."""
+    for f, code in followed:
+        f.__code__ = code
+    followed.clear()
+
+
+_FOLLOWED: dict = {}  # a plain cell's function code → its rewritten code (False: none)
+
+
+def _rewritten(f, plain, math_names):
+    """``f``'s code rewritten as a magic cell's is, or False where that cannot be done."""
+    import inspect
+    import textwrap
+    code = f.__code__
+    if code.co_name == "<lambda>":
+        return False
+    try:
+        source = textwrap.dedent(inspect.getsource(f))
+        rw = rewrite(source, filename=code.co_filename, first_line=code.co_firstlineno,
+                     plain_names=plain, math_names=math_names)
+        module = compile(rw.module, code.co_filename, "exec", dont_inherit=True)
+    except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
+        return False
+    for c in module.co_consts:
+        if isinstance(c, types.CodeType) and c.co_name == code.co_name:
+            if c.co_freevars != code.co_freevars or c.co_flags != code.co_flags:
+                return False  # a closure or super() the standalone text cannot rebuild
+            new = _link(c)
+            if hasattr(code, "co_qualname"):
+                new = new.replace(co_qualname=code.co_qualname)
+            return new
+    return False
 
 
 _MATH_CALLS = frozenset(_runtime.DISPATCHED_NAMES) - {"float", "isinstance", "pow"}
