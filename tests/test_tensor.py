@@ -405,8 +405,8 @@ def test_unsupported_numpy_functions_say_so():
         np.cumprod(T)
     with pytest.raises(TypeError, match="numpy.clip has no gradient rule"):
         T.clip(0.0, 1.0)  # an array method without a rule: the same message
-    with pytest.raises(TypeError, match="numpy.arcsin has no gradient rule"):
-        np.arcsin(T)
+    with pytest.raises(TypeError, match="numpy.spacing has no gradient rule"):
+        np.spacing(T)
     with pytest.raises(TypeError, match="in place"):
         a = np.zeros(2)
         a += T

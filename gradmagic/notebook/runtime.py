@@ -232,6 +232,12 @@ def go(f, /, *args, **kwargs):
     """
     global F, A, K
     token = None
+    if _run is not None and _array.takes_nodes(f) and (_has_float_node(args)
+                                                       or _has_float_node(kwargs.values())):
+        # numpy would read number nodes (and lists of nodes) as plain numbers: numpy's own
+        # result, as a node of the graph
+        F, A, K = _array.numpy_with_nodes(f), [_ints_deep(a) for a in args], kwargs
+        return None
     numpy = _numpy_without_graph(f)
     if numpy and args and type(args[0]) is Array and f in _ARRAY_MAKERS:
         F, A, K = _given, (_made_from_array(f, args, kwargs),), _NO_KWARGS
@@ -270,6 +276,21 @@ def go(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
+_FLOAT_NODES = frozenset({Float, engine.Float64})
+
+
+def _has_float_node(xs, depth: int = 0) -> bool:
+    """True if ``xs`` holds a float number node or a tracked array node inside a list."""
+    for x in xs:
+        kind = type(x)
+        if kind in _FLOAT_NODES:
+            return True
+        if (kind is list or kind is tuple) and depth < 32:
+            if _has_float_node(x, depth + 1):
+                return True
+        elif depth and (kind is Array or kind is Scalar64) and x.requires_grad:
+            return True
+    return False
 
 
 def _given(x):
@@ -346,9 +367,14 @@ def _as_constant(r, args=()):
         cls = type(r)
         if cls is np.float64 or cls is _FLOAT:
             return constant(r)
-        if cls is np.ndarray and r.dtype == np.float64 and not any(r is a for a in args):
+        if cls is np.ndarray and r.dtype.char in _CONSTANT_DTYPES and not any(r is a for a in args):
             return _array.array_constant(r)
     return r
+
+
+_CONSTANT_DTYPES = frozenset(np.typecodes["AllInteger"] + "?d")
+"""Arrays of these a numpy call makes become constants: ``np.arange(4) * x`` is then the
+array node's arithmetic, which links ``x`` (a plain int array would read it as a float)."""
 
 
 def _flat(xs):
