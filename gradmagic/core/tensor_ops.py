@@ -830,6 +830,14 @@ def _solve_da(g, out, a, b, vec):
     return -gb @ _mT(out)
 
 
+def _lower_read(sym):
+    """The gradient of a function that reads a symmetric matrix from its lower triangle
+    (numpy's cholesky and eigh): an off-diagonal element stands for two, the upper
+    triangle is not read. ``sym`` is the gradient for symmetric changes."""
+    low = np.tril(sym + _mT(sym))
+    return low - 0.5 * np.eye(sym.shape[-1]) * low
+
+
 def _cholesky_dx(g, out, x):
     # A = L Lᵀ: S = L⁻ᵀ Φ(Lᵀ Ḡ) L⁻¹ with Φ the lower triangle, its diagonal halved
     L = out
@@ -837,12 +845,12 @@ def _cholesky_dx(g, out, x):
     phi = phi - 0.5 * np.eye(L.shape[-1]) * phi
     inv = np.linalg.inv(L)
     s = _mT(inv) @ phi @ inv
-    return 0.5 * (s + _mT(s))
+    return _lower_read(0.5 * (s + _mT(s)))
 
 
 def _eigvalsh_dx(g, out, x):
     w, v = np.linalg.eigh(x)
-    return (v * np.asarray(g)[..., None, :]) @ _mT(v)
+    return _lower_read((v * np.asarray(g)[..., None, :]) @ _mT(v))
 
 
 def _eigvecs(x):
@@ -856,7 +864,7 @@ def _eigvecs_dx(g, out, x):
         f = np.where(np.eye(w.shape[-1], dtype=bool), 0.0, 1.0 / gap)
     inner = f * (_mT(v) @ g)
     ga = v @ inner @ _mT(v)
-    return 0.5 * (ga + _mT(ga))  # eigh reads one triangle of a symmetric matrix
+    return _lower_read(0.5 * (ga + _mT(ga)))
 
 
 def _eigh_kink(out, x):
@@ -1058,9 +1066,10 @@ _TABLE += [
              "for x = A⁻¹b: ∂L/∂b = A⁻ᵀ g, ∂L/∂A = −(A⁻ᵀ g) xᵀ", torch=_torch_solve),
     TensorOp("cholesky", 1, np.linalg.cholesky, (_cholesky_dx,), np.linalg.cholesky,
              "for A = L Lᵀ: S = L⁻ᵀ Φ(Lᵀ Ḡ) L⁻¹ (Φ: lower triangle, diagonal halved), "
-             "∂L/∂A = (S + Sᵀ)/2", torch=lambda torch: torch.linalg.cholesky),
+             "∂L/∂A = (S + Sᵀ)/2 read from A's lower triangle, as numpy reads A", torch=lambda torch: torch.linalg.cholesky),
     TensorOp("eigvalsh", 1, np.linalg.eigvalsh, (_eigvalsh_dx,), np.linalg.eigvalsh,
-             "∂wᵢ/∂A = vᵢ vᵢᵀ (the eigenvalues of a symmetric matrix)", kink=_eigh_kink,
+             "∂wᵢ/∂A = vᵢ vᵢᵀ (the eigenvalues of a symmetric matrix, read from its lower "
+             "triangle)", kink=_eigh_kink,
              torch=lambda torch: torch.linalg.eigvalsh),
     TensorOp("eigvecs", 1, _eigvecs, (_eigvecs_dx,), _eigvecs,
              "∂L/∂A = V (F ∘ VᵀḠ) Vᵀ with F_ij = 1/(w_j − w_i), symmetrized "
