@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
@@ -396,6 +396,9 @@ def test_reductions_with_random_axes_and_keepdims(name, shape, data):
         axis = axis[0]
     keepdims = data.draw(st.booleans())
     x = np.random.default_rng(data.draw(st.integers(0, 2 ** 16))).uniform(0.5, 1.5, shape)
+    n = x.size if axis is None else int(np.prod([shape[a] for a in np.atleast_1d(axis)]))
+    # std of one number is sqrt(0): its gradient is nan (0 · ∞), as in PyTorch
+    assume(name != "std" or n > 1)
     _check(lambda a: getattr(np, name)(a, axis=axis, keepdims=keepdims), [x])
 
 

@@ -214,7 +214,9 @@ def test_every_table_entry_is_exercised():
     for case in CASES:
         out, _ = _run(case, case.inputs())
         seen |= {v.op for v in out.topo() if v._op is not None}
-    assert seen == set(TENSOR_OPS)
+    # the numpy functions' entries are exercised on array nodes in test_numpy_rules
+    from test_numpy_rules import NEW_OPS
+    assert seen == set(TENSOR_OPS) - NEW_OPS
 
 
 def test_table_entries_are_complete():
