@@ -1851,3 +1851,19 @@ _t._ARRAY_CLASSES.update(_ARRAYS)
 _t._WRITABLE.add(Array)
 _t._array_result = _link
 _engine.DEFER.add(Scalar64)
+
+
+def _number_ufunc(self, ufunc, method, *inputs, **kwargs):
+    """A numpy ufunc given a number node (``int_array * x``, ``np.maximum(x, 0)``).
+
+    numpy reads a float subclass as a float64 array scalar, not as the Python float it
+    stands for: ``float32_array * x`` would be float64. Here numpy computes with the
+    plain numbers (``float32_array * 0.7`` is float32) and, while a cell is recorded,
+    the result is linked to the node.
+    """
+    return _ufunc(ufunc, method, inputs, kwargs)
+
+
+for _cls in (_engine.Float, _engine.Int, _engine.Float64):
+    _cls.__array_ufunc__ = _number_ufunc
+del _cls

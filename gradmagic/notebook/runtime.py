@@ -742,6 +742,8 @@ def _table() -> dict:
         add(np, name, _keeps(_COMPOSITES[_NUMPY_NAMES.get(name, name)]))
     for module in (math, np):
         for name in _MAYBE_NO_GRADIENT:
+            if module is np and tensor_has_rule(getattr(np, name, None)):
+                continue  # a ufunc the array nodes have a rule for: numpy's call keeps the graph
             add(module, name, _cut)
         for name in _PREDICATES:
             add(module, name, _on_numbers)
