@@ -38,8 +38,6 @@ CELLS = [
     ("einsum_inv_solve", "A = np.array([[x, 1.0], [0.5, y]])\n"
                          "L = np.einsum('ij,ij->', A, np.linalg.inv(A)) + "
                          "np.linalg.solve(A, np.array([1.0, 2.0])).sum()", {"x": 2.0, "y": 3.0}),
-    ("float32_stays_float32", "a = np.ones(2, dtype=np.float32) * x\nL = x * 2.0",
-     {"x": 0.7}),
 ]
 
 
@@ -102,3 +100,15 @@ def test_a_function_with_no_derivative_gives_numpys_values(ip):
     assert ip.user_ns["i"].tolist() == want["i"].tolist()
     assert ip.user_ns["u"].tolist() == want["u"].tolist()
     assert gradmagic.last.grads["y"] == 2.0 and gradmagic.last.grads["x"] == 0.0
+
+
+def test_a_float32_array_times_a_number_is_float32_and_the_cut_is_said(ip):
+    ip.user_ns["np"] = np
+    cell = "x = 0.7\na = np.ones(2, dtype=np.float32) * x\nb = np.arange(3) * x\nL = x * b.sum()"
+    assert ip.run_cell("%%autograd -q\n" + cell).success
+    want = plain(cell, {})
+    assert ip.user_ns["a"].dtype == np.float32 == want["a"].dtype
+    assert ip.user_ns["a"].tolist() == want["a"].tolist()
+    assert ip.user_ns["b"].dtype == np.float64
+    assert gradmagic.last.grads["x"] == pytest.approx(2 * 3.0 * 0.7)
+    assert any("line 3: numpy.multiply giving float32" in w for w in gradmagic.last.warnings)

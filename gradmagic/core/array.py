@@ -564,6 +564,9 @@ def _link_call(ufunc, exact, inputs, kwargs=None):
     rule = _call_rule(ufunc, inputs, kwargs or {})
     if rule is None:
         return _cut_result(exact, f"numpy.{ufunc.__name__}", inputs)
+    kind = getattr(exact, "dtype", _F64)
+    if kind != _F64 and kind.kind in "fc":  # float32 * x is float32, as in numpy: no node
+        return _cut_result(exact, f"numpy.{ufunc.__name__} giving {kind.name}", inputs)
     op, parents = rule
     return _link(op, exact, *parents)
 
@@ -581,7 +584,7 @@ def _cut_result(exact, what, inputs):
             exact = node = _view(exact, Array)
         elif exact.__class__ is np.float64:
             exact = node = Scalar64(exact)
-        _cut(f"{what} has no gradient rule: an array node entered it as plain numbers",
+        _cut(f"{what} has no gradient rule: a node entered it as plain numbers",
              node, what)
     return exact
 
