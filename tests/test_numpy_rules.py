@@ -79,6 +79,8 @@ CASES = [
     Case("square", np.square, [(3, 4)], T("square")),
     Case("reciprocal", np.reciprocal, [(3, 4)], T("reciprocal"), POS),
     Case("cbrt", np.cbrt, [(3, 4)], lambda x: x.sign() * x.abs() ** (1 / 3), POS),
+    Case("sinc", lambda a: np.sinc(a * np.array([1.0, 0.0, 1.0, 1.0])), [(3, 4)],
+         lambda a: T("sinc")(a * T("tensor")([1.0, 0.0, 1.0, 1.0]))),
     Case("deg2rad", np.deg2rad, [(3, 4)], T("deg2rad")),
     Case("radians", np.radians, [(3, 4)], T("deg2rad")),
     Case("rad2deg", np.rad2deg, [(3, 4)], T("rad2deg")),
@@ -156,7 +158,17 @@ CASES = [
     Case("hstack_vstack", lambda a, b: np.hstack([a, b]).sum() + np.vstack([a, b]), [(4,), (4,)]),
     Case("split", lambda a: np.split(a, [1, 3], axis=1)[1].sum() * np.array_split(a, 2)[0],
          [(3, 4)]),
+    Case("hsplit_vsplit_dsplit", lambda a: np.hsplit(a, 2)[1].sum() * np.vsplit(a, [1])[0]
+         + np.dsplit(a[..., None] * np.ones(2), 2)[0][..., 0], [(2, 4)]),
+    Case("rollaxis", lambda a: np.rollaxis(a, 2) * 2.0 + np.rollaxis(a, 0, 3).sum(), [(2, 3, 4)],
+         lambda a: a.permute(2, 0, 1) * 2.0 + a.permute(1, 2, 0).sum()),
+    Case("real", lambda a: np.real(a) * np.real_if_close(a), [(3,)], lambda a: a * a),
+    # numbers spread into arrays
+    Case("linspace", lambda a: np.linspace(a[0], a[1], 5), [(2,)],
+         lambda a: a[0] + (a[1] - a[0]) * T("arange")(5) / 4),
+    Case("full", lambda a: numpy_with_nodes(np.full)((2, 3), a[1]), [(2,)]),  # as the runtime calls it
     # products
+    Case("cross", np.cross, [(2, 3), (3,)], lambda a, b: T("linalg.cross")(a, b.expand(2, 3))),
     Case("einsum_matmul", lambda a, b: np.einsum("ij,jk->ik", a, b), [(3, 4), (4, 2)],
          lambda a, b: T("einsum")("ij,jk->ik", a, b)),
     Case("einsum_implicit", lambda a, b: np.einsum("ij,ij", a, b), [(3, 4), (3, 4)],
@@ -310,7 +322,7 @@ def test_replay_with_a_leading_axis_equals_the_forward(case):
 
 NEW_OPS = {"tan", "arcsin", "arccos", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "log2",
            "log10", "log1p", "expm1", "exp2", "square", "reciprocal", "cbrt", "deg2rad",
-           "rad2deg", "nan_to_num", "arctan2", "hypot", "logaddexp", "logaddexp2", "fmax",
+           "rad2deg", "nan_to_num", "sinc", "arctan2", "hypot", "logaddexp", "logaddexp2", "fmax",
            "fmin", "copysign", "prod", "cumprod", "flip", "roll", "tile", "repeat", "rot90",
            "moveaxis", "broadcast_to", "tril", "triu", "diag", "diagonal", "pad", "sort",
            "concatenate", "pack", "einsum", "einsum1", "inv", "det", "logdet", "solve",
@@ -335,7 +347,7 @@ def test_every_new_table_entry_is_exercised():
 def test_every_entry_has_a_torch_function_that_computes_its_forward():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(0).uniform(0.2, 0.8, (3, 3))
-    for name in NEW_OPS - {"pack", "concatenate", "einsum", "einsum1", "solve", "nan_to_num",
+    for name in NEW_OPS - {"sinc", "pack", "concatenate", "einsum", "einsum1", "solve", "nan_to_num",
                            "arctan2", "hypot", "logaddexp", "logaddexp2", "fmax", "fmin",
                            "copysign", "prod", "cumprod", "flip", "roll", "tile", "repeat",
                            "rot90", "moveaxis", "broadcast_to", "tril", "triu", "diag",

@@ -1480,6 +1480,77 @@ def _r_split(exact, ary, indices_or_sections, axis=0):
     return parts
 
 
+def _r_split_along(axis):
+    def rule(exact, ary, indices_or_sections):
+        ax = 0 if axis == 1 and np.ndim(_pv(ary)) == 1 else axis
+        return _r_split(exact, ary, indices_or_sections, ax)
+    return rule
+
+
+def _r_rollaxis(exact, a, axis, start=0):
+    node = _node_of(a)
+    ndim = np.ndim(_pv(a))
+    axis, start = _t._int(axis) % ndim, _t._int(start)
+    start = start + ndim if start < 0 else start
+    order = list(range(ndim))
+    if axis < start:
+        start -= 1
+    order.remove(axis)
+    order.insert(start, axis)
+    return _link(_TRANSPOSE, exact, node, None, {"axes": tuple(order)})
+
+
+def _r_cross(exact, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
+        return None
+    if np.shape(_pv(a))[-1:] != (3,) or np.shape(_pv(b))[-1:] != (3,):
+        return None
+    na, nb = _node_of(a), _node_of(b)
+    with _quiet_graph():
+        one, two = np.array([1, 2, 0]), np.array([2, 0, 1])
+        ca, cb = _as_array_node(na), _as_array_node(nb)
+        return ca[..., one] * cb[..., two] - ca[..., two] * cb[..., one]
+
+
+def _as_array_node(node):
+    """An Array node for ``node`` (a Tensor or a constant made by a rule)."""
+    if node.__class__ is Array:
+        return node
+    return _adopt(np.array(node.data, dtype=_F64), _t._apply(_COPY, node)) \
+        if node.requires_grad else _view(np.array(node.data, dtype=_F64), Array)
+
+
+def _r_linspace(exact, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
+                axis=0, *, device=None):
+    if retstep or not _dtype_ok(dtype) or axis != 0 or np.ndim(_pv(start)) \
+            or np.ndim(_pv(stop)):
+        return None
+    n = _t._int(num)
+    div = (n - 1) if endpoint else n
+    if div <= 0:
+        return None
+    with _quiet_graph():
+        lo, hi = _lift(start), _lift(stop)
+        frac = np.arange(n) / div
+        return lo + (hi - lo) * frac
+
+
+def _r_full(exact, shape, fill_value, dtype=None, order="C", *, device=None, like=None):
+    node = _node_of(fill_value)
+    if node is None or not _dtype_ok(dtype) or not isinstance(exact, _ndarray):
+        return None
+    return _link(TENSOR_OPS["broadcast_to"], exact, node, None, {"shape": exact.shape})
+
+
+def _r_real(exact, val):
+    node = _node_of(val)
+    return None if node is None else _t._apply(_COPY, node)
+
+
+def _r_real_if_close(exact, a, tol=100):
+    return _r_real(exact, a)
+
+
 def _r_array(exact, obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
     if not _dtype_ok(dtype) or ndmin or not isinstance(exact, _ndarray):
         return None
@@ -1737,6 +1808,9 @@ _FUNCTION_RULES.update({
     np.expand_dims: _r_expand_dims, np.sort: _r_sort, np.partition: _r_partition,
     np.concatenate: _r_concatenate, np.stack: _r_stack, np.hstack: _r_hstack,
     np.vstack: _r_vstack, np.split: _r_split, np.array_split: _r_split,
+    np.hsplit: _r_split_along(1), np.vsplit: _r_split_along(0), np.dsplit: _r_split_along(2),
+    np.rollaxis: _r_rollaxis, np.cross: _r_cross, np.linspace: _r_linspace, np.full: _r_full,
+    np.real: _r_real, np.real_if_close: _r_real_if_close, np.sinc: _linalg_unary("sinc"),
     np.array: _r_array, np.asarray: _r_asarray, np.asanyarray: _r_asarray,
     np.einsum: _r_einsum, np.inner: _r_inner, np.outer: _r_outer, np.vdot: _r_vdot,
     np.tensordot: _r_tensordot, np.kron: _r_kron, np.dot: _r_dot_any,
@@ -1754,6 +1828,7 @@ _VALUE_FUNCTIONS = frozenset(_t._VALUE_FUNCTIONS | _t._SHAPE_FUNCTIONS | {
     np.may_share_memory, np.shares_memory, np.empty_like, np.full_like, np.unique,
     np.digitize, np.bincount, np.savetxt, np.save, np.savez, np.isreal, np.iscomplex,
     np.iscomplexobj, np.isrealobj, np.isneginf, np.isposinf, np.fix, np.lexsort,
+    np.imag, np.angle,
     np.array_equiv})
 _SEQUENCES = frozenset({np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.asarray,
                         np.asanyarray})

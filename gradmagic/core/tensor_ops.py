@@ -935,6 +935,13 @@ def _cbrt_torch(torch):
     return lambda x: torch.sign(x) * torch.abs(x) ** (1.0 / 3.0)
 
 
+def _sinc_dx(g, out, x):
+    x = np.asarray(x, dtype=float)
+    px = np.pi * x
+    safe = np.where(x == 0, 1.0, x)
+    return g * np.where(x == 0, 0.0, (np.cos(px) - out) / safe)
+
+
 def _zero_at(out, x):
     return bool(np.any(np.asarray(x) == 0))
 
@@ -966,6 +973,8 @@ _TABLE += [
                  "∂(1/a)/∂a = −1/a²"),
     _unary_entry("cbrt", np.cbrt, lambda g, out, x: g / (3.0 * out * out),
                  "∂∛a/∂a = 1/(3∛a²) (infinite at 0)", torch=_cbrt_torch, kink=_zero_at),
+    _unary_entry("sinc", np.sinc, _sinc_dx,
+                 "∂sinc a/∂a = (cos πa − sinc a)/a (0 at a = 0)"),
     _unary_entry("deg2rad", np.deg2rad, lambda g, out, x: g * (np.pi / 180.0),
                  "∂(a·π/180)/∂a = π/180", numpy=("deg2rad", "radians")),
     _unary_entry("rad2deg", np.rad2deg, lambda g, out, x: g * (180.0 / np.pi),
