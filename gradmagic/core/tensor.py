@@ -890,7 +890,7 @@ _UFUNC_SPECIAL = {
 _UFUNC_VALUES = {
     np.greater, np.greater_equal, np.less, np.less_equal, np.equal, np.not_equal,
     np.isfinite, np.isnan, np.isinf, np.sign, np.signbit, np.floor, np.ceil, np.rint,
-    np.trunc,
+    np.trunc, np.logical_and, np.logical_or, np.logical_xor, np.logical_not, np.heaviside,
 }
 _FUNCTIONS = {
     np.sum: _np_sum, np.mean: _np_mean, np.max: _np_max, np.amax: _np_max,
