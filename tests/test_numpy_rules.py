@@ -35,6 +35,20 @@ def _sym(a):
     return a @ a.T + a.shape[-1] * np.eye(a.shape[-1])
 
 
+def _signless(usv):
+    """U and Vh up to each singular pair's sign (which svd is free to choose), and S."""
+    u, s, vh = usv
+    return np.sum(u * u[:1] * np.arange(1, u.shape[0] + 1)[:, None], axis=0) \
+        + np.sum(vh * vh[:, :1] * np.arange(1, vh.shape[1] + 1), axis=1) * s
+
+
+def _signless_torch(usv):
+    import torch
+    u, s, vh = usv
+    return (u * u[:1] * torch.arange(1, u.shape[0] + 1)[:, None]).sum(0) \
+        + (vh * vh[:, :1] * torch.arange(1, vh.shape[1] + 1)).sum(1) * s
+
+
 class Case:
     """One numpy expression: ``ours`` on numpy arrays, ``theirs`` on torch tensors."""
 
@@ -210,6 +224,12 @@ CASES = [
     Case("eigh_lower_only", lambda a: np.linalg.eigvalsh(a), [(3, 3)], seed=1),
     Case("svd_values", lambda a: np.linalg.svd(a, compute_uv=False), [(3, 4)],
          T("linalg.svdvals")),
+    Case("svd_thin", lambda a: _signless(np.linalg.svd(a, full_matrices=False)), [(4, 3)],
+         lambda a: _signless_torch(T("linalg.svd")(a, full_matrices=False))),
+    Case("svd_wide", lambda a: _signless(np.linalg.svd(a, full_matrices=False)), [(2, 4)],
+         lambda a: _signless_torch(T("linalg.svd")(a, full_matrices=False))),
+    Case("svd_square_full", lambda a: _signless(np.linalg.svd(a)), [(3, 3)],
+         lambda a: _signless_torch(T("linalg.svd")(a))),
     Case("pinv", np.linalg.pinv, [(4, 3)], T("linalg.pinv")),
     Case("pinv_wide", np.linalg.pinv, [(2, 3)], T("linalg.pinv")),
     Case("norm_default", np.linalg.norm, [(3, 4)], T("linalg.norm")),
@@ -326,7 +346,7 @@ NEW_OPS = {"tan", "arcsin", "arccos", "sinh", "cosh", "arcsinh", "arccosh", "arc
            "fmin", "copysign", "prod", "cumprod", "flip", "roll", "tile", "repeat", "rot90",
            "moveaxis", "broadcast_to", "tril", "triu", "diag", "diagonal", "pad", "sort",
            "concatenate", "pack", "einsum", "einsum1", "inv", "det", "logdet", "solve",
-           "cholesky", "eigvalsh", "eigvecs", "svdvals", "pinv"}
+           "cholesky", "eigvalsh", "eigvecs", "svdvals", "svd_u", "svd_vh", "pinv"}
 
 
 def test_every_new_table_entry_is_exercised():
@@ -347,7 +367,7 @@ def test_every_new_table_entry_is_exercised():
 def test_every_entry_has_a_torch_function_that_computes_its_forward():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(0).uniform(0.2, 0.8, (3, 3))
-    for name in NEW_OPS - {"sinc", "pack", "concatenate", "einsum", "einsum1", "solve", "nan_to_num",
+    for name in NEW_OPS - {"svd_u", "svd_vh", "sinc", "pack", "concatenate", "einsum", "einsum1", "solve", "nan_to_num",
                            "arctan2", "hypot", "logaddexp", "logaddexp2", "fmax", "fmin",
                            "copysign", "prod", "cumprod", "flip", "roll", "tile", "repeat",
                            "rot90", "moveaxis", "broadcast_to", "tril", "triu", "diag",
@@ -456,7 +476,7 @@ def test_a_float32_result_is_numpys_and_the_cut_is_reported():
     assert cuts and "float32" in cuts[0]
 
 
-def test_svd_gives_the_singular_values_a_rule_and_says_u_and_vh_are_cut():
+def test_svd_of_a_non_square_matrix_with_full_matrices_cuts_u_and_vh_and_says_so():
     a = np.random.default_rng(0).normal(size=(4, 2))
     with recording() as cuts:
         leaf = array_leaf(a.copy(), "a")
@@ -464,6 +484,7 @@ def test_svd_gives_the_singular_values_a_rule_and_says_u_and_vh_are_cut():
         s.sum().backward()
     want_u, want_s, want_vh = np.linalg.svd(a)
     assert np.array_equal(u, want_u) and np.array_equal(s, want_s)
-    assert [c.split(" has")[0] for c in cuts] == ["the U of numpy.linalg.svd",
-                                                  "the Vh of numpy.linalg.svd"]
+    assert [c.split(" has")[0] for c in cuts] == [
+        "the U of numpy.linalg.svd(full_matrices=True)",
+        "the Vh of numpy.linalg.svd(full_matrices=True)"]
     np.testing.assert_allclose(leaf.grad, want_u[:, :2] @ want_vh, rtol=1e-12)

@@ -1729,8 +1729,13 @@ def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
     if not compute_uv:
         return _link(TENSOR_OPS["svdvals"], exact, node)
     s = _link(TENSOR_OPS["svdvals"], exact.S, node)
-    u = _cut_result(exact.U, "the U of numpy.linalg.svd", (a,))
-    vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd", (a,))
+    m, n = np.shape(_pv(a))[-2:]
+    if full_matrices and m != n:  # U's (or Vh's) extra columns are any basis: no derivative
+        u = _cut_result(exact.U, "the U of numpy.linalg.svd(full_matrices=True)", (a,))
+        vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd(full_matrices=True)", (a,))
+    else:
+        u = _link(TENSOR_OPS["svd_u"], exact.U, node)
+        vh = _link(TENSOR_OPS["svd_vh"], exact.Vh, node)
     return type(exact)(u, s, vh)
 
 

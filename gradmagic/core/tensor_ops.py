@@ -881,6 +881,45 @@ def _svdvals_dx(g, out, x):
     return (u * np.asarray(g)[..., None, :]) @ vh
 
 
+def _svd_u(x):
+    return np.linalg.svd(x, full_matrices=False)[0]
+
+
+def _svd_vh(x):
+    return np.linalg.svd(x, full_matrices=False)[2]
+
+
+def _svd_parts(x):
+    u, s, vh = np.linalg.svd(x, full_matrices=False)
+    s2 = s * s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(np.eye(s.shape[-1], dtype=bool), 0.0,
+                     1.0 / (s2[..., None, :] - s2[..., :, None]))  # 1/(s_j² − s_i²)
+    return u, s, _mT(vh), f
+
+
+def _svd_u_dx(g, out, x):
+    u, s, v, f = _svd_parts(x)
+    ut_g = _mT(u) @ g
+    inner = (f * (ut_g - _mT(ut_g))) * s[..., None, :]
+    outside = (g - u @ ut_g) / s[..., None, :]  # (I − UUᵀ) G S⁻¹
+    return (u @ inner + outside) @ _mT(v)
+
+
+def _svd_vh_dx(g, out, x):
+    u, s, v, f = _svd_parts(x)
+    gv = _mT(g)
+    vt_g = _mT(v) @ gv
+    inner = s[..., :, None] * (f * (vt_g - _mT(vt_g)))
+    outside = _mT((gv - v @ vt_g) / s[..., None, :])  # S⁻¹ Gᵥᵀ (I − VVᵀ)
+    return u @ (inner @ _mT(v) + outside)
+
+
+def _svd_kink(out, x):
+    s = np.linalg.svd(x, compute_uv=False)
+    return bool(np.any(np.diff(s, axis=-1) == 0) or np.any(s == 0))
+
+
 def _pinv_dx(g, out, x):
     p = out
     m, n = np.shape(x)[-2:]
@@ -1087,6 +1126,15 @@ _TABLE += [
     TensorOp("svdvals", 1, _svdvals, (_svdvals_dx,), _svdvals,
              "∂sᵢ/∂A = uᵢ vᵢᵀ (the singular values)",
              torch=lambda torch: torch.linalg.svdvals),
+    TensorOp("svd_u", 1, _svd_u, (_svd_u_dx,), _svd_u,
+             "for A = U S Vᵀ: ∂L/∂A = U(F ∘ (UᵀḠ − ḠᵀU))S Vᵀ + (I − UUᵀ)ḠS⁻¹Vᵀ, "
+             "F_ij = 1/(s_j² − s_i²) (undefined at repeated or zero singular values)",
+             kink=_svd_kink, display="svd U",
+             torch=lambda torch: (lambda x: torch.linalg.svd(x, full_matrices=False)[0])),
+    TensorOp("svd_vh", 1, _svd_vh, (_svd_vh_dx,), _svd_vh,
+             "for A = U S Vᵀ, G = ∂L/∂V: ∂L/∂A = U S(F ∘ (VᵀG − GᵀV))Vᵀ + U S⁻¹Gᵀ(I − VVᵀ)",
+             kink=_svd_kink, display="svd Vh",
+             torch=lambda torch: (lambda x: torch.linalg.svd(x, full_matrices=False)[2])),
     TensorOp("pinv", 1, np.linalg.pinv, (_pinv_dx,), np.linalg.pinv,
              "for P = A⁺: ∂L/∂A = −PᵀGPᵀ + (I − AP)GᵀPPᵀ + PᵀPGᵀ(I − PA) (constant rank)",
              torch=lambda torch: torch.linalg.pinv),
