@@ -1055,10 +1055,9 @@ _FUNCTION_RULES = {
     np.squeeze: _r_squeeze, np.expand_dims: _r_expand_dims, np.where: _r_where,
     np.clip: _r_clip, np.linalg.norm: _r_norm,
 }
-# --------------------------------------------------------------------------- numbers and lists as nodes
+# --------------------------------------------------------------------------- numbers, lists as nodes
 _PACK, _CONCAT = TENSOR_OPS["pack"], TENSOR_OPS["concatenate"]
 _FLOAT_NODES = frozenset({_engine.Float, _engine.Float64, Value})
-_EXTRA_F64 = (np.ndarray, np.float64)
 
 
 def _float_node(x) -> bool:
@@ -1177,11 +1176,6 @@ def _ints(x):
     if isinstance(x, (list, tuple, _ndarray)):
         return tuple(_ints(e) for e in x)
     return _t._int(x)
-
-
-def _apply_link(op, exact, a, b=None, params=None):
-    """``exact`` as the node of ``op`` (the result numpy already computed)."""
-    return _link(op, exact, a, b, params)
 
 
 def _moving_rule(name, params_of):

@@ -838,6 +838,14 @@ def _lower_read(sym):
     return low - 0.5 * np.eye(sym.shape[-1]) * low
 
 
+def _from_lower(f):
+    """``torch -> function``: ``f`` of the symmetric matrix read from the lower triangle,
+    as numpy's cholesky and eigh read it (torch's own take the matrix as symmetric)."""
+    def make(torch):
+        return lambda x: f(torch, torch.tril(x) + torch.tril(x, -1).mT)
+    return make
+
+
 def _cholesky_dx(g, out, x):
     # A = L Lᵀ: S = L⁻ᵀ Φ(Lᵀ Ḡ) L⁻¹ with Φ the lower triangle, its diagonal halved
     L = out
@@ -1044,7 +1052,7 @@ _TABLE += [
     _binary_entry("copysign", np.copysign,
                   lambda g, out, x, y: g * np.where(np.signbit(x) == np.signbit(y), 1.0, -1.0),
                   _zero, "∂copysign(a,b)/∂a = ±1 (+1 where the signs agree), ∂/∂b = 0",
-                  kink=_any_zero),
+                  kink=lambda out, x, y: _any_zero(out, x)),
     # reductions
     TensorOp("prod", 1, _prod, (_prod_dx,), _prod_batched,
              "∂(Πa)/∂aᵢ = the product of the other elements", torch=_torch_prod),
@@ -1114,15 +1122,16 @@ _TABLE += [
              "for x = A⁻¹b: ∂L/∂b = A⁻ᵀ g, ∂L/∂A = −(A⁻ᵀ g) xᵀ", torch=_torch_solve),
     TensorOp("cholesky", 1, np.linalg.cholesky, (_cholesky_dx,), np.linalg.cholesky,
              "for A = L Lᵀ: S = L⁻ᵀ Φ(Lᵀ Ḡ) L⁻¹ (Φ: lower triangle, diagonal halved), "
-             "∂L/∂A = (S + Sᵀ)/2 read from A's lower triangle, as numpy reads A", torch=lambda torch: torch.linalg.cholesky),
+             "∂L/∂A = (S + Sᵀ)/2 read from A's lower triangle, as numpy reads A",
+             torch=_from_lower(lambda torch, a: torch.linalg.cholesky(a))),
     TensorOp("eigvalsh", 1, np.linalg.eigvalsh, (_eigvalsh_dx,), np.linalg.eigvalsh,
              "∂wᵢ/∂A = vᵢ vᵢᵀ (the eigenvalues of a symmetric matrix, read from its lower "
              "triangle)", kink=_eigh_kink,
-             torch=lambda torch: torch.linalg.eigvalsh),
+             torch=_from_lower(lambda torch, a: torch.linalg.eigvalsh(a))),
     TensorOp("eigvecs", 1, _eigvecs, (_eigvecs_dx,), _eigvecs,
-             "∂L/∂A = V (F ∘ VᵀḠ) Vᵀ with F_ij = 1/(w_j − w_i), symmetrized "
-             "(eigh's eigenvectors; undefined at repeated eigenvalues)", kink=_eigh_kink,
-             display="eigh V", torch=lambda torch: (lambda x: torch.linalg.eigh(x)[1])),
+             "∂L/∂A = V (F ∘ VᵀḠ) Vᵀ with F_ij = 1/(w_j − w_i), read from A's lower "
+             "triangle (eigh's eigenvectors; undefined at repeated eigenvalues)", kink=_eigh_kink,
+             display="eigh V", torch=_from_lower(lambda torch, a: torch.linalg.eigh(a)[1])),
     TensorOp("svdvals", 1, _svdvals, (_svdvals_dx,), _svdvals,
              "∂sᵢ/∂A = uᵢ vᵢᵀ (the singular values)",
              torch=lambda torch: torch.linalg.svdvals),
