@@ -350,7 +350,7 @@ def _scalar_binary(ufunc, name):
             return NotImplemented
         if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
             return ufunc(other, self) if reflected else ufunc(self, other)
-        r = method(np.float64(_float_of(self)), _pv(other))
+        r = _numpy(method, (np.float64(_float_of(self)), _pv(other)), {})
         if r is NotImplemented or not tracking():
             return r
         return _link_call(ufunc, r, (other, self) if reflected else (self, other))
@@ -362,7 +362,7 @@ def _scalar_unary(ufunc, name):
     method = getattr(np.float64, name)
 
     def forward(self):
-        r = method(np.float64(_float_of(self)))
+        r = _numpy(method, (np.float64(_float_of(self)),), {})
         if not tracking():
             return r
         return _link_call(ufunc, r, (self,))

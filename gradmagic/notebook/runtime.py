@@ -367,14 +367,9 @@ def _as_constant(r, args=()):
         cls = type(r)
         if cls is np.float64 or cls is _FLOAT:
             return constant(r)
-        if cls is np.ndarray and r.dtype.char in _CONSTANT_DTYPES and not any(r is a for a in args):
+        if cls is np.ndarray and r.dtype == np.float64 and not any(r is a for a in args):
             return _array.array_constant(r)
     return r
-
-
-_CONSTANT_DTYPES = frozenset(np.typecodes["AllInteger"] + "?d")
-"""Arrays of these a numpy call makes become constants: ``np.arange(4) * x`` is then the
-array node's arithmetic, which links ``x`` (a plain int array would read it as a float)."""
 
 
 def _flat(xs):
