@@ -209,6 +209,8 @@ CASES = [
     Case("inv", np.linalg.inv, [(3, 3)], T("linalg.inv"), seed=4),
     Case("det", np.linalg.det, [(3, 3)], T("linalg.det")),
     Case("det_stack", np.linalg.det, [(2, 3, 3)], T("linalg.det")),
+    Case("det_singular", lambda a: np.linalg.det(a * np.array([1.0, 1.0, 0.0])), [(3, 3)],
+         lambda a: T("linalg.det")(a * T("tensor")([1.0, 1.0, 0.0]))),
     Case("slogdet", lambda a: np.linalg.slogdet(a)[1], [(3, 3)],
          lambda a: T("linalg.slogdet")(a)[1]),
     Case("solve", np.linalg.solve, [(3, 3), (3,)], T("linalg.solve"), seed=4),
@@ -519,3 +521,15 @@ def test_the_numerical_check_and_the_torch_replay_pass_on_each_rule(case):
     pytest.importorskip("torch")
     comparison = torchcheck.compare(trace)
     assert comparison.passed, comparison.verdict
+
+
+def test_a_singular_matrix_gives_numpys_error_or_a_nan_gradient_never_a_crash():
+    a = np.array([[1.0, 2.0], [2.0, 4.0]])
+    with recording():
+        leaf = array_leaf(a.copy(), "a")
+        with pytest.raises(np.linalg.LinAlgError):  # numpy's own error, as in plain code
+            np.linalg.inv(leaf)
+        sign, logdet = np.linalg.slogdet(leaf)
+        assert logdet == -np.inf and sign == 0.0
+        logdet.backward()
+    assert np.isnan(leaf.grad).all()

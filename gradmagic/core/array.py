@@ -865,7 +865,7 @@ def _function(func, args, kwargs):
             args = tuple(map(_lift, args))
         try:
             node = rule(exact, *args, **kwargs)
-        except (TypeError, ValueError, IndexError):
+        except Exception:  # noqa: BLE001 - arguments a rule does not read: numpy's result, cut
             node = None
         if node.__class__ is list or isinstance(node, tuple):
             return node  # several results (np.split, np.linalg.eigh), each its node

@@ -804,7 +804,12 @@ def _inv_dx(g, out, x):
 
 
 def _det_dx(g, out, x):
-    return (np.asarray(g) * out)[..., None, None] * _mT(np.linalg.inv(x))
+    # the cofactor matrix, U adj(S) Vᵀ det(U) det(V): defined for singular A too
+    u, sv, vh = np.linalg.svd(x)
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    others = _others_product(sv, (sv.ndim - 1,))
+    cof = (sign[..., None, None] * (u * others[..., None, :])) @ vh
+    return np.asarray(g)[..., None, None] * cof
 
 
 def _logdet(x):
@@ -812,7 +817,11 @@ def _logdet(x):
 
 
 def _logdet_dx(g, out, x):
-    return np.asarray(g)[..., None, None] * _mT(np.linalg.inv(x))
+    try:
+        inv = np.linalg.inv(x)
+    except np.linalg.LinAlgError:  # ln|det| is −∞ there: no finite gradient
+        inv = np.full(np.shape(x), np.nan)
+    return np.asarray(g)[..., None, None] * _mT(inv)
 
 
 def _solve(a, b, vec):
@@ -978,6 +987,24 @@ def _moving_entry(name, fn, rule, torch=None, display=""):
                     torch=torch or _torch_moving(fn))
 
 
+def _tile_torch(torch, x, reps):
+    return torch.tile(x, (reps,) if isinstance(reps, int) else tuple(reps))
+
+
+def _repeat_torch(torch, x, repeats, axis):
+    counts = torch.as_tensor(np.asarray(repeats))
+    if axis is None:
+        return x.reshape(-1).repeat_interleave(counts)
+    return x.repeat_interleave(counts, dim=axis)
+
+
+def _pad_torch(torch, x, pad_width, mode):
+    if mode != "constant":  # torch's reflect/replicate/circular want batch axes: a gather
+        return _torch_moving(_pad)(torch)(x, pad_width=pad_width, mode=mode)
+    widths = np.broadcast_to(np.asarray(pad_width), (x.ndim, 2))
+    return torch.nn.functional.pad(x, tuple(int(w) for pair in widths[::-1] for w in pair))
+
+
 def _cbrt_torch(torch):
     return lambda x: torch.sign(x) * torch.abs(x) ** (1.0 / 3.0)
 
@@ -1066,9 +1093,9 @@ _TABLE += [
     _moving_entry("roll", lambda x, shift, axis: np.roll(x, shift, axis),
                   "the gradient rolled back", torch=_kw_torch(_roll_torch)),
     _moving_entry("tile", lambda x, reps: np.tile(x, reps),
-                  "the gradient summed over the copies"),
+                  "the gradient summed over the copies", torch=_kw_torch(_tile_torch)),
     _moving_entry("repeat", lambda x, repeats, axis: np.repeat(x, repeats, axis),
-                  "the gradient summed over the repeats"),
+                  "the gradient summed over the repeats", torch=_kw_torch(_repeat_torch)),
     _moving_entry("rot90", lambda x, k, axes: np.rot90(x, k, axes), "the gradient rotated back",
                   torch=_kw_torch(lambda torch, x, k, axes: torch.rot90(x, k, list(axes)))),
     _moving_entry("moveaxis", lambda x, source, destination: np.moveaxis(x, source, destination),
@@ -1091,7 +1118,7 @@ _TABLE += [
                   torch=_kw_torch(lambda torch, x, offset, axis1, axis2: torch.diagonal(
                       x, offset, axis1, axis2))),
     _moving_entry("pad", _pad, "the gradient of the padded array, its border taken off "
-                  "(summed where a mode copies an element)"),
+                  "(summed where a mode copies an element)", torch=_kw_torch(_pad_torch)),
     TensorOp("sort", 1, _sorted, (_sort_dx,), _sort_batched,
              "the gradient goes back to where each element was before sorting",
              kink=_sort_kink, torch=_torch_sorted),
@@ -1113,7 +1140,7 @@ _TABLE += [
     # linear algebra (stacks of matrices in the last two axes)
     TensorOp("inv", 1, np.linalg.inv, (_inv_dx,), np.linalg.inv, "∂L/∂A = −A⁻ᵀ G A⁻ᵀ",
              torch=lambda torch: torch.linalg.inv),
-    TensorOp("det", 1, np.linalg.det, (_det_dx,), np.linalg.det, "∂det A/∂A = det A · A⁻ᵀ",
+    TensorOp("det", 1, np.linalg.det, (_det_dx,), np.linalg.det, "∂det A/∂A = det A · A⁻ᵀ (the cofactor matrix, also where A is singular)",
              torch=lambda torch: torch.linalg.det),
     TensorOp("logdet", 1, _logdet, (_logdet_dx,), _logdet,
              "∂ln|det A|/∂A = A⁻ᵀ (slogdet's second part; its sign has no gradient)",
