@@ -112,3 +112,53 @@ def test_a_float32_array_times_a_number_is_float32_and_the_cut_is_said(ip):
     assert ip.user_ns["b"].dtype == np.float64
     assert gradmagic.last.grads["x"] == pytest.approx(2 * 3.0 * 0.7)
     assert any("line 3: numpy.multiply giving float32" in w for w in gradmagic.last.warnings)
+
+
+ARRAY_CELLS = [  # W is a (3, 3) array the cell reads; L is the target
+    ("softmax_logsumexp", "z = W @ np.array([1.0, -2.0, 0.5])\n"
+                          "p = np.exp(z - z.max()) / np.sum(np.exp(z - z.max()))\n"
+                          "L = -np.log(p[1])"),
+    ("logistic", "y = np.array([1.0, -1.0, 1.0])\n"
+                 "L = np.mean(np.log1p(np.exp(-y * (W @ np.array([0.3, 0.2, -0.1])))))"),
+    ("stack_median_ptp", "S = np.stack([W, W.T, W * W])\nL = np.median(S, axis=0).sum() + "
+                         "np.ptp(S) + np.prod(np.abs(W) + 1.0, axis=1).sum()"),
+    ("linalg", "A = W @ W.T + 3.0 * np.eye(3)\nC = np.linalg.cholesky(A)\n"
+               "L = np.trace(C) + np.linalg.slogdet(A)[1] + np.linalg.solve(A, W[0]).sum() "
+               "+ np.linalg.norm(np.linalg.pinv(W), 'fro')"),
+    ("moves", "L = (np.roll(W, 1, axis=0) * np.flip(W) + np.tril(W) @ np.triu(W)).sum() "
+              "+ np.pad(W, 1, mode='edge').mean() + np.tile(np.diag(W), 2) @ np.arange(6.0)"),
+    ("einsum_family", "L = np.einsum('ij,jk,ki->', W, W, W) + np.kron(W, W[:2, :2]).std() "
+                      "+ np.tensordot(W, W, axes=([0], [1])).max() + np.outer(W[0], W[1]).sum()"),
+    ("sort_split_concat", "a, b = np.split(np.sort(W.ravel()), [4])\n"
+                          "L = np.concatenate([b, a * 2.0]) @ np.linspace(0.0, 1.0, 9) "
+                          "+ np.cumprod(np.abs(W[0]) + 0.5)[-1] + np.diff(W, axis=1).sum() ** 2"),
+]
+
+
+@pytest.mark.parametrize("name, cell", ARRAY_CELLS, ids=[c[0] for c in ARRAY_CELLS])
+def test_array_cells_give_the_plain_value_and_the_central_difference_gradient(ip, name, cell):
+    W0 = np.array([[0.3, -1.2, 0.8], [1.1, 0.4, -0.6], [-0.2, 0.9, 1.5]])
+    ip.user_ns.update(np=np, W=W0.copy())
+    result = ip.run_cell("%%autograd -q\n" + cell)
+    assert result.success, result.error_in_exec
+    trace = gradmagic.last
+
+    def f(w):
+        ns = {"np": np, "W": w.copy()}
+        exec(compile(cell, "<plain>", "exec"), ns)
+        return float(ns["L"])
+    assert trace.value == f(W0)
+    assert not [w for w in trace.warnings if "no gradient rule" in w], trace.warnings
+    grad = [n for n in trace.nodes if n.label == "W" and n.is_leaf and n.index >= 0][0].grad
+    num = np.zeros_like(W0)
+    for i in np.ndindex(W0.shape):
+        up, down = W0.copy(), W0.copy()
+        up[i] += 1e-6
+        down[i] -= 1e-6
+        num[i] = (f(up) - f(down)) / 2e-6
+    np.testing.assert_allclose(grad, num, rtol=1e-5, atol=1e-7)
+    assert trace.check().passed
+    pytest.importorskip("torch")
+    from gradmagic.analysis import torchcheck
+    comparison = torchcheck.compare(trace)
+    assert comparison.passed, comparison.verdict
