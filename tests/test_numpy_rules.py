@@ -533,3 +533,48 @@ def test_a_singular_matrix_gives_numpys_error_or_a_nan_gradient_never_a_crash():
         assert logdet == -np.inf and sign == 0.0
         logdet.backward()
     assert np.isnan(leaf.grad).all()
+
+
+# --------------------------------------------------------------------------- coverage
+# the numpy functions HIPS autograd's numpy_vjps.py and linalg.py give a derivative
+HIPS_RULES = """abs absolute amax amin arccos arccosh arcsin arcsinh arctan arctanh array_split
+atleast_1d atleast_2d atleast_3d broadcast_to clip concatenate conj conjugate cos cosh cumsum
+deg2rad degrees diag diff dot dsplit einsum exp exp2 expand_dims expm1 fabs fliplr flipud full
+hsplit inner kron log log10 log1p log2 matmul max min moveaxis nan_to_num negative pad
+partition prod rad2deg radians ravel real real_if_close reciprocal repeat reshape roll rollaxis
+rot90 sin sinh sort split sqrt square squeeze sum swapaxes tan tanh tensordot tile transpose
+tril triu vsplit mean std var add multiply subtract divide maximum minimum fmax fmin logaddexp
+logaddexp2 true_divide mod remainder power arctan2 hypot sinc trace where cross linspace outer
+diagonal linalg.norm linalg.cholesky linalg.det linalg.eigh linalg.inv linalg.pinv
+linalg.slogdet linalg.solve linalg.svd""".split()
+# the ones it lists as having no gradient
+HIPS_NO_GRADIENT = """floor ceil round rint around fix trunc all any argmax argmin argpartition
+argsort argwhere nonzero flatnonzero count_nonzero searchsorted sign ndim shape floor_divide
+logical_and logical_or logical_not logical_xor isfinite isinf isnan isneginf isposinf allclose
+isclose array_equal array_equiv greater greater_equal less less_equal equal not_equal
+iscomplexobj iscomplex size isreal zeros_like ones_like empty_like full_like""".split()
+# its rules this package has not (each listed in docs/numpy.md with the reason)
+NOT_HERE = {"gradient", "linalg.eig", "angle", "imag"}  # angle, imag: values of a real array
+
+
+def _numpy(name):
+    f = np
+    for part in name.split("."):
+        f = getattr(f, part)
+    return f
+
+
+def test_every_function_of_hips_autograds_lists_has_a_rule_or_a_reason():
+    from gradmagic.core import array, tensor
+    rules = set(array._FUNCTION_RULES) | array._UFUNC_EXTRA
+    values = array._VALUE_FUNCTIONS | tensor._UFUNC_VALUES
+    for name in HIPS_RULES:
+        f = _numpy(name)
+        assert f in rules or (isinstance(f, np.ufunc) and tensor.has_rule(f)), name
+    for name in HIPS_NO_GRADIENT:
+        f = _numpy(name)
+        assert f in values or f in tensor._UFUNC_OPS, name  # floor_divide: a step, derivative 0
+    doc = open(__file__.replace("tests/test_numpy_rules.py", "docs/numpy.md")).read()
+    for name in HIPS_RULES + HIPS_NO_GRADIENT + sorted(NOT_HERE):
+        short = name.split(".")[-1]
+        assert f"`{name}`" in doc or f"`{short}`" in doc or f"{short}`" in doc, name

@@ -509,7 +509,7 @@ _TABLE = [
              method="relu", torch="relu"),
     TensorOp("abs", 1, np.abs, (lambda g, out, x: g * np.sign(x),), np.abs,
              "∂|a|/∂a = sign(a) (0 at a = 0)", kink=_any_zero,
-             method="__abs__ abs", numpy=("absolute",), torch="abs"),
+             method="__abs__ abs", numpy=("absolute", "fabs"), torch="abs"),
     # reductions over axes (axis: None or a tuple of non-negative ints)
     TensorOp("sum", 1, _sum, (_sum_dx,), _sum_batched, "∂(Σa)/∂aᵢ = 1",
              torch=_torch_reduction("sum")),
