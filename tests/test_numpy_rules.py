@@ -578,3 +578,22 @@ def test_every_function_of_hips_autograds_lists_has_a_rule_or_a_reason():
     for name in HIPS_RULES + HIPS_NO_GRADIENT + sorted(NOT_HERE):
         short = name.split(".")[-1]
         assert f"`{name}`" in doc or f"`{short}`" in doc or f"{short}`" in doc, name
+
+
+# --------------------------------------------------------------------------- gradmagic.Tensor
+TENSOR_CASES = [c for c in CASES if c.name not in ("full",)]  # np.full has no numpy dispatch
+
+
+@pytest.mark.parametrize("case", TENSOR_CASES, ids=[c.name for c in TENSOR_CASES])
+def test_the_same_rules_serve_a_standalone_tensor(case):
+    from gradmagic.core.tensor import Tensor
+    arrays = case.inputs()
+    want = plain_value(case, arrays)
+    seed = _seed(np.shape(want))
+    leaves = [Tensor(a, label=f"x{i}") for i, a in enumerate(arrays)]
+    out = case.ours(*leaves)
+    assert isinstance(out, Tensor) and out._op is not None
+    np.testing.assert_allclose(out.data, want, rtol=1e-12, atol=1e-12)
+    out.backward(np.broadcast_to(seed, out.shape))
+    for leaf, num in zip(leaves, central(case, arrays, seed)):
+        np.testing.assert_allclose(leaf.grad, num, rtol=1e-5, atol=1e-7)

@@ -1338,7 +1338,7 @@ def _r_diff(exact, a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
     if node is None:
         return None
     with _quiet_graph():
-        if node.__class__ is not Array:
+        if node.__class__ is not Array and node.__class__ is not Tensor:
             node = _adopt(np.array(_pv(a), dtype=_F64), _t._apply(_COPY, node))
         ndim = np.ndim(_pv(a))
         ax = _t._axes(axis, ndim)[0]
@@ -1508,7 +1508,7 @@ def _r_cross(exact, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 def _as_array_node(node):
     """An Array node for ``node`` (a Tensor or a constant made by a rule)."""
-    if node.__class__ is Array:
+    if node.__class__ is Array or node.__class__ is Tensor:
         return node
     return _adopt(np.array(node.data, dtype=_F64), _t._apply(_COPY, node)) \
         if node.requires_grad else _view(np.array(node.data, dtype=_F64), Array)
@@ -1924,9 +1924,54 @@ for _name in ("tolist", "item", "__float__"):
     setattr(Array, _name, _converting(_name))
 del _op, _name, _m
 
+def tensor_function(func, args, kwargs):
+    """numpy's ``func`` on Tensors (outside a cell) through the same rules: a Tensor node,
+    or NotImplemented where no rule makes one."""
+    rule = _FUNCTION_RULES.get(func)
+    if rule is None or kwargs.get("out") is not None:
+        return NotImplemented
+    exact = func(*_deep_plain(args), **_deep_plain(kwargs))
+    if not state.grad_enabled:
+        return _tensor_result(exact, exact, plain_ok=True)
+    try:
+        with _quiet_graph():
+            node = rule(exact, *args, **kwargs)
+    except Exception:  # noqa: BLE001 - arguments a rule does not read
+        return NotImplemented
+    if node is None:
+        return NotImplemented
+    if isinstance(node, (list, tuple)):
+        parts = [_tensor_result(n, e) for n, e in zip(node, exact)]
+        if any(p is NotImplemented for p in parts):
+            return NotImplemented
+        return type(exact)(*parts) if isinstance(exact, tuple) and hasattr(exact, "_fields") \
+            else type(node)(parts)
+    return _tensor_result(node, exact)
+
+
+def _tensor_result(node, exact, plain_ok=False):
+    """The rule's ``node`` as a Tensor holding numpy's ``exact`` numbers."""
+    cls = node.__class__
+    if cls is Tensor:
+        return node
+    if cls is Array or cls is Scalar64 or plain_ok:
+        data = np.asarray(_pv(exact))
+        if data.dtype != _F64:
+            return NotImplemented if not plain_ok else exact
+        out = _t._constant(np.array(data, dtype=_F64))
+        if not plain_ok and node._op is not None:
+            out._op, out._a, out._b, out._params = node._op, node._a, node._b, node._params
+            out.requires_grad = True
+        return out
+    if cls is np.float64:  # a part with no gradient (slogdet's sign)
+        return exact
+    return NotImplemented
+
+
 _t._ARRAY_CLASSES.update(_ARRAYS)
 _t._WRITABLE.add(Array)
 _t._array_result = _link
+_t._function_rule = tensor_function
 _engine.DEFER.add(Scalar64)
 
 
