@@ -127,6 +127,9 @@ CASES = [
     Case("median_even", np.median, [(2, 3)]),
     Case("diff", lambda a: np.diff(a, axis=0), [(4, 3)], lambda a: a.diff(dim=0)),
     Case("diff_twice_prepend", lambda a: np.diff(a, n=2, prepend=0.5), [(3, 4)]),
+    Case("gradient", lambda a: np.gradient(a, 0.5, axis=1), [(3, 4)],
+         lambda a: T("gradient")(a, spacing=0.5, dim=1, edge_order=1)[0]),
+    Case("gradient_all_axes", lambda a: np.gradient(a)[0] * np.gradient(a)[1], [(3, 4)]),
     Case("trace_ptp", lambda a: np.trace(a) + np.ptp(a, axis=1), [(3, 3)]),
     Case("average", lambda a, w: np.average(a, axis=0, weights=w), [(3, 4), (3, 4)], None, POS),
     Case("cumsum", lambda a: np.cumsum(a, axis=0), [(3, 4)], lambda a: a.cumsum(dim=0)),
@@ -545,6 +548,7 @@ partition prod rad2deg radians ravel real real_if_close reciprocal repeat reshap
 rot90 sin sinh sort split sqrt square squeeze sum swapaxes tan tanh tensordot tile transpose
 tril triu vsplit mean std var add multiply subtract divide maximum minimum fmax fmin logaddexp
 logaddexp2 true_divide mod remainder power arctan2 hypot sinc trace where cross linspace outer
+gradient
 diagonal linalg.norm linalg.cholesky linalg.det linalg.eigh linalg.inv linalg.pinv
 linalg.slogdet linalg.solve linalg.svd""".split()
 # the ones it lists as having no gradient
@@ -554,7 +558,7 @@ logical_and logical_or logical_not logical_xor isfinite isinf isnan isneginf isp
 isclose array_equal array_equiv greater greater_equal less less_equal equal not_equal
 iscomplexobj iscomplex size isreal zeros_like ones_like empty_like full_like""".split()
 # its rules this package has not (each listed in docs/numpy.md with the reason)
-NOT_HERE = {"gradient", "linalg.eig", "angle", "imag"}  # angle, imag: values of a real array
+NOT_HERE = {"linalg.eig", "angle", "imag"}  # angle, imag: values of a real array
 
 
 def _numpy(name):

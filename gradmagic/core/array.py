@@ -1357,6 +1357,29 @@ def _r_diff(exact, a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
         return r
 
 
+def _r_gradient(exact, f, *varargs, axis=None, edge_order=1):
+    """Central differences inside, one-sided at the edges (uniform spacing, edge order 1)."""
+    node = _node_of(f)
+    ndim = np.ndim(_pv(f))
+    if node is None or edge_order != 1 or len(varargs) > 1 or \
+            (varargs and np.ndim(_pv(varargs[0]))):
+        return None
+    h = float(_pv(varargs[0])) if varargs else 1.0
+    axes = tuple(range(ndim)) if axis is None else _t._axes(axis, ndim)
+    parts = []
+    with _quiet_graph():
+        for ax in axes:
+            def cut(start, stop):
+                return node[(slice(None),) * ax + (slice(start, stop),)]
+            inner = (cut(2, None) - cut(None, -2)) / (2.0 * h)
+            first = (cut(1, 2) - cut(0, 1)) / h
+            last = (cut(-1, None) - cut(-2, -1)) / h
+            parts.append(np.concatenate([first, inner, last], axis=ax))
+    if isinstance(exact, (list, tuple)):
+        return type(exact)(_adopt(e, p) for e, p in zip(exact, parts))
+    return parts[0]
+
+
 def _edge_shape(node, ax):
     shape = list(np.shape(node))
     shape[ax] = 1
@@ -1795,7 +1818,7 @@ def _r_nan_to_num(exact, x, copy=True, nan=0.0, posinf=None, neginf=None):
 _FUNCTION_RULES.update({
     np.prod: _reduction(TENSOR_OPS["prod"]),
     np.cumprod: _r_cumprod, np.median: _r_median, np.diff: _r_diff, np.trace: _r_trace,
-    np.ptp: _r_ptp, np.average: _r_average,
+    np.ptp: _r_ptp, np.average: _r_average, np.gradient: _r_gradient,
     np.flip: _moving_rule("flip", _p_flip), np.fliplr: _r_fliplr, np.flipud: _r_flipud,
     np.roll: _moving_rule("roll", _p_roll), np.tile: _moving_rule("tile", _p_tile),
     np.repeat: _moving_rule("repeat", _p_repeat), np.rot90: _moving_rule("rot90", _p_rot90),
