@@ -1,11 +1,11 @@
-"""Time per training step of a tensor MLP, against the same network in PyTorch (CPU).
+"""Time per training step of tensor MLPs, against the same networks in PyTorch (CPU).
 
-The network is 2-64-64-10 with relu, trained with cross-entropy and plain SGD on
-1,000 points of ten Gaussian blobs: one step is forward, backward and the
-parameter update. PyTorch runs the same network from the same weights in the
-same process, in float64 (gradmagic's dtype) and, for reference, float32.
-The target is ``gradmagic <= 3x PyTorch float64`` per step. Without torch
-installed, only gradmagic's time is printed.
+Two networks with relu, trained with cross-entropy and plain SGD on 1,000 points
+of ten Gaussian blobs: the small 2-64-64-10 and the MNIST-sized 784-256-256-10.
+One step is forward, backward and the parameter update. PyTorch runs the same
+network from the same weights in the same process, in float64 (gradmagic's
+dtype) and, for reference, float32. The target is ``gradmagic <= 3x PyTorch
+float64`` per step. Without torch installed, only gradmagic's times are printed.
 
 Run: ``python benchmarks/bench_tensor.py``.
 """
@@ -21,25 +21,28 @@ from gradmagic.core.tensor import Tensor, cross_entropy
 from gradmagic.nn.tensor import Linear, ReLU, Sequential
 
 TARGET_RATIO = 3.0
-SIZES = (2, 64, 64, 10)
+NETWORKS = ((2, 64, 64, 10), (784, 256, 256, 10))
 N_POINTS = 1000
 LR = 0.1
 
 
-def _data(seed: int = 0):
+def _data(n_in: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    angles = 2 * np.pi * np.arange(10) / 10
-    centers = 4.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    if n_in == 2:
+        angles = 2 * np.pi * np.arange(10) / 10
+        centers = 4.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    else:
+        centers = rng.normal(size=(10, n_in))
     y = rng.integers(0, 10, N_POINTS)
-    return centers[y] + 0.5 * rng.normal(size=(N_POINTS, 2)), y
+    return centers[y] + 0.5 * rng.normal(size=(N_POINTS, n_in)), y
 
 
-def _ours(X, y):
+def _ours(X, y, sizes):
     """A step function for the gradmagic network, and its parameters."""
     layers = []
-    for i in range(len(SIZES) - 1):
-        layers.append(Linear(SIZES[i], SIZES[i + 1], seed=i))
-        if i < len(SIZES) - 2:
+    for i in range(len(sizes) - 1):
+        layers.append(Linear(sizes[i], sizes[i + 1], seed=i))
+        if i < len(sizes) - 2:
             layers.append(ReLU())
     net = Sequential(*layers)
     opt = SGD(net.parameters(), lr=LR)
@@ -87,8 +90,13 @@ def _time(step, repeats: int) -> list:
 
 
 def main(repeats: int = 200) -> dict:
-    X, y = _data()
-    ours, params = _ours(X, y)
+    return {"-".join(map(str, sizes)): network(sizes, repeats if sizes[0] < 100 else repeats // 4)
+            for sizes in NETWORKS}
+
+
+def network(sizes, repeats: int) -> dict:
+    X, y = _data(sizes[0])
+    ours, params = _ours(X, y, sizes)
     steps = {"gradmagic": ours}
     try:
         import torch
@@ -107,10 +115,10 @@ def main(repeats: int = 200) -> dict:
         for name, step in steps.items():
             times[name] += _time(step, 10)
 
-    result = {"points": N_POINTS, "sizes": SIZES}
+    result = {"points": N_POINTS, "sizes": sizes}
     for name, ts in times.items():
         result[f"{name} ms"] = statistics.median(ts) * 1e3
-    print(f"bench_tensor: MLP {'-'.join(map(str, SIZES))}, {N_POINTS} points, "
+    print(f"bench_tensor: MLP {'-'.join(map(str, sizes))}, {N_POINTS} points, "
           "cross-entropy + SGD, median time per training step")
     base = result["gradmagic ms"]
     print(f"  gradmagic Tensor       {base:8.3f} ms")

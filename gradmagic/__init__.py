@@ -7,6 +7,7 @@ usable on its own: :class:`Value` (scalars), :class:`Tensor` (numpy arrays),
 from .core.engine import Value, apply, is_grad_enabled, no_grad
 from .grade import grade
 from .core.tensor import Tensor, tensor
+from .core import array as _array  # noqa: F401 - numpy functions' rules, for Tensors too
 from .analysis.trace import Trace
 from . import views  # noqa: F401 - sets str(report); views never import this module
 

@@ -185,8 +185,8 @@ def test_a_cut_is_in_the_headline_and_on_the_node_it_made():
 @pytest.mark.parametrize("source, where", [
     ("L = math.erf(x) * x", "line 1 (math.erf)"),
     ("L = math.atan2(x, 1.0) + x", "line 1 (math.atan2)"),
-    ("A = np.array([x, 2.0])\nL = np.sum(A) * x", "line 1 (numpy.array)"),
-    ("L = np.sum(np.array([x, 1.5])) + x", "line 1 (numpy.array)"),
+    ("A = np.polyval([x, 2.0], 1.5)\nL = A * x", "line 1 (numpy.polyval)"),
+    ("L = np.interp(x, [0.0, 1.0], [0.0, 2.0]) + x", "line 1 (numpy.interp)"),
 ])
 def test_every_cut_that_reaches_the_target_is_named_and_marked(source, where):
     trace = _run(source, x=0.4)

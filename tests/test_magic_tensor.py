@@ -376,12 +376,12 @@ def test_a_shape_error_points_at_the_users_line(ip, capsys):
 
 def test_a_numpy_function_without_a_rule_computes_as_numpy_and_reports_the_cut(ip):
     ip.user_ns.update(np=np, A=np.array([0.5, 1.0]))
-    result = autograd(ip, "B = A * 0.2\nC = np.arcsin(B)\nL = C.sum() + B.sum()", options="-q")
+    result = autograd(ip, "B = A * 0.2\nC = np.spacing(B)\nL = C.sum() + B.sum()", options="-q")
     assert result.success
-    assert type(ip.user_ns["C"]) is np.ndarray  # numpy's own result
-    assert ip.user_ns["C"].tolist() == np.arcsin(np.array([0.5, 1.0]) * 0.2).tolist()
+    assert type(ip.user_ns["C"]).__name__ == "ndarray"  # numpy's own result
+    assert ip.user_ns["C"].tolist() == np.spacing(np.array([0.5, 1.0]) * 0.2).tolist()
     assert gradmagic.last.grads["A"].tolist() == [0.2, 0.2]  # through B only
-    assert any(w.startswith("line 3: numpy.arcsin has no gradient rule")
+    assert any(w.startswith("line 3: numpy.spacing has no gradient rule")
                for w in gradmagic.last.warnings)
 
 

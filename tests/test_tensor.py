@@ -214,7 +214,9 @@ def test_every_table_entry_is_exercised():
     for case in CASES:
         out, _ = _run(case, case.inputs())
         seen |= {v.op for v in out.topo() if v._op is not None}
-    assert seen == set(TENSOR_OPS)
+    # the numpy functions' entries are exercised on array nodes in test_numpy_rules
+    from test_numpy_rules import NEW_OPS
+    assert seen == set(TENSOR_OPS) - NEW_OPS
 
 
 def test_table_entries_are_complete():
@@ -401,12 +403,12 @@ def test_comparisons_give_plain_boolean_arrays_and_count_as_branches():
 
 def test_unsupported_numpy_functions_say_so():
     T = Tensor([1.0, 2.0])
-    with pytest.raises(TypeError, match="numpy.cumprod has no gradient rule"):
-        np.cumprod(T)
-    with pytest.raises(TypeError, match="numpy.clip has no gradient rule"):
-        T.clip(0.0, 1.0)  # an array method without a rule: the same message
-    with pytest.raises(TypeError, match="numpy.arcsin has no gradient rule"):
-        np.arcsin(T)
+    with pytest.raises(TypeError, match="numpy.gradient has no gradient rule"):
+        np.gradient(T)
+    with pytest.raises(TypeError, match="numpy.searchsorted has no gradient rule"):
+        T.searchsorted(1.5)  # an array method without a rule: the same message
+    with pytest.raises(TypeError, match="numpy.spacing has no gradient rule"):
+        np.spacing(T)
     with pytest.raises(TypeError, match="in place"):
         a = np.zeros(2)
         a += T

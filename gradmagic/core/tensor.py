@@ -500,6 +500,10 @@ class Tensor:
             if func in _VALUE_FUNCTIONS:
                 state.branch_events += 1
             return func(*_plain(args), **dict(zip(kwargs, _plain(kwargs.values()))))
+        if _function_rule is not None:  # the rules the magic's arrays use (core.array)
+            result = _function_rule(func, args, kwargs)
+            if result is not NotImplemented:
+                return result
         if state.cut is not None:
             return _on_plain_arrays(f"numpy.{func.__name__}", func, args, kwargs)
         raise TypeError(f"numpy.{func.__name__} has no gradient rule in gradmagic, so it "
@@ -573,6 +577,9 @@ references to the nodes computed from them, so a write can move their old role a
 
 _array_result = None
 """``core.array._link``: ``(op, data, a, b, params)`` → an array node (set by core.array)."""
+_function_rule = None
+"""``core.array.tensor_function``: a numpy function of Tensors through the array rules
+(NotImplemented where it has none; set by core.array)."""
 
 
 def _used(parent, child) -> None:
@@ -831,6 +838,10 @@ def _np_ravel(a, order="C"):
 def _np_dot(a, b, out=None):
     _no_dtype_out("dot", None, out)
     if np.ndim(_plain([a])[0]) > 2 or np.ndim(_plain([b])[0]) > 2:
+        if _function_rule is not None:  # n-d dot: the array rules (core.array)
+            result = _function_rule(np.dot, (a, b), {})
+            if result is not NotImplemented:
+                return result
         raise TypeError("numpy.dot of Tensors is supported up to 2-D; use @ (matmul)")
     return _binary_or_raise(_MATMUL, a, b)
 
@@ -860,6 +871,10 @@ def _np_where(condition, x=None, y=None):
 
 def _np_norm(x, ord=None, axis=None, keepdims=False):
     if ord is not None or axis is not None or keepdims:
+        if _function_rule is not None:  # the other norms: the array rules (core.array)
+            result = _function_rule(np.linalg.norm, (x, ord, axis, keepdims), {})
+            if result is not NotImplemented:
+                return result
         raise TypeError("numpy.linalg.norm of a Tensor supports the default "
                         "(Frobenius/2-norm of all elements) only")
     x = _as_tensor(x)
@@ -890,7 +905,7 @@ _UFUNC_SPECIAL = {
 _UFUNC_VALUES = {
     np.greater, np.greater_equal, np.less, np.less_equal, np.equal, np.not_equal,
     np.isfinite, np.isnan, np.isinf, np.sign, np.signbit, np.floor, np.ceil, np.rint,
-    np.trunc,
+    np.trunc, np.logical_and, np.logical_or, np.logical_xor, np.logical_not, np.heaviside,
 }
 _FUNCTIONS = {
     np.sum: _np_sum, np.mean: _np_mean, np.max: _np_max, np.amax: _np_max,

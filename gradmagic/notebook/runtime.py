@@ -266,6 +266,12 @@ def go(f, /, *args, **kwargs):
     """
     global F, A, K
     token = None
+    if _run is not None and _array.takes_nodes(f) and (_has_float_node(args)
+                                                       or _has_float_node(kwargs.values())):
+        # numpy would read number nodes (and lists of nodes) as plain numbers: numpy's own
+        # result, as a node of the graph
+        F, A, K = _array.numpy_with_nodes(f), [_ints_deep(a) for a in args], kwargs
+        return None
     numpy = _numpy_without_graph(f)
     if numpy and args and type(args[0]) is Array and f in _ARRAY_MAKERS:
         F, A, K = _given, (_made_from_array(f, args, kwargs),), _NO_KWARGS
@@ -304,6 +310,21 @@ def go(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
+_FLOAT_NODES = frozenset({Float, engine.Float64})
+
+
+def _has_float_node(xs, depth: int = 0) -> bool:
+    """True if ``xs`` holds a float number node or a tracked array node inside a list."""
+    for x in xs:
+        kind = type(x)
+        if kind in _FLOAT_NODES:
+            return True
+        if (kind is list or kind is tuple) and depth < 32:
+            if _has_float_node(x, depth + 1):
+                return True
+        elif depth and (kind is Array or kind is Scalar64) and x.requires_grad:
+            return True
+    return False
 
 
 def _given(x):
@@ -798,6 +819,8 @@ def _table() -> dict:
         add(np, name, _keeps(_COMPOSITES[_NUMPY_NAMES.get(name, name)]))
     for module in (math, np):
         for name in _MAYBE_NO_GRADIENT:
+            if module is np and tensor_has_rule(getattr(np, name, None)):
+                continue  # a ufunc the array nodes have a rule for: numpy's call keeps the graph
             add(module, name, _cut)
         for name in _PREDICATES:
             add(module, name, _on_numbers)
