@@ -35,8 +35,9 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 __all__ = ["Recorder", "TorchRun", "Op", "assigned_names", "KEEP_BYTES", "STAT_NAMES"]
 
-KEEP_BYTES = 4 << 20  # bytes of full values and gradients a run keeps for the full view
-KEEP_ONE = 64 << 10  # the largest single tensor kept whole
+KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
+KEEP_ONE = 1 << 20  # the largest single tensor kept whole
+WORST = 5  # entries of a wrong answer shown, worst first
 STAT_NAMES = ("mean", "std", "absmax", "zero", "nonfinite", "saturated")
 SATURATED = 0.97  # |tanh| (or sigmoid within 0.03 of 0 or 1) past this is saturated
 
@@ -437,11 +438,24 @@ class TorchRun:
         """Compare named gradients (``"dW1"``-style answers, tensors or arrays) with the
         recorded ones, element by element; returns a
         :class:`~gradmagic.analysis.check.CheckReport`."""
-        from .check import expect
+        from .check import differences, expect
         opts = self.options
-        return expect(_Answers(self), _plain_answers(mapping),
-                      atol=atol if atol is not None else getattr(opts, "atol", 1e-5),
-                      rtol=rtol if rtol is not None else getattr(opts, "rtol", 1e-3))
+        atol = atol if atol is not None else getattr(opts, "atol", 1e-5)
+        rtol = rtol if rtol is not None else getattr(opts, "rtol", 1e-3)
+        report = expect(_Answers(self), _plain_answers(mapping), atol=atol, rtol=rtol)
+        for n, row in enumerate(report.rows):  # a wrong array: its worst entries
+            if row.status != "fail" or np.ndim(row.got) == 0:
+                continue
+            got, want = np.asarray(row.got, float), np.asarray(row.expected, float)
+            err, bound, close = differences(got, want, atol, rtol)
+            bad = np.flatnonzero(~close.ravel())
+            worst = bad[np.argsort(-err.ravel()[bad], kind="stable")][:WORST]
+            entries = "; ".join(
+                f"{tuple(int(j) for j in np.unravel_index(w, got.shape))}: "
+                f"{got.flat[w]:.6g} (torch) vs {want.flat[w]:.6g}" for w in worst)
+            report.rows[n] = row._replace(note=f"{bad.size} of {got.size} entries wrong; "
+                                               f"worst: {entries}")
+        return report
 
     def __repr__(self):
         return (f"<TorchRun: {len(self.graph)} ops, {len(self.params)} parameters, "
@@ -476,7 +490,7 @@ class _Answers:
         i = run.index(name)
         kept = run.full.get(i)
         if kept is None:
-            raise KeyError(f"{name!r} is too big to keep in full")
+            raise KeyError(f"{name!r} (too big to be kept whole)")
         return _Named(name, i, kept[0], kept[1])
 
 

@@ -191,7 +191,9 @@ def _expected(expected) -> list:
     if isinstance(expected, str):
         from ..notebook.magic import parse_expect
         expected = parse_expect(expected, {})
-    pairs = expected_pairs(expected)
+    pairs = [(name, want.detach().cpu().numpy()
+              if hasattr(want, "detach") and hasattr(want, "__array__") else want)
+             for name, want in expected_pairs(expected)]  # a torch tensor: its numbers
     if not pairs:
         raise ValueError("grade() needs at least one expected answer")
     return pairs

@@ -26,11 +26,13 @@ class NoTensorTarget(Exception):
 def wants_torch(source: str, ns) -> bool:
     """True if the cell uses PyTorch: it imports torch, or reads a name bound to a torch
     object. Never imports torch; False for a cell that does not parse."""
+    torch = sys.modules.get("torch")
+    if torch is None and "torch" not in source:  # (the common case costs no parse)
+        return False
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return False
-    torch = sys.modules.get("torch")
     loaded = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -75,7 +77,7 @@ def _of_torch(obj, torch, depth: int = 0) -> bool:
 
 
 def run(source: str, ns, options, *, filename: str = "<cell>", first_line: int = 1,
-        compiler=compile, global_ns=None):
+        compiler=compile, global_ns=None, source_text: str | None = None):
     """Run a PyTorch cell plain in ``ns`` under the recorder; return its
     :class:`~gradmagic.analysis.torchrun.TorchRun`.
 
@@ -127,7 +129,8 @@ def run(source: str, ns, options, *, filename: str = "<cell>", first_line: int =
         recorder.remove_hooks()
         raise NoTensorTarget(f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
                              "one number (.sum(), .mean()) to differentiate it")
-    result = torchrun.finish(recorder, value, source=source, options=options, ns=ns)
+    result = torchrun.finish(recorder, value, source=source if source_text is None
+                             else source_text, options=options, ns=ns)
     if not options.no_check:
         result.check = torchcheck_run.check(result, recorder, eps=None)
     torchrun.release(result)
