@@ -70,7 +70,7 @@ def health(run, rec, probed: dict) -> dict:
     for k in graph:
         op = run.ops[k]
         out = op.outputs[0]
-        bad_out = stats[out, 4] > 0
+        bad_out = stats[out, 4] > 0 and not op.deliberate_inf
         bad_in = any(stats[i, 4] > 0 for i in op.inputs)
         if bad_out and not bad_in:
             first_value = {"op": k, "value": out, "line": op.line, "name": op.name}

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten, tree_unflatten
 
 __all__ = ["Recorder", "TorchRun", "Op", "assigned_names", "KEEP_BYTES", "STAT_NAMES"]
 
@@ -130,8 +129,55 @@ class Op:
     consts: tuple = ()  # the arguments' leaves, each tensor replaced by _TENSOR
     custom: bool = False  # a custom autograd.Function
 
+    @property
+    def consts_key(self) -> tuple:
+        """The op's non-tensor arguments, as far as they can be compared (None where not)."""
+        out = []
+        for c in self.consts:
+            try:
+                hash(c)
+                out.append(c if c is not _TENSOR else "T")
+            except TypeError:
+                out.append(repr(c)[:40])
+        return tuple(out)
+
+    @property
+    def deliberate_inf(self) -> bool:
+        """A non-finite number among its arguments (``masked_fill(mask, -inf)``): the
+        infinities it makes are meant."""
+        return any(isinstance(c, float) and not math.isfinite(c) for c in self.consts)
+
 
 _TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
+_SEQUENCES = (list, tuple)
+
+
+def flatten(args, kwargs) -> tuple:
+    """An op's arguments as one list (a list or tuple argument spread, one level: ``cat``,
+    ``stack``, ``_foreach_*``) and what :func:`unflatten` needs to rebuild them."""
+    leaves, shape = [], []
+    for a in (*args, *kwargs.values()):
+        if type(a) in _SEQUENCES:
+            shape.append((type(a), len(a)))
+            leaves.extend(a)
+        else:
+            shape.append(None)
+            leaves.append(a)
+    return leaves, (tuple(shape), len(args), tuple(kwargs))
+
+
+def unflatten(leaves, spec) -> tuple:
+    """``(args, kwargs)`` from :func:`flatten`'s output."""
+    shape, n_args, keys = spec
+    values, at = [], 0
+    for s in shape:
+        if s is None:
+            values.append(leaves[at])
+            at += 1
+        else:
+            values.append(s[0](leaves[at:at + s[1]]))
+            at += s[1]
+    return tuple(values[:n_args]), dict(zip(keys, values[n_args:]))
 
 
 class Recorder(TorchFunctionMode):
@@ -314,7 +360,7 @@ class Recorder(TorchFunctionMode):
 
     def _record(self, func, name, args, kwargs, out, custom=None):
         line = self._line()
-        leaves, spec = tree_flatten((args, kwargs))
+        leaves, spec = flatten(args, kwargs)
         tensors, consts, inputs = [], [], []
         inplace = _inplace(name) and custom is None
         for x in leaves:

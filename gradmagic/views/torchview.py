@@ -63,7 +63,9 @@ def to_dot(run, max_nodes: int | None = None, open=()) -> str:
         head = box.title
         if box.kind == "op":
             name = run.names[i]
-            head = f"{name} = {box.title}" if name else box.title
+            module = run.op_modules[box.ops[0]]
+            what = f"{module}: {box.title}" if module else box.title
+            head = f"{name} = {what}" if name else what
         rows = [head, _shape(run, i) if i is not None else ""]
         if i is not None and not math.isnan(run.stats[i, 1]):
             rows.append(f"σ {_g(run.stats[i, 1])}  max|x| {_g(run.stats[i, 2])}")
@@ -134,7 +136,8 @@ def check_lines(run) -> list:
     ops = run.check["ops"]
     counts = {}
     for r in ops.values():
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
+        status = "like an op checked" if "like" in r else r["status"]
+        counts[status] = counts.get(status, 0) + 1
     out.append(("pass" if not counts.get("fail") else "fail",
                 "Each op's own gradient vs finite differences: " + ", ".join(
                     f"{n} {s}" for s, n in sorted(counts.items())) if counts
