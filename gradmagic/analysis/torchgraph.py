@@ -5,7 +5,8 @@ shows within ``max_nodes`` boxes: each op the target depends on is drawn on its 
 the box of the module it ran in (``model.blocks.3.attn``, with its class). Modules are opened
 from the outside in while the drawing stays within the budget; siblings of a ``ModuleList`` or
 ``Sequential`` that ran the same ops are one box (``blocks.0-11  Block x 12``). ``open``
-names modules to open whatever the budget (a folded box opens at the module named). Ops of
+names modules to open one level whatever the budget (a folded box opens at the module
+named; what is inside stays closed). Ops of
 the cell's own top level that exceed the budget are grouped by the cell's line.
 
 Reads only the run's plain columns (no tensor): torch is not imported here.
@@ -56,7 +57,9 @@ def layout(run, max_nodes: int = 150, open=()) -> Layout:
     # open modules outside-in, widest first, while the drawing stays within the budget
     while auto:
         closed = sorted({g for g in groups.values() if g and g not in opened
-                         and not g.startswith("fold:")}, key=lambda g: (len(_parts(g)), g))
+                         and not g.startswith("fold:")
+                         and not any(g.startswith(f"{name}.") for name in open)},
+                        key=lambda g: (len(_parts(g)), g))  # (what was opened: one level)
         grown = False
         for g in closed:
             trial = _group_of(paths, opened | {g}, folds)

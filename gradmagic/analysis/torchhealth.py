@@ -117,12 +117,11 @@ def health(run, rec, probed: dict) -> dict:
             j = run.producer[i]
             if j < 0 or j in in_graph:
                 continue
-            made = run.ops[j]
-            if made.name in ("detach", "detach_", ".data") or not made.grad_enabled:
-                if _depends_on_a_parameter(run, j):
-                    how = made.name if made.grad_enabled else "no_grad"
-                    cuts.append({"value": i, "op": k, "how": how, "line": made.line})
-                    mark(i, f"cut: {how}")
+            found = _cut(run, j)
+            if found is not None:
+                how, line = found
+                cuts.append({"value": i, "op": k, "how": how, "line": line})
+                mark(i, f"cut: {how}")
     for i in run.leaves:  # x.data: the same numbers, without the gradient
         alias = rec.data_of.get(id(rec.tensors[i]))
         if alias is not None and alias[0] is rec.tensors[i] and alias[1].requires_grad:
@@ -151,6 +150,23 @@ def _first_use(run, i) -> int:
         if i in run.ops[k].inputs:
             return k
     return len(run.ops)
+
+
+def _cut(run, k, limit: int = 10000):
+    """(how, line) of the place upstream of op ``k`` (an op off the graph) where a value that
+    depends on a parameter lost its gradient (``detach``, ``no_grad``), or None."""
+    todo, seen = [k], set()
+    while todo and len(seen) < limit:
+        j = todo.pop()
+        if j in seen:
+            continue
+        seen.add(j)
+        op = run.ops[j]
+        if (op.name in ("detach", "detach_") or not op.grad_enabled) \
+                and _depends_on_a_parameter(run, j):
+            return (op.name if op.grad_enabled else "no_grad"), op.line
+        todo.extend(p for p in (run.producer[i] for i in op.inputs) if p >= 0)
+    return None
 
 
 def _depends_on_a_parameter(run, k, limit: int = 10000) -> bool:

@@ -17,7 +17,7 @@ from . import render
 
 __all__ = ["mimebundle", "to_dot", "html_view", "text_view", "ROWS"]
 
-ROWS = 200  # rows of a table before it is cut
+ROWS = 100  # rows of a table before it is cut
 _FAIL, _NONFINITE, _WARN = "#dc2626", "#7c3aed", "#ea580c"
 
 
