@@ -572,7 +572,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     shown = sorted(set(graph_values(rec, graph)) | {t_index})
     from .torchhealth import health, probes
     probe = probes(rec, graph)
-    stats, grad_stats, probed = summarise(rec, shown, [t for _, t in probe])
+    stats, grad_stats, probed, host = summarise(rec, shown, [t for _, t in probe])
     producer = np.array(rec.producer, dtype=np.int32)
     requires = np.fromiter((t.requires_grad for t in rec.tensors), bool, n)
     reached = np.zeros(n, dtype=bool)
@@ -597,7 +597,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         grad_stats=grad_stats, ops=rec.ops, op_modules=op_modules, module_types=types,
         graph=graph, leaves=leaves, params=params, options=options,
         backward_by_cell=ran_backward, in_place_after=in_place_after)
-    run.full = _keep_full(rec, shown, t_index)
+    run.full = _keep_full(rec, shown, t_index, host)
     run.health = health(run, rec, {key: value for (key, _), value in zip(probe, probed)})
     return run
 
@@ -704,12 +704,16 @@ def _module_paths(rec: Recorder, ns) -> dict:
 
 def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
     """Statistics of the values ``shown`` and of their gradients, in one batched pass:
-    ``(stats, grad_stats, extra)``.
+    ``(stats, grad_stats, extra, host)``.
 
-    All floating tensors are flattened into one buffer (on their device) and reduced by
-    segment: ~12 kernels whatever the number of tensors, and one copy to the host at the end,
-    which also reads the 1-d tensors ``extra`` (returned as numpy arrays, in order).
-    Rows of values that are not floating point (indices) are nan.
+    The floating tensors are concatenated into one float64 buffer on their device; its
+    pieces are reduced together (``_foreach_norm`` for the sums of squares and the counts of
+    non-zeros, ``_foreach_max`` of the magnitudes, one sum each) and everything, with the
+    1-d tensors ``extra``, is read back in one copy to the host. ``host`` maps a row (value
+    ``i``, or ``~i`` for its gradient) to its numbers on the host when the whole buffer is
+    at most :data:`KEEP_BYTES` (else None). Rows of values that are not floating point
+    (indices) are nan. A tensor holding a nan or an inf is summarised again without them,
+    which costs a second read only then.
     """
     n = len(rec.tensors)
     stats = np.full((n, len(STAT_NAMES)), np.nan)
@@ -723,68 +727,94 @@ def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
             k = rec.producer[i]
             sat_kind.append(SATURATING.get(rec.ops[k].name, "") if k >= 0 else "")
         g = rec.grads.get(i)
-        if g is not None and g.is_floating_point() and g.numel() and i in shown:
+        if g is not None and g.is_floating_point() and g.numel():
             parts.append(g.detach().reshape(-1))
             rows.append(~i)
             sat_kind.append("")
     if not parts:
-        return stats, grad_stats, [e.detach().cpu().numpy() for e in extra]
-    devices = {p.device for p in parts}
+        return stats, grad_stats, [e.detach().cpu().numpy() for e in extra], None
     device = parts[0].device
-    if len(devices) > 1:
+    if any(p.device != device for p in parts):
         parts = [p.to(device) for p in parts]
-    x = torch.cat([p.to(torch.float64) if p.dtype != torch.float64 else p for p in parts]) \
-        if len({p.dtype for p in parts}) > 1 else torch.cat(parts).to(torch.float64)
-    sizes = torch.tensor([p.numel() for p in parts], device=device)
+    sizes = [p.numel() for p in parts]
+    x = torch.cat(parts).to(torch.float64)
+    pieces = x.split(sizes)
     m = len(parts)
-    seg = torch.repeat_interleave(torch.arange(m, device=device), sizes)
-    finite = torch.isfinite(x)
-    xf = torch.where(finite, x, torch.zeros((), dtype=x.dtype, device=device))
-    out = torch.zeros(6, m, dtype=torch.float64, device=device)
-    out[0].index_add_(0, seg, finite.to(x.dtype))
-    out[1].index_add_(0, seg, xf)
-    out[2].index_add_(0, seg, xf * xf)
-    out[3].scatter_reduce_(0, seg, xf.abs(), "amax", include_self=True)
-    out[4].index_add_(0, seg, (x == 0).to(x.dtype))
-    kinds = [s for s in sat_kind]
-    if any(kinds):
-        tanh_rows = torch.tensor([s == "tanh" for s in kinds], device=device)
-        sig_rows = torch.tensor([s == "sigmoid" for s in kinds], device=device)
-        sat = torch.where(tanh_rows[seg], xf.abs() > SATURATED,
-                          sig_rows[seg] & ((xf < 1 - SATURATED) | (xf > SATURATED)))
-        out[5].index_add_(0, seg, sat.to(x.dtype))
-    if extra:
-        sizes_extra = [e.numel() for e in extra]
-        flat = torch.cat([out.reshape(-1)] + [e.detach().to(device, torch.float64).reshape(-1)
-                                              for e in extra])
-        host_all = flat.cpu().numpy()  # the one synchronisation
-        host = host_all[:6 * m].reshape(6, m)
-        extra_host, at = [], 6 * m
-        for size in sizes_extra:
-            extra_host.append(host_all[at:at + size])
-            at += size
-    else:
-        host = out.cpu().numpy()  # the one synchronisation
-        extra_host = []
-    size = np.array([p.numel() for p in parts], dtype=np.float64)
-    count, s1, s2, absmax, zero, sat = host
+    columns = [torch.stack([p.sum() for p in pieces]),
+               torch.stack(torch._foreach_norm(pieces, 2)),
+               torch.stack(torch._foreach_norm(pieces, 0)),
+               torch.stack(_absmax(x, sizes))]
+    saturating = [r for r, kind in enumerate(sat_kind) if kind]
+    for r in saturating:
+        p = pieces[r]
+        hit = p.abs() > SATURATED if sat_kind[r] == "tanh" else (p - 0.5).abs() > SATURATED - 0.5
+        columns.append(hit.sum(dtype=torch.float64).reshape(1))
+    flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1)
+                                for e in extra])
+    keep = x.numel() * 8 <= KEEP_BYTES
+    host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
+    host_x = x.cpu().numpy() if keep else None
+    s1, norm2, nonzero, absmax = host_all[:4 * m].reshape(4, m)
+    sat = np.full(m, np.nan)
+    sat[saturating] = host_all[4 * m:4 * m + len(saturating)]
+    at = 4 * m + len(saturating)
+    extra_host = []
+    for e in extra:
+        extra_host.append(host_all[at:at + e.numel()])
+        at += e.numel()
+    size = np.array(sizes, dtype=np.float64)
+    finite_count = size.copy()
+    bad = np.flatnonzero(~np.isfinite(norm2))
+    if bad.size:  # nan or inf inside: the statistics of the finite entries
+        again = []
+        for r in bad.tolist():
+            p = pieces[r]
+            ok = torch.isfinite(p)
+            f = torch.where(ok, p, 0.0)
+            again.append(torch.stack([ok.sum(dtype=torch.float64), f.sum(),
+                                      torch.linalg.vector_norm(f), f.abs().max()]))
+        fixed = torch.stack(again).cpu().numpy()
+        finite_count[bad], s1[bad], norm2[bad], absmax[bad] = fixed.T
     with np.errstate(all="ignore"):
-        mean = s1 / count
-        var = np.maximum(s2 - s1 * mean, 0) / np.maximum(count - 1, 1)
-        table = np.stack([mean, np.sqrt(var), absmax, zero / size, (size - count) / size,
-                          np.where([bool(k) for k in kinds], sat / size, np.nan)], axis=1)
+        mean = s1 / finite_count
+        var = np.maximum(norm2 * norm2 - s1 * mean, 0) / np.maximum(finite_count - 1, 1)
+        table = np.stack([mean, np.sqrt(var), absmax, 1 - nonzero / size,
+                          (size - finite_count) / size, sat / size], axis=1)
+    host = {} if keep else None
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
     for r, i in enumerate(rows):
         if i >= 0:
             stats[i] = table[r]
         else:
             grad_stats[~i] = table[r]
-    return stats, grad_stats, extra_host
+        if keep:
+            host[i] = host_x[offsets[r]:offsets[r + 1]]
+    return stats, grad_stats, extra_host, host
 
 
-def _keep_full(rec: Recorder, shown: list, target: int) -> dict:
-    """Values and gradients kept whole on the host for the full view and ``--expect``: named
-    ones first, each at most :data:`KEEP_ONE` bytes, :data:`KEEP_BYTES` in all."""
-    full, spent = {}, 0
+def _absmax(x, sizes) -> list:
+    """max |x| of each piece of ``x`` (``torch._foreach_max`` is slower on the CPU)."""
+    return [p.max() for p in x.abs().split(sizes)]
+
+
+def _keep_full(rec: Recorder, shown: list, target: int, host) -> dict:
+    """Values and gradients kept whole on the host for ``--expect`` and ``run.value``
+    (value index → (value, gradient), numpy, float64 for floats): from the summaries'
+    buffer when it was read back whole, else the named ones first, each at most
+    :data:`KEEP_ONE` bytes, :data:`KEEP_BYTES` in all."""
+    full = {}
+    if host is not None:
+        for i in shown:
+            t = rec.held(i)
+            value = host.get(i)
+            if value is None:  # integers (indices), empty tensors
+                if t.numel() * 8 > KEEP_ONE:
+                    continue
+                value = t.detach().cpu().numpy().reshape(-1)
+            grad = host.get(~i)
+            full[i] = (value.reshape(t.shape), None if grad is None else grad.reshape(t.shape))
+        return full
+    spent = 0
     order = sorted(shown, key=lambda i: (i != target, not rec.labels.get(i)
                                          and rec.producer[i] >= 0))
     for i in order:
