@@ -149,6 +149,7 @@ class Op:
 
 
 _TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
+_KINDS: dict = {}  # torch function → (its op name, writes in place, not an op)
 _SEQUENCES = (list, tuple)
 
 
@@ -253,21 +254,29 @@ class Recorder(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.inside:
             return func(*args, **kwargs)
-        name = _op_name(func)
-        if _inplace(name) and args:
+        try:
+            name, inplace, skip = _KINDS[func]
+        except (KeyError, TypeError):
+            name = _op_name(func)
+            inplace, skip = _inplace(name), name in _NOT_OPS or name.startswith(".")
+            try:
+                _KINDS[func] = name, inplace, skip
+            except TypeError:  # (a function that cannot be a key)
+                pass
+        if inplace and args:
             before = self._before_write(args[0])
             out = func(*args, **kwargs)
             if before:
                 self._after_write(before)
         else:
             out = func(*args, **kwargs)
-        if name in _NOT_OPS or name.startswith("."):
+        if skip:
             if name == "backward":
                 self.backward_lines.append(self._line())
             elif name == ".data" and isinstance(out, torch.Tensor) and args:
                 self.data_of[id(out)] = (out, args[0])
             return out
-        self._record(func, name, args, kwargs, out)
+        self._record(func, name, args, kwargs, out, inplace=inplace)
         return out
 
     def _before_write(self, written) -> list:
@@ -358,11 +367,10 @@ class Recorder(TorchFunctionMode):
         except RuntimeError:  # a tensor that cannot take a hook (an inference tensor)
             pass
 
-    def _record(self, func, name, args, kwargs, out, custom=None):
+    def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
         line = self._line()
         leaves, spec = flatten(args, kwargs)
         tensors, consts, inputs = [], [], []
-        inplace = _inplace(name) and custom is None
         for x in leaves:
             if isinstance(x, torch.Tensor):
                 tensors.append(x)

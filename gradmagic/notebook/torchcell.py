@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import sys
 import types
+import warnings
+from collections import OrderedDict
 
 __all__ = ["wants_torch", "run", "NoTensorTarget"]
 
@@ -89,15 +91,8 @@ def run(source: str, ns, options, *, filename: str = "<cell>", first_line: int =
     import torch
     from ..analysis import torchrun, torchcheck_run
     global_ns = ns if global_ns is None else global_ns
-    tree = ast.parse(source, filename)
-    ast.increment_lineno(tree, first_line - 1)
-    final = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        final = ast.Expression(tree.body.pop().value)
-    assigned = _last_assigned(tree)
-    code = compiler(tree, filename, "exec")
-    final_code = compiler(final, filename, "eval") if final is not None else None
-    recorder = torchrun.Recorder(filename, ns, torchrun.assigned_names(tree))
+    code, final_code, assigned, assigns = _compiled(source, filename, first_line, compiler)
+    recorder = torchrun.Recorder(filename, ns, assigns)
     value = None
     try:
         with recorder:
@@ -135,6 +130,50 @@ def run(source: str, ns, options, *, filename: str = "<cell>", first_line: int =
         result.check = torchcheck_run.check(result, recorder, eps=None)
     torchrun.release(result)
     return result
+
+
+_COMPILED: OrderedDict = OrderedDict()  # the cells compiled last (see _compiled)
+_KEEP = 32
+
+
+def _compiled(source, filename, first_line, compiler):
+    """(code, code of the last expression or None, the name the last statement assigns,
+    line → names assigned) of a cell; a cell run again reuses them, re-filed under
+    ``filename`` (the shell names each run's cell anew)."""
+    key = (source, first_line, compiler is compile, getattr(compiler, "flags", None))
+    kept = _COMPILED.get(key)
+    if kept is not None:
+        _COMPILED.move_to_end(key)
+        code, final_code, assigned, assigns = kept
+        return (_refile(code, filename), final_code and _refile(final_code, filename),
+                assigned, assigns)
+    from ..analysis.torchrun import assigned_names
+    tree = ast.parse(source, filename)
+    ast.increment_lineno(tree, first_line - 1)
+    final = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        final = ast.Expression(tree.body.pop().value)
+    assigned = _last_assigned(tree)
+    with warnings.catch_warnings(record=True) as caught:  # the filters in force still apply
+        code = compiler(tree, filename, "exec")
+        final_code = compiler(final, filename, "eval") if final is not None else None
+    for w in caught:  # shown as a plain cell shows them; such a cell is compiled again
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    result = (code, final_code, assigned, assigned_names(tree))
+    if not caught:
+        _COMPILED[key] = result
+        if len(_COMPILED) > _KEEP:
+            _COMPILED.popitem(last=False)
+    return result
+
+
+def _refile(code, filename: str):
+    """``code`` and the code inside it as compiled from ``filename``."""
+    if code.co_filename == filename:
+        return code
+    consts = tuple(_refile(c, filename) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 def _last_assigned(tree):
