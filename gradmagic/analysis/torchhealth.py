@@ -23,10 +23,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .torchrun import RELU, SATURATING
+__all__ = ["probes", "health", "HEALTHY_UPDATE", "SATURATING", "SATURATED", "RELU"]
 
-__all__ = ["probes", "health", "HEALTHY_UPDATE"]
-
+SATURATING = {"tanh": "tanh", "tanh_": "tanh", "sigmoid": "sigmoid", "sigmoid_": "sigmoid"}
+SATURATED = 0.97  # |tanh| (or sigmoid within 0.03 of 0 or 1) past this is saturated
+RELU = frozenset({"relu", "relu_"})
 HEALTHY_UPDATE = 1e-3  # update std / data std of a parameter in a well-tuned step (about)
 DEAD = 0.99  # |tanh| above this for every example: a dead tanh unit
 

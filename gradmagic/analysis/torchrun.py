@@ -32,13 +32,14 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .torchhealth import SATURATED, SATURATING, health, probes
+
 __all__ = ["Recorder", "TorchRun", "Op", "assigned_names", "KEEP_BYTES", "STAT_NAMES"]
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
 WORST = 5  # entries of a wrong answer shown, worst first
 STAT_NAMES = ("mean", "std", "absmax", "zero", "nonfinite", "saturated")
-SATURATED = 0.97  # |tanh| (or sigmoid within 0.03 of 0 or 1) past this is saturated
 
 # torch calls that are not operations on values: read an attribute, ask a size, print, run
 # backward, switch grad mode
@@ -58,8 +59,6 @@ RANDOM = frozenset({
     "normal_", "uniform_", "exponential_", "alpha_dropout", "feature_alpha_dropout",
     "dropout1d", "dropout2d", "dropout3d", "poisson",
 })
-SATURATING = {"tanh": "tanh", "tanh_": "tanh", "sigmoid": "sigmoid", "sigmoid_": "sigmoid"}
-RELU = frozenset({"relu", "relu_"})
 
 
 def assigned_names(tree: ast.AST) -> dict:
@@ -578,7 +577,6 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     module_paths = _module_paths(rec, ns or rec.ns)
     n = len(rec.tensors)
     shown = sorted(set(graph_values(rec, graph)) | {t_index})
-    from .torchhealth import health, probes
     probe = probes(rec, graph)
     stats, grad_stats, probed, host = summarise(rec, shown, [t for _, t in probe])
     producer = np.array(rec.producer, dtype=np.int32)
