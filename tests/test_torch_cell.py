@@ -183,6 +183,7 @@ def test_a_small_gpt_is_grouped_by_module_with_its_blocks_folded():
     titles = {b.title for b in opened.boxes.values()}
     assert "model.blocks.3.attn  (Attention)" in titles
     assert "model.blocks.3.mlp  (Sequential)" in titles
+    assert {"model.blocks.0-2  Block x 3", "model.blocks.4-11  Block x 8"} <= titles
     # the checks and the display
     assert run.check["whole"]["status"] == "pass"
     assert all(r["status"] == "pass" for r in run.check["ops"].values())

@@ -51,7 +51,7 @@ def layout(run, max_nodes: int = 150, open=()) -> Layout:
     graph = run.graph
     paths = {k: run.op_modules[k] for k in graph}
     opened = {""} | {p for name in open for p in _prefixes(name)}
-    folds = _folds(run, graph, paths)
+    folds = _folds(run, graph, paths, opened)
     groups = _group_of(paths, opened, folds)
     auto = _count(run, groups) <= max_nodes
     # open modules outside-in, widest first, while the drawing stays within the budget
@@ -114,8 +114,9 @@ def _prefixes(path: str):
         yield ".".join(parts[:n])
 
 
-def _folds(run, graph, paths) -> dict:
-    """module path → the fold key of the run of identical siblings it belongs to."""
+def _folds(run, graph, paths, opened=frozenset()) -> dict:
+    """module path → the fold key of the run of identical siblings it belongs to (an opened
+    module ends a run: it is drawn opened, between the runs before and after it)."""
     ops_of: dict = {}
     for k in graph:
         parts = _parts(paths[k])
@@ -131,8 +132,11 @@ def _folds(run, graph, paths) -> dict:
         kids.sort()
         run_start = 0
         for n in range(1, len(kids) + 1):
-            same = n < len(kids) and _signature(run, ops_of, kids[n][1]) == \
-                _signature(run, ops_of, kids[run_start][1]) and kids[n][0] == kids[n - 1][0] + 1
+            same = (n < len(kids) and kids[n][1] not in opened
+                    and kids[run_start][1] not in opened
+                    and _signature(run, ops_of, kids[n][1])
+                    == _signature(run, ops_of, kids[run_start][1])
+                    and kids[n][0] == kids[n - 1][0] + 1)
             if not same:
                 members = kids[run_start:n]
                 if len(members) > 1:

@@ -783,7 +783,11 @@ def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
         finite_count[bad], s1[bad], norm2[bad], absmax[bad] = fixed.T
     with np.errstate(all="ignore"):
         mean = s1 / finite_count
-        var = np.maximum(norm2 * norm2 - s1 * mean, 0) / np.maximum(finite_count - 1, 1)
+        squares = norm2 * norm2
+        spread = squares - s1 * mean
+        # what is left of a constant tensor's spread is rounding: 0
+        spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
+        var = spread / np.maximum(finite_count - 1, 1)
         table = np.stack([mean, np.sqrt(var), absmax, 1 - nonzero / size,
                           (size - finite_count) / size, sat / size], axis=1)
     host = {} if keep else None
