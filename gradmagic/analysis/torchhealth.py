@@ -109,8 +109,12 @@ def health(run, rec, probed: dict) -> dict:
         if ratio_update is not None and not (HEALTHY_UPDATE / 30 <= ratio_update
                                              <= HEALTHY_UPDATE * 30):
             mark(i, f"update/data {ratio_update:.1e}")
+    first_use = {}
+    for k in graph:
+        for i in run.ops[k].inputs:
+            first_use.setdefault(i, k)
     depth = [{"value": p["value"], "name": p["name"], "grad_std": float(grads[p["value"], 1])}
-             for p in sorted(params, key=lambda p: _first_use(run, p["value"]))]
+             for p in sorted(params, key=lambda p: first_use.get(p["value"], len(run.ops)))]
     cuts = []
     for k in graph:
         op = run.ops[k]
@@ -144,13 +148,6 @@ def health(run, rec, probed: dict) -> dict:
     return {"nonfinite": {"value": first_value, "grad": first_grad}, "dead": dead,
             "saturated": saturated, "params": params, "depth": depth, "cuts": cuts,
             "unreached": unreached, "zero": zero, "inplace": inplace, "marks": marks}
-
-
-def _first_use(run, i) -> int:
-    for k in run.graph:
-        if i in run.ops[k].inputs:
-            return k
-    return len(run.ops)
 
 
 def _cut(run, k, limit: int = 10000):

@@ -733,8 +733,8 @@ def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
     ``(stats, grad_stats, extra, host)``.
 
     The floating tensors are concatenated into one float64 buffer on their device; its
-    pieces are reduced together (``_foreach_norm`` for the sums of squares and the counts of
-    non-zeros, ``_foreach_max`` of the magnitudes, one sum each) and everything, with the
+    pieces are reduced together (a segment sum, ``_foreach_norm`` for the sums of squares and
+    the counts of non-zeros, the magnitudes' maxima) and everything, with the
     1-d tensors ``extra``, is read back in one copy to the host. ``host`` maps a row (value
     ``i``, or ``~i`` for its gradient) to its numbers on the host when the whole buffer is
     at most :data:`KEEP_BYTES` (else None). Rows of values that are not floating point
@@ -766,7 +766,8 @@ def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
     x = torch.cat(parts).to(torch.float64)
     pieces = x.split(sizes)
     m = len(parts)
-    columns = [torch.stack([p.sum() for p in pieces]),
+    lengths = torch.tensor(sizes, device=device)
+    columns = [torch.segment_reduce(x, "sum", lengths=lengths),
                torch.stack(torch._foreach_norm(pieces, 2)),
                torch.stack(torch._foreach_norm(pieces, 0)),
                torch.stack(_absmax(x, sizes))]
