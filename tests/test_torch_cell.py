@@ -293,3 +293,32 @@ def test_grade_accepts_tensors_as_answers():
     report = grade("a = 2.0\nb = a * a\nb", {"a": torch.tensor(5.0, requires_grad=True)},
                    isolate=False)
     assert not report.passed
+
+
+def test_an_optimizer_step_with_dropout_and_in_place_ops_runs_as_without_the_magic():
+    plain, magic = shells(cells.TRAIN_SETUP)
+    for step in range(2):
+        torch.manual_seed(10 + step)
+        assert plain.run_cell(cells.TRAIN_STEP).success
+        plain_rng = torch.get_rng_state()
+        torch.manual_seed(10 + step)
+        run = run_magic(magic, cells.TRAIN_STEP)
+        assert torch.equal(torch.get_rng_state(), plain_rng)
+        assert_same_state(plain, magic, ["loss", "out", "X"])
+        a = dict(plain.user_ns["net"].named_parameters())
+        b = dict(magic.user_ns["net"].named_parameters())
+        for name in a:
+            assert same(a[name], b[name]) and same(a[name].grad, b[name].grad), name
+        sa, sb = plain.user_ns["opt"].state_dict(), magic.user_ns["opt"].state_dict()
+        for k in sa["state"]:
+            for key in ("exp_avg", "exp_avg_sq", "step"):
+                assert same(sa["state"][k][key], sb["state"][k][key]), (k, key)
+    # the record: module paths, the dropout taken as it came, Adam's updates measured
+    assert {run.name_of(i) for i in run.params} == {
+        f"net.{i}.{w}" for i in (0, 3, 5) for w in ("weight", "bias")}
+    assert run.check["whole"]["status"] == "pass", run.check["whole"]
+    statuses = {run.ops[k].name: r["status"] for k, r in run.check["ops"].items()}
+    assert statuses["dropout"] == "skipped" and "fail" not in statuses.values()
+    ratios = [p["update_to_data"] for p in run.health["params"]]
+    assert all(r is not None and 0 < r < 1 for r in ratios), ratios
+    assert run.health["inplace"]  # relu(inplace=True) and out[:, 0] *= 2

@@ -182,3 +182,25 @@ h = BadTanh.apply(a)
 loss = (h ** 2).sum()
 loss
 """
+
+TRAIN_SETUP = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(3)
+net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(inplace=True), nn.Dropout(0.2),
+                    nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+opt = torch.optim.Adam(net.parameters(), lr=1e-2, foreach=True)
+X = torch.randn(20, 6)
+y = torch.randint(0, 3, (20,))
+"""
+
+TRAIN_STEP = """
+opt.zero_grad()
+out = net(X)
+out[:, 0] *= 2.0
+loss = F.cross_entropy(out, y)
+loss.backward()
+opt.step()
+loss
+"""

@@ -46,9 +46,10 @@ def _call(op, tensors):
               (torch.float64 if isinstance(x, torch.dtype) and x in _LOW_FLOATS else x)
               for x in op.consts]
     args, kwargs = unflatten(leaves, op.spec)
-    if op.inplace and tensors and isinstance(leaves[0], torch.Tensor):
-        pass  # the replay's own copy is written (see replay)
-    return op.func(*args, **kwargs)
+    out = op.func(*args, **kwargs)
+    if out is None and op.inplace and tensors:  # x[i] = v: what it made is x (the replay's copy)
+        return tensors[0]
+    return out
 
 
 def replay(run, rec, leaf_values: dict):
@@ -176,8 +177,6 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
         return {"status": "skipped", "why": "an input was written over in place afterwards"}
     try:
         xs = [_f64(rec.held(i)) for i in op.inputs]
-        if op.inplace:
-            xs[0] = xs[0].clone()
         diff = [j for j, i in enumerate(op.inputs)
                 if xs[j].is_floating_point() and rec.tensors[i].requires_grad]
         if not diff:
@@ -185,6 +184,8 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
         v = {j: _random_like(xs[j], gen) for j in diff}
 
         def f(tensors):
+            if op.inplace:  # it writes into its first input: a copy of it, made inside
+                tensors = [tensors[0].clone()] + list(tensors[1:])
             out = _call(op, tensors)
             outs = out if isinstance(out, (tuple, list)) else (out,)
             return [o for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point()]

@@ -104,7 +104,9 @@ def _op_name(func) -> str:
 
 
 def _inplace(name: str) -> bool:
-    return (name.endswith("_") and not name.startswith("_")) or name in _INPLACE_DUNDERS
+    """Whether an op of this name writes into its first argument (``add_``,
+    ``_foreach_add_``, ``+=``, ``x[i] = v``)."""
+    return (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS
 
 
 _INPLACE_DUNDERS = frozenset({"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
@@ -262,6 +264,8 @@ class Recorder(TorchFunctionMode):
                 _KINDS[func] = name, inplace, skip
             except TypeError:  # (a function that cannot be a key)
                 pass
+        if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)
+            inplace = True
         if inplace and args:
             before = self._before_write(args[0])
             out = func(*args, **kwargs)
@@ -288,9 +292,12 @@ class Recorder(TorchFunctionMode):
                 continue
             alias = self.data_of.get(id(t))
             p = alias[1] if alias is not None and alias[0] is t else t
-            i = self.index_of.get(id(p))
-            if i is not None and self.tensors[i] is p and i not in self.saved:
-                found.append((i, p, t.detach().clone()))
+            for q in (p, p._base):  # a write into a view writes into its base too
+                if q is None:
+                    continue
+                i = self.index_of.get(id(q))
+                if i is not None and self.tensors[i] is q and i not in self.saved:
+                    found.append((i, q, q.detach().clone()))
         return found
 
     def _after_write(self, found) -> None:
@@ -380,6 +387,8 @@ class Recorder(TorchFunctionMode):
             else:
                 consts.append(x)
         outs = out if isinstance(out, (tuple, list)) else (out,)
+        if inplace and tensors and not any(isinstance(o, torch.Tensor) for o in outs):
+            outs = (tensors[0],)  # x[i] = v returns None: x is what it made
         k = len(self.ops)
         outputs = []
         grad_enabled = torch.is_grad_enabled()
