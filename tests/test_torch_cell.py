@@ -295,6 +295,22 @@ def test_grade_accepts_tensors_as_answers():
     assert not report.passed
 
 
+def test_grade_runs_a_pytorch_cell_and_checks_hand_derived_tensors():
+    from gradmagic import grade
+    source = ("import torch\ntorch.manual_seed(0)\nx = torch.randn(5)\n"
+              "W = torch.randn(5, 3, requires_grad=True)\nh = torch.tanh(x @ W)\n"
+              "loss = (h ** 2).sum()\nloss\n")
+    ns: dict = {}
+    exec(source, ns)
+    h = ns["h"].detach()
+    dh = 2 * h
+    dW = torch.outer(ns["x"], (1 - h ** 2) * dh)
+    assert grade(source, {"h": dh, "W": dW}, isolate=False).passed
+    wrong = grade(source, {"h": dh, "W": torch.outer(ns["x"], (1 - h) * dh)}, isolate=False)
+    assert not wrong.passed
+    assert [r.name for r in wrong.rows if not r.ok] == ["W"]
+
+
 def test_an_optimizer_step_with_dropout_and_in_place_ops_runs_as_without_the_magic():
     plain, magic = shells(cells.TRAIN_SETUP)
     for step in range(2):

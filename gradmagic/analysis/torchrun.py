@@ -398,7 +398,10 @@ class Recorder(TorchFunctionMode):
             j = self._new(o, k) if not (inplace and outputs == [] and tensors and o is tensors[0]) \
                 else self._rewritten(o, k, inputs[0])
             outputs.append(j)
-            if o.requires_grad and not o.is_leaf and grad_enabled:
+            if o.requires_grad and o.is_leaf:  # torch.randn(..., requires_grad=True): a leaf
+                if id(o) not in self.leaf_hooks:
+                    self._hook(o, j, leaf=True)
+            elif o.requires_grad and grad_enabled:
                 self._hook(o, j)
         if not outputs:
             return
@@ -648,8 +651,9 @@ def _ancestors(rec: Recorder, target: int) -> list:
         if k < 0 or k in seen:
             continue
         op = ops[k]
-        if not (op.grad_enabled and rec.tensors[i].requires_grad):
-            continue  # made without a gradient: a constant for the target (a cut)
+        t = rec.tensors[i]
+        if not (op.grad_enabled and t.requires_grad) or t.is_leaf:
+            continue  # made without a gradient (a constant for the target), or a leaf
         seen.add(k)
         todo.extend(op.inputs)
     return sorted(seen)
