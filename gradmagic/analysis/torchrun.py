@@ -636,6 +636,9 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         graph=graph, leaves=leaves, params=params, options=options,
         backward_by_cell=ran_backward, in_place_after=in_place_after)
     run.full = _keep_full(rec, shown, t_index, host)
+    if not graph and target.grad_fn is not None:
+        run.warnings.append("the target was computed before this cell ran, so none of its "
+                            "ops were recorded: run the cell that computes it under the magic")
     run.health = health(run, rec, {key: value for (key, _), value in zip(probe, probed)})
     return run
 

@@ -235,6 +235,7 @@ def html_view(run, open=()) -> str:
     colour = {"pass": "#16a34a", "fail": _FAIL, "none": "#374151"}
     mark = {"pass": "✓ ", "fail": "✗ ", "none": ""}
     parts = [f"<div class='gradmagic-torch'><p><b>{html.escape(headline(run))}</b></p>"]
+    parts += [f"<div style='color:{_WARN}'>{html.escape(w)}</div>" for w in run.warnings]
     for status, text in check_lines(run):
         s = status if status in colour else "none"
         parts.append(f"<div style='color:{colour[s]}'>{mark[s]}{html.escape(text)}</div>")
@@ -257,7 +258,7 @@ def html_view(run, open=()) -> str:
 
 
 def text_view(run) -> str:
-    lines = [headline(run)]
+    lines = [headline(run)] + [f"note: {w}" for w in run.warnings]
     lines += [("✓ " if s == "pass" else "✗ " if s == "fail" else "") + t
               for s, t in check_lines(run)]
     report = _answers(run)
