@@ -151,6 +151,7 @@ class Op:
 
 _TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
 _KINDS: dict = {}  # torch function → (its op name, writes in place, not an op)
+_AUTOGRAD_GRAD = torch.autograd.grad
 _SEQUENCES = (list, tuple)
 
 
@@ -202,6 +203,7 @@ class Recorder(TorchFunctionMode):
         self.grads: dict = {}  # value index → gradient (from a hook)
         self.hooked: set = set()
         self.leaf_hooks: dict = {}  # id → leaf tensor with a hook
+        self.pending: list = []  # values that require a gradient and have no hook yet
         self.handles: list = []
         self.stack: tuple = ()
         self.modules: dict = {}  # id → module (kept alive while the run is recorded)
@@ -266,6 +268,8 @@ class Recorder(TorchFunctionMode):
                 pass
         if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)
             inplace = True
+        if name == "backward" or func is _AUTOGRAD_GRAD:
+            self._hook_pending()
         if inplace and args:
             before = self._before_write(args[0])
             out = func(*args, **kwargs)
@@ -298,6 +302,8 @@ class Recorder(TorchFunctionMode):
                 i = self.index_of.get(id(q))
                 if i is not None and self.tensors[i] is q and i not in self.saved:
                     found.append((i, q, q.detach().clone()))
+                    if i in self._pending_set():  # its gradient: from the node that made it
+                        self._hook(q, i)
         return found
 
     def _after_write(self, found) -> None:
@@ -356,6 +362,20 @@ class Recorder(TorchFunctionMode):
             self._hook(t, i, leaf=True)  # this run's gradient (.grad may hold older ones too)
         return i
 
+    def _pending_set(self) -> set:
+        return set(self.pending) - self.hooked
+
+    def _hook_pending(self) -> None:
+        """Hooks on the values made so far that take a gradient (a backward is starting).
+        A value written over in place got its hook before the write."""
+        tensors, index_of, hooked, version = self.tensors, self.index_of, self.hooked, self.version
+        for j in self.pending:
+            t = tensors[j]
+            # (a view written over through its base is stale: no hook, torch may crash on it)
+            if j not in hooked and index_of.get(id(t)) == j and t._version == version[j]:
+                self._hook(t, j)
+        self.pending = []
+
     def _hook(self, t, i, leaf=False):
         grads = self.grads
         if leaf:  # a parameter updated in place is a new value: the latest one gets it
@@ -402,7 +422,7 @@ class Recorder(TorchFunctionMode):
                 if id(o) not in self.leaf_hooks:
                     self._hook(o, j, leaf=True)
             elif o.requires_grad and grad_enabled:
-                self._hook(o, j)
+                self.pending.append(j)  # hooked when a backward starts (see _hook_pending)
         if not outputs:
             return
         self.ops.append(Op(name, tuple(inputs), tuple(outputs), self.stack, line, grad_enabled,
@@ -598,9 +618,17 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     t_index = rec._value(target)
     ran_backward = t_index in rec.grads
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
-        tensors = list(rec.leaf_hooks.values())
-        if target.numel() == 1 and tensors:  # (the leaves' hooks keep what arrives)
-            torch.autograd.grad(target, tensors, retain_graph=True, allow_unused=True)
+        # every value's gradient in one call, as inputs (no hook needed); the leaves' and the
+        # written-over values' hooks keep theirs as it passes
+        values = [j for j in rec.pending if j not in rec.hooked
+                  and rec.index_of.get(id(rec.tensors[j])) == j
+                  and rec.tensors[j]._version == rec.version[j]]
+        inputs = [rec.tensors[j] for j in values] + list(rec.leaf_hooks.values())
+        if target.numel() == 1 and inputs:
+            got = torch.autograd.grad(target, inputs, retain_graph=True, allow_unused=True)
+            for j, g in zip(values, got):
+                if g is not None:
+                    rec.grads[j] = g
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:
         rec.grads[t_index] = torch.ones_like(target)
