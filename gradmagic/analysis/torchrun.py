@@ -93,7 +93,7 @@ def assigned_names(tree: ast.AST) -> dict:
 
 
 def _op_name(func) -> str:
-    """``TensorBase.matmul`` → ``matmul``; ``__rmul__`` → ``rmul``; a getter → its attribute."""
+    """``TensorBase.matmul`` → ``matmul``; ``__rmul__`` → ``rmul``; a getter → ``.name``."""
     name = getattr(func, "__name__", None) or type(func).__name__
     if name == "__get__":
         owner = getattr(func, "__self__", None)
@@ -902,12 +902,6 @@ def _keep_full(rec: Recorder, shown: list, target: int, host) -> dict:
                    to_numpy(g) if g is not None else None)
         spent += 2 * size
     return full
-
-
-def fmt(x: float) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:.3g}"
 
 
 def release(run: TorchRun) -> None:
