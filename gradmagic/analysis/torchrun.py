@@ -3,21 +3,24 @@
 When a cell's numbers are PyTorch tensors, torch is the engine: the cell runs
 as plain Python, and a :class:`Recorder` watches it. A ``TorchFunctionMode``
 sees every torch call (``x @ W``, ``F.cross_entropy``, ``h.tanh()``) and keeps
-a reference to its inputs and outputs; a tensor hook on each output that
-requires a gradient keeps the gradient autograd computes for it; global module
-hooks say which ``nn.Module`` each call ran in; a wrapper of
-``autograd.Function.apply`` records custom Functions as one op each. Nothing is
-computed on the cell's tensors while it runs (no statistic, no copy, no
-synchronisation), so its outputs, tensors, random numbers and module state are
-those of a plain run.
+a reference to the inputs and outputs of those that concern the gradient;
+global module hooks say which ``nn.Module`` each call ran in; a wrapper of
+``autograd.Function.apply`` records custom Functions as one op each. Tensor
+hooks keep the gradients: on the leaves from the start, on the other values
+when a ``backward()`` starts (or just before an in-place write changes them);
+a cell that runs no backward gets them from one ``torch.autograd.grad`` call
+after it ends. While the cell runs nothing is computed on its tensors, except a
+copy of what an in-place write is about to change, so its outputs, tensors,
+random numbers and module state are those of a plain run.
 
-When the cell ends, :meth:`Recorder.finish` turns what was seen into a
-:class:`TorchRun`: the ops the target depends on, in the user's names
-(assignments of the cell, ``named_parameters`` paths), and every value's and
-gradient's statistics from one batched pass with one synchronisation. The run
-keeps plain numbers (numpy, str) and no tensor, except the few small tensors it
-keeps on the CPU for the full view (a bounded number of bytes) and what the
-checks of :mod:`gradmagic.analysis.torchcheck_run` need while they run.
+When the cell ends, :func:`finish` turns what was seen into a :class:`TorchRun`:
+the ops the target depends on, in the user's names (assignments of the cell,
+``named_parameters`` paths), every value's and gradient's statistics from one
+batched pass with one synchronisation, and the health signals
+(:mod:`gradmagic.analysis.torchhealth`). The run keeps plain numbers (numpy,
+str) and no tensor: the values and gradients it keeps whole for ``--expect``
+are numpy arrays, within :data:`KEEP_BYTES`. The checks
+(:mod:`gradmagic.analysis.torchcheck_run`) use the recorder before it is dropped.
 
 This module imports torch; nothing imports it unless a cell uses torch.
 """
@@ -34,7 +37,8 @@ from torch.overrides import TorchFunctionMode
 
 from .torchhealth import SATURATED, SATURATING, health, probes
 
-__all__ = ["Recorder", "TorchRun", "Op", "assigned_names", "KEEP_BYTES", "STAT_NAMES"]
+__all__ = ["Recorder", "TorchRun", "Op", "assigned_names", "finish", "release", "summarise",
+           "to_numpy", "KEEP_BYTES", "STAT_NAMES"]
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
