@@ -13,12 +13,16 @@ of tensors, an object of the notebook's whose attributes are tensors).
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import types
 import warnings
 from collections import OrderedDict
 
 __all__ = ["wants_torch", "run", "NoTensorTarget"]
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 class NoTensorTarget(Exception):
@@ -29,8 +33,10 @@ def wants_torch(source: str, ns) -> bool:
     """True if the cell uses PyTorch: it imports torch, or reads a name bound to a torch
     object. Never imports torch; False for a cell that does not parse."""
     torch = sys.modules.get("torch")
-    if torch is None and "torch" not in source:  # (the common case costs no parse)
-        return False
+    if "torch" not in source:  # (the common cases cost no parse: no torch, or no torch name)
+        if torch is None or not any(name in ns and _of_torch(ns[name], torch)
+                                    for name in set(_WORD.findall(source))):
+            return False
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
