@@ -89,6 +89,12 @@ def test_a_training_step_runs_as_without_the_magic_bit_for_bit():
         assert run.backward_by_cell
     # the parameters really moved (the comparison above is not of two untouched states)
     assert len(set(magic.user_ns["log"])) == 3
+    # and each update's size was measured against its parameter: lr * grad / data
+    w1 = next(p for p in run.health["params"] if p["name"] == "W1")
+    before = magic.user_ns["W1"].detach() + 0.1 * magic.user_ns["W1"].grad
+    assert w1["update_to_data"] == pytest.approx(
+        (0.1 * magic.user_ns["W1"].grad).double().std().item() / before.double().std().item(),
+        rel=1e-4)
     # no hook is left on the user's tensors, and no recorder is left behind
     for name in ("C", "W1", "W2"):
         t = magic.user_ns[name]

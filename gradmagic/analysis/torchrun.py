@@ -299,24 +299,26 @@ class Recorder(TorchFunctionMode):
             if not isinstance(t, torch.Tensor):
                 continue
             alias = self.data_of.get(id(t))
-            p = alias[1] if alias is not None and alias[0] is t else t
+            through_data = alias is not None and alias[0] is t
+            p = alias[1] if through_data else t
             for q in (p, p._base):  # a write into a view writes into its base too
                 if q is None:
                     continue
                 i = self.index_of.get(id(q))
                 if i is not None and self.tensors[i] is q and i not in self.saved:
-                    found.append((i, q, q.detach().clone()))
+                    found.append((i, q, q.detach().clone(), through_data))
                     if i in self._pending_set():  # its gradient: from the node that made it
                         self._hook(q, i)
         return found
 
     def _after_write(self, found) -> None:
-        """Keep the copies; a parameter's update as two numbers on its device (the update's
-        std and the old value's std), read with the run's other statistics."""
-        for i, p, old in found:
+        """Keep the copies; a parameter's update (a write under no_grad or through ``.data``)
+        as two numbers on its device (the update's std and the old value's std), read with
+        the run's other statistics."""
+        for i, p, old, through_data in found:
             self.saved[i] = old
             if p.requires_grad and p.is_leaf and p.is_floating_point() \
-                    and not torch.is_grad_enabled() and i not in self.updates:
+                    and (through_data or not torch.is_grad_enabled()) and i not in self.updates:
                 self.updates[i] = torch.stack([(p.detach() - old).to(torch.float64).std(),
                                                old.to(torch.float64).std()])
 

@@ -216,8 +216,12 @@ PARAM_HEADER = ("parameter", "shape", "std", "∇ std", "∇/data", "update/data
 
 
 def param_rows(run) -> list:
+    """One row a parameter, in the order the cell first uses them: the gradient's size
+    down the rows is its size along the network's depth."""
     rows = []
-    for p in run.health.get("params", []):
+    by_value = {p["value"]: p for p in run.health.get("params", [])}
+    order = [by_value[d["value"]] for d in run.health.get("depth", []) if d["value"] in by_value]
+    for p in order:
         i = p["value"]
         rows.append((p["name"], _shape(run, i), _g(run.stats[i, 1]), _g(run.grad_stats[i, 1]),
                      _g(p["grad_to_data"]), _g(p["update_to_data"])))
@@ -250,8 +254,8 @@ def html_view(run, open=()) -> str:
     rows, colours = op_rows(run)
     parts.append("<details open><summary>Ops: values and gradients</summary>"
                  + _table(OP_HEADER, rows, colours) + "</details>")
-    parts.append("<details><summary>Parameters: gradient and update sizes "
-                 "(update/data about 1e-3 is healthy)</summary>"
+    parts.append("<details><summary>Parameters, input side first: gradient and update "
+                 "sizes (update/data about 1e-3 is healthy)</summary>"
                  + _table(PARAM_HEADER, param_rows(run)) + "</details>")
     parts.append("</div>")
     return "".join(parts)
