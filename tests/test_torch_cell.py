@@ -71,15 +71,24 @@ def assert_same_state(plain, magic, names):
 
 
 # --------------------------------------------------------------------------- unchanged
-def test_a_training_step_runs_as_without_the_magic_bit_for_bit():
+def printed(capsys) -> list:
+    """The lines the cell printed (not the shell's Out[] display)."""
+    out = capsys.readouterr().out
+    return [line for line in out.splitlines() if line.startswith("step loss")]
+
+
+def test_a_training_step_runs_as_without_the_magic_bit_for_bit(capsys):
     plain, magic = shells(cells.MLP_SETUP)
     for step in range(3):  # each step starts from what the last one left
         torch.manual_seed(step)
+        capsys.readouterr()
         result = plain.run_cell(cells.MLP_STEP)
         assert result.success
+        plain_out = printed(capsys)
         plain_rng = torch.get_rng_state()
         torch.manual_seed(step)
         run = run_magic(magic, cells.MLP_STEP)
+        assert printed(capsys) == plain_out and len(plain_out) == 1
         assert torch.equal(torch.get_rng_state(), plain_rng)
         assert same(plain.user_ns["g"].get_state(), magic.user_ns["g"].get_state())
         assert_same_state(plain, magic, ["C", "W1", "b1", "W2", "b2", "bngain", "bnbias",

@@ -52,7 +52,7 @@ loss.backward()
 lr = 0.1
 for p in parameters:
     p.data += -lr * p.grad
-log.append(f"{loss.item():.6f}")
+log.append(f"{loss.item():.6f}"); print("step loss", log[-1], h.shape)
 loss
 """
 
