@@ -191,7 +191,9 @@ def _expected(expected) -> list:
     if isinstance(expected, str):
         from ..notebook.magic import parse_expect
         expected = parse_expect(expected, {})
-    pairs = expected_pairs(expected)
+    pairs = [(name, want.detach().cpu().numpy()
+              if hasattr(want, "detach") and hasattr(want, "__array__") else want)
+             for name, want in expected_pairs(expected)]  # a torch tensor: its numbers
     if not pairs:
         raise ValueError("grade() needs at least one expected answer")
     return pairs
@@ -232,12 +234,15 @@ def collect(source: str, names, ns: dict, target=None, raise_errors: bool = Fals
 
 
 def _collect(source, names, ns, target, raise_errors, after) -> dict:
+    from ..notebook import torchcell
     from ..notebook.magic import NoTarget, execute, prepare
     try:
         body, first_line, line_target = _split_magic(source)
+        if torchcell.wants_torch(body, ns):  # a PyTorch cell runs as itself, recorded
+            return _collect_torch(body, first_line, names, ns, target or line_target, after)
         cell = prepare(body, ns, filename=FILENAME, first_line=first_line)
         trace = execute(cell, ns, {"target": target or line_target})
-    except NoTarget as exc:
+    except (NoTarget, torchcell.NoTensorTarget) as exc:
         if raise_errors:
             raise
         after and after()
@@ -259,6 +264,26 @@ def _collect(source, names, ns, target, raise_errors, after) -> dict:
     return {"status": "ran", "target": trace.target.name,
             "branch_dependent": bool(trace.branch_dependent), "nodes": nodes,
             "notes": list(trace.warnings)}
+
+
+def _collect_torch(body, first_line, names, ns, target, after) -> dict:
+    """:func:`_collect` for a PyTorch cell: the recorded values and gradients by name."""
+    from ..analysis.options import Options
+    from ..notebook import torchcell
+    run = torchcell.run(body, ns, Options(target=target, no_check=True, quiet=True),
+                        filename=FILENAME, first_line=first_line)
+    after and after()
+    nodes = {}
+    for name in names:
+        try:
+            i = run.index(name)
+        except KeyError:
+            continue
+        kept = run.full.get(i)
+        if kept is not None:
+            nodes[name] = {"index": i, "data": _plain(kept[0]), "grad": _plain(kept[1])}
+    return {"status": "ran", "target": run.name_of(run.target), "branch_dependent": False,
+            "nodes": nodes, "notes": list(run.warnings)}
 
 
 def _snapshot():

@@ -37,7 +37,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 
 from . import runtime as _runtime
-from . import boundary, session
+from . import boundary, session, torchcell
 from ..core import engine
 from ..core.engine import Value, state
 from ..core.array import Array
@@ -165,6 +165,8 @@ class AutogradMagics(Magics):
         if cell_form:
             python, skipped = _shell_syntax(shell, source)
             first_line += skipped
+        if torchcell.wants_torch(python, shell.user_ns):  # torch is the engine: run it plain
+            return self._run_torch(python, source, filename, first_line, options, whole_cell)
         try:
             cell = prepare(python, shell.user_ns, filename=filename,
                            first_line=first_line, compiler=shell.compile)
@@ -183,6 +185,22 @@ class AutogradMagics(Magics):
             return self._fail(e, filename, whole_cell)
         session.last = trace
         return None if options.quiet else trace
+
+    def _run_torch(self, python, source, filename, first_line, options, whole_cell):
+        """A PyTorch cell, run unchanged and recorded (see :mod:`gradmagic.notebook.torchcell`)."""
+        __tracebackhide__ = True
+        try:
+            run = torchcell.run(python, self.shell.user_ns, options, filename=filename,
+                                first_line=first_line, compiler=self.shell.compile,
+                                global_ns=self.shell.user_global_ns, source_text=source)
+        except torchcell.NoTensorTarget as e:
+            if not options.quiet:
+                print(f"%%autograd: {e}")
+            return None
+        except Exception as e:
+            return self._fail(e, filename, whole_cell)
+        session.last = run
+        return None if options.quiet else run
 
     def _fail(self, exc: BaseException, filename: str, whole_cell: bool):
         """Show ``exc`` as a plain cell would show it: the user's lines only.
@@ -750,7 +768,8 @@ def cut_warnings(cuts, converted: int) -> list[str]:
 
 INTERNALS = frozenset(f"gradmagic.{name}" for name in
                       ("notebook.runtime", "core.engine", "core.ops", "core.tensor",
-                       "core.tensor_ops", "core.array"))
+                       "core.tensor_ops", "core.array", "notebook.torchcell",
+                       "analysis.torchrun"))
 """Modules whose frames a traceback leaves out: an error in a Value or Tensor op
 shows the user's line and the message, as an error inside numpy does."""
 
@@ -866,6 +885,8 @@ def _expected_number(x):
     """An expected answer as a float (or a float array, for a tensor's gradient)."""
     if isinstance(x, Value):
         return float(x.data)
+    if hasattr(x, "detach") and hasattr(x, "__array__"):  # a torch tensor (torch not imported)
+        x = x.detach().cpu().numpy()
     if isinstance(x, numbers.Real) and not isinstance(x, bool):
         return float(x)
     if isinstance(x, (list, tuple, np.ndarray)):

@@ -35,6 +35,15 @@ def register(shell) -> None:
 
     formatter.for_type(Trace, lambda trace: mimebundle(trace, publish=publish))
     formatter.for_type(CheckReport, _report_bundle)
+    formatter.for_type_by_name(*_TORCH_RUN, _torch_bundle)  # by name: torch stays unimported
+
+
+_TORCH_RUN = ("gradmagic.analysis.torchrun", "TorchRun")
+
+
+def _torch_bundle(run) -> dict:
+    from .torchview import mimebundle as torch_mimebundle
+    return torch_mimebundle(run)
 
 
 def unregister(shell) -> None:
@@ -42,3 +51,7 @@ def unregister(shell) -> None:
     formatter = shell.display_formatter.mimebundle_formatter
     for cls in _FOR:
         formatter.type_printers.pop(cls, None)
+    formatter.deferred_printers.pop(_TORCH_RUN, None)
+    for cls in list(formatter.type_printers):  # (once a TorchRun was shown, it moved here)
+        if (cls.__module__, cls.__qualname__) == _TORCH_RUN:
+            formatter.type_printers.pop(cls)

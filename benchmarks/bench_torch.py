@@ -1,0 +1,109 @@
+"""What recording a PyTorch cell costs, and how big its display gets (CPU, one thread).
+
+1. **MLP with BatchNorm** (the makemore-style training step of ``tests/torch_cells.py``:
+   batch 32, embedding 10, 64 hidden units, a hand-written BatchNorm, tanh, cross-entropy,
+   ``loss.backward()`` and an SGD update in place). The reference is the cell's own code
+   run plainly (compiled once, ``exec``): forward, backward and update. Against it:
+   the cell under the recorder with its statistics, names, module groups and health signals
+   (``%%autograd --no-check``, as :func:`gradmagic.notebook.torchcell.run` does it, with its
+   parse and compile), and the numerical checks alone (whole cell and each op, float64).
+   Target: recording + summaries <= 2x the plain cell (printed, not enforced). The same cell
+   under a ``TorchFunctionMode`` that records nothing is timed too: no recording through
+   ``__torch_function__`` costs less.
+2. **A small GPT** (12 blocks, 8 dims, batch 2 x 8 tokens; forward and loss in the cell, the
+   gradients computed by the recorder): the same two ratios, against the plain forward +
+   ``backward()``.
+3. **Payload**: the display's HTML (graph image, tables) for GPTs of 2 to 48 blocks: it must
+   stop growing once the tables are cut and the blocks folded.
+
+Times are the best of round-robin repeats with the GC paused (``timing.best``).
+Run: ``python benchmarks/bench_torch.py`` (needs torch).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from timing import best
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+TARGET = 2.0  # recording + summaries / the plain cell
+
+
+def main() -> int:
+    try:
+        import torch
+    except ImportError:
+        print("bench_torch: torch is not installed; skipped")
+        return 0
+    import torch_cells as cells
+    from gradmagic.analysis.options import Options
+    from gradmagic.notebook import torchcell
+    from gradmagic.views import torchview
+
+    torch.set_num_threads(1)
+    quiet = Options(no_check=True, quiet=True)
+    checked = Options(quiet=True)
+
+    # 1. the MLP step
+    ns: dict = {}
+    exec(cells.MLP_SETUP, ns)
+    step = "\n".join(line for line in cells.MLP_STEP.splitlines()
+                     if not line.startswith("log.append")) + "\n"
+    code = compile(step, "<plain>", "exec")
+    from torch.overrides import TorchFunctionMode
+
+    class Empty(TorchFunctionMode):  # what any torch-level recording costs before it records
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def empty():
+        with Empty():
+            exec(code, ns)
+    mlp = best({"plain": lambda: exec(code, ns), "empty mode": empty,
+                "recorded": lambda: torchcell.run(step, ns, quiet),
+                "checked": lambda: torchcell.run(step, ns, checked)}, repeat=30)
+    run = torchcell.run(step, ns, quiet)
+    print(f"MLP + BatchNorm step ({len(run.graph)} ops in the graph, {len(run.ops)} recorded):")
+    print(f"  plain cell (forward, backward, update)  {mlp['plain'] * 1e3:8.2f} ms")
+    print(f"  under an empty TorchFunctionMode        {mlp['empty mode'] * 1e3:8.2f} ms  "
+          f"{mlp['empty mode'] / mlp['plain']:5.2f}x  (the floor of a torch-level recording)")
+    ratio = mlp["recorded"] / mlp["plain"]
+    print(f"  recorded + summaries                    {mlp['recorded'] * 1e3:8.2f} ms  "
+          f"{ratio:5.2f}x  (target <= {TARGET:g}x: {'met' if ratio <= TARGET else 'NOT met'})")
+    print(f"  ... with both float64 checks            {mlp['checked'] * 1e3:8.2f} ms  "
+          f"{mlp['checked'] / mlp['plain']:5.2f}x")
+
+    # 2. the GPT
+    ns = {}
+    exec(cells.GPT_SETUP, ns)
+    gpt_code = compile(cells.GPT_CELL + "loss.backward()\n", "<plain>", "exec")
+
+    def plain_gpt():
+        exec(gpt_code, ns)
+        ns["model"].zero_grad(set_to_none=True)
+    gpt = best({"plain": plain_gpt,
+                "recorded": lambda: torchcell.run(cells.GPT_CELL, ns, quiet),
+                "checked": lambda: torchcell.run(cells.GPT_CELL, ns, checked)}, repeat=8)
+    run = torchcell.run(cells.GPT_CELL, ns, quiet)
+    print(f"GPT, 12 blocks ({len(run.graph)} ops):")
+    print(f"  plain forward + backward                {gpt['plain'] * 1e3:8.2f} ms")
+    print(f"  recorded + summaries                    {gpt['recorded'] * 1e3:8.2f} ms  "
+          f"{gpt['recorded'] / gpt['plain']:5.2f}x")
+    print(f"  ... with both float64 checks            {gpt['checked'] * 1e3:8.2f} ms  "
+          f"{gpt['checked'] / gpt['plain']:5.2f}x")
+
+    # 3. payload
+    print("Display payload (HTML bytes) by model size:")
+    for layers in (2, 12, 48):
+        ns = {}
+        exec(cells.GPT_SETUP.replace("model = GPT()", f"model = GPT(layers={layers})"), ns)
+        run = torchcell.run(cells.GPT_CELL, ns, quiet)
+        page = torchview.html_view(run)
+        print(f"  {layers:3d} blocks, {len(run.graph):5d} ops: {len(page):8,d} bytes")
+    return None  # the target is printed, not enforced (as bench_run's)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

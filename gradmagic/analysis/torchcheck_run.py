@@ -1,0 +1,214 @@
+"""The numerical checks of a recorded PyTorch run, in float64, never re-running the cell.
+
+Both replay the recorded ops (the same functions, the same arguments, the tensors replaced by
+float64 copies), so the cell's tensors, random numbers and modules are untouched:
+
+- the **whole cell**: along one random direction ``v`` over every parameter, the analytic
+  directional derivative ``sum <grad, v>`` (autograd on the replay) against the central
+  difference ``(f(x + eps v) - f(x - eps v)) / 2 eps``;
+- **each op** on its own: for random ``u`` (output) and ``v`` (inputs), ``<u, J v>`` from
+  autograd's vector-Jacobian product against a central difference of ``<u, op(x + eps v)>``.
+  A wrong backward is caught at its op. Custom ``autograd.Function`` s go first, then the
+  others in the order they ran, within a time budget.
+
+Ops whose result is random (dropout) are taken as recorded; ops whose inputs were written
+over in place after they ran are not checked one by one (what they read is gone), and say so.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from .torchrun import _TENSOR, RANDOM, unflatten
+
+__all__ = ["check", "replay", "BUDGET", "EPS"]
+
+EPS = 1e-6  # float64 step of both checks
+BUDGET = 1.0  # seconds the per-op checks may take in all
+KINKS = frozenset({"relu", "relu_", "abs", "max", "min", "clamp", "amax", "amin", "maximum",
+                   "minimum", "hardtanh", "leaky_relu", "sort", "topk", "where", "round",
+                   "floor", "ceil", "sign", "max_pool2d", "cummax", "median"})
+_LOW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _f64(t):
+    t = t.detach()
+    return t.to(torch.float64) if t.is_floating_point() else t
+
+
+def _call(op, tensors):
+    """Op ``op`` called again with ``tensors`` in place of the ones it was given (and float64
+    in place of a lower float dtype argument)."""
+    it = iter(tensors)
+    leaves = [next(it) if x is _TENSOR else
+              (torch.float64 if isinstance(x, torch.dtype) and x in _LOW_FLOATS else x)
+              for x in op.consts]
+    args, kwargs = unflatten(leaves, op.spec)
+    out = op.func(*args, **kwargs)
+    if out is None and op.inplace and tensors:  # x[i] = v: what it made is x (the replay's copy)
+        return tensors[0]
+    return out
+
+
+def replay(run, rec, leaf_values: dict):
+    """The target's value computed again from ``leaf_values`` (value index → tensor) through
+    the ops of ``run.graph``; every other input as recorded, in float64."""
+    env = dict(leaf_values)
+    for k in run.graph:
+        op = rec.ops[k]
+        if op.name in RANDOM:
+            for j in op.outputs:
+                env[j] = _f64(rec.held(j))
+            continue
+        ins = []
+        for pos, i in enumerate(op.inputs):
+            x = env.get(i)
+            if x is None:
+                x = env[i] = _f64(rec.held(i))
+            if pos == 0 and op.inplace:
+                x = x.clone()
+            ins.append(x)
+        out = _call(op, ins)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        outs = [o for o in outs if isinstance(o, torch.Tensor)]
+        for j, o in zip(op.outputs, outs):
+            env[j] = o
+    return env[run.target]
+
+
+def _random_like(t, gen):
+    return torch.randn(t.shape, generator=gen, dtype=torch.float64)
+
+
+def check(run, rec, eps=None, budget: float = BUDGET) -> dict:
+    """``{"whole": {...}, "ops": {op index: {...}}, "notes": [...]}`` (see the module doc).
+
+    Each result has ``analytic``, ``numeric``, ``error`` (relative) and ``status``:
+    ``pass``, ``fail``, ``kink`` (a mismatch at an op with a kink), ``skipped`` (with
+    ``why``). A pass needs ``|a - n| <= atol + rtol |n|`` with the run's tolerances.
+    """
+    eps = eps or getattr(run.options, "eps", EPS) or EPS
+    atol = getattr(run.options, "atol", 1e-5)
+    rtol = getattr(run.options, "rtol", 1e-3)
+    gen = torch.Generator().manual_seed(0)  # its own: the cell's random numbers stay as they are
+    result = {"whole": _whole(run, rec, eps, atol, rtol, gen), "ops": {}, "notes": []}
+    order = sorted(run.graph, key=lambda k: (not rec.ops[k].custom, k))
+    start, done, alike = time.perf_counter(), 0, {}
+    for k in order:
+        if time.perf_counter() - start > budget:
+            result["notes"].append(f"{len(order) - done} of {len(order)} ops were not checked "
+                                   f"one by one (the {budget:g} s budget ran out)")
+            break
+        done += 1
+        key = _kind(run, rec, k)
+        first = alike.get(key)
+        if first is not None:  # the same op on the same shapes in the same kind of module
+            result["ops"][k] = dict(result["ops"][first], status=result["ops"][first]["status"],
+                                    like=first)
+            continue
+        alike[key] = k
+        result["ops"][k] = _one(run, rec, k, eps, atol, rtol, gen)
+    same = sum(1 for r in result["ops"].values() if "like" in r)
+    if same:
+        result["notes"].append(f"{same} ops repeat an op already checked (the same function on "
+                               "the same shapes in the same kind of module, as in repeated "
+                               "blocks): each takes that op's result")
+    return result
+
+
+def _kind(run, rec, k) -> tuple:
+    op = rec.ops[k]
+    if op.custom:
+        return (k,)  # a custom Function's backward may depend on anything: each on its own
+    return (op.name, tuple(run.shapes[i] for i in op.inputs),
+            tuple(run.dtypes[i] for i in op.inputs),
+            tuple(type(rec.modules[m]).__name__ for m in op.module), op.consts_key)
+
+
+def _verdict(a, n, atol, rtol, kinked=False) -> dict:
+    err = abs(a - n)
+    ok = err <= atol + rtol * abs(n) or (math.isnan(a) and math.isnan(n))
+    rel = err / max(abs(n), abs(a), 1e-300)
+    status = "pass" if ok else ("kink" if kinked else "fail")
+    return {"analytic": a, "numeric": n, "error": rel, "status": status}
+
+
+def _whole(run, rec, eps, atol, rtol, gen) -> dict:
+    params = [i for i in run.params if rec.tensors[i].is_floating_point()]
+    if not params:
+        return {"status": "skipped", "why": "no parameter requires a gradient"}
+    try:
+        x0 = {i: _f64(rec.held(i)) for i in params}
+        v = {i: _random_like(x0[i], gen) for i in params}
+        with torch.enable_grad():
+            xs = {i: x.clone().requires_grad_(True) for i, x in x0.items()}
+            f = replay(run, rec, xs)
+            grads = torch.autograd.grad(f.sum(), [xs[i] for i in params], allow_unused=True)
+        analytic = sum(float((g * v[i]).sum()) for i, g in zip(params, grads) if g is not None)
+        with torch.no_grad():
+            fp = float(replay(run, rec, {i: x0[i] + eps * v[i] for i in params}).sum())
+            fm = float(replay(run, rec, {i: x0[i] - eps * v[i] for i in params}).sum())
+            f0 = float(f.detach().sum())
+    except Exception as e:  # noqa: BLE001 - an op that cannot be replayed: say which
+        return {"status": "skipped", "why": f"the replay failed: {type(e).__name__}: {e}"}
+    numeric = (fp - fm) / (2 * eps)
+    out = _verdict(analytic, numeric, atol, rtol)
+    recorded = float(run.stats[run.target, 0])
+    out["replayed"] = f0
+    if not math.isfinite(recorded):
+        out["status"] = "skipped"
+        out["why"] = f"the target is {recorded}"
+    elif not math.isclose(f0, recorded, rel_tol=1e-3, abs_tol=1e-6):
+        out["status"] = "skipped"
+        out["why"] = (f"the float64 replay gives {f0:.6g}, the cell gave {recorded:.6g}: the "
+                      "recording missed something, so this check would not be about the cell")
+    return out
+
+
+def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
+    op = rec.ops[k]
+    if op.name in RANDOM:
+        return {"status": "skipped", "why": "random: taken as it came"}
+    changed = [i for i in op.inputs
+               if rec.tensors[i]._version != rec.version[i] and i not in rec.saved]
+    if changed:
+        return {"status": "skipped", "why": "an input was written over in place afterwards"}
+    try:
+        xs = [_f64(rec.held(i)) for i in op.inputs]
+        diff = [j for j, i in enumerate(op.inputs)
+                if xs[j].is_floating_point() and rec.tensors[i].requires_grad]
+        if not diff:
+            return {"status": "skipped", "why": "no input takes a gradient"}
+        v = {j: _random_like(xs[j], gen) for j in diff}
+
+        def f(tensors):
+            if op.inplace:  # it writes into its first input: a copy of it, made inside
+                tensors = [tensors[0].clone()] + list(tensors[1:])
+            out = _call(op, tensors)
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            return [o for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point()]
+
+        with torch.enable_grad():
+            leaves = [x.clone().requires_grad_(True) if j in v else x for j, x in enumerate(xs)]
+            outs = f(leaves)
+            # (entries that are not finite, like an attention mask's -inf, are left out)
+            us = [torch.where(torch.isfinite(o.detach()), _random_like(o, gen), 0.0)
+                  for o in outs]
+            s = sum(torch.where(u != 0, o * u, 0.0).sum()
+                    for o, u in zip(outs, us) if o.requires_grad)
+            if not isinstance(s, torch.Tensor):
+                return {"status": "skipped", "why": "no output takes a gradient"}
+            grads = torch.autograd.grad(s, [leaves[j] for j in diff], allow_unused=True)
+        analytic = sum(float((g * v[j]).sum()) for j, g in zip(diff, grads) if g is not None)
+
+        def moved(sign):
+            with torch.no_grad():
+                shifted = [x + sign * eps * v[j] if j in v else x for j, x in enumerate(xs)]
+                return sum(float(torch.where(u != 0, o * u, 0.0).sum())
+                           for o, u in zip(f(shifted), us))
+        numeric = (moved(1) - moved(-1)) / (2 * eps)
+    except Exception as e:  # noqa: BLE001 - an op that cannot be replayed alone
+        return {"status": "skipped", "why": f"cannot be replayed alone: {type(e).__name__}: {e}"}
+    return _verdict(analytic, numeric, atol, rtol, kinked=op.name in KINKS)

@@ -1,0 +1,184 @@
+"""Signs of a sick network, read from a recorded PyTorch run.
+
+:func:`probes` lists the few reductions the signals need beyond the run's statistics (dead
+ReLU units, saturated tanh units, the size of each parameter update), as tensors on their
+device; :func:`~gradmagic.analysis.torchrun.summarise` reads them back with the statistics,
+in the same synchronisation. :func:`health` then gathers, for the ops the target depends on:
+
+- ``nonfinite``: the first op whose value holds a nan or inf (with finite inputs), and the
+  first one backward reaches whose gradient does;
+- ``dead``: ReLU outputs with units that are zero for every example; ``saturated``: tanh and
+  sigmoid outputs with units saturated for every example;
+- ``params``: each parameter's gradient-to-data ratio (std of the gradient over std of the
+  data) and, when the cell updated it in place, its update-to-data ratio (about 1e-3 is
+  the usual healthy size);
+- ``depth``: the gradient's size along the graph, parameters in the order the cell uses them;
+- ``cuts``: where a value that depends on a parameter enters the graph without its gradient
+  (made under ``no_grad``, ``detach()``, ``.data``); ``unreached`` values no gradient
+  reached, ``zero`` ones whose gradient is all zeros; ``inplace`` writes;
+- ``marks``: value index → short words to show at its node.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["probes", "health", "HEALTHY_UPDATE", "SATURATING", "SATURATED", "RELU"]
+
+SATURATING = {"tanh": "tanh", "tanh_": "tanh", "sigmoid": "sigmoid", "sigmoid_": "sigmoid"}
+SATURATED = 0.97  # |tanh| (or sigmoid within 0.03 of 0 or 1) past this is saturated
+RELU = frozenset({"relu", "relu_"})
+HEALTHY_UPDATE = 1e-3  # update std / data std of a parameter in a well-tuned step (about)
+DEAD = 0.99  # |tanh| above this for every example: a dead tanh unit
+
+
+def probes(rec, graph) -> list:
+    """[(key, tensor of numbers)] the signals need, computed on the device, not yet read."""
+    out = []
+    for k in graph:
+        op = rec.ops[k]
+        t = rec.held(op.outputs[0]).detach()
+        if t.ndim < 2 or not t.is_floating_point():
+            continue
+        flat = t.reshape(t.shape[0], -1)
+        if op.name in RELU:
+            out.append((("dead", op.outputs[0]), (flat == 0).all(0).to(torch.float64).mean()
+                        .reshape(1)))
+        elif SATURATING.get(op.name) == "tanh":
+            out.append((("saturated", op.outputs[0]),
+                        (flat.abs() > DEAD).all(0).to(torch.float64).mean().reshape(1)))
+        elif SATURATING.get(op.name) == "sigmoid":
+            far = (flat < 1 - DEAD) | (flat > DEAD)
+            out.append((("saturated", op.outputs[0]),
+                        far.all(0).to(torch.float64).mean().reshape(1)))
+    for i, pair in rec.updates.items():
+        out.append((("update", i), pair))
+    return out
+
+
+def health(run, rec, probed: dict) -> dict:
+    """The signals (see the module doc) from the run's statistics and ``probed`` (key →
+    numbers read back)."""
+    graph = run.graph
+    in_graph = set(graph)
+    marks: dict = {}
+
+    def mark(i, word):
+        marks.setdefault(i, []).append(word)
+
+    stats, grads = run.stats, run.grad_stats
+    first_value = first_grad = None
+    for k in graph:
+        op = run.ops[k]
+        out = op.outputs[0]
+        bad_out = stats[out, 4] > 0 and not op.deliberate_inf
+        bad_in = any(stats[i, 4] > 0 for i in op.inputs)
+        if bad_out and not bad_in:
+            first_value = {"op": k, "value": out, "line": op.line, "name": op.name}
+            mark(out, "first nan/inf")
+            break
+    for k in reversed(graph):
+        op = run.ops[k]
+        for i in op.inputs:
+            if grads[i, 4] > 0 and not grads[op.outputs[0], 4] > 0:
+                first_grad = {"op": k, "value": i, "line": op.line, "name": op.name}
+                mark(i, "first nan/inf gradient")
+                break
+        if first_grad:
+            break
+    dead, saturated = {}, {}
+    for (kind, i), value in probed.items():
+        if kind == "dead" and value[0] > 0:
+            dead[i] = float(value[0])
+            mark(i, f"{value[0]:.0%} dead units")
+        elif kind == "saturated" and value[0] > 0:
+            saturated[i] = float(value[0])
+            mark(i, f"{value[0]:.0%} units saturated")
+    for i in range(run.n):
+        if not np.isnan(stats[i, 5]) and stats[i, 5] > 0.5 and i not in saturated:
+            mark(i, f"{stats[i, 5]:.0%} saturated")
+    params = []
+    for i in run.params:
+        data_std, grad_std = stats[i, 1], grads[i, 1]
+        with np.errstate(all="ignore"):
+            ratio = grad_std / data_std
+        update = probed.get(("update", i))
+        ratio_update = float(update[0] / update[1]) if update is not None and update[1] else None
+        params.append({"value": i, "name": run.name_of(i), "shape": run.shapes[i],
+                       "grad_to_data": float(ratio), "update_to_data": ratio_update})
+        if ratio_update is not None and not (HEALTHY_UPDATE / 30 <= ratio_update
+                                             <= HEALTHY_UPDATE * 30):
+            mark(i, f"update/data {ratio_update:.1e}")
+    first_use = {}
+    for k in graph:
+        for i in run.ops[k].inputs:
+            first_use.setdefault(i, k)
+    depth = [{"value": p["value"], "name": p["name"], "grad_std": float(grads[p["value"], 1])}
+             for p in sorted(params, key=lambda p: first_use.get(p["value"], len(run.ops)))]
+    cuts = []
+    for k in graph:
+        op = run.ops[k]
+        for i in op.inputs:
+            j = run.producer[i]
+            if j < 0 or j in in_graph:
+                continue
+            found = _cut(run, j)
+            if found is not None:
+                how, line = found
+                cuts.append({"value": i, "op": k, "how": how, "line": line})
+                mark(i, f"cut: {how}")
+    for i in run.leaves:  # x.data: the same numbers, without the gradient
+        alias = rec.data_of.get(id(rec.tensors[i]))
+        if alias is not None and alias[0] is rec.tensors[i] and alias[1].requires_grad:
+            cuts.append({"value": i, "op": None, "how": ".data", "line": None})
+            mark(i, "cut: .data")
+    unreached, zero = [], []
+    for i in sorted({i for k in graph for i in run.ops[k].outputs} | set(run.params)):
+        if not run.requires_grad[i]:
+            continue
+        if not run.reached[i]:
+            unreached.append(i)
+            mark(i, "no gradient reached it")
+        elif grads[i, 2] == 0:
+            zero.append(i)
+            mark(i, "gradient all zero")
+    inplace = [k for k in graph if run.ops[k].inplace]
+    for k in inplace:
+        mark(run.ops[k].outputs[0], "written in place")
+    return {"nonfinite": {"value": first_value, "grad": first_grad}, "dead": dead,
+            "saturated": saturated, "params": params, "depth": depth, "cuts": cuts,
+            "unreached": unreached, "zero": zero, "inplace": inplace, "marks": marks}
+
+
+def _cut(run, k, limit: int = 10000):
+    """(how, line) of the place upstream of op ``k`` (an op off the graph) where a value that
+    depends on a parameter lost its gradient (``detach``, ``no_grad``), or None."""
+    todo, seen = [k], set()
+    while todo and len(seen) < limit:
+        j = todo.pop()
+        if j in seen:
+            continue
+        seen.add(j)
+        op = run.ops[j]
+        if (op.name in ("detach", "detach_") or not op.grad_enabled) \
+                and _depends_on_a_parameter(run, j):
+            return (op.name if op.grad_enabled else "no_grad"), op.line
+        todo.extend(p for p in (run.producer[i] for i in op.inputs) if p >= 0)
+    return None
+
+
+def _depends_on_a_parameter(run, k, limit: int = 10000) -> bool:
+    """Whether op ``k`` read (through any ops) a tensor that requires a gradient."""
+    todo, seen = [k], set()
+    while todo and len(seen) < limit:
+        j = todo.pop()
+        if j in seen:
+            continue
+        seen.add(j)
+        for i in run.ops[j].inputs:
+            if run.requires_grad[i]:
+                return True
+            p = run.producer[i]
+            if p >= 0:
+                todo.append(p)
+    return False

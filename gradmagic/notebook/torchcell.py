@@ -1,0 +1,195 @@
+"""``%%autograd`` on a PyTorch cell: run it plain, record it, return a TorchRun.
+
+When a cell's numbers are PyTorch tensors, torch is the engine and the cell is
+not rewritten: its code is compiled as the shell would compile it and runs in
+the user's namespace under a :class:`~gradmagic.analysis.torchrun.Recorder`, so
+its outputs, tensors, random numbers and module state are those of a plain run.
+
+:func:`wants_torch` decides before the cell runs, from the cell's text and the
+namespace, without importing torch: the cell imports torch, or reads a name
+bound to something of torch's (the module, a tensor, an ``nn.Module``, a list
+of tensors, an object of the notebook's whose attributes are tensors).
+"""
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import types
+import warnings
+from collections import OrderedDict
+
+__all__ = ["wants_torch", "run", "NoTensorTarget"]
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+class NoTensorTarget(Exception):
+    """The PyTorch cell ran but its target is not a tensor; the message says why."""
+
+
+def wants_torch(source: str, ns) -> bool:
+    """True if the cell uses PyTorch: it imports torch, or reads a name bound to a torch
+    object. Never imports torch; False for a cell that does not parse."""
+    torch = sys.modules.get("torch")
+    if "torch" not in source:  # (the common cases cost no parse: no torch, or no torch name)
+        if torch is None or not any(name in ns and _of_torch(ns[name], torch)
+                                    for name in set(_WORD.findall(source))):
+            return False
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    loaded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            if any(a.name.split(".")[0] == "torch" for a in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[0] == "torch" and not node.level:
+                return True
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loaded.add(node.id)
+    if torch is None:
+        return False
+    return any(name in ns and _of_torch(ns[name], torch) for name in loaded)
+
+
+def _of_torch(obj, torch, depth: int = 0) -> bool:
+    """Something of torch's: the module or a submodule, a tensor, a module, a function or
+    class of torch, a list/tuple/dict of tensors, a notebook object holding tensors."""
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        return True
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__.split(".")[0] == "torch"
+    module = getattr(type(obj), "__module__", "") or ""
+    if module.split(".")[0] == "torch":
+        return True
+    own = getattr(obj, "__module__", None)
+    if isinstance(own, str) and own.split(".")[0] == "torch" and callable(obj):
+        return True
+    if depth >= 2:
+        return False
+    if isinstance(obj, (list, tuple)):
+        return any(_of_torch(e, torch, depth + 1) for e in obj[:8])
+    if isinstance(obj, dict):
+        return any(_of_torch(e, torch, depth + 1) for e in list(obj.values())[:8])
+    if module == "__main__" and not isinstance(obj, type):
+        try:
+            attributes = vars(obj)
+        except TypeError:
+            return False
+        return any(_of_torch(e, torch, depth + 1) for e in list(attributes.values())[:16])
+    return False
+
+
+def run(source: str, ns, options, *, filename: str = "<cell>", first_line: int = 1,
+        compiler=compile, global_ns=None, source_text: str | None = None):
+    """Run a PyTorch cell plain in ``ns`` under the recorder; return its
+    :class:`~gradmagic.analysis.torchrun.TorchRun`.
+
+    The target is ``options.target`` (a name), else the cell's last expression, else
+    the name its last statement assigns. Raises what the cell raises (after removing
+    every hook), :class:`NoTensorTarget`, or ``SyntaxError``.
+    """
+    __tracebackhide__ = True
+    import torch
+    from ..analysis import torchrun, torchcheck_run
+    global_ns = ns if global_ns is None else global_ns
+    code, final_code, assigned, assigns = _compiled(source, filename, first_line, compiler)
+    recorder = torchrun.Recorder(filename, ns, assigns)
+    value = None
+    try:
+        with recorder:
+            exec(code, global_ns, ns)
+            if final_code is not None:
+                value = eval(final_code, global_ns, ns)
+    except BaseException:
+        recorder.remove_hooks()
+        raise
+    name = options.target
+    if name is not None:
+        if name not in ns:
+            recorder.remove_hooks()
+            raise NoTensorTarget(f"-t {name}: no variable {name!r} after the cell ran")
+        value, what = ns[name], name
+    elif final_code is not None:
+        what = "the cell's value"
+    elif assigned is not None:
+        value, what = ns.get(assigned), assigned
+    else:
+        recorder.remove_hooks()
+        raise NoTensorTarget("the cell does not end with an expression or an assignment; end "
+                             "it with one, or name the target with -t NAME")
+    if not isinstance(value, torch.Tensor):
+        recorder.remove_hooks()
+        raise NoTensorTarget(f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
+                             f"is a {type(value).__name__}, not a torch.Tensor")
+    if value.numel() != 1:
+        recorder.remove_hooks()
+        raise NoTensorTarget(f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
+                             "one number (.sum(), .mean()) to differentiate it")
+    result = torchrun.finish(recorder, value, source=source if source_text is None
+                             else source_text, options=options, ns=ns)
+    if not options.no_check:
+        result.check = torchcheck_run.check(result, recorder, eps=None)
+    torchrun.release(result)
+    return result
+
+
+_COMPILED: OrderedDict = OrderedDict()  # the cells compiled last (see _compiled)
+_KEEP = 32
+
+
+def _compiled(source, filename, first_line, compiler):
+    """(code, code of the last expression or None, the name the last statement assigns,
+    line → names assigned) of a cell; a cell run again reuses them, re-filed under
+    ``filename`` (the shell names each run's cell anew)."""
+    key = (source, first_line, compiler is compile, getattr(compiler, "flags", None))
+    kept = _COMPILED.get(key)
+    if kept is not None:
+        _COMPILED.move_to_end(key)
+        code, final_code, assigned, assigns = kept
+        return (_refile(code, filename), final_code and _refile(final_code, filename),
+                assigned, assigns)
+    from ..analysis.torchrun import assigned_names
+    tree = ast.parse(source, filename)
+    ast.increment_lineno(tree, first_line - 1)
+    final = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        final = ast.Expression(tree.body.pop().value)
+    assigned = _last_assigned(tree)
+    with warnings.catch_warnings(record=True) as caught:  # the filters in force still apply
+        code = compiler(tree, filename, "exec")
+        final_code = compiler(final, filename, "eval") if final is not None else None
+    for w in caught:  # shown as a plain cell shows them; such a cell is compiled again
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    result = (code, final_code, assigned, assigned_names(tree))
+    if not caught:
+        _COMPILED[key] = result
+        if len(_COMPILED) > _KEEP:
+            _COMPILED.popitem(last=False)
+    return result
+
+
+def _refile(code, filename: str):
+    """``code`` and the code inside it as compiled from ``filename``."""
+    if code.co_filename == filename:
+        return code
+    consts = tuple(_refile(c, filename) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _last_assigned(tree):
+    """The name the cell's last statement assigns (``loss = ...``), or None."""
+    if not tree.body:
+        return None
+    last = tree.body[-1]
+    target = None
+    if isinstance(last, ast.Assign) and len(last.targets) == 1:
+        target = last.targets[0]
+    elif isinstance(last, (ast.AugAssign, ast.AnnAssign)):
+        target = last.target
+    return target.id if isinstance(target, ast.Name) else None
