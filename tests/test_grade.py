@@ -161,6 +161,7 @@ def test_the_same_rewrite_and_engine_as_the_magic():
             del shell.user_ns[name]
         session.last = None
     graded = grade(source, {"w": 1.0}).to_dict()
+    assert graded.pop("sandbox")["sandboxed"] is True
     assert graded.pop("outcome") == "wrong" and graded == from_magic
 
 

@@ -34,27 +34,46 @@ _POLL = 0.05  # seconds between two looks at the sandbox's memory
 
 
 def main() -> None:
-    job = pickle.loads(_read_all(0))
+    job = pickle.loads(_read_job(0))
     report = job["report_fd"]
     if job["sandbox"]:
         if job["uid"] is not None:
             _become(job["uid"])
         _limit(job["timeout"], job["processes"])
+        relay_r, relay_w = os.pipe()  # made by the sandbox's user: the worker can reopen it
+        wake_r, wake_w = os.pipe()
+        import signal
+        signal.signal(signal.SIGCHLD, lambda *args: None)
         worker = os.fork()
         if worker == 0:
-            _work(job, report)
-        os._exit(_reap(worker, job["memory"]))
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in (report, relay_r, wake_r, wake_w):
+                os.close(fd)
+            _work(job, relay_w)
+        # relay_w stays open here: a worker that closed its own copy reopens this one
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        os._exit(_reap(worker, job["memory"], relay_r, wake_r, report))
     _limit(job["timeout"], None)
     _work(job, report)
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while True:
-        chunk = os.read(fd, 1 << 16)
+def _read_job(fd: int) -> bytes:
+    """The job: its length (8 bytes), then its bytes. The grader keeps the pipe open after
+    it, and closes it when it is done with the run."""
+    head = _read_exactly(fd, 8)
+    return _read_exactly(fd, int.from_bytes(head, "big"))
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
         if not chunk:
-            return b"".join(chunks)
+            raise EOFError("the job ended early")
         chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def _become(uid: int) -> None:
@@ -71,7 +90,6 @@ def _become(uid: int) -> None:
     import ctypes
     prctl = ctypes.CDLL(None).prctl
     prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
-    prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: changing the uid cleared bwrap's
 
 
 def _limit(timeout, processes) -> None:
@@ -108,15 +126,19 @@ def _cap(which, value) -> None:
     resource.setrlimit(which, (value, value))
 
 
-def _reap(worker: int, memory) -> int:
-    """Process 1: reap every child until the worker ends; its exit status as ours.
+def _reap(worker: int, memory, relay: int, wake: int, report: int) -> int:
+    """Process 1: pass the worker's report on to the grader, reap every child until the
+    worker ends; its exit status as ours. It also ends when the grader closes the job
+    pipe (stdin): the grader is done with the run (a timeout), or gone.
 
     Every ``_POLL`` seconds it adds up the memory of the namespace's processes; past the
     limit it returns :data:`MEMORY_EXIT` at once (the kernel then ends them all).
     """
-    import signal
-    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+    import select
     limit = None if memory is None else int(memory) << 20
+    os.set_blocking(relay, False)
+    os.set_blocking(wake, False)
+    watched = [relay, wake, 0]
     while True:
         while True:
             try:
@@ -126,13 +148,46 @@ def _reap(worker: int, memory) -> int:
             if pid == 0:
                 break
             if pid == worker:
+                _pass_on(relay, report)
                 if os.WIFEXITED(status):
                     code = os.WEXITSTATUS(status)
                     return 1 if code == MEMORY_EXIT else code
                 return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1
         if limit is not None and _memory_used() > limit:
             return MEMORY_EXIT
-        signal.sigtimedwait([signal.SIGCHLD], _POLL)
+        ready = select.select(watched, [], [], _POLL)[0]
+        if 0 in ready:
+            return 1
+        if wake in ready:
+            _drain(wake)
+        if relay in ready and not _pass_on(relay, report):
+            watched = [wake, 0]
+
+
+def _pass_on(relay: int, report: int) -> bool:
+    """Copy what the relay pipe holds now to the grader's pipe; False at its end."""
+    while True:
+        try:
+            chunk = os.read(relay, 1 << 16)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        try:
+            while chunk:
+                chunk = chunk[os.write(report, chunk):]
+        except OSError:  # the grader stopped reading (too big): the rest is dropped
+            pass
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
 
 
 def _memory_used() -> int:
@@ -161,6 +216,9 @@ def _work(job: dict, report: int) -> None:
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.close(null)
+        if job["sandbox"]:  # a working folder of its own in the private /tmp
+            os.mkdir("/tmp/cell", 0o700)
+            os.chdir("/tmp/cell")
         # everything of ours is imported before the cell
         from gradmagic.grade import collect
         import gradmagic.notebook.magic  # noqa: F401

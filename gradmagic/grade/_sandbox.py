@@ -130,7 +130,7 @@ def command(uid: int | None) -> list:
             args += ["--ro-bind", path, path]
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
              "--proc", "/proc", "--dev", "/dev",
-             "--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--chdir", "/tmp",
+             "--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp",
              "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
     return args
 
@@ -164,8 +164,9 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
         finally:
             os.close(report_w)
         deadline = None if timeout is None else time.monotonic() + timeout
-        report, too_big, stderr, timed_out = _exchange(proc, pickle.dumps(job), report_r,
-                                                       deadline)
+        raw = pickle.dumps(job)
+        report, too_big, stderr, timed_out = _exchange(
+            proc, len(raw).to_bytes(8, "big") + raw, report_r, deadline)
         if not timed_out:
             try:
                 proc.wait(timeout=5)
@@ -197,10 +198,14 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
 def _exchange(proc, job: bytes, report_fd: int, deadline):
     """Write the job, read the report and stderr until both end or the deadline passes.
 
+    stdin stays open after the job: closing it (in :func:`_kill`) tells the sandbox's
+    process 1 to end, which ends the sandbox even if bwrap's parent-death signal cannot
+    reach it (a process whose uid changed).
+
     Returns (report bytes, whether the report was too big, stderr's tail, timed out).
     """
-    report, stderr = bytearray(), b""
-    too_big = timed_out = False
+    out = {"report": bytearray(), "stderr": b"", "too_big": False}
+    timed_out = False
     sel = selectors.DefaultSelector()
     stdin, err = proc.stdin.fileno(), proc.stderr.fileno()
     for fd in (stdin, err, report_fd):
@@ -210,40 +215,53 @@ def _exchange(proc, job: bytes, report_fd: int, deadline):
     sel.register(report_fd, selectors.EVENT_READ, "report")
     sent = 0
     try:
-        while len(sel.get_map()) > (1 if sent < len(job) else 0):
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
+        while any(key.data != "job" for key in sel.get_map().values()):
+            wait = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+            if wait <= 0:
                 timed_out = True
                 break
             for key, _ in sel.select(wait):
-                what, fd = key.data, key.fd
-                if what == "job":
+                if key.data == "job":
                     try:
-                        sent += os.write(fd, job[sent:sent + (1 << 16)])
-                    except (BrokenPipeError, BlockingIOError, ConnectionResetError) as exc:
-                        if isinstance(exc, BlockingIOError):
-                            continue
+                        sent += os.write(key.fd, job[sent:sent + (1 << 16)])
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # it ended before reading the job
                         sent = len(job)
                     if sent >= len(job):
-                        sel.unregister(fd)
-                        proc.stdin.close()
-                    continue
-                try:
-                    chunk = os.read(fd, 1 << 16)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    sel.unregister(fd)
-                elif what == "stderr":
-                    stderr = (stderr + chunk)[-STDERR_TAIL:]
-                elif len(report) + len(chunk) > MAX_REPORT:
-                    too_big = True
-                    sel.unregister(fd)
-                else:
-                    report += chunk
+                        sel.unregister(key.fd)
+                elif not _take(key.fd, key.data, out):
+                    sel.unregister(key.fd)
+            if proc.poll() is not None:
+                # it ended; what it sent is in the pipes (a process it left behind may
+                # hold them open: it is not waited for)
+                for key in list(sel.get_map().values()):
+                    if key.data != "job":
+                        _take(key.fd, key.data, out, everything=True)
+                break
     finally:
         sel.close()
-    return bytes(report), too_big, stderr, timed_out
+    return bytes(out["report"]), out["too_big"], out["stderr"], timed_out
+
+
+def _take(fd: int, what: str, out: dict, everything: bool = False) -> bool:
+    """Read what ``fd`` holds now into ``out`` (bounded); False at its end or past the bound."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        if not chunk:
+            return False
+        if what == "stderr":
+            out["stderr"] = (out["stderr"] + chunk)[-STDERR_TAIL:]
+        elif len(out["report"]) + len(chunk) > MAX_REPORT:
+            out["too_big"] = True
+            return False
+        else:
+            out["report"] += chunk
+        if not everything:
+            return True
 
 
 def _parse(raw: bytes):
@@ -256,8 +274,13 @@ def _parse(raw: bytes):
 
 
 def _kill(proc) -> None:
-    """End the child's process group (in the sandbox: bwrap, whose death ends the sandbox's
-    process 1, which ends everything in it); reap it; close its pipes."""
+    """End the child: close its stdin (the sandbox's process 1 then ends, and with it
+    everything in the sandbox), kill its process group (bwrap, or the plain child and what
+    stayed in its group); reap it; close its pipes."""
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
