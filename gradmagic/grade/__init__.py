@@ -254,9 +254,10 @@ def _plain_answer(want):
     try:
         with np.errstate(all="ignore"):
             array = np.array(want, dtype=float)
-    except (TypeError, ValueError, OverflowError, ArithmeticError, RecursionError):
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        # kept as text that never reads as a number (the text of 10**400 would read as inf)
         try:
-            return clean(repr(want))[:_MAX_TEXT]
+            return clean(f"{type(want).__name__} {_cut(repr(want))}")
         except Exception:  # noqa: BLE001 - an answer whose repr fails
             return type(want).__name__
     return float(array) if array.ndim == 0 else array
@@ -523,7 +524,9 @@ def _expect(reported, pairs, atol, rtol) -> CheckReport:
     """:func:`expect`, with arithmetic that fails on a reported number made an error row."""
     try:
         with np.errstate(all="ignore"):
-            return expect(reported, pairs, atol=atol, rtol=rtol)
+            report = expect(reported, pairs, atol=atol, rtol=rtol)
+            report.rows = [_exactly(row, want) for row, (_, want) in zip(report.rows, pairs)]
+            return report
     except ArithmeticError:
         rows = []
         for key, want in pairs:
@@ -540,6 +543,21 @@ def _expect(reported, pairs, atol, rtol) -> CheckReport:
             report.notes.append("The cell's control flow depended on values: these numbers "
                                 "hold for this branch.")
         return report
+
+
+def _exactly(row, want):
+    """A passing row whose expected value is not finite passes only if got is the same value
+    (a tolerance relative to an infinite value would let any number through)."""
+    if row.status != "pass" or isinstance(want, str):
+        return row
+    w = np.asarray(want, dtype=float)
+    if np.isfinite(w).all():
+        return row
+    g = np.asarray(row.got, dtype=float)
+    if g.shape == w.shape and np.array_equal(g, w, equal_nan=True):
+        return row
+    return row._replace(status="fail", note="the expected value is not finite: only the "
+                                            "same value passes")
 
 
 def _text(x) -> str:

@@ -29,6 +29,7 @@ CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 MAX_REPORT = 16 << 20  # bytes: a larger report is a crash
 STDERR_TAIL = 4096  # bytes of the child's stderr kept (the last ones)
 TMP_SIZE = 64 << 20  # bytes: the sandbox's /tmp
+SHM_SIZE = 4 << 20  # bytes: its /dev/shm (multiprocessing's semaphores)
 SANDBOX_UID = 65534  # the cell's uid inside a user namespace (nobody)
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
@@ -130,7 +131,8 @@ def command(uid: int | None) -> list:
             args += ["--ro-bind", path, path]
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
              "--proc", "/proc", "--dev", "/dev",
-             "--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp",
+             "--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp",
+             "--size", str(SHM_SIZE), "--perms", "1777", "--tmpfs", "/dev/shm", "--chdir", "/tmp",
              "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
     return args
 
@@ -147,7 +149,7 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
     Returns the child's report (a dict with ``status``), or ``{"status": "timeout" |
     "crash" | "memory", ...}``; ``stderr`` holds the last of what the child wrote there.
     """
-    work = None if sandbox else tempfile.mkdtemp(prefix="gradmagic-grade-")
+    work = None if sandbox else tempfile.mkdtemp(prefix="gradmagic-cell-")
     report_r, report_w = os.pipe()
     proc = None
     try:
@@ -299,32 +301,63 @@ def _kill(proc) -> None:
 
 def remove_tree(root: str) -> None:
     """Remove a folder and everything in it, however deep, without following links; never
-    raises (what cannot be removed stays)."""
-    stack, seen = [root], {root}
+    raises (what cannot be removed stays).
+
+    It walks down by folder descriptors, one open at a time, and back up through ``..``,
+    so neither the path length nor the depth nor the number of open files limits it.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
     try:
-        while stack:
-            path = stack[-1]
+        fd = os.open(root, flags)
+    except OSError:
+        return
+    names, stuck = [], set()
+    try:
+        while True:
+            down = None
             try:
-                entries = list(os.scandir(path))
+                entries = list(os.scandir(fd))
             except OSError:
                 entries = []
-            pushed = False
             for entry in entries:
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if entry.path not in seen:
-                            seen.add(entry.path)
-                            stack.append(entry.path)
-                            pushed = True
+                        key = entry.inode()
+                        if key not in stuck and down is None:
+                            down = entry.name, key
                     else:
-                        os.unlink(entry.path)
+                        os.unlink(entry.name, dir_fd=fd)
                 except OSError:
                     continue
-            if not pushed:
-                stack.pop()
+            if down is not None:
                 try:
-                    os.rmdir(path)
+                    os.chmod(down[0], 0o700, dir_fd=fd)  # a folder made unreadable
+                    deeper = os.open(down[0], flags, dir_fd=fd)
                 except OSError:
-                    pass
+                    stuck.add(down[1])
+                    continue
+                os.close(fd)
+                fd = deeper
+                names.append(down)
+                continue
+            if not names:
+                break
+            name, key = names.pop()
+            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                stuck.add(key)
     except Exception:  # noqa: BLE001 - clean-up never raises
+        pass
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    try:
+        os.rmdir(root)
+    except OSError:
         pass
