@@ -111,7 +111,8 @@ def command(uid: int | None) -> list:
         # no user namespace: the child becomes a plain unprivileged user of the host,
         # which the process limit counts apart from everyone else
         args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                 "--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+                 "--unshare-cgroup-try", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
+                 "--cap-add", "CAP_SETGID"]
     else:
         args += ["--unshare-all", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                  "--disable-userns"]
