@@ -114,7 +114,17 @@ def _rss() -> int:
 
 
 def _our_temp_files() -> set:
-    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("gradmagic-")}
+    """Entries of the temporary folder a grade could have left: its unsandboxed working
+    folders, or anything owned by a sandbox's uid (other programs' files are not counted)."""
+    found = set()
+    for entry in os.scandir(tempfile.gettempdir()):
+        try:
+            uid = entry.stat(follow_symlinks=False).st_uid
+        except OSError:
+            continue
+        if entry.name.startswith("gradmagic-cell-") or uid >= 0x40000000:
+            found.add(entry.name)
+    return found
 
 
 def hundred_at_once() -> bool:

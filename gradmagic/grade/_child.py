@@ -27,9 +27,6 @@ import os
 import pickle
 import sys
 
-MEMORY_EXIT = 86
-"""Process 1's exit status when the sandbox's processes together passed the memory limit."""
-
 _POLL = 0.05  # seconds between two looks at the sandbox's memory
 
 
@@ -53,7 +50,7 @@ def main() -> None:
         # relay_w stays open here: a worker that closed its own copy reopens this one
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
-        os._exit(_reap(worker, job["memory"], relay_r, wake_r, report))
+        os._exit(_reap(worker, job["memory"], job["memory_exit"], relay_r, wake_r, report))
     _limit(job["timeout"], None)
     _work(job, report)
 
@@ -126,13 +123,13 @@ def _cap(which, value) -> None:
     resource.setrlimit(which, (value, value))
 
 
-def _reap(worker: int, memory, relay: int, wake: int, report: int) -> int:
+def _reap(worker: int, memory, memory_exit: int, relay: int, wake: int, report: int) -> int:
     """Process 1: pass the worker's report on to the grader, reap every child until the
     worker ends; its exit status as ours. It also ends when the grader closes the job
     pipe (stdin): the grader is done with the run (a timeout), or gone.
 
     Every ``_POLL`` seconds it adds up the memory of the namespace's processes; past the
-    limit it returns :data:`MEMORY_EXIT` at once (the kernel then ends them all).
+    limit it returns ``memory_exit`` at once (the kernel then ends them all).
     """
     import select
     limit = None if memory is None else int(memory) << 20
@@ -151,10 +148,10 @@ def _reap(worker: int, memory, relay: int, wake: int, report: int) -> int:
                 _pass_on(relay, report)
                 if os.WIFEXITED(status):
                     code = os.WEXITSTATUS(status)
-                    return 1 if code == MEMORY_EXIT else code
+                    return 1 if code == memory_exit else code
                 return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1
         if limit is not None and _memory_used() > limit:
-            return MEMORY_EXIT
+            return memory_exit
         ready = select.select(watched, [], [], _POLL)[0]
         if 0 in ready:
             return 1

@@ -31,6 +31,7 @@ STDERR_TAIL = 4096  # bytes of the child's stderr kept (the last ones)
 TMP_SIZE = 64 << 20  # bytes: the sandbox's /tmp
 SHM_SIZE = 4 << 20  # bytes: its /dev/shm (multiprocessing's semaphores)
 SANDBOX_UID = 65534  # the cell's uid inside a user namespace (nobody)
+MEMORY_EXIT = 86  # the sandbox's exit status when its processes together passed the memory limit
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
        "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -155,6 +156,7 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
     proc = None
     try:
         job = dict(job, report_fd=report_w, sandbox=sandbox, path=package_folder(),
+                   memory_exit=MEMORY_EXIT,
                    uid=fresh_uid() if sandbox and os.geteuid() == 0 else None)
         env = dict(ENV, HOME=work, TMPDIR=work) if work else dict(ENV)
         prefix = command(job["uid"]) if sandbox else []
@@ -187,7 +189,6 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
     code = proc.returncode
     if sandbox and code is not None and code > 128:  # bwrap reports a signal as 128 + n
         code = -(code - 128)
-    from ._child import MEMORY_EXIT
     if sandbox and code == MEMORY_EXIT:
         return {"status": "crash", "memory_total": True, "returncode": code, "stderr": text}
     data = _parse(report) if code == 0 and not too_big else None
