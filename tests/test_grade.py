@@ -344,6 +344,11 @@ def test_without_a_sandbox_grade_refuses_unless_told(monkeypatch):
         report = grade(WALK, RIGHT, sandbox=False)
         assert report.passed and report.sandbox["sandboxed"] is False
         assert grade(WALK, RIGHT, isolate=False).passed  # in-process needs no sandbox
+        # a bwrap that cannot make namespaces (as in a container that forbids them)
+        monkeypatch.setattr(sandbox, "_bwrap", lambda: "/bin/false")
+        sandbox._probe.cache_clear()
+        with pytest.raises(grade_module.SandboxUnavailable, match="cannot make a sandbox here"):
+            grade(WALK, RIGHT)
     finally:
         sandbox._probe.cache_clear()
     with pytest.raises(TypeError, match="True or False"):

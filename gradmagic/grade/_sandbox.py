@@ -115,8 +115,8 @@ def command(uid: int | None) -> list:
                  "--unshare-cgroup-try", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
                  "--cap-add", "CAP_SETGID"]
     else:
-        args += ["--unshare-all", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-                 "--disable-userns"]
+        args += ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
+                 "--gid", str(SANDBOX_UID), "--disable-userns"]
     ancestors = set()
     for path in _binds():
         args += ["--ro-bind", path, path]
@@ -135,7 +135,10 @@ def command(uid: int | None) -> list:
              "--proc", "/proc", "--dev", "/dev",
              "--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp",
              "--size", str(SHM_SIZE), "--perms", "1777", "--tmpfs", "/dev/shm", "--chdir", "/tmp",
-             "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+             "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp",
+             # in a user namespace the cell owns the sandbox's root and /dev (tmpfs of no
+             # set size): read-only, so only /tmp and /dev/shm take writes
+             "--remount-ro", "/dev", "--remount-ro", "/"]
     return args
 
 
