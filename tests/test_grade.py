@@ -325,6 +325,7 @@ def test_the_report_says_how_the_cell_ran():
     assert all(sandboxed.sandbox["limits"].values())
     plain = grade(WALK, RIGHT, sandbox=False)
     assert plain.passed and plain.sandbox["sandboxed"] is False
+    assert "Not sandboxed" in str(plain) and "Not sandboxed" not in str(sandboxed)
     assert not plain.sandbox["limits"]["processes"] and not plain.sandbox["limits"]["memory_total"]
     assert json.loads(json.dumps(plain.to_dict()))["sandbox"]["sandboxed"] is False
     assert grade(WALK, RIGHT, isolate=False).sandbox["sandboxed"] is False

@@ -214,7 +214,10 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
         ns = {"__name__": "__main__"} if namespace is None else namespace
         data = collect(source, names, ns, target, raise_errors)
         how = {"sandboxed": False, "how": "in the grader's own process", "limits": {}}
-    return _judge(data, pairs, source, atol, rtol, timeout, memory, how)
+    report = _judge(data, pairs, source, atol, rtol, timeout, memory, how)
+    if isolate and not sandbox:
+        report.notes.append("Not sandboxed (sandbox=False): the cell ran as the grader's user.")
+    return report
 
 
 def _how(sandbox: bool, timeout, memory) -> dict:
