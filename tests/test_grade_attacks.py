@@ -491,8 +491,10 @@ def test_what_the_cell_writes_to_stderr_is_bounded_clean_and_its_own(monkeypatch
     assert report.outcome == "timeout" and time.perf_counter() - start < 8
     environ = ("import os, sys\n"
                "for path in ('/proc/1/environ', '/proc/self/environ'):\n"
-               "    sys.stderr.write(open(path).read())\n"
-               "    os.write(2, open(path, 'rb').read())\n"
+               "    try:\n"
+               "        sys.stderr.write(open(path).read())\n"
+               "        os.write(2, open(path, 'rb').read())\n"
+               "    except OSError:\n        pass\n"
                "os.mkfifo('f')\nos.dup2(os.open('f', os.O_RDWR), 2)\n")  # a FIFO as stderr
     report = grade(environ + WRONG, RIGHT)
     assert report.outcome == "wrong" and "s3cret-7f3a" not in str(report)
@@ -585,3 +587,21 @@ def test_numbers_past_a_floats_range_are_a_verdict_not_an_exception():
     report = grade(WALK, {"a": 10**400, "b": -4, "c": math.inf, "f": [math.nan]})
     assert [r.status for r in report.rows] == ["error", "pass", "fail", "error"]
     assert not report.passed and "int 1000" in report.rows[0].note
+
+
+def test_the_sandboxs_process_1_is_out_of_the_cells_reach():
+    """The reaper (process 1) holds the grader's pipes: the cell cannot trace it, open its
+    memory or descriptors, or kill it; a killed worker is a crash, never a pass."""
+    attack = ("import ctypes, os, signal\nfound = []\n"
+              "for path in ('/proc/1/mem', '/proc/1/fd/0', '/proc/1/environ'):\n"
+              "    try:\n        open(path, 'rb').close()\n        found.append(path)\n"
+              "    except OSError:\n        pass\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\n"
+              "if libc.ptrace(16, 1, 0, 0) == 0:\n    found.append('ptrace')\n"  # PTRACE_ATTACH
+              "for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n    os.kill(1, sig)\n")
+    report = grade(attack + REPORT_FOUND + WRONG, RIGHT)
+    assert report.outcome == "wrong", report.error
+    assert grade(attack + REPORT_FOUND + WALK, RIGHT).passed
+    suicide = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    killed = grade(suicide + WALK, RIGHT)
+    assert killed.outcome == "crash" and "SIGKILL" in killed.error

@@ -6,18 +6,22 @@ grader: the source, the names asked about, the target, the limits, the number of
 report pipe; never the expected answers) from stdin, then:
 
 * in the sandbox it is process 1 of a PID namespace of its own. It drops to the job's
-  unprivileged uid if it was started as root, sets the limits, forks the *worker* that
-  runs the cell, and stays behind as the reaper: it reaps whatever the cell leaves
-  behind, ends the sandbox if the memory of all its processes together passes the
-  limit, and exits as soon as the worker has ended. Process 1 ending makes the kernel
-  end every other process of the namespace, so nothing the cell started outlives it;
+  unprivileged uid if it was started as root, makes itself non-dumpable (the cell, of
+  the same uid, cannot trace it or open its memory or descriptors), sets the limits,
+  forks the *worker* that runs the cell, and stays behind as the reaper: it reaps
+  whatever the cell leaves behind, ends the sandbox if the memory of all its processes
+  together passes the limit, and exits as soon as the worker has ended or the grader
+  closes stdin, after passing the worker's report on to the grader's pipe. Process 1
+  ending makes the kernel end every other process of the namespace, so nothing the
+  cell started outlives it;
 * without the sandbox it is the worker itself.
 
 The worker points stdin and stdout at ``/dev/null``, imports gradmagic, runs the cell with
-:func:`gradmagic.grade.collect` and writes the plain-data report, once the cell has
-finished, to the report pipe the grader opened; then it ends with ``os._exit(0)`` so
-nothing the cell registered (atexit hooks, threads, finalizers) runs after it. Any failure
-of its own ends it with a non-zero status; the grader then reports a crash.
+:func:`gradmagic.grade.collect` and, once the cell has finished, puts the plain-data report
+into memory it shares with process 1 (without the sandbox: writes it to the report pipe);
+then it ends with ``os._exit(0)`` so nothing the cell registered (atexit hooks, threads,
+finalizers) runs after it. Any failure of its own ends it with a non-zero status; the
+grader then reports a crash.
 
 This file imports only the standard library before the worker forks.
 """
@@ -33,26 +37,32 @@ _POLL = 0.05  # seconds between two looks at the sandbox's memory
 def main() -> None:
     job = pickle.loads(_read_job(0))
     report = job["report_fd"]
-    if job["sandbox"]:
-        if job["uid"] is not None:
-            _become(job["uid"])
-        _limit(job["timeout"], job["processes"])
-        relay_r, relay_w = os.pipe()  # made by the sandbox's user: the worker can reopen it
-        wake_r, wake_w = os.pipe()
-        import signal
-        signal.signal(signal.SIGCHLD, lambda *args: None)
-        worker = os.fork()
-        if worker == 0:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for fd in (report, relay_r, wake_r, wake_w):
-                os.close(fd)
-            _work(job, relay_w)
-        # relay_w stays open here: a worker that closed its own copy reopens this one
-        os.set_blocking(wake_w, False)
-        signal.set_wakeup_fd(wake_w)
-        os._exit(_reap(worker, job["memory"], job["memory_exit"], relay_r, wake_r, report))
-    _limit(job["timeout"], None)
-    _work(job, report)
+    if not job["sandbox"]:
+        _limit(job["timeout"], None)
+        _work(job, report)
+    if job["uid"] is not None:
+        _become(job["uid"])
+    _dumpable(False)  # the cell cannot trace process 1 or open its memory or descriptors
+    _limit(job["timeout"], job["processes"])
+    import mmap
+    import signal
+    # the worker's report: memory shared with process 1, which no closed descriptor loses
+    shared = mmap.mmap(-1, job["max_report"])
+    wake_r, wake_w = os.pipe()
+    signal.signal(signal.SIGCHLD, lambda *args: None)
+    worker = os.fork()
+    if worker == 0:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (report, wake_r, wake_w):
+            os.close(fd)
+        _dumpable(True)  # process 1 reads its memory use in /proc
+        _work(job, shared)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    code = _reap(worker, job["memory"], job["memory_exit"], wake_r)
+    if code == 0:
+        _send(shared, report)
+    os._exit(code)
 
 
 def _read_job(fd: int) -> bytes:
@@ -78,15 +88,16 @@ def _become(uid: int) -> None:
 
     A uid no other process has makes the process limit count this sandbox's processes
     alone, and leaves the cell without any capability or any file of its own outside the
-    sandbox. The process stays dumpable so that the reaper can read the memory use of the
-    cell's processes in ``/proc``.
+    sandbox.
     """
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+
+
+def _dumpable(flag: bool) -> None:
     import ctypes
-    prctl = ctypes.CDLL(None).prctl
-    prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+    ctypes.CDLL(None).prctl(4, int(flag), 0, 0, 0)  # PR_SET_DUMPABLE
 
 
 def _limit(timeout, processes) -> None:
@@ -123,19 +134,17 @@ def _cap(which, value) -> None:
     resource.setrlimit(which, (value, value))
 
 
-def _reap(worker: int, memory, memory_exit: int, relay: int, wake: int, report: int) -> int:
-    """Process 1: pass the worker's report on to the grader, reap every child until the
-    worker ends; its exit status as ours. It also ends when the grader closes the job
-    pipe (stdin): the grader is done with the run (a timeout), or gone.
+def _reap(worker: int, memory, memory_exit: int, wake: int) -> int:
+    """Process 1: reap every child until the worker ends; its exit status as ours. It also
+    ends when the grader closes the job pipe (stdin): the grader is done with the run (a
+    timeout), or gone.
 
     Every ``_POLL`` seconds it adds up the memory of the namespace's processes; past the
     limit it returns ``memory_exit`` at once (the kernel then ends them all).
     """
     import select
     limit = None if memory is None else int(memory) << 20
-    os.set_blocking(relay, False)
     os.set_blocking(wake, False)
-    watched = [relay, wake, 0]
     while True:
         while True:
             try:
@@ -145,38 +154,30 @@ def _reap(worker: int, memory, memory_exit: int, relay: int, wake: int, report: 
             if pid == 0:
                 break
             if pid == worker:
-                _pass_on(relay, report)
                 if os.WIFEXITED(status):
                     code = os.WEXITSTATUS(status)
                     return 1 if code == memory_exit else code
                 return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1
         if limit is not None and _memory_used() > limit:
             return memory_exit
-        ready = select.select(watched, [], [], _POLL)[0]
+        ready = select.select([wake, 0], [], [], _POLL)[0]
         if 0 in ready:
             return 1
-        if wake in ready:
-            _drain(wake)
-        if relay in ready and not _pass_on(relay, report):
-            watched = [wake, 0]
+        _drain(wake)
 
 
-def _pass_on(relay: int, report: int) -> bool:
-    """Copy what the relay pipe holds now to the grader's pipe; False at its end."""
-    while True:
-        try:
-            chunk = os.read(relay, 1 << 16)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        if not chunk:
-            return False
-        try:
-            while chunk:
-                chunk = chunk[os.write(report, chunk):]
-        except OSError:  # the grader stopped reading (too big): the rest is dropped
-            pass
+def _send(shared, report: int) -> None:
+    """Pass the report the worker left in ``shared`` (its length, then its bytes) on to the
+    grader's pipe; nothing if it does not fit (the grader then says crash)."""
+    size = int.from_bytes(shared[:8], "big")
+    if size > len(shared) - 8:
+        return
+    view = memoryview(shared)[8:8 + size]
+    try:
+        while view:
+            view = view[os.write(report, view):]
+    except OSError:  # the grader stopped reading
+        pass
 
 
 def _drain(fd: int) -> None:
@@ -205,8 +206,9 @@ def _memory_used() -> int:
     return total
 
 
-def _work(job: dict, report: int) -> None:
-    """The worker: run the cell and send its report; never returns."""
+def _work(job: dict, out) -> None:
+    """The worker: run the cell and send its report (to the pipe ``out``, or into the
+    shared memory ``out`` in the sandbox); never returns."""
     try:
         sys.path.insert(0, job["path"])  # the folder gradmagic is imported from in the grader
         null = os.open(os.devnull, os.O_RDWR)
@@ -220,38 +222,24 @@ def _work(job: dict, report: int) -> None:
         from gradmagic.grade import collect
         import gradmagic.notebook.magic  # noqa: F401
         import json
-        dumps, write, exit_, fstat, open_ = json.dumps, os.write, os._exit, os.fstat, os.open
-        pipe = fstat(report)
+        dumps, write, exit_ = json.dumps, os.write, os._exit
         _limit_memory(job["memory"])
         ns = {"__name__": "__main__"}
         if job["namespace"] is not None:
             ns.update(pickle.loads(job["namespace"]))
         data = collect(job["source"], job["names"], ns, job["target"], restore=True)
         raw = dumps(data).encode("utf-8")
-        fd = _same_pipe(report, pipe, fstat, open_)
-        while raw:
-            raw = raw[write(fd, raw):]
+        if isinstance(out, int):
+            while raw:
+                raw = raw[write(out, raw):]
+        elif len(raw) + 8 <= len(out):
+            out[8:8 + len(raw)] = raw
+            out[:8] = len(raw).to_bytes(8, "big")
+        else:
+            exit_(71)  # too big a report
     except BaseException:  # noqa: BLE001 - our own failure: no report, the grader says crash
         os._exit(70)
     exit_(0)
-
-
-def _same_pipe(fd: int, pipe, fstat, open_) -> int:
-    """The report pipe: ``fd`` if the cell left it alone, else process 1's copy of it (a cell
-    that closed every file descriptor still gets graded)."""
-    def same(other) -> bool:
-        try:
-            info = fstat(other)
-        except OSError:
-            return False
-        return (info.st_dev, info.st_ino) == (pipe.st_dev, pipe.st_ino)
-
-    if same(fd):
-        return fd
-    again = open_(f"/proc/{os.getppid()}/fd/{fd}", os.O_WRONLY)
-    if not same(again):
-        raise OSError("the report pipe is gone")
-    return again
 
 
 if __name__ == "__main__":

@@ -159,7 +159,7 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
     proc = None
     try:
         job = dict(job, report_fd=report_w, sandbox=sandbox, path=package_folder(),
-                   memory_exit=MEMORY_EXIT,
+                   memory_exit=MEMORY_EXIT, max_report=MAX_REPORT,
                    uid=fresh_uid() if sandbox and os.geteuid() == 0 else None)
         env = dict(ENV, HOME=work, TMPDIR=work) if work else dict(ENV)
         prefix = command(job["uid"]) if sandbox else []
