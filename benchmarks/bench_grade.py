@@ -47,6 +47,12 @@ HOSTILE = [
 ]
 
 
+def _children_cpu() -> float:
+    import resource
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def _best(fn, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -76,20 +82,26 @@ def one_grade() -> bool:
     runs = {"sandbox": lambda: grade(WALK, RIGHT), "plain": lambda: grade(WALK, RIGHT,
                                                                           sandbox=False),
             "python": _python_startup, "bwrap": _bwrap_startup}
+    cpu = dict.fromkeys(runs, 0.0)
     for _ in range(7):
         for name, fn in runs.items():
+            before = _children_cpu()
             times[name] = min(times[name], _best(fn, 1))
+            cpu[name] += (_children_cpu() - before) / 7
     ok = times["sandbox"] < BUDGET_SECONDS
-    rows = [("grade(isolate=False), in this process", inproc),
-            ("grade(sandbox=False), a fresh child process", times["plain"]),
-            ("grade(), the child in the bubblewrap sandbox", times["sandbox"]),
-            ("for scale: start python -I and import gradmagic", times["python"]),
-            ("for scale: bwrap running python -I -S -c ''", times["bwrap"])]
-    print("| run | best time | ratio to in-process |")
-    print("| --- | --- | --- |")
-    for name, t in rows:
-        print(f"| {name} | {t * 1e3:.0f} ms | {t / inproc:.0f}x |")
-    print(f"\nsandboxed grade() under {BUDGET_SECONDS:g} s: {'ok' if ok else 'MISSED'}")
+    rows = [("grade(isolate=False), in this process", inproc, None),
+            ("grade(sandbox=False), a fresh child process", times["plain"], cpu["plain"]),
+            ("grade(), the child in the bubblewrap sandbox", times["sandbox"], cpu["sandbox"]),
+            ("for scale: start python -I and import gradmagic", times["python"],
+             cpu["python"]),
+            ("for scale: bwrap running python -I -S -c ''", times["bwrap"], cpu["bwrap"])]
+    print("| run | best time | ratio to in-process | CPU time of its processes (mean) |")
+    print("| --- | --- | --- | --- |")
+    for name, t, c in rows:
+        used = "" if c is None else f"{c * 1e3:.0f} ms"
+        print(f"| {name} | {t * 1e3:.0f} ms | {t / inproc:.0f}x | {used} |")
+    print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"sandboxed grade() under {BUDGET_SECONDS:g} s: {'ok' if ok else 'MISSED'}")
     return ok
 
 
