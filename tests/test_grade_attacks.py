@@ -267,7 +267,8 @@ def test_a_forged_report_file_is_not_read():
                        "nodes": {"a": {"index": 0, "data": 2, "grad": 6}}, "token": "guess"})
     forge = ("import os\n"
              "for root in ('/tmp', os.getcwd(), os.path.dirname(os.getcwd())):\n"
-             "    for name in ('report.json', 'report-guess.json', 'report-' + '0' * 32 + '.json'):\n"
+             "    for name in ('report.json', 'report-guess.json',\n"
+             "                 'report-' + '0' * 32 + '.json'):\n"
              "        try:\n"
              f"            open(os.path.join(root, name), 'w').write({fake!r})\n"
              "        except OSError:\n            pass\n"
@@ -598,7 +599,8 @@ def test_the_sandboxs_process_1_is_out_of_the_cells_reach():
               "    except OSError:\n        pass\n"
               "libc = ctypes.CDLL(None, use_errno=True)\n"
               "if libc.ptrace(16, 1, 0, 0) == 0:\n    found.append('ptrace')\n"  # PTRACE_ATTACH
-              "for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n    os.kill(1, sig)\n")
+              "for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n"
+              "    os.kill(1, sig)\n")
     report = grade(attack + REPORT_FOUND + WRONG, RIGHT)
     assert report.outcome == "wrong", report.error
     assert grade(attack + REPORT_FOUND + WALK, RIGHT).passed

@@ -152,7 +152,8 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
     """Run ``job`` in a child (in the sandbox or not); its report as plain data.
 
     Returns the child's report (a dict with ``status``), or ``{"status": "timeout" |
-    "crash" | "memory", ...}``; ``stderr`` holds the last of what the child wrote there.
+    "crash", ...}`` (``memory_total`` when the sandbox's processes together passed the
+    memory limit); ``stderr`` holds the last of what the child wrote there.
     """
     work = None if sandbox else tempfile.mkdtemp(prefix="gradmagic-cell-")
     report_r, report_w = os.pipe()
