@@ -607,3 +607,23 @@ def test_the_sandboxs_process_1_is_out_of_the_cells_reach():
     suicide = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
     killed = grade(suicide + WALK, RIGHT)
     assert killed.outcome == "crash" and "SIGKILL" in killed.error
+
+
+def test_nothing_outlives_a_grader_that_is_killed():
+    """The grader dies mid-grade (SIGKILL): its job pipe closes, the sandbox's process 1
+    ends, and with it the cell and what the cell started in a session of its own."""
+    cell = ("import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
+            "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
+            "    os.execv('/bin/sleep', ['sleep', '1005.5'])\ntime.sleep(1000)\n")
+    grader = subprocess.Popen([sys.executable, "-c",
+                               "import sys\nfrom gradmagic import grade\n"
+                               "grade(sys.argv[1], {'a': 1}, timeout=100)", cell])
+    try:
+        end = time.monotonic() + 30
+        while not _with_marker("1005.5") and time.monotonic() < end:
+            time.sleep(0.1)
+        assert _with_marker("1005.5"), "the cell did not start"
+    finally:
+        grader.kill()
+        grader.wait()
+    assert _wait_gone("1005.5")
