@@ -117,6 +117,8 @@ def command(uid: int | None) -> list:
     else:
         args += ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
                  "--gid", str(SANDBOX_UID), "--disable-userns"]
+    # the private /tmp first: a Python installation under the host's /tmp is bound over it
+    args += ["--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp"]
     ancestors = set()
     for path in _binds():
         args += ["--ro-bind", path, path]
@@ -124,7 +126,7 @@ def command(uid: int | None) -> list:
         while parent != "/":
             ancestors.add(parent)
             parent = os.path.dirname(parent)
-    for folder in sorted(ancestors):  # bwrap copies a host folder's mode (/root: 0700)
+    for folder in sorted(ancestors - {"/tmp"}):  # bwrap copies a host folder's mode (/root: 0700)
         args += ["--chmod", "0755", folder]
     for path in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(path):
@@ -133,7 +135,6 @@ def command(uid: int | None) -> list:
             args += ["--ro-bind", path, path]
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
              "--proc", "/proc", "--dev", "/dev",
-             "--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp",
              "--size", str(SHM_SIZE), "--perms", "1777", "--tmpfs", "/dev/shm", "--chdir", "/tmp",
              "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp",
              # in a user namespace the cell owns the sandbox's root and /dev (tmpfs of no
