@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up everything gradmagic needs on a fresh machine: Graphviz's `dot`
-# (and, for the browser tests, Chromium) from the system's packages, then a
+# Set up everything gradmagic needs on a fresh machine: Graphviz's `dot`,
+# bubblewrap (`bwrap`, the sandbox of gradmagic.grade) and, for the browser
+# tests, Chromium from the system's packages, then a
 # virtual environment in .venv with the package and the extras asked for.
 #   scripts/setup.sh [EXTRAS] [--browser]     e.g. scripts/setup.sh test,torch,bench --browser
 set -euo pipefail
@@ -10,6 +11,7 @@ browser="${2:-}"
 
 need=()
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 if [ "$browser" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then need+=(chromium); fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing system packages: ${need[*]}"

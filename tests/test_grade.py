@@ -161,6 +161,7 @@ def test_the_same_rewrite_and_engine_as_the_magic():
             del shell.user_ns[name]
         session.last = None
     graded = grade(source, {"w": 1.0}).to_dict()
+    assert graded.pop("sandbox")["sandboxed"] is True
     assert graded.pop("outcome") == "wrong" and graded == from_magic
 
 
@@ -315,3 +316,58 @@ def test_the_magic_and_grade_share_one_run_function(monkeypatch):
             del shell.user_ns[name]
         session.last = None
     assert calls[0] == grade_module.FILENAME and len(calls) == 2
+
+
+# --------------------------------------------------------------------------- the sandbox
+def test_the_report_says_how_the_cell_ran():
+    sandboxed = grade(WALK, RIGHT)
+    assert sandboxed.sandbox["sandboxed"] is True and "bubblewrap" in sandboxed.sandbox["how"]
+    assert all(sandboxed.sandbox["limits"].values())
+    plain = grade(WALK, RIGHT, sandbox=False)
+    assert plain.passed and plain.sandbox["sandboxed"] is False
+    assert "Not sandboxed" in str(plain) and "Not sandboxed" not in str(sandboxed)
+    assert not plain.sandbox["limits"]["processes"] and not plain.sandbox["limits"]["memory_total"]
+    assert json.loads(json.dumps(plain.to_dict()))["sandbox"]["sandboxed"] is False
+    assert grade(WALK, RIGHT, isolate=False).sandbox["sandboxed"] is False
+    unlimited = grade(WALK, RIGHT, timeout=None, memory=None).sandbox["limits"]
+    assert not unlimited["time"] and not unlimited["memory_total"] and unlimited["processes"]
+
+
+def test_without_a_sandbox_grade_refuses_unless_told(monkeypatch):
+    sandbox = importlib.import_module("gradmagic.grade._sandbox")
+    monkeypatch.setattr(sandbox, "_bwrap", lambda: None)
+    sandbox._probe.cache_clear()
+    try:
+        with pytest.raises(grade_module.SandboxUnavailable) as info:
+            grade(WALK, RIGHT)
+        message = str(info.value)
+        assert "bubblewrap is not installed" in message and "sandbox=False" in message
+        report = grade(WALK, RIGHT, sandbox=False)
+        assert report.passed and report.sandbox["sandboxed"] is False
+        assert grade(WALK, RIGHT, isolate=False).passed  # in-process needs no sandbox
+        # a bwrap that cannot make namespaces (as in a container that forbids them)
+        monkeypatch.setattr(sandbox, "_bwrap", lambda: "/bin/false")
+        sandbox._probe.cache_clear()
+        with pytest.raises(grade_module.SandboxUnavailable, match="cannot make a sandbox here"):
+            grade(WALK, RIGHT)
+    finally:
+        sandbox._probe.cache_clear()
+    with pytest.raises(TypeError, match="True or False"):
+        grade(WALK, RIGHT, sandbox="no")
+    with pytest.raises(ValueError, match="processes"):
+        grade(WALK, RIGHT, processes=1)
+
+
+def test_expected_answers_become_plain_numbers_once():
+    class Shifty:
+        """A number that changes each time it is read."""
+        reads = 0
+
+        def __float__(self):
+            Shifty.reads += 1
+            return 6.0 if Shifty.reads == 1 else 7.0
+
+    report = grade(WALK, {"a": Shifty(), "b": np.float32(-4), "c": [[-2.0]]}, isolate=False)
+    assert Shifty.reads == 1
+    assert [type(r.expected) for r in report.rows[:2]] == [float, float]
+    assert row(report, "a").status == "pass" and row(report, "c").status == "error"

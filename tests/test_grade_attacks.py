@@ -9,10 +9,13 @@ a wrong submission correctly (nothing the attack did persists).
 import gc
 import importlib
 import json
+import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +31,8 @@ WALK = "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f\nL"
 WRONG = "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f + (a - 2.0)\nL"
 RIGHT = {"a": 6, "b": -4, "c": -2, "f": 4, "L.data": -8}
 FLOAT, ISINSTANCE = float, isinstance
-FAST = 3.0  # seconds: the time limit in these tests (a run takes about 0.3 s)
+FAST = 3.0  # seconds: the time limit of the attacks that loop (a run takes about 0.3 s)
+WAIT = 8.0  # seconds: two grades of a harmless attack take less, even on a loaded machine
 
 PASSING = ("import sys\nfrom gradmagic.analysis.check import CheckReport\n"
            "class Passing(CheckReport):\n    passed = True\n"
@@ -89,9 +93,9 @@ ATTACKS = {
     "close every file descriptor": ("import os\nos.closerange(0, 4096)\n", "", "wrong", "pass"),
     "delete its working directory": (
         "import os, shutil\nshutil.rmtree(os.getcwd())\n", "", "wrong", "pass"),
-    "delete the grader's temporary files": (
-        "import os, shutil\nshutil.rmtree(os.path.dirname(os.getcwd()))\n", "",
-        "crash", "crash"),
+    "delete the sandbox's /tmp": (
+        "import os, shutil\nshutil.rmtree(os.path.dirname(os.getcwd()), ignore_errors=True)\n",
+        "", "wrong", "pass"),
     "a stream of output": (
         "import sys, os\nfor _ in range(2000):\n    print('x' * 10000)\n"
         "    sys.stderr.write('y' * 1000)\nos.write(2, b'z' * 100000)\n", "", "wrong", "pass"),
@@ -99,8 +103,9 @@ ATTACKS = {
 
 
 def run(attack: str, submission: str):
-    before, after, _, _ = ATTACKS[attack]
-    return grade(before + submission + after, RIGHT, timeout=FAST)
+    before, after, wrong, right = ATTACKS[attack]
+    loops = "timeout" in _set(wrong) | _set(right)
+    return grade(before + submission + after, RIGHT, timeout=FAST if loops else 10)
 
 
 def assert_graded_correctly_next():
@@ -132,7 +137,7 @@ def test_attack(attack):
     assert right.outcome in _set(right_outcome), str(right)
     assert right.passed == (right.outcome == "pass")
     if "timeout" not in _set(wrong_outcome) | _set(right_outcome):
-        assert time.perf_counter() - start < FAST, "an attack made grade() wait"
+        assert time.perf_counter() - start < WAIT, "an attack made grade() wait"
     assert_this_process_untouched()
     assert_graded_correctly_next()
 
@@ -202,23 +207,15 @@ def test_the_child_never_sees_the_expected_numbers():
     assert "found" in planted.error
 
 
-def test_a_forked_process_is_ended_with_the_run(tmp_path):
+def test_a_forked_process_is_ended_with_the_run():
     """A process the cell forks does not keep grade() waiting and does not outlive the run."""
-    pid_file = tmp_path / "pid"
-    # /proc/self names the process as this test sees it (in or out of a PID namespace)
-    fork = (f"import os, time\npid = os.fork()\n"
-            f"if pid == 0:\n    open({str(pid_file)!r}, 'w').write(os.readlink('/proc/self'))\n"
-            f"    time.sleep(1000)\n    os._exit(0)\n"
-            f"time.sleep(0.2)\n")
+    fork = ("import os, time\npid = os.fork()\n"
+            "if pid == 0:\n    os.execv('/bin/sleep', ['sleep', '1003.5'])\n"
+            "time.sleep(0.2)\n")
     start = time.perf_counter()
-    report = grade(fork + WALK, RIGHT, timeout=FAST)
-    assert report.passed and time.perf_counter() - start < FAST
-    pid = int(pid_file.read_text())
-    for _ in range(50):
-        if not _alive(pid):
-            break
-        time.sleep(0.1)
-    assert not _alive(pid)
+    report = grade(fork + WALK, RIGHT, timeout=10)
+    assert report.passed and time.perf_counter() - start < WAIT
+    assert _wait_gone("1003.5")
 
 
 def _alive(pid: int) -> bool:
@@ -264,13 +261,17 @@ def test_the_in_process_mode_is_not_isolated():
 
 
 def test_a_forged_report_file_is_not_read():
-    """The report must come from the file named with the run's token; a cell that writes
-    plausible report files around itself and exits gets a crash, not a pass."""
+    """The report comes over a pipe, never from a file: a cell that writes plausible report
+    files wherever it can and exits gets no pass."""
     fake = json.dumps({"status": "ran", "target": "L", "branch_dependent": False, "notes": [],
                        "nodes": {"a": {"index": 0, "data": 2, "grad": 6}}, "token": "guess"})
-    forge = ("import os\nroot = os.path.dirname(os.getcwd())\n"
-             "for name in ('report.json', 'report-guess.json', 'report-' + '0' * 32 + '.json'):\n"
-             f"    open(os.path.join(root, name), 'w').write({fake!r})\n"
+    forge = ("import os\n"
+             "for root in ('/tmp', os.getcwd(), os.path.dirname(os.getcwd())):\n"
+             "    for name in ('report.json', 'report-guess.json',\n"
+             "                 'report-' + '0' * 32 + '.json'):\n"
+             "        try:\n"
+             f"            open(os.path.join(root, name), 'w').write({fake!r})\n"
+             "        except OSError:\n            pass\n"
              "os._exit(0)\n")
     report = grade(forge, {"a": 6})
     assert report.outcome == "crash" and not report.passed
@@ -293,21 +294,6 @@ def test_an_unreadable_report_is_a_crash():
     gc.collect()
 
 
-def _namespaces_allowed() -> bool:
-    """Can this machine make the user+PID+network namespaces the child uses? (Linux, where the
-    kernel and any container allow it.) Without them the cell could signal the grader."""
-    probe = ("import importlib.util, sys\n"
-             "spec = importlib.util.spec_from_file_location('child', sys.argv[1])\n"
-             "child = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(child)\n"
-             "sys.exit(0 if child._unshare() else 1)")
-    return subprocess.run([sys.executable, "-I", "-c", probe, grade_module._CHILD]).returncode == 0
-
-
-NAMESPACES = pytest.mark.skipif(not _namespaces_allowed(),
-                                reason="this kernel or container forbids user namespaces")
-
-
-@NAMESPACES
 def test_the_cell_cannot_signal_the_grader_or_reach_the_network():
     import signal
     victim = subprocess.Popen(["sleep", "60"])  # a process of the grader's, same user
@@ -322,12 +308,12 @@ def test_the_cell_cannot_signal_the_grader_or_reach_the_network():
                   f"try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
                   f"except OSError:\n    blocked.append('network')\n"
                   f"assert len(blocked) == 3, blocked\n")
-        parent = "import os\nos.kill(os.getppid(), 9)\n"  # getppid() is 0 here: its own group
+        parent = "import os\nos.kill(os.getppid(), 9)\n"  # process 1 of its namespace
         report = grade(attack + WALK, RIGHT)
         assert report.passed, str(report)
         time.sleep(0.2)
         assert got == [] and victim.poll() is None
-        assert grade(parent + WALK, RIGHT).outcome == "crash"
+        assert grade(parent + WRONG, RIGHT).outcome in ("wrong", "crash")
         assert_graded_correctly_next()
     finally:
         signal.signal(signal.SIGUSR1, old)
@@ -335,32 +321,309 @@ def test_the_cell_cannot_signal_the_grader_or_reach_the_network():
         victim.wait()
 
 
-@NAMESPACES
 def test_everything_the_cell_started_ends_with_it():
-    """Processes that leave the process group (setsid) still end: the cell is process 1 of
-    its own PID namespace."""
-    escape = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n"
-              "    if os.fork() == 0:\n        time.sleep(1000)\n    os._exit(0)\n")
-    before = _sleepers()
+    """Processes that leave the process group (setsid) and clear their parent-death signal
+    still end: the sandbox's process 1 ends with the cell, and the kernel ends the rest."""
+    escape = ("import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
+              "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"  # PR_SET_PDEATHSIG: none
+              "    if os.fork() == 0:\n        os.execv('/bin/sleep', ['sleep', '1001.5'])\n"
+              "    os._exit(0)\ntime.sleep(0.3)\n")
     assert grade(escape + WALK, RIGHT).passed
-    time.sleep(0.5)
-    assert _sleepers() <= before
+    assert not grade(escape + WRONG, RIGHT).passed
+    assert _wait_gone("1001.5")
     # the cell itself leaves the group and outlives the time limit: it is ended all the same
-    stuck = "import os, time\nos.setsid()\ntime.sleep(1000)\n"
+    stuck = "import os, time\nos.setsid()\nif os.fork() == 0:\n    os.execv('/bin/sleep', " \
+            "['sleep', '1002.5'])\ntime.sleep(1000)\n"
     assert grade(stuck + WALK, RIGHT, timeout=2).outcome == "timeout"
-    time.sleep(0.5)
-    assert _sleepers() <= before
+    assert _wait_gone("1002.5")
 
 
-def _sleepers() -> set:
-    """Pids of processes running this Python with a 'time.sleep(1000)' cell (none after a run)."""
+def _wait_gone(marker: str, seconds: float = 5.0) -> bool:
+    """True once no process of this machine has ``marker`` in its command line."""
+    end = time.monotonic() + seconds
+    while _with_marker(marker):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _with_marker(marker: str) -> set:
     found = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit() and _alive(int(entry)):
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if grade_module._CHILD.encode() in f.read():
+                    if marker.encode() in f.read().split(b"\0"):
                         found.add(int(entry))
             except OSError:
                 pass
     return found
+
+
+# =========================================================================== the sandbox
+# Each probe is a cell fragment that appends to `found` what it could reach; the wrong
+# submission runs after the probes, and a non-empty `found` raises, so the report's outcome
+# is "wrong" only when nothing was reached (and never "pass").
+REPORT_FOUND = "if found:\n    raise RuntimeError('reached: ' + repr(found))\n"
+
+
+def _read_probes(grader_pid: int, paths) -> str:
+    """A cell fragment that tries to read the answers where a grader keeps them."""
+    return (
+        "import os\nfound = []\n"
+        "for entry in os.listdir('/proc'):\n"
+        "    if entry.isdigit():\n"
+        "        try:\n"
+        "            if b'MARKER-7f3a' in open(f'/proc/{entry}/cmdline', 'rb').read():\n"
+        "                found.append('cmdline of ' + entry)\n"
+        "        except OSError:\n            pass\n"
+        f"for path in {[str(p) for p in paths]!r} + "
+        f"['/proc/{grader_pid}/cmdline', '/proc/{grader_pid}/environ', "
+        f"'/proc/{grader_pid}/mem', '/etc/passwd']:\n"
+        "    try:\n"
+        "        open(path, 'rb').close()\n"
+        "        found.append(path)\n"
+        "    except OSError:\n        pass\n"
+        "if 'GRADER_SECRET' in os.environ:\n    found.append('environment')\n")
+
+
+def test_the_answers_cannot_be_read_from_the_graders_files_command_line_or_memory(
+        tmp_path, monkeypatch):
+    """Answers beside the grader's script, in its command line (and another process's),
+    its environment and its memory: none is reachable from the cell."""
+    monkeypatch.setenv("GRADER_SECRET", "answers: a=6")
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps(RIGHT))
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                               "--expect", "a=6,MARKER-7f3a"])
+    try:
+        probes = _read_probes(os.getpid(), [answers, __file__, tmp_path])
+        report = grade(probes + REPORT_FOUND + WRONG, RIGHT)
+        assert report.outcome == "wrong" and not report.passed, report.error
+        # the same probes, without the sandbox, do reach them: the test can fail
+        control = grade(probes + REPORT_FOUND + WRONG, RIGHT, sandbox=False)
+        assert control.outcome == "error"
+        assert "MARKER-7f3a" not in control.error  # the marker is found, not quoted
+        for reached in ("cmdline of", str(answers), "/etc/passwd", f"/proc/{os.getpid()}/mem"):
+            assert reached in control.error
+    finally:
+        helper.kill()
+        helper.wait()
+
+
+def test_the_cell_cannot_write_outside_its_private_tmp(tmp_path):
+    """/etc, /usr/bin, site-packages (a .pth file), gradmagic's own files, the gradebook:
+    all out of reach; the cell's own /tmp works and is gone afterwards."""
+    import site
+    gradebook = tmp_path / "gradebook.db"
+    gradebook.write_bytes(b"scores")
+    init = Path(gradmagic.__file__)
+    before = init.read_bytes()
+    pth = Path(site.getsitepackages()[0]) / "gradmagic-attack.pth"
+    targets = ["/etc/gradmagic-attack", "/usr/bin/gradmagic-attack", str(pth), str(init),
+               str(gradebook), "/root/gradmagic-attack", "/gradmagic-attack"]
+    attack = ("import os\nfound = []\n"
+              f"for path in {targets!r}:\n"
+              "    try:\n"
+              "        with open(path, 'a') as f:\n"
+              "            f.write('import os; os.environ[\"PWNED\"] = \"1\"\\n')\n"
+              "        found.append(path)\n"
+              "    except OSError:\n        pass\n"
+              "open('leftover-7f3a', 'wb').write(b'x' * (8 << 20))\n"  # its own folder: fine
+              "try:\n"
+              "    with open('/tmp/big-7f3a', 'wb') as f:\n"
+              "        for _ in range(200):\n            f.write(b'x' * (1 << 20))\n"
+              "    found.append('200 MiB in /tmp')\n"
+              "except OSError:\n    pass\n")
+    try:
+        report = grade(attack + REPORT_FOUND + WRONG, RIGHT)
+        assert report.outcome == "wrong", report.error
+        assert grade(attack + REPORT_FOUND + WALK, RIGHT).passed
+        for path in targets:
+            assert not Path(path).exists() or path in (str(init), str(gradebook))
+        assert init.read_bytes() == before and gradebook.read_bytes() == b"scores"
+        assert not list(Path(tempfile.gettempdir()).glob("**/leftover-7f3a"))
+        assert_graded_correctly_next()
+    finally:
+        pth.unlink(missing_ok=True)
+
+
+def test_concurrent_grades_cannot_see_each_other():
+    """A cell graded beside another sees none of its processes, pipes or files, and the
+    other's report arrives intact."""
+    spy = ("import os, time\nfound = []\nend = time.monotonic() + 1.5\n"
+           "while time.monotonic() < end:\n"
+           "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+           "    for pid in pids:\n"
+           "        try:\n"
+           "            if b'victim-7f3a' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+           "                found.append(pid)\n"
+           "            for fd in os.listdir(f'/proc/{pid}/fd'):\n"
+           "                os.readlink(f'/proc/{pid}/fd/{fd}')\n"
+           "        except OSError:\n            pass\n"
+           "    for root, dirs, files in os.walk('/tmp'):\n"
+           "        found += [f for f in files if 'victim' in f]\n"
+           "    time.sleep(0.05)\n")
+    victim = "import time\nvictim_7f3a = 'victim-7f3a'\ntime.sleep(1)\n" + WALK
+    results = {}
+
+    def run_one(name, source):
+        results[name] = grade(source, RIGHT, timeout=15)
+
+    import threading
+    threads = [threading.Thread(target=run_one, args=("spy", spy + REPORT_FOUND + WRONG)),
+               threading.Thread(target=run_one, args=("victim", victim))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results["victim"].passed, str(results["victim"])
+    assert results["spy"].outcome == "wrong", results["spy"].error
+
+
+def test_what_the_cell_writes_to_stderr_is_bounded_clean_and_its_own(monkeypatch):
+    """A flood on stderr ends at the time limit with a bounded note; the grader's
+    environment never shows; escape sequences and other control characters are removed."""
+    monkeypatch.setenv("GRADER_SECRET", "s3cret-7f3a")
+    flood = "import os\nwhile True:\n    os.write(2, b'\\0' * 65536)\n"
+    start = time.perf_counter()
+    report = grade(flood + WRONG, RIGHT, timeout=2)
+    assert report.outcome == "timeout" and time.perf_counter() - start < 8
+    environ = ("import os, sys\n"
+               "for path in ('/proc/1/environ', '/proc/self/environ'):\n"
+               "    try:\n"
+               "        sys.stderr.write(open(path).read())\n"
+               "        os.write(2, open(path, 'rb').read())\n"
+               "    except OSError:\n        pass\n"
+               "os.mkfifo('f')\nos.dup2(os.open('f', os.O_RDWR), 2)\n")  # a FIFO as stderr
+    report = grade(environ + WRONG, RIGHT)
+    assert report.outcome == "wrong" and "s3cret-7f3a" not in str(report)
+    escapes = ("import os, sys\nsys.stderr.write('\\x1b[2J\\x1b[HGRADED: 5 of 5\\r\\n')\n"
+               "os.write(2, b'\\x1b]0;title\\x07\\x1b[31mred\\x9b1m')\n")
+    for source in (escapes + WRONG, escapes + "raise ValueError('\\x1b[31mred\\r\\x07')"):
+        report = grade(source, RIGHT)
+        text = str(report) + json.dumps(report.to_dict(), ensure_ascii=False)
+        assert not report.passed and "red" in text
+        assert not any(c in text for c in "\x1b\x07\r\x9b"), repr(text)
+
+
+def test_deep_folders_and_big_files_leave_nothing_and_never_raise():
+    deep = ("import os\nfor _ in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
+            "open('big', 'wb').write(b'x' * (1 << 20))\n")
+    before = set(Path(tempfile.gettempdir()).glob("gradmagic-cell-*"))
+    assert not grade(deep + WRONG, RIGHT).passed
+    # without the sandbox the folder is on the grader's disk: removed, however deep
+    assert grade(deep + WALK, RIGHT, sandbox=False).passed
+    assert set(Path(tempfile.gettempdir()).glob("gradmagic-cell-*")) <= before
+
+
+def test_a_fork_bomb_is_bounded():
+    bomb = ("import os\nn = 0\n"
+            "while n < 2000:\n"
+            "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+            "    if pid == 0:\n        os.execv('/bin/sleep', ['sleep', '1004.5'])\n"
+            "    n += 1\n"
+            "raise RuntimeError(f'forked {n}')\n")
+    start = time.perf_counter()
+    report = grade(bomb, RIGHT, processes=16)
+    assert report.outcome == "error" and time.perf_counter() - start < 8
+    forked = int(report.error.split("forked ")[1].split()[0])
+    assert 0 < forked < 16 and report.sandbox["limits"]["processes"]
+    assert _wait_gone("1004.5")
+    assert_graded_correctly_next()
+
+
+def test_the_memory_limit_holds_for_all_processes_together():
+    """Four processes of 160 MiB each stay under a 512 MiB limit one by one, not together."""
+    hog = ("import os, time\nkids = []\n"
+           "for _ in range(4):\n"
+           "    pid = os.fork()\n"
+           "    if pid == 0:\n"
+           "        block = b'x' * (160 << 20)\n        time.sleep(30)\n        os._exit(0)\n"
+           "    kids.append(pid)\n"
+           "time.sleep(6)\n")
+    report = grade(hog + WRONG, RIGHT, memory=512, timeout=20)
+    assert report.outcome == "memory" and "together" in report.error, str(report)
+    assert report.sandbox["limits"]["memory_total"]
+    small = hog.replace("160 << 20", "8 << 20").replace("time.sleep(6)", "time.sleep(0.3)")
+    assert grade(small + WALK, RIGHT, memory=512, timeout=20).passed
+
+
+def test_unix_sockets_and_the_terminal_are_out_of_reach(tmp_path):
+    import socket
+    path = tmp_path / "s"
+    listeners = []
+    for address in (str(path), "\0gradmagic-attack-7f3a"):
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(address)
+        s.listen()
+        listeners.append(s)
+    attack = ("import os, socket\nfound = []\n"
+              f"for address in ({str(path)!r}, '\\0gradmagic-attack-7f3a'):\n"
+              "    s = socket.socket(socket.AF_UNIX)\n"
+              "    try:\n        s.connect(address)\n        found.append(address)\n"
+              "    except OSError:\n        pass\n"
+              "try:\n    open('/dev/tty', 'w').write('GRADED: 5 of 5\\n')\n"
+              "    found.append('/dev/tty')\nexcept OSError:\n    pass\n"
+              "if os.listdir('/dev/pts') != ['ptmx']:\n    found.append('/dev/pts')\n")
+    try:
+        report = grade(attack + REPORT_FOUND + WRONG, RIGHT)
+        assert report.outcome == "wrong", report.error
+        # without the sandbox the same cell reaches both sockets: the test can fail
+        control = grade(attack + REPORT_FOUND + WRONG, RIGHT, sandbox=False)
+        assert control.outcome == "error" and str(path) in control.error
+    finally:
+        for s in listeners:
+            s.close()
+
+
+def test_numbers_past_a_floats_range_are_a_verdict_not_an_exception():
+    huge = "a = 2\nb = 10**400\nL = a * b\nL"  # dL/da and L are past a float's range
+    for isolate in (True, False):
+        report = grade(huge, {"a": 1, "b": 2, "L.data": 3}, isolate=isolate)
+        assert report.outcome == "wrong"
+        assert [r.status for r in report.rows] == ["fail", "pass", "fail"]
+        json.dumps(report.to_dict())
+    report = grade(WALK, {"a": 10**400, "b": -4, "c": math.inf, "f": [math.nan]})
+    assert [r.status for r in report.rows] == ["error", "pass", "fail", "error"]
+    assert not report.passed and "int 1000" in report.rows[0].note
+
+
+def test_the_sandboxs_process_1_is_out_of_the_cells_reach():
+    """The reaper (process 1) holds the grader's pipes: the cell cannot trace it, open its
+    memory or descriptors, or kill it; a killed worker is a crash, never a pass."""
+    attack = ("import ctypes, os, signal\nfound = []\n"
+              "for path in ('/proc/1/mem', '/proc/1/fd/0', '/proc/1/environ'):\n"
+              "    try:\n        open(path, 'rb').close()\n        found.append(path)\n"
+              "    except OSError:\n        pass\n"
+              "libc = ctypes.CDLL(None, use_errno=True)\n"
+              "if libc.ptrace(16, 1, 0, 0) == 0:\n    found.append('ptrace')\n"  # PTRACE_ATTACH
+              "for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n"
+              "    os.kill(1, sig)\n")
+    report = grade(attack + REPORT_FOUND + WRONG, RIGHT)
+    assert report.outcome == "wrong", report.error
+    assert grade(attack + REPORT_FOUND + WALK, RIGHT).passed
+    suicide = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    killed = grade(suicide + WALK, RIGHT)
+    assert killed.outcome == "crash" and "SIGKILL" in killed.error
+
+
+def test_nothing_outlives_a_grader_that_is_killed():
+    """The grader dies mid-grade (SIGKILL): its job pipe closes, the sandbox's process 1
+    ends, and with it the cell and what the cell started in a session of its own."""
+    cell = ("import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
+            "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
+            "    os.execv('/bin/sleep', ['sleep', '1005.5'])\ntime.sleep(1000)\n")
+    grader = subprocess.Popen([sys.executable, "-c",
+                               "import sys\nfrom gradmagic import grade\n"
+                               "grade(sys.argv[1], {'a': 1}, timeout=100)", cell])
+    try:
+        end = time.monotonic() + 30
+        while not _with_marker("1005.5") and time.monotonic() < end:
+            time.sleep(0.1)
+        assert _with_marker("1005.5"), "the cell did not start"
+    finally:
+        grader.kill()
+        grader.wait()
+    assert _wait_gone("1005.5")

@@ -144,3 +144,31 @@ def test_otter_run_scores_a_right_and_a_wrong_submission(tmp_path):
     output = {t["name"]: t["output"] for t in results["wrong"]["tests"]}
     assert "'w' (node #4): expected -2, got -4" in output["q1"]  # the student's -2 against -4
     assert "'w' (node #5): expected -4, got -2" in output["q2"]  # the student's code gives -2
+
+
+# =========================================================================== a plain loop
+def test_the_plain_loop_of_the_docs_grades_a_class(tmp_path):
+    """The loop in docs/grading.md, run as written on three submissions (right, wrong,
+    no %%autograd cell): it never executes the notebooks and writes one row each."""
+    import csv
+    text = (ROOT / "docs" / "grading.md").read_text()
+    loop = text.split("### A plain loop", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    for student, code in {"alice": RIGHT_CODE, "bob": WRONG_CODE, "carol": None}.items():
+        nb = nbformat.v4.new_notebook()
+        nb.cells.append(nbformat.v4.new_code_cell("import os\nos.remove('grades.csv')"))
+        if code is not None:
+            nb.cells.append(nbformat.v4.new_code_cell("%%autograd --expect answers\n" + code))
+        folder = tmp_path / "submitted" / student
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "neuron.ipynb")
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(loop, "docs/grading.md", "exec"), {"__name__": "__main__"})
+    finally:
+        os.chdir(here)
+    with open(tmp_path / "grades.csv", newline="") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert {s: r["outcome"] for s, r in rows.items()} == {"alice": "pass", "bob": "wrong",
+                                                          "carol": "error"}
+    assert "Nothing to grade" in rows["carol"]["error"]

@@ -7,34 +7,35 @@
 :class:`~gradmagic.analysis.check.CheckReport` with an ``outcome``), with
 ``.passed``, ``.rows``, ``to_dict()`` and ``assert_passed()``.
 
-Isolation. By default the source runs in a separate, fresh Python process
-(``python -I``: no user site-packages, no ``PYTHON*`` variables, a clean
-environment, its own empty temporary working directory, its own process group),
-under a wall-clock time limit and a memory limit. On Linux, where user namespaces
-are allowed, it also runs in new user, PID and network namespaces: it cannot
-signal the grader or any other process, whatever it starts ends with it, and it
-has no network (elsewhere it runs without them). That process learns the
-source, the names asked about and the target, never the expected numbers or
-the tolerances; it sends back plain data (each named node's value and
-gradient, or the error with its line, and the notes). The grader's process
-checks that data and builds and judges the report itself, so nothing the
-student's code does (patching gradmagic, numpy or builtins, exiting,
-interrupting, looping) can change how it is judged, and no submission can leave
-anything behind for the next one. A student's code can still make its own
-process report whatever numbers it likes, as it could by computing them; it
-cannot learn the expected answers from the grader. It runs as the grader's
-user, so it can read and write what that user can: run graders under an
-account (or container) that holds nothing a student should reach.
+Isolation. By default the source runs in a sandbox: a fresh ``python -I`` process
+under bubblewrap, in namespaces of its own (PID, network, IPC; a user namespace or
+a uid of its own), as an unprivileged user, seeing read-only only the Python
+installation, its environment and gradmagic, with a private ``/tmp``, under limits
+of wall-clock time, memory (each process, and all its processes together), number of
+processes and file size. Whatever it starts ends with it. That process learns the
+source, the names asked about and the target, never the expected numbers or the
+tolerances; it sends back plain data (each named node's value and gradient, or the
+error with its line, and the notes) over a pipe. The grader's process checks that
+data and builds and judges the report itself, so nothing the student's code does
+(patching gradmagic, numpy or builtins, exiting, interrupting, looping, forking)
+can change how it is judged, and no submission can leave anything behind for the
+next one. A student's code can still make its own process report whatever numbers
+it likes, as it could by computing them; it cannot learn the expected answers from
+the grader. ``docs/grading.md`` has the threat model.
 
-``isolate=False`` runs the source in the grader's own process instead (faster,
-and the ``namespace`` given is changed as a notebook's would be); it is unsafe
-for untrusted code and has no time or memory limit.
+Where no sandbox can be made (no bubblewrap, namespaces forbidden, not Linux),
+:func:`grade` raises :class:`SandboxUnavailable`; ``sandbox=False`` runs the same
+child process without the sandbox (its own process group and rlimits only: it can
+read and write whatever the grader's user can), and the report says so.
+``isolate=False`` runs the source in the grader's own process instead (faster, and
+the ``namespace`` given is changed as a notebook's would be); it is unsafe for
+untrusted code and has no time or memory limit.
 
 It is made for autograders, which score a test cell by what it shows:
 
 * nothing reaches stderr (nbgrader scores a cell that writes to stderr 0):
   what the cell prints is dropped, and what it writes to stderr and the
-  warnings it raises become notes of the report;
+  warnings it raises become notes of the report (control characters removed);
 * the report's text never reads as a bare number (nbgrader would take a
   number for partial credit) and is the same every time;
 * whatever the student's code does, ``grade()`` returns a failing report that
@@ -48,23 +49,21 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import math
-import os
 import pickle
-import secrets
-import shutil
+import re
 import signal
-import subprocess
 import sys
-import tempfile
 import warnings
 
 import numpy as np
 
 from ..analysis.check import CheckReport, expect, expected_pairs, unanswered
+from . import _sandbox
+from ._sandbox import SandboxUnavailable
 
-__all__ = ["grade", "GradeReport", "FILENAME", "TIMEOUT", "MEMORY", "OUTCOMES"]
+__all__ = ["grade", "GradeReport", "SandboxUnavailable", "FILENAME", "TIMEOUT", "MEMORY",
+           "PROCESSES", "OUTCOMES"]
 
 FILENAME = "<graded cell>"
 """The file name the graded source is compiled under (it shows in tracebacks)."""
@@ -73,15 +72,18 @@ TIMEOUT = 10.0
 """Default wall-clock limit of one isolated run, in seconds (start-up included)."""
 
 MEMORY = 1024
-"""Default memory limit of one isolated run, in MiB of address space."""
+"""Default memory limit of one isolated run, in MiB (each process's address space, and in
+the sandbox the memory all its processes hold together)."""
+
+PROCESSES = 32
+"""Default limit of processes (and threads) in the sandbox, the cell's own included."""
 
 OUTCOMES = ("pass", "wrong", "error", "timeout", "memory", "crash")
 """What :attr:`GradeReport.outcome` can be."""
 
-_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
+_CHILD = _sandbox.CHILD
 _NOTE_CHARS = 300  # at most this much of the cell's stderr in a note
 _MAX_NOTES = 20  # notes kept from a run
-_MAX_REPORT = 64 << 20  # bytes: a larger report from the child is a crash
 _MAX_TEXT = 2000  # characters kept of any text the child sends
 
 
@@ -92,28 +94,37 @@ class GradeReport(CheckReport):
     or has no node), ``"error"`` (the cell does not compile, raised, or left
     nothing to differentiate; ``error`` names the student's line), ``"timeout"``,
     ``"memory"`` (out of memory) or ``"crash"`` (the process that ran it ended
-    without a report). Only ``"pass"`` passes. ``to_dict()`` includes it.
+    without a report). Only ``"pass"`` passes.
+
+    ``sandbox`` says how the cell was run: ``{"sandboxed": bool, "how": str,
+    "limits": {name: bool}}`` where ``limits`` says which limits held (``time``,
+    ``memory_per_process``, ``memory_total``, ``processes``, ``file_size``,
+    ``tmp_size``). ``to_dict()`` includes both.
     """
 
     outcome: str = "pass"
+    sandbox: dict = {}
 
     @classmethod
-    def of(cls, report: CheckReport, outcome: str) -> "GradeReport":
+    def of(cls, report: CheckReport, outcome: str, sandbox: dict | None = None) -> "GradeReport":
         new = cls.__new__(cls)
         new.__dict__.update(report.__dict__)
         new.outcome = outcome
+        new.sandbox = sandbox or {}
         return new
 
     def to_dict(self) -> dict:
         d = super().to_dict()
         d["outcome"] = self.outcome
+        d["sandbox"] = self.sandbox
         return d
 
 
 def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
           target: str | None = None, namespace: dict | None = None,
           timeout: float | None = TIMEOUT, memory: int | None = MEMORY,
-          isolate: bool = True, raise_errors: bool = False) -> GradeReport:
+          processes: int = PROCESSES, isolate: bool = True, sandbox: bool = True,
+          raise_errors: bool = False) -> GradeReport:
     """Run ``source`` under ``%%autograd``'s rewrite and check the named answers.
 
     Parameters
@@ -125,7 +136,8 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
     expected:
         ``{"a": 6, "b": -4, "L.data": -8}``: gradients of the target by node
         name (``"a"`` or ``"a.grad"``) and values (``"L.data"``); also a list of
-        (name, number) pairs or the text ``"a=6, b=-4"``.
+        (name, number) pairs or the text ``"a=6, b=-4"``. The numbers are read
+        once, as floats (or float arrays), before the cell runs.
     atol, rtol:
         An answer is correct if ``|got - expected| <= atol + rtol * |expected|``
         (the defaults are ``%%autograd``'s).
@@ -142,14 +154,23 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
         (default 10 s; a textbook cell takes about 0.3 s); None for no limit.
         A cell that runs longer is stopped and fails with outcome ``"timeout"``.
     memory:
-        Memory limit of the isolated run in MiB of address space (default
-        1024); None for no limit. A cell that needs more fails with outcome
-        ``"memory"``. Linux and macOS; elsewhere only the time limit applies.
+        Memory limit of the isolated run in MiB (default 1024): the address
+        space of each process, and in the sandbox the memory all its processes
+        hold together; None for no limit. A cell that needs more fails with
+        outcome ``"memory"``.
+    processes:
+        How many processes (threads included) the sandbox may hold at once
+        (default 32); a fork bomb gets errors, not the machine.
     isolate:
         True (default): run in a fresh child process, as described in the
         module's docstring. False: run in this process, with no time or memory
         limit; **unsafe for untrusted code** (the code can change gradmagic,
         this process and the reports of later calls).
+    sandbox:
+        True (default): the child runs in the bubblewrap sandbox; if none can be
+        made here, :class:`SandboxUnavailable` is raised before anything runs.
+        False: the child runs without it, as the grader's user, and the report's
+        ``sandbox`` says so; only for code you trust.
     raise_errors:
         Re-raise an exception of the cell instead of reporting it; needs
         ``isolate=False`` (an exception cannot cross the process boundary).
@@ -168,18 +189,46 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     if memory is not None and not (_number(memory) and memory >= 64):
         raise ValueError(f"memory must be a number of MiB >= 64 or None, got {memory!r}")
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 4:
+        raise ValueError(f"processes must be a whole number >= 4, got {processes!r}")
     if namespace is not None and not isinstance(namespace, dict):
         raise TypeError(f"namespace must be a dict, got {type(namespace).__name__}")
+    if sandbox not in (True, False):
+        raise TypeError(f"sandbox must be True or False, got {sandbox!r}")
     names = _names(pairs)
     if isolate:
         if raise_errors:
             raise ValueError("raise_errors=True needs isolate=False: an exception of the "
                              "cell cannot cross from the process that runs it")
-        data = _run_isolated(source, names, target, namespace, timeout, memory)
+        if sandbox:
+            why = _sandbox.unavailable()
+            if why is not None:
+                raise SandboxUnavailable(
+                    f"grade() cannot make a sandbox for the cell: {why}. To run it in a "
+                    f"plain child process instead (no sandbox: the cell can read and write "
+                    f"whatever this user can), pass sandbox=False.")
+        data = _run_isolated(source, names, target, namespace, timeout, memory, processes,
+                             sandbox)
+        how = _how(sandbox, timeout, memory)
     else:
         ns = {"__name__": "__main__"} if namespace is None else namespace
         data = collect(source, names, ns, target, raise_errors)
-    return _judge(data, pairs, source, atol, rtol, timeout, memory)
+        how = {"sandboxed": False, "how": "in the grader's own process", "limits": {}}
+    report = _judge(data, pairs, source, atol, rtol, timeout, memory, how)
+    if isolate and not sandbox:
+        report.notes.append("Not sandboxed (sandbox=False): the cell ran as the grader's user.")
+    return report
+
+
+def _how(sandbox: bool, timeout, memory) -> dict:
+    """The report's ``sandbox``: how the cell ran and which limits held."""
+    limits = {"time": timeout is not None, "memory_per_process": memory is not None,
+              "memory_total": sandbox and memory is not None, "processes": sandbox,
+              "file_size": True, "tmp_size": sandbox}
+    how = ("bubblewrap: namespaces of its own, an unprivileged user, read-only Python "
+           "and gradmagic, a private /tmp" if sandbox else
+           "a child process without a sandbox (it could reach what the grader's user can)")
+    return {"sandboxed": sandbox, "how": how, "limits": limits}
 
 
 def _number(x) -> bool:
@@ -187,7 +236,12 @@ def _number(x) -> bool:
 
 
 def _expected(expected) -> list:
-    """The grader's expected answers as (name, number) pairs; raises for bad input."""
+    """The grader's expected answers as (name, plain number) pairs; raises for bad input.
+
+    Each answer becomes a float or a float array here, once, so that judging never calls
+    code of the answers' own types; one that is not a number stays as its text (its row
+    is an error).
+    """
     if isinstance(expected, str):
         from ..notebook.magic import parse_expect
         expected = parse_expect(expected, {})
@@ -196,7 +250,37 @@ def _expected(expected) -> list:
              for name, want in expected_pairs(expected)]  # a torch tensor: its numbers
     if not pairs:
         raise ValueError("grade() needs at least one expected answer")
-    return pairs
+    return [(_text_of(name), _plain_answer(want)) for name, want in pairs]
+
+
+def _plain_answer(want):
+    if isinstance(want, str):
+        return clean(want)[:_MAX_TEXT]
+    try:
+        with np.errstate(all="ignore"):
+            array = np.array(want, dtype=float)
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        # kept as text that never reads as a number (the text of 10**400 would read as inf)
+        try:
+            return clean(f"{type(want).__name__} {_cut(repr(want))}")
+        except Exception:  # noqa: BLE001 - an answer whose repr fails
+            return type(want).__name__
+    return float(array) if array.ndim == 0 else array
+
+
+def _text_of(name) -> str:
+    return clean(str(name))[:_MAX_TEXT]
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e"
+                      "\u2066-\u2069]")
+
+
+def clean(text: str) -> str:
+    """``text`` without control characters (escape sequences, carriage returns, bidi
+    overrides), keeping newlines and tabs: what a submission writes cannot move the
+    cursor, recolour or rewrite what the grader's terminal or log shows."""
+    return _CONTROL.sub("", text)
 
 
 def _names(pairs) -> list:
@@ -332,10 +416,12 @@ def _split_magic(source: str):
     first, newline, body = source.partition("\n")
     if not first.lstrip().startswith("%%autograd"):
         return source, 1, None
-    from ..notebook.magic import parse_options
+    from ..notebook import magic
     options = first.lstrip()[len("%%autograd"):]
     try:
-        target = parse_options(options).target
+        args = magic.parse_argstring(magic.AutogradMagics.autograd, options)
+        args.expect = None  # the student's own answers (a name in their notebook) are not graded
+        target = magic.options_from(args, {}).target
     except Exception as exc:  # noqa: BLE001 - a UsageError: the student's line is wrong
         raise SyntaxError(f"the %%autograd line's options: {exc}",
                           (FILENAME, 1, 1, first, None, None)) from None
@@ -374,111 +460,20 @@ def _cut(text: str) -> str:
 
 
 # =========================================================================== the child
-def _run_isolated(source, names, target, namespace, timeout, memory) -> dict:
-    """Run the cell in a fresh ``python -I`` process; its report as plain data.
-
-    The child (:mod:`gradmagic.grade._child`) gets the job on stdin and writes
-    its report, after the cell has finished, to a file whose name holds a random
-    token; stdout goes nowhere, stderr to a file. Whatever goes wrong is
-    returned as ``{"status": "timeout" | "crash", ...}``.
-    """
-    token = secrets.token_hex(16)
-    root = tempfile.mkdtemp(prefix="gradmagic-grade-")
-    try:
-        work = os.path.join(root, "cell")
-        os.mkdir(work, 0o700)
-        report_path = os.path.join(root, f"report-{token}.json")
-        stderr_path = os.path.join(root, "stderr")
-        ns_bytes = None
-        if namespace:
-            try:
-                ns_bytes = pickle.dumps(namespace)
-            except Exception as exc:  # noqa: BLE001 - the grader's namespace
-                raise TypeError(f"an isolated grade() sends the namespace to a fresh "
-                                f"process, so it must pickle: {exc}") from None
-        job = pickle.dumps({"token": token, "report": report_path, "source": source,
-                            "names": list(names), "target": target, "namespace": ns_bytes,
-                            "memory": memory, "timeout": timeout})
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-               "HOME": work, "TMPDIR": work, "OPENBLAS_NUM_THREADS": "1",
-               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        timed_out = False
-        with open(stderr_path, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-I", _CHILD, here],
-                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                    stderr=err, cwd=work, env=env, close_fds=True,
-                                    start_new_session=hasattr(os, "setsid"))
+def _run_isolated(source, names, target, namespace, timeout, memory, processes,
+                  sandbox) -> dict:
+    """Run the cell in a fresh ``python -I`` process (in the sandbox or not); its report
+    as plain data, or ``{"status": "timeout" | "crash", ...}``."""
+    ns_bytes = None
+    if namespace:
         try:
-            try:
-                proc.communicate(job, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            except (BrokenPipeError, ConnectionResetError):  # it died before reading the job
-                proc.wait(timeout=timeout)
-        finally:
-            _kill_group(proc)
-        stderr = _tail(stderr_path)
-        if timed_out:
-            return {"status": "timeout", "stderr": stderr}
-        data = _read_report(report_path, token) if proc.returncode == 0 else None
-        if data is None:
-            return {"status": "crash", "returncode": proc.returncode, "stderr": stderr}
-        if stderr:
-            data["stderr"] = stderr
-        return data
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _kill_group(proc) -> None:
-    """End the child and whatever it started in its process group; reap it."""
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:  # pragma: no cover - Windows: no process groups
-            proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)
-
-
-def _tail(path: str) -> str:
-    """The last bit of a text file the child wrote (it may be gone)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 4 * _NOTE_CHARS))
-            return f.read().decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
-def _read_report(path: str, token: str):
-    """The child's report as a dict, or None if it is missing, too big, or not ours."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        import stat
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_REPORT:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            raw = f.read(_MAX_REPORT + 1)
-    finally:
-        os.close(fd)
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or data.get("token") != token:
-        return None
-    return data
+            ns_bytes = pickle.dumps(namespace)
+        except Exception as exc:  # noqa: BLE001 - the grader's namespace
+            raise TypeError(f"an isolated grade() sends the namespace to a fresh "
+                            f"process, so it must pickle: {exc}") from None
+    job = {"source": source, "names": list(names), "target": target, "namespace": ns_bytes,
+           "memory": memory, "timeout": timeout, "processes": processes}
+    return _sandbox.run(job, timeout, sandbox)
 
 
 # =========================================================================== judging
@@ -508,15 +503,20 @@ class _Unreadable(Exception):
     """The child's data is not what a run reports."""
 
 
-def _judge(data: dict, pairs, source: str, atol, rtol, timeout, memory) -> GradeReport:
-    """Build and judge the report in the grader's process from a run's plain data."""
+def _judge(data: dict, pairs, source: str, atol, rtol, timeout, memory,
+           how: dict | None = None) -> GradeReport:
+    """Build and judge the report in the grader's process from a run's plain data.
+
+    Never raises for anything in ``data``: what cannot be read is a crash, and arithmetic
+    that fails on the reported numbers (a value past a float's range) is an error row.
+    """
     try:
         status = data.get("status") if isinstance(data, dict) else None
         notes = _texts(data.get("notes", []))[:_MAX_NOTES] if status else []
         if status == "ran":
             reported = _Reported(_nodes(data.get("nodes")), _text(data.get("target", "")),
                                  data.get("branch_dependent") is True)
-            report = expect(reported, pairs, atol=atol, rtol=rtol)
+            report = _expect(reported, pairs, atol, rtol)
             report.notes[:0] = notes
             outcome = "pass" if report.passed else "wrong"
         elif status == "error":
@@ -531,30 +531,75 @@ def _judge(data: dict, pairs, source: str, atol, rtol, timeout, memory) -> Grade
             report = unanswered(pairs, f"Stopped: the cell did not finish within the time "
                                        f"limit of {timeout:g} s.", atol, rtol)
         elif status == "crash":
-            outcome, why = _crash(data.get("returncode"), data.get("stderr", ""), memory)
+            if data.get("memory_total") is True:
+                outcome = "memory"
+                why = (f"The cell's processes together used more than the memory limit "
+                       f"({memory:g} MiB); the sandbox was ended.")
+            else:
+                outcome, why = _crash(data.get("returncode"), data.get("stderr", ""), memory)
             report = unanswered(pairs, why, atol, rtol)
         else:
             raise _Unreadable
-    except (_Unreadable, TypeError, ValueError, KeyError, AttributeError):
+    except (_Unreadable, TypeError, ValueError, KeyError, AttributeError, RecursionError):
         outcome = "crash"
         report = unanswered(pairs, "The process that ran the cell sent a report that "
                                    "could not be read.", atol, rtol)
     stderr = data.get("stderr") if isinstance(data, dict) else None
     if stderr and isinstance(stderr, str) and outcome not in ("crash",):
-        report.notes.append(f"The cell wrote to stderr: {_cut(stderr)}")
-    return GradeReport.of(report, outcome)
+        report.notes.append(f"The cell wrote to stderr: {_cut(clean(stderr))}")
+    return GradeReport.of(report, outcome, how)
+
+
+def _expect(reported, pairs, atol, rtol) -> CheckReport:
+    """:func:`expect`, with arithmetic that fails on a reported number made an error row."""
+    try:
+        with np.errstate(all="ignore"):
+            report = expect(reported, pairs, atol=atol, rtol=rtol)
+            report.rows = [_exactly(row, want) for row, (_, want) in zip(report.rows, pairs)]
+            return report
+    except ArithmeticError:
+        rows = []
+        for key, want in pairs:
+            try:
+                with np.errstate(all="ignore"):
+                    rows += expect(reported, [(key, want)], atol=atol, rtol=rtol).rows
+            except ArithmeticError as exc:
+                (row,) = unanswered([(key, want)], "", atol, rtol).rows
+                rows.append(row._replace(note=f"the reported number cannot be compared: "
+                                              f"{type(exc).__name__}: {_cut(str(exc))}"))
+        report = CheckReport(rows, kind="expect", atol=atol, rtol=rtol,
+                             target=reported.target.name)
+        if reported.branch_dependent:
+            report.notes.append("The cell's control flow depended on values: these numbers "
+                                "hold for this branch.")
+        return report
+
+
+def _exactly(row, want):
+    """A passing row whose expected value is not finite passes only if got is the same value
+    (a tolerance relative to an infinite value would let any number through)."""
+    if row.status != "pass" or isinstance(want, str):
+        return row
+    w = np.asarray(want, dtype=float)
+    if np.isfinite(w).all():
+        return row
+    g = np.asarray(row.got, dtype=float)
+    if g.shape == w.shape and np.array_equal(g, w, equal_nan=True):
+        return row
+    return row._replace(status="fail", note="the expected value is not finite: only the "
+                                            "same value passes")
 
 
 def _text(x) -> str:
     if not isinstance(x, str):
         raise _Unreadable
-    return x[:_MAX_TEXT]
+    return clean(x[:_MAX_TEXT])
 
 
 def _texts(xs) -> list:
     if not isinstance(xs, list):
         raise _Unreadable
-    return [_text(x) for x in xs]
+    return [_text(x) for x in xs[:_MAX_NOTES]]
 
 
 def _nodes(nodes) -> dict:
@@ -567,13 +612,20 @@ def _nodes(nodes) -> dict:
         index = node.get("index")
         if isinstance(index, bool) or not isinstance(index, int):
             raise _Unreadable
-        out[_text(name)] = _Reported._Node(name, index, _number_or_array(node.get("data")),
-                                           _number_or_array(node.get("grad")))
+        name = _text(name)
+        out[name] = _Reported._Node(name, index, _number_or_array(node.get("data")),
+                                    _number_or_array(node.get("grad")))
     return out
 
 
 def _number_or_array(x):
-    if x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)):
+    """A reported number as a float (an int past a float's range as ±inf) or a float array."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        try:
+            return float(x)
+        except OverflowError:
+            return math.inf if x > 0 else -math.inf
+    if x is None or isinstance(x, float):
         return x
     if isinstance(x, dict):
         shape, values = x.get("shape"), x.get("values")
@@ -608,7 +660,7 @@ def _what_went_wrong(error: dict, source: str, memory) -> str:
         raise _Unreadable
     lines = source.splitlines()
     if line is not None and 1 <= line <= len(lines):
-        what += f"\n    {line} | {lines[line - 1].strip()}"
+        what += f"\n    {line} | {clean(lines[line - 1].strip())}"
     return what
 
 
@@ -629,5 +681,5 @@ def _crash(returncode, stderr, memory) -> tuple:
         return "memory", f"The cell ran out of memory{limit}; the process ended ({how})."
     why = f"The process that ran the cell ended without a report ({how})."
     if stderr:
-        why += f"\nIts last output on stderr: {_cut(stderr[-_NOTE_CHARS:])}"
+        why += f"\nIts last output on stderr: {_cut(clean(stderr[-_NOTE_CHARS:]))}"
     return "crash", why

@@ -1,112 +1,245 @@
-"""The fresh process an isolated :func:`gradmagic.grade` runs a cell in.
+"""The process an isolated :func:`gradmagic.grade` runs a cell in.
 
-Started by the grader as ``python -I .../_child.py FOLDER`` (FOLDER holds the grader's
-gradmagic) with a clean environment, an empty working directory and its own process
-group; this file imports only the standard library until the namespaces are made
-(``unshare`` needs a process with one thread). ``main`` reads the job
-(pickled by the grader) from stdin, enters new user, PID and network namespaces
-where Linux allows it (then forks: the cell runs as process 1 of its own PID
-namespace, unable to signal the grader, with no network), points stdin and stdout
-at ``/dev/null``, sets the limits, runs the cell with :func:`gradmagic.grade.collect` and,
-after the cell has finished, writes the plain-data report to the file the job
-names (created exclusively; the name holds a random token), then ends with
-``os._exit(0)`` so nothing the cell registered (atexit hooks, threads,
-finalizers) runs after it. Any failure of its own ends it with a non-zero
-status; the grader then reports a crash.
+Started by the grader as ``python -I .../_child.py`` (inside bubblewrap, or as a plain
+child with ``sandbox=False``), with a clean environment. It reads the job (pickled by the
+grader: the source, the names asked about, the target, the limits, the number of the
+report pipe; never the expected answers) from stdin, then:
+
+* in the sandbox it is process 1 of a PID namespace of its own. It drops to the job's
+  unprivileged uid if it was started as root, makes itself non-dumpable (the cell, of
+  the same uid, cannot trace it or open its memory or descriptors), sets the limits,
+  forks the *worker* that runs the cell, and stays behind as the reaper: it reaps
+  whatever the cell leaves behind, ends the sandbox if the memory of all its processes
+  together passes the limit, and exits as soon as the worker has ended or the grader
+  closes stdin, after passing the worker's report on to the grader's pipe. Process 1
+  ending makes the kernel end every other process of the namespace, so nothing the
+  cell started outlives it;
+* without the sandbox it is the worker itself.
+
+The worker points stdin and stdout at ``/dev/null``, imports gradmagic, runs the cell with
+:func:`gradmagic.grade.collect` and, once the cell has finished, puts the plain-data report
+into memory it shares with process 1 (without the sandbox: writes it to the report pipe);
+then it ends with ``os._exit(0)`` so nothing the cell registered (atexit hooks, threads,
+finalizers) runs after it. Any failure of its own ends it with a non-zero status; the
+grader then reports a crash.
+
+This file imports only the standard library before the worker forks.
 """
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import sys
 
+_POLL = 0.05  # seconds between two looks at the sandbox's memory
+
 
 def main() -> None:
-    job = pickle.loads(sys.stdin.buffer.read())
-    if _unshare():  # before any import that could start a thread
-        _wait_for(os.fork())
-    sys.path.insert(0, sys.argv[1])  # the folder gradmagic is imported from in the grader
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-    # everything of ours is imported before the limits and before the cell
-    from gradmagic.grade import collect
-    import gradmagic.notebook.magic  # noqa: F401
-    dumps, open_, write, exit_ = json.dumps, os.open, os.write, os._exit
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    token, path = job["token"], job["report"]
-    _limit(job["memory"], job["timeout"])
-    ns = {"__name__": "__main__"}
-    if job["namespace"] is not None:
-        ns.update(pickle.loads(job["namespace"]))
-    data = collect(job["source"], job["names"], ns, job["target"], restore=True)
-    data["token"] = token
-    raw = dumps(data).encode("utf-8")
-    fd = open_(path, flags, 0o600)
-    while raw:
-        raw = raw[write(fd, raw):]
-    exit_(0)
-
-
-def _unshare() -> bool:
-    """Enter new user, PID and network namespaces, where Linux allows it (best effort).
-
-    The next child made is then process 1 of a PID namespace of its own: it cannot see or
-    signal any process outside (the grader included), everything it starts ends when it
-    ends, and it has no network. Where namespaces are not allowed (other systems, containers
-    that forbid them) the cell runs without them.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.unshare(0x10000000 | 0x20000000 | 0x40000000) == 0  # USER | PID | NET
-    except (OSError, AttributeError):
-        return False
-
-
-def _wait_for(pid: int) -> None:
-    """In the process outside the namespaces: wait for the cell's process and end as it ended.
-
-    The cell's process (process 1 of the namespace) is killed if this one dies, so the
-    grader's kill of the process group reaches it even if the cell left the group (setsid);
-    when it ends, the kernel ends everything else in its namespace.
-    """
-    if pid == 0:  # the cell's process: go on
-        import ctypes
-        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
-        return
+    job = pickle.loads(_read_job(0))
+    report = job["report_fd"]
+    if not job["sandbox"]:
+        _limit(job["timeout"], None)
+        _work(job, report)
+    if job["uid"] is not None:
+        _become(job["uid"])
+    _dumpable(False)  # the cell cannot trace process 1 or open its memory or descriptors
+    _limit(job["timeout"], job["processes"])
+    import mmap
     import signal
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    # the worker's report: memory shared with process 1, which no closed descriptor loses
+    shared = mmap.mmap(-1, job["max_report"])
+    wake_r, wake_w = os.pipe()
+    signal.signal(signal.SIGCHLD, lambda *args: None)
+    worker = os.fork()
+    if worker == 0:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (report, wake_r, wake_w):
+            os.close(fd)
+        _dumpable(True)  # process 1 reads its memory use in /proc
+        _work(job, shared)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    code = _reap(worker, job["memory"], job["memory_exit"], wake_r)
+    if code == 0:
+        _send(shared, report)
+    os._exit(code)
 
 
-def _limit(memory, timeout) -> None:
-    """Limits the cell cannot raise again: address space, CPU time, file size, core dumps."""
+def _read_job(fd: int) -> bytes:
+    """The job: its length (8 bytes), then its bytes. The grader keeps the pipe open after
+    it, and closes it when it is done with the run."""
+    head = _read_exactly(fd, 8)
+    return _read_exactly(fd, int.from_bytes(head, "big"))
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the job ended early")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _become(uid: int) -> None:
+    """Started as root (with only CAP_SETUID and CAP_SETGID): become ``uid``, a user of its own.
+
+    A uid no other process has makes the process limit count this sandbox's processes
+    alone, and leaves the cell without any capability or any file of its own outside the
+    sandbox.
+    """
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def _dumpable(flag: bool) -> None:
+    import ctypes
+    ctypes.CDLL(None).prctl(4, int(flag), 0, 0, 0)  # PR_SET_DUMPABLE
+
+
+def _limit(timeout, processes) -> None:
+    """Limits the cell cannot raise again: CPU time, file size, core dumps, and in the
+    sandbox the number of processes (threads count too)."""
     try:
         import resource
     except ImportError:  # pragma: no cover - Windows: the grader's time limit only
         return
-
-    def cap(which, value):
-        soft, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        resource.setrlimit(which, (value, value))
-
-    if memory is not None:
-        cap(resource.RLIMIT_AS, int(memory) << 20)
     if timeout is not None:  # a backstop for processes that leave the group
-        cap(resource.RLIMIT_CPU, int(timeout) + 2)
-    cap(resource.RLIMIT_FSIZE, 64 << 20)
-    cap(resource.RLIMIT_CORE, 0)
+        _cap(resource.RLIMIT_CPU, int(timeout) + 2)
+    if processes is not None:
+        _cap(resource.RLIMIT_NPROC, int(processes))
+    _cap(resource.RLIMIT_FSIZE, 64 << 20)
+    _cap(resource.RLIMIT_CORE, 0)
+
+
+def _limit_memory(memory) -> None:
+    """The address space of one process (set once gradmagic and numpy are imported)."""
+    if memory is not None:
+        try:
+            import resource
+        except ImportError:  # pragma: no cover
+            return
+        _cap(resource.RLIMIT_AS, int(memory) << 20)
+
+
+def _cap(which, value) -> None:
+    """Set both limits of ``which`` to ``value`` (never above a hard limit already set)."""
+    import resource
+    soft, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, value))
+
+
+def _reap(worker: int, memory, memory_exit: int, wake: int) -> int:
+    """Process 1: reap every child until the worker ends; its exit status as ours. It also
+    ends when the grader closes the job pipe (stdin): the grader is done with the run (a
+    timeout), or gone.
+
+    Every ``_POLL`` seconds it adds up the memory of the namespace's processes; past the
+    limit it returns ``memory_exit`` at once (the kernel then ends them all).
+    """
+    import select
+    limit = None if memory is None else int(memory) << 20
+    os.set_blocking(wake, False)
+    while True:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return 1
+            if pid == 0:
+                break
+            if pid == worker:
+                if os.WIFEXITED(status):
+                    code = os.WEXITSTATUS(status)
+                    return 1 if code == memory_exit else code
+                return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1
+        if limit is not None and _memory_used() > limit:
+            return memory_exit
+        ready = select.select([wake, 0], [], [], _POLL)[0]
+        if 0 in ready:
+            return 1
+        _drain(wake)
+
+
+def _send(shared, report: int) -> None:
+    """Pass the report the worker left in ``shared`` (its length, then its bytes) on to the
+    grader's pipe; nothing if it does not fit (the grader then says crash)."""
+    size = int.from_bytes(shared[:8], "big")
+    if size > len(shared) - 8:
+        return
+    view = memoryview(shared)[8:8 + size]
+    try:
+        while view:
+            view = view[os.write(report, view):]
+    except OSError:  # the grader stopped reading
+        pass
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+
+
+def _memory_used() -> int:
+    """Bytes of memory the namespace's processes hold together (their proportional share of
+    shared pages, so that forked copies are not counted twice)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/smaps_rollup", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) << 10
+                        break
+        except (OSError, ValueError):  # gone meanwhile, or a kernel thread
+            continue
+    return total
+
+
+def _work(job: dict, out) -> None:
+    """The worker: run the cell and send its report (to the pipe ``out``, or into the
+    shared memory ``out`` in the sandbox); never returns."""
+    try:
+        sys.path.insert(0, job["path"])  # the folder gradmagic is imported from in the grader
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        if job["sandbox"]:  # a working folder of its own in the private /tmp
+            os.mkdir("/tmp/cell", 0o700)
+            os.chdir("/tmp/cell")
+        # everything of ours is imported before the cell
+        from gradmagic.grade import collect
+        import gradmagic.notebook.magic  # noqa: F401
+        import json
+        dumps, write, exit_ = json.dumps, os.write, os._exit
+        _limit_memory(job["memory"])
+        ns = {"__name__": "__main__"}
+        if job["namespace"] is not None:
+            ns.update(pickle.loads(job["namespace"]))
+        data = collect(job["source"], job["names"], ns, job["target"], restore=True)
+        raw = dumps(data).encode("utf-8")
+        if isinstance(out, int):
+            while raw:
+                raw = raw[write(out, raw):]
+        elif len(raw) + 8 <= len(out):
+            out[8:8 + len(raw)] = raw
+            out[:8] = len(raw).to_bytes(8, "big")
+        else:
+            exit_(71)  # too big a report
+    except BaseException:  # noqa: BLE001 - our own failure: no report, the grader says crash
+        os._exit(70)
+    exit_(0)
 
 
 if __name__ == "__main__":
