@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-import gradmagic
 from gradmagic import grade
 from gradmagic.analysis import check
 from gradmagic.analysis.check import CheckReport

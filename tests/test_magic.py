@@ -474,7 +474,7 @@ def _normal(x):
     """A comparable form of a namespace value: numbers, strings, bools, containers."""
     if isinstance(x, Value):
         return _normal(x.data)
-    if hasattr(x, "data") and isinstance(getattr(x, "data"), np.ndarray):  # a Tensor
+    if hasattr(x, "data") and isinstance(x.data, np.ndarray):  # a Tensor
         return _normal(x.data)
     if isinstance(x, np.ndarray):
         return ("array", x.tolist()) if x.ndim else _normal(x.item())

@@ -161,7 +161,7 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             bound.apply_defaults()
         ns = dict(getattr(fn, "__globals__", {}))  # a copy: the module is left as it was
         ns.update(_closure(fn))
-        if defined is not None and bound is not None:
+        if defined is not None and signature is not None and bound is not None:
             fname, code, line, before = defined
             ns.update(bound.arguments)
             source = f"{code}{fname}({_call_text(signature, bound)})\n"
@@ -169,7 +169,7 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             return _run(source, ns, options, filename, first_line=line)
         else:  # called as it is: the inputs are nodes, the function's own text is not rewritten
             ns[_FN] = fn
-            if bound is not None:
+            if signature is not None and bound is not None:
                 ns.update(bound.arguments)
                 call = f"{_FN}({_call_text(signature, bound)})"
             else:
@@ -256,9 +256,9 @@ def _call_text(signature: inspect.Signature, bound: inspect.BoundArguments) -> s
     return ", ".join(parts)
 
 
-def _remember(source: str, name: str, before: list[str] = ()) -> str:
+def _remember(source: str, name: str, before: list[str] | None = None) -> str:
     """A file name for ``source`` (after the lines ``before`` it) that tracebacks can show."""
     filename = f"<gradmagic.autograd {name}>"
-    lines = [*before, *source.splitlines(True)]
+    lines = [*(before or ()), *source.splitlines(True)]
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     return filename

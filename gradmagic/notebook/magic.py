@@ -494,7 +494,7 @@ def unlift(ns, before: dict, lifted: dict, run, keep) -> None:
     (``before`` holds the namespace as the run began, read names lifted).
     """
     made = dict(run.made) if run is not None else {}
-    for name, (old, new) in lifted.items():
+    for old, new in lifted.values():
         made[id(new)] = (new, old)
     for name, v in list(ns.items()):
         if before.get(name, made) is v and name not in lifted:
