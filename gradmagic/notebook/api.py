@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import keyword
 import linecache
 import textwrap
 from argparse import Namespace
@@ -161,21 +162,26 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             bound.apply_defaults()
         ns = dict(getattr(fn, "__globals__", {}))  # a copy: the module is left as it was
         ns.update(_closure(fn))
-        if defined is not None and signature is not None and bound is not None:
+        if (defined is not None and signature is not None and bound is not None
+                and defined[0] not in signature.parameters):
             fname, code, line, before = defined
             ns.update(bound.arguments)
-            source = f"{code}{fname}({_call_text(signature, bound)})\n"
+            # the value is bound to the function's name: the target is drawn as "loss = ..."
+            source = f"{code}{fname} = {fname}({_call_text(signature, bound)})\n"
             filename = _remember(source, fname, before)
             return _run(source, ns, options, filename, first_line=line)
         else:  # called as it is: the inputs are nodes, the function's own text is not rewritten
-            ns[_FN] = fn
+            named = name if name.isidentifier() and not keyword.iskeyword(name) else "result"
+            if signature is not None and named in signature.parameters:
+                named = "__gradmagic_result__"
             if signature is not None and bound is not None:
                 ns.update(bound.arguments)
                 call = f"{_FN}({_call_text(signature, bound)})"
             else:
                 ns[_ARGS], ns[_KWARGS] = args, kwargs
                 call = f"{_FN}(*{_ARGS}, **{_KWARGS})"
-        source = f"{call}\n"
+            ns[_FN] = fn
+        source = f"{named} = {call}\n"
         return _run(source, ns, options, _remember(source, name))
     return run
 
