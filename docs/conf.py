@@ -56,6 +56,7 @@ html_theme = "pydata_sphinx_theme"
 html_title = "gradmagic"
 html_theme_options = {
     "navigation_with_keys": False,
+    "header_links_before_dropdown": 7,
     "show_toc_level": 2,
 }
 html_static_path = ["_static"]
