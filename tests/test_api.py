@@ -155,3 +155,12 @@ def test_the_target_is_named_after_the_function():
         return x * x
 
     assert autograd(x)(3.0).grads["x"] == 6.0
+
+
+def test_in_marimo_a_run_shows_as_the_views_anywidget():
+    mo = pytest.importorskip("marimo")
+    pytest.importorskip("anywidget")
+    run = autograd(tanh_loss)(0.5, -1.0)
+    shown = run._display_()  # what marimo shows for a Run that ends a cell
+    assert isinstance(shown, mo.ui.anywidget)
+    assert '"tabs"' in shown.widget.data
