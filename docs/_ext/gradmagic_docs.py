@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -35,6 +36,19 @@ def _table(header: list[str], rows: list[list[str]], literal_first: bool = False
     return table
 
 
+def _inline(text: str) -> list[nodes.Node]:
+    """The Markdown a benchmark prints in a cell: **bold** and `code`, the rest as text."""
+    out: list[nodes.Node] = []
+    for part in re.split(r"(\*\*[^*]+\*\*|`[^`]+`)", text):
+        if part.startswith("**") and part.endswith("**") and len(part) > 4:
+            out.append(nodes.strong(text=part[2:-2]))
+        elif part.startswith("`") and part.endswith("`") and len(part) > 2:
+            out.append(nodes.literal(text=part[1:-1]))
+        elif part:
+            out.append(nodes.Text(part))
+    return out
+
+
 def _row(cells, header=False, literal_first=False) -> nodes.row:
     row = nodes.row()
     for k, text in enumerate(cells):
@@ -43,7 +57,7 @@ def _row(cells, header=False, literal_first=False) -> nodes.row:
         if literal_first and k == 0 and not header:
             para += nodes.literal(text=text)
         else:
-            para += nodes.Text(text)
+            para.extend(_inline(text))
         entry += para
         row += entry
     return row
@@ -101,7 +115,7 @@ class BenchmarkResults(Directive):
                 if block["kind"] == "table":
                     out.append(_table(block["header"], block["rows"]))
                 elif block["text"].strip():
-                    out.append(nodes.literal_block(text=block["text"]))
+                    out.append(nodes.literal_block(text=block["text"], language="text"))
         return out
 
 
