@@ -89,9 +89,10 @@ def autograd(fn: Callable | str, *, target: str | None = None, check: bool = Tru
     rewritten as the magic rewrites a cell's (its literals and ``math`` calls
     join the graph) and called with the inputs; the graph's leaves are named
     after its parameters (``w``, ``b``) and after the numbers it reads from its
-    module. A function whose source cannot be read (a builtin, one typed in a
-    plain interpreter) is called as it is: its inputs are still nodes, its own
-    literals are constants. A cell's source is run in a fresh namespace holding
+    module. Its decorators are not applied again (``@autograd`` above it must
+    not be). A lambda, or a function whose source cannot be read (a builtin,
+    one typed in a plain interpreter), is called as it is: its inputs are still
+    nodes, its own literals are constants. A cell's source is run in a fresh namespace holding
     the keyword arguments; its last expression (or ``target``) is differentiated.
 
     The keywords are the magic's options (see ``%%autograd?``): ``target``
@@ -170,17 +171,17 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             source = f"{code}{fname} = {fname}({_call_text(signature, bound)})\n"
             filename = _remember(source, fname, before)
             return _run(source, ns, options, filename, first_line=line)
-        else:  # called as it is: the inputs are nodes, the function's own text is not rewritten
-            named = name if name.isidentifier() and not keyword.iskeyword(name) else "result"
-            if signature is not None and named in signature.parameters:
-                named = "__gradmagic_result__"
-            if signature is not None and bound is not None:
-                ns.update(bound.arguments)
-                call = f"{_FN}({_call_text(signature, bound)})"
-            else:
-                ns[_ARGS], ns[_KWARGS] = args, kwargs
-                call = f"{_FN}(*{_ARGS}, **{_KWARGS})"
-            ns[_FN] = fn
+        # called as it is: the inputs are nodes, the function's own text is not rewritten
+        named = name if name.isidentifier() and not keyword.iskeyword(name) else "result"
+        if signature is not None and named in signature.parameters:
+            named = "__gradmagic_result__"
+        if signature is not None and bound is not None:
+            ns.update(bound.arguments)
+            call = f"{_FN}({_call_text(signature, bound)})"
+        else:
+            ns[_ARGS], ns[_KWARGS] = args, kwargs
+            call = f"{_FN}(*{_ARGS}, **{_KWARGS})"
+        ns[_FN] = fn
         source = f"{named} = {call}\n"
         return _run(source, ns, options, _remember(source, name))
     return run
