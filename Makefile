@@ -6,13 +6,13 @@ PY := $(VENV)/bin/python
 NOTEBOOK ?= demo_notebooks/01_backprop_tour.ipynb
 PORT ?= 8888
 
-.PHONY: demo demo-headless test bench notebooks setup-demo setup-test build clean js
+.PHONY: demo demo-headless test bench notebooks setup-demo setup-test build clean js docs lint
 
 setup-demo:
 	scripts/setup.sh lab
 
 setup-test:
-	scripts/setup.sh test,torch,bench,lab --browser
+	scripts/setup.sh test,torch,bench,lab,docs,marimo --browser
 
 demo: setup-demo
 ifeq ($(HEADLESS),1)
@@ -26,6 +26,15 @@ demo-headless:
 
 test: setup-test
 	$(PY) -m pytest -q
+
+# the documentation site, from docs/ (the tutorials are the demo notebooks, executed)
+docs: setup-test
+	$(PY) -m sphinx -W --keep-going -b html docs build/docs
+
+# ruff and mypy, as tests/test_lint.py runs them
+lint: setup-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: setup-test
 	$(PY) benchmarks/run.py
@@ -43,4 +52,4 @@ js:
 	cd js && npm ci --no-audit --no-fund && npm run build
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache
+	rm -rf build dist *.egg-info .pytest_cache docs/_build

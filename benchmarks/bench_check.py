@@ -27,8 +27,6 @@ Run: ``python benchmarks/bench_check.py [--big]``.
 """
 from __future__ import annotations
 
-import gc
-import math
 import sys
 import time
 
@@ -36,7 +34,7 @@ import numpy as np
 
 from gradmagic import Value
 from gradmagic.analysis.trace import Trace
-from timing import best, timed
+from timing import best
 
 TARGET = 2.0
 FLOOR = 5.0
@@ -154,7 +152,7 @@ def main(argv=None) -> bool:
     argv = sys.argv[1:] if argv is None else argv
     ok = True
     print("## The numerical check against one backward pass (target <= "
-          f"{TARGET:g}x, issue #13)\n")
+          f"{TARGET:g}x)\n")
     print("| graph | nodes | backward | default check / backward | leaves checked "
           "| every leaf / backward |")
     print("| --- | --- | --- | --- | --- | --- |")

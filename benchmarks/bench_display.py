@@ -1,4 +1,4 @@
-"""The display of a run against the engine's own math (issue #13: display included, <= 3x).
+"""The display of a run against the engine's own math (display included, <= 3x).
 
 ``bench_run.py`` times whole cells and gets the display's share by subtraction (default
 cell less the ``-q --no-check`` cell and the check), which is noisy where the display is
@@ -19,10 +19,8 @@ engine's forward + backward measured in the same process:
 """
 from __future__ import annotations
 
-import gc
 import math
 import sys
-import time
 
 import numpy as np
 

@@ -13,8 +13,6 @@ Run: ``python benchmarks/bench_magic.py``.
 """
 from __future__ import annotations
 
-import gc
-import time
 
 from gradmagic.core.engine import Value
 from gradmagic.notebook.magic import _link

@@ -63,7 +63,6 @@ import gc
 import io
 import math
 import sys
-import time
 import tracemalloc
 
 import numpy as np
@@ -72,7 +71,7 @@ import gradmagic
 from gradmagic.core.engine import Value, backward, walk
 from gradmagic.analysis.check import _PROGRAMS
 from gradmagic.analysis.trace import Trace
-from timing import best, timed
+from timing import best
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BODY = "s = (s * w + x) * 0.5 - (s - w * 2.0) * 0.25 + x * w"
@@ -124,7 +123,8 @@ def stages(size: int, shell, repeat: int) -> dict:
     times["trace"] = _difference(times["backward+trace"], times["backward"])
     times.update(best({"check": check}, max(1, repeat - 1)))
     report = kept["t"].check()
-    del kept, run, s
+    kept.clear(), run.clear()  # the graph goes (the closures above still name them)
+    s = None
 
     shell.user_ns.update(x=0.3, w=0.7, N=n_iter)
 

@@ -2,7 +2,8 @@
 
 ``%load_ext gradmagic`` registers the ``%%autograd`` cell magic. The engine is
 usable on its own: :class:`Value` (scalars), :class:`Tensor` (numpy arrays),
-:mod:`gradmagic.nn` and :mod:`gradmagic.optim`.
+:mod:`gradmagic.nn` and :mod:`gradmagic.optim`. :func:`gradmagic.autograd` gives the
+magic's run without the magic (scripts, tests, marimo).
 """
 from .core.engine import Value, apply, is_grad_enabled, no_grad
 from .grade import grade
@@ -13,8 +14,7 @@ from . import views  # noqa: F401 - sets str(report); views never import this mo
 
 __version__ = "0.1.0"
 __all__ = ["Value", "Tensor", "tensor", "Trace", "apply", "no_grad", "is_grad_enabled", "grade",
-           "last"]
-
+           "autograd", "last"]
 
 
 def __getattr__(name):
@@ -23,6 +23,9 @@ def __getattr__(name):
     if name == "last":
         from .notebook import session
         return session.last
+    if name == "autograd":  # imported on first use: it brings IPython in
+        from .notebook.api import autograd
+        return autograd
     raise AttributeError(f"module 'gradmagic' has no attribute {name!r}")
 
 

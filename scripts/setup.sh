@@ -27,4 +27,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "setup: installing gradmagic[$extras] into .venv"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+case ",$extras," in
+  *,torch,*)
+    # the torch extra is a range; pin the CPU build the project is tested with first, so
+    # that pip does not pick a newer (CUDA) build to satisfy it
+    .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}" ;;
+esac
 .venv/bin/python -m pip install -q -e ".[$extras]"

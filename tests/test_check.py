@@ -939,7 +939,6 @@ def test_expected_pairs_accepts_mappings_and_pairs_only():
 # --------------------------------------------------------------------------- PyTorch
 def test_every_op_has_a_torch_counterpart():
     torch = pytest.importorskip("torch")
-    from gradmagic.analysis import torchcheck
     from gradmagic.core.tensor_ops import TENSOR_OPS
     # every entry names its torch function, and it computes what the entry's forward does
     for op in OPS.values():

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-import gradmagic
 from gradmagic import grade
 from gradmagic.analysis import check
 from gradmagic.analysis.check import CheckReport

@@ -93,7 +93,7 @@ def test_warnings_name_the_users_line(ip, body):
     plain = _warnings_of(ip, body)
     magic = _warnings_of(ip, "%%autograd -q\n" + body)
     assert plain and [(c, m) for c, m, _, _ in magic] == [(c, m) for c, m, _, _ in plain]
-    for (_, _, file, line), (_, _, pfile, pline) in zip(magic, plain):
+    for (_, _, file, line), (_, _, _, pline) in zip(magic, plain):
         assert line == pline + 1 and "gradmagic" not in file and file.startswith("<ipython")
 
 

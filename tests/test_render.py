@@ -77,7 +77,9 @@ def test_values_are_records_with_label_data_grad_and_ops_sit_between():
 def test_leaves_ops_and_target_have_distinct_colours():
     trace = small()
     dot = render.to_dot(trace)
-    fill = lambda node_id: re.search(r'fillcolor="([^"]+)"', dot_line(dot, node_id)).group(1)
+
+    def fill(node_id):
+        return re.search(r'fillcolor="([^"]+)"', dot_line(dot, node_id)).group(1)
     leaf = fill(f"v{trace.node('a').index}")
     middle = fill(f"v{trace.node('c').index}")
     target = fill(f"v{trace.target.index}")

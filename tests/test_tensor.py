@@ -735,4 +735,4 @@ def test_copy_and_pickle_do_not_recurse_through_getattr():
         assert other.label == "T" and other.data.tolist() == [1.0, 2.0]
         assert other.requires_grad is False and other is not T
     with pytest.raises(AttributeError):
-        Tensor.__new__(Tensor).data  # an empty slot reads as missing, not as a method
+        Tensor.__new__(Tensor).data  # noqa: B018 - an empty slot reads as missing, not as a method

@@ -170,7 +170,7 @@ def test_steps_are_capped():
 def test_big_graphs_send_the_summary_nodes_only():
     x = Value(0.5, label="x")
     total = Value(0.0)
-    for i in range(300):
+    for _ in range(300):
         total = total + x * 0.5
     trace = traced(total, bindings={"x": x})
     data = payload(trace)

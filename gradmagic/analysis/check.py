@@ -849,9 +849,9 @@ class _Plan:
     def __init__(self, trace):
         self.trace = trace
         self.n = n = trace.n
-        self.target = target = n - 1
+        self.target = n - 1
         tensors = trace.tensor_data
-        pa, pb, codes = trace.parent_a, trace.parent_b, trace.op_code
+        pa = trace.parent_a
         leaf = pa < 0
         self.kinks = np.flatnonzero(trace.kink)[::-1].tolist()  # where a subgradient was used
         self.constants = np.flatnonzero(trace.constant)  # leaves that are not inputs
@@ -1162,7 +1162,6 @@ class _Plan:
         ``2j + 1`` and by -eps in column ``2j + 2``. The steps are the actual
         ``(x + eps) - x`` and ``x - (x - eps)`` after float rounding.
         """
-        nodes = self.trace.nodes
         n_slots = len(slots)
         k = 1 + 2 * n_slots
         vals = [None] * self.n

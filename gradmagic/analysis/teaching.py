@@ -623,7 +623,7 @@ def _best_paths(trace, start: int, count, k: int) -> list:
         best[i] = cands[:k]
     out = []
     target = trace.target.index
-    for mag, prod, back in best.get(target, ()):
+    for _mag, prod, back in best.get(target, ()):
         steps, i = [], target
         while back is not None:
             p, rank, d, slot = back

@@ -30,7 +30,12 @@ __all__ = ["Node", "Trace"]
 
 _DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
 _OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
-_IDENTITY = (lambda x: x)
+
+
+def _IDENTITY(x):
+    return x
+
+
 _LINKS = attrgetter("_a", "_b", "_op")
 # every op table entry, scalar and tensor, by id: the walk's op entries become codes in one pass
 _OP_ENTRIES = list(OPS.values()) + list(TENSOR_OPS.values())

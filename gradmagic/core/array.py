@@ -27,9 +27,9 @@ it has none.
 """
 from __future__ import annotations
 
-# bound here, so a cell that rebinds builtins.float (or int, isinstance, type) changes its own
+# bound here, so a cell that rebinds builtins.float (or int, isinstance) changes its own
 # code, as in plain Python, and not the engine's
-from builtins import float, int, isinstance, type  # noqa: A004
+from builtins import float, int, isinstance  # noqa: A004
 
 import sys
 import warnings
@@ -639,7 +639,7 @@ def reissue(caught, frame) -> None:
     """Warn again the warnings ``caught``, as raised at ``frame``'s line (as is, without one)."""
     if frame is None:
         for w in caught:
-            warnings.warn(w.message, w.category)
+            warnings.warn(w.message, w.category, stacklevel=1)
         return
     registry = frame.f_globals.setdefault("__warningregistry__", {})
     for w in caught:

@@ -27,9 +27,9 @@ would slow down every operation for a case that almost never happens.
 """
 from __future__ import annotations
 
-# bound here, so a cell that rebinds builtins.float (or int, isinstance, type) changes its own
+# bound here, so a cell that rebinds builtins.float (or int, isinstance) changes its own
 # code, as in plain Python, and not the engine's
-from builtins import float, int, isinstance, type  # noqa: A004
+from builtins import float, int, isinstance  # noqa: A004
 
 import math
 import operator

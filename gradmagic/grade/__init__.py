@@ -175,9 +175,12 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
         Re-raise an exception of the cell instead of reporting it; needs
         ``isolate=False`` (an exception cannot cross the process boundary).
 
-    Returns the :class:`GradeReport` (kind ``"expect"``); print it for the text
-    form, or call ``assert_passed()`` in a test cell. It never raises for
-    anything the cell does.
+    Returns
+    -------
+    GradeReport
+        Of kind ``"expect"``; print it for the text form, or call
+        ``assert_passed()`` in a test cell. It never raises for anything the
+        cell does.
     """
     pairs = _expected(expected)
     for name, x in (("atol", atol), ("rtol", rtol)):

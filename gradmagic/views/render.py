@@ -40,7 +40,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.check import STATUSES
-from ..core.ops import OPS
 from ..analysis import numbers
 from ..analysis.numbers import SMALL, all_finite, dims  # noqa: F401 - dims is part of this module's API
 

@@ -7,7 +7,7 @@ plain text (the numbers come from :mod:`gradmagic.analysis.teaching`):
   node's tangent for the chosen input, the cost of forward against reverse mode, and the
   agreement of the two on every gradient;
 * :func:`walk_html` / :func:`walk_text`: micrograd's ``build_topo`` step by step, printed
-  as the seed prints it (``v ['f']``, ``v ['f', 'd']``, …, ``t ['x', 'a', …]``), the node
+  as micrograd's lecture prints it (``v ['f']``, ``v ['f', 'd']``, …, ``t ['x', 'a', …]``), the node
   being visited and the recursion stack highlighted in the graph, then the backward order;
 * :func:`paths_html` / :func:`paths_text`: ∂target/∂input as a sum over paths, each with
   its local derivatives as numbers and as rules (``1·1·3·(2x)``).
@@ -432,9 +432,9 @@ def forward_text(trace, input=None, limit: int = 20) -> str:
 
 # =========================================================================== the walk
 def walk_lines(trace, walk=None, *, named_only: bool = True, limit: int | None = None) -> list:
-    """The seed's printout: ``v [...]`` after each visit, ``t [...]`` after each append.
+    """micrograd's printout: ``v [...]`` after each visit, ``t [...]`` after each append.
 
-    ``named_only`` prints labelled nodes only, as the seed does (its constants and
+    ``named_only`` prints labelled nodes only, as micrograd's lecture does (its constants and
     intermediate results have no label); otherwise every node, by its expression.
     With ``limit``, only the first ``limit - 1`` lines and the last one are made
     (each line is a list as long as the walk so far: all of them would be quadratic).
@@ -500,7 +500,7 @@ def walk_html(trace, step: int | None = None, *, cache=None, walk=None, draw: bo
               "Every node lands in the order after all its inputs."),
            f'<pre style="margin:2px 0; font-size:11px">{html.escape(BUILD_TOPO)}</pre>']
     unnamed = sum(1 for n in nodes if not n.label)
-    out.append(_p("<b>As the seed prints it</b> (labelled nodes"
+    out.append(_p("<b>As micrograd's lecture prints it</b> (labelled nodes"
                   + (f"; the {unnamed:,} unnamed constants and intermediate results are walked "
                      "too, see the steps" if unnamed else "") + "):"))
     out.append(f'<pre style="margin:2px 0">{html.escape(chr(10).join(_printout(trace, walk)))}</pre>')

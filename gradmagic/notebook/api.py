@@ -1,0 +1,271 @@
+"""The run of ``%%autograd`` without the magic: for scripts, tests and marimo.
+
+:func:`autograd` is a function transformation in the manner of ``jax.grad`` or
+HIPS autograd's ``grad``: ``autograd(f)`` returns a function that takes ``f``'s
+inputs and returns a :class:`Run`, the same run the magic makes of a cell that
+calls ``f`` (the same rewrite, the same engine, the same trace, check and view)::
+
+    run = autograd(loss)(w=0.5, b=-1.0)
+    run.value, run.grads["w"], run.check().passed
+
+``autograd`` also takes a cell's source instead of a function; its inputs are
+then the names the cell reads::
+
+    run = autograd("L = (a*b + 10.0) * -2.0")(a=2.0, b=-3.0)
+
+A :class:`Run` shows as the magic's view in Jupyter (no ``%load_ext`` needed)
+and in marimo, where ``run.view()`` is the view's anywidget
+(``mo.ui.anywidget(run.view())``).
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import keyword
+import linecache
+import textwrap
+from argparse import Namespace
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from ..analysis.options import Options
+from ..analysis.trace import Trace
+from . import session
+from .magic import NoTarget, execute, options_from, parse_expect, prepare, user_traceback
+
+__all__ = ["autograd", "Run"]
+
+class Run:
+    """One run: its :class:`~gradmagic.analysis.trace.Trace` and the view of it.
+
+    ``value``, ``grads``, ``values``, ``nodes``, ``node()``, ``check()``,
+    ``expect()`` and ``jvp()`` are the trace's. ``view()`` is the live view
+    (an anywidget); in Jupyter and marimo a Run shows as the magic's output.
+    """
+
+    __slots__ = ("trace", "__weakref__")
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.trace, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | {n for n in dir(self.trace) if n[0] != "_"})
+
+    def __repr__(self) -> str:
+        return f"Run({self.trace!r})"
+
+    def view(self):
+        """The live view of this run: an anywidget (``mo.ui.anywidget(run.view())`` in marimo)."""
+        from ..views.widget import TraceWidget, _analyses
+        report, expected, torch, problems = _analyses(self.trace)
+        return TraceWidget(self.trace, report, expected=expected, torch=torch)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        # the magic's display: the live view and its static copy in one bundle
+        from ..views.widget import mimebundle
+        return mimebundle(self.trace)
+
+    def _display_(self):
+        # marimo shows what this returns: the view's anywidget, wrapped as marimo wraps one
+        import marimo as mo
+        return mo.ui.anywidget(self.view())
+
+
+def autograd(fn: Callable | str, *, target: str | None = None, check: bool = True,
+             eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+             expect: Mapping | str | None = None, torch: bool = False, rankdir: str = "LR",
+             max_nodes: int = 150) -> Callable[..., Run]:
+    """``autograd(f)(*args, **kwargs)``: run ``f`` as ``%%autograd`` runs a cell; a :class:`Run`.
+
+    ``fn`` is a function or the source of a cell. A function's own source is
+    rewritten as the magic rewrites a cell's (its literals and ``math`` calls
+    join the graph) and called with the inputs; the graph's leaves are named
+    after its parameters (``w``, ``b``) and after the numbers it reads from its
+    module. Its decorators are not applied again (``@autograd`` above it must
+    not be). A lambda, or a function whose source cannot be read (a builtin,
+    one typed in a plain interpreter), is called as it is: its inputs are still
+    nodes, its own literals are constants. A cell's source is run in a fresh namespace holding
+    the keyword arguments; its last expression (or ``target``) is differentiated.
+
+    The keywords are the magic's options (see ``%%autograd?``): ``target``
+    (``-t``), ``check=False`` (``--no-check``), ``eps``, ``atol``, ``rtol``,
+    ``expect`` (a mapping such as ``{"a": 6, "L.data": -8}`` or the magic's
+    text ``"a=6, L.data=-8"``), ``torch``, ``rankdir``, ``max_nodes``.
+
+    The inputs are never changed: the run works on copies of the numbers.
+    Raises what the function raises, ``ValueError`` for a bad option, and
+    ``TypeError`` for inputs that do not fit the function or a run that leaves
+    nothing to differentiate.
+
+    >>> run = autograd(lambda x: x * x + 1.0)(3.0)
+    >>> run.value, run.grads["x"]
+    (10.0, 6.0)
+    """
+    args = Namespace(target=target, no_check=not check, eps=eps, atol=atol, rtol=rtol,
+                     expect=None, rankdir=rankdir, max_nodes=max_nodes, torch=torch,
+                     quiet=True)
+    if rankdir not in ("LR", "TB"):
+        raise ValueError(f"rankdir must be 'LR' or 'TB', got {rankdir!r}")
+    try:
+        options = options_from(args, {})
+    except UsageError as e:
+        raise ValueError(str(e).partition("\n")[0]) from None
+    if expect is not None:
+        options.expect = _expected(expect)
+    if isinstance(fn, str):
+        return _cell_runner(fn, options)
+    if not callable(fn):
+        raise TypeError(f"autograd needs a function or a cell's source, got "
+                        f"{type(fn).__name__}")
+    return _function_runner(fn, options)
+
+
+def _expected(expect) -> dict:
+    if isinstance(expect, str):
+        try:
+            return parse_expect(expect, {})
+        except ValueError as e:
+            raise ValueError(f"expect: {e}") from None
+    if not isinstance(expect, Mapping):
+        raise TypeError(f"expect must be a mapping or a string, got {type(expect).__name__}")
+    return dict(expect)
+
+
+def _cell_runner(source: str, options: Options) -> Callable[..., Run]:
+    filename = _remember(source, "cell")
+
+    def run(**inputs) -> Run:
+        ns = {"__name__": "__main__", **inputs}
+        return _run(source, ns, options, filename)
+    return run
+
+
+def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
+    signature = _signature(fn)
+    name = getattr(fn, "__name__", "f")
+    defined = _definition(fn)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs) -> Run:
+        try:
+            bound = signature.bind(*args, **kwargs) if signature else None
+        except TypeError as e:
+            raise TypeError(f"{name}(): {e}") from None
+        if bound is not None:
+            bound.apply_defaults()
+        ns = dict(getattr(fn, "__globals__", {}))  # a copy: the module is left as it was
+        ns.update(_closure(fn))
+        if (defined is not None and signature is not None and bound is not None
+                and defined[0] not in signature.parameters):
+            fname, code, line, before = defined
+            ns.update(bound.arguments)
+            # the value is bound to the function's name: the target is drawn as "loss = ..."
+            source = f"{code}{fname} = {fname}({_call_text(signature, bound)})\n"
+            filename = _remember(source, fname, before)
+            return _run(source, ns, options, filename, first_line=line)
+        # called as it is: the inputs are nodes, the function's own text is not rewritten
+        named = name if name.isidentifier() and not keyword.iskeyword(name) else "result"
+        if signature is not None and named in signature.parameters:
+            named = "__gradmagic_result__"
+        if signature is not None and bound is not None:
+            ns.update(bound.arguments)
+            call = f"{_FN}({_call_text(signature, bound)})"
+        else:
+            ns[_ARGS], ns[_KWARGS] = args, kwargs
+            call = f"{_FN}(*{_ARGS}, **{_KWARGS})"
+        ns[_FN] = fn
+        source = f"{named} = {call}\n"
+        return _run(source, ns, options, _remember(source, name))
+    return run
+
+
+_FN, _ARGS, _KWARGS = "__gradmagic_fn__", "__gradmagic_args__", "__gradmagic_kwargs__"
+
+
+def _run(source: str, ns: dict, options: Options, filename: str, first_line: int = 1) -> Run:
+    __tracebackhide__ = True
+    cell = prepare(source, ns, filename=filename, first_line=first_line)
+    try:
+        trace = execute(cell, ns, options)
+    except NoTarget as e:
+        raise TypeError(f"nothing to differentiate: {e}") from None
+    except Exception as e:  # the user's frames only, as the magic shows them
+        raise e.with_traceback(user_traceback(e.__traceback__, filename)) from None
+    session.last = trace
+    return Run(trace)
+
+
+def _signature(fn) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have none
+        return None
+
+
+def _definition(fn) -> tuple[str, str, int, list[str]] | None:
+    """``fn``'s own ``def``, without its decorators: (name, text, line, the file's lines).
+
+    ``line`` is the number of the ``def`` line in ``fn``'s file, so tracebacks and the
+    places of cuts give the file's own line numbers. None for what has no ``def`` of its own
+    to rewrite: a lambda, a builtin, a function whose source is not on disk.
+    """
+    if not inspect.isfunction(fn) or fn.__name__ == "<lambda>":
+        return None
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        file_lines = linecache.getlines(inspect.getsourcefile(fn) or "")
+        text = textwrap.dedent("".join(lines))
+        tree = ast.parse(text)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
+        return None
+    start = max(start, 1)
+    body = text.splitlines(True)[node.lineno - 1:]  # from the def line: no decorators
+    line = start + node.lineno - 1
+    return node.name, "".join(body), line, file_lines[:line - 1]
+
+
+def _closure(fn) -> dict:
+    """The values of ``fn``'s free variables, by name (empty cells left out)."""
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    out = {}
+    for name, cell in zip(code.co_freevars if code else (), cells):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return out
+
+
+def _call_text(signature: inspect.Signature, bound: inspect.BoundArguments) -> str:
+    parts = []
+    for name, p in signature.parameters.items():
+        if name not in bound.arguments:
+            continue
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            parts.append(name)  # in order, before any *args
+        elif p.kind is p.VAR_POSITIONAL:
+            parts.append(f"*{name}")
+        elif p.kind is p.VAR_KEYWORD:
+            parts.append(f"**{name}")
+        else:
+            parts.append(f"{name}={name}")
+    return ", ".join(parts)
+
+
+def _remember(source: str, name: str, before: list[str] | None = None) -> str:
+    """A file name for ``source`` (after the lines ``before`` it) that tracebacks can show."""
+    filename = f"<gradmagic.autograd {name}>"
+    lines = [*(before or ()), *source.splitlines(True)]
+    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    return filename
