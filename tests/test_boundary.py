@@ -1,6 +1,5 @@
 """The end of a cell: what the namespace reaches is named, made plain, and cut from the graph."""
 import math
-import random
 
 import pytest
 

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import gradmagic
+
 import pytest
 
 from gradmagic import grade

@@ -654,7 +654,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     op_modules = [module_paths.get(op.module[-1], "") if op.module else "" for op in rec.ops]
     types = {}
     for op in rec.ops:
-        for depth, m in enumerate(op.module):
+        for m in op.module:
             path = module_paths.get(m)
             if path is not None and path not in types:
                 types[path] = type(rec.modules[m]).__name__

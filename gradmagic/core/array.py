@@ -1384,7 +1384,7 @@ def _r_gradient(exact, f, *varargs, axis=None, edge_order=1):
     parts = []
     with _quiet_graph():
         for ax in axes:
-            def cut(start, stop):
+            def cut(start, stop, ax=ax):
                 return node[(slice(None),) * ax + (slice(start, stop),)]
             inner = (cut(2, None) - cut(None, -2)) / (2.0 * h)
             first = (cut(1, 2) - cut(0, 1)) / h
