@@ -107,7 +107,11 @@ CASES = {"dijkstra": DIJKSTRA, "account": ACCOUNT, "mlp": MLP, "determinant": DE
          "grid_dp": GRID_DP, "circle": CIRCLE, "projection": PROJECTION}
 
 
+_SHELL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+
 def _user_state(ns, baseline):
+    """The names of ``ns`` not in ``baseline`` (or bound to something else there)."""
     return {k: v for k, v in ns.items()
             if not k.startswith("_") and (k not in baseline or v is not baseline[k])}
 
@@ -137,7 +141,8 @@ def test_stateful_cells_have_the_plain_codes_gradients_and_state(ip, case):
     assert ip.run_cell(setup).success
     checked = 0
     for k, cell in enumerate(cells):
-        before = _copy(_user_state(ip.user_ns, baseline))
+        before = _copy({k: v for k, v in ip.user_ns.items()
+                        if not k.startswith("_") and k not in _SHELL})
         magic = k % 2 == 0
         result = ip.run_cell(f"%%autograd -q\n{cell}" if magic else cell)
         assert result.success, result.error_in_exec
