@@ -403,8 +403,8 @@ def test_comparisons_give_plain_boolean_arrays_and_count_as_branches():
 
 def test_unsupported_numpy_functions_say_so():
     T = Tensor([1.0, 2.0])
-    with pytest.raises(TypeError, match="numpy.gradient has no gradient rule"):
-        np.gradient(T)
+    with pytest.raises(TypeError, match="numpy.convolve has no gradient rule"):
+        np.convolve(T, T)
     with pytest.raises(TypeError, match="numpy.searchsorted has no gradient rule"):
         T.searchsorted(1.5)  # an array method without a rule: the same message
     with pytest.raises(TypeError, match="numpy.spacing has no gradient rule"):
