@@ -1,5 +1,22 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test modules, and how the suite runs in parallel.
+
+``make test`` runs the suite on several processes (pytest-xdist, ``-n auto --dist
+loadgroup``): tests are handed out one by one, except those of a module whose module-scoped
+fixture is costly or holds a process (a JupyterLab and a Notebook server and a browser, an
+executed notebook), which stay together on one worker so that it is made once. Every
+worker has its own IPython shell, its own kept ``dot`` process and its own temporary
+directories; the browser tests' servers take free ports.
+"""
 import pytest
+
+# modules whose tests share a costly module-scoped fixture: each runs on one worker
+_TOGETHER = {"test_browser.py", "test_homework.py", "test_teaching.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in _TOGETHER:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def _central_differences(f, xs, eps=1e-6):

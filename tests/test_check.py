@@ -504,11 +504,10 @@ def chained(kind: str, n: int = 12):
 
 
 @pytest.mark.parametrize("kind", ["add", "mul", "sub"])
-def test_a_chain_replays_as_one_accumulate_bit_for_bit(kind):
+def test_a_chain_replays_by_groups_bit_for_bit(kind):
     trace = chained(kind, 40)
     replay = Replay(trace)
-    grouped = GroupedProgram.make(trace, replay.op_rows, min_size=0)
-    assert grouped.chains, "no chain was found"
+    assert GroupedProgram.make(trace, replay.op_rows, min_size=0) is not None
     slots, _ = choose(trace, None, 200, 0)
     nodes = measured(replay, slots, "nodes")
     for a, b in zip(nodes, measured(replay, slots, "groups")):
@@ -516,20 +515,20 @@ def test_a_chain_replays_as_one_accumulate_bit_for_bit(kind):
     assert check(trace, max_leaves=None).passed
 
 
-def test_a_sum_of_squares_is_replayed_by_groups_its_chain_one_call():
-    # a group per node (each + waits for the one before), but the +s are one chain: the
-    # program is a few calls, so auto replays it by groups and stays within the budget
+def test_a_sum_of_squares_is_replayed_by_groups():
+    # a group of squares, then a call a +: auto replays it by groups and stays within the
+    # budget
     xs = [leaf(0.01 * i - 1.0, f"x{i}") for i in range(300)]
     trace = traced(sum(x * x for x in xs))
     replay = Replay(trace)
     grouped = replay.grouped()
-    assert grouped is not None and grouped.calls <= 4, grouped and grouped.calls
+    assert grouped is not None and grouped.calls < len(replay.op_rows) * 0.6, grouped
     slots, _ = choose(trace, None, 200, 0)
     for a, b in zip(measured(replay, slots, "nodes"), measured(replay, slots, "groups")):
         np.testing.assert_array_equal(a, b)
     report = check(trace)
     assert report.passed and 16 <= len(report.rows) < 300  # sampled within the budget
-    # a running value that is not a chain (a tanh between the +s) is not worth groups
+    # a running value (a tanh between the +s) is not worth groups
     acc = xs[0]
     for x in xs[1:]:
         acc = (acc + x * x).tanh()
@@ -592,23 +591,21 @@ def test_a_network_is_replayed_by_groups_and_sampled_within_the_budget():
 
 def test_a_big_graph_whose_last_nodes_are_deep_is_not_compiled_into_groups(monkeypatch):
     # the last PROBE op nodes decide: a loop's last steps are one node a level (no groups,
-    # the rest's levels are not computed); a network's last layers and a sum's chain are not
-    monkeypatch.setattr(replay_module, "PROBE", 64)
+    # the rest's levels are not computed); a network's last layers are not
+    monkeypatch.setattr(replay_module, "PROBE", 256)
     probes = []
     levels = replay_module.group_levels
     monkeypatch.setattr(replay_module, "group_levels", lambda *a, **k: probes.append(
         k.get("probe", False)) or levels(*a, **k))
     x, w = leaf(0.3, "x"), leaf(0.7, "w")
     s = x
-    for _ in range(200):
+    for _ in range(400):
         s = (s * w + x).tanh()
     assert Replay(traced(s)).grouped() is None
     assert probes == [True]  # only the probe's levels were computed
-    xs = [leaf(0.01 * i, f"x{i}") for i in range(300)]
-    for trace in (demo_network(points=3), traced(sum(x * x for x in xs))):
-        probes.clear()
-        assert Replay(trace).grouped() is not None
-        assert probes == [True, False]
+    probes.clear()
+    assert Replay(demo_network(points=3)).grouped() is not None
+    assert probes == [True, False]
 
 
 @pytest.mark.parametrize("deep", [False, True])

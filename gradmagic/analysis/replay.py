@@ -34,8 +34,10 @@ FLOAT_POINTS = 3
 # replay's, smaller, as each of its calls gathers rows from the whole chunk
 CHUNK = 2 ** 22
 GROUP_CHUNK = 2 ** 21
-# a graph replays by groups where its calls average at least this many nodes
-GROUP_MIN = 2
+# a graph replays by groups where its calls average at least this many nodes: a sum of
+# squares (a group of squares, then a call a +) does, a loop whose every step waits for the
+# one before does not (what it saves would not pay for its levels)
+GROUP_MIN = 1.5
 # op nodes, the last of the graph, whose levels say whether the rest is worth computing
 PROBE = 2048
 _EPS_FLOAT = float(np.finfo(float).eps)
