@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from .numbers import all_finite, fmt
+from .numbers import all_finite, fmt, short
 from .perturb import Perturbation, choose
 from .replay import Measured, Replay, rounding_scale
 
@@ -457,9 +457,7 @@ class _Judge:
         todo.update(j for j, i in enumerate(index) if i in kinks)
         for j in todo:
             notes[j] = _note(s_l[j], j, m, a_l[j], nodes[index[j]], kinks)
-        label_names = trace.label_names
-        names = [label_names[c] if c else nodes[i].name
-                 for c, i in zip(trace.label_code[p.node].tolist(), index)]
+        names = _leaf_names(trace, p.node)
         rows = list(map(_new_row, zip(names, a_l, n_l, e_l, r_l, b_l,
                                       [_STATUS[s] for s in s_l], notes, index, [1] * single)))
         spread, ways = len(p.spread), len(p.signs)
@@ -517,6 +515,14 @@ class _Judge:
         return CheckRow(node.name, analytic, float(m.numeric[w]), float(abs_err[w]),
                         float(numbers["rel_err"][w]), float(numbers["bound"][w]), _STATUS[s],
                         note, node.index, count)
+
+
+def _leaf_names(trace, leaves: np.ndarray) -> list:
+    """Each scalar leaf's ``Node.name``: its label, else its number."""
+    label_names, exact = trace.label_names, trace.exact
+    values = trace.data[leaves].tolist()
+    return [label_names[c] if c else short(exact[i] if i in exact else x)
+            for c, i, x in zip(trace.label_code[leaves].tolist(), leaves.tolist(), values)]
 
 
 def _note(s: int, j: int, m: Measured, analytic: float, node, kinks) -> str:
