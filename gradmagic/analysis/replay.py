@@ -408,7 +408,7 @@ class GroupedProgram:
         of the rest, which would cost about half a backward pass.
         """
         least = GROUP_MIN if min_size is None else min_size
-        if len(rows) >= 4 * PROBE and group_levels(trace, rows[-PROBE:], least,
+        if len(rows) >= 2 * PROBE and group_levels(trace, rows[-PROBE:], least,
                                                    probe=True) is None:
             return None
         found = group_levels(trace, rows, least)
