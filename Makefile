@@ -24,8 +24,9 @@ endif
 demo-headless:
 	$(PY) -m gradmagic.demo --out build
 
+# in parallel on every core (pytest-xdist); tests/conftest.py keeps shared fixtures together
 test: setup-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 # the documentation site, from docs/ (the tutorials are the demo notebooks, executed)
 docs: setup-test

@@ -44,18 +44,11 @@ PER_ITERATION = 13
 
 
 def _checker(trace, **kwargs):
-    """A fresh check of ``trace`` each call: ``trace.check()`` (its report is kept, so it
-    is dropped first), or ``check(trace, **kwargs)`` with other settings; the programs kept
-    for graph shapes checked before are dropped too, so each call is a first check."""
-    from gradmagic.analysis.check import _PROGRAMS, check
-
+    """A fresh check of ``trace`` each call: ``trace.check(**kwargs)`` (its report is kept, so
+    it is dropped first)."""
     def run():
         trace._report = None
-        _PROGRAMS.clear()
-        if kwargs:
-            check(trace, **kwargs)
-        else:
-            trace.check()
+        trace.check(**kwargs)
     return run
 
 

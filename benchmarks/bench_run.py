@@ -37,9 +37,7 @@ taken alternately so background load hits both sides.
    taken off the magic. Both columns are printed; the second is the one
    compared with the target.
 2. **micrograd's demo** (MLP 2-16-16-1, relu, hinge loss + L2) on 1 and on 100
-   points: Trace build and full check against one backward pass. The check is timed as a
-   first check of the graph's shape (its grouped program compiled: the target's figure) and
-   as a check of a shape checked before (a cell run again: the program is kept).
+   points: Trace build and full check against one backward pass.
 3. **Memory** of a kept trace per node (tracemalloc, the live graph not counted).
 4. **Other shapes**, so that the targets are not met for the loop cell alone: the
    trace and the check against a backward pass, on 10^3 … 10^6 nodes, of a sum of
@@ -69,7 +67,6 @@ import numpy as np
 
 import gradmagic
 from gradmagic.core.engine import Value, backward, walk
-from gradmagic.analysis.check import _PROGRAMS
 from gradmagic.analysis.trace import Trace
 from timing import best
 
@@ -202,18 +199,14 @@ def demo(points: int, repeat: int) -> dict:
     def traced():
         kept["t"] = traced_run(loss)
 
-    def again():  # the check of a graph whose shape was checked before (a cell run again)
+    def check():
         kept["t"]._report = None
         kept["t"].check()
 
-    def check():  # the first check of this shape: its grouped program is compiled
-        _PROGRAMS.clear()
-        again()
-
     traced()
     check()  # warm up (first imports, numpy's first calls)
-    times = best({"backward": loss.backward, "backward+trace": traced, "check": check,
-                  "check again": again}, repeat)
+    times = best({"backward": loss.backward, "backward+trace": traced, "check": check},
+                 repeat)
     times["trace"] = _difference(times["backward+trace"], times["backward"])
     return {"nodes": kept["t"].n, "times": times, "verdict": kept["t"].check().verdict}
 
@@ -268,9 +261,8 @@ def shape(make, size: int, repeat: int) -> dict:
     def traced():
         kept["t"] = traced_run(target)
 
-    def check():  # a first check: the grouped program of this shape is compiled again
+    def check():
         kept["t"]._report = None
-        _PROGRAMS.clear()
         kept["t"].check()
 
     traced()
@@ -332,14 +324,12 @@ def main(argv=None) -> bool:
               for stage in ("forward", "backward", "trace", "check", "cell -q", "cell")))
 
     print("\n## micrograd's demo network (MLP 2-16-16-1, relu)\n")
-    print("| points | nodes | backward | trace / backward | check / backward "
-          "| same shape checked again / backward |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| points | nodes | backward | trace / backward | check / backward |")
+    print("| --- | --- | --- | --- | --- |")
     for points, d in demo_rows:
         t = d["times"]
         print(f"| {points} | {d['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
-              f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x "
-              f"| {t['check again'] / t['backward']:.2f}x |")
+              f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x |")
 
     print("\n## Other shapes: the trace and the check against a backward pass\n")
     print("| shape | nodes | backward | trace / backward | check / backward | leaves checked |")

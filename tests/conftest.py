@@ -1,5 +1,27 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test modules, and how the suite runs in parallel.
+
+``make test`` runs the suite on several processes (pytest-xdist, ``-n auto --dist
+loadgroup``): tests are handed out one by one, except those of a module whose module-scoped
+fixture is costly or holds a process (a JupyterLab and a Notebook server and a browser, an
+executed notebook), which stay together on one worker so that it is made once, and the
+tests that grade (each grade runs a child process, and some count the grading children
+left on the machine, or time a grade), which run one after another on one worker. Every
+worker has its own IPython shell, its own kept ``dot`` process and its own temporary
+directories; the browser tests' servers take free ports.
+"""
 import pytest
+
+# modules whose tests run together on one worker: module name -> group
+_TOGETHER = {"test_browser.py": "browser", "test_teaching.py": "teaching",
+             "test_homework.py": "grade", "test_grade.py": "grade",
+             "test_grade_attacks.py": "grade", "test_graders.py": "grade"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = _TOGETHER.get(item.path.name)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _central_differences(f, xs, eps=1e-6):

@@ -102,6 +102,9 @@ def _serve(root: Path, app: str):
         [sys.executable, "-m", app, "--no-browser", "--allow-root",
          "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
          f"--ServerApp.root_dir={root / 'nb'}", f"--LabApp.user_settings_dir={root / 'settings'}",
+         # a workspace of its own: the shared one (in the home directory) reopens the
+         # notebooks another run left open
+         f"--LabApp.workspaces_dir={root / 'workspaces'}",
          "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
         stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"

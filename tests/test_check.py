@@ -11,8 +11,10 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from gradmagic import Value
-from gradmagic.analysis import check as check_module
+from gradmagic.analysis import check as check_module, replay as replay_module
 from gradmagic.analysis.check import CheckReport, check, expect
+from gradmagic.analysis.perturb import choose
+from gradmagic.analysis.replay import GroupedProgram, Replay
 from gradmagic.core.engine import _make_binary, _make_unary
 from gradmagic.nn import MLP
 from gradmagic.core.ops import OPS
@@ -210,7 +212,7 @@ def test_replay_mismatch_is_reported_and_fails(monkeypatch):
     x = leaf(0.5, "x")
     trace = traced(odd_exp(x) * 3.0)
     assert check(trace).replay_ok  # the float replay runs the engine's own forward
-    monkeypatch.setattr(check_module, "_FLOAT_SLOTS", 0)
+    monkeypatch.setattr(replay_module, "FLOAT_POINTS", 0)
     report = check(trace)
     assert not report.replay_ok and not report.passed
     (note,) = [n for n in report.notes if n.startswith("Replay mismatch")]
@@ -223,7 +225,7 @@ def test_replay_mismatch_is_reported_and_fails(monkeypatch):
     assert replayed == pytest.approx(3 * math.expm1(0.5))
     assert "≠ recorded" in str(report)
     trace.nodes[-1].data = 1.0  # a changed snapshot: the float replay says so too
-    monkeypatch.setattr(check_module, "_FLOAT_SLOTS", 3)
+    monkeypatch.setattr(replay_module, "FLOAT_POINTS", 3)
     assert not check(trace).replay_ok
 
 
@@ -380,7 +382,7 @@ def test_replay_in_several_chunks_matches_one_chunk(monkeypatch):
         out = (out * x).tanh() + x
     trace = traced(out)
     whole = check(trace)
-    monkeypatch.setattr(check_module, "_CHUNK", 3 * len(trace.nodes))  # one slot a chunk
+    monkeypatch.setattr(replay_module, "CHUNK", 3 * len(trace.nodes))  # one point a chunk
     parts = check(trace)
     assert [r.numeric for r in parts.rows] == pytest.approx([r.numeric for r in whole.rows],
                                                              rel=1e-12)
@@ -424,9 +426,9 @@ def scalar_graphs(draw, max_leaves=6, max_ops=40, min_inputs=0):
     return traced(target)
 
 
-def measured(plan, slots, engine, eps=1e-6):
+def measured(replay, perturbation, engine, eps=1e-6):
     with np.errstate(all="ignore"):
-        m = plan.measure(slots, eps, engine=engine)
+        m = replay.measure(perturbation, eps, engine=engine)
     return [np.asarray(x, dtype=float) for x in (m.f0, m.numeric, m.fwd, m.bwd, m.steps)]
 
 
@@ -435,20 +437,20 @@ def measured(plan, slots, engine, eps=1e-6):
 def test_level_grouped_replay_equals_the_node_by_node_replay(trace, eps):
     """Every op, kinks and non-finite values included: the same numbers, bit for bit
     (the same numpy forwards on the same inputs), one chunk or several."""
-    plan = check_module._Plan(trace)
-    slots, _ = plan.choose(None, 200, 0)
+    replay = Replay(trace)
+    slots, _ = choose(trace, None, 200, 0)
     assume(len(slots) and trace.n > 1)
-    nodes = measured(plan, slots, "nodes", eps)
-    groups = measured(plan, slots, "groups", eps)
+    nodes = measured(replay, slots, "nodes", eps)
+    groups = measured(replay, slots, "groups", eps)
     for a, b in zip(nodes, groups):
         np.testing.assert_array_equal(a, b)
-    saved = check_module._GROUP_CHUNK
-    check_module._GROUP_CHUNK = 3 * trace.n  # one slot a chunk
+    saved = replay_module.GROUP_CHUNK
+    replay_module.GROUP_CHUNK = 3 * trace.n  # one point a chunk
     try:
-        for a, b in zip(nodes, measured(plan, slots, "groups", eps)):
+        for a, b in zip(nodes, measured(replay, slots, "groups", eps)):
             np.testing.assert_array_equal(a, b)
     finally:
-        check_module._GROUP_CHUNK = saved
+        replay_module.GROUP_CHUNK = saved
 
 
 @settings(max_examples=40, deadline=None)
@@ -457,14 +459,14 @@ def test_every_replay_moves_all_the_leaves_at_once_alike(trace, eps):
     """A sample of one leaf and the direction: the node and group replays bit for bit, the
     float replay to the last bits of the target; the joint row's analytic side is the
     gradient times the move."""
-    plan = check_module._Plan(trace)
-    slots, _ = plan.choose(1, 200, 0)
+    replay = Replay(trace)
+    slots, _ = choose(trace, 1, 200, 0)
     assume(len(slots.signs) == 1 and trace.n > 1)
-    nodes = measured(plan, slots, "nodes", eps)
-    for a, b in zip(nodes, measured(plan, slots, "groups", eps)):
+    nodes = measured(replay, slots, "nodes", eps)
+    for a, b in zip(nodes, measured(replay, slots, "groups", eps)):
         np.testing.assert_array_equal(a, b)
-    if plan.floats_ok and np.all(np.abs(trace.data[np.isfinite(trace.data)]) < 1e6):
-        f0, numeric, *_ = measured(plan, slots, "floats", eps)  # (numbers of everyday size:
+    if replay.floats_ok and np.all(np.abs(trace.data[np.isfinite(trace.data)]) < 1e6):
+        f0, numeric, *_ = measured(replay, slots, "floats", eps)  # (numbers of everyday size:
         if np.isfinite(f0):  # see test_level_grouped_check_agrees_with_the_float_replay)
             np.testing.assert_allclose(f0, nodes[0], rtol=1e-9, atol=1e-12)
     report = check(trace, max_leaves=1, eps=eps)
@@ -502,37 +504,35 @@ def chained(kind: str, n: int = 12):
 
 
 @pytest.mark.parametrize("kind", ["add", "mul", "sub"])
-def test_a_chain_replays_as_one_accumulate_bit_for_bit(kind):
+def test_a_chain_replays_by_groups_bit_for_bit(kind):
     trace = chained(kind, 40)
-    plan = check_module._Plan(trace)
-    grouped = check_module._Groups.make(trace, plan._rows, min_size=0)
-    chains = [s for s in grouped.steps if s[1] is check_module._CHAIN]
-    assert chains, "no chain was found"
-    slots, _ = plan.choose(None, 200, 0)
-    nodes = measured(plan, slots, "nodes")
-    for a, b in zip(nodes, measured(plan, slots, "groups")):
+    replay = Replay(trace)
+    assert GroupedProgram.make(trace, replay.op_rows, min_size=0) is not None
+    slots, _ = choose(trace, None, 200, 0)
+    nodes = measured(replay, slots, "nodes")
+    for a, b in zip(nodes, measured(replay, slots, "groups")):
         np.testing.assert_array_equal(a, b)
     assert check(trace, max_leaves=None).passed
 
 
-def test_a_sum_of_squares_is_replayed_by_groups_its_chain_one_call():
-    # a group per node (each + waits for the one before), but the +s are one chain: the
-    # program is a few calls, so auto replays it by groups and stays within the budget
+def test_a_sum_of_squares_is_replayed_by_groups():
+    # a group of squares, then a call a +: auto replays it by groups and stays within the
+    # budget
     xs = [leaf(0.01 * i - 1.0, f"x{i}") for i in range(300)]
     trace = traced(sum(x * x for x in xs))
-    plan = check_module._Plan(trace)
-    grouped = plan.groups()
-    assert grouped is not None and grouped.n_groups <= 4, grouped and grouped.n_groups
-    slots, _ = plan.choose(None, 200, 0)
-    for a, b in zip(measured(plan, slots, "nodes"), measured(plan, slots, "groups")):
+    replay = Replay(trace)
+    grouped = replay.grouped()
+    assert grouped is not None and grouped.calls < len(replay.op_rows) * 0.6, grouped
+    slots, _ = choose(trace, None, 200, 0)
+    for a, b in zip(measured(replay, slots, "nodes"), measured(replay, slots, "groups")):
         np.testing.assert_array_equal(a, b)
     report = check(trace)
     assert report.passed and 16 <= len(report.rows) < 300  # sampled within the budget
-    # a running value that is not a chain (a tanh between the +s) is not worth groups
+    # a running value (a tanh between the +s) is not worth groups
     acc = xs[0]
     for x in xs[1:]:
         acc = (acc + x * x).tanh()
-    assert check_module._Plan(traced(acc)).groups() is None
+    assert Replay(traced(acc)).grouped() is None
 
 
 @settings(max_examples=30, deadline=None)
@@ -540,11 +540,11 @@ def test_a_sum_of_squares_is_replayed_by_groups_its_chain_one_call():
 def test_level_grouped_check_agrees_with_the_float_replay(trace):
     """Against the engine's own float forwards, leaf by leaf (numpy may differ in the
     last bits, so: close, and the same status where both are clear)."""
-    plan = check_module._Plan(trace)
-    slots, _ = plan.choose(None, 200, 0)
-    assume(len(slots) and trace.n > 1 and plan.floats_ok)
-    f0, numeric, *_ = measured(plan, slots, "groups")
-    g0, slow, *_ = measured(plan, slots, "floats")
+    replay = Replay(trace)
+    slots, _ = choose(trace, None, 200, 0)
+    assume(len(slots) and trace.n > 1 and replay.floats_ok)
+    f0, numeric, *_ = measured(replay, slots, "groups")
+    g0, slow, *_ = measured(replay, slots, "floats")
     assume(np.all(np.isfinite(slow)) and np.isfinite(g0) and abs(g0) < 1e6)
     # (numpy's and math's tanh, exp... may differ in the last bit, which a huge number on
     # the way, 1e274 % 0.64, turns into any difference at all: numbers of everyday size only)
@@ -571,8 +571,8 @@ def demo_network(points=1, wrong=False):
 
 def test_a_network_is_replayed_by_groups_and_sampled_within_the_budget():
     trace = demo_network()
-    plan = check_module._Plan(trace)
-    assert plan.groups() is not None and plan.groups().n_groups < trace.n / 4
+    grouped = Replay(trace).grouped()
+    assert grouped is not None and grouped.calls < trace.n / 4
     report = check(trace)
     assert report.passed, report.verdict
     n_inputs = sum(not n.is_constant for n in trace.leaves)
@@ -590,24 +590,22 @@ def test_a_network_is_replayed_by_groups_and_sampled_within_the_budget():
 
 
 def test_a_big_graph_whose_last_nodes_are_deep_is_not_compiled_into_groups(monkeypatch):
-    # the last _PROBE op nodes decide: a loop's last steps are one node a level (no groups,
-    # the rest's levels are not computed); a network's last layers and a sum's chain are not
-    monkeypatch.setattr(check_module, "_PROBE", 64)
+    # the last PROBE op nodes decide: a loop's last steps are one node a level (no groups,
+    # the rest's levels are not computed); a network's last layers are not
+    monkeypatch.setattr(replay_module, "PROBE", 256)
     probes = []
-    levels = check_module._levels
-    monkeypatch.setattr(check_module, "_levels", lambda *a, **k: probes.append(
+    levels = replay_module.group_levels
+    monkeypatch.setattr(replay_module, "group_levels", lambda *a, **k: probes.append(
         k.get("probe", False)) or levels(*a, **k))
     x, w = leaf(0.3, "x"), leaf(0.7, "w")
     s = x
-    for _ in range(200):
+    for _ in range(400):
         s = (s * w + x).tanh()
-    assert check_module._Groups.make(traced(s), check_module._Plan(traced(s))._rows) is None
+    assert Replay(traced(s)).grouped() is None
     assert probes == [True]  # only the probe's levels were computed
-    xs = [leaf(0.01 * i, f"x{i}") for i in range(300)]
-    for trace in (demo_network(points=3), traced(sum(x * x for x in xs))):
-        probes.clear()
-        assert check_module._Groups.make(trace, check_module._Plan(trace)._rows) is not None
-        assert probes == [True, False]
+    probes.clear()
+    assert Replay(demo_network(points=3)).grouped() is not None
+    assert probes == [True, False]
 
 
 @pytest.mark.parametrize("deep", [False, True])
@@ -630,23 +628,24 @@ def test_a_wrong_gradient_outside_the_sample_fails_all_the_leaves_at_once(deep):
     (joint,) = [r for r in report.rows if r.index is None]
     assert joint.status == "fail" and not report.passed, joint
     assert "all 300 leaves at once: disagree" in report.verdict
-    plan = check_module._Plan(build(bad))
-    assert (plan.groups() is None) == deep
+    trace = build(bad)
+    replay = Replay(trace)
+    assert (replay.grouped() is None) == deep
     # every replay moves the leaves alike: numpy's bit for bit, the float one (math.tanh
     # is not numpy's) to the last bits of the target, over 2 eps
-    slots, _ = plan.choose(8, 200, 0)
+    slots, _ = choose(trace, 8, 200, 0)
     assert len(slots.signs) == 1 and len(slots) == 9
-    nodes = measured(plan, slots, "nodes")
+    nodes = measured(replay, slots, "nodes")
     if not deep:
-        for a, b in zip(nodes, measured(plan, slots, "groups")):
+        for a, b in zip(nodes, measured(replay, slots, "groups")):
             np.testing.assert_array_equal(a, b)
-    for a, b in zip(nodes, measured(plan, slots, "floats")):
+    for a, b in zip(nodes, measured(replay, slots, "floats")):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-8)
 
 
 def test_the_grouped_replay_finds_a_wrong_derivative_in_a_network():
     trace = demo_network(points=3, wrong=True)
-    assert check_module._Plan(trace).groups() is not None
+    assert Replay(trace).grouped() is not None
     report = check(trace, max_leaves=None)
     assert not report.passed
     failed = {r.name for r in report.failures}
@@ -694,7 +693,7 @@ class Grid:
 
 def sampled_elements(trace, index):
     """The flat elements of leaf ``index`` that check() perturbs (seeded)."""
-    slots, _ = check_module._Plan(trace).choose("auto", 200, 0)
+    slots, _ = choose(trace, "auto", 200, 0)
     return slots.elem[slots.node == index].tolist()
 
 
@@ -1043,52 +1042,45 @@ def wide(values):
     return traced(sum(((x * x + x).relu() * 0.5 for x in xs), leaf(0.0, "")))
 
 
-def test_a_graph_of_the_same_shape_reuses_its_grouped_program(monkeypatch):
-    """A cell run again (other numbers, the same graph) is not compiled again, and its check
-    gives the numbers a program made for it would give; another shape is compiled."""
-    programs = check_module._PROGRAMS
-    programs.clear()
-    first = wide([0.1 * i - 1 for i in range(30)])
-    again = wide([0.3 * i - 2.05 for i in range(30)])
-    assert check(first, max_leaves=None).passed
-    made = []
-    real_make = check_module._Groups.make.__func__
-    monkeypatch.setattr(check_module._Groups, "make",
-                        classmethod(lambda cls, *a, **k: made.append(1) or real_make(cls, *a, **k)))
-    reused = check(again, max_leaves=None)
-    assert made == [] and reused.passed
-    programs.clear()
-    fresh = check(again, max_leaves=None)
-    assert made == [1]
-    assert [r.numeric for r in reused.rows] == [r.numeric for r in fresh.rows]
-    check(wide([0.5] * 31), max_leaves=None)  # another shape
-    assert made == [1, 1]
-
-
-def test_the_kept_programs_are_bounded():
-    programs = check_module._Programs(entries=2, nodes=400)
-    shapes = [wide([0.5] * k) for k in (10, 11, 12)]
-    for trace in shapes:
-        programs.get(trace, check_module._Plan(trace)._rows)
-    assert len(programs._kept) == 2  # the oldest shape left
-    big = wide([0.5] * 100)  # more nodes than the bound: not kept
-    programs.get(big, check_module._Plan(big)._rows)
-    assert len(programs._kept) == 2 and all(e[1] < 400 for e in programs._kept.values())
-
-
 @pytest.mark.parametrize("kind", ["add", "mul"])
-def test_the_float_replay_is_the_same_in_one_pass_or_a_pass_per_point(kind, monkeypatch):
-    """All evaluation points in one pass (a small graph) or one pass each (a big one): the
-    same numbers, bit for bit, with unary ops (relu) among the binary ones or not."""
+def test_the_float_replay_gives_the_numpy_replays_numbers(kind):
+    """The float replay (the engine's own forwards, a pass per point) and numpy's node by node:
+    the same numbers, with unary ops (relu) among the binary ones or not."""
     a, b = leaf(0.3, "a"), leaf(0.7, "b")
     arithmetic = traced((a * b + a) * 0.5 - (a - b * 2.0) * 0.25)  # binary ops only
     for trace in (chained(kind, 12), wide([0.25 * i - 1.1 for i in range(3)]), arithmetic):
-        plan = check_module._Plan(trace)
-        slots, _ = plan.choose(None, 200, 0)
-        together = measured(plan, slots, "floats")
-        monkeypatch.setattr(check_module, "_FLOAT_TOGETHER", 0)
-        apart = measured(plan, slots, "floats")
-        monkeypatch.undo()
-        for a, b in zip(together, apart):
-            np.testing.assert_array_equal(a, b)
-        assert np.isfinite(together[1]).all()
+        replay = Replay(trace)
+        slots, _ = choose(trace, None, 200, 0)
+        floats = measured(replay, slots, "floats")
+        for x, y in zip(floats, measured(replay, slots, "nodes")):
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+        assert np.isfinite(floats[1]).all()
+
+
+# --------------------------------------------------------------------------- nothing checked
+def test_a_check_of_a_graph_without_inputs_says_nothing_was_checked():
+    c = Value(2.0)  # an unnamed number: a constant, not an input
+    report = check(traced(c * 3.0 + 1.0))
+    assert report.rows == []
+    assert report.verdict.startswith("nothing checked: ") and "no input" in report.verdict
+    assert "0 gradients" not in report.verdict and "match" not in report.verdict
+    assert report.to_dict()["checked"] == 0 and report.to_dict()["unchecked"]
+    text, page = str(report), report_html(report)
+    assert "✓" not in text and "✓" not in page and "nothing checked" in text
+
+
+def test_an_empty_expect_says_nothing_was_compared():
+    report = expect(walkthrough(), {})
+    assert report.verdict == "nothing compared: no expected answers were given"
+    assert "✓" not in str(report)
+
+
+def test_trace_check_takes_max_leaves_and_keeps_the_last_report():
+    xs = [leaf(0.1 * i, f"x{i}") for i in range(300)]
+    trace = traced(sum(((x * x + x).relu() * 0.5 for x in xs), leaf(0.0, "")))
+    every = trace.check(max_leaves=None)
+    assert every.passed and len(every.rows) == 300
+    assert trace.check(max_leaves=None) is every  # kept
+    some = trace.check(max_leaves=5)
+    assert len([r for r in some.rows if r.index is not None]) == 5
+    assert trace.check(max_leaves=None) is not every and len(trace.check().rows) < 300

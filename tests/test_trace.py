@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gradmagic import Tensor, Value
-from gradmagic.analysis import check as check_module
+from gradmagic.analysis import replay as replay_module
 from gradmagic.analysis.check import check
 from gradmagic.analysis.numbers import all_finite
 from gradmagic.analysis.trace import Trace
@@ -227,11 +227,11 @@ def _float_replay(trace, leaf: int, value: float) -> float:
        st.sampled_from([1e-6, 1e-4]), st.sampled_from([0, 3]))
 def test_vectorised_check_agrees_with_per_leaf_finite_differences(graph, eps, float_slots):
     """Both replays (numpy columns; plain floats for a few leaves) against the slow way."""
-    check_module._FLOAT_SLOTS, saved = float_slots, check_module._FLOAT_SLOTS
+    replay_module.FLOAT_POINTS, saved = float_slots, replay_module.FLOAT_POINTS
     try:
         _check_against_per_leaf(graph, eps)
     finally:
-        check_module._FLOAT_SLOTS = saved
+        replay_module.FLOAT_POINTS = saved
 
 
 def _check_against_per_leaf(graph, eps):

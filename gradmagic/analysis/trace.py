@@ -796,20 +796,24 @@ class Trace:
 
     # ------------------------------------------------------------------ checks
     def check(self, eps: float | None = None, atol: float | None = None,
-              rtol: float | None = None):
+              rtol: float | None = None, *, max_leaves="auto", max_elements: int = 200,
+              seed: int = 0):
         """The numerical check: finite differences beside each analytic gradient.
 
         Settings default to the run's options (``--eps/--atol/--rtol``), else
-        PyTorch gradcheck's (eps 1e-6, atol 1e-5, rtol 1e-3). The report for the
-        run's own settings is computed once and kept.
+        PyTorch gradcheck's (eps 1e-6, atol 1e-5, rtol 1e-3); ``max_leaves=None``
+        checks every leaf of a big graph (see :func:`gradmagic.analysis.check.check`).
+        The report of the last settings asked for is kept.
         """
         from .check import check
         opts = self.options
         settings = (eps if eps is not None else opts.eps,
                     atol if atol is not None else opts.atol,
                     rtol if rtol is not None else opts.rtol)
-        if self._report is None or self._report[0] != settings:
-            self._report = (settings, check(self, *settings))
+        choice = (max_leaves, max_elements, seed)
+        if self._report is None or self._report[0] != (settings, choice):
+            self._report = ((settings, choice), check(self, *settings, max_leaves=max_leaves,
+                                                      max_elements=max_elements, seed=seed))
         return self._report[1]
 
     def expect(self, mapping, atol: float | None = None, rtol: float | None = None):

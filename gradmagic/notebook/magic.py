@@ -42,7 +42,7 @@ from ..core import engine
 from ..core.engine import Value, state
 from ..core.array import Array
 from .rewrite import RUNTIME, Rewritten, rewrite
-from ..analysis.options import Options
+from ..analysis.options import Options, option_specs
 from ..analysis.trace import Trace
 from ..views import display
 
@@ -50,32 +50,31 @@ __all__ = ["AutogradMagics", "NoTarget", "Prepared", "prepare", "execute", "find
            "parse_expect", "parse_options", "options_from", "Options", "load", "unload"]
 
 
+def _option_arguments(magic):
+    """Add an argument to ``magic``'s parser for each field of :class:`Options`."""
+    for spec in reversed(option_specs()):  # (the parser lists them in the order declared)
+        if spec.type is bool:
+            kwargs = {"action": "store_true"}
+        else:
+            kwargs = {"type": spec.type, "default": spec.default}
+            kwargs.update((key, value) for key, value in (("metavar", spec.metavar),
+                                                          ("choices", spec.choices)) if value)
+        shown = spec.default not in (None, False) and not spec.help.startswith("(default")
+        text = spec.help + (f" (default {_shown(spec.default)})" if shown else "")
+        magic = argument(*spec.flags, help=text, **kwargs)(magic)
+    return magic
+
+
+def _shown(default) -> str:
+    return str(default).replace("e-0", "e-")  # 1e-6, not 1e-06
+
+
 @magics_class
 class AutogradMagics(Magics):
     """Magics that differentiate a cell of ordinary Python."""
 
     @magic_arguments()
-    @argument("-t", "--target", metavar="NAME",
-              help="differentiate the Value bound to NAME after the cell runs (default: the "
-                   "cell's last expression, or the name its last statement assigns)")
-    @argument("--no-check", action="store_true",
-              help="skip the numerical (finite-difference) check of the gradients")
-    @argument("--eps", type=float, default=1e-6, help="step of the numerical check (default 1e-6)")
-    @argument("--atol", type=float, default=1e-5,
-              help="absolute tolerance of the check and of --expect (default 1e-5)")
-    @argument("--rtol", type=float, default=1e-3,
-              help="relative tolerance of the check and of --expect (default 1e-3)")
-    @argument("--expect", metavar="SPEC",
-              help='expected gradients, e.g. "a=6, b=-4" ("a.data=2" for a value), or the '
-                   "name of a dict holding them")
-    @argument("--rankdir", choices=("LR", "TB"), default="LR",
-              help="graph direction: left to right (default) or top to bottom")
-    @argument("--max-nodes", type=int, default=150, metavar="N",
-              help="draw at most N nodes (default 150); larger graphs are summarised")
-    @argument("--torch", action="store_true",
-              help="also replay the graph in PyTorch (float64) and show its gradients")
-    @argument("-q", "--quiet", action="store_true",
-              help="display nothing (the Trace is still in gradmagic.last)")
+    @_option_arguments  # the Options fields: each option is declared there once
     @argument("expression", nargs="*",
               help="line form only: the expression to differentiate")
     @no_var_expand  # the line is Python (%autograd {'a': x}['a'] * 2), as %time's is
@@ -323,25 +322,19 @@ def parse_options(text: str, ns=None) -> Options:
 
 def options_from(args, ns) -> Options:
     """Check parsed arguments and make them :class:`Options` (``--expect NAME`` is read in ``ns``)."""
-    def bad(message):
-        raise UsageError(f"{message}\n\n{_help()}")
-    if args.target is not None and not args.target.isidentifier():
-        bad(f"--target needs a variable name, got {args.target!r}")
-    if not args.eps > 0:
-        bad(f"--eps must be positive, got {args.eps}")
-    if not (args.atol >= 0 and args.rtol >= 0):
-        bad("--atol and --rtol must not be negative")
-    if args.max_nodes < 1:
-        bad(f"--max-nodes must be at least 1, got {args.max_nodes}")
-    expect = None
-    if args.expect is not None:
+    values = {}
+    for spec in option_specs():
+        value = getattr(args, spec.name)
+        problem = spec.check(value) if spec.check is not None and value is not None else ""
+        if problem:
+            raise UsageError(f"{spec.flags[-1]} {problem}\n\n{_help()}")
+        values[spec.name] = value
+    if values["expect"] is not None:
         try:
-            expect = parse_expect(args.expect, ns)
+            values["expect"] = parse_expect(values["expect"], ns)
         except ValueError as e:
-            bad(f"--expect: {e}")
-    return Options(target=args.target, no_check=args.no_check, eps=args.eps, atol=args.atol,
-                   rtol=args.rtol, expect=expect, rankdir=args.rankdir,
-                   max_nodes=args.max_nodes, torch=args.torch, quiet=args.quiet)
+            raise UsageError(f"--expect: {e}\n\n{_help()}") from None
+    return Options(**values)
 
 
 def _help() -> str:

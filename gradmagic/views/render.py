@@ -1038,7 +1038,7 @@ def _report_head(report) -> list:
     legend = [f"{status}: {meaning}" for status, meaning in STATUSES.items() if status in seen]
     if legend:
         tol += "; " + "; ".join(legend)
-    mark = "✗" if not report.passed else "⚠" if report.flagged else "✓"
+    mark = "✗" if not report.passed else "⚠" if report.flagged or not report.rows else "✓"
     return [f"{mark} {report.verdict}", tol] + list(report.notes)
 
 
@@ -1056,8 +1056,8 @@ def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     if report.kind == "expect":
         return answers_html(report, limit)
     head = _report_head(report)
-    colour = (LINE["fail"] if not report.passed else LINE["kink"] if report.flagged
-              else _GOOD)
+    colour = (LINE["fail"] if not report.passed else LINE["kink"]
+              if report.flagged or not report.rows else _GOOD)
     out = [f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
            f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>']
     out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in head[2:]]
@@ -1148,7 +1148,7 @@ def _answer_rows(report, limit):
 
 
 def _answers_head(report) -> list:
-    mark = "✓" if report.passed else "✗"
+    mark = "✗" if not report.passed else "⚠" if not report.rows else "✓"
     lines = [f"{mark} {report.verdict}",
              f"correct if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|"]
     if report.error is not None:
