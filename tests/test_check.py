@@ -1084,3 +1084,10 @@ def test_trace_check_takes_max_leaves_and_keeps_the_last_report():
     some = trace.check(max_leaves=5)
     assert len([r for r in some.rows if r.index is not None]) == 5
     assert trace.check(max_leaves=None) is not every and len(trace.check().rows) < 300
+
+
+def test_an_infinite_expected_answer_is_met_only_by_that_infinity():
+    from gradmagic.analysis.check import differences
+    _, _, close = differences([5.0, np.inf, -np.inf, np.inf], [np.inf, np.inf, np.inf, 1.0],
+                              atol=1e-5, rtol=1e-3)
+    assert close.tolist() == [False, True, False, False]

@@ -667,13 +667,15 @@ def differences(got, want, atol: float, rtol: float):
     """Elementwise ``(|got − want|, atol + rtol·|want|, close)`` for numbers or arrays.
 
     The difference is 0 where the two are equal (infinities too) or both nan;
-    ``close`` is True where it is within the bound or 0.
+    ``close`` is True where it is within the bound or 0. An infinite ``want`` has a
+    bound of 0: only the same infinity meets it.
     """
     g = np.asarray(got, dtype=float)
     w = np.asarray(want, dtype=float)
     with np.errstate(all="ignore"):
         err = np.where((w == g) | (np.isnan(w) & np.isnan(g)), 0.0, np.abs(g - w))
-        bound = atol + rtol * np.abs(w)
+        # an infinite answer is met only by the same infinity (its bound would be inf)
+        bound = np.where(np.isfinite(w), atol + rtol * np.abs(w), 0.0)
     return err, bound, (err <= bound) | (err == 0)
 
 
