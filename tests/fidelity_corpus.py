@@ -286,15 +286,19 @@ def _quiet(*args, **kwargs):
     pass
 
 
-def run_corpus(shell, numpy_every: int = 1):
-    """(examples compared, differences) over the whole corpus (unstable examples left out)."""
-    runner = Runner(shell)
+def run_corpus(shell, numpy_every: int = 1, *, source=None, mixed: bool = False):
+    """(examples compared, differences) over the whole corpus (unstable examples left out).
+
+    ``source`` yields the docstrings (default: :func:`docstrings` of ``numpy_every``);
+    ``mixed`` runs the magic side as alternating magic and plain cells.
+    """
+    runner = Runner(shell, mixed=mixed)
     total, differences = 0, []
     before, cwd = np.geterr(), os.getcwd()
     scratch = tempfile.mkdtemp()  # examples write files (np.save): not into the checkout
     os.chdir(scratch)
     try:
-        for name, globs, examples in docstrings(numpy_every):
+        for name, globs, examples in (docstrings(numpy_every) if source is None else source):
             differences.extend(runner.run_docstring(name, globs, examples))
             total += len(examples)
         total -= runner.unstable

@@ -16,16 +16,12 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import os
 import pkgutil
-import shutil
 import sys
-import tempfile
 import warnings
 
-import numpy as np
-
-from fidelity_corpus import Runner, _runnable
+import fidelity_corpus
+from fidelity_corpus import _runnable
 
 STDLIB = ("collections", "heapq", "bisect", "graphlib", "dataclasses", "fractions",
           "statistics")
@@ -73,23 +69,7 @@ def docstrings(every: int = 1):
 
 def run_corpus(shell, every: int = 1):
     """(examples compared, differences)."""
-    runner = Runner(shell, mixed=True)
-    total, differences = 0, []
-    before, cwd = np.geterr(), os.getcwd()
-    scratch = tempfile.mkdtemp()
-    os.chdir(scratch)
-    try:
-        for name, globs, examples in docstrings(every):
-            differences.extend(runner.run_docstring(name, globs, examples))
-            total += len(examples)
-        total -= runner.unstable
-    finally:
-        os.chdir(cwd)
-        shutil.rmtree(scratch, ignore_errors=True)
-        np.seterr(**before)
-        shell.user_ns.clear()
-        shell.user_ns.update(runner.baseline)
-    return total, differences
+    return fidelity_corpus.run_corpus(shell, source=docstrings(every), mixed=True)
 
 
 if __name__ == "__main__":
