@@ -310,8 +310,11 @@ def test_the_picture_drawn_before_the_check_shows_its_verdicts(wrong, big):
     if big:
         assert {r.status for r in trace.check().rows} == {"unresolved"}
     static, bundle = bundle_of(trace)
-    live = json.loads(widget_model(bundle).data)["dot"]
-    assert live == render.to_dot(trace, trace.check(), fold=render.Folded(trace))
+    data = json.loads(widget_model(bundle).data)
+    live = data["dot"]
+    way = "TB" if "rankdir=TB" in live else "LR"
+    assert live == render.to_dot(trace, trace.check(), fold=render.Folded(trace), rankdir=way)
+    assert set(data["dots"]) == {"LR", "TB"} and data["dots"][way] == live  # small: both ways
     assert (render.FILL["fail"] in live) is wrong
     assert (render.FILL["fail"] in _picture(static)) is wrong
     assert (trace.check().passed) is not wrong

@@ -20,7 +20,7 @@ class Options:
     atol: float = 1e-5  # --atol
     rtol: float = 1e-3  # --rtol
     expect: dict | None = None  # --expect, parsed
-    rankdir: str = "LR"  # --rankdir
+    rankdir: str | None = None  # --rankdir (None: whichever fits the output's width)
     max_nodes: int = 150  # --max-nodes
     torch: bool = False  # --torch
     quiet: bool = False  # -q

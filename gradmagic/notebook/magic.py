@@ -69,8 +69,9 @@ class AutogradMagics(Magics):
     @argument("--expect", metavar="SPEC",
               help='expected gradients, e.g. "a=6, b=-4" ("a.data=2" for a value), or the '
                    "name of a dict holding them")
-    @argument("--rankdir", choices=("LR", "TB"), default="LR",
-              help="graph direction: left to right (default) or top to bottom")
+    @argument("--rankdir", choices=("LR", "TB"), default=None,
+              help="graph direction: left to right or top to bottom (default: left to right, "
+                   "or top to bottom for a small graph that fits the width better that way)")
     @argument("--max-nodes", type=int, default=150, metavar="N",
               help="draw at most N nodes (default 150); larger graphs are summarised")
     @argument("--torch", action="store_true",

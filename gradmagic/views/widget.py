@@ -417,7 +417,8 @@ def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> 
 
 
 def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", defer=True,
-             summary=render._SUMMARISE, fold=None, dot=None, gradients=None) -> tuple:
+             summary=render._SUMMARISE, fold=None, dot=None, dots=None,
+             gradients=None) -> tuple:
     """(payload, deferred): ``deferred`` maps a tab id to ``make(trace) -> tab`` for the
     tabs left out of the payload (their entries say ``"deferred": true``). ``gradients`` is
     the Gradients tab when the caller made it (the static copy shows the same table)."""
@@ -435,6 +436,13 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
         entry = _node_entry(trace, i, children, fold, status, memo)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
+    if dot is None:
+        subset = summary.shown if summary else None
+        ways = render.directions(trace, drawn)
+        dots = {d: render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d)
+                for d in ways}
+        dot = dots[ways[0]]
+        dots = dots if len(ways) > 1 else None
     defer = defer and trace.n > EAGER_NODES
     tabs, deferred = [], {}
     for make in TAB_MAKERS:
@@ -453,8 +461,9 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
         "headline": render.headline(trace),
         "notes": render.run_notes(trace, report),
         "target": int(trace.target.index),
-        "dot": dot if dot is not None else render.to_dot(
-            trace, report, subset=summary.shown if summary else None, fold=fold),
+        "dot": dot,
+        # a small graph in both directions: the front-end shows the one that fits its width
+        "dots": dots,
         "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
         "nodes": entries,
         "order": sorted(drawn, reverse=True),  # graph order: the target first
@@ -653,10 +662,14 @@ class _Drawing(SvgCache):
     beside the Python work instead of after it.
     """
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, known=None):
         super().__init__()
         self.source = source
-        self._job = render._DOT.submit(source)
+        if known is not None and source in known:
+            self[source] = known[source]
+            self._job = None
+        else:
+            self._job = render._DOT.submit(source)
 
     def get(self, key, default=None):
         if key == self.source and self._job is not None:
@@ -686,19 +699,29 @@ def mimebundle(trace, publish=None) -> dict:
     summary = render.summarise(trace)
     fold = render.Folded(trace)
     subset = summary.shown if summary else None
-    dot = render.to_dot(trace, None, subset=subset, fold=fold)
-    drawing = _Drawing(dot)
+    drawn = render.drawn_nodes(trace, summary, fold)
+    ways = render.directions(trace, drawn)
+    known = SvgCache()
+    if len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
+        dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
+    else:
+        dot = render.to_dot(trace, None, subset=subset, fold=fold, rankdir=ways[0])
+    rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
+    drawing = _Drawing(dot, known)
     report, expected, torch, problems = _analyses(trace)
     marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
-    if marked and not set(marked).isdisjoint(render.drawn_nodes(trace, summary, fold)):
-        dot = render.to_dot(trace, report, subset=subset, fold=fold)
+    if marked and not set(marked).isdisjoint(drawn):
+        dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
         drawing = _Drawing(dot)
+    dots = ({d: (dot if d == rankdir else render.to_dot(trace, report, subset=subset,
+                                                         fold=fold, rankdir=d)) for d in ways}
+            if len(ways) > 1 else None)
     run = secrets.token_hex(8)
     # the Gradients table, made once for the live view and its static copy
     gradients = _gradients_tab(trace, report, {"fold": fold})
     try:
         view = TraceWidget(trace, report, expected=expected, torch=torch, run=run,
-                           summary=summary, fold=fold, dot=dot, gradients=gradients)
+                           summary=summary, fold=fold, dot=dot, dots=dots, gradients=gradients)
     except ImportError:  # anywidget is not installed: the static view stands alone
         view = None
     static = static_bundle(trace, report, expected=expected, torch=torch, problems=problems,
