@@ -1432,7 +1432,7 @@ def run_notes(trace, report) -> list:
 # (a saved notebook reopened without widget state). Untrusted output drops the <style>: there the
 # live view is not shown anyway.
 STATIC_STYLE = ("<style>.jp-OutputArea-child:has(.gradmagic-static):has(+ .jp-OutputArea-child "
-                ".gm-root){display:none}.jp-OutputArea-child:has(.gradmagic-static) + "
+                ".gm-root:not(.gm-failed)){display:none}.jp-OutputArea-child:has(.gradmagic-static) + "
                 ".jp-OutputArea-child:has(.jupyter-widgets):not(:has(.gm-root)){display:none}"
                 "</style>")
 

@@ -2,7 +2,7 @@
 
 :class:`TraceWidget` is an `anywidget <https://anywidget.dev>`_ whose front-end
 (``static/widget.js``, built from ``js/src/widget.js``) lays the graph out with
-the WebAssembly build of Graphviz (``static/viz.js``, from ``@viz-js/viz``):
+the WebAssembly build of Graphviz (``static/viz.js.gz``, from ``@viz-js/viz``):
 no system ``dot`` binary and nothing fetched at run time. It works wherever
 Jupyter widgets do (JupyterLab, Notebook 7, VS Code, Colab).
 
@@ -493,7 +493,7 @@ def _classes():
         from ipywidgets import widget_serialization
 
         class VizLibrary(anywidget.AnyWidget):
-            """Graphviz for the browser (``static/viz.js``), sent once per kernel.
+            """Graphviz for the browser (``static/viz.js.gz``), sent once per kernel.
 
             Every TraceWidget refers to this one model, so the module is sent
             (and saved with widget state) once, not with every run; ``code`` is
@@ -595,10 +595,7 @@ def _library():
     VizLibrary, _ = _classes()
     if _LIBRARY is None or _LIBRARY.comm is None:
         import base64
-        import gzip
-        packed = STATIC / "viz.js.gz"  # gzipped by the build (compressing here took 0.1-0.8 s)
-        code = (packed.read_bytes() if packed.exists()
-                else gzip.compress((STATIC / "viz.js").read_bytes(), 9, mtime=0))
+        code = (STATIC / "viz.js.gz").read_bytes()  # gzipped by the build, sent as it is
         _LIBRARY = VizLibrary(code=base64.b64encode(code).decode("ascii"))
     return _LIBRARY
 
@@ -684,10 +681,11 @@ def mimebundle(trace, publish=None) -> dict:
     """The display of a run: the live view and its static copy.
 
     With ``publish(bundle)`` (what :mod:`gradmagic.views.display` passes: the
-    shell's display publisher) the static ``text/html`` is shown first as its
-    own output and the returned bundle holds the widget and the ``text/plain``
-    (what a terminal prints): that way nbconvert, an untrusted notebook or a
-    notebook reopened without widget state still shows the copy. Without
+    shell's display publisher) the static copy (``text/html`` and the text a terminal
+    prints) is shown first as its own output and the returned bundle holds the widget
+    and a one-line ``text/plain`` (:func:`one_line`): that way nbconvert, an untrusted
+    notebook or a notebook reopened without widget state shows the copy once, and a
+    live view hides it. Without
     ``publish`` one bundle holds all three. Without anywidget the static bundle is
     returned whole and nothing is published.
 
@@ -733,5 +731,15 @@ def mimebundle(trace, publish=None) -> dict:
     bundle = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
     if publish is None:
         return {**static, WIDGET_MIME: bundle[WIDGET_MIME]}
-    publish({"text/html": static["text/html"]})
-    return {WIDGET_MIME: bundle[WIDGET_MIME], "text/plain": static["text/plain"]}
+    publish(static)
+    return {WIDGET_MIME: bundle[WIDGET_MIME], "text/plain": one_line(trace, report, expected)}
+
+
+def one_line(trace, report=None, expected=None) -> str:
+    """The live view's ``text/plain``: the run in one line (its static copy, shown just before,
+    has the tables), so an export without widget state does not show the run twice."""
+    words = [render.headline(trace)]
+    for verdict in (expected, report):
+        if verdict is not None:
+            words.append(("✓ " if verdict.passed else "✗ ") + verdict.verdict)
+    return "  ·  ".join(words)
