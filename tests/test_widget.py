@@ -226,6 +226,24 @@ def test_the_live_view_defers_the_tabs_that_grow_with_the_graph():
     view.close()
 
 
+def test_a_page_without_the_view_closing_its_comm_does_not_cut_it_off():
+    """Notebook 7's file page, connected to the same kernel, answers a new widget's comm_open
+    with a comm_close (it has no widget manager): the view's own page must still reach it."""
+    from comm import get_comm_manager
+    trace = loop_trace()
+    view = TraceWidget(trace, trace.check())
+    manager = get_comm_manager()
+    comm_id = view.comm.comm_id
+    assert manager.get_comm(comm_id) is view.comm
+    manager.comm_close(None, None, {"content": {"comm_id": comm_id, "data": {}}})
+    assert manager.get_comm(comm_id) is view.comm  # still open: messages still arrive
+    manager.comm_msg(None, None, {"content": {"comm_id": comm_id, "data": {
+        "method": "custom", "content": {"type": "open", "tab": "backward"}}}, "buffers": []})
+    assert list(json.loads(view.opened)) == ["backward"]
+    view.close()  # the kernel's own close does close it
+    assert manager.get_comm(comm_id) is None
+
+
 def test_a_small_run_sends_every_tab_at_once():
     trace = neuron()
     data = json.loads(TraceWidget(trace).data)

@@ -586,6 +586,34 @@ def _fixed_traits() -> bool:
         return False
 
 
+def _keep_open(view) -> None:
+    """Keep ``view``'s comm open when a front-end other than its own closes it.
+
+    A browser page that is connected to the same kernel but shows no widgets (Notebook 7's
+    file page, after its New menu started the notebook's kernel) answers every new widget's
+    comm_open with a comm_close, for a target it does not know. The kernel then dropped the
+    comm, and the page that does show the view sent its messages (a deferred tab asked for,
+    a node selected) into nothing. Only the kernel side closes a view's comm (``close()``).
+    """
+    own = getattr(view, "comm", None)
+    if own is None or not hasattr(own, "on_close"):
+        return
+    ref = weakref.ref(view)
+
+    def reopen(msg):
+        widget = ref()
+        if widget is None or widget.comm is not own:
+            return
+        try:
+            from comm import get_comm_manager
+            own._closed = False
+            get_comm_manager().register_comm(own)
+        except Exception:  # noqa: BLE001 - another comm implementation: leave it closed
+            pass
+
+    own.on_close(reopen)
+
+
 _LIBRARY = None
 
 
@@ -597,6 +625,7 @@ def _library():
         import base64
         code = (STATIC / "viz.js.gz").read_bytes()  # gzipped by the build, sent as it is
         _LIBRARY = VizLibrary(code=base64.b64encode(code).decode("ascii"))
+        _keep_open(_LIBRARY)
     return _LIBRARY
 
 
@@ -616,8 +645,10 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "",
         source = weakref.ref(trace)
     except TypeError:  # a trace that takes no weak references: kept
         source = lambda: trace  # noqa: E731
-    return LiveView(lib=_library(), data=json.dumps(data, separators=(",", ":")), tab=first,
+    view = LiveView(lib=_library(), data=json.dumps(data, separators=(",", ":")), tab=first,
                     source=source, deferred=deferred)
+    _keep_open(view)
+    return view
 
 
 # =========================================================================== the bundle
