@@ -418,6 +418,20 @@ def test_graph_records_show_shapes_and_short_figures():
     assert max(len(t) for t in texts) <= 26  # "grad [[-1.216], [-1.232]]"
 
 
+def test_a_constant_array_is_not_drawn_as_an_input():
+    from gradmagic import tensor
+    import numpy as np
+    W = tensor(np.array([[0.5], [-0.3]]), requires_grad=True, label="W")
+    y = (W * np.array([[2.0], [3.0]])).sum()
+    trace = traced(y)
+    dot = render.to_dot(trace)
+    constant = [i for i in range(trace.n) if trace.nodes[i].is_constant][0]
+    line = re.search(rf"^  v{constant} \[(.*)\];$", dot, re.M).group(1)
+    assert f'fillcolor="{render.FILL["constant"]}"' in line
+    assert f'fillcolor="{render.FILL["leaf"]}"' in re.search(
+        rf"^  v{trace.node('W').index} \[(.*)\];$", dot, re.M).group(1)
+
+
 def test_constants_fold_into_their_op():
     x = Value(3.0, label="x")
     y = 2.0 * (x ** 2) * 3.0 + 1.0
@@ -426,7 +440,13 @@ def test_constants_fold_into_their_op():
     dot = render.to_dot(trace)
     assert len(re.findall(r"^  v\d+ \[", dot, re.M)) == 5  # x and four results: no constants
     labels = re.findall(r'^  o\d+ \[shape="ellipse", label="([^"]+)"', dot, re.M)
-    assert labels == ["**2", "2*", "*3", "+1"]
+    assert labels == ["**2", "*2", "*3", "+1"]
+    z = Value(1.0, label="z")
+    w = sum([z * z, z]) - (-1.0)  # sum() starts at 0; a negative constant after a minus
+    w = 2.0 - w / -4.0
+    labels = re.findall(r'label="([^"]+)"', render.to_dot(traced(w)))
+    assert "+0" in labels and "-(-1)" in labels and "/(-4)" in labels and "2-" in labels
+    assert not {"0+", "--1"} & set(labels)
     tensor = tensor_trace()
     dot = render.to_dot(tensor)
     assert 'label="**2"' in dot and len(re.findall(r"^  v\d+ \[", dot, re.M)) == 9

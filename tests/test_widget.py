@@ -608,3 +608,29 @@ def test_flags_read_from_the_columns_in_both_wordings():
     assert render.flags_text(trace, rows, {rows[2]: "fail"}) == ["kink", "non-finite",
                                                                  "check: fail"]
     assert render.flags_text(trace, [], {}) == []
+
+
+def _contrast(a: str, b: str) -> float:
+    def lum(h):
+        rgb = [int(h[k:k + 2], 16) / 255 for k in (1, 3, 5)]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_every_text_colour_reads_at_wcag_aa_contrast():
+    """Text colours of the live view's style sheet and of the drawn graphs: 4.5:1 or more on
+    white and on the light fills text sits on."""
+    from gradmagic.views import teaching
+    css = (widget.STATIC / "widget.css").read_text()
+    colours = set()
+    for rule in re.findall(r"\{([^}]*)\}", css):
+        for prop, value in re.findall(r"(?<![-\w])(color|fill)\s*:\s*(#[0-9a-fA-F]{6})", rule):
+            if prop == "color" or "text" in css[:css.find(rule)].rsplit("}", 1)[-1]:
+                colours.add(value.lower())
+    colours |= {teaching._GREY, "#4b5563"}
+    assert "#9ca3af" not in colours and colours
+    for colour in colours:
+        for ground in ("#ffffff", "#f3f4f6", "#dbeafe", "#fde68a", "#e5e7eb"):
+            assert _contrast(colour, ground) >= 4.5, (colour, ground)

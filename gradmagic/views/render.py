@@ -62,7 +62,8 @@ MISSING_DOT = ("Graphviz's `dot` program was not found, so this static copy has 
                "here too, install it with `apt-get install graphviz` (or `brew install "
                "graphviz`, `conda install graphviz`).")
 
-FILL = {"leaf": "#dbeafe", "value": "#ffffff", "target": "#fde68a", "op": "#e5e7eb",
+FILL = {"leaf": "#dbeafe", "constant": "#f3f4f6", "value": "#ffffff", "target": "#fde68a",
+        "op": "#e5e7eb",
         "fail": "#fecaca", "current": "#bbf7d0"}
 LINE = {"plain": "#4b5563", "fail": "#dc2626", "kink": "#ea580c", "nonfinite": "#7c3aed",
         "path": "#2563eb", "current": "#16a34a", "cut": "#db2777"}
@@ -278,8 +279,29 @@ def op_label(trace, index: int, fold=frozenset()) -> str:
         return symbol
     text = [fmt(trace.nodes[p].data) if p in fold else "" for p in node.parents]
     if len(node.parents) == 2:
-        return f"{text[0]}{symbol}{text[1]}"
+        return folded_label(symbol, text[0], text[1])
     return f"{symbol} " + ", ".join(t for t in text if t)
+
+
+_COMMUTES = {"+", "*"}
+
+
+def folded_label(symbol: str, left: str, right: str) -> str:
+    """A binary op's label with its folded constant(s): ``**2``, ``*3``, ``-(-1)``.
+
+    A constant of ``+`` or ``*`` is written after the symbol whichever side it was on
+    (``sum()``'s start 0 reads ``+0``, not ``0+``); a negative one after a symbol is put
+    in parentheses (``y - (-1.0)`` reads ``-(-1)``, not ``--1``).
+    """
+    def after(text):
+        return f"({text})" if text.startswith(("-", "−")) else text
+    if left and right:
+        return f"{left}{symbol}{after(right)}"
+    if right:
+        return f"{symbol}{after(right)}"
+    if left and symbol in _COMMUTES:
+        return f"{symbol}{after(left)}"
+    return f"{left}{symbol}"
 
 
 def op_labels(trace, rows, fold) -> list:
@@ -310,7 +332,7 @@ def op_labels(trace, rows, fold) -> list:
         if not a and not b:
             out.append(symbol)
         elif binary[k]:
-            out.append(f"{a}{symbol}{b}")
+            out.append(folded_label(symbol, a, b))
         else:
             out.append(f"{symbol} {a}")
     return out
@@ -460,6 +482,7 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     attrs = {"shape": "record", "label": "{%s}" % fields if rankdir == "LR" else fields,
              "style": "filled", "color": LINE["plain"]}
     attrs["fillcolor"] = (FILL["target"] if is_target else
+                          FILL["constant"] if node.is_constant else
                           FILL["leaf"] if node.is_leaf else FILL["value"])
     if not node.finite:
         attrs.update(color=LINE["nonfinite"], penwidth="2")
@@ -476,7 +499,8 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     return _attrs(attrs)
 
 
-LEGEND = (("leaf", "an input (leaf)"), ("value", "a computed value"), ("op", "an operation"),
+LEGEND = (("leaf", "an input (leaf)"), ("constant", "a constant"), ("value", "a computed value"),
+          ("op", "an operation"),
           ("target", "the target"), ("fail", "fails the numerical check"))
 LEGEND_LINES = (("kink", "kink: a subgradient was used"), ("nonfinite", "nan or infinite"),
                 ("cut", "✂ cut: made outside the graph (no gradient flows back)"),

@@ -425,7 +425,7 @@ function codeSpans(text) {
 function legend() {
   const item = (cls, text) => h("span", { class: "gm-key" }, h("span", { class: `gm-swatch ${cls}` }), text);
   return h("div", { class: "gm-legend" },
-    item("gm-sw-leaf", "input (leaf)"), item("gm-sw-value", "value"), item("gm-sw-op", "operation"),
+    item("gm-sw-leaf", "input (leaf)"), item("gm-sw-constant", "constant"), item("gm-sw-value", "value"), item("gm-sw-op", "operation"),
     item("gm-sw-target", "target"), item("gm-sw-fail", "fails the check"),
     item("gm-sw-kink", "kink"), item("gm-sw-nonfinite", "nan / inf"), item("gm-sw-path", "path to the target"));
 }
