@@ -23,6 +23,18 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
+# installed once: the install is editable (code changes need no reinstall), so it is redone only
+# when pyproject.toml or this script changed, or other extras are asked for
+stamp=".venv/.gradmagic-installed-${extras//,/-}"
+if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && [ "$stamp" -nt "$0" ]; then
+  exit 0
+fi
 echo "setup: installing gradmagic[$extras] into .venv"
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[$extras]"
+log=".venv/pip.log"
+# (pip's and setuptools' messages go to the log; shown only if the install fails)
+if ! { .venv/bin/python -m pip install -q --upgrade pip && \
+       .venv/bin/python -m pip install -q -e ".[$extras]"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  exit 1
+fi
+touch "$stamp"
