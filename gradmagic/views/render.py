@@ -572,8 +572,8 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
 
     A graph too big to lay out within the drawing budget (:func:`drawable`) is
     summarised too, whatever ``max_nodes`` says. The summary draws the nodes
-    nearest the target (a breadth-first walk up from it) and the named nodes:
-    the names bound in the cell, or else each label's last node.
+    nearest the target (a breadth-first walk up from it), the named nodes (the names
+    bound in the cell, or else each label's last node) and then the inputs.
     """
     limit = _max_nodes(trace, max_nodes)
     nodes = trace.nodes
@@ -597,7 +597,9 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     else:  # each label's last node
         rows = np.flatnonzero(trace.label_code)
         named = list(dict(zip(trace.label_code[rows].tolist(), rows.tolist())).values())
-    extra = [i for i in named if i not in seen][:max(0, min(NAMED, limit))]
+    at = trace.leaf_index
+    inputs = at[~trace.constant[at]][-4 * NAMED:].tolist()[::-1]  # the inputs, the last first
+    extra = [i for i in dict.fromkeys(named + inputs) if i not in seen][:max(0, min(NAMED, limit))]
     leaves = len(trace.leaf_index)
     made = trace.op_code[trace.op_code >= 0]
     ops = Counter()  # op name → nodes it made, counted per op entry
@@ -613,7 +615,7 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     counts = (f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations"
               + (f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""))
     drawn = (f"the {len(seen)} nodes nearest the target"
-             + (f" and {len(extra)} named node{'s' if len(extra) != 1 else ''}" if extra else ""))
+             + (f" and {len(extra)} of the named nodes and inputs" if extra else ""))
     listed = ("lists every node" if n <= TABLE_ROWS else
               f"lists {TABLE_ROWS:,} (the target, the inputs, then the nodes nearest the target; "
               f"`gradmagic.last.nodes` has all {n:,})")
