@@ -301,7 +301,8 @@ def test_live_view(server, browser):
                                (fxy, ["x", "y"], "fxy")):
         view.scroll_into_view_if_needed()
         port = view.locator(".gm-page[data-tab=graph] .gm-port")
-        assert port.bounding_box()["width"] < 900  # the default layout's output width
+        if app == "jupyterlab":  # the default layout, file browser open: about 850 px
+            assert port.bounding_box()["width"] < 900
         for label in inputs:
             record = view.locator("svg g.node[data-kind=v]").filter(
                 has=page.locator("text", has_text=re.compile(rf"^{label}$"))).first
@@ -497,8 +498,9 @@ def test_static_fallback_in_nbconvert_html_offline(browser, tmp_path):
     assert "L = -8" in text and "✓" in text
     # each run once: the copy, and beside it no text table of the same run
     body = page.locator("body").inner_text()
-    assert body.count("L = -8  (7 nodes, 4 inputs)") == 2  # the copy's headline, the one line
-    assert "label  op" not in body  # no plain-text table
+    # the copy's headline, and at most the live view's one line of text
+    assert 1 <= " ".join(body.split()).count("L = -8 (7 nodes, 4 inputs)") <= 2
+    assert "label  op" not in body and "label\top" not in body  # no plain-text table
     assert "$" not in body
     BUILD.mkdir(exist_ok=True)
     page.screenshot(path=str(BUILD / "nbconvert.png"))
@@ -522,7 +524,7 @@ def test_a_saved_notebook_with_widget_state_exports_each_run_once(browser, tmp_p
     assert page.locator(".gradmagic-static").count() == 6
     assert page.locator("img.gradmagic-graph").count() == 6
     body = page.locator("body").inner_text()
-    assert "label  op" not in body and body.count("L = -8  (7 nodes") <= 2
+    assert "label  op" not in body and " ".join(body.split()).count("L = -8 (7 nodes") <= 2
     page.close()
 
 
@@ -556,8 +558,9 @@ def test_a_notebook_made_from_the_file_page_answers_every_tab(server, browser):
     for tab in ("Gradients", "Check", "Backward", "Forward", "Walk", "Paths", "Graph"):
         view.locator(".gm-tab", has_text=tab).click()
         shown = view.locator(f".gm-page[data-tab={tab.lower()}]")
-        if tab in ("Backward", "Forward", "Walk", "Paths"):
-            shown.locator(".gm-stepno").wait_for(timeout=60_000)  # the kernel answered
+        if tab in ("Backward", "Forward", "Walk", "Paths"):  # made by the kernel: it answered
+            view.locator(f".gm-page[data-tab={tab.lower()}]:not(.gm-waiting)").wait_for(
+                timeout=60_000)
         else:
             shown.wait_for(timeout=30_000)
         assert "No kernel answered" not in shown.inner_text()
