@@ -636,18 +636,16 @@ class DrawError(RuntimeError):
     """Graphviz's ``dot`` could not draw a graph; ``str()`` says why in one sentence."""
 
 
-def _limit_dot():  # pragma: no cover - runs in the child between fork and exec
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (DOT_BYTES, DOT_BYTES))
+def _dot_argv(dot: str) -> list:
+    """The command that runs ``dot -Tsvg`` with its memory bounded to ``DOT_BYTES``.
 
-
-def _dot_command(dot: str) -> dict:
-    """Popen arguments that start ``dot`` with its memory bounded (where rlimits exist)."""
-    try:
-        import resource  # noqa: F401 - POSIX only
-    except ImportError:
-        return {}
-    return {"preexec_fn": _limit_dot}
+    A POSIX shell sets the limit and execs dot (``ulimit -v``), rather than a
+    ``preexec_fn``: that would run Python in the forked child of a kernel with threads,
+    and make the child a copy of the kernel's memory before exec.
+    """
+    if os.name == "posix" and os.path.exists("/bin/sh"):
+        return ["/bin/sh", "-c", f'ulimit -v {DOT_BYTES >> 10} && exec "$0" -Tsvg', dot]
+    return [dot, "-Tsvg"]
 
 
 class _DotServer:
@@ -676,9 +674,8 @@ class _DotServer:
 
     def _start(self, dot: str):
         self._stop()
-        self._proc = subprocess.Popen([dot, "-Tsvg"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      **_dot_command(dot))
+        self._proc = subprocess.Popen(_dot_argv(dot), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self._key = (os.getpid(), dot)
         if not self._registered:
             atexit.register(self.close)
@@ -824,8 +821,8 @@ def _dot_once(source: str) -> str:
         import graphviz
         raise graphviz.ExecutableNotFound(["dot"])
     try:
-        done = subprocess.run([dot, "-Tsvg"], input=source.encode(), capture_output=True,
-                              timeout=DOT_SECONDS, **_dot_command(dot))
+        done = subprocess.run(_dot_argv(dot), input=source.encode(), capture_output=True,
+                              timeout=DOT_SECONDS)
     except subprocess.TimeoutExpired:
         raise DrawError(_too_slow()) from None
     except OSError as exc:
