@@ -1,9 +1,10 @@
 """Drawing a run's graph is bounded at every size: time and peak memory at 10^3..10^6 nodes.
 
-For each size a fresh process builds a loop cell's graph (the loop of ``bench_display.py``,
-whose inputs feed every step: the hardest shape for Graphviz, its long edges cross every
-rank) with ``--max-nodes`` set to the whole graph, as a user asking to "draw them all" does,
-and then draws what the view draws:
+For each size a fresh process builds a graph -- a loop cell's (the loop of
+``bench_display.py``, whose inputs feed every step: the hardest shape for Graphviz, its long
+edges cross every rank) and a balanced sum of products (short edges: the biggest graph drawn
+whole) -- with ``--max-nodes`` set to the whole graph, as a user asking to "draw them all"
+does, and then draws what the view draws:
 
 * **kernel**: the summary decision, the DOT, and Graphviz's ``dot`` making the static copy's
   picture (``render.graph_html``): wall time, the process's peak RSS and dot's;
@@ -36,9 +37,15 @@ CHILD = textwrap.dedent("""
     from gradmagic.views import render
     nodes = {nodes}
     x, w = Value(0.3, "x"), Value(0.7, "w")
-    s = x
-    for i in range(max(1, round(nodes / 13))):
-        s = (s * w + x) * 0.5 - (s - w * 2.0) * 0.25 + x * w
+    if {shape!r} == "loop":
+        s = x
+        for i in range(max(1, round(nodes / 13))):
+            s = (s * w + x) * 0.5 - (s - w * 2.0) * 0.25 + x * w
+    else:  # a balanced sum of products: short edges, the most Graphviz is given whole
+        level = [Value(0.001 * i, f"x{{i}}") * w for i in range(max(1, nodes // 4))]
+        while len(level) > 1:
+            level = [a + b for a, b in zip(level[::2], level[1::2])] + level[len(level) // 2 * 2:]
+        s = level[0]
     s.backward()
     trace = Trace(s, bindings={{"x": x, "w": w, "s": s}}, options={{"max_nodes": nodes}})
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -47,6 +54,11 @@ CHILD = textwrap.dedent("""
     dot = render.to_dot(trace, subset=summary.shown if summary else None)
     page = render.graph_html(trace, summary=summary, dot=dot)
     took = time.perf_counter() - start
+    dot_rss = 0  # the kept dot process's peak (VmHWM), read before it ends
+    proc = render._DOT._proc
+    if proc is not None:
+        with open(f"/proc/{{proc.pid}}/status") as f:
+            dot_rss = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM"))
     render._DOT.close()
     with open({dot_file!r}, "w") as f:
         f.write(dot)
@@ -55,7 +67,7 @@ CHILD = textwrap.dedent("""
                       "seconds": took,
                       "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "rss_before": before * 1024,
-                      "dot_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}}))
+                      "dot_rss": dot_rss}}))
 """)
 
 NODE = """
@@ -71,8 +83,8 @@ console.log(JSON.stringify({ seconds: (performance.now() - start) / 1000, ok,
 """
 
 
-def kernel_row(nodes: int, dot_file: Path) -> dict:
-    code = CHILD.format(root=str(ROOT), nodes=nodes, dot_file=str(dot_file))
+def kernel_row(nodes: int, dot_file: Path, shape: str) -> dict:
+    code = CHILD.format(root=str(ROOT), nodes=nodes, dot_file=str(dot_file), shape=shape)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600)
     if out.returncode:
@@ -98,19 +110,19 @@ def browser_row(dot_file: Path, work: Path) -> dict | None:
 def main(argv=None) -> bool:
     argv = sys.argv[1:] if argv is None else argv
     sizes = [s for s in SIZES if s <= 100_000] if "--quick" in argv else SIZES
-    print("drawing a loop's graph with --max-nodes = its size (the kernel: summary, DOT, dot; "
+    print("drawing a graph with --max-nodes = its size (the kernel: summary, DOT, dot; "
           "the browser: viz.js in node)")
-    print(f"{'nodes':>10} {'drawn':>6} {'summary':>8} {'kernel s':>9} {'kernel MB':>10} "
-          f"{'dot MB':>7} {'browser s':>10} {'browser MB':>11}")
+    print(f"{'shape':>5} {'nodes':>10} {'drawn':>6} {'summary':>8} {'kernel s':>9} "
+          f"{'kernel MB':>10} {'dot MB':>7} {'browser s':>10} {'browser MB':>11}")
     met = True
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for nodes in sizes:
+        for shape, nodes in [(shape, n) for shape in ("loop", "tree") for n in sizes]:
             dot_file = work / f"graph{nodes}.dot"
-            k = kernel_row(nodes, dot_file)
+            k = kernel_row(nodes, dot_file, shape)
             b = browser_row(dot_file, work)
             bs = f"{b['seconds']:10.2f} {b['rss'] / 1e6:11.0f}" if b else f"{'-':>10} {'-':>11}"
-            print(f"{k['nodes']:>10,} {k['drawn']:>6} {'yes' if k['summary'] else 'no':>8} "
+            print(f"{shape:>5} {k['nodes']:>10,} {k['drawn']:>6} {'yes' if k['summary'] else 'no':>8} "
                   f"{k['seconds']:9.2f} {k['rss'] / 1e6:10.0f} {k['dot_rss'] / 1e6:7.0f} {bs}")
             worst_s = max(k["seconds"], b["seconds"] if b else 0)
             # the kernel's growth for drawing (its own graph is the cell's, not the drawing's)
