@@ -73,7 +73,8 @@ class AutogradMagics(Magics):
               help="graph direction: left to right or top to bottom (default: left to right, "
                    "or top to bottom for a small graph that fits the width better that way)")
     @argument("--max-nodes", type=int, default=150, metavar="N",
-              help="draw at most N nodes (default 150); larger graphs are summarised")
+              help="draw at most N nodes (default 150); larger graphs, and any graph too big "
+                   "to lay out within a few seconds, are summarised")
     @argument("--torch", action="store_true",
               help="also replay the graph in PyTorch (float64) and show its gradients")
     @argument("-q", "--quiet", action="store_true",
