@@ -1,5 +1,5 @@
 # The two commands of the README:
-#   make demo   set up and open the tour notebook in JupyterLab (HEADLESS=1: execute every demo to build/*.html)
+#   make demo   set up (once) and open the tour notebook in JupyterLab (HEADLESS=1: execute every demo to build/*.html)
 #   make test   set up and run the whole test suite (what CI runs)
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,11 +14,20 @@ setup-demo:
 setup-test:
 	scripts/setup.sh test,torch,bench,lab,docs,marimo --browser
 
+SCRATCH ?= build/notebooks
+
+# JupyterLab served from the repository's root, opening the tour (the printed link goes to it);
+# the file browser starts in $(SCRATCH), so a new notebook lands there, not among the demos.
+# The demos are trusted first: their saved widget state then shows live views at once.
 demo: setup-demo
 ifeq ($(HEADLESS),1)
 	$(MAKE) demo-headless
 else
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) $(NOTEBOOK)
+	@mkdir -p $(SCRATCH)
+	@$(VENV)/bin/jupyter trust demo_notebooks/*.ipynb >/dev/null 2>&1 || true
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) \
+		--ServerApp.root_dir="$(CURDIR)" --ServerApp.preferred_dir="$(CURDIR)/$(SCRATCH)" \
+		--LabApp.default_url=/lab/tree/$(NOTEBOOK)
 endif
 
 demo-headless:

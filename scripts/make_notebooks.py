@@ -323,12 +323,39 @@ never enumerates them."""),
     ("code", "teaching.paths_view(gradmagic.last)  # the run's one input"),
 ]
 
+# The notebooks' formulas are written in TeX above and saved as Unicode text: they then read the
+# same in JupyterLab, on GitHub and in the offline HTML of `make demo HEADLESS=1` (which has no
+# MathJax, and showed the raw $...$).
+_TEX = [(r"\frac1N", "(1/N)"), (r"\frac2N", "(2/N)"), (r"\sum_i", "Σᵢ"), (r"^\top", "ᵀ"),
+        (r"\partial ", "∂"), (r"\partial", "∂"), (r"\cdot", "·"), (r"\times", "×"), (r"\sqrt ", "√"), (r"\,", ""),
+        ("^2", "²"), ("_i", "ᵢ")]
+
+
+def plain_maths(text: str) -> str:
+    """``$...$`` formulas as italic Unicode text (``$\\partial f/\\partial x$`` → *∂f/∂x*)."""
+    import re
+
+    def one(match):
+        tex = match.group(1)
+        tex = re.sub(r"\\text\{([^}]*)\}", r"\1", tex)
+        for old, new in _TEX:
+            tex = tex.replace(old, new)
+        if "\\" in tex or "$" in tex:
+            raise ValueError(f"no plain form for the formula {match.group(0)!r}")
+        return "*" + " ".join(tex.split()) + "*"
+
+    return re.sub(r"\$([^$]+)\$", one, text)
+
+
 NOTEBOOKS = {
-    "01_backprop_tour.ipynb": TOUR,
-    "02_training_mlp.ipynb": MLP,
-    "03_homework.ipynb": HOMEWORK,
-    "04_tensors.ipynb": TENSORS,
-    "05_teaching.ipynb": TEACHING,
+    name: [(kind, plain_maths(text) if kind == "md" else text) for kind, text in cells]
+    for name, cells in {
+        "01_backprop_tour.ipynb": TOUR,
+        "02_training_mlp.ipynb": MLP,
+        "03_homework.ipynb": HOMEWORK,
+        "04_tensors.ipynb": TENSORS,
+        "05_teaching.ipynb": TEACHING,
+    }.items()
 }
 
 if __name__ == "__main__":

@@ -25,12 +25,24 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
+# installed once: the install is editable (code changes need no reinstall), so it is redone only
+# when pyproject.toml or this script changed, or other extras are asked for
+stamp=".venv/.gradmagic-installed-${extras//,/-}"
+if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && [ "$stamp" -nt "$0" ]; then
+  exit 0
+fi
 echo "setup: installing gradmagic[$extras] into .venv"
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+log=".venv/pip.log"
+# (pip's and setuptools' messages go to the log; shown only if the install fails)
+torch_first=true
 case ",$extras," in
-  *,torch,*)
-    # the torch extra is a range; pin the CPU build the project is tested with first, so
-    # that pip does not pick a newer (CUDA) build to satisfy it
-    .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}" ;;
+  # the torch extra is a range; the CPU build the project is tested with goes in first, so
+  # that pip does not pick a newer (CUDA) build to satisfy it
+  *,torch,*) torch_first=".venv/bin/python -m pip install -q ${TORCH_SPEC:-torch==2.13.0}" ;;
 esac
-.venv/bin/python -m pip install -q -e ".[$extras]"
+if ! { .venv/bin/python -m pip install -q --upgrade pip && $torch_first && \
+       .venv/bin/python -m pip install -q -e ".[$extras]"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  exit 1
+fi
+touch "$stamp"

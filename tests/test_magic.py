@@ -151,7 +151,7 @@ def test_defaults_of_the_options(ip):
     assert autograd(ip, "a = 1.0\na + 1").success
     opts = gradmagic.last.options
     assert (opts.eps, opts.atol, opts.rtol, opts.rankdir, opts.max_nodes) == (
-        1e-6, 1e-5, 1e-3, "LR", 150)
+        1e-6, 1e-5, 1e-3, None, 150)  # rankdir None: the view picks
     assert opts.expect is None and not opts.no_check and not opts.torch
 
 
@@ -556,7 +556,7 @@ def shown(ip, body, options):
         bundle = ip.display_formatter.format(result.result)[0]
     finally:
         del ip.display_pub.publish
-    return {**published[-1], **bundle}
+    return {**bundle, **published[-1]}  # the static copy's text (the live view's is one line)
 
 
 def test_expect_shows_answers_and_a_wrong_one_is_not_an_error(ip):

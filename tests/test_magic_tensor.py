@@ -308,8 +308,15 @@ def test_the_trace_holds_shapes_and_gradient_arrays(ip):
     assert W.shape == (2, 1) and isinstance(W.grad, np.ndarray) and W.grad.shape == (2, 1)
     assert trace.node("X").shape == (20, 2) and trace.target.label == "L"
     np.testing.assert_array_equal(trace.grads["W"], ip.user_ns["W"].grad)
-    text = ip.display_formatter.format(trace)[0]["text/plain"]
+    published = []  # the static copy, published before the live view, has the run's text
+    ip.display_pub.publish = lambda data, **kwargs: published.append(data)
+    try:
+        line = ip.display_formatter.format(trace)[0]["text/plain"]
+    finally:
+        del ip.display_pub.publish
+    text = published[-1]["text/plain"]
     assert "W" in text and "X" in text and "L" in text
+    assert line.startswith("L = ") and "\n" not in line  # beside the live view: one line
 
 
 def test_a_constant_tensor_from_an_earlier_cell_stays_constant(ip):

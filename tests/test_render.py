@@ -2,6 +2,7 @@
 import dataclasses
 import re
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 import graphviz
@@ -176,9 +177,12 @@ def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
     assert len(summary.shown) <= render.NEIGHBOURHOOD + render.NAMED
     assert trace.target.index in summary.shown and trace.node("x").index in summary.shown
     assert "602 nodes" in summary.counts and "+ 200" in summary.counts
-    assert "--max-nodes 602" in summary.note
+    # x feeds every step: drawn whole, its edges would cross every rank (past the budget),
+    # so no bigger --max-nodes is offered
+    assert render.layout_size(trace, render.drawn_nodes(trace)) > render.LAYOUT_LIMIT
+    assert "--max-nodes 602" not in summary.note and "draws them all" not in summary.note
     html = render.graph_html(trace)
-    assert "<svg" in image(html) and "--max-nodes 602" in html
+    assert "<svg" in image(html)
     assert "More than --max-nodes 150: this summary draws the 30 nodes nearest" in html
     # 602 nodes: the Gradients table keeps 500 of them, and says where the rest are
     assert "the Gradients table lists 500 (the target, the inputs" in summary.note
@@ -187,6 +191,21 @@ def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
     drawn = re.findall(r"^  v(\d+) \[", render.to_dot(trace, subset=summary.shown), re.M)
     assert len(drawn) == len(set(summary.shown) - render.folded(trace))  # constants folded
     assert "more input" in render.to_dot(trace, subset=summary.shown)
+
+
+def test_a_summary_offers_only_sizes_that_can_be_laid_out():
+    tree = [Value(float(i), label=f"x{i}") for i in range(160)]
+    while len(tree) > 1:  # a balanced sum: short edges, 319 values
+        tree = [a + b for a, b in zip(tree[::2], tree[1::2])] + tree[len(tree) // 2 * 2:]
+    balanced = traced(tree[0])
+    assert render.drawable(balanced, render.drawn_nodes(balanced))
+    assert "`%%autograd --max-nodes 319` draws them all." in render.summarise(balanced).note
+    assert render.summarise(balanced, max_nodes=319) is None
+    long = chain(200)  # asked to draw it all, past what can be laid out: still summarised
+    summary = render.summarise(long, max_nodes=10_000)
+    assert summary is not None and summary.note.startswith("Too big to lay out whole within 5 s")
+    assert "--max-nodes" not in summary.note
+    assert not render.drawable(long, list(range(2 * render.DRAW_LIMIT)))
 
 
 def test_summary_counts_name_tensor_ops_by_their_symbol():
@@ -250,8 +269,10 @@ def test_svg_cache_avoids_redrawing(monkeypatch):
     cache = {}
     trace = small()
     first = render.graph_html(trace, cache=cache)
+    drawn = len(calls)  # a small graph: drawn both ways, the one that fits kept
+    assert drawn == 2
     second = render.graph_html(trace, cache=cache)
-    assert first == second and len(calls) == 1
+    assert first == second and len(calls) == drawn
 
 
 # --------------------------------------------------------------------------- tables and text
@@ -399,6 +420,20 @@ def test_graph_records_show_shapes_and_short_figures():
     assert max(len(t) for t in texts) <= 26  # "grad [[-1.216], [-1.232]]"
 
 
+def test_a_constant_array_is_not_drawn_as_an_input():
+    from gradmagic import tensor
+    import numpy as np
+    W = tensor(np.array([[0.5], [-0.3]]), requires_grad=True, label="W")
+    y = (W * np.array([[2.0], [3.0]])).sum()
+    trace = traced(y)
+    dot = render.to_dot(trace)
+    constant = [i for i in range(trace.n) if trace.nodes[i].is_constant][0]
+    line = re.search(rf"^  v{constant} \[(.*)\];$", dot, re.M).group(1)
+    assert f'fillcolor="{render.FILL["constant"]}"' in line
+    assert f'fillcolor="{render.FILL["leaf"]}"' in re.search(
+        rf"^  v{trace.node('W').index} \[(.*)\];$", dot, re.M).group(1)
+
+
 def test_constants_fold_into_their_op():
     x = Value(3.0, label="x")
     y = 2.0 * (x ** 2) * 3.0 + 1.0
@@ -407,7 +442,13 @@ def test_constants_fold_into_their_op():
     dot = render.to_dot(trace)
     assert len(re.findall(r"^  v\d+ \[", dot, re.M)) == 5  # x and four results: no constants
     labels = re.findall(r'^  o\d+ \[shape="ellipse", label="([^"]+)"', dot, re.M)
-    assert labels == ["**2", "2*", "*3", "+1"]
+    assert labels == ["**2", "*2", "*3", "+1"]
+    z = Value(1.0, label="z")
+    w = sum([z * z, z]) - (-1.0)  # sum() starts at 0; a negative constant after a minus
+    w = 2.0 - w / -4.0
+    labels = re.findall(r'label="([^"]+)"', render.to_dot(traced(w)))
+    assert "+0" in labels and "-(-1)" in labels and "/(-4)" in labels and "2-" in labels
+    assert not {"0+", "--1"} & set(labels)
     tensor = tensor_trace()
     dot = render.to_dot(tensor)
     assert 'label="**2"' in dot and len(re.findall(r"^  v\d+ \[", dot, re.M)) == 9
@@ -493,7 +534,11 @@ def test_the_static_graph_keeps_its_size_and_scrolls():
     page = render.graph_html(chain(3))
     box = re.search(r'<div style="overflow:auto; max-width:100%; max-height:(\d+)px"><img', page)
     assert box and int(box.group(1)) == render.GRAPH_HEIGHT
-    assert 'style="max-width:none"' in page  # never shrunk: 10 pt text stays readable
+    # scaled to the output's width, at most SHRINK times; past that the box scrolls to the rest
+    style = re.search(r'<img class="gradmagic-graph"[^>]*style="([^"]+)"', page).group(1)
+    width = float(re.search(r"width:(\d+)pt", style).group(1))
+    assert "max-width:100%" in style
+    assert f"min-width:{width / render.SHRINK:.0f}pt" in style
     assert "gradmagic-legend" in page
     uri = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', page).group(1)
     assert base64.b64decode(uri).decode().startswith("<?xml")
@@ -545,6 +590,29 @@ def test_one_dot_process_draws_graph_after_graph_as_a_fresh_one_does():
     fresh = graphviz.Source(source).pipe(format="svg", encoding="utf-8")
     fresh = fresh[fresh.find("<svg"):]
     assert [render.svg(source) for _ in range(3)] == [fresh] * 3
-    with pytest.raises(graphviz.CalledProcessError):  # a graph dot rejects: its message
+    with pytest.raises(render.DrawError, match="dot rejected the graph: .*syntax error"):
         render.svg("digraph { a -> ")
     assert render.svg(source) == fresh  # and the next graph is drawn again
+
+
+# --------------------------------------------------------------------------- bounded drawing
+def test_dot_is_stopped_past_its_time_and_says_so(monkeypatch):
+    slow = render.to_dot(chain(200))  # x feeds every step: about a second or more of dot
+    monkeypatch.setattr(render, "DOT_SECONDS", 0.05)
+    monkeypatch.setattr(render._DotServer, "TIMEOUT", 0.05)
+    started = time.monotonic()
+    with pytest.raises(render.DrawError, match=r"took more than 0.05 s .* was stopped"):
+        render.svg(slow)
+    with pytest.raises(render.DrawError, match=r"took more than 0.05 s"):  # the one-shot too
+        render._dot_once(slow)
+    assert time.monotonic() - started < 3
+    html = render.graph_html(chain(200), max_nodes=10_000, summary=None)
+    assert "took more than 0.05 s" in html and "the tables below still show the run" in html
+    monkeypatch.undo()
+    assert "<svg" in render.svg(render.to_dot(small()))  # the next graph is drawn again
+
+
+def test_dot_runs_with_bounded_memory(monkeypatch):
+    monkeypatch.setattr(render, "DOT_BYTES", 30 << 20)  # too little for this graph's layout
+    with pytest.raises(render.DrawError, match="dot ran out of its 30 MB of memory"):
+        render._dot_once(render.to_dot(chain(200)))

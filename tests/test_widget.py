@@ -44,12 +44,13 @@ def tab(data, id):
 def bundle_of(trace):
     """The display: (the static copy published first, the returned widget bundle).
 
-    The static copy's text is the result's ``text/plain``, as a person sees both.
+    The static copy carries the run's text (the widget's own ``text/plain`` is one line).
     """
     published = []
     bundle = mimebundle(trace, publish=published.append)
     assert len(published) == 1
-    return {**published[0], "text/plain": bundle["text/plain"]}, bundle
+    assert "\n" not in bundle["text/plain"]
+    return published[0], bundle
 
 
 def test_tabs_are_a_list_of_kinds_with_payloads():
@@ -225,6 +226,24 @@ def test_the_live_view_defers_the_tabs_that_grow_with_the_graph():
     view.close()
 
 
+def test_a_page_without_the_view_closing_its_comm_does_not_cut_it_off():
+    """Notebook 7's file page, connected to the same kernel, answers a new widget's comm_open
+    with a comm_close (it has no widget manager): the view's own page must still reach it."""
+    from comm import get_comm_manager
+    trace = loop_trace()
+    view = TraceWidget(trace, trace.check())
+    manager = get_comm_manager()
+    comm_id = view.comm.comm_id
+    assert manager.get_comm(comm_id) is view.comm
+    manager.comm_close(None, None, {"content": {"comm_id": comm_id, "data": {}}})
+    assert manager.get_comm(comm_id) is view.comm  # still open: messages still arrive
+    manager.comm_msg(None, None, {"content": {"comm_id": comm_id, "data": {
+        "method": "custom", "content": {"type": "open", "tab": "backward"}}}, "buffers": []})
+    assert list(json.loads(view.opened)) == ["backward"]
+    view.close()  # the kernel's own close does close it
+    assert manager.get_comm(comm_id) is None
+
+
 def test_a_small_run_sends_every_tab_at_once():
     trace = neuron()
     data = json.loads(TraceWidget(trace).data)
@@ -245,12 +264,11 @@ def test_a_deferred_tab_of_a_run_no_longer_in_memory_says_so():
 def test_the_front_end_is_in_the_package():
     js = (widget.STATIC / "widget.js").read_text()
     assert "render" in js and len(js) < 100_000
-    viz = (widget.STATIC / "viz.js").read_bytes()
-    assert b"Graphviz" in viz[:400] and b"export" in viz[-200:]
-    assert b"http" not in viz.split(b"*/", 1)[1][:0]  # nothing to fetch: the wasm is inlined
-    assert b".wasm\"" not in viz
     import gzip
-    assert gzip.decompress((widget.STATIC / "viz.js.gz").read_bytes()) == viz  # sent as is
+    viz = gzip.decompress((widget.STATIC / "viz.js.gz").read_bytes())  # sent as it is
+    assert b"Graphviz" in viz[:400] and b"export" in viz[-200:]
+    assert b".wasm\"" not in viz  # nothing to fetch: the wasm is inlined
+    assert not (widget.STATIC / "viz.js").exists()  # one copy in the package
 
 
 # --------------------------------------------------------------------------- the bundle
@@ -259,8 +277,11 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     static, bundle = bundle_of(trace)
     assert set(bundle) == {WIDGET_MIME, "text/plain"}
     assert bundle[WIDGET_MIME]["model_id"]
-    assert bundle["text/plain"].startswith("o = ") and "x1" in bundle["text/plain"]
+    # one line beside the live view; the static copy has the run's text (what a terminal prints)
+    assert bundle["text/plain"] == ("o = 0.707107  (13 nodes, 5 inputs)  ·  ✓ all 5 gradients "
+                                    "match finite differences")
     assert set(static) == {"text/html", "text/plain"}
+    assert static["text/plain"].startswith("o = ") and "x1" in static["text/plain"]
     page = static["text/html"]
     assert '<img class="gradmagic-graph"' in page and "<svg" not in page  # survives sanitisers
     assert "<table" in page and "gradients match" in page
@@ -310,8 +331,11 @@ def test_the_picture_drawn_before_the_check_shows_its_verdicts(wrong, big):
     if big:
         assert {r.status for r in trace.check().rows} == {"unresolved"}
     static, bundle = bundle_of(trace)
-    live = json.loads(widget_model(bundle).data)["dot"]
-    assert live == render.to_dot(trace, trace.check(), fold=render.Folded(trace))
+    data = json.loads(widget_model(bundle).data)
+    live = data["dot"]
+    way = "TB" if "rankdir=TB" in live else "LR"
+    assert live == render.to_dot(trace, trace.check(), fold=render.Folded(trace), rankdir=way)
+    assert set(data["dots"]) == {"LR", "TB"} and data["dots"][way] == live  # small: both ways
     assert (render.FILL["fail"] in live) is wrong
     assert (render.FILL["fail"] in _picture(static)) is wrong
     assert (trace.check().passed) is not wrong
@@ -584,3 +608,29 @@ def test_flags_read_from_the_columns_in_both_wordings():
     assert render.flags_text(trace, rows, {rows[2]: "fail"}) == ["kink", "non-finite",
                                                                  "check: fail"]
     assert render.flags_text(trace, [], {}) == []
+
+
+def _contrast(a: str, b: str) -> float:
+    def lum(h):
+        rgb = [int(h[k:k + 2], 16) / 255 for k in (1, 3, 5)]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_every_text_colour_reads_at_wcag_aa_contrast():
+    """Text colours of the live view's style sheet and of the drawn graphs: 4.5:1 or more on
+    white and on the light fills text sits on."""
+    from gradmagic.views import teaching
+    css = (widget.STATIC / "widget.css").read_text()
+    colours = set()
+    for rule in re.findall(r"\{([^}]*)\}", css):
+        for prop, value in re.findall(r"(?<![-\w])(color|fill)\s*:\s*(#[0-9a-fA-F]{6})", rule):
+            if prop == "color" or "text" in css[:css.find(rule)].rsplit("}", 1)[-1]:
+                colours.add(value.lower())
+    colours |= {teaching._GREY, "#4b5563"}
+    assert "#9ca3af" not in colours and colours
+    for colour in colours:
+        for ground in ("#ffffff", "#f3f4f6", "#dbeafe", "#fde68a", "#e5e7eb"):
+            assert _contrast(colour, ground) >= 4.5, (colour, ground)

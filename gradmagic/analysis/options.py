@@ -64,10 +64,13 @@ class Options:
     expect: dict | None = _option(
         None, 'expected gradients, e.g. "a=6, b=-4" ("a.data=2" for a value), or the '
               "name of a dict holding them", type=str, metavar="SPEC")
-    rankdir: str = _option("LR", "graph direction: left to right or top to bottom",
-                           choices=("LR", "TB"))
+    rankdir: str | None = _option(
+        None, "graph direction: left to right or top to bottom (default: left to right, or "
+              "top to bottom for a small graph that fits the width better that way)",
+        type=str, choices=("LR", "TB"))
     max_nodes: int = _option(
-        150, "draw at most N nodes; larger graphs are summarised", metavar="N",
+        150, "draw at most N nodes; larger graphs, and any graph too big to lay out within "
+             "a few seconds, are summarised", metavar="N",
         check=lambda x: "" if x >= 1 else f"must be at least 1, got {x}")
     torch: bool = _option(False, "also replay the graph in PyTorch (float64) and show its "
                                  "gradients")

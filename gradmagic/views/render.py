@@ -33,6 +33,7 @@ import select
 import shutil
 import subprocess
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -60,7 +61,8 @@ MISSING_DOT = ("Graphviz's `dot` program was not found, so this static copy has 
                "here too, install it with `apt-get install graphviz` (or `brew install "
                "graphviz`, `conda install graphviz`).")
 
-FILL = {"leaf": "#dbeafe", "value": "#ffffff", "target": "#fde68a", "op": "#e5e7eb",
+FILL = {"leaf": "#dbeafe", "constant": "#f3f4f6", "value": "#ffffff", "target": "#fde68a",
+        "op": "#e5e7eb",
         "fail": "#fecaca", "current": "#bbf7d0"}
 LINE = {"plain": "#4b5563", "fail": "#dc2626", "kink": "#ea580c", "nonfinite": "#7c3aed",
         "path": "#2563eb", "current": "#16a34a", "cut": "#db2777"}
@@ -276,8 +278,29 @@ def op_label(trace, index: int, fold=frozenset()) -> str:
         return symbol
     text = [fmt(trace.nodes[p].data) if p in fold else "" for p in node.parents]
     if len(node.parents) == 2:
-        return f"{text[0]}{symbol}{text[1]}"
+        return folded_label(symbol, text[0], text[1])
     return f"{symbol} " + ", ".join(t for t in text if t)
+
+
+_COMMUTES = {"+", "*"}
+
+
+def folded_label(symbol: str, left: str, right: str) -> str:
+    """A binary op's label with its folded constant(s): ``**2``, ``*3``, ``-(-1)``.
+
+    A constant of ``+`` or ``*`` is written after the symbol whichever side it was on
+    (``sum()``'s start 0 reads ``+0``, not ``0+``); a negative one after a symbol is put
+    in parentheses (``y - (-1.0)`` reads ``-(-1)``, not ``--1``).
+    """
+    def after(text):
+        return f"({text})" if text.startswith(("-", "−")) else text
+    if left and right:
+        return f"{left}{symbol}{after(right)}"
+    if right:
+        return f"{symbol}{after(right)}"
+    if left and symbol in _COMMUTES:
+        return f"{symbol}{after(left)}"
+    return f"{left}{symbol}"
 
 
 def op_labels(trace, rows, fold) -> list:
@@ -308,7 +331,7 @@ def op_labels(trace, rows, fold) -> list:
         if not a and not b:
             out.append(symbol)
         elif binary[k]:
-            out.append(f"{a}{symbol}{b}")
+            out.append(folded_label(symbol, a, b))
         else:
             out.append(f"{symbol} {a}")
     return out
@@ -395,6 +418,43 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
     return "\n".join(lines)
 
 
+FIT_VALUES = 30  # drawn values up to which the view picks the direction that fits the width
+FIT_WIDTH = 850  # px: a notebook's output width (JupyterLab's default layout, file browser open)
+FIT_HEIGHT = 560  # px: the live view's graph height at most
+
+
+def directions(trace, drawn) -> tuple:
+    """The directions worth laying out for ``drawn``: ``("LR", "TB")`` when the run leaves it
+    to the view (no ``--rankdir``) and the graph is small enough to be fitted whole, else the
+    one direction to use."""
+    asked = trace.options.rankdir
+    if asked is None and len(drawn) <= FIT_VALUES:
+        return ("LR", "TB")
+    return (_rankdir(asked),)
+
+
+_SIZE = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"')
+
+
+def fit_scale(image: str, width: float = FIT_WIDTH, height: float = FIT_HEIGHT) -> float:
+    """The scale at which a drawing (an SVG from dot, sized in points) fits ``width`` x
+    ``height`` px; at 1 its 10 pt text is 10 px."""
+    match = _SIZE.search(image[:400])
+    if match is None:
+        return 0.0
+    w, h = (max(1.0, float(v)) for v in match.groups())
+    return min(width / w, height / h, 4 / 3)
+
+
+def best_direction(images: dict) -> str:
+    """Of drawings by direction (``{"LR": svg, "TB": svg}``), the one to show: left to right
+    when its text is at least 10 px at the output's width, else the one drawn larger."""
+    scales = {d: fit_scale(image) for d, image in images.items()}
+    if scales.get("LR", 0) >= 1 or len(scales) == 1:
+        return "LR" if "LR" in scales else next(iter(scales))
+    return max(scales, key=lambda d: (scales[d], d == "LR"))
+
+
 def _rankdir(value) -> str:
     value = (value or "LR").upper()
     if value not in ("LR", "TB"):
@@ -421,6 +481,7 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     attrs = {"shape": "record", "label": "{%s}" % fields if rankdir == "LR" else fields,
              "style": "filled", "color": LINE["plain"]}
     attrs["fillcolor"] = (FILL["target"] if is_target else
+                          FILL["constant"] if node.is_constant else
                           FILL["leaf"] if node.is_leaf else FILL["value"])
     if not node.finite:
         attrs.update(color=LINE["nonfinite"], penwidth="2")
@@ -437,7 +498,8 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     return _attrs(attrs)
 
 
-LEGEND = (("leaf", "an input (leaf)"), ("value", "a computed value"), ("op", "an operation"),
+LEGEND = (("leaf", "an input (leaf)"), ("constant", "a constant"), ("value", "a computed value"),
+          ("op", "an operation"),
           ("target", "the target"), ("fail", "fails the numerical check"))
 LEGEND_LINES = (("kink", "kink: a subgradient was used"), ("nonfinite", "nan or infinite"),
                 ("cut", "✂ cut: made outside the graph (no gradient flows back)"),
@@ -470,18 +532,57 @@ def _max_nodes(trace, max_nodes=None) -> int:
     return DEFAULT_MAX_NODES if value is None else int(value)
 
 
+DRAW_LIMIT = 1_000  # drawn values past which no graph is laid out whole
+LAYOUT_LIMIT = 4_000  # places Graphviz may lay out (see layout_size): about a second of dot
+
+
+def layout_size(trace, shown) -> int:
+    """How many places Graphviz's ``dot`` lays out to draw the values ``shown``.
+
+    Each value and operation is one; an edge that spans k ranks adds k - 1 (dot
+    bends it through a virtual node at each rank it crosses). That is what its
+    time grows with: a loop whose input is used at every step has edges from
+    the first rank to every later one, so its layout grows with the square of its
+    length (a 173-value loop took 2-4 s, an MLP of 600 values 0.4 s).
+    """
+    rank = {}
+    total = 0
+    pa, pb = trace.parent_a, trace.parent_b
+    for i in sorted(shown):
+        a = int(pa[i])
+        if a < 0:
+            rank[i] = 0
+            total += 1
+            continue
+        ranks = [rank[p] for p in (a, int(pb[i])) if p in rank]
+        at = max(ranks, default=0) + 1  # the op's rank; its value is one further
+        total += 2 + sum(at - r - 1 for r in ranks)
+        rank[i] = at + 1
+    return total
+
+
+def drawable(trace, shown) -> bool:
+    """Whether the values ``shown`` can be drawn whole within the drawing budget."""
+    return len(shown) <= DRAW_LIMIT and layout_size(trace, shown) <= LAYOUT_LIMIT
+
+
 def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     """The summary of a graph with more than ``max_nodes`` nodes, else None.
 
-    It draws the nodes nearest the target (a breadth-first walk up from it)
-    and the named nodes: the names bound in the cell, or else each label's
-    last node.
+    A graph too big to lay out within the drawing budget (:func:`drawable`) is
+    summarised too, whatever ``max_nodes`` says. The summary draws the nodes
+    nearest the target (a breadth-first walk up from it), the named nodes (the names
+    bound in the cell, or else each label's last node) and then the inputs.
     """
     limit = _max_nodes(trace, max_nodes)
     nodes = trace.nodes
     n = len(nodes)
-    if n <= limit:
+    whole = None  # whether every node could be drawn (None: too many to ask)
+    if n <= max(limit, DRAW_LIMIT) * 4:
+        whole = drawable(trace, drawn_nodes(trace))
+    if n <= limit and whole:
         return None
+    limit = min(limit, DEFAULT_MAX_NODES)
     near_budget = max(1, min(NEIGHBOURHOOD, limit))
     seen = {trace.target.index}
     queue = deque([trace.target.index])
@@ -495,7 +596,9 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     else:  # each label's last node
         rows = np.flatnonzero(trace.label_code)
         named = list(dict(zip(trace.label_code[rows].tolist(), rows.tolist())).values())
-    extra = [i for i in named if i not in seen][:max(0, min(NAMED, limit))]
+    at = trace.leaf_index
+    inputs = at[~trace.constant[at]][-4 * NAMED:].tolist()[::-1]  # the inputs, the last first
+    extra = [i for i in dict.fromkeys(named + inputs) if i not in seen][:max(0, min(NAMED, limit))]
     leaves = len(trace.leaf_index)
     made = trace.op_code[trace.op_code >= 0]
     ops = Counter()  # op name → nodes it made, counted per op entry
@@ -511,16 +614,39 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     counts = (f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations"
               + (f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""))
     drawn = (f"the {len(seen)} nodes nearest the target"
-             + (f" and {len(extra)} named node{'s' if len(extra) != 1 else ''}" if extra else ""))
+             + (f" and {len(extra)} of the named nodes and inputs" if extra else ""))
     listed = ("lists every node" if n <= TABLE_ROWS else
               f"lists {TABLE_ROWS:,} (the target, the inputs, then the nodes nearest the target; "
               f"`gradmagic.last.nodes` has all {n:,})")
-    note = (f"More than --max-nodes {limit:,}: this summary draws {drawn}; the Gradients table "
-            f"{listed}. `%%autograd --max-nodes {n}` draws them all (slow).")
+    asked = _max_nodes(trace, max_nodes)
+    why = (f"More than --max-nodes {asked:,}" if n > asked
+           else f"Too big to lay out whole within {DOT_SECONDS:g} s")
+    more = f" `%%autograd --max-nodes {n}` draws them all." if whole else ""
+    note = f"{why}: this summary draws {drawn}; the Gradients table {listed}.{more}"
     return Summary(shown=sorted(seen | set(extra)), counts=counts, note=note)
 
 
 # =========================================================================== SVG
+DOT_SECONDS = 5.0  # wall-clock time Graphviz's dot may take for one picture
+DOT_BYTES = 1 << 30  # memory (address space) a dot process may use
+
+
+class DrawError(RuntimeError):
+    """Graphviz's ``dot`` could not draw a graph; ``str()`` says why in one sentence."""
+
+
+def _dot_argv(dot: str) -> list:
+    """The command that runs ``dot -Tsvg`` with its memory bounded to ``DOT_BYTES``.
+
+    A POSIX shell sets the limit and execs dot (``ulimit -v``), rather than a
+    ``preexec_fn``: that would run Python in the forked child of a kernel with threads,
+    and make the child a copy of the kernel's memory before exec.
+    """
+    if os.name == "posix" and os.path.exists("/bin/sh"):
+        return ["/bin/sh", "-c", f'ulimit -v {DOT_BYTES >> 10} && exec "$0" -Tsvg', dot]
+    return [dot, "-Tsvg"]
+
+
 class _DotServer:
     """One long-lived ``dot -Tsvg`` process that lays out graph after graph.
 
@@ -531,9 +657,11 @@ class _DotServer:
     the marker's picture: :func:`svg` then runs ``dot`` once more to say why).
     The process is started on first use, with the ``dot`` found on ``PATH``
     then, and again if that changes, if it died, or in a forked child.
+    A graph that takes longer than ``DOT_SECONDS`` ends the process (the next
+    graph starts a fresh one); its memory is bounded by ``DOT_BYTES``.
     """
 
-    TIMEOUT = 120.0  # s without a byte from dot before it is given up on
+    TIMEOUT = DOT_SECONDS
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -545,7 +673,7 @@ class _DotServer:
 
     def _start(self, dot: str):
         self._stop()
-        self._proc = subprocess.Popen([dot, "-Tsvg"], stdin=subprocess.PIPE,
+        self._proc = subprocess.Popen(_dot_argv(dot), stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self._key = (os.getpid(), dot)
         if not self._registered:
@@ -601,13 +729,19 @@ class _DotServer:
                 self._stop()
                 return None
             job = self._pending = _DotJob(proc, marker)
+            job.started = time.monotonic()
             return job
 
     def collect(self, job) -> str | None:
-        """The SVG of a :meth:`submit`-ted graph, None if dot could not give it."""
+        """The SVG of a :meth:`submit`-ted graph, None if dot could not give it.
+
+        Raises :class:`DrawError` when dot took longer than ``TIMEOUT`` (it is ended).
+        """
         with self._lock:
             if self._pending is job:
                 self._finish()
+        if job.error is not None:
+            raise DrawError(job.error)
         return job.image()
 
     def _finish(self):
@@ -616,8 +750,11 @@ class _DotServer:
         if job is None:
             return
         try:
-            job.out = self._read(job.proc, f"<!-- Title: {job.marker} ".encode())
-        except Exception:  # noqa: BLE001 - a timeout, dot died: start afresh next time
+            job.out = self._read(job.proc, f"<!-- Title: {job.marker} ".encode(), job.started)
+        except TimeoutError:
+            job.error = _too_slow()
+            self._stop()
+        except Exception:  # noqa: BLE001 - dot died (out of memory): start afresh next time
             self._stop()
 
     def draw(self, source: str) -> str | None:
@@ -625,7 +762,7 @@ class _DotServer:
         job = self.submit(source)
         return None if job is None else self.collect(job)
 
-    def _read(self, proc, marker: bytes) -> bytes:
+    def _read(self, proc, marker: bytes, started: float) -> bytes:
         """Everything dot writes before ``marker``'s picture (then reads past that picture)."""
         fd = proc.stdout.fileno()
         poller = select.poll()  # (select() cannot wait on a descriptor past 1023)
@@ -636,7 +773,8 @@ class _DotServer:
             if at >= 0 and buf.find(b"</svg>", at) >= 0:
                 head = buf.rfind(b"<?xml", 0, at)
                 return bytes(buf[:head if head >= 0 else at])
-            if not poller.poll(self.TIMEOUT * 1000):
+            left = started + self.TIMEOUT - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
                 raise TimeoutError("dot gave no answer")
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -648,7 +786,8 @@ class _DotJob:
     """One graph handed to :class:`_DotServer`: ``out`` is what dot wrote for it."""
 
     def __init__(self, proc, marker: str):
-        self.proc, self.marker, self.out = proc, marker, None
+        self.proc, self.marker, self.out, self.error = proc, marker, None, None
+        self.started = 0.0
 
     def image(self) -> str | None:
         if self.out is None:
@@ -665,20 +804,53 @@ _DOT = _DotServer()
 _PAGE_ID = re.compile(r'<g id="page[^"]*_graph0"')
 
 
+def _too_slow() -> str:
+    return (f"Graphviz's dot took more than {DOT_SECONDS:g} s to lay this graph out and was "
+            "stopped")
+
+
+def _dot_once(source: str) -> str:
+    """``dot -Tsvg`` run once for ``source``, bounded like the kept process.
+
+    Raises ``graphviz.ExecutableNotFound`` without ``dot`` and :class:`DrawError` with a
+    sentence for anything else.
+    """
+    dot = shutil.which("dot")
+    if dot is None:
+        import graphviz
+        raise graphviz.ExecutableNotFound(["dot"])
+    try:
+        done = subprocess.run(_dot_argv(dot), input=source.encode(), capture_output=True,
+                              timeout=DOT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise DrawError(_too_slow()) from None
+    except OSError as exc:
+        raise DrawError(f"Graphviz's dot could not be started ({exc.strerror or exc})") from None
+    if done.returncode == 0 and b"<svg" in done.stdout:
+        out = done.stdout.decode("utf-8", errors="replace")
+        return out[out.find("<svg"):]
+    said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+    said = [line.strip() for line in said if line.strip()]
+    if done.returncode < 0 or any("memory" in line.lower() for line in said):
+        raise DrawError(f"Graphviz's dot ran out of its {DOT_BYTES >> 20:,} MB of memory on "
+                        "this graph and was stopped")
+    raise DrawError("Graphviz's dot rejected the graph"
+                    + (f": {said[0][:300]}" if said else f" (exit status {done.returncode})"))
+
+
 def svg(dot_source: str) -> str:
     """Render DOT to an ``<svg>`` element with Graphviz's ``dot`` program.
 
     Graphs go to one long-lived ``dot`` process (:class:`_DotServer`); when it
-    cannot answer, ``dot`` is run once for this graph, which says why.
-    Raises ``graphviz.ExecutableNotFound`` when ``dot`` is not installed.
+    cannot answer, ``dot`` is run once for this graph, which says why. Every run is
+    bounded: ``DOT_SECONDS`` of time, ``DOT_BYTES`` of memory.
+    Raises ``graphviz.ExecutableNotFound`` when ``dot`` is not installed and
+    :class:`DrawError` (a sentence) when it cannot draw the graph.
     """
     image = _DOT.draw(dot_source)
     if image is not None:
         return image
-    import graphviz
-    out = graphviz.Source(dot_source).pipe(format="svg", encoding="utf-8")
-    start = out.find("<svg")
-    return out[start:] if start >= 0 else out
+    return _dot_once(dot_source)
 
 
 def svg_data_uri(image: str) -> str:
@@ -700,10 +872,11 @@ GRAPH_HEIGHT = 600  # px: the static graph scrolls past this height
 
 def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
                summary=_SUMMARISE, dot: str | None = None, **dot_options) -> str:
-    """The static Graph view: an ``<img>`` of the SVG at its natural size in a scroll box.
+    """The static Graph view: an ``<img>`` of the SVG scaled to the output's width.
 
-    The image keeps Graphviz's size (10 pt text, about 13 px) and the box
-    scrolls, so text never shrinks to fit. Without Graphviz's ``dot`` program
+    A small graph is drawn in the direction that fits the width (:func:`choose_dot`);
+    the image shrinks to the width, at most ``SHRINK`` times, and past that its box
+    scrolls, so the whole picture can always be reached. Without Graphviz's ``dot`` program
     it says so in one line (the live view draws the graph in the browser
     without it) and leaves the DOT source folded away. ``cache`` maps DOT
     source → SVG between calls. ``summary`` is the trace's :func:`summarise`
@@ -717,7 +890,14 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
         dot_options.setdefault("subset", summary.shown)
         parts.append(f'<p style="margin:0 0 4px 0"><b>{html.escape(summary.counts)}</b><br>'
                      f"{_md_code(summary.note)}</p>")
-    source = dot if dot is not None else to_dot(trace, report, **dot_options)
+    if dot is not None:
+        source = dot
+    elif "rankdir" in dot_options or dot_options.get("path") or dot_options.get("current"):
+        source = to_dot(trace, report, **dot_options)
+    else:
+        cache = {} if cache is None else cache
+        source = choose_dot(trace, report, subset=dot_options.pop("subset", None),
+                            cache=cache, **dot_options)
     image = cache.get(source) if cache is not None else None
     if image is None:
         try:
@@ -727,10 +907,37 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
         if cache is not None:
             cache[source] = image
     parts.append(f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
-                 f'<img class="gradmagic-graph" alt="the computation graph" '
-                 f'style="max-width:none" src="{svg_data_uri(image)}"></div>')
+                 f'{fit(image)}</div>')
     parts.append(legend_html())
     return "".join(parts)
+
+
+def choose_dot(trace, report=None, *, subset=None, fold=None, cache=None, **options) -> str:
+    """The DOT of the run's graph in the direction that fits the output (:func:`directions`).
+
+    With both directions open, each is drawn by ``dot`` (a small graph: a few ms) and the
+    one :func:`best_direction` picks is returned, its picture left in ``cache``; without
+    ``dot`` it is left to right (the live view then picks for itself).
+    """
+    fold = Folded(trace) if fold is None else fold
+    drawn = drawn_nodes(trace, None, fold) if subset is None else [
+        i for i in subset if i not in fold]
+    ways = directions(trace, drawn)
+    sources = {d: to_dot(trace, report, rankdir=d, subset=subset, fold=fold, **options)
+               for d in ways}
+    if len(ways) == 1:
+        return sources[ways[0]]
+    images = {}
+    for d, source in sources.items():
+        try:
+            known = cache.get(source) if cache is not None else None
+            images[d] = known if known is not None else svg(source)
+        except Exception:  # noqa: BLE001 - the caller draws it again and says why
+            return sources["LR"]
+    if cache is not None:
+        for d, image in images.items():
+            cache[sources[d]] = image
+    return sources[best_direction(images)]
 
 
 SHRINK = 2.5  # an inline drawing is scaled down at most this much to fit the width
@@ -758,10 +965,20 @@ def _no_graph(exc, source: str) -> str:
     if isinstance(exc, graphviz.ExecutableNotFound):
         message = _md_code(MISSING_DOT)
     else:
-        message = html.escape(f"Graphviz could not draw the graph ({exc}).")
+        message = html.escape(draw_failure(exc))
     return (f'<p style="margin:0">{message}</p>'
             f'<details><summary>DOT source</summary><pre style="max-height:20em; '
             f'overflow:auto">{html.escape(source)}</pre></details>')
+
+
+def draw_failure(exc) -> str:
+    """What went wrong drawing a picture, as one sentence for the reader."""
+    if isinstance(exc, DrawError):
+        said = str(exc)
+    else:
+        said = f"Graphviz could not draw the graph ({type(exc).__name__}: {exc})"
+        said = said if len(said) < 300 else said[:297] + "…"
+    return said.rstrip(".") + "; the tables below still show the run."
 
 
 def _md_code(text: str) -> str:
@@ -1237,7 +1454,7 @@ def run_notes(trace, report) -> list:
 # (a saved notebook reopened without widget state). Untrusted output drops the <style>: there the
 # live view is not shown anyway.
 STATIC_STYLE = ("<style>.jp-OutputArea-child:has(.gradmagic-static):has(+ .jp-OutputArea-child "
-                ".gm-root){display:none}.jp-OutputArea-child:has(.gradmagic-static) + "
+                ".gm-root:not(.gm-failed)){display:none}.jp-OutputArea-child:has(.gradmagic-static) + "
                 ".jp-OutputArea-child:has(.jupyter-widgets):not(:has(.gm-root)){display:none}"
                 "</style>")
 

@@ -2,7 +2,7 @@
 
 :class:`TraceWidget` is an `anywidget <https://anywidget.dev>`_ whose front-end
 (``static/widget.js``, built from ``js/src/widget.js``) lays the graph out with
-the WebAssembly build of Graphviz (``static/viz.js``, from ``@viz-js/viz``):
+the WebAssembly build of Graphviz (``static/viz.js.gz``, from ``@viz-js/viz``):
 no system ``dot`` binary and nothing fetched at run time. It works wherever
 Jupyter widgets do (JupyterLab, Notebook 7, VS Code, Colab).
 
@@ -417,7 +417,8 @@ def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> 
 
 
 def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", defer=True,
-             summary=render._SUMMARISE, fold=None, dot=None, gradients=None) -> tuple:
+             summary=render._SUMMARISE, fold=None, dot=None, dots=None,
+             gradients=None) -> tuple:
     """(payload, deferred): ``deferred`` maps a tab id to ``make(trace) -> tab`` for the
     tabs left out of the payload (their entries say ``"deferred": true``). ``gradients`` is
     the Gradients tab when the caller made it (the static copy shows the same table)."""
@@ -435,6 +436,13 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
         entry = _node_entry(trace, i, children, fold, status, memo)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
+    if dot is None:
+        subset = summary.shown if summary else None
+        ways = render.directions(trace, drawn)
+        dots = {d: render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d)
+                for d in ways}
+        dot = dots[ways[0]]
+        dots = dots if len(ways) > 1 else None
     defer = defer and trace.n > EAGER_NODES
     tabs, deferred = [], {}
     for make in TAB_MAKERS:
@@ -453,8 +461,9 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
         "headline": render.headline(trace),
         "notes": render.run_notes(trace, report),
         "target": int(trace.target.index),
-        "dot": dot if dot is not None else render.to_dot(
-            trace, report, subset=summary.shown if summary else None, fold=fold),
+        "dot": dot,
+        # a small graph in both directions: the front-end shows the one that fits its width
+        "dots": dots,
         "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
         "nodes": entries,
         "order": sorted(drawn, reverse=True),  # graph order: the target first
@@ -484,7 +493,7 @@ def _classes():
         from ipywidgets import widget_serialization
 
         class VizLibrary(anywidget.AnyWidget):
-            """Graphviz for the browser (``static/viz.js``), sent once per kernel.
+            """Graphviz for the browser (``static/viz.js.gz``), sent once per kernel.
 
             Every TraceWidget refers to this one model, so the module is sent
             (and saved with widget state) once, not with every run; ``code`` is
@@ -577,6 +586,34 @@ def _fixed_traits() -> bool:
         return False
 
 
+def _keep_open(view) -> None:
+    """Keep ``view``'s comm open when a front-end other than its own closes it.
+
+    A browser page that is connected to the same kernel but shows no widgets (Notebook 7's
+    file page, after its New menu started the notebook's kernel) answers every new widget's
+    comm_open with a comm_close, for a target it does not know. The kernel then dropped the
+    comm, and the page that does show the view sent its messages (a deferred tab asked for,
+    a node selected) into nothing. Only the kernel side closes a view's comm (``close()``).
+    """
+    own = getattr(view, "comm", None)
+    if own is None or not hasattr(own, "on_close"):
+        return
+    ref = weakref.ref(view)
+
+    def reopen(msg):
+        widget = ref()
+        if widget is None or widget.comm is not own:
+            return
+        try:
+            from comm import get_comm_manager
+            own._closed = False
+            get_comm_manager().register_comm(own)
+        except Exception:  # noqa: BLE001 - another comm implementation: leave it closed
+            pass
+
+    own.on_close(reopen)
+
+
 _LIBRARY = None
 
 
@@ -586,11 +623,9 @@ def _library():
     VizLibrary, _ = _classes()
     if _LIBRARY is None or _LIBRARY.comm is None:
         import base64
-        import gzip
-        packed = STATIC / "viz.js.gz"  # gzipped by the build (compressing here took 0.1-0.8 s)
-        code = (packed.read_bytes() if packed.exists()
-                else gzip.compress((STATIC / "viz.js").read_bytes(), 9, mtime=0))
+        code = (STATIC / "viz.js.gz").read_bytes()  # gzipped by the build, sent as it is
         _LIBRARY = VizLibrary(code=base64.b64encode(code).decode("ascii"))
+        _keep_open(_LIBRARY)
     return _LIBRARY
 
 
@@ -610,8 +645,10 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "",
         source = weakref.ref(trace)
     except TypeError:  # a trace that takes no weak references: kept
         source = lambda: trace  # noqa: E731
-    return LiveView(lib=_library(), data=json.dumps(data, separators=(",", ":")), tab=first,
+    view = LiveView(lib=_library(), data=json.dumps(data, separators=(",", ":")), tab=first,
                     source=source, deferred=deferred)
+    _keep_open(view)
+    return view
 
 
 # =========================================================================== the bundle
@@ -653,10 +690,14 @@ class _Drawing(SvgCache):
     beside the Python work instead of after it.
     """
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, known=None):
         super().__init__()
         self.source = source
-        self._job = render._DOT.submit(source)
+        if known is not None and source in known:
+            self[source] = known[source]
+            self._job = None
+        else:
+            self._job = render._DOT.submit(source)
 
     def get(self, key, default=None):
         if key == self.source and self._job is not None:
@@ -671,10 +712,11 @@ def mimebundle(trace, publish=None) -> dict:
     """The display of a run: the live view and its static copy.
 
     With ``publish(bundle)`` (what :mod:`gradmagic.views.display` passes: the
-    shell's display publisher) the static ``text/html`` is shown first as its
-    own output and the returned bundle holds the widget and the ``text/plain``
-    (what a terminal prints): that way nbconvert, an untrusted notebook or a
-    notebook reopened without widget state still shows the copy. Without
+    shell's display publisher) the static copy (``text/html`` and the text a terminal
+    prints) is shown first as its own output and the returned bundle holds the widget
+    and a one-line ``text/plain`` (:func:`one_line`): that way nbconvert, an untrusted
+    notebook or a notebook reopened without widget state shows the copy once, and a
+    live view hides it. Without
     ``publish`` one bundle holds all three. Without anywidget the static bundle is
     returned whole and nothing is published.
 
@@ -686,19 +728,29 @@ def mimebundle(trace, publish=None) -> dict:
     summary = render.summarise(trace)
     fold = render.Folded(trace)
     subset = summary.shown if summary else None
-    dot = render.to_dot(trace, None, subset=subset, fold=fold)
-    drawing = _Drawing(dot)
+    drawn = render.drawn_nodes(trace, summary, fold)
+    ways = render.directions(trace, drawn)
+    known = SvgCache()
+    if len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
+        dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
+    else:
+        dot = render.to_dot(trace, None, subset=subset, fold=fold, rankdir=ways[0])
+    rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
+    drawing = _Drawing(dot, known)
     report, expected, torch, problems = _analyses(trace)
     marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
-    if marked and not set(marked).isdisjoint(render.drawn_nodes(trace, summary, fold)):
-        dot = render.to_dot(trace, report, subset=subset, fold=fold)
+    if marked and not set(marked).isdisjoint(drawn):
+        dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
         drawing = _Drawing(dot)
+    dots = ({d: (dot if d == rankdir else render.to_dot(trace, report, subset=subset,
+                                                         fold=fold, rankdir=d)) for d in ways}
+            if len(ways) > 1 else None)
     run = secrets.token_hex(8)
     # the Gradients table, made once for the live view and its static copy
     gradients = _gradients_tab(trace, report, {"fold": fold})
     try:
         view = TraceWidget(trace, report, expected=expected, torch=torch, run=run,
-                           summary=summary, fold=fold, dot=dot, gradients=gradients)
+                           summary=summary, fold=fold, dot=dot, dots=dots, gradients=gradients)
     except ImportError:  # anywidget is not installed: the static view stands alone
         view = None
     static = static_bundle(trace, report, expected=expected, torch=torch, problems=problems,
@@ -710,5 +762,15 @@ def mimebundle(trace, publish=None) -> dict:
     bundle = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
     if publish is None:
         return {**static, WIDGET_MIME: bundle[WIDGET_MIME]}
-    publish({"text/html": static["text/html"]})
-    return {WIDGET_MIME: bundle[WIDGET_MIME], "text/plain": static["text/plain"]}
+    publish(static)
+    return {WIDGET_MIME: bundle[WIDGET_MIME], "text/plain": one_line(trace, report, expected)}
+
+
+def one_line(trace, report=None, expected=None) -> str:
+    """The live view's ``text/plain``: the run in one line (its static copy, shown just before,
+    has the tables), so an export without widget state does not show the run twice."""
+    words = [render.headline(trace)]
+    for verdict in (expected, report):
+        if verdict is not None:
+            words.append(("✓ " if verdict.passed else "✗ ") + verdict.verdict)
+    return "  ·  ".join(words)

@@ -79,6 +79,27 @@ async function layout(model, dot) {
   return svg;
 }
 
+// An error of any kind (an Error, Graphviz's list of messages, a thrown object or string) as a
+// sentence for the reader, never "[object Object]".
+function errorText(err) {
+  if (err === null || err === undefined) return "an unknown error";
+  if (typeof err === "string") return err;
+  if (err instanceof Error) return err.message || err.name;
+  if (Array.isArray(err)) return err.map(errorText).join("; ");
+  if (typeof err === "object") {
+    if (typeof err.message === "string") return err.message;
+    if (Array.isArray(err.errors)) return errorText(err.errors);
+    try { return JSON.stringify(err).slice(0, 300); } catch { /* fall through */ }
+  }
+  return String(err);
+}
+
+// The size of a drawing from Graphviz, in points (its width="..pt" height="..pt").
+function svgSize(text) {
+  const m = /<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"/.exec(text.slice(0, 600));
+  return m ? { w: Number(m[1]), h: Number(m[2]) } : null;
+}
+
 function parseSvg(text) {
   const doc = new DOMParser().parseFromString(text, "image/svg+xml");
   const svg = document.importNode(doc.documentElement, true);
@@ -170,7 +191,7 @@ class GraphView {
       const b = this.box(centerOn);
       this.view = { s, x: 0, y: 0 };
       if (!b) { this.apply(); return; }
-      const lr = !/rankdir=TB/.test(this.data.dot);
+      const lr = !/rankdir=TB/.test(this.dot || this.data.dot);
       this.view.x = lr ? b.x + b.w / 2 + 16 - w / s : b.x - w / 2 / s;
       this.view.y = lr ? b.y - height / 2 / s : b.y + b.h / 2 + 16 - height / s;
       this.clamp();
@@ -404,7 +425,7 @@ function codeSpans(text) {
 function legend() {
   const item = (cls, text) => h("span", { class: "gm-key" }, h("span", { class: `gm-swatch ${cls}` }), text);
   return h("div", { class: "gm-legend" },
-    item("gm-sw-leaf", "input (leaf)"), item("gm-sw-value", "value"), item("gm-sw-op", "operation"),
+    item("gm-sw-leaf", "input (leaf)"), item("gm-sw-constant", "constant"), item("gm-sw-value", "value"), item("gm-sw-op", "operation"),
     item("gm-sw-target", "target"), item("gm-sw-fail", "fails the check"),
     item("gm-sw-kink", "kink"), item("gm-sw-nonfinite", "nan / inf"), item("gm-sw-path", "path to the target"));
 }
@@ -502,6 +523,32 @@ function render({ model, el }) {
     root.dataset.selected = String(i);
   };
 
+  // A small graph comes in both directions (data.dots): left to right when its text is 10 px or
+  // more at this view's width, else the direction drawn larger. Chosen once for every tab.
+  let chosen = null;
+  const chooseDot = () => {
+    if (!data.dots) return Promise.resolve(data.dot);
+    chosen ||= (async () => {
+      const width = Math.max(200, root.clientWidth || 800);
+      const scale = async (dot) => {
+        const size = svgSize(await layout(model, dot));
+        return size ? Math.min(width / size.w, MAX_HEIGHT / size.h, 4 / 3) : 0;
+      };
+      const lr = await scale(data.dots.LR);
+      if (lr >= MIN_TEXT_PX / FONT_PT) return data.dots.LR;
+      return (await scale(data.dots.TB)) > lr ? data.dots.TB : data.dots.LR;
+    })();
+    return chosen;
+  };
+
+  // the live view could not draw: say why in a sentence, and show the static copy again
+  const failed = (view, err) => {
+    root.classList.add("gm-failed");
+    showStatic(data.run);
+    view.port.style.height = "auto";
+    view.port.replaceChildren(h("p", { class: "gm-warn", text: `The graph could not be drawn here: ${errorText(err)}. The static copy above and the tables still show the run.` }));
+  };
+
   const makeGraph = (kind) => {
     const view = new GraphView(data, {
       onSelect: (i) => { model.set("selected", i); model.save_changes(); },
@@ -509,12 +556,15 @@ function render({ model, el }) {
     });
     const entry = { kind, view, ready: null };
     const started = performance.now();
-    entry.ready = layout(model, data.dot).then((svg) => {
+    entry.ready = chooseDot().then((dot) => {
+      view.dot = dot;
+      return layout(model, dot);
+    }).then((svg) => {
       view.el.dataset.layoutMs = String(Math.round(performance.now() - started));
       view.mount(svg);
       return view;
     }).catch((err) => {
-      view.port.replaceChildren(h("p", { class: "gm-warn", text: `The graph could not be drawn here (${err}); the static copy and the tables still show the run.` }));
+      failed(view, err);
       throw err;
     });
     graphs.push(entry);
@@ -768,6 +818,15 @@ function stepText(k, payload, data) {
     h("li", {}, code(name), ` += ${g} × ${local} = ${prod}  →  `, code(name), fin ? ` = ${sofar} (final)` : ` so far ${sofar}`)));
   if (s.more) list.append(h("li", { text: `and ${s.more} more` }));
   return [p, list, s.rule ? h("p", { class: "gm-rule", text: s.rule }) : null].filter(Boolean);
+}
+
+// The static copy again, when the live view could not draw.
+function showStatic(run) {
+  if (!run) return;
+  for (const el of document.querySelectorAll(`[data-gm-run="${CSS.escape(run)}"]`)) {
+    const box = el.closest(".jp-OutputArea-child") || el;
+    box.style.display = "";
+  }
 }
 
 // The static copy published just before this view (same run id): hidden once the live view exists.
