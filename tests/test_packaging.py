@@ -37,7 +37,8 @@ print("wheel ok")
 @pytest.mark.slow
 def test_wheel_installs_and_loads_in_a_clean_venv(tmp_path):
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)],
+    # the sdist first, then the wheel from it: a clean tree, whatever build/ a checkout holds
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
                    check=True, capture_output=True, cwd=tmp_path)
     wheel = next(dist.glob("gradmagic-*.whl"))
     env_dir = tmp_path / "venv"

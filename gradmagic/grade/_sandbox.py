@@ -91,7 +91,7 @@ def _binds() -> tuple:
     wanted = {"/usr", here, os.path.dirname(os.path.realpath(sys.executable))}
     for prefix in (sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix):
         wanted.add(os.path.realpath(prefix))
-    chosen = []
+    chosen: list[str] = []
     for path in sorted(wanted, key=len):
         if os.path.isdir(path) and not any(_under(path, p) for p in chosen):
             chosen.append(path)
@@ -213,7 +213,7 @@ def _exchange(proc, job: bytes, report_fd: int, deadline):
 
     Returns (report bytes, whether the report was too big, stderr's tail, timed out).
     """
-    out = {"report": bytearray(), "stderr": b"", "too_big": False}
+    out: dict = {"report": bytearray(), "stderr": b"", "too_big": False}
     timed_out = False
     sel = selectors.DefaultSelector()
     stdin, err = proc.stdin.fileno(), proc.stderr.fileno()
