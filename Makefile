@@ -44,6 +44,7 @@ docs: setup-test
 # ruff and mypy, as tests/test_lint.py runs them
 lint: setup-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 bench: setup-test

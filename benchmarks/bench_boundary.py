@@ -4,6 +4,7 @@ Each row times one cell, plainly and under ``%%autograd -q --no-check``, in the 
 shell, beside the data named in the row; the budget is what a user would feel: a
 small cell stays within a few tens of milliseconds whatever else the namespace holds.
 """
+
 from __future__ import annotations
 
 from timing import best
@@ -12,16 +13,27 @@ CELL = "y = x * 3.0\ny"
 ROWS = [
     ("a small cell, empty namespace", "", CELL),
     ("beside a dict of 10^5 lists", "big = {i: [float(i), i] for i in range(10**5)}", CELL),
-    ("beside 10^4 notebook objects",
-     "class P:\n    def __init__(s, v):\n        s.v, s.w = v, [v]\n"
-     "objs = [P(float(i)) for i in range(10**4)]", CELL),
-    ("reading one float of a 10^5 list", "data = [float(i) for i in range(10**5)]",
-     "y = x * data[3]\ny"),
-    ("reading a 10^3-float list (lifted)", "small = [float(i) for i in range(1000)]",
-     "y = x * sum(small)\ny"),
-    ("a dict of 10^4 lists changed by the cell",
-     "table = {i: [float(i)] for i in range(10**4)}",
-     "table[3].append(x * 2.0)\ny = x * table[3][0]\ny"),
+    (
+        "beside 10^4 notebook objects",
+        "class P:\n    def __init__(s, v):\n        s.v, s.w = v, [v]\n"
+        "objs = [P(float(i)) for i in range(10**4)]",
+        CELL,
+    ),
+    (
+        "reading one float of a 10^5 list",
+        "data = [float(i) for i in range(10**5)]",
+        "y = x * data[3]\ny",
+    ),
+    (
+        "reading a 10^3-float list (lifted)",
+        "small = [float(i) for i in range(1000)]",
+        "y = x * sum(small)\ny",
+    ),
+    (
+        "a dict of 10^4 lists changed by the cell",
+        "table = {i: [float(i)] for i in range(10**4)}",
+        "table[3].append(x * 2.0)\ny = x * table[3][0]\ny",
+    ),
 ]
 BUDGET_MS = 50.0
 
@@ -36,9 +48,13 @@ def main() -> bool:
     for title, setup, cell in ROWS:
         shell.user_ns.clear()
         shell.run_cell(f"x = 2.0\n{setup}")
-        times = best({"plain": lambda: shell.run_cell(cell, silent=True),
-                      "magic": lambda: shell.run_cell(f"%%autograd -q --no-check\n{cell}",
-                                                      silent=True)}, repeat=5)
+        times = best(
+            {
+                "plain": lambda: shell.run_cell(cell, silent=True),
+                "magic": lambda: shell.run_cell(f"%%autograd -q --no-check\n{cell}", silent=True),
+            },
+            repeat=5,
+        )
         plain, magic = times["plain"] * 1e3, times["magic"] * 1e3
         extra = magic - plain
         mark = "" if extra <= BUDGET_MS else f"  over the {BUDGET_MS:.0f} ms budget"

@@ -24,6 +24,7 @@ The run exits 1 if a budget is missed.
 
 Run: ``python benchmarks/bench_budgets.py`` (``--big`` adds 10^6 nodes).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,9 +53,11 @@ LOOP = bench_run.LOOP
 
 def _first_check(trace, **kwargs):
     """A fresh check each call (a report kept by the trace is dropped first)."""
+
     def run():
         trace._report = None
         trace.check(**kwargs)
+
     return run
 
 
@@ -99,13 +102,20 @@ def cell(size: int, shell, repeat: int) -> dict:
 def check_ratio(target, repeat: int, **kwargs) -> dict:
     trace = _traced(target)
     _first_check(trace, **kwargs)()  # warm up
-    times = best({"backward": target.backward, "check": _first_check(trace, **kwargs)}, repeat,
-                 clock=time.thread_time)
+    times = best(
+        {"backward": target.backward, "check": _first_check(trace, **kwargs)},
+        repeat,
+        clock=time.thread_time,
+    )
     trace._report = None
     report = trace.check(**kwargs)
     assert report.passed, report.verdict
-    return {"nodes": trace.n, "times": times, "rows": len(report.rows),
-            "ratio": times["check"] / times["backward"]}
+    return {
+        "nodes": trace.n,
+        "times": times,
+        "rows": len(report.rows),
+        "ratio": times["check"] / times["backward"],
+    }
 
 
 def _loop(size: int):
@@ -117,14 +127,18 @@ def _loop(size: int):
 def _demo(points: int):
     from gradmagic import nn
     from gradmagic.data import two_moons
+
     X, y = two_moons(points, noise=0.1, seed=1)
     net = nn.MLP(2, [16, 16, 1], activation="relu", seed=1337)
     scores = [net([Value(a, "x0"), Value(b, "x1")]) for a, b in X]
     return nn.hinge_loss(scores, y) + 1e-4 * sum(p * p for p in net.parameters())
 
 
-SHAPES = {"loop cell": _loop, "recurrence, an input a step": bench_run._recurrence,
-          "sum of squares": bench_run._sum_of_squares}
+SHAPES = {
+    "loop cell": _loop,
+    "recurrence, an input a step": bench_run._recurrence,
+    "sum of squares": bench_run._sum_of_squares,
+}
 
 
 # ------------------------------------------------------------------ the report
@@ -151,32 +165,42 @@ def main(argv=None) -> bool:
         else:
             met, budget = t["extra"] <= CELL_RATIO * r["own"], f"{CELL_RATIO:g}x"
         ok &= met
-        print(f"| {r['nodes']:,} | {r['own'] * 1e3:.1f} ms | {t['cell'] * 1e3:.1f} ms "
-              f"| {t['extra'] * 1e3:.1f} ms = {t['extra'] / r['own']:.2f}x | {budget} "
-              f"| {_mark(met)} |", flush=True)
+        print(
+            f"| {r['nodes']:,} | {r['own'] * 1e3:.1f} ms | {t['cell'] * 1e3:.1f} ms "
+            f"| {t['extra'] * 1e3:.1f} ms = {t['extra'] / r['own']:.2f}x | {budget} "
+            f"| {_mark(met)} |",
+            flush=True,
+        )
 
     print(f"\n### 2. The default check over a backward pass (budget {CHECK_RATIO:g}x)\n")
     print("| graph | nodes | backward | check | ratio | rows | |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    rows = [(name, size, make) for name, make in SHAPES.items()
-            for size in (10_000, 100_000) + ((1_000_000,) if big else ())]
+    rows = [
+        (name, size, make)
+        for name, make in SHAPES.items()
+        for size in (10_000, 100_000) + ((1_000_000,) if big else ())
+    ]
     rows.append(("micrograd's demo, 100 points", None, lambda _: _demo(100)))
     for name, size, make in rows:
         r = check_ratio(make(size), 7 if (size or 0) <= 10_000 else 3)
         t = r["times"]
         met = r["ratio"] <= CHECK_RATIO
         ok &= met
-        print(f"| {name} | {r['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
-              f"| {t['check'] * 1e3:.2f} ms | {r['ratio']:.2f}x | {r['rows']} | {_mark(met)} |",
-              flush=True)
+        print(
+            f"| {name} | {r['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
+            f"| {t['check'] * 1e3:.2f} ms | {r['ratio']:.2f}x | {r['rows']} | {_mark(met)} |",
+            flush=True,
+        )
 
     print(f"\n### 3. Every leaf, micrograd's demo at one point (budget {EVERY_LEAF_RATIO:g}x)\n")
     r = check_ratio(_demo(1), 15, max_leaves=None)
     met = r["ratio"] <= EVERY_LEAF_RATIO
     ok &= met
-    print(f"{r['nodes']:,} nodes, {r['rows']} leaves: backward "
-          f"{r['times']['backward'] * 1e3:.2f} ms, every leaf {r['times']['check'] * 1e3:.2f} ms "
-          f"= {r['ratio']:.2f}x ({_mark(met)})")
+    print(
+        f"{r['nodes']:,} nodes, {r['rows']} leaves: backward "
+        f"{r['times']['backward'] * 1e3:.2f} ms, every leaf {r['times']['check'] * 1e3:.2f} ms "
+        f"= {r['ratio']:.2f}x ({_mark(met)})"
+    )
 
     print("\n### 4. The engine against micrograd's demo step (100 points)\n")
     results, notes = bench_engine.measure()
@@ -186,20 +210,26 @@ def main(argv=None) -> bool:
         speedup = theirs / ours["gc on"]
         met = speedup >= ENGINE_SPEEDUP
         ok &= met
-        print(f"GC on: micrograd {theirs * 1e3:.1f} ms, gradmagic {ours['gc on'] * 1e3:.2f} ms "
-              f"= {speedup:.1f}x faster (budget >= {ENGINE_SPEEDUP:g}x: {_mark(met)})")
+        print(
+            f"GC on: micrograd {theirs * 1e3:.1f} ms, gradmagic {ours['gc on'] * 1e3:.2f} ms "
+            f"= {speedup:.1f}x faster (budget >= {ENGINE_SPEEDUP:g}x: {_mark(met)})"
+        )
     for note in notes:
         print(f"note: {note}")
     met = ours["bytes"] <= ENGINE_BYTES
     ok &= met
-    print(f"{ours['bytes']:.0f} bytes a node of the live graph (budget <= {ENGINE_BYTES:g}: "
-          f"{_mark(met)})")
+    print(
+        f"{ours['bytes']:.0f} bytes a node of the live graph (budget <= {ENGINE_BYTES:g}: "
+        f"{_mark(met)})"
+    )
 
     per_node = bench_run.bytes_per_node(20_000)
     met = per_node <= TRACE_BYTES
     ok &= met
-    print(f"\n### 5. A kept trace: {per_node:.1f} bytes a node (budget <= {TRACE_BYTES:g}: "
-          f"{_mark(met)})")
+    print(
+        f"\n### 5. A kept trace: {per_node:.1f} bytes a node (budget <= {TRACE_BYTES:g}: "
+        f"{_mark(met)})"
+    )
     print(f"\nevery budget: {_mark(ok)}")
     return ok
 

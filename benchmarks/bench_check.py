@@ -25,6 +25,7 @@ not: this shared machine swings too much to fail a run on it).
 
 Run: ``python benchmarks/bench_check.py [--big]``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -46,9 +47,11 @@ PER_ITERATION = 13
 def _checker(trace, **kwargs):
     """A fresh check of ``trace`` each call: ``trace.check(**kwargs)`` (its report is kept, so
     it is dropped first)."""
+
     def run():
         trace._report = None
         trace.check(**kwargs)
+
     return run
 
 
@@ -56,6 +59,7 @@ def _checker(trace, **kwargs):
 def _demo(points: int):
     from gradmagic import nn
     from gradmagic.data import two_moons
+
     X, y = two_moons(points, noise=0.1, seed=1)
     net = nn.MLP(2, [16, 16, 1], activation="relu", seed=1337)
     scores = [net([Value(a, "x0"), Value(b, "x1")]) for a, b in X]
@@ -70,16 +74,22 @@ def demo(points: int, repeat: int) -> dict:
     assert report.passed, report.verdict
     every = _checker(trace, max_leaves=None)
     every()  # warm up
-    times = best({"backward": loss.backward, "check": _checker(trace), "every": every},
-                  repeat)
+    times = best({"backward": loss.backward, "check": _checker(trace), "every": every}, repeat)
     leaves = sum(1 for n in trace.leaves if not n.is_constant)
-    return {"nodes": trace.n, "leaves": leaves, "checked": len(report.rows), "times": times,
-            "net": net, "loss": loss}
+    return {
+        "nodes": trace.n,
+        "leaves": leaves,
+        "checked": len(report.rows),
+        "times": times,
+        "net": net,
+        "loss": loss,
+    }
 
 
 def naive_per_leaf(net, loss, eps: float = 1e-6, leaves: int = 20) -> float:
     """Re-run the forward twice per parameter (one point): seconds for one parameter."""
     from gradmagic import nn  # noqa: F401 - the network's classes
+
     params = net.parameters()[:leaves]
     x = [Value(0.53, "x0"), Value(-0.41, "x1")]
 
@@ -133,8 +143,12 @@ def big_display(n_steps: int = 33_400) -> dict:
     start = time.perf_counter()
     bundle = mimebundle(trace)
     display = time.perf_counter() - start
-    return {"nodes": trace.n, "run_s": run, "display_s": display,
-            "html_kb": len(bundle["text/html"]) / 1024}
+    return {
+        "nodes": trace.n,
+        "run_s": run,
+        "display_s": display,
+        "html_kb": len(bundle["text/html"]) / 1024,
+    }
 
 
 def _verdict(ratio: float) -> str:
@@ -144,10 +158,11 @@ def _verdict(ratio: float) -> str:
 def main(argv=None) -> bool:
     argv = sys.argv[1:] if argv is None else argv
     ok = True
-    print("## The numerical check against one backward pass (target <= "
-          f"{TARGET:g}x)\n")
-    print("| graph | nodes | backward | default check / backward | leaves checked "
-          "| every leaf / backward |")
+    print(f"## The numerical check against one backward pass (target <= {TARGET:g}x)\n")
+    print(
+        "| graph | nodes | backward | default check / backward | leaves checked "
+        "| every leaf / backward |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     first = None
     for points in (1, 100):
@@ -156,10 +171,12 @@ def main(argv=None) -> bool:
         t = d["times"]
         ratio = t["check"] / t["backward"]
         ok &= ratio <= FLOOR
-        print(f"| micrograd's demo, {points} point{'s' if points > 1 else ''} | {d['nodes']:,} "
-              f"| {t['backward'] * 1e3:.2f} ms | **{ratio:.2f}x** ({_verdict(ratio)}) "
-              f"| {d['checked']} of {d['leaves']} | {t['every'] / t['backward']:.2f}x |",
-              flush=True)
+        print(
+            f"| micrograd's demo, {points} point{'s' if points > 1 else ''} | {d['nodes']:,} "
+            f"| {t['backward'] * 1e3:.2f} ms | **{ratio:.2f}x** ({_verdict(ratio)}) "
+            f"| {d['checked']} of {d['leaves']} | {t['every'] / t['backward']:.2f}x |",
+            flush=True,
+        )
     sizes = (1_000, 10_000, 100_000) + ((1_000_000,) if "--big" in argv else ())
     rows = []
     for size in sizes:
@@ -168,22 +185,31 @@ def main(argv=None) -> bool:
         t = r["times"]
         ratio = t["check"] / t["backward"]
         ok &= ratio <= FLOOR
-        print(f"| loop cell | {r['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
-              f"| **{ratio:.2f}x** ({_verdict(ratio)}) | 2 of 2 | — |", flush=True)
+        print(
+            f"| loop cell | {r['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
+            f"| **{ratio:.2f}x** ({_verdict(ratio)}) | 2 of 2 | — |",
+            flush=True,
+        )
     slope = exponent([r["nodes"] for r in rows], [r["times"]["check"] for r in rows])
-    print(f"\ngrowth exponent of the loop cell's check over {rows[0]['nodes']:,}…"
-          f"{rows[-1]['nodes']:,} nodes: {slope:.2f} (target 0.9–1.1: "
-          f"{'met' if 0.9 <= slope <= 1.1 else 'NOT met'})")
+    print(
+        f"\ngrowth exponent of the loop cell's check over {rows[0]['nodes']:,}…"
+        f"{rows[-1]['nodes']:,} nodes: {slope:.2f} (target 0.9–1.1: "
+        f"{'met' if 0.9 <= slope <= 1.1 else 'NOT met'})"
+    )
 
     naive = naive_per_leaf(first["net"], first["loss"]) * first["leaves"]
     back = first["times"]["backward"]
-    print(f"\nfor scale, the demo at one point checked the naive way (the forward run twice "
-          f"per leaf, scaled up from 20 leaves): {naive * 1e3:.0f} ms, "
-          f"{naive / back:.0f}x a backward pass")
+    print(
+        f"\nfor scale, the demo at one point checked the naive way (the forward run twice "
+        f"per leaf, scaled up from 20 leaves): {naive * 1e3:.0f} ms, "
+        f"{naive / back:.0f}x a backward pass"
+    )
     big = big_display()
-    print(f"display of a {big['nodes']:,}-node run: {big['display_s']:.2f} s "
-          f"({big['display_s'] / big['run_s']:.2f}x the {big['run_s']:.2f} s forward + "
-          f"backward; static HTML {big['html_kb']:.0f} KB)")
+    print(
+        f"display of a {big['nodes']:,}-node run: {big['display_s']:.2f} s "
+        f"({big['display_s'] / big['run_s']:.2f}x the {big['run_s']:.2f} s forward + "
+        f"backward; static HTML {big['html_kb']:.0f} KB)"
+    )
     print(f"\nfloor: the default check <= {FLOOR:g}x a backward pass: {'ok' if ok else 'MISSED'}")
     return ok
 

@@ -17,6 +17,7 @@ engine's forward + backward measured in the same process:
 ``python benchmarks/bench_display.py --quick`` stops at 10^5 nodes. Targets are printed as
 "met" or "not met" and do not fail the run (the machine's load moves small times a lot).
 """
+
 from __future__ import annotations
 
 import math
@@ -55,6 +56,7 @@ def _trace(ns, order):
 
 def size_row(nodes: int, repeat: int) -> dict:
     from gradmagic.views import widget
+
     ns, forward = _graph(nodes)
     fwd = bwd = math.inf
     for _ in range(repeat):
@@ -66,9 +68,12 @@ def size_row(nodes: int, repeat: int) -> dict:
     for _ in range(repeat):
         trace = _trace(ns, order)
         shown = {}
-        display = min(display, timed(lambda: shown.update(b=widget.mimebundle(
-            trace, publish=lambda bundle: None))))
+        display = min(
+            display,
+            timed(lambda: shown.update(b=widget.mimebundle(trace, publish=lambda bundle: None))),
+        )
     from ipywidgets.widgets.widget import _instances
+
     view = _instances[shown["b"][widget.WIDGET_MIME]["model_id"]]
     tabs = {}
     for ident in ("backward", "forward", "walk", "paths"):
@@ -82,6 +87,7 @@ def fixed_cost(nodes: int = 1_000, repeat: int = 15) -> dict:
     """The display's parts at ``nodes`` nodes (best of ``repeat``), in seconds."""
     import graphviz
     from gradmagic.views import render, widget
+
     ns, forward = _graph(nodes)
     forward()
     ns["s"].backward()
@@ -93,12 +99,15 @@ def fixed_cost(nodes: int = 1_000, repeat: int = 15) -> dict:
     parts = {
         "dot, a fresh process each time": lambda: graphviz.Source(dot).pipe(format="svg"),
         "dot, the kernel's kept process": lambda: render.svg(dot),
-        "live view: payload": lambda: widget._payload(trace, report, summary=summary,
-                                                      fold=fold, dot=dot),
+        "live view: payload": lambda: widget._payload(
+            trace, report, summary=summary, fold=fold, dot=dot
+        ),
         "live view: payload and widget": lambda: widget.TraceWidget(
-            trace, report, summary=summary, fold=fold, dot=dot).close(),
+            trace, report, summary=summary, fold=fold, dot=dot
+        ).close(),
         "static copy (picture ready)": lambda: render.static_html(
-            trace, report, cache={dot: "<svg></svg>"}, summary=summary, fold=fold, dot=dot),
+            trace, report, cache={dot: "<svg></svg>"}, summary=summary, fold=fold, dot=dot
+        ),
         "text": lambda: render.text(trace, report),
         "whole display": lambda: widget.mimebundle(trace, publish=lambda bundle: None),
     }
@@ -113,31 +122,45 @@ def main(argv=None) -> bool:
     argv = sys.argv[1:] if argv is None else argv
     sizes = SIZES[:3] if "--quick" in argv else SIZES
     print("## The display against the engine (loop cell: " + BODY + ")\n")
-    print("| nodes | forward + backward | display | display / (fwd+bwd) "
-          "| first opening: Backward | Forward | Walk | Paths |")
+    print(
+        "| nodes | forward + backward | display | display / (fwd+bwd) "
+        "| first opening: Backward | Forward | Walk | Paths |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     rows = []
     for size in sizes:
         r = size_row(size, 5 if size <= 10_000 else 3 if size <= 100_000 else 2)
         rows.append(r)
-        cells = [f"{r['tabs'][t] * 1e3:.0f} ms ({r['tabs'][t] / r['math']:.2f}x)"
-                 if t in r["tabs"] else "at once" for t in ("backward", "forward", "walk",
-                                                             "paths")]
-        print(f"| {r['nodes']:,} | {r['math'] * 1e3:.1f} ms | {r['display'] * 1e3:.1f} ms "
-              f"| {r['display'] / r['math']:.2f}x | " + " | ".join(cells) + " |", flush=True)
+        cells = [
+            f"{r['tabs'][t] * 1e3:.0f} ms ({r['tabs'][t] / r['math']:.2f}x)"
+            if t in r["tabs"]
+            else "at once"
+            for t in ("backward", "forward", "walk", "paths")
+        ]
+        print(
+            f"| {r['nodes']:,} | {r['math'] * 1e3:.1f} ms | {r['display'] * 1e3:.1f} ms "
+            f"| {r['display'] / r['math']:.2f}x | " + " | ".join(cells) + " |",
+            flush=True,
+        )
     ns = [r["nodes"] for r in rows]
     slope = float(np.polyfit(np.log(ns), np.log([r["display"] for r in rows]), 1)[0])
-    print(f"\ngrowth exponent of the display over {ns[0]:,}…{ns[-1]:,} nodes: {slope:.2f} "
-          "(a fixed cost and little else: see below)")
+    print(
+        f"\ngrowth exponent of the display over {ns[0]:,}…{ns[-1]:,} nodes: {slope:.2f} "
+        "(a fixed cost and little else: see below)"
+    )
     big = [r for r in rows if r["nodes"] >= 90_000]
     if big:
         worst = max(r["display"] / r["math"] for r in big)
-        print(f"display at 10^5 nodes and up: at most {worst:.2f}x forward + backward, "
-              f"{'met' if worst < TARGET else 'not met'} as a share of the default cell's "
-              f"{TARGET:g}x (the cell's other stages: bench_run.py)")
+        print(
+            f"display at 10^5 nodes and up: at most {worst:.2f}x forward + backward, "
+            f"{'met' if worst < TARGET else 'not met'} as a share of the default cell's "
+            f"{TARGET:g}x (the cell's other stages: bench_run.py)"
+        )
     fixed = fixed_cost()
-    print(f"\nfixed cost at {fixed['nodes']:,} nodes (best of 15; forward + backward "
-          f"{rows[0]['math'] * 1e3:.2f} ms):\n")
+    print(
+        f"\nfixed cost at {fixed['nodes']:,} nodes (best of 15; forward + backward "
+        f"{rows[0]['math'] * 1e3:.2f} ms):\n"
+    )
     print("| part | time | / (fwd+bwd) |")
     print("| --- | --- | --- |")
     for name, t in fixed["parts"].items():

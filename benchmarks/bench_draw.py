@@ -14,6 +14,7 @@ does, and then draws what the view draws:
 A size past the drawing budget is summarised, so no row may pass 5 s or 1 GB (the target,
 printed as met or not met). ``python benchmarks/bench_draw.py --quick`` stops at 10^5 nodes.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -85,8 +86,7 @@ console.log(JSON.stringify({ seconds: (performance.now() - start) / 1000, ok,
 
 def kernel_row(nodes: int, dot_file: Path, shape: str) -> dict:
     code = CHILD.format(root=str(ROOT), nodes=nodes, dot_file=str(dot_file), shape=shape)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -100,8 +100,9 @@ def browser_row(dot_file: Path, work: Path) -> dict | None:
     if not viz.exists():
         viz.write_bytes(gzip.decompress((ROOT / "gradmagic/views/static/viz.js.gz").read_bytes()))
         (work / "layout.mjs").write_text(NODE % json.dumps(viz.as_uri()))
-    out = subprocess.run([node, str(work / "layout.mjs"), str(dot_file)], capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run(
+        [node, str(work / "layout.mjs"), str(dot_file)], capture_output=True, text=True, timeout=600
+    )
     if out.returncode:
         return {"seconds": float("nan"), "ok": False, "rss": 0}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -110,10 +111,14 @@ def browser_row(dot_file: Path, work: Path) -> dict | None:
 def main(argv=None) -> bool:
     argv = sys.argv[1:] if argv is None else argv
     sizes = [s for s in SIZES if s <= 100_000] if "--quick" in argv else SIZES
-    print("drawing a graph with --max-nodes = its size (the kernel: summary, DOT, dot; "
-          "the browser: viz.js in node)")
-    print(f"{'shape':>5} {'nodes':>10} {'drawn':>6} {'summary':>8} {'kernel s':>9} "
-          f"{'kernel MB':>10} {'dot MB':>7} {'browser s':>10} {'browser MB':>11}")
+    print(
+        "drawing a graph with --max-nodes = its size (the kernel: summary, DOT, dot; "
+        "the browser: viz.js in node)"
+    )
+    print(
+        f"{'shape':>5} {'nodes':>10} {'drawn':>6} {'summary':>8} {'kernel s':>9} "
+        f"{'kernel MB':>10} {'dot MB':>7} {'browser s':>10} {'browser MB':>11}"
+    )
     met = True
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -122,15 +127,24 @@ def main(argv=None) -> bool:
             k = kernel_row(nodes, dot_file, shape)
             b = browser_row(dot_file, work)
             bs = f"{b['seconds']:10.2f} {b['rss'] / 1e6:11.0f}" if b else f"{'-':>10} {'-':>11}"
-            print(f"{shape:>5} {k['nodes']:>10,} {k['drawn']:>6} {'yes' if k['summary'] else 'no':>8} "
-                  f"{k['seconds']:9.2f} {k['rss'] / 1e6:10.0f} {k['dot_rss'] / 1e6:7.0f} {bs}")
+            print(
+                f"{shape:>5} {k['nodes']:>10,} {k['drawn']:>6} {'yes' if k['summary'] else 'no':>8} "
+                f"{k['seconds']:9.2f} {k['rss'] / 1e6:10.0f} {k['dot_rss'] / 1e6:7.0f} {bs}"
+            )
             worst_s = max(k["seconds"], b["seconds"] if b else 0)
             # the kernel's growth for drawing (its own graph is the cell's, not the drawing's)
             worst_b = max(k["rss"] - k["rss_before"], k["dot_rss"], b["rss"] if b else 0)
-            met = met and k["picture"] and worst_s <= SECONDS and worst_b <= BYTES and (
-                b is None or b["ok"])
-    print(f"target: every drawing within {SECONDS:g} s and {BYTES >> 20:,} MB: "
-          f"{'met' if met else 'not met'}")
+            met = (
+                met
+                and k["picture"]
+                and worst_s <= SECONDS
+                and worst_b <= BYTES
+                and (b is None or b["ok"])
+            )
+    print(
+        f"target: every drawing within {SECONDS:g} s and {BYTES >> 20:,} MB: "
+        f"{'met' if met else 'not met'}"
+    )
     return met
 
 

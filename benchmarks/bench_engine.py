@@ -26,6 +26,7 @@ micrograd with GC off, <= 250 bytes per node.
 
 Run: ``python benchmarks/bench_engine.py`` (or ``make bench`` for all).
 """
+
 from __future__ import annotations
 
 import gc
@@ -77,6 +78,7 @@ class Micrograd:
     def __init__(self):
         from micrograd import nn
         from micrograd.engine import Value as MValue
+
         self.Value = MValue
         saved = random.getstate()  # micrograd draws its weights from `random`
         random.seed(1337)
@@ -125,14 +127,23 @@ class Torch:
 
     def __init__(self):
         import torch
+
         self.torch = torch
         rng = random.Random(1337)
         sizes = [2, 16, 16, 1]
         self.layers = [
-            [([torch.tensor(rng.uniform(-1, 1), dtype=torch.float64, requires_grad=True)
-               for _ in range(nin)], torch.tensor(0.0, dtype=torch.float64, requires_grad=True))
-             for _ in range(nout)]
-            for nin, nout in zip(sizes, sizes[1:])]
+            [
+                (
+                    [
+                        torch.tensor(rng.uniform(-1, 1), dtype=torch.float64, requires_grad=True)
+                        for _ in range(nin)
+                    ],
+                    torch.tensor(0.0, dtype=torch.float64, requires_grad=True),
+                )
+                for _ in range(nout)
+            ]
+            for nin, nout in zip(sizes, sizes[1:])
+        ]
         self.params = [p for layer in self.layers for w, b in layer for p in w + [b]]
 
     def net(self, x):
@@ -170,8 +181,10 @@ class PlainFloats:
 
     def __init__(self):
         net = gm_nn.MLP(2, [16, 16, 1], activation="relu", seed=1337)
-        self.layers = [[([w.data for w in neuron.w], neuron.b.data) for neuron in layer.neurons]
-                       for layer in net.layers]
+        self.layers = [
+            [([w.data for w in neuron.w], neuron.b.data) for neuron in layer.neurons]
+            for layer in net.layers
+        ]
         self.params = [p.data for p in net.parameters()]
 
     def net(self, x):
@@ -239,8 +252,9 @@ class BareNodes(PlainFloats):
 
     def __init__(self):
         super().__init__()
-        self.layers = [[([_Bare(w) for w in ws], _Bare(b)) for ws, b in layer]
-                       for layer in self.layers]
+        self.layers = [
+            [([_Bare(w) for w in ws], _Bare(b)) for ws, b in layer] for layer in self.layers
+        ]
         self.params = [_Bare(p) for p in self.params]
 
 
@@ -283,8 +297,9 @@ def available():
         try:
             libs.append(cls())
         except ImportError:
-            notes.append(f"{package} is not installed: its rows are skipped "
-                         f"(pip install {package})")
+            notes.append(
+                f"{package} is not installed: its rows are skipped (pip install {package})"
+            )
     libs += [PlainFloats(), BareNodes()]
     return libs, notes
 
@@ -316,8 +331,10 @@ def measure(repeats: int = 5):
 def table(results) -> str:
     """A markdown table of times, ratios to gradmagic and bytes per node."""
     ours = results["gradmagic"]
-    head = ("| library | demo step, GC on | ratio | demo step, GC off | ratio "
-            f"| {CHAIN:,}-chain fwd+bwd | ratio | bytes/node |")
+    head = (
+        "| library | demo step, GC on | ratio | demo step, GC off | ratio "
+        f"| {CHAIN:,}-chain fwd+bwd | ratio | bytes/node |"
+    )
     lines = [head, "|" + " --- |" * 8]
     for name, row in results.items():
         cells = [name]
@@ -337,10 +354,18 @@ def floors(results) -> list:
     if "micrograd" in results:
         for key, floor in FLOORS.items():
             ratio = results["micrograd"][key] / ours[key]
-            out.append((f"demo step {key}: {ratio:.1f}x micrograd's speed (floor {floor:g}x)",
-                        ratio >= floor))
-    out.append((f"{ours['bytes']:.0f} bytes per node (ceiling {MAX_BYTES_PER_NODE})",
-                ours["bytes"] <= MAX_BYTES_PER_NODE))
+            out.append(
+                (
+                    f"demo step {key}: {ratio:.1f}x micrograd's speed (floor {floor:g}x)",
+                    ratio >= floor,
+                )
+            )
+    out.append(
+        (
+            f"{ours['bytes']:.0f} bytes per node (ceiling {MAX_BYTES_PER_NODE})",
+            ours["bytes"] <= MAX_BYTES_PER_NODE,
+        )
+    )
     return out
 
 
@@ -351,19 +376,32 @@ def targets(results) -> list:
     if "micrograd" in results:
         for key, target in (("gc on", 15.0), ("gc off", 3.0)):
             ratio = results["micrograd"][key] / ours[key]
-            out.append((f"demo step {key}: {ratio:.1f}x micrograd's speed (target {target:g}x)",
-                        ratio >= target))
+            out.append(
+                (
+                    f"demo step {key}: {ratio:.1f}x micrograd's speed (target {target:g}x)",
+                    ratio >= target,
+                )
+            )
     plain = results.get(PlainFloats.name)
     if plain is not None:
         ratio = ours["gc off"] / plain["gc off"]
-        out.append((f"demo step (GC off) {ratio:.1f}x the plain-float forward pass "
-                    "(target <= 12x)", ratio <= 12))
+        out.append(
+            (
+                f"demo step (GC off) {ratio:.1f}x the plain-float forward pass (target <= 12x)",
+                ratio <= 12,
+            )
+        )
         bare = results.get(BareNodes.name)
         if bare is not None:
-            out.append((f"(the floor of a Python object per node: bare nodes' forward alone "
-                        f"is {bare['gc off'] / plain['gc off']:.1f}x the plain-float forward; "
-                        f"gradmagic's forward + backward is {ours['gc off'] / bare['gc off']:.1f}x"
-                        " that)", None))
+            out.append(
+                (
+                    f"(the floor of a Python object per node: bare nodes' forward alone "
+                    f"is {bare['gc off'] / plain['gc off']:.1f}x the plain-float forward; "
+                    f"gradmagic's forward + backward is {ours['gc off'] / bare['gc off']:.1f}x"
+                    " that)",
+                    None,
+                )
+            )
     return out
 
 
@@ -371,8 +409,10 @@ def main() -> bool:
     """Print the table and the floors; True if every floor holds."""
     results, notes = measure()
     print("## Engine: gradmagic vs micrograd vs PyTorch 0-d tensors vs plain floats\n")
-    print(f"Python {sys.version.split()[0]}; ratio = that library's time / gradmagic's "
-          "(higher: gradmagic faster).\n")
+    print(
+        f"Python {sys.version.split()[0]}; ratio = that library's time / gradmagic's "
+        "(higher: gradmagic faster).\n"
+    )
     print(table(results))
     for note in notes:
         print(f"\nnote: {note}")

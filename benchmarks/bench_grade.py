@@ -19,6 +19,7 @@ files as before, and its memory (RSS) within a few MiB of before.
 
 Run: ``python benchmarks/bench_grade.py``.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -37,18 +38,23 @@ WRONG = "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f + (a
 RIGHT = {"a": 6, "b": -4, "c": -2, "f": 4, "L.data": -8}
 BUDGET_SECONDS = 0.5
 HOSTILE = [
-    ("import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
-     "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
-     "    os.execv('/bin/sleep', ['sleep', '1009.5'])\ntime.sleep(0.1)\n"),
+    (
+        "import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
+        "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
+        "    os.execv('/bin/sleep', ['sleep', '1009.5'])\ntime.sleep(0.1)\n"
+    ),
     "open('big', 'wb').write(b'x' * (30 << 20))\n",
-    ("import os\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
-     "            os.execv('/bin/sleep', ['sleep', '1009.5'])\n    except OSError:\n"
-     "        break\n"),
+    (
+        "import os\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n"
+        "            os.execv('/bin/sleep', ['sleep', '1009.5'])\n    except OSError:\n"
+        "        break\n"
+    ),
 ]
 
 
 def _children_cpu() -> float:
     import resource
+
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 
@@ -65,23 +71,34 @@ def _best(fn, repeats: int) -> float:
 
 def _python_startup():
     env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-I", "-c", "import gradmagic.notebook.magic"], check=True,
-                   env=env)
+    subprocess.run(
+        [sys.executable, "-I", "-c", "import gradmagic.notebook.magic"], check=True, env=env
+    )
 
 
 def _bwrap_startup():
-    subprocess.run(_sandbox.command(None) + [sys.executable, "-I", "-S", "-c", ""], check=True,
-                   env=_sandbox.ENV)
+    subprocess.run(
+        _sandbox.command(None) + [sys.executable, "-I", "-S", "-c", ""],
+        check=True,
+        env=_sandbox.ENV,
+    )
 
 
 def one_grade() -> bool:
     assert grade(WALK, RIGHT).passed and grade(WALK, RIGHT, sandbox=False).passed
     inproc = _best(lambda: grade(WALK, RIGHT, isolate=False), 20)
-    times = {"sandbox": float("inf"), "plain": float("inf"), "python": float("inf"),
-             "bwrap": float("inf")}
-    runs = {"sandbox": lambda: grade(WALK, RIGHT), "plain": lambda: grade(WALK, RIGHT,
-                                                                          sandbox=False),
-            "python": _python_startup, "bwrap": _bwrap_startup}
+    times = {
+        "sandbox": float("inf"),
+        "plain": float("inf"),
+        "python": float("inf"),
+        "bwrap": float("inf"),
+    }
+    runs = {
+        "sandbox": lambda: grade(WALK, RIGHT),
+        "plain": lambda: grade(WALK, RIGHT, sandbox=False),
+        "python": _python_startup,
+        "bwrap": _bwrap_startup,
+    }
     cpu = dict.fromkeys(runs, 0.0)
     for _ in range(7):
         for name, fn in runs.items():
@@ -89,12 +106,13 @@ def one_grade() -> bool:
             times[name] = min(times[name], _best(fn, 1))
             cpu[name] += (_children_cpu() - before) / 7
     ok = times["sandbox"] < BUDGET_SECONDS
-    rows = [("grade(isolate=False), in this process", inproc, None),
-            ("grade(sandbox=False), a fresh child process", times["plain"], cpu["plain"]),
-            ("grade(), the child in the bubblewrap sandbox", times["sandbox"], cpu["sandbox"]),
-            ("for scale: start python -I and import gradmagic", times["python"],
-             cpu["python"]),
-            ("for scale: bwrap running python -I -S -c ''", times["bwrap"], cpu["bwrap"])]
+    rows = [
+        ("grade(isolate=False), in this process", inproc, None),
+        ("grade(sandbox=False), a fresh child process", times["plain"], cpu["plain"]),
+        ("grade(), the child in the bubblewrap sandbox", times["sandbox"], cpu["sandbox"]),
+        ("for scale: start python -I and import gradmagic", times["python"], cpu["python"]),
+        ("for scale: bwrap running python -I -S -c ''", times["bwrap"], cpu["bwrap"]),
+    ]
     print("| run | best time | ratio to in-process | CPU time of its processes (mean) |")
     print("| --- | --- | --- | --- |")
     for name, t, c in rows:
@@ -143,8 +161,11 @@ def hundred_at_once() -> bool:
     submissions = []
     for i in range(100):
         kind = ("right", "wrong", "hostile")[i % 3]
-        source = {"right": WALK, "wrong": WRONG,
-                  "hostile": HOSTILE[(i // 3) % len(HOSTILE)] + WRONG}[kind]
+        source = {
+            "right": WALK,
+            "wrong": WRONG,
+            "hostile": HOSTILE[(i // 3) % len(HOSTILE)] + WRONG,
+        }[kind]
         submissions.append((kind, source))
     grade(WALK, RIGHT)  # warm: the sandbox probe, imports
     fds, rss, temp = len(os.listdir("/proc/self/fd")), _rss(), _our_temp_files()
@@ -162,14 +183,24 @@ def hundred_at_once() -> bool:
     left = _leftover_processes()
     new_temp = _our_temp_files() - temp
     fds_after, rss_after = len(os.listdir("/proc/self/fd")), _rss()
-    ok = (right and wrong and not left and not new_temp and fds_after == fds
-          and rss_after - rss < 32 << 20)
-    print(f"\n100 submissions at once (100 threads): {took:.1f} s, {took * 10:.0f} ms a "
-          f"submission; outcomes {outcomes}")
+    ok = (
+        right
+        and wrong
+        and not left
+        and not new_temp
+        and fds_after == fds
+        and rss_after - rss < 32 << 20
+    )
+    print(
+        f"\n100 submissions at once (100 threads): {took:.1f} s, {took * 10:.0f} ms a "
+        f"submission; outcomes {outcomes}"
+    )
     print(f"right ones passed: {right}; wrong and hostile ones failed: {wrong}")
-    print(f"processes left: {len(left)}; files left in {tempfile.gettempdir()}: "
-          f"{len(new_temp)}; open files {fds} -> {fds_after}; "
-          f"RSS {rss / 2**20:.0f} -> {rss_after / 2**20:.0f} MiB")
+    print(
+        f"processes left: {len(left)}; files left in {tempfile.gettempdir()}: "
+        f"{len(new_temp)}; open files {fds} -> {fds_after}; "
+        f"RSS {rss / 2**20:.0f} -> {rss_after / 2**20:.0f} MiB"
+    )
     print(f"nothing left behind: {'ok' if ok else 'MISSED'}")
     return ok
 

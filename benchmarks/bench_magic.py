@@ -11,6 +11,7 @@ display) is measured by ``bench_run.py``.
 
 Run: ``python benchmarks/bench_magic.py``.
 """
+
 from __future__ import annotations
 
 
@@ -21,26 +22,36 @@ from timing import timed
 
 REWRITE_BUDGET_MS = 20.0
 
-CELL_50_LINES = "\n".join([
-    "import math",
-    "x1 = 2.0", "x2 = 0.0", "w1 = -3.0", "w2 = 1.0", "b = 6.8813735870195432",
-    "def neuron(xs, ws, b):",
-    "    act = sum(wi * xi for wi, xi in zip(ws, xs)) + b",
-    "    out = math.tanh(act)",
-    "    return out",
-    "xs = [[2.0, 3.0, -1.0], [3.0, -1.0, 0.5], [0.5, 1.0, 1.0], [1.0, 1.0, -1.0]]",
-    "ys = [1.0, -1.0, -1.0, 1.0]",
-    "ws = [0.1, -0.2, 0.3]",
-    "preds = [neuron(x, ws, b) for x in xs]",
-] + [f"h{i} = (x1 * w1 + x2 * w2 + b) * {i + 1}.5 - math.exp(w{i % 2 + 1} / {i + 2})"
-     for i in range(30)] + [
-    "loss = sum((p - y) ** 2 for p, y in zip(preds, ys))",
-    "for i in range(3):",
-    "    loss = loss + h0 * 1e-3",
-    "print(f'{loss:.4f}', xs[0][1], round(loss, 2))",
-    "total = loss + h29",
-    "total",
-])
+CELL_50_LINES = "\n".join(
+    [
+        "import math",
+        "x1 = 2.0",
+        "x2 = 0.0",
+        "w1 = -3.0",
+        "w2 = 1.0",
+        "b = 6.8813735870195432",
+        "def neuron(xs, ws, b):",
+        "    act = sum(wi * xi for wi, xi in zip(ws, xs)) + b",
+        "    out = math.tanh(act)",
+        "    return out",
+        "xs = [[2.0, 3.0, -1.0], [3.0, -1.0, 0.5], [0.5, 1.0, 1.0], [1.0, 1.0, -1.0]]",
+        "ys = [1.0, -1.0, -1.0, 1.0]",
+        "ws = [0.1, -0.2, 0.3]",
+        "preds = [neuron(x, ws, b) for x in xs]",
+    ]
+    + [
+        f"h{i} = (x1 * w1 + x2 * w2 + b) * {i + 1}.5 - math.exp(w{i % 2 + 1} / {i + 2})"
+        for i in range(30)
+    ]
+    + [
+        "loss = sum((p - y) ** 2 for p, y in zip(preds, ys))",
+        "for i in range(3):",
+        "    loss = loss + h0 * 1e-3",
+        "print(f'{loss:.4f}', xs[0][1], round(loss, 2))",
+        "total = loss + h29",
+        "total",
+    ]
+)
 
 ARITHMETIC_LOOP = """
 s = x
@@ -96,14 +107,19 @@ def bench_loop(source: str, n: int = 20000) -> float:
 def main() -> None:
     ms, ratio = bench_rewrite()
     status = "ok" if ms < REWRITE_BUDGET_MS else "OVER BUDGET"
-    print(f"rewrite+compile of a 50-line cell: {ms:.2f} ms ({ratio:.1f}x plain compile; "
-          f"budget {REWRITE_BUDGET_MS:.0f} ms: {status})")
-    print(f"arithmetic loop, 9 ops per assignment: {bench_loop(ARITHMETIC_LOOP):.2f}x the "
-          "engine alone (target ~1)")
-    print(f"short loop, 2 ops per assignment (labelling shows): "
-          f"{bench_loop(SHORT_LOOP):.2f}x the engine alone")
-    print("the whole run through IPython (run, backward, Trace, check, display): "
-          "see bench_run.py")
+    print(
+        f"rewrite+compile of a 50-line cell: {ms:.2f} ms ({ratio:.1f}x plain compile; "
+        f"budget {REWRITE_BUDGET_MS:.0f} ms: {status})"
+    )
+    print(
+        f"arithmetic loop, 9 ops per assignment: {bench_loop(ARITHMETIC_LOOP):.2f}x the "
+        "engine alone (target ~1)"
+    )
+    print(
+        f"short loop, 2 ops per assignment (labelling shows): "
+        f"{bench_loop(SHORT_LOOP):.2f}x the engine alone"
+    )
+    print("the whole run through IPython (run, backward, Trace, check, display): see bench_run.py")
 
 
 if __name__ == "__main__":

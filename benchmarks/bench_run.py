@@ -54,6 +54,7 @@ printed, not enforced: the run exits 1 only if the memory ceiling is missed.
 
 Run: ``python benchmarks/bench_run.py`` (``--quick`` stops at 10^5 nodes).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -74,7 +75,9 @@ SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BODY = "s = (s * w + x) * 0.5 - (s - w * 2.0) * 0.25 + x * w"
 PER_ITERATION = 13  # 9 op nodes and 4 constant leaves per iteration
 LOOP = "s = x\nfor i in range(N):\n    " + BODY + "\n"
-SHELL_CELL = "t = x\nt"  # a plain cell of the loop cell's shape, without the loop (nor a graph to free)
+SHELL_CELL = (
+    "t = x\nt"  # a plain cell of the loop cell's shape, without the loop (nor a graph to free)
+)
 TARGETS = {"trace": 1.0, "check": 2.0, "cell -q": 2.0, "cell": 3.0}
 MAX_BYTES_PER_NODE = 48
 
@@ -86,6 +89,7 @@ def _iterations(nodes: int) -> int:
 # ------------------------------------------------------------------ 1. stages by size
 def _shell():
     from IPython.core.interactiveshell import InteractiveShell
+
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "gradmagic")
     return shell
@@ -131,6 +135,7 @@ def stages(size: int, shell, repeat: int) -> dict:
             with contextlib.redirect_stdout(io.StringIO()):  # the display's text
                 result = shell.run_cell(f"%%autograd {options}\n{LOOP}s")
             assert result.success, result.error_in_exec
+
         return go
 
     def plain_cell():  # a plain cell that does next to nothing, through the same shell
@@ -147,8 +152,12 @@ def stages(size: int, shell, repeat: int) -> dict:
     times["dot"] = _dot_time(repeat)
     shell.user_ns.pop("s", None)
     shell.user_ns.pop("_", None)
-    return {"nodes": nodes, "times": times, "checked": report.verdict,
-            "notes": [n for n in report.notes if n.startswith("Checked")]}
+    return {
+        "nodes": nodes,
+        "times": times,
+        "checked": report.verdict,
+        "notes": [n for n in report.notes if n.startswith("Checked")],
+    }
 
 
 def _dot_time(repeat: int) -> float:
@@ -156,12 +165,13 @@ def _dot_time(repeat: int) -> float:
     picture the default cell's static copy shows: a floor of the display, as the copy waits
     for it (the Python work runs beside it)."""
     from gradmagic.views import render
+
     trace = gradmagic.last
     summary = render.summarise(trace)
-    source = render.to_dot(trace, None, subset=summary.shown if summary else None,
-                           fold=render.Folded(trace))
-    return best({"dot": lambda: render._DOT.collect(render._DOT.submit(source))},
-                repeat)["dot"]
+    source = render.to_dot(
+        trace, None, subset=summary.shown if summary else None, fold=render.Folded(trace)
+    )
+    return best({"dot": lambda: render._DOT.collect(render._DOT.submit(source))}, repeat)["dot"]
 
 
 def traced_run(target) -> Trace:
@@ -190,6 +200,7 @@ def exponent(sizes, times) -> float:
 def demo(points: int, repeat: int) -> dict:
     from gradmagic import nn
     from gradmagic.data import two_moons
+
     X, y = two_moons(points, noise=0.1, seed=1)
     net = nn.MLP(2, [16, 16, 1], activation="relu", seed=1337)
     scores = [net([Value(a, "x0"), Value(b, "x1")]) for a, b in X]
@@ -205,8 +216,7 @@ def demo(points: int, repeat: int) -> dict:
 
     traced()
     check()  # warm up (first imports, numpy's first calls)
-    times = best({"backward": loss.backward, "backward+trace": traced, "check": check},
-                 repeat)
+    times = best({"backward": loss.backward, "backward+trace": traced, "check": check}, repeat)
     times["trace"] = _difference(times["backward+trace"], times["backward"])
     return {"nodes": kept["t"].n, "times": times, "verdict": kept["t"].check().verdict}
 
@@ -250,8 +260,11 @@ def _integers(nodes: int):
     return s
 
 
-SHAPES = {"sum of squares": _sum_of_squares, "recurrence, an input a step": _recurrence,
-          "integers": _integers}
+SHAPES = {
+    "sum of squares": _sum_of_squares,
+    "recurrence, an input a step": _recurrence,
+    "integers": _integers,
+}
 
 
 def shape(make, size: int, repeat: int) -> dict:
@@ -267,13 +280,15 @@ def shape(make, size: int, repeat: int) -> dict:
 
     traced()
     check()
-    times = best({"backward": target.backward, "backward+trace": traced, "check": check},
-                 repeat)
+    times = best({"backward": target.backward, "backward+trace": traced, "check": check}, repeat)
     times["trace"] = _difference(times["backward+trace"], times["backward"])
     rows = kept["t"].check().rows
     alone = sum(r.index is not None for r in rows)
-    return {"nodes": kept["t"].n, "times": times,
-            "checked": f"{alone}" + (" + all at once" if alone < len(rows) else "")}
+    return {
+        "nodes": kept["t"].n,
+        "times": times,
+        "checked": f"{alone}" + (" + all at once" if alone < len(rows) else ""),
+    }
 
 
 # ------------------------------------------------------------------ the report
@@ -286,9 +301,11 @@ def main(argv=None) -> bool:
     shell = _shell()
     rows = []
     print("## The whole run against the engine (loop cell: " + BODY + ")\n")
-    print("| nodes | forward | backward | trace / backward | check / backward "
-          "| `-q --no-check` cell / (fwd+bwd) | same, shell's own cost added to fwd+bwd "
-          "| default cell / (fwd+bwd) | of which display |")
+    print(
+        "| nodes | forward | backward | trace / backward | check / backward "
+        "| `-q --no-check` cell / (fwd+bwd) | same, shell's own cost added to fwd+bwd "
+        "| default cell / (fwd+bwd) | of which display |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for size in sizes:
         # more repeats where a run is short: the best of a few 1 ms runs is noise; three at
@@ -298,38 +315,48 @@ def main(argv=None) -> bool:
         rows.append(r)
         t = r["times"]
         math_s = t["forward"] + t["backward"]
-        print(f"| {r['nodes']:,} | {t['forward'] * 1e3:.1f} ms | {t['backward'] * 1e3:.1f} ms "
-              f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x "
-              f"| {t['cell -q'] / math_s:.2f}x | {t['cell -q'] / (math_s + t['shell']):.2f}x "
-              f"| {t['cell'] / math_s:.2f}x "
-              f"| {max(0.0, t['cell'] - t['cell -q'] - t['check']) / math_s:.2f}x |",
-              flush=True)
+        print(
+            f"| {r['nodes']:,} | {t['forward'] * 1e3:.1f} ms | {t['backward'] * 1e3:.1f} ms "
+            f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x "
+            f"| {t['cell -q'] / math_s:.2f}x | {t['cell -q'] / (math_s + t['shell']):.2f}x "
+            f"| {t['cell'] / math_s:.2f}x "
+            f"| {max(0.0, t['cell'] - t['cell -q'] - t['check']) / math_s:.2f}x |",
+            flush=True,
+        )
     print()
     for r in rows:
         if r["notes"]:
             print(f"check at {r['nodes']:,} nodes: {r['notes'][0]}")
     ns = [r["nodes"] for r in rows]
-    print("\nthe display's floor, dot's own layout of the default cell's picture (the static "
-          "copy waits for it): " + ", ".join(
-              f"{r['times']['dot'] * 1e3:.1f} ms" for r in rows)
-          + "; so the default cell is at least (forward + backward + the shell's cost + dot) / "
-          "(forward + backward): " + ", ".join(
-              f"{_floor(r['times']):.1f}x" for r in rows))
-    print(f"\nthe shell's own cost of a cell (the plain cell {SHELL_CELL!r} through the same "
-          "shell): " + ", ".join(
-              f"{r['times']['shell'] * 1e3:.1f} ms" for r in rows))
-    print("\ngrowth exponents over "
-          f"{ns[0]:,}…{ns[-1]:,} nodes (target 0.9–1.1): " + ", ".join(
-              f"{stage} {exponent(ns, [r['times'][stage] for r in rows]):.2f}"
-              for stage in ("forward", "backward", "trace", "check", "cell -q", "cell")))
+    print(
+        "\nthe display's floor, dot's own layout of the default cell's picture (the static "
+        "copy waits for it): "
+        + ", ".join(f"{r['times']['dot'] * 1e3:.1f} ms" for r in rows)
+        + "; so the default cell is at least (forward + backward + the shell's cost + dot) / "
+        "(forward + backward): " + ", ".join(f"{_floor(r['times']):.1f}x" for r in rows)
+    )
+    print(
+        f"\nthe shell's own cost of a cell (the plain cell {SHELL_CELL!r} through the same "
+        "shell): " + ", ".join(f"{r['times']['shell'] * 1e3:.1f} ms" for r in rows)
+    )
+    print(
+        "\ngrowth exponents over "
+        f"{ns[0]:,}…{ns[-1]:,} nodes (target 0.9–1.1): "
+        + ", ".join(
+            f"{stage} {exponent(ns, [r['times'][stage] for r in rows]):.2f}"
+            for stage in ("forward", "backward", "trace", "check", "cell -q", "cell")
+        )
+    )
 
     print("\n## micrograd's demo network (MLP 2-16-16-1, relu)\n")
     print("| points | nodes | backward | trace / backward | check / backward |")
     print("| --- | --- | --- | --- | --- |")
     for points, d in demo_rows:
         t = d["times"]
-        print(f"| {points} | {d['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
-              f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x |")
+        print(
+            f"| {points} | {d['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
+            f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x |"
+        )
 
     print("\n## Other shapes: the trace and the check against a backward pass\n")
     print("| shape | nodes | backward | trace / backward | check / backward | leaves checked |")
@@ -340,19 +367,28 @@ def main(argv=None) -> bool:
             r = shape(make, size, 10 if size <= 10_000 else 3 if size <= 100_000 else 2)
             found.append(r)
             t = r["times"]
-            print(f"| {name} | {r['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
-                  f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x "
-                  f"| {r['checked']} |", flush=True)
+            print(
+                f"| {name} | {r['nodes']:,} | {t['backward'] * 1e3:.2f} ms "
+                f"| {t['trace'] / t['backward']:.2f}x | {t['check'] / t['backward']:.2f}x "
+                f"| {r['checked']} |",
+                flush=True,
+            )
         ns = [r["nodes"] for r in found]
-        print(f"| {name}: growth exponents | | | trace "
-              f"{exponent(ns, [r['times']['trace'] for r in found]):.2f} | check "
-              f"{exponent(ns, [r['times']['check'] for r in found]):.2f} | |")
+        print(
+            f"| {name}: growth exponents | | | trace "
+            f"{exponent(ns, [r['times']['trace'] for r in found]):.2f} | check "
+            f"{exponent(ns, [r['times']['check'] for r in found]):.2f} | |"
+        )
 
     ok = per_node <= MAX_BYTES_PER_NODE
-    print(f"\nmemory of a kept trace: {per_node:.1f} bytes per node "
-          f"(ceiling {MAX_BYTES_PER_NODE}: {'ok' if ok else 'OVER'})")
-    print("targets: trace <= 1x backward, check <= 2x backward, -q cell <= 2x and default "
-          "cell <= 3x forward + backward")
+    print(
+        f"\nmemory of a kept trace: {per_node:.1f} bytes per node "
+        f"(ceiling {MAX_BYTES_PER_NODE}: {'ok' if ok else 'OVER'})"
+    )
+    print(
+        "targets: trace <= 1x backward, check <= 2x backward, -q cell <= 2x and default "
+        "cell <= 3x forward + backward"
+    )
     return ok
 
 

@@ -9,6 +9,7 @@ float64`` per step. Without torch installed, only gradmagic's times are printed.
 
 Run: ``python benchmarks/bench_tensor.py``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -90,8 +91,10 @@ def _time(step, repeats: int) -> list:
 
 
 def main(repeats: int = 200) -> dict:
-    return {"-".join(map(str, sizes)): network(sizes, repeats if sizes[0] < 100 else repeats // 4)
-            for sizes in NETWORKS}
+    return {
+        "-".join(map(str, sizes)): network(sizes, repeats if sizes[0] < 100 else repeats // 4)
+        for sizes in NETWORKS
+    }
 
 
 def network(sizes, repeats: int) -> dict:
@@ -118,8 +121,10 @@ def network(sizes, repeats: int) -> dict:
     result = {"points": N_POINTS, "sizes": sizes}
     for name, ts in times.items():
         result[f"{name} ms"] = statistics.median(ts) * 1e3
-    print(f"bench_tensor: MLP {'-'.join(map(str, sizes))}, {N_POINTS} points, "
-          "cross-entropy + SGD, median time per training step")
+    print(
+        f"bench_tensor: MLP {'-'.join(map(str, sizes))}, {N_POINTS} points, "
+        "cross-entropy + SGD, median time per training step"
+    )
     base = result["gradmagic ms"]
     print(f"  gradmagic Tensor       {base:8.3f} ms")
     for name in steps:
@@ -130,8 +135,10 @@ def network(sizes, repeats: int) -> dict:
         print(f"  {name:<22} {ms:8.3f} ms   gradmagic / torch = {base / ms:.2f}x")
     if torch is not None:
         result["torch threads"] = torch.get_num_threads()
-        print(f"  (torch uses {result['torch threads']} thread(s); on a busy machine "
-              "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 gives steadier numbers)")
+        print(
+            f"  (torch uses {result['torch threads']} thread(s); on a busy machine "
+            "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 gives steadier numbers)"
+        )
         ok = result["ratio vs torch float64"] <= TARGET_RATIO
         result["ratio"] = result["ratio vs torch float64"]
         print(f"  target: <= {TARGET_RATIO:g}x torch float64 -> {'met' if ok else 'NOT met'}")

@@ -19,6 +19,7 @@
 Times are the best of round-robin repeats with the GC paused (``timing.best``).
 Run: ``python benchmarks/bench_torch.py`` (needs torch).
 """
+
 from __future__ import annotations
 
 import sys
@@ -49,8 +50,10 @@ def main() -> int:
     # 1. the MLP step
     ns: dict = {}
     exec(cells.MLP_SETUP, ns)
-    step = "\n".join(line for line in cells.MLP_STEP.splitlines()
-                     if not line.startswith("log.append")) + "\n"
+    step = (
+        "\n".join(line for line in cells.MLP_STEP.splitlines() if not line.startswith("log.append"))
+        + "\n"
+    )
     code = compile(step, "<plain>", "exec")
     from torch.overrides import TorchFunctionMode
 
@@ -61,19 +64,32 @@ def main() -> int:
     def empty():
         with Empty():
             exec(code, ns)
-    mlp = best({"plain": lambda: exec(code, ns), "empty mode": empty,
-                "recorded": lambda: torchcell.run(step, ns, quiet),
-                "checked": lambda: torchcell.run(step, ns, checked)}, repeat=30)
+
+    mlp = best(
+        {
+            "plain": lambda: exec(code, ns),
+            "empty mode": empty,
+            "recorded": lambda: torchcell.run(step, ns, quiet),
+            "checked": lambda: torchcell.run(step, ns, checked),
+        },
+        repeat=30,
+    )
     run = torchcell.run(step, ns, quiet)
     print(f"MLP + BatchNorm step ({len(run.graph)} ops in the graph, {len(run.ops)} recorded):")
     print(f"  plain cell (forward, backward, update)  {mlp['plain'] * 1e3:8.2f} ms")
-    print(f"  under an empty TorchFunctionMode        {mlp['empty mode'] * 1e3:8.2f} ms  "
-          f"{mlp['empty mode'] / mlp['plain']:5.2f}x  (the floor of a torch-level recording)")
+    print(
+        f"  under an empty TorchFunctionMode        {mlp['empty mode'] * 1e3:8.2f} ms  "
+        f"{mlp['empty mode'] / mlp['plain']:5.2f}x  (the floor of a torch-level recording)"
+    )
     ratio = mlp["recorded"] / mlp["plain"]
-    print(f"  recorded + summaries                    {mlp['recorded'] * 1e3:8.2f} ms  "
-          f"{ratio:5.2f}x  (target <= {TARGET:g}x: {'met' if ratio <= TARGET else 'NOT met'})")
-    print(f"  ... with both float64 checks            {mlp['checked'] * 1e3:8.2f} ms  "
-          f"{mlp['checked'] / mlp['plain']:5.2f}x")
+    print(
+        f"  recorded + summaries                    {mlp['recorded'] * 1e3:8.2f} ms  "
+        f"{ratio:5.2f}x  (target <= {TARGET:g}x: {'met' if ratio <= TARGET else 'NOT met'})"
+    )
+    print(
+        f"  ... with both float64 checks            {mlp['checked'] * 1e3:8.2f} ms  "
+        f"{mlp['checked'] / mlp['plain']:5.2f}x"
+    )
 
     # 2. the GPT
     ns = {}
@@ -83,16 +99,26 @@ def main() -> int:
     def plain_gpt():
         exec(gpt_code, ns)
         ns["model"].zero_grad(set_to_none=True)
-    gpt = best({"plain": plain_gpt,
-                "recorded": lambda: torchcell.run(cells.GPT_CELL, ns, quiet),
-                "checked": lambda: torchcell.run(cells.GPT_CELL, ns, checked)}, repeat=8)
+
+    gpt = best(
+        {
+            "plain": plain_gpt,
+            "recorded": lambda: torchcell.run(cells.GPT_CELL, ns, quiet),
+            "checked": lambda: torchcell.run(cells.GPT_CELL, ns, checked),
+        },
+        repeat=8,
+    )
     run = torchcell.run(cells.GPT_CELL, ns, quiet)
     print(f"GPT, 12 blocks ({len(run.graph)} ops):")
     print(f"  plain forward + backward                {gpt['plain'] * 1e3:8.2f} ms")
-    print(f"  recorded + summaries                    {gpt['recorded'] * 1e3:8.2f} ms  "
-          f"{gpt['recorded'] / gpt['plain']:5.2f}x")
-    print(f"  ... with both float64 checks            {gpt['checked'] * 1e3:8.2f} ms  "
-          f"{gpt['checked'] / gpt['plain']:5.2f}x")
+    print(
+        f"  recorded + summaries                    {gpt['recorded'] * 1e3:8.2f} ms  "
+        f"{gpt['recorded'] / gpt['plain']:5.2f}x"
+    )
+    print(
+        f"  ... with both float64 checks            {gpt['checked'] * 1e3:8.2f} ms  "
+        f"{gpt['checked'] / gpt['plain']:5.2f}x"
+    )
 
     # 3. payload
     print("Display payload (HTML bytes) by model size:")

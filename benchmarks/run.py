@@ -11,6 +11,7 @@ exits with status 1 after the others have run.
 The JSON holds what the benchmark printed, its tables as header and rows, and
 the versions it ran with; the documentation's benchmarks page is made from it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -100,9 +101,15 @@ def blocks(text: str) -> list[dict]:
 
 def environment() -> dict:
     import numpy
-    facts = {"Python": platform.python_version(), "numpy": numpy.__version__,
-             "machine": platform.machine(), "CPUs": os.cpu_count()}
+
+    facts = {
+        "Python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "machine": platform.machine(),
+        "CPUs": os.cpu_count(),
+    }
     from importlib import metadata
+
     for name in ("gradmagic", "micrograd", "torch"):
         try:
             facts[name] = metadata.version(name)
@@ -114,15 +121,30 @@ def environment() -> dict:
 def save(path: Path, printed: str, passed: bool, seconds: float) -> Path:
     """Write one benchmark's results to ``results/<name>.json``."""
     import ast
+
     doc = ast.get_docstring(ast.parse(path.read_text("utf-8"))) or path.stem
-    title = next((line.lstrip("#").strip() for line in printed.splitlines()
-                  if line.startswith("## ")), doc.splitlines()[0].rstrip("."))
+    title = next(
+        (line.lstrip("#").strip() for line in printed.splitlines() if line.startswith("## ")),
+        doc.splitlines()[0].rstrip("."),
+    )
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"{path.stem.removeprefix('bench_')}.json"
-    out.write_text(json.dumps({"benchmark": path.name, "title": title, "passed": passed,
-                               "seconds": round(seconds, 1), "environment": environment(),
-                               "blocks": blocks(printed)}, indent=1, ensure_ascii=False) + "\n",
-                   encoding="utf-8")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": path.name,
+                "title": title,
+                "passed": passed,
+                "seconds": round(seconds, 1),
+                "environment": environment(),
+                "blocks": blocks(printed),
+            },
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     return out
 
 

@@ -1,4 +1,5 @@
 """The timing the benchmarks share: one call timed with the cyclic GC paused, best of round-robin repeats."""
+
 from __future__ import annotations
 
 import gc

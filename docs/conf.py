@@ -5,6 +5,7 @@ tutorials are the demo notebooks (``docs/tutorials`` links to
 ``demo_notebooks/``), executed by myst-nb at every build, and the API reference
 is made from the docstrings.
 """
+
 from __future__ import annotations
 
 import sys
@@ -69,11 +70,16 @@ def _other_pages(app, docname, source):
     if docname != "index":
         return
     text = source[0]
-    others = sorted(p.stem for p in HERE.glob("*.md")
-                    if p.stem != "index" and f"\n{p.stem}\n" not in text)
+    others = sorted(
+        p.stem for p in HERE.glob("*.md") if p.stem != "index" and f"\n{p.stem}\n" not in text
+    )
     if others:
-        source[0] = text + "\n```{toctree}\n:caption: More\n:maxdepth: 1\n\n" + "\n".join(
-            others) + "\n```\n"
+        source[0] = (
+            text
+            + "\n```{toctree}\n:caption: More\n:maxdepth: 1\n\n"
+            + "\n".join(others)
+            + "\n```\n"
+        )
 
 
 def setup(app):

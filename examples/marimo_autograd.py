@@ -10,6 +10,7 @@ def _():
     import marimo as mo
 
     import gradmagic
+
     return gradmagic, math, mo
 
 
@@ -39,6 +40,7 @@ def _(math):
     def loss(w, b):
         y = math.tanh(w * 2.0 + b)
         return (y - 0.5) ** 2
+
     return (loss,)
 
 
@@ -57,8 +59,10 @@ def _(mo, run):
 @app.cell
 def _(mo, run):
     report = run.check()
-    mo.md(f"loss = {run.value:.6g}, ∂loss/∂w = {run.grads['w']:.6g}, "
-          f"∂loss/∂b = {run.grads['b']:.6g}; check: {report.verdict}")
+    mo.md(
+        f"loss = {run.value:.6g}, ∂loss/∂w = {run.grads['w']:.6g}, "
+        f"∂loss/∂b = {run.grads['b']:.6g}; check: {report.verdict}"
+    )
     return
 
 

@@ -1,4 +1,5 @@
 """Small toy data sets made with numpy, for demos, tests and benchmarks."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ written as HTML (with nbconvert) under the output folder, so the whole tour can
 be checked, or read in a browser, without a JupyterLab session. A cell that
 raises stops that notebook and the command exits non-zero.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,13 @@ def execute(path: Path, timeout: int = 600):
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}},
-                            store_widget_state=True)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=True,
+    )
     client.execute()
     return nb
 
@@ -48,13 +53,22 @@ def to_html(nb) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m gradmagic.demo",
-        description="Execute gradmagic's demo notebooks headless and write them as HTML.")
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="notebooks to run (default: every demo_notebooks/*.ipynb)")
-    parser.add_argument("--out", type=Path, default=Path("build"),
-                        help="folder for the HTML files (default: build)")
-    parser.add_argument("--save", action="store_true",
-                        help="also write the executed notebooks back, outputs and widget state included")
+        description="Execute gradmagic's demo notebooks headless and write them as HTML.",
+    )
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        type=Path,
+        help="notebooks to run (default: every demo_notebooks/*.ipynb)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("build"), help="folder for the HTML files (default: build)"
+    )
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="also write the executed notebooks back, outputs and widget state included",
+    )
     args = parser.parse_args(argv)
 
     paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -67,13 +81,16 @@ def main(argv=None) -> int:
             nb = execute(path)
         except Exception as exc:  # a cell raised: report it and go on with the others
             failed += 1
-            print(f"FAILED {path.name}: {type(exc).__name__}: {str(exc).strip()[-2000:]}",
-                  file=sys.stderr)
+            print(
+                f"FAILED {path.name}: {type(exc).__name__}: {str(exc).strip()[-2000:]}",
+                file=sys.stderr,
+            )
             continue
         html = args.out / (path.stem + ".html")
         html.write_text(to_html(nb), encoding="utf-8")
         if args.save:
             import nbformat
+
             nbformat.write(nb, path)
         print(f"ok     {path.name} -> {html}")
     return 1 if failed else 0

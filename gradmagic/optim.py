@@ -12,6 +12,7 @@ rather than changing it in place.
 >>> loss.backward()
 >>> opt.step()
 """
+
 from __future__ import annotations
 
 from .nn.module import zero_grads
@@ -71,8 +72,7 @@ class Adam(Optimizer):
     ``v̂ = v / (1 − b2ᵗ)`` (correcting the averages' start at zero).
     """
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
-                 eps: float = 1e-8):
+    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8):
         super().__init__(params, lr)
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {betas}")
@@ -86,7 +86,7 @@ class Adam(Optimizer):
     def step(self) -> None:
         self.t += 1
         b1, b2 = self.betas
-        fix1, fix2 = 1.0 - b1 ** self.t, 1.0 - b2 ** self.t
+        fix1, fix2 = 1.0 - b1**self.t, 1.0 - b2**self.t
         for i, p in enumerate(self.params):
             g = p.grad
             m = self._m[i] = b1 * self._m[i] + (1.0 - b1) * g

@@ -9,12 +9,18 @@ left on the machine, or time a grade), which run one after another on one worker
 worker has its own IPython shell, its own kept ``dot`` process and its own temporary
 directories; the browser tests' servers take free ports.
 """
+
 import pytest
 
 # modules whose tests run together on one worker: module name -> group
-_TOGETHER = {"test_browser.py": "browser", "test_teaching.py": "teaching",
-             "test_homework.py": "grade", "test_grade.py": "grade",
-             "test_grade_attacks.py": "grade", "test_graders.py": "grade"}
+_TOGETHER = {
+    "test_browser.py": "browser",
+    "test_teaching.py": "teaching",
+    "test_homework.py": "grade",
+    "test_grade.py": "grade",
+    "test_grade_attacks.py": "grade",
+    "test_graders.py": "grade",
+}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -15,6 +15,7 @@ Examples their authors marked ``+SKIP`` are not run, as doctest does not run
 them. Run ``python tests/fidelity_corpus.py`` for the pass rate and the list
 of differing examples.
 """
+
 from __future__ import annotations
 
 import ast
@@ -36,8 +37,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STDLIB = ("math", "cmath", "statistics", "fractions", "_pydecimal", "random", "heapq",
-          "bisect", "itertools", "operator")
+STDLIB = (
+    "math",
+    "cmath",
+    "statistics",
+    "fractions",
+    "_pydecimal",
+    "random",
+    "heapq",
+    "bisect",
+    "itertools",
+    "operator",
+)
 VALUE = "__example_value__"  # the name an example's last expression is assigned to
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
@@ -103,8 +114,9 @@ def _as_cell(source: str) -> str:
         end, stop = last.end_lineno - 1, last.end_col_offset  # before a trailing comment
         lines[end] = lines[end][:stop] + ")" + lines[end][stop:]
         first = last.lineno - 1
-        lines[first] = (lines[first][:last.col_offset] + f"{VALUE} = ("
-                        + lines[first][last.col_offset:])
+        lines[first] = (
+            lines[first][: last.col_offset] + f"{VALUE} = (" + lines[first][last.col_offset :]
+        )
         return "\n".join(lines) + "\n"
     return source
 
@@ -119,8 +131,12 @@ def _describe(value):
         as_json = json.dumps(value)
     except Exception as e:  # not JSON: the error's type is compared
         as_json = f"<{type(e).__name__}>"
-    return (_ADDRESS.sub("0x?", text), f"{kind.__module__}.{kind.__qualname__}",
-            _ADDRESS.sub("0x?", as_json), _ADDRESS.sub("0x?", deep_state(value)))
+    return (
+        _ADDRESS.sub("0x?", text),
+        f"{kind.__module__}.{kind.__qualname__}",
+        _ADDRESS.sub("0x?", as_json),
+        _ADDRESS.sub("0x?", deep_state(value)),
+    )
 
 
 _ATOMS = (str, bytes, bool, int, float, complex, type(None))
@@ -150,8 +166,16 @@ def deep_state(value, limit: int = 2000) -> str:
             out.append(f"@{seen[id(v)]}")
             return
         seen[id(v)] = len(seen)
-        if depth > 30 or isinstance(v, (type, types.ModuleType, types.FunctionType,
-                                        types.BuiltinFunctionType, types.MethodType)):
+        if depth > 30 or isinstance(
+            v,
+            (
+                type,
+                types.ModuleType,
+                types.FunctionType,
+                types.BuiltinFunctionType,
+                types.MethodType,
+            ),
+        ):
             out.append(name)
             return
         out.append(f"{name}(")
@@ -183,8 +207,11 @@ def deep_state(value, limit: int = 2000) -> str:
                         walk(attributes[k], depth + 1)
                 for klass in cls.__mro__:
                     for slot in getattr(klass, "__dict__", {}).get("__slots__", ()) or ():
-                        if isinstance(slot, str) and hasattr(v, slot) and slot not in (
-                                "__weakref__", "__dict__"):
+                        if (
+                            isinstance(slot, str)
+                            and hasattr(v, slot)
+                            and slot not in ("__weakref__", "__dict__")
+                        ):
                             out.append(f".{slot}=")
                             walk(getattr(v, slot), depth + 1)
         except Exception as e:  # an object that refuses inspection
@@ -229,12 +256,16 @@ class Runner:
                 else:
                     mode_run = mode
                 outcomes[mode], states[mode], rngs[mode] = self._run(
-                    cell, mode_run, states[mode], rngs[mode])
+                    cell, mode_run, states[mode], rngs[mode]
+                )
             if outcomes["plain"] != outcomes["again"]:
                 self.unstable += 1
             elif outcomes["plain"] != outcomes["magic"]:
-                differences.append(Difference(f"{name} #{i + 1}", example.source,
-                                              outcomes["plain"], outcomes["magic"]))
+                differences.append(
+                    Difference(
+                        f"{name} #{i + 1}", example.source, outcomes["plain"], outcomes["magic"]
+                    )
+                )
         return differences
 
     def _run(self, cell, mode, state, rng):
@@ -256,26 +287,34 @@ class Runner:
         finally:
             del shell.showtraceback
         error = result.error_before_exec or result.error_in_exec
-        state = {k: v for k, v in ns.items()
-                 if k not in self.baseline or v is not self.baseline[k]}
+        state = {k: v for k, v in ns.items() if k not in self.baseline or v is not self.baseline[k]}
         # a name bound to a node of the run's graph stays a node, so that x.grad works
         # (README: documented differences): it is compared by the number it holds
-        names = {k: _describe(_kept(v)) for k, v in state.items()
-                 if not k.startswith("__") or k == VALUE}
-        names = {k: v for k, v in names.items() if not v[1].startswith(("builtins.module",
-                                                                        "builtins.function"))}
-        outcome = Outcome(_ADDRESS.sub("0x?", printed.getvalue()),
-                          None if error is None else _ADDRESS.sub(
-                              "0x?", f"{type(error).__name__}: {error}"),
-                          names)
+        names = {
+            k: _describe(_kept(v)) for k, v in state.items() if not k.startswith("__") or k == VALUE
+        }
+        names = {
+            k: v
+            for k, v in names.items()
+            if not v[1].startswith(("builtins.module", "builtins.function"))
+        }
+        outcome = Outcome(
+            _ADDRESS.sub("0x?", printed.getvalue()),
+            None if error is None else _ADDRESS.sub("0x?", f"{type(error).__name__}: {error}"),
+            names,
+        )
         ns.pop(VALUE, None)
         state.pop(VALUE, None)
-        return outcome, state, (random.getstate(), np.random.get_state(), np.geterr(),
-                                np.geterrcall())
+        return (
+            outcome,
+            state,
+            (random.getstate(), np.random.get_state(), np.geterr(), np.geterrcall()),
+        )
 
 
 def _kept(v):
     from gradmagic.notebook.boundary import NUMBER_NODES, plain_of
+
     return plain_of(v, {}) if type(v) in NUMBER_NODES else v
 
 
@@ -298,7 +337,7 @@ def run_corpus(shell, numpy_every: int = 1, *, source=None, mixed: bool = False)
     scratch = tempfile.mkdtemp()  # examples write files (np.save): not into the checkout
     os.chdir(scratch)
     try:
-        for name, globs, examples in (docstrings(numpy_every) if source is None else source):
+        for name, globs, examples in docstrings(numpy_every) if source is None else source:
             differences.extend(runner.run_docstring(name, globs, examples))
             total += len(examples)
         total -= runner.unstable

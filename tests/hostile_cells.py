@@ -16,28 +16,52 @@ CELLS = [
     (1, "n = 10\nprint(n.to_bytes(2, 'big'), int.from_bytes(b'\\x01\\x00', 'big') + n)"),
     (1, "xs = list(range(10))\nk = 3\nprint(xs[k], xs[k:k + 2], xs[-k], 'ab' * k, [0] * k)"),
     (1, "n = 7\nprint(hex(n), oct(n), bin(n), chr(65 + n), f'{n:08b}', '%x' % n)"),
-    (1, "import math\nn = 12\nprint(math.factorial(n // 3), math.gcd(n, 8), math.comb(n, 2), math.isqrt(n))"),
+    (
+        1,
+        "import math\nn = 12\nprint(math.factorial(n // 3), math.gcd(n, 8), math.comb(n, 2), math.isqrt(n))",
+    ),
     (1, "a = 17\nb = 5\nq, r = divmod(a, b)\nprint(q, r, a // b, a % b, -a // b, -a % b)"),
     # 2. types that library code checks
-    (2, "n = 3\nif not isinstance(n, int):\n    raise TypeError('need an int')\nprint(isinstance(n, int), isinstance(2.5, float))"),
+    (
+        2,
+        "n = 3\nif not isinstance(n, int):\n    raise TypeError('need an int')\nprint(isinstance(n, int), isinstance(2.5, float))",
+    ),
     (2, "x = 2.5\nprint(type(x) is float, type(x).__name__, type(3) is int, type(x) == float)"),
-    (2, "def kind(v):\n    match v:\n        case bool():\n            return 'bool'\n        case int():\n            return 'int'\n        case float():\n            return 'float'\n    return 'other'\nprint(kind(3), kind(2.5), kind(True))"),
+    (
+        2,
+        "def kind(v):\n    match v:\n        case bool():\n            return 'bool'\n        case int():\n            return 'int'\n        case float():\n            return 'float'\n    return 'other'\nprint(kind(3), kind(2.5), kind(True))",
+    ),
     (2, "import json\nx = 1.5\nn = 2\nprint(json.dumps({'x': x, 'n': n, 'l': [x, n]}))"),
     (2, "import struct\nx = 0.1\nprint(struct.pack('d', x), struct.pack('i', 7))"),
     (2, "from decimal import Decimal\nn = 3\nprint(Decimal('1.1') + n, Decimal(n) / 4)"),
-    (2, "from datetime import timedelta\nn = 2\nx = 1.5\nprint(timedelta(1) * n, timedelta(hours=x))"),
+    (
+        2,
+        "from datetime import timedelta\nn = 2\nx = 1.5\nprint(timedelta(1) * n, timedelta(hours=x))",
+    ),
     (2, "x = 2.5\nprint(x.hex(), x.is_integer(), x.as_integer_ratio(), float.fromhex(x.hex()))"),
-    (2, "import numbers\nx = 2.0\nprint(isinstance(x, numbers.Real), isinstance(x, numbers.Integral))"),
-    (2, "import pickle, copy\nx = 2.5\ny = pickle.loads(pickle.dumps(x))\nz = copy.deepcopy([x])\nprint(y, z, type(y).__name__)"),
+    (
+        2,
+        "import numbers\nx = 2.0\nprint(isinstance(x, numbers.Real), isinstance(x, numbers.Integral))",
+    ),
+    (
+        2,
+        "import pickle, copy\nx = 2.5\ny = pickle.loads(pickle.dumps(x))\nz = copy.deepcopy([x])\nprint(y, z, type(y).__name__)",
+    ),
     (2, "x = 0.5\nprint(repr(x), str(x), format(x, '.3f'), f'{x!r}', '%.2e' % x, ascii(x))"),
     # 3. other number types
     (3, "x = 2.0\nz = x + 1j\nb = 3.0\nw = -b + 2j\nprint(z, w, type(z).__name__, abs(z))"),
-    (3, "from fractions import Fraction\nn = 2\nr = Fraction(1, 3) + n\nprint(r, type(r).__name__)"),
+    (
+        3,
+        "from fractions import Fraction\nn = 2\nr = Fraction(1, 3) + n\nprint(r, type(r).__name__)",
+    ),
     (3, "import numpy as np\nx = np.float32(0.1) * 3\nprint(repr(x), x.dtype)"),
     (3, "import numpy as np\nx = 2.0\ny = np.float64(1.5) * x\nprint(repr(y), type(y).__name__)"),
     (3, "x = 2.0\nprint(complex(x), complex(x, 1), x.conjugate(), x.real, x.imag)"),
     (3, "import cmath\nx = -4.0\nprint(cmath.sqrt(x), cmath.phase(x))"),
-    (3, "from fractions import Fraction\nx = 0.75\nprint(Fraction(x), Fraction(x).limit_denominator(3))"),
+    (
+        3,
+        "from fractions import Fraction\nx = 0.75\nprint(Fraction(x), Fraction(x).limit_denominator(3))",
+    ),
     # 4. exceptions
     (4, "try:\n    y = 1 / 0.0\nexcept ZeroDivisionError as e:\n    print('caught', e)"),
     (4, "x = 1.0\ny = x % 0"),
@@ -55,34 +79,85 @@ CELLS = [
     (4, "n = 10\nprint(2 ** -n, (-2) ** n, 0 ** 0, 0.0 ** 0.0)"),
     # 5. mutation through library calls
     (5, "import random\nrandom.seed(1)\nxs = [1.0, 2.0, 3.0, 4.0]\nrandom.shuffle(xs)\nprint(xs)"),
-    (5, "import heapq\nh = [3.0, 1.0]\nheapq.heapify(h)\nheapq.heappush(h, 2.0)\nprint(h, heapq.heappop(h))"),
-    (5, "import bisect\nxs = [1.0, 2.0, 4.0]\nbisect.insort(xs, 3.0)\nprint(xs, bisect.bisect(xs, 2.5))"),
+    (
+        5,
+        "import heapq\nh = [3.0, 1.0]\nheapq.heapify(h)\nheapq.heappush(h, 2.0)\nprint(h, heapq.heappop(h))",
+    ),
+    (
+        5,
+        "import bisect\nxs = [1.0, 2.0, 4.0]\nbisect.insort(xs, 3.0)\nprint(xs, bisect.bisect(xs, 2.5))",
+    ),
     (5, "import operator\nxs = [1.0, 2.0]\noperator.setitem(xs, 0, 5.0)\nprint(xs)"),
     (5, "xs = [3.0, 1.0, 2.0]\nxs.sort()\nys = sorted([2, 1])\nxs.append(0.5)\nprint(xs, ys)"),
     (5, "d = {}\nd.setdefault('a', []).append(1.5)\nd.update(b=2)\nprint(d)"),
     # 6. arrays
     (6, "import numpy as np\nW = np.ones(3)\nV = W\nW += 1\nprint(V is W, V)"),
     (6, "import numpy as np\nA = np.block([[np.eye(2), np.zeros((2, 1))]])\nprint(A)"),
-    (6, "import numpy as np\nX, Y = np.meshgrid(np.arange(2.0), np.arange(3.0))\nprint(X.shape, Y.sum())"),
-    (6, "import numpy as np\nA = np.array([[2.0, 1.0], [1.0, 3.0]])\nb = np.array([1.0, 2.0])\nprint(np.linalg.solve(A, b), np.linalg.inv(A))"),
-    (6, "import numpy as np\na = np.arange(6.0).reshape(2, 3)\nprint(np.einsum('ij->j', a), np.array2string(a))"),
-    (6, "import numpy as np\na = np.linspace(0.0, 1.0, 5)\nb = a.astype(np.float32)\nprint(b.dtype, b)"),
-    (6, "import numpy as np\na = np.ones(3)\nout = np.empty(3)\nnp.multiply(a, 2.0, out=out)\nprint(out)"),
-    (6, "import numpy as np\nxx = np.array([3.0, 1.0, 2.0])\nprint(range(int(xx.min()), 4), xx.min(), type(xx.min()).__name__)"),
+    (
+        6,
+        "import numpy as np\nX, Y = np.meshgrid(np.arange(2.0), np.arange(3.0))\nprint(X.shape, Y.sum())",
+    ),
+    (
+        6,
+        "import numpy as np\nA = np.array([[2.0, 1.0], [1.0, 3.0]])\nb = np.array([1.0, 2.0])\nprint(np.linalg.solve(A, b), np.linalg.inv(A))",
+    ),
+    (
+        6,
+        "import numpy as np\na = np.arange(6.0).reshape(2, 3)\nprint(np.einsum('ij->j', a), np.array2string(a))",
+    ),
+    (
+        6,
+        "import numpy as np\na = np.linspace(0.0, 1.0, 5)\nb = a.astype(np.float32)\nprint(b.dtype, b)",
+    ),
+    (
+        6,
+        "import numpy as np\na = np.ones(3)\nout = np.empty(3)\nnp.multiply(a, 2.0, out=out)\nprint(out)",
+    ),
+    (
+        6,
+        "import numpy as np\nxx = np.array([3.0, 1.0, 2.0])\nprint(range(int(xx.min()), 4), xx.min(), type(xx.min()).__name__)",
+    ),
     (6, "import numpy as np\nX = np.arange(4.0)\ns = X.sum()\nprint(repr(s), type(s).__name__)"),
-    (6, "import numpy as np\nT = np.array([3.0, 1.0, 2.0])\nT.sort()\nU = np.zeros(2)\nU.fill(7.0)\nprint(T, U)"),
+    (
+        6,
+        "import numpy as np\nT = np.array([3.0, 1.0, 2.0])\nT.sort()\nU = np.zeros(2)\nU.fill(7.0)\nprint(T, U)",
+    ),
     (6, "import numpy as np\nT = np.ones(2)\nprint(isinstance(T, np.ndarray), type(T).__name__)"),
     (6, "import numpy as np\nx = 2.0\nA = np.ones(3) * x\nprint(A.dtype, A)"),
-    (6, "import numpy as np\na = np.array([1.0, 0.0])\nwith np.errstate(divide='ignore'):\n    b = 1.0 / a\nprint(b)"),
+    (
+        6,
+        "import numpy as np\na = np.array([1.0, 0.0])\nwith np.errstate(divide='ignore'):\n    b = 1.0 / a\nprint(b)",
+    ),
     (6, "import numpy as np\nx = np.arange(3.0)\nprint(x.tolist(), list(x), x[1], repr(x[1]))"),
     (6, "import numpy as np\nw = np.arange(4.0)\nv = np.sum(w)\nm = w - v / 4\nm -= 1.0\nv"),
-    (6, "import numpy as np\no = np.array([0], dtype='d')\np = np.cos([0.1], o)\nprint(p is o, o)\no.sum()"),
-    (6, "import numpy as np\nx = np.arange(3.0)\nprint(np.atleast_1d(x) is x, np.atleast_2d(x).base is x, np.asarray(x) is x)\nx.sum()"),
-    (6, "import numpy as np\nb = np.array([[1.0, 5.0], [3.0, 2.0]])\nprint(np.max(b, where=[[True, False], [True, True]], initial=-1.0), np.iterable(b.sum()))\nb.max()"),
-    (6, "import numpy as np\na = np.ones((2, 2, 2))\nprint(np.dot(a, np.ones((2, 3))).shape, repr(a.T[0, 0]))\na.sum()"),
-    (6, "import numpy as np\nout = np.zeros((2, 2))\nout.flat = [1.0, 2.0, 3.0, 4.0]\nrow = out[0]\nrow[:] = 9.0\nprint(out)\nout.sum()"),
-    (6, "import numpy as np\nA = np.ones(3)\nB = A.reshape(3, 1)\nB[0, 0] = 5.0\nprint(A, B.base is A)\n(A * 2).sum()"),
-    (6, "import numpy as np\nw = np.array([1.0, 2.0])\nwith np.errstate(all='raise'):\n    try:\n        np.log(w - 3.0)\n    except FloatingPointError as e:\n        print('raised', e)\nw.sum()"),
+    (
+        6,
+        "import numpy as np\no = np.array([0], dtype='d')\np = np.cos([0.1], o)\nprint(p is o, o)\no.sum()",
+    ),
+    (
+        6,
+        "import numpy as np\nx = np.arange(3.0)\nprint(np.atleast_1d(x) is x, np.atleast_2d(x).base is x, np.asarray(x) is x)\nx.sum()",
+    ),
+    (
+        6,
+        "import numpy as np\nb = np.array([[1.0, 5.0], [3.0, 2.0]])\nprint(np.max(b, where=[[True, False], [True, True]], initial=-1.0), np.iterable(b.sum()))\nb.max()",
+    ),
+    (
+        6,
+        "import numpy as np\na = np.ones((2, 2, 2))\nprint(np.dot(a, np.ones((2, 3))).shape, repr(a.T[0, 0]))\na.sum()",
+    ),
+    (
+        6,
+        "import numpy as np\nout = np.zeros((2, 2))\nout.flat = [1.0, 2.0, 3.0, 4.0]\nrow = out[0]\nrow[:] = 9.0\nprint(out)\nout.sum()",
+    ),
+    (
+        6,
+        "import numpy as np\nA = np.ones(3)\nB = A.reshape(3, 1)\nB[0, 0] = 5.0\nprint(A, B.base is A)\n(A * 2).sum()",
+    ),
+    (
+        6,
+        "import numpy as np\nw = np.array([1.0, 2.0])\nwith np.errstate(all='raise'):\n    try:\n        np.log(w - 3.0)\n    except FloatingPointError as e:\n        print('raised', e)\nw.sum()",
+    ),
     # 7. names from earlier cells, read in calls
     (7, "sum(map(lambda t: t * t, [x, x + 1]))"),
     (7, "y = max(x, 0.5) + min([x, 2.0])\nprint(y)"),
@@ -103,7 +178,13 @@ CELLS = [
     (10, "x = 2.5\ny = x.foo"),
     (10, "x = 2.5\ny = [1, 2][x]"),
     # 11. the user's own classes get plain numbers
-    (11, "class Value:\n    def __init__(self, data):\n        self.data = data\n    def __repr__(self):\n        return f'Value(data={self.data})'\n"
-         "    def __add__(self, o):\n        return Value(self.data + o.data)\na = Value(2.0)\nb = Value(-3.0)\nc = a + b\nprint(a, c, type(a.data).__name__)"),
-    (11, "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: float\n    y: float = 0.0\np = P(1.5, 2)\nprint(p, type(p.x) is float)"),
+    (
+        11,
+        "class Value:\n    def __init__(self, data):\n        self.data = data\n    def __repr__(self):\n        return f'Value(data={self.data})'\n"
+        "    def __add__(self, o):\n        return Value(self.data + o.data)\na = Value(2.0)\nb = Value(-3.0)\nc = a + b\nprint(a, c, type(a.data).__name__)",
+    ),
+    (
+        11,
+        "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: float\n    y: float = 0.0\np = P(1.5, 2)\nprint(p, type(p.x) is float)",
+    ),
 ]

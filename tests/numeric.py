@@ -1,4 +1,5 @@
 """Finite differences the tests check gradients against."""
+
 import numpy as np
 
 

@@ -12,6 +12,7 @@ runs are compared: printed text, the exception, and the deep state of every name
 
 ``python tests/stateful_corpus.py [EVERY]`` prints the rate and the differences.
 """
+
 from __future__ import annotations
 
 import doctest
@@ -23,8 +24,7 @@ import warnings
 import fidelity_corpus
 from fidelity_corpus import _runnable
 
-STDLIB = ("collections", "heapq", "bisect", "graphlib", "dataclasses", "fractions",
-          "statistics")
+STDLIB = ("collections", "heapq", "bisect", "graphlib", "dataclasses", "fractions", "statistics")
 
 
 def docstrings(every: int = 1):
@@ -36,14 +36,18 @@ def docstrings(every: int = 1):
         found.extend((t, dict(module.__dict__)) for t in finder.find(module))
     try:
         import sortedcontainers
+
         for name in ("sortedlist", "sorteddict", "sortedset"):
             module = importlib.import_module(f"sortedcontainers.{name}")
-            found.extend((t, {"sortedcontainers": sortedcontainers, **vars(module)})
-                         for t in finder.find(module))
+            found.extend(
+                (t, {"sortedcontainers": sortedcontainers, **vars(module)})
+                for t in finder.find(module)
+            )
     except ImportError:
         pass
     try:
         import networkx
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for info in pkgutil.walk_packages(networkx.__path__, "networkx."):
@@ -74,5 +78,6 @@ def run_corpus(shell, every: int = 1):
 
 if __name__ == "__main__":
     from fidelity_corpus import _shell, report
+
     every = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     report(*run_corpus(_shell(), every))

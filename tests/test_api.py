@@ -1,4 +1,5 @@
 """gradmagic.autograd: the magic's run for a function or a cell's source, without a magic."""
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,7 @@ def tanh_loss(w, b):
 
 
 def mixed(x, *rest, k=2.0, **named):
-    total = np.sum(x ** 2) * k + math.exp(named.get("z", 0.0))
+    total = np.sum(x**2) * k + math.exp(named.get("z", 0.0))
     for r in rest:
         total = total + r * r
     return total
@@ -60,9 +61,10 @@ def test_arrays_varargs_and_keywords():
     x = np.array([1.0, -2.0, 0.5])
     run = autograd(mixed)(x, 3.0, k=1.5, z=0.25)
     assert run.value == pytest.approx(mixed(x, 3.0, k=1.5, z=0.25), rel=1e-15)
-    np.testing.assert_allclose(run.grads["x"], central(lambda v: mixed(v, 3.0, k=1.5, z=0.25), x),
-                               rtol=1e-6)
-    assert run.grads["k"] == pytest.approx(float(np.sum(x ** 2)), rel=1e-12)
+    np.testing.assert_allclose(
+        run.grads["x"], central(lambda v: mixed(v, 3.0, k=1.5, z=0.25), x), rtol=1e-6
+    )
+    assert run.grads["k"] == pytest.approx(float(np.sum(x**2)), rel=1e-12)
     assert run.check().passed
     # the caller's array and numbers are left as they were
     assert type(x) is np.ndarray and x.tolist() == [1.0, -2.0, 0.5]
@@ -78,8 +80,7 @@ def test_a_cells_source_with_its_inputs():
 
 
 def test_options_are_keywords():
-    run = autograd("x = 3.0\ny = x * x\nz = y + 1.0", target="y", check=False,
-                   expect="x=6")(x=3.0)
+    run = autograd("x = 3.0\ny = x * x\nz = y + 1.0", target="y", check=False, expect="x=6")(x=3.0)
     assert run.value == 9.0 and run.grads["x"] == 6.0
     assert run.trace.options.no_check and run.trace.options.expect == {"x": 6.0}
     with pytest.raises(ValueError, match="eps"):

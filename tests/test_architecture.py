@@ -3,6 +3,7 @@
 Every ``import`` statement counts, including the ones inside functions (a deferred import is
 still a dependency). See ARCHITECTURE.md for the picture.
 """
+
 from __future__ import annotations
 
 import ast
@@ -70,7 +71,7 @@ def imports(module: str, path: Path, known) -> tuple[set, set]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 name = ".".join(base + ([node.module] if node.module else []))
             else:
                 name = node.module
@@ -108,7 +109,7 @@ def test_no_import_cycles():
         stack.append(m)
         for n in sorted(edges[m][0]):
             if state.get(n) == 1:
-                cycles.append(stack[stack.index(n):] + [n])
+                cycles.append(stack[stack.index(n) :] + [n])
             elif n not in state:
                 visit(n, stack)
         stack.pop()
@@ -137,9 +138,10 @@ def test_lower_layers_never_import_higher_ones():
 def _needs_torch(path: Path) -> bool:
     """A module that imports torch at its top level (one only loaded when a cell uses torch)."""
     tree = ast.parse(path.read_text(), str(path))
-    return any(isinstance(node, ast.Import) and any(a.name.split(".")[0] == "torch"
-                                                    for a in node.names)
-               for node in tree.body)
+    return any(
+        isinstance(node, ast.Import) and any(a.name.split(".")[0] == "torch" for a in node.names)
+        for node in tree.body
+    )
 
 
 @pytest.mark.slow
@@ -149,8 +151,12 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
         names = [n for n in names if not _needs_torch(modules()[n])]  # (not loaded without it)
 
     def run(name):
-        done = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True,
-                              text=True, cwd=PACKAGE.parent)
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {name}"],
+            capture_output=True,
+            text=True,
+            cwd=PACKAGE.parent,
+        )
         return name, done.returncode, done.stderr[-500:]
 
     with ThreadPoolExecutor(4) as pool:

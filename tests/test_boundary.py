@@ -1,4 +1,5 @@
 """The end of a cell: what the namespace reaches is named, made plain, and cut from the graph."""
+
 import math
 
 import pytest
@@ -69,22 +70,37 @@ def test_a_kept_node_holds_no_link_into_its_graph(ip):
     assert b.parents == () and b.op == "+"
 
 
-@pytest.mark.parametrize("body, check", [
-    ("m = [[1, 2]]\nm", "type(m[0][0]) is int"),
-    ("t = (1.5, (2.5, [3.5]))\nt", "type(t[1][0]) is float and type(t[1][1][0]) is float"),
-    ("d = {'a': {'b': [1.0, (2.0,)]}}\nd", "type(d['a']['b'][1][0]) is float"),
-    ("s = {1.5, 2.5}\nk = frozenset({3.5})\ns", "all(type(e) is float for e in s | k)"),
-    ("import collections\nq = collections.deque([1.5, 2.5])\nq", "type(q[0]) is float"),
-    ("import collections\nP = collections.namedtuple('P', 'x y')\np = [P(1.5, 2.5)]\np",
-     "type(p[0].x) is float and type(p[0]) is P"),
-    ("from dataclasses import dataclass\n@dataclass\nclass C:\n    v: float\nc = C(1.5)\nc",
-     "type(c.v) is float"),
-    ("class K:\n    rate = 0.5\nK.rate = K.rate * 2.0\nK", "type(K.rate) is float"),
-    ("def f(a, b=[2.5]):\n    return a\nf.cache = {1: 3.5}\nf", "type(f.__defaults__[0][0]) is float and type(f.cache[1]) is float"),
-    ("def outer():\n    z = 1.5\n    def inner():\n        return z\n    return inner\ng = outer()\ng",
-     "type(g.__closure__[0].cell_contents) is float"),
-    ("d = {2.5: 'x', (1.5, 2): 'y'}\nd", "all(type(k) is not tuple or type(k[0]) is float for k in d) and type(list(d)[0]) is float"),
-])
+@pytest.mark.parametrize(
+    "body, check",
+    [
+        ("m = [[1, 2]]\nm", "type(m[0][0]) is int"),
+        ("t = (1.5, (2.5, [3.5]))\nt", "type(t[1][0]) is float and type(t[1][1][0]) is float"),
+        ("d = {'a': {'b': [1.0, (2.0,)]}}\nd", "type(d['a']['b'][1][0]) is float"),
+        ("s = {1.5, 2.5}\nk = frozenset({3.5})\ns", "all(type(e) is float for e in s | k)"),
+        ("import collections\nq = collections.deque([1.5, 2.5])\nq", "type(q[0]) is float"),
+        (
+            "import collections\nP = collections.namedtuple('P', 'x y')\np = [P(1.5, 2.5)]\np",
+            "type(p[0].x) is float and type(p[0]) is P",
+        ),
+        (
+            "from dataclasses import dataclass\n@dataclass\nclass C:\n    v: float\nc = C(1.5)\nc",
+            "type(c.v) is float",
+        ),
+        ("class K:\n    rate = 0.5\nK.rate = K.rate * 2.0\nK", "type(K.rate) is float"),
+        (
+            "def f(a, b=[2.5]):\n    return a\nf.cache = {1: 3.5}\nf",
+            "type(f.__defaults__[0][0]) is float and type(f.cache[1]) is float",
+        ),
+        (
+            "def outer():\n    z = 1.5\n    def inner():\n        return z\n    return inner\ng = outer()\ng",
+            "type(g.__closure__[0].cell_contents) is float",
+        ),
+        (
+            "d = {2.5: 'x', (1.5, 2): 'y'}\nd",
+            "all(type(k) is not tuple or type(k[0]) is float for k in d) and type(list(d)[0]) is float",
+        ),
+    ],
+)
 def test_nothing_of_the_magic_is_left_in_nested_data(ip, body, check):
     plain = ip.run_cell(f"{body}\n_plain_result = ({check})")
     assert plain.success and ip.user_ns["_plain_result"] is True
@@ -94,10 +110,12 @@ def test_nothing_of_the_magic_is_left_in_nested_data(ip, body, check):
 
 
 def test_a_long_linked_list_is_settled_without_recursion(ip):
-    body = ("class Node:\n    def __init__(self, v, nxt):\n        self.v, self.nxt = v, nxt\n"
-            "head = None\nfor i in range(3000):\n    head = Node(i * 0.5, head)\n"
-            "total = 0.0\nn = head\nwhile n is not None:\n    total = total + n.v\n"
-            "    n = n.nxt\ntotal")
+    body = (
+        "class Node:\n    def __init__(self, v, nxt):\n        self.v, self.nxt = v, nxt\n"
+        "head = None\nfor i in range(3000):\n    head = Node(i * 0.5, head)\n"
+        "total = 0.0\nn = head\nwhile n is not None:\n    total = total + n.v\n"
+        "    n = n.nxt\ntotal"
+    )
     trace = magic(ip, body)
     assert trace.value == sum(i * 0.5 for i in range(3000))
     n, kinds = ip.user_ns["head"], set()
@@ -108,17 +126,21 @@ def test_a_long_linked_list_is_settled_without_recursion(ip):
 
 
 def test_library_calls_change_the_users_own_objects(ip):
-    body = ("import heapq, bisect, random\nheap = [(1, 'a')]\nheapq.heappush(heap, (0, 'b'))\n"
-            "xs = [3.0, 1.0]\nbisect.insort(xs, 2.0)\nrandom.seed(3)\nys = [1.0, 2.0, 3.0]\n"
-            "random.shuffle(ys)\nwhile heap:\n    heapq.heappop(heap)\nxs")
+    body = (
+        "import heapq, bisect, random\nheap = [(1, 'a')]\nheapq.heappush(heap, (0, 'b'))\n"
+        "xs = [3.0, 1.0]\nbisect.insort(xs, 2.0)\nrandom.seed(3)\nys = [1.0, 2.0, 3.0]\n"
+        "random.shuffle(ys)\nwhile heap:\n    heapq.heappop(heap)\nxs"
+    )
     plain = {}
     exec(body, plain)
     assert ip.run_cell(f"%%autograd -q\n{body}").success
     for name in ("heap", "xs", "ys"):
         assert ip.user_ns[name] == plain[name]
     assert ip.run_cell("class M:\n    pass\n").success
-    assert ip.run_cell("%%autograd -q\nrows = [[1.0]]\nm = M()\nm.rows = rows\n"
-                       "import copy\nsame = copy.copy(m).rows is rows\nsame").success
+    assert ip.run_cell(
+        "%%autograd -q\nrows = [[1.0]]\nm = M()\nm.rows = rows\n"
+        "import copy\nsame = copy.copy(m).rows is rows\nsame"
+    ).success
     assert ip.user_ns["same"] is True
 
 
@@ -130,6 +152,7 @@ def test_a_sequence_of_cells_magic_plain_magic(ip, numgrad):
 
     def f(v):
         return (v[0] * 2.0 + v[1] * 3.0 + v[2]) ** 2
+
     expected = numgrad(f, [0.4, -1.5, 0.25])
     got = [trace.grads[name] for name in ("w[0]", "w[1]", "b")]  # the list's numbers too
     assert got == pytest.approx(expected, rel=1e-5)
@@ -147,13 +170,17 @@ def test_a_model_from_an_earlier_cell_has_its_parameters_checked(ip):
 
 
 # --------------------------------------------------------------------------- cells with no target
-@pytest.mark.parametrize("body, shown", [
-    ("'hello'", "'hello'"),
-    ("import numpy as np\nnp.arange(3)", "array([0, 1, 2])"),
-    ("x = 2.0\n[x, x * 3]", "[2.0, 6.0]"),
-])
+@pytest.mark.parametrize(
+    "body, shown",
+    [
+        ("'hello'", "'hello'"),
+        ("import numpy as np\nnp.arange(3)", "array([0, 1, 2])"),
+        ("x = 2.0\n[x, x * 3]", "[2.0, 6.0]"),
+    ],
+)
 def test_a_value_with_nothing_to_differentiate_is_shown_as_plain_python_shows_it(
-        ip, capsys, body, shown):
+    ip, capsys, body, shown
+):
     plain = ip.run_cell(body)
     capsys.readouterr()
     result = ip.run_cell(f"%%autograd\n{body}")
@@ -165,12 +192,15 @@ def test_a_value_with_nothing_to_differentiate_is_shown_as_plain_python_shows_it
         assert all(type(v) is float for v in result.result)
 
 
-@pytest.mark.parametrize("body, where", [
-    ("import numpy as np, math\nW = np.array([1.0, 2.0])\nmath.exp(W.sum())", "math.exp"),
-    ("import numpy as np\nW = np.array([1.0, 2.0])\nfloat(W.sum())", "float"),
-    ("from decimal import Decimal\nx = 2.0\nDecimal(x) * 3", "decimal.Decimal"),
-    ("import numpy as np\nx = 0.9\nnp.float32(x) * 3", "numpy.float32"),
-])
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        ("import numpy as np, math\nW = np.array([1.0, 2.0])\nmath.exp(W.sum())", "math.exp"),
+        ("import numpy as np\nW = np.array([1.0, 2.0])\nfloat(W.sum())", "float"),
+        ("from decimal import Decimal\nx = 2.0\nDecimal(x) * 3", "decimal.Decimal"),
+        ("import numpy as np\nx = 0.9\nnp.float32(x) * 3", "numpy.float32"),
+    ],
+)
 def test_a_value_that_left_the_graph_names_the_cut(ip, capsys, body, where):
     result = ip.run_cell(f"%%autograd\n{body}")
     out = capsys.readouterr().out
@@ -178,17 +208,19 @@ def test_a_value_that_left_the_graph_names_the_cut(ip, capsys, body, where):
 
 
 def test_item_is_a_named_cut(ip):
-    trace = magic(ip, "import numpy as np\nW = np.array([1.0, 2.0])\nx = 2.0\n"
-                      "W.sum().item() * x")
+    trace = magic(ip, "import numpy as np\nW = np.array([1.0, 2.0])\nx = 2.0\nW.sum().item() * x")
     assert trace.grads["x"] == 3.0
     assert any(".item()" in w for w in trace.warnings)
 
 
 # --------------------------------------------------------------------------- names read anywhere
-@pytest.mark.parametrize("body, grads", [
-    ("sum(map(lambda t: t * t, [x, x + 1]))", {"x": 2 * 0.9 + 2 * 1.9}),
-    ("ys = sorted([x, y, x * y]); ys[0] * ys[-1]", {"x": 2.0, "y": 0.9}),
-])
+@pytest.mark.parametrize(
+    "body, grads",
+    [
+        ("sum(map(lambda t: t * t, [x, x + 1]))", {"x": 2 * 0.9 + 2 * 1.9}),
+        ("ys = sorted([x, y, x * y]); ys[0] * ys[-1]", {"x": 2.0, "y": 0.9}),
+    ],
+)
 def test_names_read_inside_calls_are_lifted(ip, body, grads):
     ip.run_cell("x = 0.9\ny = 2.0")
     trace = magic(ip, body)
@@ -224,16 +256,21 @@ def test_an_int_name_reaches_a_library_as_an_int(ip):
     ip.run_cell("dim = 2")
     ip.user_ns["check_int"] = lambda d: np.issubdtype(type(d), np.integer)
     # check_int comes from the notebook, so treat it as a library callable via a module
-    assert ip.run_cell("%%autograd -q\nimport operator\nok = operator.index(dim) == 2 and "
-                       "__import__('numpy').issubdtype(type(operator.pos(dim)), "
-                       "__import__('numpy').integer)\nok").success
+    assert ip.run_cell(
+        "%%autograd -q\nimport operator\nok = operator.index(dim) == 2 and "
+        "__import__('numpy').issubdtype(type(operator.pos(dim)), "
+        "__import__('numpy').integer)\nok"
+    ).success
     assert ip.user_ns["ok"] is True
 
 
 def test_a_containers_gradients_come_back_in_its_shape(ip):
-    trace = magic(ip, "p = {'W': [[0.5, -1.0], [2.0, 0.25]], 'b': [0.1, 0.2]}\n"
-                      "s = 0.0\nfor row, b in zip(p['W'], p['b']):\n"
-                      "    s = s + (row[0] * 3.0 + row[1] * -1.0 + b) ** 2\ns")
+    trace = magic(
+        ip,
+        "p = {'W': [[0.5, -1.0], [2.0, 0.25]], 'b': [0.1, 0.2]}\n"
+        "s = 0.0\nfor row, b in zip(p['W'], p['b']):\n"
+        "    s = s + (row[0] * 3.0 + row[1] * -1.0 + b) ** 2\ns",
+    )
     g = trace.grads_of("p")
     assert set(g) == {"W", "b"} and len(g["W"]) == 2 and len(g["W"][0]) == 2
     r0 = 0.5 * 3.0 + -1.0 * -1.0 + 0.1
@@ -254,8 +291,9 @@ def test_a_model_a_plain_cell_defined_is_followed_by_the_magic(ip, numgrad):
     assert got == pytest.approx(expected, rel=1e-6)
     assert not any("outside %%autograd" in w for w in trace.warnings)
     # the class's own code is back as the plain cell made it
-    assert ip.run_cell("code_ok = Neuron.__call__.__code__.co_filename.startswith('<')"
-                       " or True").success
+    assert ip.run_cell(
+        "code_ok = Neuron.__call__.__code__.co_filename.startswith('<') or True"
+    ).success
     assert all(type(v) is float for v in (*n.w, n.b))
     assert ip.run_cell("r = n([1.0, -2.0])").success and type(ip.user_ns["r"]) is float
 

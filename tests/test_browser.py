@@ -7,6 +7,7 @@ installs it) and the ``test`` extra (jupyterlab, notebook, playwright).
 The servers run with Graphviz's ``dot`` hidden from PATH: the live view lays
 graphs out in the browser (WebAssembly), so it must draw without it.
 """
+
 from __future__ import annotations
 
 import json
@@ -107,19 +108,30 @@ loss = sum((model(x) - y) ** 2 for x, y in zip(xs, ys))
 loss"""
 
 
-CELLS = ["%load_ext gradmagic\nimport math\nimport numpy as np\n"
-         "rng = np.random.default_rng(0)\nX = rng.normal(size=(50, 2))\n"
-         "Y = X @ np.array([[2.0], [-1.0]]) + 0.1 * rng.normal(size=(50, 1))",
-         WALKTHROUGH, TENSOR, LOOP, RECURRENCE, NEURON, FXY]
+CELLS = [
+    "%load_ext gradmagic\nimport math\nimport numpy as np\n"
+    "rng = np.random.default_rng(0)\nX = rng.normal(size=(50, 2))\n"
+    "Y = X @ np.array([[2.0], [-1.0]]) + 0.1 * rng.normal(size=(50, 1))",
+    WALKTHROUGH,
+    TENSOR,
+    LOOP,
+    RECURRENCE,
+    NEURON,
+    FXY,
+]
 DOCS_IMG = ROOT / "docs" / "img"
 
 
 def _notebook(path: Path) -> None:
     import nbformat
+
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.metadata["language_info"] = {"name": "python"}
     nbformat.write(nb, path)
 
@@ -132,8 +144,11 @@ def _free_port() -> int:
 
 def _path_without_dot() -> str:
     """PATH with every directory holding Graphviz's ``dot`` left out (the venv's bin kept)."""
-    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-            if d and not (Path(d) / "dot").exists()]
+    keep = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not (Path(d) / "dot").exists()
+    ]
     return os.pathsep.join([str(Path(sys.executable).parent)] + keep)
 
 
@@ -141,19 +156,32 @@ def _serve(root: Path, app: str):
     settings = root / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
     port, token = _free_port(), secrets.token_hex(16)
     log = open(root / "server.log", "w")
     env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1", "PATH": _path_without_dot()}
     server = subprocess.Popen(
-        [sys.executable, "-m", app, "--no-browser", "--allow-root",
-         "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={root / 'nb'}", f"--LabApp.user_settings_dir={root / 'settings'}",
-         # a workspace of its own: the shared one (in the home directory) reopens the
-         # notebooks another run left open
-         f"--LabApp.workspaces_dir={root / 'workspaces'}",
-         "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
+        [
+            sys.executable,
+            "-m",
+            app,
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root / 'nb'}",
+            f"--LabApp.user_settings_dir={root / 'settings'}",
+            # a workspace of its own: the shared one (in the home directory) reopens the
+            # notebooks another run left open
+            f"--LabApp.workspaces_dir={root / 'workspaces'}",
+            "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:
@@ -190,17 +218,28 @@ def server(request, tmp_path_factory):
 def browser():
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--disable-quic"])
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
+        )
         yield b
         b.close()
 
 
 def _url(app, base, token, name):
-    return (f"{base}/lab/tree/{name}?token={token}" if app == "jupyterlab"
-            else f"{base}/notebooks/{name}?token={token}")
+    return (
+        f"{base}/lab/tree/{name}?token={token}"
+        if app == "jupyterlab"
+        else f"{base}/notebooks/{name}?token={token}"
+    )
 
 
 def _accept_kernel_dialog(page, timeout: int) -> None:
@@ -222,7 +261,8 @@ def _open(page, url: str) -> None:
         "!!document.querySelector('.jp-Notebook') && "
         "(document.body.innerText.includes('| Idle') || "
         "!!document.querySelector('.jp-NotebookKernelStatus-idle, [data-status=\"idle\"]'))",
-        timeout=90_000)
+        timeout=90_000,
+    )
 
 
 def _run_all(page) -> None:
@@ -235,7 +275,8 @@ def _run_all(page) -> None:
 def _views(page, count: int, timeout: int = 180_000):
     """The live views, once ``count`` of them have drawn their first tab."""
     page.wait_for_function(
-        f"document.querySelectorAll('.gm-root[data-drawn]').length >= {count}", timeout=timeout)
+        f"document.querySelectorAll('.gm-root[data-drawn]').length >= {count}", timeout=timeout
+    )
     return page.locator(".gm-root")
 
 
@@ -301,15 +342,20 @@ def test_live_view(server, browser):
     assert time.monotonic() - started < 60
 
     # --- fit first: the neuron and f(x, y) open whole, every input in view at >= 10 px text
-    for view, inputs, name in ((neuron, ["x1", "w1", "x2", "w2", "b"], "neuron"),
-                               (fxy, ["x", "y"], "fxy")):
+    for view, inputs, name in (
+        (neuron, ["x1", "w1", "x2", "w2", "b"], "neuron"),
+        (fxy, ["x", "y"], "fxy"),
+    ):
         view.scroll_into_view_if_needed()
         port = view.locator(".gm-page[data-tab=graph] .gm-port")
         if app == "jupyterlab":  # the default layout, file browser open: about 850 px
             assert port.bounding_box()["width"] < 900
         for label in inputs:
-            record = view.locator("svg g.node[data-kind=v]").filter(
-                has=page.locator("text", has_text=re.compile(rf"^{label}$"))).first
+            record = (
+                view.locator("svg g.node[data-kind=v]")
+                .filter(has=page.locator("text", has_text=re.compile(rf"^{label}$")))
+                .first
+            )
             assert record.evaluate(IN_VIEW), f"{name}: {label} is not in view"
         sizes = _sizes(view)
         assert min(sizes) >= MIN_PX, (name, min(sizes))
@@ -368,17 +414,25 @@ def test_live_view(server, browser):
     assert "step 0 of 3" in back.locator(".gm-stepno").inner_text()
     back.locator(".gm-steptext").click()  # the view has the keyboard
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 1 '))")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 1 '))"
+    )
     text = back.locator(".gm-steptext").inner_text()
     assert "d += 1 × -2 = -2" in text and "f += 1 × 4 = 4" in text
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 3 '))")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 3 '))"
+    )
     assert back.locator("svg g.gm-current").count() >= 1
     page.keyboard.press("ArrowLeft")
-    page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 2 '))")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 2 '))"
+    )
     back.get_by_title("next step (→)").click()
-    page.wait_for_function("[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 3 '))")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.gm-stepno')].some(e => e.textContent.startsWith('step 3 '))"
+    )
     assert "a += -2 × -3 = 6" in back.locator(".gm-steptext").inner_text()
     _shot(walk, "backward.png")
 
@@ -392,8 +446,10 @@ def test_live_view(server, browser):
     assert "visit L" in topo.locator(".gm-steptext").inner_text()
     topo.locator(".gm-steptext").click()
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("[...document.querySelectorAll('.gm-page[data-tab=walk] .gm-stepno')]"
-                           ".some(e => e.textContent.startsWith('step 2 '))")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.gm-page[data-tab=walk] .gm-stepno')]"
+        ".some(e => e.textContent.startsWith('step 2 '))"
+    )
     assert "visit d" in topo.locator(".gm-steptext").inner_text()
     assert topo.locator("svg g.gm-current").count() >= 1
     assert min(_sizes(walk)) >= MIN_PX
@@ -437,8 +493,10 @@ def test_live_view(server, browser):
     assert stepper.locator(".gm-stepno").inner_text().startswith("step 0 of 1332")
     stepper.locator(".gm-steptext").click()
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("[...document.querySelectorAll('.gm-page[data-tab=backward] .gm-stepno')]"
-                           ".some(e => e.textContent.startsWith('step 1 of 1332'))")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.gm-page[data-tab=backward] .gm-stepno')]"
+        ".some(e => e.textContent.startsWith('step 1 of 1332'))"
+    )
     loop.locator(".gm-tab", has_text="Paths").click()
     loop.locator(".gm-page[data-tab=paths] svg").wait_for(timeout=60_000)
     assert "path 1 of" in loop.locator(".gm-page[data-tab=paths] .gm-steptext").inner_text()
@@ -459,14 +517,19 @@ def test_a_saved_notebook_shows_the_static_copy(server, browser, trusted):
     """
     from gradmagic.demo import execute
     import nbformat
+
     app, base, token, nbdir = server
     nb = execute(nbdir / "view.ipynb")
     nb.metadata.pop("widgets", None)  # saved without widget state
     out = nbdir / f"saved-{app}-{'trusted' if trusted else 'untrusted'}.ipynb"
     nbformat.write(nb, out)
     if trusted:
-        subprocess.run([sys.executable, "-m", "jupyter", "trust", str(out)], check=True,
-                       capture_output=True, env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"})
+        subprocess.run(
+            [sys.executable, "-m", "jupyter", "trust", str(out)],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"},
+        )
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     page.goto(_url(app, base, token, out.name))
     img = page.locator("img.gradmagic-graph:visible")  # (other notebooks may be open, hidden)
@@ -478,7 +541,8 @@ def test_a_saved_notebook_shows_the_static_copy(server, browser, trusted):
     assert "gradmagic v0 data" not in body and "digraph" not in body  # no SVG leftovers
     BUILD.mkdir(exist_ok=True)
     page.locator(".jp-OutputArea-child:visible").filter(has=img.first).first.screenshot(
-        path=str(BUILD / f"saved-{'trusted' if trusted else 'untrusted'}-{app}.png"))
+        path=str(BUILD / f"saved-{'trusted' if trusted else 'untrusted'}-{app}.png")
+    )
     page.close()
 
 
@@ -487,8 +551,13 @@ def test_static_fallback_in_nbconvert_html_offline(browser, tmp_path):
     nb = tmp_path / "view.ipynb"
     _notebook(nb)
     env = {**os.environ, "PATH": os.environ["PATH"]}
-    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--execute", "--to", "html",
-                    str(nb)], check=True, env=env, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--execute", "--to", "html", str(nb)],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
     html_path = tmp_path / "view.html"
     page = browser.new_page()
     page.route(re.compile(r"^https?://"), lambda route: route.abort())  # no network
@@ -515,13 +584,18 @@ def test_a_saved_notebook_with_widget_state_exports_each_run_once(browser, tmp_p
     """``jupyter nbconvert --to html`` of a notebook saved with its widget state, offline."""
     from gradmagic.demo import execute
     import nbformat
+
     nb_path = tmp_path / "view.ipynb"
     _notebook(nb_path)
     nb = execute(nb_path)
     assert nb.metadata["widgets"]  # the state is saved
     nbformat.write(nb, nb_path)
-    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(nb_path)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(nb_path)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     page = browser.new_page()
     page.route(re.compile(r"^https?://"), lambda route: route.abort())  # no network
     page.goto((tmp_path / "view.html").as_uri())
@@ -551,20 +625,25 @@ def test_a_notebook_made_from_the_file_page_answers_every_tab(server, browser):
     page.wait_for_function(
         "document.body.innerText.includes('| Idle') || "
         "!!document.querySelector('.jp-NotebookKernelStatus-idle, [data-status=\"idle\"]')",
-        timeout=90_000)
+        timeout=90_000,
+    )
     page.locator(".jp-Cell .cm-content").first.click()
     page.keyboard.insert_text("%load_ext gradmagic\nimport math")
     page.keyboard.press("Shift+Enter")
     page.keyboard.insert_text(MLP)
     page.keyboard.press("Shift+Enter")
     view = _views(page, 1).first
-    assert int(view.locator(".gm-headline").inner_text().split("(")[1].split()[0].replace(",", "")) > 2500
+    assert (
+        int(view.locator(".gm-headline").inner_text().split("(")[1].split()[0].replace(",", ""))
+        > 2500
+    )
     for tab in ("Gradients", "Check", "Backward", "Forward", "Walk", "Paths", "Graph"):
         view.locator(".gm-tab", has_text=tab).click()
         shown = view.locator(f".gm-page[data-tab={tab.lower()}]")
         if tab in ("Backward", "Forward", "Walk", "Paths"):  # made by the kernel: it answered
             view.locator(f".gm-page[data-tab={tab.lower()}]:not(.gm-waiting)").wait_for(
-                timeout=60_000)
+                timeout=60_000
+            )
         else:
             shown.wait_for(timeout=30_000)
         assert "No kernel answered" not in shown.inner_text()
@@ -578,8 +657,12 @@ def test_the_tour_opens_with_live_views_from_its_saved_state(server, browser):
     if app != "jupyterlab":
         pytest.skip("once is enough")
     tour = nbdir / "demo" / "01_backprop_tour.ipynb"
-    subprocess.run([sys.executable, "-m", "jupyter", "trust", str(tour)], check=True,
-                   capture_output=True, env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"})
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "trust", str(tour)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"},
+    )
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     page.goto(_url(app, base, token, "demo/01_backprop_tour.ipynb"))
     _accept_kernel_dialog(page, 8_000)

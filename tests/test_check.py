@@ -1,4 +1,5 @@
 """The numerical check (gradmagic.analysis.check): replayed finite differences and reports."""
+
 import dataclasses
 import json
 import math
@@ -73,14 +74,14 @@ def test_trace_check_uses_options_for_tolerances():
 
 def test_named_leaves_are_checked_and_unnamed_constants_are_not():
     x = leaf(3, "x")  # an int leaf
-    y = x ** 2 + 5 * x  # 2 and 5 become unnamed constant leaves
+    y = x**2 + 5 * x  # 2 and 5 become unnamed constant leaves
     trace = traced(y)
     assert sorted(n.name for n in trace.leaves if n.is_constant) == ["2", "5"]
     report = check(trace)
     assert [r.name for r in report.rows] == ["x"]
     assert row(report, "x").numeric == pytest.approx(11.0, rel=1e-7)
     n = leaf(2, "n")  # a named exponent is an input: checked
-    report = check(traced(x ** n))
+    report = check(traced(x**n))
     assert row(report, "n").numeric == pytest.approx(9 * math.log(3), rel=1e-6)
     assert report.passed
 
@@ -135,8 +136,11 @@ def test_mlp_with_hinge_and_l2_passes():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.floats(0.2, 3.0), st.floats(-2.0, 2.0), st.sampled_from(
-    ["tanh", "sigmoid", "exp", "sin", "cos", "log", "sqrt"]))
+@given(
+    st.floats(0.2, 3.0),
+    st.floats(-2.0, 2.0),
+    st.sampled_from(["tanh", "sigmoid", "exp", "sin", "cos", "log", "sqrt"]),
+)
 def test_random_smooth_expressions_pass(x0, y0, name):
     x, y = leaf(x0, "x"), leaf(y0, "y")
     z = getattr(x * y + x, name)() if name not in ("log", "sqrt") else getattr(x * x + 1, name)()
@@ -147,11 +151,11 @@ def test_random_smooth_expressions_pass(x0, y0, name):
 def test_numeric_slopes_match_pytorch_float64():
     torch = pytest.importorskip("torch")
     x, y = leaf(0.7, "x"), leaf(-1.3, "y")
-    out = (x * y).tanh() * x.exp() + y ** 2 / x
+    out = (x * y).tanh() * x.exp() + y**2 / x
     report = check(traced(out))
     tx = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
     ty = torch.tensor(-1.3, dtype=torch.float64, requires_grad=True)
-    ((tx * ty).tanh() * tx.exp() + ty ** 2 / tx).backward()
+    ((tx * ty).tanh() * tx.exp() + ty**2 / tx).backward()
     assert row(report, "x").numeric == pytest.approx(tx.grad.item(), rel=1e-6)
     assert row(report, "y").numeric == pytest.approx(ty.grad.item(), rel=1e-6)
 
@@ -269,10 +273,13 @@ def test_jump_in_a_piecewise_constant_op_is_flagged():
     assert r.status == "kink" and "jump" in r.note
 
 
-@pytest.mark.parametrize("make, expect_note", [
-    (lambda x: x.log(), "target is not finite"),  # log(-1) = nan
-    (lambda x: (x + 1.0).sqrt(), "analytic gradient is inf"),  # sqrt at 0
-])
+@pytest.mark.parametrize(
+    "make, expect_note",
+    [
+        (lambda x: x.log(), "target is not finite"),  # log(-1) = nan
+        (lambda x: (x + 1.0).sqrt(), "analytic gradient is inf"),  # sqrt at 0
+    ],
+)
 def test_non_finite_values_are_flagged(make, expect_note):
     x = leaf(-1.0, "x")
     report = check(traced(make(x)))
@@ -350,8 +357,10 @@ def test_branch_dependent_runs_say_the_check_holds_for_this_branch():
 def test_float_conversions_are_mentioned():
     x = leaf(2.0, "x")
     report = check(traced(x * 3.0, float_conversions=1))
-    assert any("Value or Tensor was converted to plain numbers during the run (1 time)" in n
-               for n in report.notes), report.notes
+    assert any(
+        "Value or Tensor was converted to plain numbers during the run (1 time)" in n
+        for n in report.notes
+    ), report.notes
 
 
 # --------------------------------------------------------------------------- size and sampling
@@ -365,11 +374,13 @@ def test_sampling_leaves_keeps_named_ones_and_says_so():
     assert len(alone) == 8 and len(report.rows) == 9  # and all 30 at once
     (joint,) = [r for r in report.rows if r.index is None]
     assert joint.name == "all 30 leaves at once" and joint.count == 30 and joint.status == "pass"
-    assert any("Checked 8 of 30 leaves one by one" in n and "all 30 at once" in n
-               for n in report.notes)
+    assert any(
+        "Checked 8 of 30 leaves one by one" in n and "all 30 at once" in n for n in report.notes
+    )
     assert report.passed
-    assert report.verdict == ("all 8 gradients match finite differences; "
-                              "all 30 leaves at once: agree")
+    assert report.verdict == (
+        "all 8 gradients match finite differences; all 30 leaves at once: agree"
+    )
     again = check(Trace(total), max_leaves=8)
     assert [r.index for r in again.rows] == [r.index for r in report.rows]  # seeded
     assert [r.numeric for r in again.rows] == [r.numeric for r in report.rows]
@@ -384,13 +395,15 @@ def test_replay_in_several_chunks_matches_one_chunk(monkeypatch):
     whole = check(trace)
     monkeypatch.setattr(replay_module, "CHUNK", 3 * len(trace.nodes))  # one point a chunk
     parts = check(trace)
-    assert [r.numeric for r in parts.rows] == pytest.approx([r.numeric for r in whole.rows],
-                                                             rel=1e-12)
+    assert [r.numeric for r in parts.rows] == pytest.approx(
+        [r.numeric for r in whole.rows], rel=1e-12
+    )
     assert parts.passed
 
 
-@pytest.mark.parametrize("kwargs", [{"eps": 0}, {"eps": -1e-6}, {"atol": -1},
-                                    {"rtol": float("nan")}, {"max_leaves": 0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"eps": 0}, {"eps": -1e-6}, {"atol": -1}, {"rtol": float("nan")}, {"max_leaves": 0}]
+)
 def test_bad_settings_get_a_clear_message(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         check(walkthrough(), **kwargs)
@@ -407,9 +420,13 @@ def scalar_graphs(draw, max_leaves=6, max_ops=40, min_inputs=0):
     ``min_inputs`` named: inputs), reused nodes, several nodes per level (the target sums
     the last few)."""
     n = draw(st.integers(max(1, min_inputs), max(max_leaves, min_inputs)))
-    pool = [leaf(draw(st.floats(-3, 3, allow_nan=False)),
-                 f"x{i}" if i < min_inputs else draw(st.sampled_from(["", f"x{i}"])))
-            for i in range(n)]
+    pool = [
+        leaf(
+            draw(st.floats(-3, 3, allow_nan=False)),
+            f"x{i}" if i < min_inputs else draw(st.sampled_from(["", f"x{i}"])),
+        )
+        for i in range(n)
+    ]
     for _ in range(draw(st.integers(1, max_ops))):
         a = draw(st.sampled_from(pool))
         if draw(st.booleans()):
@@ -558,6 +575,7 @@ def demo_network(points=1, wrong=False):
     the inputs of point ``i`` are bound to ``p{i}x0`` and ``p{i}x1``."""
     from gradmagic import nn
     from gradmagic.data import two_moons
+
     X, y = two_moons(points, noise=0.1, seed=1)
     net = nn.MLP(2, [16, 16, 1], activation="relu", seed=1337)
     inputs = [[leaf(a, "x0"), leaf(b, "x1")] for a, b in X]
@@ -565,8 +583,7 @@ def demo_network(points=1, wrong=False):
     if wrong:  # the last score through a tanh whose derivative is wrong
         scores[-1] = wrong_tanh()(scores[-1])
     loss = nn.hinge_loss(scores, y) + 1e-4 * sum(p * p for p in net.parameters())
-    return traced(loss, bindings={f"p{i}x{j}": x[j] for i, x in enumerate(inputs)
-                                  for j in (0, 1)})
+    return traced(loss, bindings={f"p{i}x{j}": x[j] for i, x in enumerate(inputs) for j in (0, 1)})
 
 
 def test_a_network_is_replayed_by_groups_and_sampled_within_the_budget():
@@ -578,8 +595,10 @@ def test_a_network_is_replayed_by_groups_and_sampled_within_the_budget():
     n_inputs = sum(not n.is_constant for n in trace.leaves)
     assert 16 <= len(report.rows) < n_inputs == 339
     (note,) = [n for n in report.notes if n.startswith("Checked")]
-    assert (f"of {n_inputs} leaves one by one (a random sample of the {n_inputs} named ones, "
-            "seed 0) and all 339 at once along a random direction, to keep it within") in note
+    assert (
+        f"of {n_inputs} leaves one by one (a random sample of the {n_inputs} named ones, "
+        "seed 0) and all 339 at once along a random direction, to keep it within"
+    ) in note
     assert "max_leaves=None" in note
     assert [r.index for r in check(trace).rows] == [r.index for r in report.rows]  # seeded
     every = check(trace, max_leaves=None)
@@ -595,8 +614,11 @@ def test_a_big_graph_whose_last_nodes_are_deep_is_not_compiled_into_groups(monke
     monkeypatch.setattr(replay_module, "PROBE", 256)
     probes = []
     levels = replay_module.group_levels
-    monkeypatch.setattr(replay_module, "group_levels", lambda *a, **k: probes.append(
-        k.get("probe", False)) or levels(*a, **k))
+    monkeypatch.setattr(
+        replay_module,
+        "group_levels",
+        lambda *a, **k: probes.append(k.get("probe", False)) or levels(*a, **k),
+    )
     x, w = leaf(0.3, "x"), leaf(0.7, "w")
     s = x
     for _ in range(400):
@@ -613,6 +635,7 @@ def test_a_wrong_gradient_outside_the_sample_fails_all_the_leaves_at_once(deep):
     # 300 leaves, 8 checked one by one; the one whose derivative is wrong is not among them,
     # but moving every leaf at once along a random direction shows it
     xs = [leaf(0.3 + 0.001 * i, f"x{i}") for i in range(300)]
+
     def build(bad):
         if deep:  # a running value: no groups, replayed on floats
             acc = xs[0]
@@ -620,6 +643,7 @@ def test_a_wrong_gradient_outside_the_sample_fails_all_the_leaves_at_once(deep):
                 acc = (acc * 0.5 + (wrong_tanh()(x) if k == bad else x * x)).tanh()
             return traced(acc)
         return traced(sum(wrong_tanh()(x) if k == bad else x * x for k, x in enumerate(xs)))
+
     sampled = {r.name for r in check(build(-1), max_leaves=8).rows if r.index is not None}
     bad = next(k for k in range(299, 0, -1) if f"x{k}" not in sampled)
     report = check(build(bad), max_leaves=8)
@@ -703,11 +727,16 @@ def weighted_square_sum(shape, wrong_at=None):
     w = Grid(rng.normal(size=shape), "W")
     c = Grid(rng.uniform(0.5, 1.5, size=shape), "C")
     axes = tuple(range(1, len(shape) + 1))
-    out = Grid(np.sum(w.data ** 2 * c.data), "out", (w, c),
-               lambda a, b: np.sum(a ** 2 * b, axis=axes), op="sumsq")
+    out = Grid(
+        np.sum(w.data**2 * c.data),
+        "out",
+        (w, c),
+        lambda a, b: np.sum(a**2 * b, axis=axes),
+        op="sumsq",
+    )
     out.grad = 1.0
     w.grad = 2 * w.data * c.data
-    c.grad = w.data ** 2
+    c.grad = w.data**2
     if wrong_at is not None:
         w.grad[wrong_at] += 0.5
     return Trace(out), w
@@ -717,8 +746,10 @@ def test_array_leaves_get_one_summary_row_each():
     trace, _ = weighted_square_sum((3, 4))
     report = check(trace)
     assert report.passed
-    assert [r.name for r in report.rows] == ["C", "W"] or \
-        sorted(r.name for r in report.rows) == ["C", "W"]
+    assert [r.name for r in report.rows] == ["C", "W"] or sorted(r.name for r in report.rows) == [
+        "C",
+        "W",
+    ]
     w = row(report, "W")
     assert w.count == 12 and "all 12 elements" in w.note
 
@@ -745,8 +776,17 @@ def test_to_dict_is_json_ready_and_complete():
     assert data["eps"] == 1e-6 and data["atol"] == 1e-5 and data["rtol"] == 1e-3
     assert len(data["rows"]) == 4
     first = data["rows"][0]
-    assert set(first) >= {"name", "node", "analytic", "numeric", "abs_err", "rel_err",
-                          "bound", "status", "note"}
+    assert set(first) >= {
+        "name",
+        "node",
+        "analytic",
+        "numeric",
+        "abs_err",
+        "rel_err",
+        "bound",
+        "status",
+        "note",
+    }
     assert json.loads(json.dumps(data))["verdict"] == report.verdict
     assert data["replay"] == {"recorded": -8.0, "replayed": -8.0}
     assert "replayed target -8 = recorded" in str(report)
@@ -771,14 +811,14 @@ def test_text_and_html_views_show_the_bound_and_worst_first():
 # --------------------------------------------------------------------------- expect
 def test_expect_verdict_unknown_names_and_data_keys():
     trace = walkthrough()
-    report = expect(trace, {"a": 6.0, "b.grad": -4, "L.data": -8.0, "c": 99.0, "zz": 1.0},
-                    atol=1e-9, rtol=0)
+    report = expect(
+        trace, {"a": 6.0, "b.grad": -4, "L.data": -8.0, "c": 99.0, "zz": 1.0}, atol=1e-9, rtol=0
+    )
     assert isinstance(report, CheckReport) and report.kind == "expect"
     assert report.verdict == "3 of 5 correct"
     assert not report.passed
     statuses = {r.name: r.status for r in report.rows}
-    assert statuses == {"a": "pass", "b.grad": "pass", "L.data": "pass", "c": "fail",
-                        "zz": "error"}
+    assert statuses == {"a": "pass", "b.grad": "pass", "L.data": "pass", "c": "fail", "zz": "error"}
     assert row(report, "zz").note == "no node named 'zz'"
     assert row(report, "c").got == -2.0 and row(report, "c").expected == 99.0
     with pytest.raises(AssertionError, match="'zz'.*no node named"):
@@ -811,7 +851,7 @@ def test_with_zero_tolerance_the_worst_element_is_the_largest_difference():
     assert r.status == "fail" and r.abs_err == pytest.approx(1.0) and "(2,)" in r.note
     # the check's array row too: element 1 is off by 0.5, element 0 by 0.1
     w = Grid(np.array([1.0, 2.0, 3.0]), "W")
-    out = Grid(np.sum(w.data ** 2), "out", (w,), lambda a: np.sum(a ** 2, axis=1), op="sumsq")
+    out = Grid(np.sum(w.data**2), "out", (w,), lambda a: np.sum(a**2, axis=1), op="sumsq")
     out.grad, w.grad = 1.0, 2 * w.data + np.array([0.1, 0.5, 0.0])
     r = row(check(Trace(out), atol=0.0, rtol=0.0), "W")
     assert r.abs_err == pytest.approx(0.5, rel=1e-6)
@@ -835,10 +875,12 @@ def test_expect_compares_nan_with_nan():
 def tensor_net_trace(nin=4, hidden=30):
     tensor = pytest.importorskip("gradmagic.core.tensor")
     tensor_nn = pytest.importorskip("gradmagic.nn.tensor")
-    net = tensor_nn.Sequential(tensor_nn.Linear(nin, hidden, seed=0), tensor_nn.ReLU(),
-                               tensor_nn.Linear(hidden, 3, seed=1))
-    X = tensor.Tensor(np.random.default_rng(0).normal(size=(8, nin)), label="X",
-                      requires_grad=False)
+    net = tensor_nn.Sequential(
+        tensor_nn.Linear(nin, hidden, seed=0), tensor_nn.ReLU(), tensor_nn.Linear(hidden, 3, seed=1)
+    )
+    X = tensor.Tensor(
+        np.random.default_rng(0).normal(size=(8, nin)), label="X", requires_grad=False
+    )
     loss = tensor.cross_entropy(net(X), [0, 1, 2, 0, 1, 2, 0, 1])
     return traced(loss)
 
@@ -850,14 +892,15 @@ def test_tensor_network_check_passes_and_skips_constant_inputs():
     assert sorted(r.name for r in report.rows) == ["0.W", "0.b", "2.W", "2.b"]
     # X is named, so its note says it is not checked; the unnamed class labels are not listed
     assert [n for n in report.notes if "constant" in n] == [
-        "1 named constant (requires_grad=False: X) not checked."]
+        "1 named constant (requires_grad=False: X) not checked."
+    ]
     assert row(report, "0.W").count == 120
 
 
 def test_unnamed_tensor_constants_get_no_note():
     tensor = pytest.importorskip("gradmagic.core.tensor")
     x = tensor.Tensor([1.0, -2.0, 3.0], label="x")
-    loss = (x ** 2 * 1.0 + np.array([0.5, 0.5, 0.5])).sum()  # three unnamed constants
+    loss = (x**2 * 1.0 + np.array([0.5, 0.5, 0.5])).sum()  # three unnamed constants
     report = check(traced(loss))
     assert report.passed and [r.name for r in report.rows] == ["x"]
     assert not any("constant" in n for n in report.notes), report.notes
@@ -891,8 +934,11 @@ def test_assert_passed_names_every_wrong_answer_with_expected_got_and_tolerance(
     lines = str(info.value).splitlines()
     assert lines[0] == "1 of 5 correct"
     assert "atol 1e-05" in lines[1] and "rtol 0.001" in lines[1]
-    for name, want, got, bound in (("b", "4", "-4", "0.00401"), ("c", "2", "-2", "0.00201"),
-                                   ("f", "40", "4", "0.04001")):
+    for name, want, got, bound in (
+        ("b", "4", "-4", "0.00401"),
+        ("c", "2", "-2", "0.00201"),
+        ("f", "40", "4", "0.04001"),
+    ):
         (line,) = [ln for ln in lines if ln.startswith(f"- '{name}'")]
         assert f"expected {want}," in line and f"got {got};" in line
         assert f"tolerance {bound}" in line
@@ -927,9 +973,9 @@ def test_an_error_fails_the_report_and_is_in_every_view():
 
 def test_expected_pairs_accepts_mappings_and_pairs_only():
     from types import MappingProxyType
+
     assert check_module.expected_pairs(MappingProxyType({"a": 1})) == [("a", 1)]
-    assert check_module.expected_pairs(iter([("a", 1), ("b.data", 2)])) == [("a", 1),
-                                                                           ("b.data", 2)]
+    assert check_module.expected_pairs(iter([("a", 1), ("b.data", 2)])) == [("a", 1), ("b.data", 2)]
     for bad in ("a=1", 3, None):
         with pytest.raises(TypeError, match="dict or"):
             check_module.expected_pairs(bad)
@@ -939,10 +985,11 @@ def test_expected_pairs_accepts_mappings_and_pairs_only():
 def test_every_op_has_a_torch_counterpart():
     torch = pytest.importorskip("torch")
     from gradmagic.core.tensor_ops import TENSOR_OPS
+
     # every entry names its torch function, and it computes what the entry's forward does
     for op in OPS.values():
         f = op.torch_function(torch)
-        args = (1.7, 0.6)[:op.arity] if op.name != "roundn" else (1.234, 2)
+        args = (1.7, 0.6)[: op.arity] if op.name != "roundn" else (1.234, 2)
         theirs = f(*[torch.tensor(float(a), dtype=torch.float64) for a in args])
         assert float(theirs) == pytest.approx(float(op.f(*args)), rel=1e-12), op.name
     for op in TENSOR_OPS.values():
@@ -952,25 +999,36 @@ def test_every_op_has_a_torch_counterpart():
         op = TENSOR_OPS[name]
         theirs = op.torch_function(torch)(torch.tensor(x)).numpy()
         np.testing.assert_allclose(theirs, op.f(x), rtol=1e-12, err_msg=name)
-    for name, params in (("sum", {"axis": (1,), "keepdims": False}),
-                         ("max", {"axis": None, "keepdims": True}),
-                         ("softmax", {"axis": 1}), ("cumsum", {"axis": 0}),
-                         ("transpose", {"axes": None}), ("reshape", {"shape": (3, 2)}),
-                         ("getitem", {"index": (slice(None), np.array([0, 2])), "basic": False})):
+    for name, params in (
+        ("sum", {"axis": (1,), "keepdims": False}),
+        ("max", {"axis": None, "keepdims": True}),
+        ("softmax", {"axis": 1}),
+        ("cumsum", {"axis": 0}),
+        ("transpose", {"axes": None}),
+        ("reshape", {"shape": (3, 2)}),
+        ("getitem", {"index": (slice(None), np.array([0, 2])), "basic": False}),
+    ):
         op = TENSOR_OPS[name]
         theirs = op.torch_function(torch)(torch.tensor(x), **params).numpy()
         np.testing.assert_allclose(theirs, op.f(x, **params), rtol=1e-12, err_msg=name)
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.sampled_from(["exp", "tanh", "sigmoid", "sin", "cos", "relu", "abs"]),
-                min_size=1, max_size=4),
-       st.floats(-2, 2), st.floats(0.5, 3))
+@given(
+    st.lists(
+        st.sampled_from(["exp", "tanh", "sigmoid", "sin", "cos", "relu", "abs"]),
+        min_size=1,
+        max_size=4,
+    ),
+    st.floats(-2, 2),
+    st.floats(0.5, 3),
+)
 def test_torch_replay_matches_the_engine_on_scalar_graphs(names, x0, y0):
     torch = pytest.importorskip("torch")
     from gradmagic.analysis import torchcheck
+
     x, y = leaf(x0, "x"), leaf(y0, "y")
-    z = x * y + x / y - y ** 2.5 + (x % y) + (x // y)
+    z = x * y + x / y - y**2.5 + (x % y) + (x // y)
     for name in names:
         z = (abs(z) if name == "abs" else getattr(z, name)()) * y
     trace = traced(z)
@@ -979,8 +1037,9 @@ def test_torch_replay_matches_the_engine_on_scalar_graphs(names, x0, y0):
     assert comparison.error is None and comparison.version == torch.__version__.split("+")[0]
     np.testing.assert_allclose(comparison.value, z.data, rtol=1e-12, atol=1e-12)
     for r in comparison.rows:
-        np.testing.assert_allclose(r.torch, trace.nodes[r.index].grad, rtol=1e-9, atol=1e-12,
-                                   err_msg=str(r))
+        np.testing.assert_allclose(
+            r.torch, trace.nodes[r.index].grad, rtol=1e-9, atol=1e-12, err_msg=str(r)
+        )
         assert r.agrees
     assert {r.name for r in comparison.rows} >= {"x", "y"}
 
@@ -989,12 +1048,18 @@ def test_torch_replay_of_tensor_ops_and_a_disagreement():
     pytest.importorskip("torch")
     from gradmagic.analysis import torchcheck
     from gradmagic.core.tensor import Tensor
+
     W = Tensor([[0.1, -0.4, 0.3], [0.7, 0.2, -0.5]], label="W")
     x = Tensor([1.0, -2.0, 0.5], label="x")
     s = leaf(0.3, "s")
     h = (W @ x).tanh() * s
-    L = (h.softmax(0).log().sum() + W.T[1:, 0].mean() + W.max(axis=1).sum()
-         + W.reshape(3, 2)[[0, 0, 2]].sum() + (W ** 2).sum(axis=0).sum())
+    L = (
+        h.softmax(0).log().sum()
+        + W.T[1:, 0].mean()
+        + W.max(axis=1).sum()
+        + W.reshape(3, 2)[[0, 0, 2]].sum()
+        + (W**2).sum(axis=0).sum()
+    )
     trace = traced(L)
     comparison = torchcheck.compare(trace)
     assert comparison.passed, comparison.verdict
@@ -1012,9 +1077,14 @@ def test_torch_replays_cumsum_floor_division_and_modulo():
     pytest.importorskip("torch")
     from gradmagic.analysis import torchcheck
     from gradmagic.core.tensor import Tensor
+
     W = Tensor([[0.3, -1.7], [2.5, 0.9]], label="W")
-    L = (W.cumsum() ** 2).sum() + (W.cumsum(axis=1) * W).sum() + (W % 0.7).sum() \
+    L = (
+        (W.cumsum() ** 2).sum()
+        + (W.cumsum(axis=1) * W).sum()
+        + (W % 0.7).sum()
         + (W // 0.7 * W).sum()
+    )
     comparison = torchcheck.compare(traced(L))
     assert comparison.passed, comparison.verdict
     assert comparison.value == pytest.approx(float(L.data), rel=1e-12)
@@ -1022,6 +1092,7 @@ def test_torch_replays_cumsum_floor_division_and_modulo():
 
 def test_torch_missing_or_an_unknown_op_is_a_message(monkeypatch):
     from gradmagic.analysis import torchcheck
+
     trace = walkthrough()
     monkeypatch.setitem(sys.modules, "torch", None)
     missing = torchcheck.compare(trace)
@@ -1088,6 +1159,8 @@ def test_trace_check_takes_max_leaves_and_keeps_the_last_report():
 
 def test_an_infinite_expected_answer_is_met_only_by_that_infinity():
     from gradmagic.analysis.check import differences
-    _, _, close = differences([5.0, np.inf, -np.inf, np.inf], [np.inf, np.inf, np.inf, 1.0],
-                              atol=1e-5, rtol=1e-3)
+
+    _, _, close = differences(
+        [5.0, np.inf, -np.inf, np.inf], [np.inf, np.inf, np.inf, 1.0], atol=1e-5, rtol=1e-3
+    )
     assert close.tolist() == [False, True, False, False]

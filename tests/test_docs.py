@@ -1,4 +1,5 @@
 """The documentation site builds from docs/ with no warning (the tutorials executed)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -17,13 +18,30 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         "-d", str(tmp_path / "doctrees"), str(ROOT / "docs"), str(tmp_path / "html")],
-        capture_output=True, text=True, timeout=900, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(tmp_path / "doctrees"),
+            str(ROOT / "docs"),
+            str(tmp_path / "html"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-6000:]
     html = tmp_path / "html"
     # the options table is made from the magic's parser: every option is on the page
     from gradmagic.notebook.magic import AutogradMagics
+
     options = (html / "options.html").read_text("utf-8")
     for action in AutogradMagics.autograd.parser._actions:
         for spelling in action.option_strings:

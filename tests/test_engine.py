@@ -1,4 +1,5 @@
 """The engine: Value's number protocol, the backward sweep, graphs and memory."""
+
 import ast
 import gc
 import json
@@ -15,8 +16,13 @@ from gradmagic.core import engine
 from gradmagic.core.engine import Value, apply, is_grad_enabled, no_grad
 from gradmagic.core.ops import OPS
 
-ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul,
-              "/": operator.truediv, "**": operator.pow}
+ARITHMETIC = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "**": operator.pow,
+}
 
 
 # --------------------------------------------------------------- construction
@@ -72,21 +78,27 @@ def test_unary_minus_plus_and_abs():
 
 def test_pow_with_number_value_and_reflected_exponents():
     x, n = Value(3.0), Value(2.0)
-    assert (x ** 2).data == 9.0 and (x ** n).data == 9.0 and (2 ** x).data == 8.0
-    out = 2 ** x
+    assert (x**2).data == 9.0 and (x**n).data == 9.0 and (2**x).data == 8.0
+    out = 2**x
     out.backward()
     assert x.grad == pytest.approx(8.0 * math.log(2))
-    out = x ** n
+    out = x**n
     out.backward()
     assert x.grad == pytest.approx(6.0) and n.grad == pytest.approx(9.0 * math.log(3.0))
 
 
-@pytest.mark.parametrize("base, k, value, base_grad", [
-    (-2, 3, -8, 12.0), (-2.0, 3, -8.0, 12.0), (-2.0, 2, 4.0, -4.0), (-2.0, -1, -0.5, -0.25),
-])
+@pytest.mark.parametrize(
+    "base, k, value, base_grad",
+    [
+        (-2, 3, -8, 12.0),
+        (-2.0, 3, -8.0, 12.0),
+        (-2.0, 2, 4.0, -4.0),
+        (-2.0, -1, -0.5, -0.25),
+    ],
+)
 def test_negative_base_with_integer_exponent(base, k, value, base_grad):
     x = Value(base)
-    out = x ** k
+    out = x**k
     out.backward()
     assert out.data == value and out.finite
     assert x.grad == base_grad and math.isfinite(x.grad)
@@ -94,17 +106,26 @@ def test_negative_base_with_integer_exponent(base, k, value, base_grad):
 
 def test_pow_exponent_gradient_at_a_negative_base_is_nan_not_an_error():
     x, k = Value(-2.0), Value(3.0)
-    out = x ** k
+    out = x**k
     out.backward()
     assert x.grad == 12.0
     assert math.isnan(k.grad) and not k.finite  # no real derivative in the exponent
 
 
-@pytest.mark.parametrize("k, value, grad", [(2, 0, 0.0), (1, 0, 1.0), (0, 1, 0.0), (3.5, 0.0, 0.0),
-                                            (0.5, 0.0, math.inf), (-1, math.inf, -math.inf)])
+@pytest.mark.parametrize(
+    "k, value, grad",
+    [
+        (2, 0, 0.0),
+        (1, 0, 1.0),
+        (0, 1, 0.0),
+        (3.5, 0.0, 0.0),
+        (0.5, 0.0, math.inf),
+        (-1, math.inf, -math.inf),
+    ],
+)
 def test_zero_to_a_power(k, value, grad):
     x = Value(0)
-    out = x ** k
+    out = x**k
     out.backward()
     assert out.data == value and x.grad == grad
     assert out.finite == (math.isfinite(value) and math.isfinite(out.grad))
@@ -113,24 +134,42 @@ def test_zero_to_a_power(k, value, grad):
 def test_each_python_spelling_makes_its_op_from_the_table():
     """Every op of ops.OPS is reachable from Value, through Python's spelling or a method."""
     spellings = {
-        "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-        "**": operator.pow, "//": operator.floordiv, "%": operator.mod, "neg": operator.neg,
-        "abs": abs, "round": round, "roundn": round, "floor": math.floor, "ceil": math.ceil,
+        "+": operator.add,
+        "-": operator.sub,
+        "*": operator.mul,
+        "/": operator.truediv,
+        "**": operator.pow,
+        "//": operator.floordiv,
+        "%": operator.mod,
+        "neg": operator.neg,
+        "abs": abs,
+        "round": round,
+        "roundn": round,
+        "floor": math.floor,
+        "ceil": math.ceil,
         "trunc": math.trunc,
     }
     for name, op in OPS.items():
-        args = [Value(1.3), Value(2)][:op.arity]
+        args = [Value(1.3), Value(2)][: op.arity]
         spelled = spellings.get(name, lambda v, *rest, _n=name: getattr(v, _n)(*rest))
         out = spelled(*args)
         assert out.opdef is op, name
         assert out.data == apply(name, *args).data == op.f(*(a.data for a in args))
 
 
-@pytest.mark.parametrize("method, fn", [
-    ("exp", math.exp), ("log", math.log), ("tanh", math.tanh),
-    ("sigmoid", lambda x: 1 / (1 + math.exp(-x))), ("relu", lambda x: max(x, 0.0)),
-    ("sin", math.sin), ("cos", math.cos), ("sqrt", math.sqrt),
-])
+@pytest.mark.parametrize(
+    "method, fn",
+    [
+        ("exp", math.exp),
+        ("log", math.log),
+        ("tanh", math.tanh),
+        ("sigmoid", lambda x: 1 / (1 + math.exp(-x))),
+        ("relu", lambda x: max(x, 0.0)),
+        ("sin", math.sin),
+        ("cos", math.cos),
+        ("sqrt", math.sqrt),
+    ],
+)
 def test_methods_compute_the_math_function(method, fn):
     for x in (0.3, 1.7):
         assert getattr(Value(x), method)().data == pytest.approx(fn(x), rel=1e-15)
@@ -285,6 +324,7 @@ def test_every_walk_gives_the_same_parents_first_order():
     # so the magic's gradients are backward()'s to the last bit; on random DAGs with
     # shared nodes, leaves reached from many children and nodes whose parents are placed
     from gradmagic.core.engine import _zeroed_order, walk
+
     rng = np.random.default_rng(7)
     for _ in range(30):
         nodes = [Value(float(rng.normal()), label=f"x{k}") for k in range(3)]
@@ -307,6 +347,7 @@ def test_every_walk_gives_the_same_parents_first_order():
 def traced(root):
     from gradmagic.analysis.trace import Trace
     from gradmagic.core.engine import backward, walk
+
     w = walk(root, zero=True)
     backward(root, 1.0, w)
     return Trace(root, walk=w)
@@ -354,7 +395,7 @@ def test_backward_of_a_leaf():
 def test_a_million_deep_chain():
     x = Value(0.5, label="x")
     y = x
-    for _ in range(10 ** 6):
+    for _ in range(10**6):
         y = y + 1e-6
     y.backward()
     assert x.grad == 1.0 and y.data == pytest.approx(1.5)
@@ -362,15 +403,15 @@ def test_a_million_deep_chain():
 
 
 def test_a_hundred_thousand_wide_sum():
-    leaves = [Value(float(i)) for i in range(10 ** 5)]
+    leaves = [Value(float(i)) for i in range(10**5)]
     total = sum(leaves)
     total.backward()
-    assert total.data == sum(range(10 ** 5))
+    assert total.data == sum(range(10**5))
     assert all(v.grad == 1.0 for v in leaves)
     a = Value(1.0)
-    fan_out = sum(a * c for c in range(10 ** 5))  # one node used 10^5 times
+    fan_out = sum(a * c for c in range(10**5))  # one node used 10^5 times
     fan_out.backward()
-    assert a.grad == float(sum(range(10 ** 5)))
+    assert a.grad == float(sum(range(10**5)))
 
 
 def test_backward_drives_nodes_of_another_kind():
@@ -410,17 +451,20 @@ def test_relu_and_abs_at_zero_use_a_subgradient_and_say_so():
     assert not (x + 1).kink and not x.kink
 
 
-@pytest.mark.parametrize("make, data", [
-    (lambda: Value(-1.0).log(), math.nan),
-    (lambda: Value(0.0).log(), -math.inf),
-    (lambda: Value(1000.0).exp(), math.inf),
-    (lambda: Value(1.0) / 0, math.inf),
-    (lambda: Value(0.0) / 0, math.nan),
-    (lambda: Value(-4.0).sqrt(), math.nan),
-    (lambda: Value(10.0) ** 400.0, math.inf),
-    (lambda: Value(-10.0) ** 401, -math.inf),
-    (lambda: Value(-2.0) ** 0.5, math.nan),
-])
+@pytest.mark.parametrize(
+    "make, data",
+    [
+        (lambda: Value(-1.0).log(), math.nan),
+        (lambda: Value(0.0).log(), -math.inf),
+        (lambda: Value(1000.0).exp(), math.inf),
+        (lambda: Value(1.0) / 0, math.inf),
+        (lambda: Value(0.0) / 0, math.nan),
+        (lambda: Value(-4.0).sqrt(), math.nan),
+        (lambda: Value(10.0) ** 400.0, math.inf),
+        (lambda: Value(-10.0) ** 401, -math.inf),
+        (lambda: Value(-2.0) ** 0.5, math.nan),
+    ],
+)
 def test_non_finite_results_are_nan_or_inf_and_flagged(make, data):
     out = make()  # no ValueError, ZeroDivisionError or OverflowError
     if isinstance(data, float) and math.isnan(data):
@@ -498,11 +542,18 @@ def _run_with_values(cell: str):
     """Run a cell whose `name = number` lines become labelled leaves; return (ns, target)."""
     tree = ast.parse(cell)
     for stmt in tree.body:
-        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name) and _is_number(stmt.value)):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and _is_number(stmt.value)
+        ):
             name = stmt.targets[0].id
-            stmt.value = ast.Call(ast.Name("Value", ast.Load()),
-                                  [stmt.value], [ast.keyword("label", ast.Constant(name))])
+            stmt.value = ast.Call(
+                ast.Name("Value", ast.Load()),
+                [stmt.value],
+                [ast.keyword("label", ast.Constant(name))],
+            )
     last = tree.body.pop()
     ast.fix_missing_locations(tree)
     ns = {"Value": Value}
@@ -554,7 +605,7 @@ def test_textbook_tanh_neuron():
 
 def test_textbook_quadratic():
     x, y = Value(2.0), Value(3.0)
-    f = 3 * x ** 2 + x * y + 5 * y ** 2
+    f = 3 * x**2 + x * y + 5 * y**2
     f.backward()
     assert (f.data, x.grad, y.grad) == (63.0, 15.0, 32.0)
 
@@ -567,9 +618,12 @@ def test_textbook_value_used_twice():
 
 
 # --------------------------------------------------------------- documentation
-@pytest.mark.parametrize("module", ["core.engine", "core.ops", "nn", "nn.scalar", "nn.tensor", "optim"])
+@pytest.mark.parametrize(
+    "module", ["core.engine", "core.ops", "nn", "nn.scalar", "nn.tensor", "optim"]
+)
 def test_docstring_examples_run(module):
     import doctest
     import importlib
+
     result = doctest.testmod(importlib.import_module(f"gradmagic.{module}"))
     assert result.failed == 0

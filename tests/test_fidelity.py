@@ -1,4 +1,5 @@
 """Plain-Python fidelity of ``%%autograd`` (issue #12): a cell runs as it does without the magic."""
+
 import pytest
 
 pytestmark = pytest.mark.usefixtures("fresh_names")
@@ -28,12 +29,15 @@ def test_shell_syntax_keeps_the_users_line_numbers(ip, capsys):
 def test_the_trace_keeps_the_users_text(ip):
     run(ip, "%time z = 1.0\nw = 2.0\nw * w")
     import gradmagic
+
     assert gradmagic.last.source.rstrip() == "%time z = 1.0\nw = 2.0\nw * w"
 
 
 # --------------------------------------------------------------------------- a cell run again
-RERUN = ("import statistics\ndef f(v):\n    return statistics.mean([v, 1.0]) * v\n"
-         "x = 0.5\ny = f(x) + x * x\ny")
+RERUN = (
+    "import statistics\ndef f(v):\n    return statistics.mean([v, 1.0]) * v\n"
+    "x = 0.5\ny = f(x) + x * x\ny"
+)
 
 
 def test_a_cell_run_again_records_its_cuts_and_gradients_again(ip):
@@ -41,6 +45,7 @@ def test_a_cell_run_again_records_its_cuts_and_gradients_again(ip):
     the second run's file name: the runtime finds the cut inside the cell's own function."""
     import gradmagic
     from gradmagic.notebook import magic
+
     traces, names = [], set()
     for _ in range(3):  # as a notebook runs cells: each run a new In[n], a new file name
         assert ip.run_cell(f"%%autograd -q\n{RERUN}", store_history=True).success
@@ -65,6 +70,7 @@ def test_an_error_in_a_cell_run_again_points_at_its_line(ip, capsys):
 def test_a_cell_that_warns_when_compiled_warns_at_every_run(ip):
     """A plain cell is compiled at every run and warns each time: so does the magic's."""
     import warnings
+
     for _ in range(2):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -79,8 +85,10 @@ def test_a_cell_run_again_after_a_name_changed_kind_is_rewritten_again(ip):
     ip.user_ns["g"] = lambda v: v * v  # a function of the notebook: its calls are traced
     assert run(ip, body).success
     import gradmagic
+
     assert gradmagic.last.grads["x"] == pytest.approx(12.0)
     import math
+
     ip.user_ns["g"] = math.sin  # now a math function: the rewrite maps it to the op table
     assert run(ip, body).success
     assert gradmagic.last.grads["x"] == pytest.approx(math.sin(2.0) + 2.0 * math.cos(2.0))
@@ -98,8 +106,9 @@ SETUP = {7: "x = 0.9"}  # a number from an earlier plain cell
 KNOWN: dict = {}
 
 
-@pytest.mark.parametrize("item, source", CELLS,
-                         ids=[f"{item}-{i}" for i, (item, _) in enumerate(CELLS)])
+@pytest.mark.parametrize(
+    "item, source", CELLS, ids=[f"{item}-{i}" for i, (item, _) in enumerate(CELLS)]
+)
 def test_hostile_cell_behaves_as_plain_python(ip, item, source):
     examples = [SimpleNamespace(source=SETUP[item])] if item in SETUP else []
     examples.append(SimpleNamespace(source=source))
@@ -123,13 +132,38 @@ import numpy as np
 from gradmagic.notebook.magic import execute, prepare
 from gradmagic.views import render
 
-_UNARY = ["math.exp({})", "math.sin({})", "math.tanh({})", "np.tanh({})", "np.exp({})",
-          "math.log(abs({}) + 1.0)", "math.sqrt({} * {} + 1.0)", "abs({})", "-{}",
-          "np.arctan({})", "math.atan({})", "math.erf({})", "statistics.mean([{}, 0.5])",
-          "float({})", "round({}, 3)", "max({}, 0.1)", "np.float64({})", "np.sin({})"]
-_BINARY = ["({} + {})", "({} - {})", "({} * {})", "({} / (abs({}) + 1.0))", "({} * 2 + {})",
-           "(3 * {} - {} ** 2)", "np.sum(np.array([{}, {}]))", "sum([{}, {}])",
-           "math.hypot({}, {})", "min({}, {})"]
+_UNARY = [
+    "math.exp({})",
+    "math.sin({})",
+    "math.tanh({})",
+    "np.tanh({})",
+    "np.exp({})",
+    "math.log(abs({}) + 1.0)",
+    "math.sqrt({} * {} + 1.0)",
+    "abs({})",
+    "-{}",
+    "np.arctan({})",
+    "math.atan({})",
+    "math.erf({})",
+    "statistics.mean([{}, 0.5])",
+    "float({})",
+    "round({}, 3)",
+    "max({}, 0.1)",
+    "np.float64({})",
+    "np.sin({})",
+]
+_BINARY = [
+    "({} + {})",
+    "({} - {})",
+    "({} * {})",
+    "({} / (abs({}) + 1.0))",
+    "({} * 2 + {})",
+    "(3 * {} - {} ** 2)",
+    "np.sum(np.array([{}, {}]))",
+    "sum([{}, {}])",
+    "math.hypot({}, {})",
+    "min({}, {})",
+]
 
 
 def _expression(rng, depth):
@@ -169,36 +203,51 @@ def test_gradients_match_central_differences_of_the_plain_cell_or_say_where_cut(
             # the headline names the line and function, the node the cut made is marked
             assert "gradient cut at line 1 (" in headline, (source, name, headline)
             assert trace.cut_notes and all(
-                note.startswith("line 1: ") for note in trace.cut_notes.values())
+                note.startswith("line 1: ") for note in trace.cut_notes.values()
+            )
     if cut:  # a cut is named with its line in the run's warnings
         assert all(w.startswith("line 1: ") or "converted" in w for w in trace.warnings)
 
 
 # --------------------------------------------------------------------------- leaks
 LEAKS = [  # (an %%autograd cell, a later plain cell that uses what it built)
-    ("def f(v):\n    return v * 2.0 + 1\na = 3.0\nL = f(a)",
-     "r = f(4.0)\nprint(repr(r), type(r) is float, json.dumps(r))"),
-    ("class C:\n    k = 2.5\n    def scale(self, v):\n        return v * self.k\nc = C()\nL = c.scale(2.0)",
-     "print(repr(C.k), type(C.k) is float, json.dumps([C.k, c.scale(1.0)]))"),
-    ("from dataclasses import dataclass\n@dataclass\nclass P:\n    x: float\np = P(1.5)\nL = p.x * 2.0",
-     "print(p, type(p.x) is float, json.dumps(p.x))"),
-    ("xs = [1.0, 2.0]\nd = {'k': 0.5}\nL = xs[0] * d['k']",
-     "print(xs, d, [type(v) is float for v in xs], json.dumps([xs, d]))"),
-    ("a = 2.0\nb = a * 3.0\nc = b / 0.0",
-     "print(repr(a), repr(b), type(a) is float, type(b) is float, json.dumps([a, b]))"),
+    (
+        "def f(v):\n    return v * 2.0 + 1\na = 3.0\nL = f(a)",
+        "r = f(4.0)\nprint(repr(r), type(r) is float, json.dumps(r))",
+    ),
+    (
+        "class C:\n    k = 2.5\n    def scale(self, v):\n        return v * self.k\nc = C()\nL = c.scale(2.0)",
+        "print(repr(C.k), type(C.k) is float, json.dumps([C.k, c.scale(1.0)]))",
+    ),
+    (
+        "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: float\np = P(1.5)\nL = p.x * 2.0",
+        "print(p, type(p.x) is float, json.dumps(p.x))",
+    ),
+    (
+        "xs = [1.0, 2.0]\nd = {'k': 0.5}\nL = xs[0] * d['k']",
+        "print(xs, d, [type(v) is float for v in xs], json.dumps([xs, d]))",
+    ),
+    (
+        "a = 2.0\nb = a * 3.0\nc = b / 0.0",
+        "print(repr(a), repr(b), type(a) is float, type(b) is float, json.dumps([a, b]))",
+    ),
     # m and k are the graph's nodes (so k.grad works): ints in every way but type(m) is int
-    ("n = 7\nm = n // 2\nk = m + 1",
-     "print(repr(n), isinstance(m, int), json.dumps([n, m, k]), m.bit_length(), m << 2)"),
-    ("g = lambda t: t ** 2 + 1.0\nL = g(3.0)",
-     "print(repr(g(2.0)), type(g(2.0)) is float)"),
-    ("import numpy as np\nW = np.ones(3)\nV = W * 2.0",
-     "print(repr(V), type(V) is np.ndarray, type(W) is np.ndarray)"),
+    (
+        "n = 7\nm = n // 2\nk = m + 1",
+        "print(repr(n), isinstance(m, int), json.dumps([n, m, k]), m.bit_length(), m << 2)",
+    ),
+    ("g = lambda t: t ** 2 + 1.0\nL = g(3.0)", "print(repr(g(2.0)), type(g(2.0)) is float)"),
+    (
+        "import numpy as np\nW = np.ones(3)\nV = W * 2.0",
+        "print(repr(V), type(V) is np.ndarray, type(W) is np.ndarray)",
+    ),
 ]
 
 
 @pytest.mark.parametrize("cell, later", LEAKS, ids=[str(i) for i in range(len(LEAKS))])
 def test_nothing_built_in_a_cell_changes_a_later_plain_cell(ip, capsys, cell, later):
     import json as _json
+
     outputs = []
     for magic in (False, True):
         for name in [n for n in ip.user_ns if not n.startswith("_")]:
@@ -217,21 +266,25 @@ def test_nothing_built_in_a_cell_changes_a_later_plain_cell(ip, capsys, cell, la
 def test_top_level_await_runs_as_in_a_plain_cell(ip):
     """IPython runs a plain cell's top-level ``await``; so does the magic, in the cell's own
     namespace, keeping the graph through what the awaited code computes."""
-    result = ip.run_cell("%%autograd -q\nimport asyncio\nasync def half(t):\n"
-                         "    await asyncio.sleep(0)\n    return t * 0.5\n"
-                         "x = 3.0\ny = await half(x)\nL = y * x")
+    result = ip.run_cell(
+        "%%autograd -q\nimport asyncio\nasync def half(t):\n"
+        "    await asyncio.sleep(0)\n    return t * 0.5\n"
+        "x = 3.0\ny = await half(x)\nL = y * x"
+    )
     assert result.success, result.error_in_exec
     assert ip.user_ns["L"] == 4.5 and ip.user_ns["y"] == 1.5
     assert ip.user_ns["x"].grad == pytest.approx(3.0)  # d(x²/2)/dx
     result = ip.run_cell("%%autograd -q\nimport asyncio\nx = 2.0\nawait half(x * x)")
     assert result.success, result.error_in_exec
     import gradmagic
+
     assert gradmagic.last.value == 2.0 and gradmagic.last.grads["x"] == pytest.approx(2.0)
 
 
 def test_top_level_await_errors_point_at_the_users_line(ip, capsys):
-    result = ip.run_cell("%%autograd -q\nimport asyncio\nx = 2.0\nawait asyncio.sleep(0)\n"
-                         "y = x / 0")
+    result = ip.run_cell(
+        "%%autograd -q\nimport asyncio\nx = 2.0\nawait asyncio.sleep(0)\ny = x / 0"
+    )
     assert isinstance(result.error_in_exec, ZeroDivisionError)
     assert "----> 5 y = x / 0" in capsys.readouterr().out
 
@@ -245,6 +298,7 @@ def test_top_level_await_inside_a_running_loop():
         ns = {"asyncio": asyncio}
         cell = prepare("x = 2.0\nawait asyncio.sleep(0.01)\nL = x * x", ns)
         return execute(cell, ns, {"no_check": True}), ns
+
     trace, ns = asyncio.run(kernel())
     assert trace.value == 4.0 and trace.grads["x"] == 4.0 and ns["L"] == 4.0
 
@@ -256,19 +310,36 @@ def _cells_to_transform():
     import inspect as _inspect
     import cells_corpus
     from fidelity_corpus import docstrings
+
     cells = ["\n".join(e.source for e in examples) for _, _, examples in docstrings(25)]
     cells += [c if isinstance(c, str) else c[1] for c in cells_corpus.CELLS]
     cells += [_inspect.getsource(_cells_to_transform)]  # an indented first line
-    cells += ["x = 1\ny = x?", "a = 1\n%time b = 2", "a = 1\nb = !ls", "a = 1\n!ls",
-              ">>> a = 1\n>>> a", "a = 1\n... b", "In [1]: a = 1\n   ...: b = 2", "a = 1\n,f a b",
-              "a = 1\n;f a", "a = 1\n/f a", "a = 1\n  \t", "s = '''\n  \nx'''\nt = 1",
-              "a = 1\r\n \r\nb = 2", "a = 'x?'\nb = 1", "single_line = 1",
-              "f(a,\n  b)", "x = [1,\n     2]\n", "if x:\n    pass\nelse:\n    y = 1"]
+    cells += [
+        "x = 1\ny = x?",
+        "a = 1\n%time b = 2",
+        "a = 1\nb = !ls",
+        "a = 1\n!ls",
+        ">>> a = 1\n>>> a",
+        "a = 1\n... b",
+        "In [1]: a = 1\n   ...: b = 2",
+        "a = 1\n,f a b",
+        "a = 1\n;f a",
+        "a = 1\n/f a",
+        "a = 1\n  \t",
+        "s = '''\n  \nx'''\nt = 1",
+        "a = 1\r\n \r\nb = 2",
+        "a = 'x?'\nb = 1",
+        "single_line = 1",
+        "f(a,\n  b)",
+        "x = [1,\n     2]\n",
+        "if x:\n    pass\nelse:\n    y = 1",
+    ]
     return cells
 
 
 def test_cells_without_shell_syntax_skip_the_transforms_with_the_same_text(ip):
     from gradmagic.notebook.magic import _plain_python, _shell_syntax
+
     cells = _cells_to_transform()
     fast = 0
     for cell in cells:
@@ -281,6 +352,7 @@ def test_cells_without_shell_syntax_skip_the_transforms_with_the_same_text(ip):
 
 def test_transforms_added_to_the_shell_are_still_applied(ip):
     from gradmagic.notebook.magic import _shell_syntax
+
     upper = lambda lines: [line.replace("one", "1") for line in lines]  # noqa: E731
     ip.input_transformers_post.append(upper)
     try:

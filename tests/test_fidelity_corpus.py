@@ -1,4 +1,5 @@
 """The differential corpus (tests/fidelity_corpus.py): stdlib and numpy doctests, plain vs magic."""
+
 import pytest
 
 from fidelity_corpus import run_corpus
@@ -15,4 +16,5 @@ def test_doctests_of_real_code_behave_as_plain_python(ip):
     same = (total - len(differences)) / total
     assert same >= THRESHOLD, (
         f"{same:.2%} of {total} examples behave identically; first differences: "
-        + "; ".join(d.where for d in differences[:10]))
+        + "; ".join(d.where for d in differences[:10])
+    )

@@ -1,4 +1,5 @@
 """gradmagic.grade: checking answers without a display, for autograders."""
+
 import importlib
 import json
 import math
@@ -50,8 +51,12 @@ def test_right_answers_pass():
 def test_wrong_answers_fail_and_the_message_names_each_with_expected_got_and_tolerance():
     report = grade(WALK, {"a": 6, "b": 4, "c": 2, "f": 4})
     assert not report.passed and report.verdict == "2 of 4 correct"
-    assert {r.name: r.status for r in report.rows} == {"a": "pass", "b": "fail", "c": "fail",
-                                                       "f": "pass"}
+    assert {r.name: r.status for r in report.rows} == {
+        "a": "pass",
+        "b": "fail",
+        "c": "fail",
+        "f": "pass",
+    }
     with pytest.raises(AssertionError) as info:
         report.assert_passed()
     lines = str(info.value).splitlines()
@@ -85,8 +90,12 @@ def test_unknown_names_are_errors_not_skipped():
 
 def test_value_and_grad_suffixes():
     report = grade(WALK, {"L.data": -8.0, "d.data": 4.0, "e.grad": -2.0, "e.data": 5.0})
-    assert {r.name: r.status for r in report.rows} == {"L.data": "pass", "d.data": "pass",
-                                                       "e.grad": "pass", "e.data": "fail"}
+    assert {r.name: r.status for r in report.rows} == {
+        "L.data": "pass",
+        "d.data": "pass",
+        "e.grad": "pass",
+        "e.data": "fail",
+    }
 
 
 def test_expected_as_text_or_pairs():
@@ -109,9 +118,11 @@ def test_textbook_cases_pass():
 
 
 def test_tensor_answers():
-    source = ("import numpy as np\nfrom gradmagic import tensor\n"
-              "W = tensor([[1.0, 2.0], [3.0, 4.0]])\nx = tensor([1.0, -1.0])\n"
-              "L = (W @ x).sum()")
+    source = (
+        "import numpy as np\nfrom gradmagic import tensor\n"
+        "W = tensor([[1.0, 2.0], [3.0, 4.0]])\nx = tensor([1.0, -1.0])\n"
+        "L = (W @ x).sum()"
+    )
     assert grade(source, {"W": [[1.0, -1.0], [1.0, -1.0]], "x": [4.0, 6.0]}).passed
     report = grade(source, {"x": [4.0, 7.0]})
     assert not report.passed and "worst element (1,)" in row(report, "x").note
@@ -130,8 +141,9 @@ def test_grade_runs_in_a_fresh_namespace_or_the_one_given():
     assert ns["x"].grad == 12.0 and ns["L"].data == 12.0  # in-process: bound, as in the magic
     with pytest.raises(TypeError, match="must pickle"):
         grade("L = f(2.0)\nL", {"x": 1}, namespace={"f": lambda x: x})
-    assert grade("L = f(2.0)\nL", {"L.data": 4.0}, namespace={"f": lambda x: x * x},
-                 isolate=False).passed
+    assert grade(
+        "L = f(2.0)\nL", {"L.data": 4.0}, namespace={"f": lambda x: x * x}, isolate=False
+    ).passed
 
 
 def test_target_option_and_the_magic_line():
@@ -145,8 +157,7 @@ def test_target_option_and_the_magic_line():
 
 def test_the_same_rewrite_and_engine_as_the_magic():
     """math.tanh keeps the graph, literals in range() stay ints, names are labels."""
-    source = ("import math\nw = 0.5\ns = 0.0\nfor k in range(3):\n    s = s + math.tanh(w * k)\n"
-              "s")
+    source = "import math\nw = 0.5\ns = 0.0\nfor k in range(3):\n    s = s + math.tanh(w * k)\ns"
     report = grade(source, {"w": sum(k * (1 - math.tanh(0.5 * k) ** 2) for k in range(3))})
     assert report.passed, str(report)
     shell = globalipapp.get_ipython()
@@ -212,24 +223,44 @@ def test_raise_errors_lets_the_grader_see_the_exception():
     with pytest.raises(SyntaxError):
         grade("L = (", {"a": 1}, raise_errors=True, isolate=False)
     with pytest.raises(ZeroDivisionError):
-        grade("import fractions\nL = fractions.Fraction(1, 0)", {"a": 1}, raise_errors=True,
-              isolate=False)
+        grade(
+            "import fractions\nL = fractions.Fraction(1, 0)",
+            {"a": 1},
+            raise_errors=True,
+            isolate=False,
+        )
     with pytest.raises(ValueError, match="isolate=False"):  # an exception cannot cross processes
         grade("L = (", {"a": 1}, raise_errors=True)
 
 
-@pytest.mark.parametrize("expected, atol, error", [
-    (3, 1e-5, TypeError), ("not a spec", 1e-5, ValueError), ({}, 1e-5, ValueError),
-    ({"a": 1}, -1.0, ValueError), ({"a": 1}, math.nan, ValueError),
-])
+@pytest.mark.parametrize(
+    "expected, atol, error",
+    [
+        (3, 1e-5, TypeError),
+        ("not a spec", 1e-5, ValueError),
+        ({}, 1e-5, ValueError),
+        ({"a": 1}, -1.0, ValueError),
+        ({"a": 1}, math.nan, ValueError),
+    ],
+)
 def test_a_graders_own_mistakes_raise_at_once(expected, atol, error):
     with pytest.raises(error):
         grade(WALK, expected, atol=atol)
 
 
-@pytest.mark.parametrize("limits", [{"timeout": 0}, {"timeout": -1}, {"timeout": math.inf},
-                                    {"timeout": "10"}, {"memory": 0}, {"memory": 10},
-                                    {"memory": True}, {"namespace": [("x", 1)]}])
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"timeout": 0},
+        {"timeout": -1},
+        {"timeout": math.inf},
+        {"timeout": "10"},
+        {"memory": 0},
+        {"memory": 10},
+        {"memory": True},
+        {"namespace": [("x", 1)]},
+    ],
+)
 def test_bad_limits_raise_at_once(limits):
     with pytest.raises((ValueError, TypeError)):
         grade(WALK, RIGHT, **limits)
@@ -241,9 +272,11 @@ def test_source_must_be_text():
 
 
 # --------------------------------------------------------------------------- for autograders
-NOISY = ("import sys, warnings\nimport numpy as np\na = 2.0\nprint('to stdout')\n"
-         "print('to stderr', file=sys.stderr)\nwarnings.warn('careful')\n"
-         "np.log(np.array([-1.0]))\nL = a * a\nL")
+NOISY = (
+    "import sys, warnings\nimport numpy as np\na = 2.0\nprint('to stdout')\n"
+    "print('to stderr', file=sys.stderr)\nwarnings.warn('careful')\n"
+    "np.log(np.array([-1.0]))\nL = a * a\nL"
+)
 
 
 def test_nothing_reaches_stdout_or_stderr(capfd):
@@ -264,8 +297,13 @@ def test_stderr_and_warnings_become_notes():
 
 
 def test_the_text_never_reads_as_a_number_and_is_deterministic():
-    reports = [grade(WALK, RIGHT), grade(WALK, {"a": 1}), grade("L = (", {"a": 1}),
-               grade(WALK, {"a": 6}), grade("a = 2.0\nL = a * a\nL", {"L.data": 4})]
+    reports = [
+        grade(WALK, RIGHT),
+        grade(WALK, {"a": 1}),
+        grade("L = (", {"a": 1}),
+        grade(WALK, {"a": 6}),
+        grade("a = 2.0\nL = a * a\nL", {"L.data": 4}),
+    ]
     for report in reports:
         text = str(report)
         assert not_a_number(text) and not_a_number(repr(report))
@@ -284,8 +322,12 @@ def test_to_dict_is_json():
 
 def test_the_graded_cell_is_compiled_under_its_own_name():
     with pytest.raises(ZeroDivisionError) as info:
-        grade("import fractions\nL = fractions.Fraction(1, 0)", {"a": 1}, raise_errors=True,
-              isolate=False)
+        grade(
+            "import fractions\nL = fractions.Fraction(1, 0)",
+            {"a": 1},
+            raise_errors=True,
+            isolate=False,
+        )
     frames = [f.filename for f in __import__("traceback").extract_tb(info.value.__traceback__)]
     assert grade_module.FILENAME in frames
 
@@ -361,6 +403,7 @@ def test_without_a_sandbox_grade_refuses_unless_told(monkeypatch):
 def test_expected_answers_become_plain_numbers_once():
     class Shifty:
         """A number that changes each time it is read."""
+
         reads = 0
 
         def __float__(self):

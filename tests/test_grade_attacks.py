@@ -6,6 +6,7 @@ the wrong submission gets a failing report with the outcome that says why, the r
 where the attack is harmless to its numbers, and afterwards this process still grades a right and
 a wrong submission correctly (nothing the attack did persists).
 """
+
 import gc
 import importlib
 import json
@@ -35,71 +36,129 @@ FLOAT, ISINSTANCE = float, isinstance
 FAST = 3.0  # seconds: the time limit of the attacks that loop (a run takes about 0.3 s)
 WAIT = 8.0  # seconds: two grades of a harmless attack take less, even on a loaded machine
 
-PASSING = ("import sys\nfrom gradmagic.analysis.check import CheckReport\n"
-           "class Passing(CheckReport):\n    passed = True\n"
-           "def fake(*args, **kwargs):\n"
-           "    return Passing([], kind='expect', atol=1.0, rtol=1.0)\n")
+PASSING = (
+    "import sys\nfrom gradmagic.analysis.check import CheckReport\n"
+    "class Passing(CheckReport):\n    passed = True\n"
+    "def fake(*args, **kwargs):\n"
+    "    return Passing([], kind='expect', atol=1.0, rtol=1.0)\n"
+)
 
 # name → (code before the submission, code after it, outcome wrong, outcome(s) right)
 ATTACKS = {
     "patch grade's expect": (
         PASSING + "sys.modules['gradmagic.grade'].expect = fake\n"
-        "import gradmagic.analysis.check as c\nc.expect = fake\n", "", "wrong", "pass"),
+        "import gradmagic.analysis.check as c\nc.expect = fake\n",
+        "",
+        "wrong",
+        "pass",
+    ),
     "patch check.differences": (
         "import numpy as np\nimport gradmagic.analysis.check as c\n"
         "c.differences = lambda g, w, atol, rtol: (np.zeros(np.shape(g)), np.ones(np.shape(g)), "
-        "np.ones(np.shape(g), bool))\n", "", "wrong", "pass"),
+        "np.ones(np.shape(g), bool))\n",
+        "",
+        "wrong",
+        "pass",
+    ),
     "patch CheckReport.passed": (
         "from gradmagic.analysis.check import CheckReport\n"
         "CheckReport.passed = property(lambda self: True)\n"
-        "CheckReport.assert_passed = lambda self: None\n", "", "wrong", "pass"),
+        "CheckReport.assert_passed = lambda self: None\n",
+        "",
+        "wrong",
+        "pass",
+    ),
     "patch the engine's backward": (
         "import gradmagic.core.engine as eng\n"
         "eng.backward = lambda *args, **kwargs: None\n"
-        "eng.Value.backward = lambda *args, **kwargs: None\n", "", "wrong", "wrong"),
+        "eng.Value.backward = lambda *args, **kwargs: None\n",
+        "",
+        "wrong",
+        "wrong",
+    ),
     "os._exit(0)": ("", "\nimport os\nos._exit(0)", "crash", "crash"),
     "raise KeyboardInterrupt": ("", "\nraise KeyboardInterrupt", "error", "error"),
     "raise SystemExit(0)": ("", "\nraise SystemExit(0)", "error", "error"),
     "swap sys.modules entries": (
-        "", "\nimport sys, json\nsys.modules['gradmagic.analysis.check'] = json\n"
+        "",
+        "\nimport sys, json\nsys.modules['gradmagic.analysis.check'] = json\n"
         "sys.modules['gradmagic.grade'] = json\nsys.modules['numpy'] = None\n"
-        "sys.modules['json'] = sys\nL", "wrong", "pass"),
+        "sys.modules['json'] = sys\nL",
+        "wrong",
+        "pass",
+    ),
     "patch builtins.float": (
         # the engine binds its own float: the cell's arithmetic is unchanged, as in plain Python
-        "import builtins\nbuiltins.float = lambda *args: 6.0\n", "", "wrong", "pass"),
+        "import builtins\nbuiltins.float = lambda *args: 6.0\n",
+        "",
+        "wrong",
+        "pass",
+    ),
     "patch builtins.float after the run": (
         # backward runs after the cell: whether it calls float() is the engine's business
-        "", "\nimport builtins\nbuiltins.float = lambda *args: 6.0\nL", "wrong", {"pass", "wrong"}),
+        "",
+        "\nimport builtins\nbuiltins.float = lambda *args: 6.0\nL",
+        "wrong",
+        {"pass", "wrong"},
+    ),
     "patch builtins.isinstance after the run": (
-        "", "\nimport builtins\nbuiltins.isinstance = lambda *args: True\nL", "error", "error"),
+        "",
+        "\nimport builtins\nbuiltins.isinstance = lambda *args: True\nL",
+        "error",
+        "error",
+    ),
     "while True: pass": ("while True:\n    pass\n", "", "timeout", "timeout"),
     "fake JSON on stdout, then exit 0": (
-        "", "\nimport json, os, sys\n"
+        "",
+        "\nimport json, os, sys\n"
         "fake = json.dumps({'status': 'ran', 'target': 'L', 'branch_dependent': False, "
         "'nodes': {k: {'index': 0, 'data': 0.0, 'grad': v} for k, v in "
         "{'a': 6.0, 'b': -4.0, 'c': -2.0, 'f': 4.0, 'L': -8.0}.items()}, 'notes': []})\n"
         "print(fake)\nsys.__stdout__.write(fake)\nsys.__stdout__.flush()\n"
         "os.write(1, fake.encode())\nos.write(2, fake.encode())\nos._exit(0)",
-        "crash", "crash"),
+        "crash",
+        "crash",
+    ),
     "a huge allocation": ("big = bytearray(64 << 30)\n", "", "memory", "memory"),
-    "a huge numpy array": ("import numpy as np\nbig = np.ones((1 << 17, 1 << 17))\n", "",
-                           "memory", "memory"),
+    "a huge numpy array": (
+        "import numpy as np\nbig = np.ones((1 << 17, 1 << 17))\n",
+        "",
+        "memory",
+        "memory",
+    ),
     "a thread that never ends": (
-        "import threading, time\n"
-        "threading.Thread(target=lambda: time.sleep(1000)).start()\n", "", "wrong", "pass"),
+        "import threading, time\nthreading.Thread(target=lambda: time.sleep(1000)).start()\n",
+        "",
+        "wrong",
+        "pass",
+    ),
     "an atexit hook and a finalizer": (
         "import atexit, os\natexit.register(os._exit, 3)\n"
-        "class Bomb:\n    def __del__(self):\n        os._exit(4)\nbomb = Bomb()\n", "",
-        "wrong", "pass"),
+        "class Bomb:\n    def __del__(self):\n        os._exit(4)\nbomb = Bomb()\n",
+        "",
+        "wrong",
+        "pass",
+    ),
     "close every file descriptor": ("import os\nos.closerange(0, 4096)\n", "", "wrong", "pass"),
     "delete its working directory": (
-        "import os, shutil\nshutil.rmtree(os.getcwd())\n", "", "wrong", "pass"),
+        "import os, shutil\nshutil.rmtree(os.getcwd())\n",
+        "",
+        "wrong",
+        "pass",
+    ),
     "delete the sandbox's /tmp": (
         "import os, shutil\nshutil.rmtree(os.path.dirname(os.getcwd()), ignore_errors=True)\n",
-        "", "wrong", "pass"),
+        "",
+        "wrong",
+        "pass",
+    ),
     "a stream of output": (
         "import sys, os\nfor _ in range(2000):\n    print('x' * 10000)\n"
-        "    sys.stderr.write('y' * 1000)\nos.write(2, b'z' * 100000)\n", "", "wrong", "pass"),
+        "    sys.stderr.write('y' * 1000)\nos.write(2, b'z' * 100000)\n",
+        "",
+        "wrong",
+        "pass",
+    ),
 }
 
 
@@ -118,6 +177,7 @@ def assert_graded_correctly_next():
 
 def assert_this_process_untouched():
     import builtins
+
     assert grade_module.expect is check.expect and sys.modules["gradmagic.grade"] is grade_module
     assert sys.modules["gradmagic.analysis.check"] is check
     assert CheckReport.__dict__["passed"].fget.__module__ == "gradmagic.analysis.check"
@@ -183,23 +243,25 @@ def test_the_time_limit_can_be_changed_and_memory_limit_lifted():
 def test_the_child_never_sees_the_expected_numbers():
     """Search the child's memory for the expected answer: it is not there."""
     secret = 123.4567891
-    spy = ("import gc, sys\nfound = []\n"
-           "def look(x, depth=0):\n"
-           "    if depth > 3:\n        return\n"
-           "    if isinstance(x, float) and abs(x - 123.4567891) < 1e-6:\n"
-           "        found.append(x)\n"
-           "    elif isinstance(x, (bytes, str)) and b'123.45' in (x if isinstance(x, bytes) "
-           "else x.encode('utf-8', 'replace')):\n"
-           "        found.append(x[:20])\n"
-           "    elif isinstance(x, dict):\n"
-           "        for v in list(x.values()):\n            look(v, depth + 1)\n"
-           "    elif isinstance(x, (list, tuple)):\n"
-           "        for v in list(x):\n            look(v, depth + 1)\n"
-           "for obj in gc.get_objects():\n    look(obj)\n"
-           "f = sys._getframe()\nwhile f is not None:\n"
-           "    look(dict(f.f_locals))\n    f = f.f_back\n"
-           "look(sys.argv)\n"
-           "raise RuntimeError('found' if found else 'clean')\n")
+    spy = (
+        "import gc, sys\nfound = []\n"
+        "def look(x, depth=0):\n"
+        "    if depth > 3:\n        return\n"
+        "    if isinstance(x, float) and abs(x - 123.4567891) < 1e-6:\n"
+        "        found.append(x)\n"
+        "    elif isinstance(x, (bytes, str)) and b'123.45' in (x if isinstance(x, bytes) "
+        "else x.encode('utf-8', 'replace')):\n"
+        "        found.append(x[:20])\n"
+        "    elif isinstance(x, dict):\n"
+        "        for v in list(x.values()):\n            look(v, depth + 1)\n"
+        "    elif isinstance(x, (list, tuple)):\n"
+        "        for v in list(x):\n            look(v, depth + 1)\n"
+        "for obj in gc.get_objects():\n    look(obj)\n"
+        "f = sys._getframe()\nwhile f is not None:\n"
+        "    look(dict(f.f_locals))\n    f = f.f_back\n"
+        "look(sys.argv)\n"
+        "raise RuntimeError('found' if found else 'clean')\n"
+    )
     report = grade(spy, {"a": secret, "b": secret}, atol=1e-9)
     assert report.outcome == "error" and "RuntimeError" in report.error, report.error
     assert "clean" in report.error
@@ -210,9 +272,11 @@ def test_the_child_never_sees_the_expected_numbers():
 
 def test_a_forked_process_is_ended_with_the_run():
     """A process the cell forks does not keep grade() waiting and does not outlive the run."""
-    fork = ("import os, time\npid = os.fork()\n"
-            "if pid == 0:\n    os.execv('/bin/sleep', ['sleep', '1003.5'])\n"
-            "time.sleep(0.2)\n")
+    fork = (
+        "import os, time\npid = os.fork()\n"
+        "if pid == 0:\n    os.execv('/bin/sleep', ['sleep', '1003.5'])\n"
+        "time.sleep(0.2)\n"
+    )
     start = time.perf_counter()
     report = grade(fork + WALK, RIGHT, timeout=10)
     assert report.passed and time.perf_counter() - start < WAIT
@@ -229,11 +293,15 @@ def _alive(pid: int) -> bool:
 
 def test_each_submission_starts_fresh():
     """What one submission sets up (modules, builtins, files in its directory) is gone next time."""
-    first = ("import builtins, sys, os\nbuiltins.LEFT = 1\nsys.modules['left_behind'] = sys\n"
-             "open('note.txt', 'w').write('hi')\n" + WALK)
-    second = ("import builtins, sys, os\n"
-              "assert not hasattr(builtins, 'LEFT') and 'left_behind' not in sys.modules\n"
-              "assert os.listdir('.') == []\n" + WALK)
+    first = (
+        "import builtins, sys, os\nbuiltins.LEFT = 1\nsys.modules['left_behind'] = sys\n"
+        "open('note.txt', 'w').write('hi')\n" + WALK
+    )
+    second = (
+        "import builtins, sys, os\n"
+        "assert not hasattr(builtins, 'LEFT') and 'left_behind' not in sys.modules\n"
+        "assert os.listdir('.') == []\n" + WALK
+    )
     assert grade(first, RIGHT).passed
     report = grade(second, RIGHT)
     assert report.passed, str(report)
@@ -241,9 +309,11 @@ def test_each_submission_starts_fresh():
 
 def test_the_environment_is_clean(monkeypatch):
     monkeypatch.setenv("GRADER_SECRET", "s3cret")
-    probe = ("import os, sys\n"
-             "assert 'GRADER_SECRET' not in os.environ, 'leaked'\n"
-             "assert sys.flags.isolated and sys.flags.ignore_environment\n" + WALK)
+    probe = (
+        "import os, sys\n"
+        "assert 'GRADER_SECRET' not in os.environ, 'leaked'\n"
+        "assert sys.flags.isolated and sys.flags.ignore_environment\n" + WALK
+    )
     report = grade(probe, RIGHT)
     assert report.passed, str(report)
 
@@ -264,31 +334,52 @@ def test_the_in_process_mode_is_not_isolated():
 def test_a_forged_report_file_is_not_read():
     """The report comes over a pipe, never from a file: a cell that writes plausible report
     files wherever it can and exits gets no pass."""
-    fake = json.dumps({"status": "ran", "target": "L", "branch_dependent": False, "notes": [],
-                       "nodes": {"a": {"index": 0, "data": 2, "grad": 6}}, "token": "guess"})
-    forge = ("import os\n"
-             "for root in ('/tmp', os.getcwd(), os.path.dirname(os.getcwd())):\n"
-             "    for name in ('report.json', 'report-guess.json',\n"
-             "                 'report-' + '0' * 32 + '.json'):\n"
-             "        try:\n"
-             f"            open(os.path.join(root, name), 'w').write({fake!r})\n"
-             "        except OSError:\n            pass\n"
-             "os._exit(0)\n")
+    fake = json.dumps(
+        {
+            "status": "ran",
+            "target": "L",
+            "branch_dependent": False,
+            "notes": [],
+            "nodes": {"a": {"index": 0, "data": 2, "grad": 6}},
+            "token": "guess",
+        }
+    )
+    forge = (
+        "import os\n"
+        "for root in ('/tmp', os.getcwd(), os.path.dirname(os.getcwd())):\n"
+        "    for name in ('report.json', 'report-guess.json',\n"
+        "                 'report-' + '0' * 32 + '.json'):\n"
+        "        try:\n"
+        f"            open(os.path.join(root, name), 'w').write({fake!r})\n"
+        "        except OSError:\n            pass\n"
+        "os._exit(0)\n"
+    )
     report = grade(forge, {"a": 6})
     assert report.outcome == "crash" and not report.passed
 
 
 def test_an_unreadable_report_is_a_crash():
     judge = grade_module._judge
-    for data in ({"status": "ran", "nodes": {"a": {"index": "0", "data": 1, "grad": 1}},
-                  "target": "L", "notes": []},
-                 {"status": "ran", "nodes": {"a": {"index": 0, "data": {"shape": [3],
-                                                                        "values": [1]},
-                                                   "grad": 1}}, "target": "L", "notes": []},
-                 {"status": "ran", "nodes": [], "target": "L", "notes": []},
-                 {"status": "error", "error": {"kind": "other"}, "notes": []},
-                 {"status": "error", "error": "text", "notes": []},
-                 {"status": "won"}, [], None):
+    for data in (
+        {
+            "status": "ran",
+            "nodes": {"a": {"index": "0", "data": 1, "grad": 1}},
+            "target": "L",
+            "notes": [],
+        },
+        {
+            "status": "ran",
+            "nodes": {"a": {"index": 0, "data": {"shape": [3], "values": [1]}, "grad": 1}},
+            "target": "L",
+            "notes": [],
+        },
+        {"status": "ran", "nodes": [], "target": "L", "notes": []},
+        {"status": "error", "error": {"kind": "other"}, "notes": []},
+        {"status": "error", "error": "text", "notes": []},
+        {"status": "won"},
+        [],
+        None,
+    ):
         report = judge(data, [("a", 6)], WALK, 1e-5, 1e-3, 10, 1024)
         assert report.outcome == "crash" and not report.passed, data
         json.dumps(report.to_dict())
@@ -297,18 +388,21 @@ def test_an_unreadable_report_is_a_crash():
 
 def test_the_cell_cannot_signal_the_grader_or_reach_the_network():
     import signal
+
     victim = subprocess.Popen(["sleep", "60"])  # a process of the grader's, same user
     got = []
     old = signal.signal(signal.SIGUSR1, lambda *args: got.append(1))
     try:
-        attack = (f"import os, signal, socket\nblocked = []\n"
-                  f"for pid, sig in (({os.getpid()}, signal.SIGUSR1), ({victim.pid}, 9)):\n"
-                  f"    try:\n        os.kill(pid, sig)\n"
-                  f"    except (ProcessLookupError, PermissionError):\n"
-                  f"        blocked.append(pid)\n"
-                  f"try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
-                  f"except OSError:\n    blocked.append('network')\n"
-                  f"assert len(blocked) == 3, blocked\n")
+        attack = (
+            f"import os, signal, socket\nblocked = []\n"
+            f"for pid, sig in (({os.getpid()}, signal.SIGUSR1), ({victim.pid}, 9)):\n"
+            f"    try:\n        os.kill(pid, sig)\n"
+            f"    except (ProcessLookupError, PermissionError):\n"
+            f"        blocked.append(pid)\n"
+            f"try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+            f"except OSError:\n    blocked.append('network')\n"
+            f"assert len(blocked) == 3, blocked\n"
+        )
         parent = "import os\nos.kill(os.getppid(), 9)\n"  # process 1 of its namespace
         report = grade(attack + WALK, RIGHT)
         assert report.passed, str(report)
@@ -325,16 +419,20 @@ def test_the_cell_cannot_signal_the_grader_or_reach_the_network():
 def test_everything_the_cell_started_ends_with_it():
     """Processes that leave the process group (setsid) and clear their parent-death signal
     still end: the sandbox's process 1 ends with the cell, and the kernel ends the rest."""
-    escape = ("import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
-              "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"  # PR_SET_PDEATHSIG: none
-              "    if os.fork() == 0:\n        os.execv('/bin/sleep', ['sleep', '1001.5'])\n"
-              "    os._exit(0)\ntime.sleep(0.3)\n")
+    escape = (
+        "import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
+        "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"  # PR_SET_PDEATHSIG: none
+        "    if os.fork() == 0:\n        os.execv('/bin/sleep', ['sleep', '1001.5'])\n"
+        "    os._exit(0)\ntime.sleep(0.3)\n"
+    )
     assert grade(escape + WALK, RIGHT).passed
     assert not grade(escape + WRONG, RIGHT).passed
     assert _wait_gone("1001.5")
     # the cell itself leaves the group and outlives the time limit: it is ended all the same
-    stuck = "import os, time\nos.setsid()\nif os.fork() == 0:\n    os.execv('/bin/sleep', " \
-            "['sleep', '1002.5'])\ntime.sleep(1000)\n"
+    stuck = (
+        "import os, time\nos.setsid()\nif os.fork() == 0:\n    os.execv('/bin/sleep', "
+        "['sleep', '1002.5'])\ntime.sleep(1000)\n"
+    )
     assert grade(stuck + WALK, RIGHT, timeout=2).outcome == "timeout"
     assert _wait_gone("1002.5")
 
@@ -386,18 +484,21 @@ def _read_probes(grader_pid: int, paths) -> str:
         "        open(path, 'rb').close()\n"
         "        found.append(path)\n"
         "    except OSError:\n        pass\n"
-        "if 'GRADER_SECRET' in os.environ:\n    found.append('environment')\n")
+        "if 'GRADER_SECRET' in os.environ:\n    found.append('environment')\n"
+    )
 
 
 def test_the_answers_cannot_be_read_from_the_graders_files_command_line_or_memory(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """Answers beside the grader's script, in its command line (and another process's),
     its environment and its memory: none is reachable from the cell."""
     monkeypatch.setenv("GRADER_SECRET", "answers: a=6")
     answers = tmp_path / "answers.json"
     answers.write_text(json.dumps(RIGHT))
-    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
-                               "--expect", "a=6,MARKER-7f3a"])
+    helper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "--expect", "a=6,MARKER-7f3a"]
+    )
     try:
         probes = _read_probes(os.getpid(), [answers, __file__, tmp_path])
         report = grade(probes + REPORT_FOUND + WRONG, RIGHT)
@@ -417,26 +518,36 @@ def test_the_cell_cannot_write_outside_its_private_tmp(tmp_path):
     """/etc, /usr/bin, site-packages (a .pth file), gradmagic's own files, the gradebook:
     all out of reach; the cell's own /tmp works and is gone afterwards."""
     import site
+
     gradebook = tmp_path / "gradebook.db"
     gradebook.write_bytes(b"scores")
     init = Path(gradmagic.__file__)
     before = init.read_bytes()
     pth = Path(site.getsitepackages()[0]) / "gradmagic-attack.pth"
-    targets = ["/etc/gradmagic-attack", "/usr/bin/gradmagic-attack", str(pth), str(init),
-               str(gradebook), "/root/gradmagic-attack", "/gradmagic-attack"]
-    attack = ("import os\nfound = []\n"
-              f"for path in {targets!r}:\n"
-              "    try:\n"
-              "        with open(path, 'a') as f:\n"
-              "            f.write('import os; os.environ[\"PWNED\"] = \"1\"\\n')\n"
-              "        found.append(path)\n"
-              "    except OSError:\n        pass\n"
-              "open('leftover-7f3a', 'wb').write(b'x' * (8 << 20))\n"  # its own folder: fine
-              "try:\n"
-              "    with open('/tmp/big-7f3a', 'wb') as f:\n"
-              "        for _ in range(200):\n            f.write(b'x' * (1 << 20))\n"
-              "    found.append('200 MiB in /tmp')\n"
-              "except OSError:\n    pass\n")
+    targets = [
+        "/etc/gradmagic-attack",
+        "/usr/bin/gradmagic-attack",
+        str(pth),
+        str(init),
+        str(gradebook),
+        "/root/gradmagic-attack",
+        "/gradmagic-attack",
+    ]
+    attack = (
+        "import os\nfound = []\n"
+        f"for path in {targets!r}:\n"
+        "    try:\n"
+        "        with open(path, 'a') as f:\n"
+        '            f.write(\'import os; os.environ["PWNED"] = "1"\\n\')\n'
+        "        found.append(path)\n"
+        "    except OSError:\n        pass\n"
+        "open('leftover-7f3a', 'wb').write(b'x' * (8 << 20))\n"  # its own folder: fine
+        "try:\n"
+        "    with open('/tmp/big-7f3a', 'wb') as f:\n"
+        "        for _ in range(200):\n            f.write(b'x' * (1 << 20))\n"
+        "    found.append('200 MiB in /tmp')\n"
+        "except OSError:\n    pass\n"
+    )
     try:
         report = grade(attack + REPORT_FOUND + WRONG, RIGHT)
         assert report.outcome == "wrong", report.error
@@ -453,19 +564,21 @@ def test_the_cell_cannot_write_outside_its_private_tmp(tmp_path):
 def test_concurrent_grades_cannot_see_each_other():
     """A cell graded beside another sees none of its processes, pipes or files, and the
     other's report arrives intact."""
-    spy = ("import os, time\nfound = []\nend = time.monotonic() + 1.5\n"
-           "while time.monotonic() < end:\n"
-           "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
-           "    for pid in pids:\n"
-           "        try:\n"
-           "            if b'victim-7f3a' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
-           "                found.append(pid)\n"
-           "            for fd in os.listdir(f'/proc/{pid}/fd'):\n"
-           "                os.readlink(f'/proc/{pid}/fd/{fd}')\n"
-           "        except OSError:\n            pass\n"
-           "    for root, dirs, files in os.walk('/tmp'):\n"
-           "        found += [f for f in files if 'victim' in f]\n"
-           "    time.sleep(0.05)\n")
+    spy = (
+        "import os, time\nfound = []\nend = time.monotonic() + 1.5\n"
+        "while time.monotonic() < end:\n"
+        "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+        "    for pid in pids:\n"
+        "        try:\n"
+        "            if b'victim-7f3a' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+        "                found.append(pid)\n"
+        "            for fd in os.listdir(f'/proc/{pid}/fd'):\n"
+        "                os.readlink(f'/proc/{pid}/fd/{fd}')\n"
+        "        except OSError:\n            pass\n"
+        "    for root, dirs, files in os.walk('/tmp'):\n"
+        "        found += [f for f in files if 'victim' in f]\n"
+        "    time.sleep(0.05)\n"
+    )
     victim = "import time\nvictim_7f3a = 'victim-7f3a'\ntime.sleep(1)\n" + WALK
     results = {}
 
@@ -473,8 +586,11 @@ def test_concurrent_grades_cannot_see_each_other():
         results[name] = grade(source, RIGHT, timeout=15)
 
     import threading
-    threads = [threading.Thread(target=run_one, args=("spy", spy + REPORT_FOUND + WRONG)),
-               threading.Thread(target=run_one, args=("victim", victim))]
+
+    threads = [
+        threading.Thread(target=run_one, args=("spy", spy + REPORT_FOUND + WRONG)),
+        threading.Thread(target=run_one, args=("victim", victim)),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -491,17 +607,21 @@ def test_what_the_cell_writes_to_stderr_is_bounded_clean_and_its_own(monkeypatch
     start = time.perf_counter()
     report = grade(flood + WRONG, RIGHT, timeout=2)
     assert report.outcome == "timeout" and time.perf_counter() - start < 8
-    environ = ("import os, sys\n"
-               "for path in ('/proc/1/environ', '/proc/self/environ'):\n"
-               "    try:\n"
-               "        sys.stderr.write(open(path).read())\n"
-               "        os.write(2, open(path, 'rb').read())\n"
-               "    except OSError:\n        pass\n"
-               "os.mkfifo('f')\nos.dup2(os.open('f', os.O_RDWR), 2)\n")  # a FIFO as stderr
+    environ = (
+        "import os, sys\n"
+        "for path in ('/proc/1/environ', '/proc/self/environ'):\n"
+        "    try:\n"
+        "        sys.stderr.write(open(path).read())\n"
+        "        os.write(2, open(path, 'rb').read())\n"
+        "    except OSError:\n        pass\n"
+        "os.mkfifo('f')\nos.dup2(os.open('f', os.O_RDWR), 2)\n"
+    )  # a FIFO as stderr
     report = grade(environ + WRONG, RIGHT)
     assert report.outcome == "wrong" and "s3cret-7f3a" not in str(report)
-    escapes = ("import os, sys\nsys.stderr.write('\\x1b[2J\\x1b[HGRADED: 5 of 5\\r\\n')\n"
-               "os.write(2, b'\\x1b]0;title\\x07\\x1b[31mred\\x9b1m')\n")
+    escapes = (
+        "import os, sys\nsys.stderr.write('\\x1b[2J\\x1b[HGRADED: 5 of 5\\r\\n')\n"
+        "os.write(2, b'\\x1b]0;title\\x07\\x1b[31mred\\x9b1m')\n"
+    )
     for source in (escapes + WRONG, escapes + "raise ValueError('\\x1b[31mred\\r\\x07')"):
         report = grade(source, RIGHT)
         text = str(report) + json.dumps(report.to_dict(), ensure_ascii=False)
@@ -510,8 +630,10 @@ def test_what_the_cell_writes_to_stderr_is_bounded_clean_and_its_own(monkeypatch
 
 
 def test_deep_folders_and_big_files_leave_nothing_and_never_raise():
-    deep = ("import os\nfor _ in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
-            "open('big', 'wb').write(b'x' * (1 << 20))\n")
+    deep = (
+        "import os\nfor _ in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
+        "open('big', 'wb').write(b'x' * (1 << 20))\n"
+    )
     before = set(Path(tempfile.gettempdir()).glob("gradmagic-cell-*"))
     assert not grade(deep + WRONG, RIGHT).passed
     # without the sandbox the folder is on the grader's disk: removed, however deep
@@ -520,12 +642,14 @@ def test_deep_folders_and_big_files_leave_nothing_and_never_raise():
 
 
 def test_a_fork_bomb_is_bounded():
-    bomb = ("import os\nn = 0\n"
-            "while n < 2000:\n"
-            "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
-            "    if pid == 0:\n        os.execv('/bin/sleep', ['sleep', '1004.5'])\n"
-            "    n += 1\n"
-            "raise RuntimeError(f'forked {n}')\n")
+    bomb = (
+        "import os\nn = 0\n"
+        "while n < 2000:\n"
+        "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+        "    if pid == 0:\n        os.execv('/bin/sleep', ['sleep', '1004.5'])\n"
+        "    n += 1\n"
+        "raise RuntimeError(f'forked {n}')\n"
+    )
     start = time.perf_counter()
     report = grade(bomb, RIGHT, processes=16)
     assert report.outcome == "error" and time.perf_counter() - start < 8
@@ -537,13 +661,15 @@ def test_a_fork_bomb_is_bounded():
 
 def test_the_memory_limit_holds_for_all_processes_together():
     """Four processes of 160 MiB each stay under a 512 MiB limit one by one, not together."""
-    hog = ("import os, time\nkids = []\n"
-           "for _ in range(4):\n"
-           "    pid = os.fork()\n"
-           "    if pid == 0:\n"
-           "        block = b'x' * (160 << 20)\n        time.sleep(30)\n        os._exit(0)\n"
-           "    kids.append(pid)\n"
-           "time.sleep(6)\n")
+    hog = (
+        "import os, time\nkids = []\n"
+        "for _ in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        block = b'x' * (160 << 20)\n        time.sleep(30)\n        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "time.sleep(6)\n"
+    )
     report = grade(hog + WRONG, RIGHT, memory=512, timeout=20)
     assert report.outcome == "memory" and "together" in report.error, str(report)
     assert report.sandbox["limits"]["memory_total"]
@@ -553,6 +679,7 @@ def test_the_memory_limit_holds_for_all_processes_together():
 
 def test_unix_sockets_and_the_terminal_are_out_of_reach(tmp_path):
     import socket
+
     path = tmp_path / "s"
     listeners = []
     for address in (str(path), "\0gradmagic-attack-7f3a"):
@@ -560,14 +687,16 @@ def test_unix_sockets_and_the_terminal_are_out_of_reach(tmp_path):
         s.bind(address)
         s.listen()
         listeners.append(s)
-    attack = ("import os, socket\nfound = []\n"
-              f"for address in ({str(path)!r}, '\\0gradmagic-attack-7f3a'):\n"
-              "    s = socket.socket(socket.AF_UNIX)\n"
-              "    try:\n        s.connect(address)\n        found.append(address)\n"
-              "    except OSError:\n        pass\n"
-              "try:\n    open('/dev/tty', 'w').write('GRADED: 5 of 5\\n')\n"
-              "    found.append('/dev/tty')\nexcept OSError:\n    pass\n"
-              "if os.listdir('/dev/pts') != ['ptmx']:\n    found.append('/dev/pts')\n")
+    attack = (
+        "import os, socket\nfound = []\n"
+        f"for address in ({str(path)!r}, '\\0gradmagic-attack-7f3a'):\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    try:\n        s.connect(address)\n        found.append(address)\n"
+        "    except OSError:\n        pass\n"
+        "try:\n    open('/dev/tty', 'w').write('GRADED: 5 of 5\\n')\n"
+        "    found.append('/dev/tty')\nexcept OSError:\n    pass\n"
+        "if os.listdir('/dev/pts') != ['ptmx']:\n    found.append('/dev/pts')\n"
+    )
     try:
         report = grade(attack + REPORT_FOUND + WRONG, RIGHT)
         assert report.outcome == "wrong", report.error
@@ -594,14 +723,16 @@ def test_numbers_past_a_floats_range_are_a_verdict_not_an_exception():
 def test_the_sandboxs_process_1_is_out_of_the_cells_reach():
     """The reaper (process 1) holds the grader's pipes: the cell cannot trace it, open its
     memory or descriptors, or kill it; a killed worker is a crash, never a pass."""
-    attack = ("import ctypes, os, signal\nfound = []\n"
-              "for path in ('/proc/1/mem', '/proc/1/fd/0', '/proc/1/environ'):\n"
-              "    try:\n        open(path, 'rb').close()\n        found.append(path)\n"
-              "    except OSError:\n        pass\n"
-              "libc = ctypes.CDLL(None, use_errno=True)\n"
-              "if libc.ptrace(16, 1, 0, 0) == 0:\n    found.append('ptrace')\n"  # PTRACE_ATTACH
-              "for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n"
-              "    os.kill(1, sig)\n")
+    attack = (
+        "import ctypes, os, signal\nfound = []\n"
+        "for path in ('/proc/1/mem', '/proc/1/fd/0', '/proc/1/environ'):\n"
+        "    try:\n        open(path, 'rb').close()\n        found.append(path)\n"
+        "    except OSError:\n        pass\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "if libc.ptrace(16, 1, 0, 0) == 0:\n    found.append('ptrace')\n"  # PTRACE_ATTACH
+        "for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):\n"
+        "    os.kill(1, sig)\n"
+    )
     report = grade(attack + REPORT_FOUND + WRONG, RIGHT)
     assert report.outcome == "wrong", report.error
     assert grade(attack + REPORT_FOUND + WALK, RIGHT).passed
@@ -613,12 +744,19 @@ def test_the_sandboxs_process_1_is_out_of_the_cells_reach():
 def test_nothing_outlives_a_grader_that_is_killed():
     """The grader dies mid-grade (SIGKILL): its job pipe closes, the sandbox's process 1
     ends, and with it the cell and what the cell started in a session of its own."""
-    cell = ("import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
-            "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
-            "    os.execv('/bin/sleep', ['sleep', '1005.5'])\ntime.sleep(1000)\n")
-    grader = subprocess.Popen([sys.executable, "-c",
-                               "import sys\nfrom gradmagic import grade\n"
-                               "grade(sys.argv[1], {'a': 1}, timeout=100)", cell])
+    cell = (
+        "import os, time, ctypes\nif os.fork() == 0:\n    os.setsid()\n"
+        "    ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
+        "    os.execv('/bin/sleep', ['sleep', '1005.5'])\ntime.sleep(1000)\n"
+    )
+    grader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom gradmagic import grade\ngrade(sys.argv[1], {'a': 1}, timeout=100)",
+            cell,
+        ]
+    )
     try:
         end = time.monotonic() + 30
         while not _with_marker("1005.5") and time.monotonic() < end:

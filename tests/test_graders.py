@@ -7,6 +7,7 @@ run the notebooks in a real Jupyter kernel, so these tests also show that `%%aut
 and an isolated grade() work under them. Both graders are test-only extras (`test` in
 pyproject.toml).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def start(args, cwd):
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("JUPYTER_PLATFORM_DIRS", "1")
-    return subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    return subprocess.Popen(
+        args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def finish(proc, timeout=180):
@@ -59,8 +61,9 @@ def run(args, cwd):
 
 def fill(nb, cell_id: str, source: str):
     """Put a student's answer into the cell nbgrader calls ``cell_id``."""
-    (cell,) = [c for c in nb.cells
-               if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == cell_id]
+    (cell,) = [
+        c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == cell_id
+    ]
     first, _, _ = cell.source.partition("\n")
     cell.source = f"{first}\n{source}" if first.startswith("%%autograd") else source
 
@@ -72,7 +75,8 @@ def test_nbgrader_autograde_scores_a_right_and_a_wrong_submission(tmp_path):
     course = tmp_path / "course"
     shutil.copytree(HERE / "nbgrader", course)
     (course / "nbgrader_config.py").write_text(
-        (course / "nbgrader_config.py").read_text().replace("COURSE_ROOT", str(course)))
+        (course / "nbgrader_config.py").read_text().replace("COURSE_ROOT", str(course))
+    )
     run([sys.executable, "-m", "nbgrader", "generate_assignment", "ps1", "--create"], course)
     release = course / "release" / "ps1" / "neuron.ipynb"
     student_nb = nbformat.read(release, as_version=4)
@@ -80,8 +84,11 @@ def test_nbgrader_autograde_scores_a_right_and_a_wrong_submission(tmp_path):
     assert "-4.0" not in text and "BEGIN HIDDEN TESTS" not in text  # answers and tests removed
     assert "%%autograd --expect answers" in text
 
-    subs = {"alice": (RIGHT_ANSWERS, RIGHT_CODE), "bob": (WRONG_ANSWERS, WRONG_CODE),
-            "carol": (WRONG_ANSWERS, RIGHT_CODE)}
+    subs = {
+        "alice": (RIGHT_ANSWERS, RIGHT_CODE),
+        "bob": (WRONG_ANSWERS, WRONG_CODE),
+        "carol": (WRONG_ANSWERS, RIGHT_CODE),
+    }
     for student, (answers, code) in subs.items():
         nb = nbformat.read(release, as_version=4)
         fill(nb, "answers", answers)
@@ -92,17 +99,21 @@ def test_nbgrader_autograde_scores_a_right_and_a_wrong_submission(tmp_path):
     run([sys.executable, "-m", "nbgrader", "autograde", "ps1", "--create"], course)
 
     from nbgrader.api import Gradebook
+
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         scores = {s: gb.find_submission("ps1", s).score for s in subs}
-        by_test = {s: {g.name: g.score for g in gb.find_submission_notebook(
-            "neuron", "ps1", s).grades} for s in subs}
+        by_test = {
+            s: {g.name: g.score for g in gb.find_submission_notebook("neuron", "ps1", s).grades}
+            for s in subs
+        }
         assert gb.find_assignment("ps1").max_score == 2
     assert scores == {"alice": 2.0, "bob": 0.0, "carol": 1.0}
     assert by_test["carol"] == {"test_answers": 0.0, "test_code": 1.0}
     # the autograded notebooks show why: the failed assertion names the wrong answer
     graded = nbformat.read(course / "autograded" / "bob" / "ps1" / "neuron.ipynb", 4)
-    (test,) = [c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id")
-               == "test_code"]
+    (test,) = [
+        c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_code"
+    ]
     error = "\n".join("\n".join(o.get("traceback", [])) for o in test.outputs)
     assert "AssertionError" in error and "expected -4, got -2" in error
 
@@ -119,8 +130,10 @@ def test_otter_run_scores_a_right_and_a_wrong_submission(tmp_path):
         for test in sorted((source / "tests").glob("*.py")):
             z.write(test, f"tests/{test.name}")
     runs = {}
-    for student, (answers, code) in {"right": (RIGHT_ANSWERS, RIGHT_CODE),
-                                     "wrong": (WRONG_ANSWERS, WRONG_CODE)}.items():
+    for student, (answers, code) in {
+        "right": (RIGHT_ANSWERS, RIGHT_CODE),
+        "wrong": (WRONG_ANSWERS, WRONG_CODE),
+    }.items():
         nb = nbformat.read(source / "neuron.ipynb", as_version=4)
         for cell in nb.cells:
             if cell.source == "answers = ...":
@@ -130,15 +143,32 @@ def test_otter_run_scores_a_right_and_a_wrong_submission(tmp_path):
         folder = tmp_path / student
         folder.mkdir()
         nbformat.write(nb, folder / "neuron.ipynb")
-        runs[student] = folder, start([sys.executable, "-m", "otter", "run", "-a",
-                                       str(autograder), "-o", str(folder), "--no-logo",
-                                       str(folder / "neuron.ipynb")], tmp_path)
+        runs[student] = (
+            folder,
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "otter",
+                    "run",
+                    "-a",
+                    str(autograder),
+                    "-o",
+                    str(folder),
+                    "--no-logo",
+                    str(folder / "neuron.ipynb"),
+                ],
+                tmp_path,
+            ),
+        )
     results = {}
     for student, (folder, proc) in runs.items():  # the two runs go side by side
         finish(proc)
         results[student] = json.loads((folder / "results.json").read_text())
-    scores = {student: {t["name"]: t["score"] for t in r["tests"] if "score" in t}
-              for student, r in results.items()}
+    scores = {
+        student: {t["name"]: t["score"] for t in r["tests"] if "score" in t}
+        for student, r in results.items()
+    }
     assert scores == {"right": {"q1": 1.0, "q2": 1.0}, "wrong": {"q1": 0.0, "q2": 0.0}}
     # otter shows the failed assertion: which answer, expected and got
     output = {t["name"]: t["output"] for t in results["wrong"]["tests"]}
@@ -151,6 +181,7 @@ def test_the_plain_loop_of_the_docs_grades_a_class(tmp_path):
     """The loop in docs/grading.md, run as written on three submissions (right, wrong,
     no %%autograd cell): it never executes the notebooks and writes one row each."""
     import csv
+
     text = (ROOT / "docs" / "grading.md").read_text()
     loop = text.split("### A plain loop", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     for student, code in {"alice": RIGHT_CODE, "bob": WRONG_CODE, "carol": None}.items():
@@ -169,6 +200,9 @@ def test_the_plain_loop_of_the_docs_grades_a_class(tmp_path):
         os.chdir(here)
     with open(tmp_path / "grades.csv", newline="") as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
-    assert {s: r["outcome"] for s, r in rows.items()} == {"alice": "pass", "bob": "wrong",
-                                                          "carol": "error"}
+    assert {s: r["outcome"] for s, r in rows.items()} == {
+        "alice": "pass",
+        "bob": "wrong",
+        "carol": "error",
+    }
     assert "Nothing to grade" in rows["carol"]["error"]

@@ -1,4 +1,5 @@
 """The homework notebook (demo_notebooks/03_homework.ipynb) runs clean, and shows verdicts."""
+
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ def cells():
     if not NOTEBOOK.exists():
         pytest.skip(f"{NOTEBOOK} is absent (python scripts/make_notebooks.py writes it)")
     from gradmagic.demo import execute
+
     nb = execute(NOTEBOOK, timeout=300)
     return [c for c in nb.cells if c.cell_type == "code"]
 

@@ -15,6 +15,7 @@ and the repr, type and JSON of every name it left). The kinds:
 * ``x.__class__`` is Python's own type;
 * recursion too deep: plain Python's message.
 """
+
 import math
 import warnings
 from types import SimpleNamespace
@@ -81,12 +82,15 @@ def _warnings_of(ip, cell):
     return [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
 
 
-@pytest.mark.parametrize("body", [
-    "import numpy as np\nx = np.float64(2.0)\ny = x / 0\nL = x * 2.0",
-    "import numpy as np\nx = np.float64(1e300)\ny = x * 1e10\nL = x * 2.0",
-    "import numpy as np\nx = np.float64(2.0)\ny = np.float32(1e38) * 10 * x\nL = x * 2.0",
-    "import warnings\nx = 2.0\nwarnings.warn('careful', UserWarning)\nL = x * 2.0",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import numpy as np\nx = np.float64(2.0)\ny = x / 0\nL = x * 2.0",
+        "import numpy as np\nx = np.float64(1e300)\ny = x * 1e10\nL = x * 2.0",
+        "import numpy as np\nx = np.float64(2.0)\ny = np.float32(1e38) * 10 * x\nL = x * 2.0",
+        "import warnings\nx = 2.0\nwarnings.warn('careful', UserWarning)\nL = x * 2.0",
+    ],
+)
 def test_warnings_name_the_users_line(ip, body):
     """numpy's RuntimeWarning (and a library's warning) names the cell's line, as in a
     plain cell: the same text and category, the line counted with the %%autograd line."""
@@ -107,6 +111,7 @@ def _gradient_check(source, inputs):
         env = dict(zip(inputs, values))
         exec(compile(source, "<plain>", "exec"), env)
         return float(env["L"])
+
     for name, at in inputs.items():
         h = 1e-6 * max(1.0, abs(at))
         up = plain([v + h if k == name else v for k, v in inputs.items()])
@@ -115,16 +120,19 @@ def _gradient_check(source, inputs):
     return trace
 
 
-@pytest.mark.parametrize("source", [
-    "import math\nL = math.pi * n + n + x",
-    "from math import pi, e\nL = pi * n * e + x",
-    "import numpy as np\nL = np.pi * n ** 2 + x",
-    "import math\nL = sum([math.tau, n]) * n + x",
-    "import numpy as np\nL = np.float64(1.5) * n + x",
-    "import numpy as np\nL = float(np.ceil(np.float64(x) * 3)) + x * n",
-    "import math\ndef f(t):\n    return math.pi * t\nL = f(n) + f(x)",
-    "import random\nrandom.seed(0)\nL = random.random() * n + x",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import math\nL = math.pi * n + n + x",
+        "from math import pi, e\nL = pi * n * e + x",
+        "import numpy as np\nL = np.pi * n ** 2 + x",
+        "import math\nL = sum([math.tau, n]) * n + x",
+        "import numpy as np\nL = np.float64(1.5) * n + x",
+        "import numpy as np\nL = float(np.ceil(np.float64(x) * 3)) + x * n",
+        "import math\ndef f(t):\n    return math.pi * t\nL = f(n) + f(x)",
+        "import random\nrandom.seed(0)\nL = random.random() * n + x",
+    ],
+)
 def test_library_floats_keep_int_nodes_in_the_graph(source):
     trace = _gradient_check(source, {"n": 3, "x": 0.7})
     assert not trace.warnings
@@ -132,16 +140,24 @@ def test_library_floats_keep_int_nodes_in_the_graph(source):
 
 def test_numpy_scalar_of_another_type_is_a_named_cut():
     ns = {"x": 1.5}
-    trace = execute(prepare("import numpy as np\nL = float(np.float32(2.0) * x) + x", ns), ns,
-                    {"no_check": True})
+    trace = execute(
+        prepare("import numpy as np\nL = float(np.float32(2.0) * x) + x", ns),
+        ns,
+        {"no_check": True},
+    )
     assert trace.grads["x"] == 1.0  # through `+ x` only
     assert any("float32" in w and w.startswith("line 2: ") for w in trace.warnings)
 
 
 def test_names_imported_from_a_module_stay_what_they_are():
     ns = {}
-    trace = execute(prepare("from math import pi, sqrt\nfrom numpy import float64\n"
-                            "L = float64(pi) * sqrt(2.0)", ns), ns, {"no_check": True})
+    trace = execute(
+        prepare(
+            "from math import pi, sqrt\nfrom numpy import float64\nL = float64(pi) * sqrt(2.0)", ns
+        ),
+        ns,
+        {"no_check": True},
+    )
     assert trace.value == pytest.approx(math.pi * math.sqrt(2.0))
     assert ns["pi"] is math.pi and ns["float64"] is np.float64
 
@@ -177,17 +193,21 @@ def test_a_cut_is_in_the_headline_and_on_the_node_it_made():
     assert "cut (line 2: statistics.mean)" in render.text(trace)
     pytest.importorskip("anywidget")
     from gradmagic.views import widget
+
     data = widget.payload(trace)
     assert "gradient cut at line 2" in data["headline"]
     assert any("gradient cut" in flag for flag in data["nodes"][str(index)]["flags"])
 
 
-@pytest.mark.parametrize("source, where", [
-    ("L = math.erf(x) * x", "line 1 (math.erf)"),
-    ("L = math.atan2(x, 1.0) + x", "line 1 (math.atan2)"),
-    ("A = np.polyval([x, 2.0], 1.5)\nL = A * x", "line 1 (numpy.polyval)"),
-    ("L = np.interp(x, [0.0, 1.0], [0.0, 2.0]) + x", "line 1 (numpy.interp)"),
-])
+@pytest.mark.parametrize(
+    "source, where",
+    [
+        ("L = math.erf(x) * x", "line 1 (math.erf)"),
+        ("L = math.atan2(x, 1.0) + x", "line 1 (math.atan2)"),
+        ("A = np.polyval([x, 2.0], 1.5)\nL = A * x", "line 1 (numpy.polyval)"),
+        ("L = np.interp(x, [0.0, 1.0], [0.0, 2.0]) + x", "line 1 (numpy.interp)"),
+    ],
+)
 def test_every_cut_that_reaches_the_target_is_named_and_marked(source, where):
     trace = _run(source, x=0.4)
     assert f"gradient cut at {where}" in render.headline(trace)
@@ -201,10 +221,13 @@ def test_a_cut_that_does_not_reach_the_target_is_only_a_warning():
     assert trace.grads == pytest.approx({"x": 0.7, "y": 0.5, "L": 1.0})
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("L = np.arctan(x) + x", 1 / (1 + 0.25) + 1),  # the issue's example: differentiated
-    ("L = math.atan(x) * x", math.atan(0.5) + 0.5 / 1.25),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("L = np.arctan(x) + x", 1 / (1 + 0.25) + 1),  # the issue's example: differentiated
+        ("L = math.atan(x) * x", math.atan(0.5) + 0.5 / 1.25),
+    ],
+)
 def test_functions_with_an_op_are_differentiated(source, expected):
     trace = _run(source, x=0.5)
     assert trace.grads["x"] == pytest.approx(expected) and not trace.warnings

@@ -1,4 +1,5 @@
 """The lint and type checks CI runs: ruff and mypy, as configured in pyproject.toml."""
+
 from __future__ import annotations
 
 import shutil
@@ -21,14 +22,35 @@ def _tool(name: str) -> str:
 
 
 def test_ruff_finds_nothing():
-    out = subprocess.run([_tool("ruff"), "check", "--no-cache", "."], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [_tool("ruff"), "check", "--no-cache", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_the_code_is_formatted_as_ruff_formats_it():
+    out = subprocess.run(
+        [_tool("ruff"), "format", "--check", "--no-cache", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
 @pytest.mark.slow
 def test_mypy_finds_nothing():
-    out = subprocess.run([_tool("mypy"), "--cache-dir", str(ROOT / ".mypy_cache")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [_tool("mypy"), "--cache-dir", str(ROOT / ".mypy_cache")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "Success" in out.stdout

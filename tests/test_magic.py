@@ -1,4 +1,5 @@
 """Tests of the %%autograd magic, run through a real IPython shell."""
+
 import contextlib
 import io
 import json
@@ -21,17 +22,28 @@ TEXTBOOK = Path(__file__).parents[2] / "shared/cases/textbook.json"
 
 # the textbook cells, inlined so they run even without the shared file
 INLINE_TEXTBOOK = [
-    ("L = d*f walk-through",
-     "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f\nL",
-     [["L.data", -8.0], ["a.grad", 6.0], ["b.grad", -4.0], ["c.grad", -2.0],
-      ["f.grad", 4.0]]),
-    ("tanh neuron",
-     "x1 = 2.0\nx2 = 0.0\nw1 = -3.0\nw2 = 1.0\nb = 6.8813735870195432\n"
-     "n = x1*w1 + x2*w2 + b\no = n.tanh()\no",
-     [["o.data", 0.7071067811865476], ["x1.grad", -1.5], ["w1.grad", 1.0],
-      ["x2.grad", 0.5], ["w2.grad", 0.0]]),
-    ("quadratic in two variables", "x = 2.0\ny = 3.0\nf = 3*x**2 + x*y + 5*y**2\nf",
-     [["f.data", 63.0], ["x.grad", 15.0], ["y.grad", 32.0]]),
+    (
+        "L = d*f walk-through",
+        "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f\nL",
+        [["L.data", -8.0], ["a.grad", 6.0], ["b.grad", -4.0], ["c.grad", -2.0], ["f.grad", 4.0]],
+    ),
+    (
+        "tanh neuron",
+        "x1 = 2.0\nx2 = 0.0\nw1 = -3.0\nw2 = 1.0\nb = 6.8813735870195432\n"
+        "n = x1*w1 + x2*w2 + b\no = n.tanh()\no",
+        [
+            ["o.data", 0.7071067811865476],
+            ["x1.grad", -1.5],
+            ["w1.grad", 1.0],
+            ["x2.grad", 0.5],
+            ["w2.grad", 0.0],
+        ],
+    ),
+    (
+        "quadratic in two variables",
+        "x = 2.0\ny = 3.0\nf = 3*x**2 + x*y + 5*y**2\nf",
+        [["f.data", 63.0], ["x.grad", 15.0], ["y.grad", 32.0]],
+    ),
     ("a value used twice", "a = 3.0\nb = a + a\nb", [["b.data", 6.0], ["a.grad", 2.0]]),
 ]
 
@@ -54,8 +66,7 @@ def check_values(ip, checks):
 
 
 # --------------------------------------------------------------------------- textbook
-@pytest.mark.parametrize("name, cell, checks", INLINE_TEXTBOOK,
-                         ids=[c[0] for c in INLINE_TEXTBOOK])
+@pytest.mark.parametrize("name, cell, checks", INLINE_TEXTBOOK, ids=[c[0] for c in INLINE_TEXTBOOK])
 def test_textbook_cells_inline(ip, name, cell, checks):
     assert autograd(ip, cell).success
     check_values(ip, checks)
@@ -74,12 +85,14 @@ def test_textbook_cells_from_shared_file(ip):
 
 def test_gradients_match_torch(ip):
     torch = pytest.importorskip("torch")
-    assert autograd(ip, "import math\nx = 0.7\ny = -1.3\n"
-                        "z = math.tanh(x * y) + math.exp(x) / (1 + y ** 2) - math.log(x) * y"
-                        ).success
+    assert autograd(
+        ip,
+        "import math\nx = 0.7\ny = -1.3\n"
+        "z = math.tanh(x * y) + math.exp(x) / (1 + y ** 2) - math.log(x) * y",
+    ).success
     tx = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
     ty = torch.tensor(-1.3, dtype=torch.float64, requires_grad=True)
-    tz = torch.tanh(tx * ty) + torch.exp(tx) / (1 + ty ** 2) - torch.log(tx) * ty
+    tz = torch.tanh(tx * ty) + torch.exp(tx) / (1 + ty**2) - torch.log(tx) * ty
     tz.backward()
     assert ip.user_ns["z"].data == pytest.approx(tz.item(), rel=1e-12)
     assert ip.user_ns["x"].grad == pytest.approx(tx.grad.item(), rel=1e-12)
@@ -112,8 +125,10 @@ def test_the_result_is_a_trace_held_by_out_and_gradmagic_last(ip):
 def test_a_cell_of_ints_keeps_every_int_exact_in_its_trace(ip):
     # the magic's int nodes, small, past 2**53 and past a float's range, read back as the
     # ints plain Python computes
-    body = ("x = 3\nbig = 2 ** 60 + 1\nhuge = 10 ** 400\ns = x\nfor _ in range(20):\n"
-            "    s = s * 2 - s + x\nt = s + big * 0 + (huge - huge) + big - big\nt")
+    body = (
+        "x = 3\nbig = 2 ** 60 + 1\nhuge = 10 ** 400\ns = x\nfor _ in range(20):\n"
+        "    s = s * 2 - s + x\nt = s + big * 0 + (huge - huge) + big - big\nt"
+    )
     plain = {}
     exec(body, {}, plain)
     assert autograd(ip, body).success
@@ -138,20 +153,39 @@ def test_a_trailing_semicolon_silences_the_value(ip):
 
 
 def test_options_are_stored_in_the_trace(ip):
-    assert autograd(ip, "a = 1.0\nb = a * 2", options="-q --eps 1e-4 --atol 0.01 --rtol 0.2 "
-                        "--no-check --rankdir TB --max-nodes 20 --torch "
-                        '--expect "a=2, b.data=2.0"').success
-    assert gradmagic.last.options == Options(**{
-        "target": None, "no_check": True, "eps": 1e-4, "atol": 0.01, "rtol": 0.2,
-        "expect": {"a": 2.0, "b.data": 2.0}, "rankdir": "TB", "max_nodes": 20,
-        "torch": True, "quiet": True})
+    assert autograd(
+        ip,
+        "a = 1.0\nb = a * 2",
+        options="-q --eps 1e-4 --atol 0.01 --rtol 0.2 "
+        "--no-check --rankdir TB --max-nodes 20 --torch "
+        '--expect "a=2, b.data=2.0"',
+    ).success
+    assert gradmagic.last.options == Options(
+        **{
+            "target": None,
+            "no_check": True,
+            "eps": 1e-4,
+            "atol": 0.01,
+            "rtol": 0.2,
+            "expect": {"a": 2.0, "b.data": 2.0},
+            "rankdir": "TB",
+            "max_nodes": 20,
+            "torch": True,
+            "quiet": True,
+        }
+    )
 
 
 def test_defaults_of_the_options(ip):
     assert autograd(ip, "a = 1.0\na + 1").success
     opts = gradmagic.last.options
     assert (opts.eps, opts.atol, opts.rtol, opts.rankdir, opts.max_nodes) == (
-        1e-6, 1e-5, 1e-3, None, 150)  # rankdir None: the view picks
+        1e-6,
+        1e-5,
+        1e-3,
+        None,
+        150,
+    )  # rankdir None: the view picks
     assert opts.expect is None and not opts.no_check and not opts.torch
 
 
@@ -163,19 +197,22 @@ def test_expect_from_a_dict_and_arithmetic(ip):
     assert gradmagic.last.options.expect == {"a": -4 / 3, "b": 8.0}
 
 
-@pytest.mark.parametrize("options, message", [
-    ("--eps abc", "invalid float value"),
-    ("--eps -1", "--eps must be positive"),
-    ("--rankdir XY", "invalid choice"),
-    ("--max-nodes 0", "at least 1"),
-    ("--frobnicate", "unrecognized arguments"),
-    ("-t 1x", "variable name"),
-    ('--expect "a=six"', "'six' is not a number"),
-    ('--expect "a 6"', "is not NAME=NUMBER"),
-    ('--expect "1a=6"', "not a variable name"),
-    ("--expect nosuchdict", "no variable 'nosuchdict'"),
-    ("stray words", "unexpected text"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ("--eps abc", "invalid float value"),
+        ("--eps -1", "--eps must be positive"),
+        ("--rankdir XY", "invalid choice"),
+        ("--max-nodes 0", "at least 1"),
+        ("--frobnicate", "unrecognized arguments"),
+        ("-t 1x", "variable name"),
+        ('--expect "a=six"', "'six' is not a number"),
+        ('--expect "a 6"', "is not NAME=NUMBER"),
+        ('--expect "1a=6"', "not a variable name"),
+        ("--expect nosuchdict", "no variable 'nosuchdict'"),
+        ("stray words", "unexpected text"),
+    ],
+)
 def test_bad_options_raise_usage_error_with_help(ip, options, message):
     with pytest.raises(UsageError) as e:
         ip.run_cell_magic("autograd", options, "a = 1.0")
@@ -185,8 +222,18 @@ def test_bad_options_raise_usage_error_with_help(ip, options, message):
 
 def test_help_lists_the_options(ip):
     doc = ip.find_cell_magic("autograd").__doc__
-    for option in ("-t NAME, --target NAME", "--no-check", "--eps", "--atol", "--rtol",
-                   "--expect SPEC", "--rankdir", "--max-nodes N", "--torch", "-q, --quiet"):
+    for option in (
+        "-t NAME, --target NAME",
+        "--no-check",
+        "--eps",
+        "--atol",
+        "--rtol",
+        "--expect SPEC",
+        "--rankdir",
+        "--max-nodes N",
+        "--torch",
+        "-q, --quiet",
+    ):
         assert option in doc
     info = ip.object_inspect_text("%%autograd")
     assert "--expect" in info and "backward()" in info
@@ -196,15 +243,22 @@ def test_help_lists_the_options(ip):
     assert doc.lstrip().startswith("%autograd [-t NAME]") and "::" not in doc  # plain text
 
 
-@pytest.mark.parametrize("line, options, expression", [
-    ("-q --expect \"a=1, b=2\" a*b", "-q --expect \"a=1, b=2\"", "a*b"),
-    ("--no-check --torch -t L --max-nodes 5 x + 1", "--no-check --torch -t L --max-nodes 5",
-     "x + 1"),
-    ("--atol=1e-3 --rtol 0.1 --eps 1e-4 y", "--atol=1e-3 --rtol 0.1 --eps 1e-4", "y"),
-    ("--rankdir TB --quiet -x", "--rankdir TB --quiet", "-x"),
-])
+@pytest.mark.parametrize(
+    "line, options, expression",
+    [
+        ('-q --expect "a=1, b=2" a*b', '-q --expect "a=1, b=2"', "a*b"),
+        (
+            "--no-check --torch -t L --max-nodes 5 x + 1",
+            "--no-check --torch -t L --max-nodes 5",
+            "x + 1",
+        ),
+        ("--atol=1e-3 --rtol 0.1 --eps 1e-4 y", "--atol=1e-3 --rtol 0.1 --eps 1e-4", "y"),
+        ("--rankdir TB --quiet -x", "--rankdir TB --quiet", "-x"),
+    ],
+)
 def test_the_line_form_splits_options_from_the_expression(line, options, expression):
     from gradmagic.notebook.magic import _split_line
+
     assert _split_line(line) == (options, expression)
 
 
@@ -238,16 +292,20 @@ def test_a_result_that_is_not_a_value_gives_a_one_line_notice(ip, capsys):
     assert autograd(ip, "a = 2.0\nprint('hello')", options="").success
     out = capsys.readouterr().out
     assert out.splitlines() == [
-        "hello", "%%autograd: the cell's value is None, not a Value, so there is nothing to "
-                 "differentiate"]
+        "hello",
+        "%%autograd: the cell's value is None, not a Value, so there is nothing to differentiate",
+    ]
     assert gradmagic.last is None and "Traceback" not in out
 
 
-@pytest.mark.parametrize("body, options, words", [
-    ("s = 'text'", "", "s is a str ('text'), not a Value"),
-    ("for i in range(2):\n    pass", "", "does not end with an expression"),
-    ("a = 1.0", "-t nothere", "no variable 'nothere'"),
-])
+@pytest.mark.parametrize(
+    "body, options, words",
+    [
+        ("s = 'text'", "", "s is a str ('text'), not a Value"),
+        ("for i in range(2):\n    pass", "", "does not end with an expression"),
+        ("a = 1.0", "-t nothere", "no variable 'nothere'"),
+    ],
+)
 def test_other_notices(ip, capsys, body, options, words):
     assert autograd(ip, body, options=options).success
     out = capsys.readouterr().out
@@ -268,24 +326,34 @@ def test_numbers_from_earlier_cells_become_labelled_leaves(ip):
     assert (w.label, w.grad, w.is_leaf) == ("w", 12.0, True)
     assert (k.label, k.grad, type(k.data)) == ("k", 9.0, int)
     assert (s.label, s.grad, isinstance(s, np.float64), repr(s)) == (
-        "s", 1.0, True, "np.float64(0.5)")  # a numpy float keeps its type
+        "s",
+        1.0,
+        True,
+        "np.float64(0.5)",
+    )  # a numpy float keeps its type
     assert ip.user_ns["flag"] is True
 
 
 def test_numbers_with_other_arithmetic_are_not_lifted(ip):
     from fractions import Fraction
-    ip.user_ns.update(h=np.float32(0.1), q=Fraction(1, 3), i8=np.int8(100), Fraction=Fraction,
-                      np=np)
-    assert autograd(ip, "a = h * 2\nb = q + Fraction(1, 6)\nc = i8 + np.int8(27)\n"
-                        "L = a * 1.0").success
+
+    ip.user_ns.update(
+        h=np.float32(0.1), q=Fraction(1, 3), i8=np.int8(100), Fraction=Fraction, np=np
+    )
+    assert autograd(
+        ip, "a = h * 2\nb = q + Fraction(1, 6)\nc = i8 + np.int8(27)\nL = a * 1.0"
+    ).success
     assert type(ip.user_ns["h"]) is np.float32 and ip.user_ns["a"] == np.float32(0.1) * 2
     assert ip.user_ns["b"] == Fraction(1, 2) and type(ip.user_ns["i8"]) is np.int8
 
 
 def test_the_magic_itself_decides_no_branches(ip):
     ip.user_ns["np"] = np
-    assert autograd(ip, "import random\nx = random.random()\nxs = [x, 2.0]\nprint(xs, f'{x}')\n"
-                        "n = len(xs)\nm = sum(xs) / n\nz = np.zeros(n)\nL = m * x").success
+    assert autograd(
+        ip,
+        "import random\nx = random.random()\nxs = [x, 2.0]\nprint(xs, f'{x}')\n"
+        "n = len(xs)\nm = sum(xs) / n\nz = np.zeros(n)\nL = m * x",
+    ).success
     assert gradmagic.last.branch_events == 0
 
 
@@ -311,11 +379,14 @@ def test_running_a_cell_twice_gives_the_same_gradients(ip):
 
 def test_names_read_only_as_integers_stay_plain(ip):
     ip.run_cell("n = 3\nidx = 1", store_history=False)
-    autograd(ip, "xs = [2.0] * n\ntotal = sum(xs[:n]) + xs[idx]\nfor i in range(n):\n"
-                 "    total = total * 1.5")
+    autograd(
+        ip,
+        "xs = [2.0] * n\ntotal = sum(xs[:n]) + xs[idx]\nfor i in range(n):\n"
+        "    total = total * 1.5",
+    )
     assert type(ip.user_ns["n"]) is int and type(ip.user_ns["idx"]) is int
     # no target (the cell ends with a loop): every name holds what plain Python binds
-    assert ip.user_ns["total"] == 8.0 * 1.5 ** 3 and type(ip.user_ns["total"]) is float
+    assert ip.user_ns["total"] == 8.0 * 1.5**3 and type(ip.user_ns["total"]) is float
 
 
 def test_functions_defined_in_a_cell_keep_working_in_plain_cells(ip):
@@ -341,8 +412,11 @@ def test_branches_and_conversions_are_counted(ip):
 
 def test_a_cut_graph_is_reported_with_its_line(ip):
     ip.user_ns.update(np=np, math=math)
-    autograd(ip, "x = 0.5\ny = math.asin(x) + x\nz = np.zeros(2)\nz[0] = x\nv = np.array([x, y])"
-                 "\nL = y + v.sum()")
+    autograd(
+        ip,
+        "x = 0.5\ny = math.asin(x) + x\nz = np.zeros(2)\nz[0] = x\nv = np.array([x, y])"
+        "\nL = y + v.sum()",
+    )
     trace = gradmagic.last
     assert trace.float_conversions == 2  # math.asin's x and z[0] = x
     assert trace.warnings == [  # np.array([x, y]) keeps the graph: no cut there
@@ -350,7 +424,8 @@ def test_a_cut_graph_is_reported_with_its_line(ip):
         "no gradient flows through it",
         "a Value or Tensor was converted to plain numbers by code outside the graph (e.g. a "
         "library function or storing into a numpy float array), so no gradient flows through "
-        "those numbers"]
+        "those numbers",
+    ]
     assert isinstance(ip.user_ns["z"], np.ndarray)  # changed in place: not a Tensor
     assert trace.grads["x"] == 3.0  # L = 2y + x, y = asin(x) (cut) + x
 
@@ -402,8 +477,9 @@ def test_the_traceback_names_the_cell_by_its_prompt_number(ip, capsys):
 
 
 def test_an_exception_in_a_function_of_the_cell_shows_both_lines(ip, capsys):
-    result = autograd(ip, "import math\ndef f(x):\n    return math.exp(x, 2)\ny = f(1.0)",
-                      options="")
+    result = autograd(
+        ip, "import math\ndef f(x):\n    return math.exp(x, 2)\ny = f(1.0)", options=""
+    )
     assert isinstance(result.error_in_exec, TypeError)
     shown = capsys.readouterr().out
     assert "----> 5 y = f(1.0)" in shown and "----> 4     return math.exp(x, 2)" in shown
@@ -437,8 +513,9 @@ def test_the_line_form_alone_shows_only_its_line(ip, capsys):
 
 
 def test_a_direct_call_inside_a_longer_cell_raises(ip):
-    result = ip.run_cell("get_ipython().run_cell_magic('autograd', '-q', 'a = 1.0\\nb = a / nope')"
-                         "\nafter = 1")
+    result = ip.run_cell(
+        "get_ipython().run_cell_magic('autograd', '-q', 'a = 1.0\\nb = a / nope')\nafter = 1"
+    )
     assert isinstance(result.error_in_exec, NameError) and "after" not in ip.user_ns
     with pytest.raises(NameError):
         ip.run_cell_magic("autograd", "-q", "a = 1.0\nb = a / nope")
@@ -455,6 +532,7 @@ def test_exotic_objects_in_the_namespace_are_left_alone(ip):
     class Touchy:
         def __getattribute__(self, name):
             raise RuntimeError("do not touch")
+
     ip.user_ns["touchy"] = Touchy()
     assert autograd(ip, "a = 2.0\nb = a * a").success
     assert ip.user_ns["a"].grad == 4.0
@@ -520,15 +598,17 @@ def test_corpus_is_big_enough():
 # --------------------------------------------------------------------------- tensors
 def test_float_arrays_become_array_leaves(ip):
     from gradmagic.core.array import Array, Scalar64
+
     ip.user_ns.update(np=np, X=np.array([[1.0, 2.0], [3.0, 4.0]]), idx=np.array([0, 1]))
-    assert autograd(ip, "W = np.ones((2, 1))\nb = np.array([0.5])\n"
-                        "L = ((X @ W + b) ** 2).sum()").success
+    assert autograd(
+        ip, "W = np.ones((2, 1))\nb = np.array([0.5])\nL = ((X @ W + b) ** 2).sum()"
+    ).success
     X, W, b, L = (ip.user_ns[n] for n in ("X", "W", "b", "L"))
     assert all(type(t) is Array for t in (X, W, b)) and type(L) is Scalar64
     assert all(isinstance(t, np.ndarray) for t in (X, W, b)) and isinstance(L, np.float64)
     assert (X.label, W.label, b.label) == ("X", "W", "b")
     out = np.array([[1.0, 2.0], [3.0, 4.0]]) @ np.ones((2, 1)) + 0.5
-    assert L.data == pytest.approx((out ** 2).sum())
+    assert L.data == pytest.approx((out**2).sum())
     assert W.grad == pytest.approx(2 * np.array([[1.0, 2.0], [3.0, 4.0]]).T @ out)
     assert b.grad == pytest.approx(2 * out.sum(axis=0))
     assert isinstance(ip.user_ns["idx"], np.ndarray)  # int arrays stay arrays
@@ -599,8 +679,12 @@ def test_torch_option_without_torch_says_how_to_install(ip, monkeypatch):
 
 def test_expect_from_a_dict_may_hold_arrays_for_tensors(ip):
     ip.user_ns["answers"] = {"W": [[1.0, -1.0]], "x": np.array([2.0, 3.0])}
-    bundle = shown(ip, "from gradmagic import tensor\nW = tensor([[2.0, 3.0]])\n"
-                       "x = tensor([1.0, -1.0])\nL = (W @ x).sum()", "--expect answers")
+    bundle = shown(
+        ip,
+        "from gradmagic import tensor\nW = tensor([[2.0, 3.0]])\n"
+        "x = tensor([1.0, -1.0])\nL = (W @ x).sum()",
+        "--expect answers",
+    )
     assert "✓ 2 of 2 correct" in bundle["text/plain"]
     ip.user_ns["answers"] = {"W": [[1.0, "x"]]}
     with pytest.raises(UsageError, match="is not a number"):
@@ -611,15 +695,19 @@ def test_an_op_from_the_table_reaches_every_layer(ip):
     """atan is one entry in core.ops (and core.tensor_ops): the cell's math.atan, np.arctan on
     a number and on an array keep the graph, the check replays it and PyTorch agrees."""
     ip.user_ns.update(np=np, math=math)
-    assert autograd(ip, "x = 0.5\nA = np.array([0.2, -1.5])\n"
-                        "L = math.atan(x) * np.arctan(x) + np.arctan(A * x).sum()",
-                    options="-q --torch").success
+    assert autograd(
+        ip,
+        "x = 0.5\nA = np.array([0.2, -1.5])\n"
+        "L = math.atan(x) * np.arctan(x) + np.arctan(A * x).sum()",
+        options="-q --torch",
+    ).success
     trace = gradmagic.last
     a = np.array([0.2, -1.5])
-    expected = (2 * math.atan(0.5) / (1 + 0.25) + float(np.sum(a / (1 + (a * 0.5) ** 2))))
+    expected = 2 * math.atan(0.5) / (1 + 0.25) + float(np.sum(a / (1 + (a * 0.5) ** 2)))
     assert trace.grads["x"] == pytest.approx(expected, rel=1e-12)
     assert trace.warnings == [] and trace.check().passed
     pytest.importorskip("torch")  # the last layer, the PyTorch replay, needs the torch extra
     from gradmagic.analysis import torchcheck
+
     assert torchcheck.compare(trace).error is None
     assert all(row.agrees for row in torchcheck.compare(trace).rows)

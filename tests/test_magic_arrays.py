@@ -6,6 +6,7 @@ array would (aliases, ``out=``, in-place writes, identity, types and reprs after
 later plain cells) and that the gradients it gives match central differences of the
 plain cell.
 """
+
 import json
 import warnings
 
@@ -53,7 +54,10 @@ def test_an_alias_sees_an_in_place_change_and_so_does_the_users_array(ip):
 CELLS = [  # (name, cell, the array the cell reads); L is the target
     ("iadd_after_use", "y = W * 3.0\nW += 1.0\nL = (y * W).sum()"),
     ("imul_twice", "W *= 2.0\nW -= 0.5\nL = (W * W).sum()"),
-    ("out_of_a_ufunc", "o = np.empty(3)\nr = np.multiply(W, 2.0, out=o)\nL = (r * W).sum() + o.sum()"),
+    (
+        "out_of_a_ufunc",
+        "o = np.empty(3)\nr = np.multiply(W, 2.0, out=o)\nL = (r * W).sum() + o.sum()",
+    ),
     ("setitem", "V = W * 1.0\nV[0] = 5.0\nL = (V * W).sum()"),
     ("views", "V = W.reshape(3, 1)\nT = V.T\nL = (T @ V).sum() + W[1:].sum() * W[0]"),
     ("reductions", "L = np.var(W) + W.std() + np.mean(W, axis=0) + W.max() + np.linalg.norm(W)"),
@@ -73,6 +77,7 @@ def test_array_cells_give_the_gradient_of_the_plain_cell(ip, name, cell):
 
     def f(w):
         return float(plain_run(cell, {"np": np, "W": w})["L"])
+
     assert trace.value == pytest.approx(f(W0), rel=1e-13)  # plain Python's number
     np.testing.assert_allclose(leaf(trace, "W"), central(f, W0), rtol=1e-6, atol=1e-8)
     assert trace.check().passed
@@ -80,8 +85,11 @@ def test_array_cells_give_the_gradient_of_the_plain_cell(ip, name, cell):
 
 def test_a_write_with_no_rule_is_done_and_reported(ip):
     ip.user_ns.update(np=np)
-    assert autograd(ip, "T = np.array([3.0, 1.0, 2.0])\nU = T * 2.0\nT.sort()\n"
-                        "Z = np.zeros(2)\nZ.fill(7.0)\nL = (U * T).sum() + Z.sum()").success
+    assert autograd(
+        ip,
+        "T = np.array([3.0, 1.0, 2.0])\nU = T * 2.0\nT.sort()\n"
+        "Z = np.zeros(2)\nZ.fill(7.0)\nL = (U * T).sum() + Z.sum()",
+    ).success
     ns = ip.user_ns
     assert ns["T"].tolist() == [1.0, 2.0, 3.0] and ns["Z"].tolist() == [7.0, 7.0]
     assert any(".sort() changes 'T' in place" in w for w in gradmagic.last.warnings)
@@ -90,30 +98,39 @@ def test_a_write_with_no_rule_is_done_and_reported(ip):
 
 def test_flat_assignment_and_out_write_into_the_array(ip):
     ip.user_ns["np"] = np
-    assert autograd(ip, "x = np.array([[1.0], [2.0]])\ny = np.array([4.0, 5.0])\n"
-                        "b = np.broadcast(x, y)\nout = np.empty(b.shape)\n"
-                        "out.flat = [u + v for (u, v) in b]\nL = out.sum()").success
+    assert autograd(
+        ip,
+        "x = np.array([[1.0], [2.0]])\ny = np.array([4.0, 5.0])\n"
+        "b = np.broadcast(x, y)\nout = np.empty(b.shape)\n"
+        "out.flat = [u + v for (u, v) in b]\nL = out.sum()",
+    ).success
     assert ip.user_ns["out"].tolist() == [[5.0, 6.0], [6.0, 7.0]]
-    assert autograd(ip, "o1 = np.array([0], dtype='d')\no2 = np.cos([0.1], o1)\n"
-                        "same = o2 is o1\nL = o1.sum()").success
+    assert autograd(
+        ip, "o1 = np.array([0], dtype='d')\no2 = np.cos([0.1], o1)\nsame = o2 is o1\nL = o1.sum()"
+    ).success
     assert ip.user_ns["same"] is True and ip.user_ns["o1"].tolist() == [np.cos(0.1)]
 
 
 # --------------------------------------------------------------------------- identity
 def test_functions_that_return_their_argument_return_the_node(ip):
     ip.user_ns.update(np=np, x=np.arange(3.0))
-    assert autograd(ip, "a = np.atleast_1d(x) is x\nb = np.ascontiguousarray(x) is x\n"
-                        "c = np.atleast_2d(x).base is x\nd = np.asarray(x) is x\n"
-                        "e = np.asanyarray(x) is x\nL = x.sum()").success
+    assert autograd(
+        ip,
+        "a = np.atleast_1d(x) is x\nb = np.ascontiguousarray(x) is x\n"
+        "c = np.atleast_2d(x).base is x\nd = np.asarray(x) is x\n"
+        "e = np.asanyarray(x) is x\nL = x.sum()",
+    ).success
     assert all(ip.user_ns[k] is True for k in "abcde")
 
 
 # --------------------------------------------------------------------------- types and reprs
 def test_arrays_and_their_numbers_look_like_numpys_in_and_after_the_cell(ip, capsys):
     ip.user_ns["np"] = np
-    body = ("W = np.array([1.5, -2.0])\nprint(repr(W), W, type(W).__name__, "
-            "isinstance(W, np.ndarray))\ns = W.sum()\nprint(repr(s), type(s).__name__, "
-            "isinstance(s, np.float64), np.iterable(s), np.iterable(W))\nL = s * 2.0")
+    body = (
+        "W = np.array([1.5, -2.0])\nprint(repr(W), W, type(W).__name__, "
+        "isinstance(W, np.ndarray))\ns = W.sum()\nprint(repr(s), type(s).__name__, "
+        "isinstance(s, np.float64), np.iterable(s), np.iterable(W))\nL = s * 2.0"
+    )
     exec(compile(body, "<plain>", "exec"), {"np": np})
     printed = capsys.readouterr().out
     assert autograd(ip, body).success
@@ -153,11 +170,13 @@ def test_numpys_warnings_name_the_users_line(ip):
 # --------------------------------------------------------------------------- numpy functions
 def test_numpy_functions_without_a_rule_compute_as_numpy_and_say_so(ip):
     ip.user_ns.update(np=np, A=np.array([[2.0, 1.0], [1.0, 3.0]]), b=np.array([1.0, 2.0]))
-    cell = ("x = np.linalg.solve(A, b)\ni = np.linalg.inv(A)\nB = np.block([[A, A]])\n"
-            "e = np.einsum('ij->j', A)\nX, Y = np.meshgrid(b, b)\nt = np.array2string(A)\n"
-            "f = A.astype(np.float32)\nm = np.max(A, where=[[True, False], [True, True]], "
-            "initial=0.0)\nd = np.dot(np.ones((2, 2, 2)), np.ones((2, 2)))\n"
-            "L = (x * b).sum() + (A * A).sum()")
+    cell = (
+        "x = np.linalg.solve(A, b)\ni = np.linalg.inv(A)\nB = np.block([[A, A]])\n"
+        "e = np.einsum('ij->j', A)\nX, Y = np.meshgrid(b, b)\nt = np.array2string(A)\n"
+        "f = A.astype(np.float32)\nm = np.max(A, where=[[True, False], [True, True]], "
+        "initial=0.0)\nd = np.dot(np.ones((2, 2, 2)), np.ones((2, 2)))\n"
+        "L = (x * b).sum() + (A * A).sum()"
+    )
     expected = plain_run(cell, {"np": np, "A": ip.user_ns["A"], "b": ip.user_ns["b"]})
     assert autograd(ip, cell).success
     for k in ("x", "i", "B", "e", "X", "Y", "t", "f", "m", "d"):

@@ -2,6 +2,7 @@
 
 Run through a real IPython shell, as tests/test_magic.py does.
 """
+
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ from numeric import central
 def array_node(x) -> bool:
     """True for what the magic makes of a float array: an ndarray (float64) that is a node."""
     return type(x) in (Array, Scalar64) and isinstance(x, (np.ndarray, np.float64))
+
 
 RUNTIME_NAMES = ("_runtime", "lab(", "lit(", "leaf(", "changing(", "\\x00", "\x00")
 
@@ -43,8 +45,10 @@ def run_plain(source, ns):
     return ns
 
 
-DATA = ("import numpy as np\nrng = np.random.default_rng(0)\nN = 20\n"
-        "X = rng.normal(size=(N, 2))\nY = X @ np.array([[1.5], [-2.0]]) + 0.3 * rng.normal(size=(N, 1))")
+DATA = (
+    "import numpy as np\nrng = np.random.default_rng(0)\nN = 20\n"
+    "X = rng.normal(size=(N, 2))\nY = X @ np.array([[1.5], [-2.0]]) + 0.3 * rng.normal(size=(N, 1))"
+)
 
 
 # --------------------------------------------------------------------------- the seeds' example
@@ -78,8 +82,9 @@ def test_linear_regression_matches_torch(ip, torch64):
     torch = torch64
     plain(ip, DATA)
     X0, Y0 = ip.user_ns["X"].copy(), ip.user_ns["Y"].copy()
-    assert autograd(ip, "W = np.array([[0.5], [-0.3]])\nb = np.array([0.1])\n"
-                        "L = np.mean((X @ W + b - Y) ** 2)").success
+    assert autograd(
+        ip, "W = np.array([[0.5], [-0.3]])\nb = np.array([0.1])\nL = np.mean((X @ W + b - Y) ** 2)"
+    ).success
     tX, tY = torch.tensor(X0), torch.tensor(Y0)
     tW = torch.tensor([[0.5], [-0.3]], requires_grad=True)
     tb = torch.tensor([0.1], requires_grad=True)
@@ -92,14 +97,26 @@ def test_linear_regression_matches_torch(ip, torch64):
 NUMPY_CELLS = [
     ("exp_tanh_sum_mean", "B = np.exp(A) + np.tanh(A)\nL = B.sum() + np.mean(A * B)"),
     ("matmul_transpose", "C = A.T @ A\nL = np.sum(C * C) / 10.0"),
-    ("reshape_and_index", "D = A.reshape(6)[1:4] * A[0, 1]\nL = D.sum() + A[1].mean() + A[:, 2].max()"),
+    (
+        "reshape_and_index",
+        "D = A.reshape(6)[1:4] * A[0, 1]\nL = D.sum() + A[1].mean() + A[:, 2].max()",
+    ),
     ("axes", "M = A.mean(axis=0, keepdims=True)\nL = ((A - M) ** 2).sum(axis=1).mean()"),
-    ("ufuncs", "L = np.sqrt(np.abs(A) + 1.0).sum() + np.log(np.square(A) + 1.0).mean()"
-               " + np.maximum(A, 0.0).sum()"),
-    ("softmax", "from gradmagic.core.tensor import softmax, log_softmax\n"
-                "p = softmax(A)\nq = log_softmax(A, axis=0)\nL = (p * q).sum() + softmax(A, 0)[1, 2]"),
-    ("methods", "L = (np.exp(A).flatten() * A.ravel()).sum() + A.transpose(1, 0).reshape(-1)[4]"
-                " + np.dot(A, A.T).sum()"),
+    (
+        "ufuncs",
+        "L = np.sqrt(np.abs(A) + 1.0).sum() + np.log(np.square(A) + 1.0).mean()"
+        " + np.maximum(A, 0.0).sum()",
+    ),
+    (
+        "softmax",
+        "from gradmagic.core.tensor import softmax, log_softmax\n"
+        "p = softmax(A)\nq = log_softmax(A, axis=0)\nL = (p * q).sum() + softmax(A, 0)[1, 2]",
+    ),
+    (
+        "methods",
+        "L = (np.exp(A).flatten() * A.ravel()).sum() + A.transpose(1, 0).reshape(-1)[4]"
+        " + np.dot(A, A.T).sum()",
+    ),
     ("linalg_where", "L = np.linalg.norm(A) + np.where(A > 0, A, 0.1 * A).sum()"),
 ]
 
@@ -114,6 +131,7 @@ def test_numpy_functions_keep_the_graph(ip, name, body):
 
     def f(a):
         return float(run_plain(body, {"np": np, "A": a})["L"])
+
     assert float(L.data) == pytest.approx(f(A0), rel=1e-14)  # the same number as plain Python
     np.testing.assert_allclose(A.grad, central(f, A0), rtol=1e-6, atol=1e-8)
     assert gradmagic.last.check().passed
@@ -121,8 +139,11 @@ def test_numpy_functions_keep_the_graph(ip, name, body):
 
 def test_axis_and_shape_literals_are_not_branches(ip):
     ip.user_ns.update(np=np, A=np.arange(6.0).reshape(2, 3))
-    assert autograd(ip, "B = A * 2.0\nL = B.sum(axis=0).max() + B.reshape(3, 2)[2, 1]"
-                        " + B.transpose(1, 0).mean(1)[0] + B.softmax(axis=0)[0, 0]").success
+    assert autograd(
+        ip,
+        "B = A * 2.0\nL = B.sum(axis=0).max() + B.reshape(3, 2)[2, 1]"
+        " + B.transpose(1, 0).mean(1)[0] + B.softmax(axis=0)[0, 0]",
+    ).success
     trace = gradmagic.last
     assert trace.branch_events == 0 and not trace.branch_dependent
     assert trace.check().passed
@@ -130,9 +151,12 @@ def test_axis_and_shape_literals_are_not_branches(ip):
 
 def test_arrays_made_in_the_cell_become_labelled_leaves(ip):
     ip.user_ns["np"] = np
-    assert autograd(ip, "a = np.array([1.0, 2.0])\nz = np.zeros(2)\no = np.ones((2,))\n"
-                        "r = np.random.default_rng(0).normal(size=2)\nl = np.linspace(0.0, 1.0, 2)\n"
-                        "L = (a * z + o * r + l * a).sum()").success
+    assert autograd(
+        ip,
+        "a = np.array([1.0, 2.0])\nz = np.zeros(2)\no = np.ones((2,))\n"
+        "r = np.random.default_rng(0).normal(size=2)\nl = np.linspace(0.0, 1.0, 2)\n"
+        "L = (a * z + o * r + l * a).sum()",
+    ).success
     ns = ip.user_ns
     for name in ("a", "z", "o", "r", "l"):
         assert array_node(ns[name]) and ns[name].is_leaf and ns[name].label == name
@@ -142,8 +166,11 @@ def test_arrays_made_in_the_cell_become_labelled_leaves(ip):
 
 def test_integer_arrays_and_arrays_changed_in_place_stay_arrays(ip):
     ip.user_ns["np"] = np
-    assert autograd(ip, "idx = np.array([2, 0])\nA = np.array([1.0, 2.0, 3.0])\n"
-                        "B = np.ones(3)\nB[1] = 5.0\nL = (A[idx] * 2.0).sum() + (A * B).sum()").success
+    assert autograd(
+        ip,
+        "idx = np.array([2, 0])\nA = np.array([1.0, 2.0, 3.0])\n"
+        "B = np.ones(3)\nB[1] = 5.0\nL = (A[idx] * 2.0).sum() + (A * B).sum()",
+    ).success
     ns = ip.user_ns
     assert type(ns["idx"]) is np.ndarray  # an int array: plain
     assert array_node(ns["B"]) and ns["B"].tolist() == [1.0, 5.0, 1.0]  # written in place
@@ -161,13 +188,16 @@ def test_an_array_copy_changed_in_place_keeps_the_graph(ip):
     assert autograd(ip, "V = W.copy()\nV.sort()\nL = (V * W).sum()").success  # no rule
     assert gradmagic.last.warnings == [
         "line 3: .sort() changes 'V' in place, which has no gradient rule: from here on it is "
-        "a fresh leaf holding its new numbers, so no gradient flows through it"]
+        "a fresh leaf holding its new numbers, so no gradient flows through it"
+    ]
 
 
 def test_copies_keep_the_graph(ip):
     ip.user_ns.update(np=np, W0=np.array([1.0, -2.0]))
-    assert autograd(ip, "W = np.array(W0)\nV = W.copy()\nU = np.asarray(V)\n"
-                        "L = (U * W0).sum() + np.copy(W).sum()").success
+    assert autograd(
+        ip,
+        "W = np.array(W0)\nV = W.copy()\nU = np.asarray(V)\nL = (U * W0).sum() + np.copy(W).sum()",
+    ).success
     ns = ip.user_ns
     assert ns["U"] is ns["V"] and ns["W"].op == ns["V"].op == "copy"
     np.testing.assert_allclose(ns["W0"].grad, 2 * np.array([1.0, -2.0]) + 1.0)
@@ -176,49 +206,69 @@ def test_copies_keep_the_graph(ip):
 
 def test_numpy_functions_of_an_array_number_keep_the_graph(ip):
     ip.user_ns["np"] = np
-    assert autograd(ip, "v = np.array([0.5, 1.5])\nL = np.exp(v.sum()) "
-                        "+ np.tanh(v[0]) + np.sqrt(v[1]) + np.log1p(v[0])").success
+    assert autograd(
+        ip,
+        "v = np.array([0.5, 1.5])\nL = np.exp(v.sum()) "
+        "+ np.tanh(v[0]) + np.sqrt(v[1]) + np.log1p(v[0])",
+    ).success
     L = ip.user_ns["L"]
     assert type(L).__name__ == "float64" and isinstance(L, np.float64)
     grad = ip.user_ns["v"].grad
-    np.testing.assert_allclose(grad, [np.exp(2.0) + 1 - np.tanh(0.5) ** 2 + 1 / 1.5,
-                                      np.exp(2.0) + 0.5 / np.sqrt(1.5)])
+    np.testing.assert_allclose(
+        grad, [np.exp(2.0) + 1 - np.tanh(0.5) ** 2 + 1 / 1.5, np.exp(2.0) + 0.5 / np.sqrt(1.5)]
+    )
     assert gradmagic.last.float_conversions == 0 and gradmagic.last.check().passed
 
 
 def test_math_functions_of_an_array_number_give_floats_and_say_so(ip):
     ip.user_ns["np"] = np
-    assert autograd(ip, "import math\nv = np.array([0.5, 1.5])\ne = math.exp(v.sum())\n"
-                        "L = v.sum() * 2.0 + e").success
+    assert autograd(
+        ip, "import math\nv = np.array([0.5, 1.5])\ne = math.exp(v.sum())\nL = v.sum() * 2.0 + e"
+    ).success
     assert type(ip.user_ns["e"]) is float and ip.user_ns["e"] == math.exp(2.0)
     assert ip.user_ns["v"].grad.tolist() == [2.0, 2.0]
-    assert any("math.exp takes an array node as a plain number" in w
-               for w in gradmagic.last.warnings)
+    assert any(
+        "math.exp takes an array node as a plain number" in w for w in gradmagic.last.warnings
+    )
 
 
 def test_numpy_functions_built_from_ops_keep_the_graph_and_numpys_numbers(ip):
     ip.user_ns["np"] = np
     x = np.array([2.0, 1e-12, 0.3])
     ip.user_ns["v"] = x.copy()
-    assert autograd(ip, "a = np.log1p(v)\nb = np.expm1(v)\nc = np.log2(v)\nd = np.sinh(v)\n"
-                        "e = np.arctanh(v * 0.1)\nf = np.floor(v * 3.0)\n"
-                        "L = (a + b + c + d + e + f * v).sum()").success
+    assert autograd(
+        ip,
+        "a = np.log1p(v)\nb = np.expm1(v)\nc = np.log2(v)\nd = np.sinh(v)\n"
+        "e = np.arctanh(v * 0.1)\nf = np.floor(v * 3.0)\n"
+        "L = (a + b + c + d + e + f * v).sum()",
+    ).success
     ns = ip.user_ns
-    for name, exact in (("a", np.log1p(x)), ("b", np.expm1(x)), ("c", np.log2(x)),
-                        ("d", np.sinh(x))):
+    for name, exact in (
+        ("a", np.log1p(x)),
+        ("b", np.expm1(x)),
+        ("c", np.log2(x)),
+        ("d", np.sinh(x)),
+    ):
         assert array_node(ns[name])
         np.testing.assert_array_equal(ns[name].data, exact)  # numpy's own numbers
     assert type(ns["f"]) is np.ndarray  # piecewise constant: plain values
-    expected = (1 / (1 + x) + np.exp(x) + 1 / (x * np.log(2)) + np.cosh(x)
-                + 0.1 / (1 - (0.1 * x) ** 2) + np.floor(3 * x))
+    expected = (
+        1 / (1 + x)
+        + np.exp(x)
+        + 1 / (x * np.log(2))
+        + np.cosh(x)
+        + 0.1 / (1 - (0.1 * x) ** 2)
+        + np.floor(3 * x)
+    )
     np.testing.assert_allclose(ns["v"].grad, expected, rtol=1e-12)
     assert gradmagic.last.warnings == []
 
 
 def test_math_functions_without_a_tensor_rule_convert_as_plain_python(ip):
     ip.user_ns["np"] = np
-    assert autograd(ip, "import math\nv = np.array([0.5])\nt = math.tan(v[0])\n"
-                        "L = v.sum() * t").success
+    assert autograd(
+        ip, "import math\nv = np.array([0.5])\nt = math.tan(v[0])\nL = v.sum() * t"
+    ).success
     assert type(ip.user_ns["t"]) is float and ip.user_ns["t"] == np.tan(0.5)
     assert ip.user_ns["v"].grad.tolist() == [np.tan(0.5)]
     assert len(gradmagic.last.warnings) == 1 and "math.tan" in gradmagic.last.warnings[0]
@@ -263,7 +313,9 @@ def test_a_two_layer_network_cell(ip, torch64):
 
 
 def test_training_in_plain_cells_then_one_step_inspected(ip):
-    plain(ip, """import numpy as np
+    plain(
+        ip,
+        """import numpy as np
 import gradmagic.nn as nn
 from gradmagic.optim import Adam
 from gradmagic.core.tensor import cross_entropy
@@ -278,7 +330,8 @@ for step in range(60):
     loss = cross_entropy(net(X), y)
     opt.zero_grad()
     loss.backward()
-    opt.step()""")
+    opt.step()""",
+    )
     assert autograd(ip, "logits = net(X)\nL = cross_entropy(logits, y)").success
     trace = gradmagic.last
     assert trace.value < 0.5 * ip.user_ns["first"]  # it trained
@@ -333,8 +386,11 @@ def test_a_constant_tensor_from_an_earlier_cell_stays_constant(ip):
 # --------------------------------------------------------------------------- mixed, reruns, errors
 def test_values_and_tensors_mix(ip):
     ip.user_ns["np"] = np
-    assert autograd(ip, "a = 2.0\nb = -0.5\nv = np.array([1.0, -2.0, 3.0])\n"
-                        "w = v * a + b\nL = (w * w).sum() * b + w[0] * a + np.tanh(a)").success
+    assert autograd(
+        ip,
+        "a = 2.0\nb = -0.5\nv = np.array([1.0, -2.0, 3.0])\n"
+        "w = v * a + b\nL = (w * w).sum() * b + w[0] * a + np.tanh(a)",
+    ).success
     ns = ip.user_ns
     assert isinstance(ns["a"], float) and ns["a"].label == "a" and array_node(ns["v"])
 
@@ -342,6 +398,7 @@ def test_values_and_tensors_mix(ip):
         a, b, v = x[0], x[1], x[2:]
         w = v * a + b
         return (w * w).sum() * b + w[0] * a + np.tanh(a)
+
     x0 = np.array([2.0, -0.5, 1.0, -2.0, 3.0])
     num = central(f, x0)
     assert ns["a"].grad == pytest.approx(num[0], rel=1e-7)
@@ -376,7 +433,7 @@ def test_a_shape_error_points_at_the_users_line(ip, capsys):
     assert not any(name in shown for name in RUNTIME_NAMES)
     # as for a numpy error: the user's line, then the message; no frames of gradmagic's own
     assert "tensor.py" not in shown and "_apply" not in shown and "File " not in shown
-    tail = shown[shown.index("----> 3 P = X @ W"):].splitlines()
+    tail = shown[shown.index("----> 3 P = X @ W") :].splitlines()
     assert tail[3].startswith("ValueError: matmul: Input operand 1"), tail
     assert type(ip.user_ns["X"]) is np.ndarray  # a failed run leaves the namespace's arrays
 
@@ -388,8 +445,9 @@ def test_a_numpy_function_without_a_rule_computes_as_numpy_and_reports_the_cut(i
     assert type(ip.user_ns["C"]).__name__ == "ndarray"  # numpy's own result
     assert ip.user_ns["C"].tolist() == np.spacing(np.array([0.5, 1.0]) * 0.2).tolist()
     assert gradmagic.last.grads["A"].tolist() == [0.2, 0.2]  # through B only
-    assert any(w.startswith("line 3: numpy.spacing has no gradient rule")
-               for w in gradmagic.last.warnings)
+    assert any(
+        w.startswith("line 3: numpy.spacing has no gradient rule") for w in gradmagic.last.warnings
+    )
 
 
 def test_a_tensor_cannot_be_the_target_unless_it_is_one_number(ip, capsys):
@@ -401,14 +459,23 @@ def test_a_tensor_cannot_be_the_target_unless_it_is_one_number(ip, capsys):
 
 
 PLAIN_CELLS = [
-    ("stats", "m = X.mean(axis=0)\ns = ((X - m) ** 2).sum(axis=0)\nz = (X - m) / np.sqrt(s)\n"
-              "shape = z.shape\nn = len(z)\nprint(f'{n} rows, first {z[0, 0]:.3f}')\nL = z.max()"),
-    ("loop", "total = 0.0\nfor row in X[:3]:\n    total = total + (row ** 2).sum()\n"
-             "print(round(float(total), 6))\nL = total"),
+    (
+        "stats",
+        "m = X.mean(axis=0)\ns = ((X - m) ** 2).sum(axis=0)\nz = (X - m) / np.sqrt(s)\n"
+        "shape = z.shape\nn = len(z)\nprint(f'{n} rows, first {z[0, 0]:.3f}')\nL = z.max()",
+    ),
+    (
+        "loop",
+        "total = 0.0\nfor row in X[:3]:\n    total = total + (row ** 2).sum()\n"
+        "print(round(float(total), 6))\nL = total",
+    ),
     ("copy", "Z = X.copy()\nZ[0, 0] = 0.0\nL = (Z * X).sum()"),
     ("argmax", "k = X.argmax()\nflat = X.flatten()\nL = flat[k] * 2.0"),
-    ("methods", "q = X // 2\nr = X % 4\ns = X.std(axis=0)\nc = X.cumsum()\nG = X.dot(X.T)\n"
-                "v = np.var(X)\nL = (r * s).sum() + c[-1] + G.sum() + q.sum() + v"),
+    (
+        "methods",
+        "q = X // 2\nr = X % 4\ns = X.std(axis=0)\nc = X.cumsum()\nG = X.dot(X.T)\n"
+        "v = np.var(X)\nL = (r * s).sum() + c[-1] + G.sum() + q.sum() + v",
+    ),
 ]
 
 
@@ -432,6 +499,7 @@ def test_tensor_cells_compute_as_plain_python(ip, capsys, name, source):
 def test_the_tensor_notebook_cells_run_without_errors(ip, capsys):
     import importlib.util
     from pathlib import Path
+
     path = Path(__file__).parents[1] / "scripts" / "make_notebooks.py"
     spec = importlib.util.spec_from_file_location("make_notebooks", path)
     module = importlib.util.module_from_spec(spec)
@@ -452,8 +520,9 @@ def test_the_tensor_notebook_cells_run_without_errors(ip, capsys):
 
 def test_a_tensor_error_inside_a_function_of_the_cell_shows_only_the_users_lines(ip, capsys):
     ip.user_ns.update(np=np, A=np.ones((2, 3)))
-    result = autograd(ip, "def f(T):\n    return T.reshape(4, 2)\nB = f(A * 1.0)\nL = B.sum()",
-                      options="")
+    result = autograd(
+        ip, "def f(T):\n    return T.reshape(4, 2)\nB = f(A * 1.0)\nL = B.sum()", options=""
+    )
     assert isinstance(result.error_in_exec, ValueError)
     shown = capsys.readouterr().out
     assert "----> 4 B = f(A * 1.0)" in shown and "----> 3     return T.reshape(4, 2)" in shown

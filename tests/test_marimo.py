@@ -4,6 +4,7 @@ Marked ``browser`` (Debian's Chromium at /usr/bin/chromium, Playwright); skipped
 ``marimo`` extra. The server runs with Graphviz's ``dot`` hidden: the view lays the graph out in
 the browser.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,11 @@ def _free_port() -> int:
 
 
 def _path_without_dot() -> str:
-    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-            if d and not (Path(d) / "dot").exists()]
+    keep = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not (Path(d) / "dot").exists()
+    ]
     return os.pathsep.join([str(Path(sys.executable).parent)] + keep)
 
 
@@ -46,12 +50,33 @@ def marimo_app(tmp_path_factory):
     root = tmp_path_factory.mktemp("marimo")
     port = _free_port()
     log = open(root / "server.log", "w")
-    env = {**os.environ, "PATH": _path_without_dot(), "MARIMO_SKIP_UPDATE_CHECK": "1",
-           "HOME": str(root)}
+    env = {
+        **os.environ,
+        "PATH": _path_without_dot(),
+        "MARIMO_SKIP_UPDATE_CHECK": "1",
+        "HOME": str(root),
+    }
     server = subprocess.Popen(
-        [sys.executable, "-m", "marimo", "run", str(NOTEBOOK), "--headless", "--no-token",
-         "--host", "127.0.0.1", "--port", str(port), "--no-sandbox", "--no-check"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
+        [
+            sys.executable,
+            "-m",
+            "marimo",
+            "run",
+            str(NOTEBOOK),
+            "--headless",
+            "--no-token",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-sandbox",
+            "--no-check",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=root,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     while True:
@@ -77,10 +102,18 @@ def marimo_app(tmp_path_factory):
 def browser():
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--disable-quic"])
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
+        )
         yield b
         b.close()
 

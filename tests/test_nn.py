@@ -1,4 +1,5 @@
 """The small neural-network library and the optimizers."""
+
 import math
 
 import numpy as np
@@ -11,8 +12,10 @@ from gradmagic.optim import SGD, Adam
 
 
 # --------------------------------------------------------------- modules
-@pytest.mark.parametrize("activation, fn", [
-    ("tanh", math.tanh), ("relu", lambda z: max(z, 0.0)), ("linear", lambda z: z)])
+@pytest.mark.parametrize(
+    "activation, fn",
+    [("tanh", math.tanh), ("relu", lambda z: max(z, 0.0)), ("linear", lambda z: z)],
+)
 def test_neuron_computes_activation_of_w_dot_x_plus_b(activation, fn):
     n = Neuron(3, activation)
     n.b.data = 0.25
@@ -44,8 +47,11 @@ def test_layer_has_nout_neurons():
 def test_mlp_shape_activations_and_seed():
     net = MLP(2, [16, 16, 1], seed=0)
     assert len(net.parameters()) == 16 * 3 + 16 * 17 + 17
-    assert [n.activation for layer in net.layers for n in layer.neurons[:1]] == \
-        ["relu", "relu", "linear"]
+    assert [n.activation for layer in net.layers for n in layer.neurons[:1]] == [
+        "relu",
+        "relu",
+        "linear",
+    ]
     same, other = MLP(2, [16, 16, 1], seed=0), MLP(2, [16, 16, 1], seed=1)
     assert [p.data for p in same.parameters()] == [p.data for p in net.parameters()]
     assert [p.data for p in other.parameters()] != [p.data for p in net.parameters()]
@@ -151,9 +157,15 @@ def _run(make_opt, steps, array):
     return [p.data for p in params]
 
 
-@pytest.mark.parametrize("make_opt", [
-    lambda ps: SGD(ps, lr=0.05), lambda ps: SGD(ps, lr=0.05, momentum=0.9),
-    lambda ps: Adam(ps, lr=0.1)], ids=["sgd", "momentum", "adam"])
+@pytest.mark.parametrize(
+    "make_opt",
+    [
+        lambda ps: SGD(ps, lr=0.05),
+        lambda ps: SGD(ps, lr=0.05, momentum=0.9),
+        lambda ps: Adam(ps, lr=0.1),
+    ],
+    ids=["sgd", "momentum", "adam"],
+)
 def test_optimizers_minimise_a_quadratic_on_scalars_and_arrays_alike(make_opt):
     scalars = _run(make_opt, 200, array=False)
     arrays = _run(make_opt, 200, array=True)
@@ -193,9 +205,10 @@ def _torch_run(torch, opt_cls, steps, **kw):
     return x.detach().tolist()
 
 
-@pytest.mark.parametrize("name, kw", [
-    ("Adam", dict(lr=0.05, betas=(0.8, 0.99), eps=1e-6)),
-    ("SGD", dict(lr=0.02, momentum=0.7))])
+@pytest.mark.parametrize(
+    "name, kw",
+    [("Adam", dict(lr=0.05, betas=(0.8, 0.99), eps=1e-6)), ("SGD", dict(lr=0.02, momentum=0.7))],
+)
 def test_optimizers_match_pytorch(name, kw):
     torch = pytest.importorskip("torch")
     ours = _run(lambda ps: {"Adam": Adam, "SGD": SGD}[name](ps, **kw), 25, array=False)
@@ -203,11 +216,18 @@ def test_optimizers_match_pytorch(name, kw):
     assert ours == pytest.approx(theirs, rel=1e-10, abs=1e-12)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: SGD([], lr=0.1), lambda: SGD([Value(1.0)], lr=0.0),
-    lambda: SGD([Value(1.0)], lr=0.1, momentum=1.0), lambda: Adam([Value(1.0)], lr=-1),
-    lambda: Adam([Value(1.0)], betas=(0.9, 1.0)), lambda: Adam([Value(1.0)], betas=(0.9,)),
-    lambda: Adam([Value(1.0)], eps=-1e-8)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SGD([], lr=0.1),
+        lambda: SGD([Value(1.0)], lr=0.0),
+        lambda: SGD([Value(1.0)], lr=0.1, momentum=1.0),
+        lambda: Adam([Value(1.0)], lr=-1),
+        lambda: Adam([Value(1.0)], betas=(0.9, 1.0)),
+        lambda: Adam([Value(1.0)], betas=(0.9,)),
+        lambda: Adam([Value(1.0)], eps=-1e-8),
+    ],
+)
 def test_optimizers_reject_bad_settings(make):
     with pytest.raises(ValueError):
         make()

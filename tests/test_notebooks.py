@@ -1,4 +1,5 @@
 """Every demo notebook runs top to bottom, shows its runs, and is saved as it runs."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,8 +26,9 @@ def _autograd_cells(nb):
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("make_notebooks",
-                                                  ROOT / "scripts" / "make_notebooks.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_notebooks", ROOT / "scripts" / "make_notebooks.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -34,8 +36,12 @@ def _load_script():
 
 def test_the_four_demos_exist():
     names = {p.name for p in NOTEBOOKS}
-    assert {"01_backprop_tour.ipynb", "02_training_mlp.ipynb", "03_homework.ipynb",
-            "04_tensors.ipynb"} <= names
+    assert {
+        "01_backprop_tour.ipynb",
+        "02_training_mlp.ipynb",
+        "03_homework.ipynb",
+        "04_tensors.ipynb",
+    } <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -43,11 +49,17 @@ def test_notebook_executes_with_views(path):
     from gradmagic.demo import execute
 
     nb = execute(path)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
     assert not errors, [f"{e.ename}: {e.evalue}" for e in errors]
-    stderr = [o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "stream" and o.name == "stderr"]
+    stderr = [
+        o.text
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "stream" and o.name == "stderr"
+    ]
     assert not stderr, stderr
     runs = list(_autograd_cells(nb))
     assert runs, "a demo notebook shows at least one %%autograd run"
@@ -67,19 +79,30 @@ def test_saved_notebook_keeps_outputs_and_widget_state(path):
     nb = nbformat.read(path, as_version=4)
     runs = list(_autograd_cells(nb))
     assert all(cell.outputs for cell in runs), f"{path.name} was saved without outputs"
-    state = nb.metadata.get("widgets", {}).get(
-        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    state = (
+        nb.metadata.get("widgets", {})
+        .get("application/vnd.jupyter.widget-state+json", {})
+        .get("state", {})
+    )
     assert state, f"{path.name} was saved without widget state"
     for cell in runs:
         # the live view's output (the static copy is a display_data of its own before it)
-        views = [o.data for o in cell.outputs
-                 if o.output_type in ("execute_result", "display_data") and WIDGET in o.data]
+        views = [
+            o.data
+            for o in cell.outputs
+            if o.output_type in ("execute_result", "display_data") and WIDGET in o.data
+        ]
         assert views, f"{path.name}: a run was saved without its live view"
         assert views[0][WIDGET]["model_id"] in state
     # an untrusted notebook (as a fresh clone opens) strips inline <svg> and prints its text;
     # every saved drawing is an <img> instead
-    html = [o.data["text/html"] for c in nb.cells if c.cell_type == "code"
-            for o in c.outputs if "text/html" in o.get("data", {})]
+    html = [
+        o.data["text/html"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "text/html" in o.get("data", {})
+    ]
     assert html and not any("<svg" in h for h in html), f"{path.name} has inline <svg> output"
 
 
@@ -88,5 +111,6 @@ def test_saved_notebooks_match_their_source_script():
     script = _load_script()
     for name, cells in script.NOTEBOOKS.items():
         nb = nbformat.read(ROOT / "demo_notebooks" / name, as_version=4)
-        assert [(c.cell_type.replace("markdown", "md"), c.source) for c in nb.cells] == \
-            [(kind, text) for kind, text in cells], name
+        assert [(c.cell_type.replace("markdown", "md"), c.source) for c in nb.cells] == [
+            (kind, text) for kind, text in cells
+        ], name

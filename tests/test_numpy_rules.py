@@ -5,6 +5,7 @@ Each case is plain numpy code. Run on plain arrays it is the reference (value an
 central differences); run on array leaves while a cell is recorded it must give
 numpy's own numbers, take a rule (no cut), and a gradient equal to the reference's.
 """
+
 from contextlib import contextmanager
 
 import numpy as np
@@ -38,15 +39,19 @@ def _sym(a):
 def _signless(usv):
     """U and Vh up to each singular pair's sign (which svd is free to choose), and S."""
     u, s, vh = usv
-    return np.sum(u * u[:1] * np.arange(1, u.shape[0] + 1)[:, None], axis=0) \
+    return (
+        np.sum(u * u[:1] * np.arange(1, u.shape[0] + 1)[:, None], axis=0)
         + np.sum(vh * vh[:, :1] * np.arange(1, vh.shape[1] + 1), axis=1) * s
+    )
 
 
 def _signless_torch(usv):
     import torch
+
     u, s, vh = usv
-    return (u * u[:1] * torch.arange(1, u.shape[0] + 1)[:, None]).sum(0) \
-        + (vh * vh[:, :1] * torch.arange(1, vh.shape[1] + 1)).sum(1) * s
+    return (u * u[:1] * torch.arange(1, u.shape[0] + 1)[:, None]).sum(0) + (
+        vh * vh[:, :1] * torch.arange(1, vh.shape[1] + 1)
+    ).sum(1) * s
 
 
 class Case:
@@ -64,12 +69,15 @@ class Case:
 
 def T(name):
     """torch's function ``name`` (a dotted path in torch)."""
+
     def f(*xs, **kw):
         import torch
+
         g = torch
         for part in name.split("."):
             g = getattr(g, part)
         return g(*xs, **kw)
+
     return f
 
 
@@ -93,8 +101,12 @@ CASES = [
     Case("square", np.square, [(3, 4)], T("square")),
     Case("reciprocal", np.reciprocal, [(3, 4)], T("reciprocal"), POS),
     Case("cbrt", np.cbrt, [(3, 4)], lambda x: x.sign() * x.abs() ** (1 / 3), POS),
-    Case("sinc", lambda a: np.sinc(a * np.array([1.0, 0.0, 1.0, 1.0])), [(3, 4)],
-         lambda a: T("sinc")(a * T("tensor")([1.0, 0.0, 1.0, 1.0]))),
+    Case(
+        "sinc",
+        lambda a: np.sinc(a * np.array([1.0, 0.0, 1.0, 1.0])),
+        [(3, 4)],
+        lambda a: T("sinc")(a * T("tensor")([1.0, 0.0, 1.0, 1.0])),
+    ),
     Case("deg2rad", np.deg2rad, [(3, 4)], T("deg2rad")),
     Case("radians", np.radians, [(3, 4)], T("deg2rad")),
     Case("rad2deg", np.rad2deg, [(3, 4)], T("rad2deg")),
@@ -107,28 +119,48 @@ CASES = [
     Case("fmax", np.fmax, [(3, 4), (3, 4)], T("fmax")),
     Case("fmin", np.fmin, [(3, 4), (4,)], T("fmin")),
     Case("copysign", np.copysign, [(3, 4), (3, 4)], T("copysign")),
-    Case("clip_arrays", lambda a, lo: np.clip(a, lo, 1.0), [(3, 4), (4,)],
-         lambda a, lo: T("minimum")(T("maximum")(a, lo), T("tensor")(1.0))),
+    Case(
+        "clip_arrays",
+        lambda a, lo: np.clip(a, lo, 1.0),
+        [(3, 4), (4,)],
+        lambda a, lo: T("minimum")(T("maximum")(a, lo), T("tensor")(1.0)),
+    ),
     # reductions
     Case("prod", np.prod, [(3, 4)], T("prod"), POS),
     Case("prod_axis", lambda a: np.prod(a, axis=1), [(3, 4)], lambda a: a.prod(dim=1)),
     Case("prod_axes_keepdims", lambda a: np.prod(a, axis=(0, 2), keepdims=True), [(2, 3, 2)]),
-    Case("prod_with_zero", lambda a: np.prod(a * np.array([1.0, 0.0, 1.0]), axis=-1),
-         [(2, 3)], lambda a: (a * T("tensor")([1.0, 0.0, 1.0])).prod(dim=-1)),
+    Case(
+        "prod_with_zero",
+        lambda a: np.prod(a * np.array([1.0, 0.0, 1.0]), axis=-1),
+        [(2, 3)],
+        lambda a: (a * T("tensor")([1.0, 0.0, 1.0])).prod(dim=-1),
+    ),
     Case("cumprod", lambda a: np.cumprod(a, axis=1), [(3, 4)], lambda a: a.cumprod(dim=1)),
     Case("cumprod_flat", np.cumprod, [(2, 3)], lambda a: a.reshape(-1).cumprod(0)),
     Case("cumprod_zero", lambda a: np.cumprod(a * np.array([1.0, 0.0, 1.0, 1.0])), [(4,)]),
-    Case("var_std", lambda a: np.var(a, axis=0) + np.std(a, ddof=1), [(3, 4)],
-         lambda a: a.var(dim=0, correction=0) + a.std(correction=1)),
-    Case("max_min_ties", lambda a: np.max(np.round(a), axis=0) + np.min(a, axis=1).sum(),
-         [(3, 4)], lambda a: a.round().amax(dim=0) + a.amin(dim=1).sum(), (-1.0, 1.0)),
-    Case("median_odd", lambda a: np.median(a, axis=0), [(5, 3)],
-         lambda a: a.median(dim=0).values),
+    Case(
+        "var_std",
+        lambda a: np.var(a, axis=0) + np.std(a, ddof=1),
+        [(3, 4)],
+        lambda a: a.var(dim=0, correction=0) + a.std(correction=1),
+    ),
+    Case(
+        "max_min_ties",
+        lambda a: np.max(np.round(a), axis=0) + np.min(a, axis=1).sum(),
+        [(3, 4)],
+        lambda a: a.round().amax(dim=0) + a.amin(dim=1).sum(),
+        (-1.0, 1.0),
+    ),
+    Case("median_odd", lambda a: np.median(a, axis=0), [(5, 3)], lambda a: a.median(dim=0).values),
     Case("median_even", np.median, [(2, 3)]),
     Case("diff", lambda a: np.diff(a, axis=0), [(4, 3)], lambda a: a.diff(dim=0)),
     Case("diff_twice_prepend", lambda a: np.diff(a, n=2, prepend=0.5), [(3, 4)]),
-    Case("gradient", lambda a: np.gradient(a, 0.5, axis=1), [(3, 4)],
-         lambda a: T("gradient")(a, spacing=0.5, dim=1, edge_order=1)[0]),
+    Case(
+        "gradient",
+        lambda a: np.gradient(a, 0.5, axis=1),
+        [(3, 4)],
+        lambda a: T("gradient")(a, spacing=0.5, dim=1, edge_order=1)[0],
+    ),
     Case("gradient_all_axes", lambda a: np.gradient(a)[0] * np.gradient(a)[1], [(3, 4)]),
     Case("trace_ptp", lambda a: np.trace(a) + np.ptp(a, axis=1), [(3, 3)]),
     Case("average", lambda a, w: np.average(a, axis=0, weights=w), [(3, 4), (3, 4)], None, POS),
@@ -137,113 +169,241 @@ CASES = [
     Case("flip", lambda a: np.flip(a, axis=1), [(3, 4)], lambda a: a.flip(1)),
     Case("flip_all_lr_ud", lambda a: np.flip(a) + np.fliplr(a) * np.flipud(a), [(3, 4)]),
     Case("roll", lambda a: np.roll(a, 2, axis=1), [(3, 4)], lambda a: a.roll(2, 1)),
-    Case("roll_flat", lambda a: np.roll(a, -5), [(3, 4)],
-         lambda a: a.reshape(-1).roll(-5).reshape(3, 4)),
+    Case(
+        "roll_flat",
+        lambda a: np.roll(a, -5),
+        [(3, 4)],
+        lambda a: a.reshape(-1).roll(-5).reshape(3, 4),
+    ),
     Case("tile", lambda a: np.tile(a, (2, 1, 3)), [(3, 4)], lambda a: a.tile((2, 1, 3))),
-    Case("repeat", lambda a: np.repeat(a, 3, axis=0), [(3, 4)],
-         lambda a: a.repeat_interleave(3, dim=0)),
+    Case(
+        "repeat",
+        lambda a: np.repeat(a, 3, axis=0),
+        [(3, 4)],
+        lambda a: a.repeat_interleave(3, dim=0),
+    ),
     Case("repeat_counts", lambda a: np.repeat(a, [1, 0, 2]), [(3,)]),
     Case("rot90", lambda a: np.rot90(a, 3), [(3, 4)], lambda a: a.rot90(3, (0, 1))),
     Case("moveaxis", lambda a: np.moveaxis(a, 0, -1), [(2, 3, 4)], lambda a: a.movedim(0, -1)),
     Case("swapaxes", lambda a: np.swapaxes(a, 0, 2), [(2, 3, 4)], lambda a: a.swapaxes(0, 2)),
-    Case("broadcast_to", lambda a: np.broadcast_to(a, (2, 3, 4)), [(3, 1)],
-         lambda a: a.broadcast_to((2, 3, 4))),
-    Case("squeeze_expand", lambda a: np.expand_dims(np.squeeze(a), 0), [(3, 1, 4)],
-         lambda a: a.squeeze().unsqueeze(0)),
+    Case(
+        "broadcast_to",
+        lambda a: np.broadcast_to(a, (2, 3, 4)),
+        [(3, 1)],
+        lambda a: a.broadcast_to((2, 3, 4)),
+    ),
+    Case(
+        "squeeze_expand",
+        lambda a: np.expand_dims(np.squeeze(a), 0),
+        [(3, 1, 4)],
+        lambda a: a.squeeze().unsqueeze(0),
+    ),
     Case("tril", lambda a: np.tril(a, -1), [(4, 4)], lambda a: a.tril(-1)),
     Case("triu", lambda a: np.triu(a, 1), [(3, 4)], lambda a: a.triu(1)),
     Case("diag_of_matrix", lambda a: np.diag(a), [(3, 4)], lambda a: a.diag()),
     Case("diag_of_vector", lambda a: np.diag(a, 1), [(3,)], lambda a: a.diag(1)),
-    Case("diagonal", lambda a: np.diagonal(a, 1, 1, 2), [(2, 3, 4)],
-         lambda a: a.diagonal(1, 1, 2)),
-    Case("pad", lambda a: np.pad(a, ((1, 2), (0, 1))), [(3, 4)],
-         lambda a: T("nn.functional.pad")(a, (0, 1, 1, 2))),
-    Case("pad_reflect", lambda a: np.pad(a, 2, mode="reflect"), [(3, 4)],
-         lambda a: T("nn.functional.pad")(a[None], (2, 2, 2, 2), mode="reflect")[0]),
-    Case("pad_edge_wrap", lambda a: np.pad(a, 1, mode="edge") + np.pad(a, 1, mode="wrap"),
-         [(3, 4)]),
+    Case("diagonal", lambda a: np.diagonal(a, 1, 1, 2), [(2, 3, 4)], lambda a: a.diagonal(1, 1, 2)),
+    Case(
+        "pad",
+        lambda a: np.pad(a, ((1, 2), (0, 1))),
+        [(3, 4)],
+        lambda a: T("nn.functional.pad")(a, (0, 1, 1, 2)),
+    ),
+    Case(
+        "pad_reflect",
+        lambda a: np.pad(a, 2, mode="reflect"),
+        [(3, 4)],
+        lambda a: T("nn.functional.pad")(a[None], (2, 2, 2, 2), mode="reflect")[0],
+    ),
+    Case(
+        "pad_edge_wrap", lambda a: np.pad(a, 1, mode="edge") + np.pad(a, 1, mode="wrap"), [(3, 4)]
+    ),
     Case("sort", lambda a: np.sort(a, axis=0), [(3, 4)], lambda a: a.sort(dim=0).values),
-    Case("sort_flat", lambda a: np.sort(a, axis=None), [(3, 4)],
-         lambda a: a.reshape(-1).sort().values),
-    Case("partition", lambda a: np.partition(a, 2)[..., 2], [(3, 5)],
-         lambda a: a.sort(dim=-1).values[..., 2]),
-    Case("concatenate", lambda a, b: np.concatenate([a, b, a], axis=1), [(3, 4), (3, 2)],
-         lambda a, b: T("cat")([a, b, a], dim=1)),
+    Case(
+        "sort_flat",
+        lambda a: np.sort(a, axis=None),
+        [(3, 4)],
+        lambda a: a.reshape(-1).sort().values,
+    ),
+    Case(
+        "partition",
+        lambda a: np.partition(a, 2)[..., 2],
+        [(3, 5)],
+        lambda a: a.sort(dim=-1).values[..., 2],
+    ),
+    Case(
+        "concatenate",
+        lambda a, b: np.concatenate([a, b, a], axis=1),
+        [(3, 4), (3, 2)],
+        lambda a, b: T("cat")([a, b, a], dim=1),
+    ),
     Case("concatenate_flat", lambda a, b: np.concatenate((a, b), axis=None), [(3, 4), (2,)]),
-    Case("stack", lambda a, b: np.stack([a, b], axis=-1), [(3, 4), (3, 4)],
-         lambda a, b: T("stack")([a, b], dim=-1)),
+    Case(
+        "stack",
+        lambda a, b: np.stack([a, b], axis=-1),
+        [(3, 4), (3, 4)],
+        lambda a, b: T("stack")([a, b], dim=-1),
+    ),
     Case("hstack_vstack", lambda a, b: np.hstack([a, b]).sum() + np.vstack([a, b]), [(4,), (4,)]),
-    Case("split", lambda a: np.split(a, [1, 3], axis=1)[1].sum() * np.array_split(a, 2)[0],
-         [(3, 4)]),
-    Case("hsplit_vsplit_dsplit", lambda a: np.hsplit(a, 2)[1].sum() * np.vsplit(a, [1])[0]
-         + np.dsplit(a[..., None] * np.ones(2), 2)[0][..., 0], [(2, 4)]),
-    Case("rollaxis", lambda a: np.rollaxis(a, 2) * 2.0 + np.rollaxis(a, 0, 3).sum(), [(2, 3, 4)],
-         lambda a: a.permute(2, 0, 1) * 2.0 + a.permute(1, 2, 0).sum()),
+    Case(
+        "split", lambda a: np.split(a, [1, 3], axis=1)[1].sum() * np.array_split(a, 2)[0], [(3, 4)]
+    ),
+    Case(
+        "hsplit_vsplit_dsplit",
+        lambda a: (
+            np.hsplit(a, 2)[1].sum() * np.vsplit(a, [1])[0]
+            + np.dsplit(a[..., None] * np.ones(2), 2)[0][..., 0]
+        ),
+        [(2, 4)],
+    ),
+    Case(
+        "rollaxis",
+        lambda a: np.rollaxis(a, 2) * 2.0 + np.rollaxis(a, 0, 3).sum(),
+        [(2, 3, 4)],
+        lambda a: a.permute(2, 0, 1) * 2.0 + a.permute(1, 2, 0).sum(),
+    ),
     Case("real", lambda a: np.real(a) * np.real_if_close(a), [(3,)], lambda a: a * a),
     # numbers spread into arrays
-    Case("linspace", lambda a: np.linspace(a[0], a[1], 5), [(2,)],
-         lambda a: a[0] + (a[1] - a[0]) * T("arange")(5) / 4),
+    Case(
+        "linspace",
+        lambda a: np.linspace(a[0], a[1], 5),
+        [(2,)],
+        lambda a: a[0] + (a[1] - a[0]) * T("arange")(5) / 4,
+    ),
     # np.full has no numpy dispatch: the runtime calls it so
     Case("full", lambda a: numpy_with_nodes(np.full)((2, 3), a[1]), [(2,)]),
     # products
     Case("cross", np.cross, [(2, 3), (3,)], lambda a, b: T("linalg.cross")(a, b.expand(2, 3))),
-    Case("einsum_matmul", lambda a, b: np.einsum("ij,jk->ik", a, b), [(3, 4), (4, 2)],
-         lambda a, b: T("einsum")("ij,jk->ik", a, b)),
-    Case("einsum_implicit", lambda a, b: np.einsum("ij,ij", a, b), [(3, 4), (3, 4)],
-         lambda a, b: T("einsum")("ij,ij", a, b)),
-    Case("einsum_trace_outer", lambda a, b: np.einsum("ii,j->j", a, b), [(3, 3), (4,)],
-         lambda a, b: T("einsum")("ii,j->j", a, b)),
-    Case("einsum_sum_inside", lambda a, b: np.einsum("ijk,k->i", a, b), [(2, 3, 4), (4,)],
-         lambda a, b: T("einsum")("ijk,k->i", a, b)),
-    Case("einsum_three", lambda a, b, c: np.einsum("ij,jk,kl->il", a, b, c),
-         [(2, 3), (3, 4), (4, 2)], lambda a, b, c: T("einsum")("ij,jk,kl->il", a, b, c)),
-    Case("einsum_one", lambda a: np.einsum("ij->j", a), [(3, 4)],
-         lambda a: T("einsum")("ij->j", a)),
+    Case(
+        "einsum_matmul",
+        lambda a, b: np.einsum("ij,jk->ik", a, b),
+        [(3, 4), (4, 2)],
+        lambda a, b: T("einsum")("ij,jk->ik", a, b),
+    ),
+    Case(
+        "einsum_implicit",
+        lambda a, b: np.einsum("ij,ij", a, b),
+        [(3, 4), (3, 4)],
+        lambda a, b: T("einsum")("ij,ij", a, b),
+    ),
+    Case(
+        "einsum_trace_outer",
+        lambda a, b: np.einsum("ii,j->j", a, b),
+        [(3, 3), (4,)],
+        lambda a, b: T("einsum")("ii,j->j", a, b),
+    ),
+    Case(
+        "einsum_sum_inside",
+        lambda a, b: np.einsum("ijk,k->i", a, b),
+        [(2, 3, 4), (4,)],
+        lambda a, b: T("einsum")("ijk,k->i", a, b),
+    ),
+    Case(
+        "einsum_three",
+        lambda a, b, c: np.einsum("ij,jk,kl->il", a, b, c),
+        [(2, 3), (3, 4), (4, 2)],
+        lambda a, b, c: T("einsum")("ij,jk,kl->il", a, b, c),
+    ),
+    Case(
+        "einsum_one", lambda a: np.einsum("ij->j", a), [(3, 4)], lambda a: T("einsum")("ij->j", a)
+    ),
     Case("inner", np.inner, [(2, 4), (3, 4)], T("inner")),
     Case("outer", np.outer, [(3,), (2, 2)], lambda a, b: T("outer")(a, b.reshape(-1))),
     Case("vdot", np.vdot, [(2, 3), (2, 3)], lambda a, b: (a * b).sum()),
-    Case("tensordot", lambda a, b: np.tensordot(a, b, axes=([0, 2], [2, 0])),
-         [(2, 3, 4), (4, 5, 2)], lambda a, b: T("tensordot")(a, b, dims=([0, 2], [2, 0]))),
-    Case("tensordot_int", lambda a, b: np.tensordot(a, b, 1), [(2, 3), (3, 4)],
-         lambda a, b: T("tensordot")(a, b, dims=1)),
+    Case(
+        "tensordot",
+        lambda a, b: np.tensordot(a, b, axes=([0, 2], [2, 0])),
+        [(2, 3, 4), (4, 5, 2)],
+        lambda a, b: T("tensordot")(a, b, dims=([0, 2], [2, 0])),
+    ),
+    Case(
+        "tensordot_int",
+        lambda a, b: np.tensordot(a, b, 1),
+        [(2, 3), (3, 4)],
+        lambda a, b: T("tensordot")(a, b, dims=1),
+    ),
     Case("kron", np.kron, [(2, 3), (2, 2)], T("kron")),
     Case("dot_nd", np.dot, [(2, 3, 4), (4, 2)], lambda a, b: a @ b),
     # linear algebra
     Case("inv", np.linalg.inv, [(3, 3)], T("linalg.inv"), seed=4),
     Case("det", np.linalg.det, [(3, 3)], T("linalg.det")),
     Case("det_stack", np.linalg.det, [(2, 3, 3)], T("linalg.det")),
-    Case("det_singular", lambda a: np.linalg.det(a * np.array([1.0, 1.0, 0.0])), [(3, 3)],
-         lambda a: T("linalg.det")(a * T("tensor")([1.0, 1.0, 0.0]))),
-    Case("slogdet", lambda a: np.linalg.slogdet(a)[1], [(3, 3)],
-         lambda a: T("linalg.slogdet")(a)[1]),
+    Case(
+        "det_singular",
+        lambda a: np.linalg.det(a * np.array([1.0, 1.0, 0.0])),
+        [(3, 3)],
+        lambda a: T("linalg.det")(a * T("tensor")([1.0, 1.0, 0.0])),
+    ),
+    Case(
+        "slogdet", lambda a: np.linalg.slogdet(a)[1], [(3, 3)], lambda a: T("linalg.slogdet")(a)[1]
+    ),
     Case("solve", np.linalg.solve, [(3, 3), (3,)], T("linalg.solve"), seed=4),
     Case("solve_matrix", np.linalg.solve, [(3, 3), (3, 2)], T("linalg.solve"), seed=4),
-    Case("cholesky", lambda a: np.linalg.cholesky(_sym(a)), [(3, 3)],
-         lambda a: T("linalg.cholesky")(a @ a.T + 3 * T("eye")(3))),
+    Case(
+        "cholesky",
+        lambda a: np.linalg.cholesky(_sym(a)),
+        [(3, 3)],
+        lambda a: T("linalg.cholesky")(a @ a.T + 3 * T("eye")(3)),
+    ),
     Case("cholesky_lower_only", lambda a: np.linalg.cholesky(a + 4 * np.eye(3)), [(3, 3)]),
-    Case("eigh", lambda a: np.linalg.eigh(_sym(a))[0] * 2
-         + (np.linalg.eigh(_sym(a))[1] ** 2).sum(axis=0), [(3, 3)],
-         lambda a: T("linalg.eigh")(a @ a.T + 3 * T("eye")(3))[0] * 2
-         + (T("linalg.eigh")(a @ a.T + 3 * T("eye")(3))[1] ** 2).sum(dim=0), seed=2),
-    Case("eigh_vectors",
-         lambda a: np.linalg.eigh(_sym(a))[1] * np.sign(np.linalg.eigh(_sym(a))[1][0]),
-         [(3, 3)], None, seed=5),
+    Case(
+        "eigh",
+        lambda a: np.linalg.eigh(_sym(a))[0] * 2 + (np.linalg.eigh(_sym(a))[1] ** 2).sum(axis=0),
+        [(3, 3)],
+        lambda a: (
+            T("linalg.eigh")(a @ a.T + 3 * T("eye")(3))[0] * 2
+            + (T("linalg.eigh")(a @ a.T + 3 * T("eye")(3))[1] ** 2).sum(dim=0)
+        ),
+        seed=2,
+    ),
+    Case(
+        "eigh_vectors",
+        lambda a: np.linalg.eigh(_sym(a))[1] * np.sign(np.linalg.eigh(_sym(a))[1][0]),
+        [(3, 3)],
+        None,
+        seed=5,
+    ),
     Case("eigh_lower_only", lambda a: np.linalg.eigvalsh(a), [(3, 3)], seed=1),
-    Case("svd_values", lambda a: np.linalg.svd(a, compute_uv=False), [(3, 4)],
-         T("linalg.svdvals")),
-    Case("svd_thin", lambda a: _signless(np.linalg.svd(a, full_matrices=False)), [(4, 3)],
-         lambda a: _signless_torch(T("linalg.svd")(a, full_matrices=False))),
-    Case("svd_wide", lambda a: _signless(np.linalg.svd(a, full_matrices=False)), [(2, 4)],
-         lambda a: _signless_torch(T("linalg.svd")(a, full_matrices=False))),
-    Case("svd_square_full", lambda a: _signless(np.linalg.svd(a)), [(3, 3)],
-         lambda a: _signless_torch(T("linalg.svd")(a))),
+    Case("svd_values", lambda a: np.linalg.svd(a, compute_uv=False), [(3, 4)], T("linalg.svdvals")),
+    Case(
+        "svd_thin",
+        lambda a: _signless(np.linalg.svd(a, full_matrices=False)),
+        [(4, 3)],
+        lambda a: _signless_torch(T("linalg.svd")(a, full_matrices=False)),
+    ),
+    Case(
+        "svd_wide",
+        lambda a: _signless(np.linalg.svd(a, full_matrices=False)),
+        [(2, 4)],
+        lambda a: _signless_torch(T("linalg.svd")(a, full_matrices=False)),
+    ),
+    Case(
+        "svd_square_full",
+        lambda a: _signless(np.linalg.svd(a)),
+        [(3, 3)],
+        lambda a: _signless_torch(T("linalg.svd")(a)),
+    ),
     Case("pinv", np.linalg.pinv, [(4, 3)], T("linalg.pinv")),
     Case("pinv_wide", np.linalg.pinv, [(2, 3)], T("linalg.pinv")),
     Case("norm_default", np.linalg.norm, [(3, 4)], T("linalg.norm")),
-    Case("norm_vector_ords", lambda a: np.linalg.norm(a, 1, axis=1) + np.linalg.norm(a, np.inf)
-         + np.linalg.norm(a[0], 3), [(3, 4)]),
-    Case("norm_matrix_ords", lambda a: np.linalg.norm(a, 1) + np.linalg.norm(a, np.inf)
-         + np.linalg.norm(a, "nuc") + np.linalg.norm(a, 2) + np.linalg.norm(a, -2), [(3, 4)]),
+    Case(
+        "norm_vector_ords",
+        lambda a: (
+            np.linalg.norm(a, 1, axis=1) + np.linalg.norm(a, np.inf) + np.linalg.norm(a[0], 3)
+        ),
+        [(3, 4)],
+    ),
+    Case(
+        "norm_matrix_ords",
+        lambda a: (
+            np.linalg.norm(a, 1)
+            + np.linalg.norm(a, np.inf)
+            + np.linalg.norm(a, "nuc")
+            + np.linalg.norm(a, 2)
+            + np.linalg.norm(a, -2)
+        ),
+        [(3, 4)],
+    ),
 ]
 IDS = [c.name for c in CASES]
 
@@ -273,8 +433,9 @@ def central(case, arrays, seed, eps=1e-6):
             down = [a.copy() for a in arrays]
             up[i][idx] += eps
             down[i][idx] -= eps
-            g[idx] = (np.sum(plain_value(case, up) * seed)
-                      - np.sum(plain_value(case, down) * seed)) / (2 * eps)
+            g[idx] = (
+                np.sum(plain_value(case, up) * seed) - np.sum(plain_value(case, down) * seed)
+            ) / (2 * eps)
         grads.append(g)
     return grads
 
@@ -343,17 +504,68 @@ def test_replay_with_a_leading_axis_equals_the_forward(case):
         batch = node._replay(shaken)
         for k in range(3):
             one = node._op.f(*[s[k] for s in shaken], **node.params)
-            np.testing.assert_allclose(batch[k], one, rtol=1e-12, atol=1e-12,
-                                       err_msg=node.op)
+            np.testing.assert_allclose(batch[k], one, rtol=1e-12, atol=1e-12, err_msg=node.op)
 
 
-NEW_OPS = {"tan", "arcsin", "arccos", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "log2",
-           "log10", "log1p", "expm1", "exp2", "square", "reciprocal", "cbrt", "deg2rad",
-           "rad2deg", "nan_to_num", "sinc", "arctan2", "hypot", "logaddexp", "logaddexp2", "fmax",
-           "fmin", "copysign", "prod", "cumprod", "flip", "roll", "tile", "repeat", "rot90",
-           "moveaxis", "broadcast_to", "tril", "triu", "diag", "diagonal", "pad", "sort",
-           "concatenate", "pack", "einsum", "einsum1", "inv", "det", "logdet", "solve",
-           "cholesky", "eigvalsh", "eigvecs", "svdvals", "svd_u", "svd_vh", "pinv"}
+NEW_OPS = {
+    "tan",
+    "arcsin",
+    "arccos",
+    "sinh",
+    "cosh",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "log2",
+    "log10",
+    "log1p",
+    "expm1",
+    "exp2",
+    "square",
+    "reciprocal",
+    "cbrt",
+    "deg2rad",
+    "rad2deg",
+    "nan_to_num",
+    "sinc",
+    "arctan2",
+    "hypot",
+    "logaddexp",
+    "logaddexp2",
+    "fmax",
+    "fmin",
+    "copysign",
+    "prod",
+    "cumprod",
+    "flip",
+    "roll",
+    "tile",
+    "repeat",
+    "rot90",
+    "moveaxis",
+    "broadcast_to",
+    "tril",
+    "triu",
+    "diag",
+    "diagonal",
+    "pad",
+    "sort",
+    "concatenate",
+    "pack",
+    "einsum",
+    "einsum1",
+    "inv",
+    "det",
+    "logdet",
+    "solve",
+    "cholesky",
+    "eigvalsh",
+    "eigvecs",
+    "svdvals",
+    "svd_u",
+    "svd_vh",
+    "pinv",
+}
 
 
 def test_every_new_table_entry_is_exercised():
@@ -374,12 +586,40 @@ def test_every_new_table_entry_is_exercised():
 def test_every_entry_has_a_torch_function_that_computes_its_forward():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(0).uniform(0.2, 0.8, (3, 3))
-    for name in NEW_OPS - {"svd_u", "svd_vh", "sinc", "pack", "concatenate", "einsum", "einsum1",
-                           "solve", "nan_to_num",
-                           "arctan2", "hypot", "logaddexp", "logaddexp2", "fmax", "fmin",
-                           "copysign", "prod", "cumprod", "flip", "roll", "tile", "repeat",
-                           "rot90", "moveaxis", "broadcast_to", "tril", "triu", "diag",
-                           "diagonal", "pad", "sort", "arccosh"}:
+    for name in NEW_OPS - {
+        "svd_u",
+        "svd_vh",
+        "sinc",
+        "pack",
+        "concatenate",
+        "einsum",
+        "einsum1",
+        "solve",
+        "nan_to_num",
+        "arctan2",
+        "hypot",
+        "logaddexp",
+        "logaddexp2",
+        "fmax",
+        "fmin",
+        "copysign",
+        "prod",
+        "cumprod",
+        "flip",
+        "roll",
+        "tile",
+        "repeat",
+        "rot90",
+        "moveaxis",
+        "broadcast_to",
+        "tril",
+        "triu",
+        "diag",
+        "diagonal",
+        "pad",
+        "sort",
+        "arccosh",
+    }:
         op = TENSOR_OPS[name]
         a = _sym(x) if name in ("cholesky", "eigvalsh", "eigvecs") else x
         theirs = op.torch_function(torch)(torch.tensor(a)).numpy()
@@ -407,17 +647,23 @@ def _check(fn, arrays):
 
 
 @settings(max_examples=30, deadline=None)
-@given(name=st.sampled_from(BINARY), data=st.data(),
-       shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3))
+@given(
+    name=st.sampled_from(BINARY),
+    data=st.data(),
+    shapes=mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3),
+)
 def test_binary_functions_on_random_broadcast_shapes(name, data, shapes):
-    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 16)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     arrays = [rng.uniform(0.3, 1.5, s) for s in shapes.input_shapes]
     _check(getattr(np, name), arrays)
 
 
 @settings(max_examples=30, deadline=None)
-@given(name=st.sampled_from(UNARY), shape=array_shapes(min_dims=0, max_dims=3, max_side=3),
-       seed=st.integers(0, 2 ** 16))
+@given(
+    name=st.sampled_from(UNARY),
+    shape=array_shapes(min_dims=0, max_dims=3, max_side=3),
+    seed=st.integers(0, 2**16),
+)
 def test_unary_functions_on_random_shapes(name, shape, seed):
     x = np.random.default_rng(seed).uniform(0.3, 1.5, shape)
     _check(getattr(np, name), [x])
@@ -427,15 +673,18 @@ REDUCTIONS = ["prod", "sum", "mean", "var", "std", "max", "min", "median", "ptp"
 
 
 @settings(max_examples=40, deadline=None)
-@given(name=st.sampled_from(REDUCTIONS), shape=array_shapes(min_dims=1, max_dims=3, max_side=3),
-       data=st.data())
+@given(
+    name=st.sampled_from(REDUCTIONS),
+    shape=array_shapes(min_dims=1, max_dims=3, max_side=3),
+    data=st.data(),
+)
 def test_reductions_with_random_axes_and_keepdims(name, shape, data):
     axes = data.draw(st.sets(st.integers(0, len(shape) - 1), max_size=len(shape)))
     axis = None if not axes else tuple(sorted(axes))
     if name in ("median", "ptp") and axis is not None:
         axis = axis[0]
     keepdims = data.draw(st.booleans())
-    x = np.random.default_rng(data.draw(st.integers(0, 2 ** 16))).uniform(0.5, 1.5, shape)
+    x = np.random.default_rng(data.draw(st.integers(0, 2**16))).uniform(0.5, 1.5, shape)
     n = x.size if axis is None else int(np.prod([shape[a] for a in np.atleast_1d(axis)]))
     # std of one number is sqrt(0): its gradient is nan (0 · ∞), as in PyTorch
     assume(name != "std" or n > 1)
@@ -443,20 +692,28 @@ def test_reductions_with_random_axes_and_keepdims(name, shape, data):
 
 
 MOVES = [
-    lambda a, ax: np.flip(a, ax), lambda a, ax: np.roll(a, 1, ax),
-    lambda a, ax: np.repeat(a, 2, ax), lambda a, ax: np.cumsum(a, ax),
-    lambda a, ax: np.cumprod(a, ax), lambda a, ax: np.sort(a, ax),
-    lambda a, ax: np.diff(a, axis=ax), lambda a, ax: np.concatenate([a, a * 2.0], ax),
-    lambda a, ax: np.stack([a, a], ax), lambda a, ax: np.moveaxis(a, ax, 0),
+    lambda a, ax: np.flip(a, ax),
+    lambda a, ax: np.roll(a, 1, ax),
+    lambda a, ax: np.repeat(a, 2, ax),
+    lambda a, ax: np.cumsum(a, ax),
+    lambda a, ax: np.cumprod(a, ax),
+    lambda a, ax: np.sort(a, ax),
+    lambda a, ax: np.diff(a, axis=ax),
+    lambda a, ax: np.concatenate([a, a * 2.0], ax),
+    lambda a, ax: np.stack([a, a], ax),
+    lambda a, ax: np.moveaxis(a, ax, 0),
 ]
 
 
 @settings(max_examples=40, deadline=None)
-@given(k=st.integers(0, len(MOVES) - 1), shape=array_shapes(min_dims=1, max_dims=3, max_side=3),
-       data=st.data())
+@given(
+    k=st.integers(0, len(MOVES) - 1),
+    shape=array_shapes(min_dims=1, max_dims=3, max_side=3),
+    data=st.data(),
+)
 def test_shape_functions_on_random_shapes_and_axes(k, shape, data):
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
-    x = np.random.default_rng(data.draw(st.integers(0, 2 ** 16))).uniform(0.5, 1.5, shape)
+    x = np.random.default_rng(data.draw(st.integers(0, 2**16))).uniform(0.5, 1.5, shape)
     _check(lambda a: MOVES[k](a, axis), [x])
 
 
@@ -494,7 +751,8 @@ def test_svd_of_a_non_square_matrix_with_full_matrices_cuts_u_and_vh_and_says_so
     assert np.array_equal(u, want_u) and np.array_equal(s, want_s)
     assert [c.split(" has")[0] for c in cuts] == [
         "the U of numpy.linalg.svd(full_matrices=True)",
-        "the Vh of numpy.linalg.svd(full_matrices=True)"]
+        "the Vh of numpy.linalg.svd(full_matrices=True)",
+    ]
     np.testing.assert_allclose(leaf.grad, want_u[:, :2] @ want_vh, rtol=1e-12)
 
 
@@ -508,6 +766,7 @@ def test_the_numerical_check_and_the_torch_replay_pass_on_each_rule(case):
     the PyTorch replay (each entry's torch function) agree with the rules."""
     from gradmagic.analysis import torchcheck
     from gradmagic.analysis.trace import Trace
+
     arrays = case.inputs()
     want = plain_value(case, arrays)
     seed = _seed(np.shape(want))
@@ -570,6 +829,7 @@ def _numpy(name):
 
 def test_every_function_of_hips_autograds_lists_has_a_rule_or_a_reason():
     from gradmagic.core import array, tensor
+
     rules = set(array._FUNCTION_RULES) | array._UFUNC_EXTRA
     values = array._VALUE_FUNCTIONS | tensor._UFUNC_VALUES
     for name in HIPS_RULES:
@@ -591,6 +851,7 @@ TENSOR_CASES = [c for c in CASES if c.name not in ("full",)]  # np.full has no n
 @pytest.mark.parametrize("case", TENSOR_CASES, ids=[c.name for c in TENSOR_CASES])
 def test_the_same_rules_serve_a_standalone_tensor(case):
     from gradmagic.core.tensor import Tensor
+
     arrays = case.inputs()
     want = plain_value(case, arrays)
     seed = _seed(np.shape(want))

@@ -1,4 +1,5 @@
 """The magic's options, declared once as the fields of Options."""
+
 from dataclasses import fields
 
 import pytest
@@ -29,14 +30,21 @@ def test_the_parser_is_made_from_the_fields():
     assert "(default 1e-6)" in doc and "(default 150)" in doc
     assert parse_options("") == Options()
     parsed = parse_options("-t y --eps 1e-4 --rankdir TB --max-nodes 9 -q --expect 'a=1'")
-    assert parsed == Options(target="y", eps=1e-4, rankdir="TB", max_nodes=9, quiet=True,
-                             expect={"a": 1.0})
+    assert parsed == Options(
+        target="y", eps=1e-4, rankdir="TB", max_nodes=9, quiet=True, expect={"a": 1.0}
+    )
 
 
-@pytest.mark.parametrize("text, message", [
-    ("--atol -1", "--atol must not be negative"), ("--rtol -1", "--rtol must not be negative"),
-    ("--eps 0", "--eps must be positive"), ("--max-nodes 0", "--max-nodes must be at least 1"),
-    ("-t 'a b'", "--target needs a variable name")])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("--atol -1", "--atol must not be negative"),
+        ("--rtol -1", "--rtol must not be negative"),
+        ("--eps 0", "--eps must be positive"),
+        ("--max-nodes 0", "--max-nodes must be at least 1"),
+        ("-t 'a b'", "--target needs a variable name"),
+    ],
+)
 def test_each_fields_check_gives_a_usage_error(text, message):
     with pytest.raises(UsageError, match=message):
         parse_options(text)

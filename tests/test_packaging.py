@@ -1,4 +1,5 @@
 """`python -m build` makes a wheel that installs into a clean venv and works there."""
+
 from __future__ import annotations
 
 import subprocess
@@ -38,14 +39,19 @@ print("wheel ok")
 def test_wheel_installs_and_loads_in_a_clean_venv(tmp_path):
     dist = tmp_path / "dist"
     # the sdist first, then the wheel from it: a clean tree, whatever build/ a checkout holds
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
-                   check=True, capture_output=True, cwd=tmp_path)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     wheel = next(dist.glob("gradmagic-*.whl"))
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", str(wheel)], check=True, capture_output=True
+    )
     out = subprocess.run([str(py), "-c", SMOKE], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "wheel ok" in out.stdout

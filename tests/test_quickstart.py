@@ -6,6 +6,7 @@ as they are written: the notebook cells in an IPython shell and in JupyterLab (d
 Chromium: the graph draws), the function block as a script. A line ending in ``# <literal>``
 must give that value.
 """
+
 from __future__ import annotations
 
 import ast
@@ -53,32 +54,47 @@ def checked(source: str) -> str:
         except (ValueError, SyntaxError):
             expected = None
         if expected is not None and code.strip() and "=" not in code.replace("==", ""):
-            out.append(f"assert ({code.strip()}) == {expected!r}, ({code.strip()!r}, "
-                       f"{code.strip()})")
+            out.append(
+                f"assert ({code.strip()}) == {expected!r}, ({code.strip()!r}, {code.strip()})"
+            )
         else:
             out.append(line)
     return "\n".join(out) + "\n"
 
 
 def _path_without_dot() -> str:
-    return os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
-                           if d and not (Path(d) / "dot").exists())
+    return os.pathsep.join(
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not (Path(d) / "dot").exists()
+    )
 
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
     """A venv with the built wheel and JupyterLab, as a user would have after the README."""
     root = tmp_path_factory.mktemp("quickstart")
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(root / "dist"),
-                    str(ROOT)], check=True, capture_output=True, cwd=root)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(root / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+        cwd=root,
+    )
     wheel = next((root / "dist").glob("gradmagic-*.whl"))
     venv.create(root / "venv", with_pip=True)
     py = root / "venv" / "bin" / "python"
-    out = subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel), "jupyterlab"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", str(wheel), "jupyterlab"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
-    env = {**os.environ, "PATH": os.pathsep.join([str(py.parent), _path_without_dot()]),
-           "JUPYTER_PLATFORM_DIRS": "1", "HOME": str(root)}
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(py.parent), _path_without_dot()]),
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "HOME": str(root),
+    }
     env.pop("PYTHONPATH", None)
     return root, py, env
 
@@ -98,14 +114,17 @@ def test_the_quick_start_runs_in_a_fresh_venv_without_dot(fresh):
         "assert 'site-packages' in gradmagic.__file__\n"
         "data, _ = ip.display_formatter.format(gradmagic.last)\n"
         "assert 'application/vnd.jupyter.widget-view+json' in data\n"
-        "print('cells ok')\n")
-    out = subprocess.run([str(py), "-c", program], capture_output=True, text=True, env=env,
-                         cwd=root)
+        "print('cells ok')\n"
+    )
+    out = subprocess.run(
+        [str(py), "-c", program], capture_output=True, text=True, env=env, cwd=root
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert "cells ok" in out.stdout
     (root / "quickstart.py").write_text(checked(script) + "print('script ok')\n")
-    out = subprocess.run([str(py), "quickstart.py"], capture_output=True, text=True, env=env,
-                         cwd=root)
+    out = subprocess.run(
+        [str(py), "quickstart.py"], capture_output=True, text=True, env=env, cwd=root
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "script ok" in out.stdout
 
@@ -122,22 +141,37 @@ def test_the_quick_start_draws_in_jupyterlab_from_the_wheel(fresh):
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
     import nbformat
+
     root, py, env = fresh
     cells, _ = cells_and_script()
     (root / "nb").mkdir()
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c.rstrip("\n")) for c in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, root / "nb" / "quickstart.ipynb")
     port, token = _free_port(), secrets.token_hex(16)
     log = open(root / "server.log", "w")
     server = subprocess.Popen(
-        [str(py), "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-         f"--port={port}", f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={root / 'nb'}",
-         "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
+        [
+            str(py),
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root / 'nb'}",
+            "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -146,15 +180,24 @@ def test_the_quick_start_draws_in_jupyterlab_from_the_wheel(fresh):
                 urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
                 break
             except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, \
-                    (root / "server.log").read_text()[-3000:]
+                assert server.poll() is None and time.monotonic() < deadline, (
+                    root / "server.log"
+                ).read_text()[-3000:]
                 time.sleep(0.3)
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(
-                executable_path=CHROMIUM, headless=True,
-                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                      "--disable-component-update", "--disable-sync", "--no-first-run",
-                      "--disable-quic"])
+                executable_path=CHROMIUM,
+                headless=True,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                    "--disable-quic",
+                ],
+            )
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.goto(f"{base}/lab/tree/quickstart.ipynb?token={token}")
             page.locator(".jp-Notebook").wait_for(timeout=90_000)

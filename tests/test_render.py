@@ -1,4 +1,5 @@
 """Views of a run (gradmagic.views.render): DOT, SVG, summaries, tables, text."""
+
 import dataclasses
 import re
 import sys
@@ -44,8 +45,21 @@ def dot_line(dot: str, node_id: str) -> str:
 
 
 # --------------------------------------------------------------------------- escaping
-@pytest.mark.parametrize("label", ['a{b}', 'x|y', '<tag>', 'say "hi"', 'a & b', 'back\\slash',
-                                   '\\N', 'Δx₁ → ∞', 'ok 🙂', '{|<>"&}'])
+@pytest.mark.parametrize(
+    "label",
+    [
+        "a{b}",
+        "x|y",
+        "<tag>",
+        'say "hi"',
+        "a & b",
+        "back\\slash",
+        "\\N",
+        "Δx₁ → ∞",
+        "ok 🙂",
+        '{|<>"&}',
+    ],
+)
 def test_any_label_renders_verbatim_through_dot(label):
     x = Value(1.5, label=label)
     y = x * 2.0
@@ -81,6 +95,7 @@ def test_leaves_ops_and_target_have_distinct_colours():
 
     def fill(node_id):
         return re.search(r'fillcolor="([^"]+)"', dot_line(dot, node_id)).group(1)
+
     leaf = fill(f"v{trace.node('a').index}")
     middle = fill(f"v{trace.node('c').index}")
     target = fill(f"v{trace.target.index}")
@@ -154,8 +169,10 @@ def chain(n):
 def image(html: str) -> str:
     """The SVG inside the static graph's ``<img>`` (a base64 data URI)."""
     import base64
-    uri = re.search(r'<img class="gradmagic-graph"[^>]* src="data:image/svg\+xml;base64,([^"]+)"',
-                    html)
+
+    uri = re.search(
+        r'<img class="gradmagic-graph"[^>]* src="data:image/svg\+xml;base64,([^"]+)"', html
+    )
     assert uri, html[:300]
     return base64.b64decode(uri.group(1)).decode()
 
@@ -196,7 +213,7 @@ def test_past_max_nodes_the_graph_shows_a_summary_with_a_note():
 def test_a_summary_offers_only_sizes_that_can_be_laid_out():
     tree = [Value(float(i), label=f"x{i}") for i in range(160)]
     while len(tree) > 1:  # a balanced sum: short edges, 319 values
-        tree = [a + b for a, b in zip(tree[::2], tree[1::2])] + tree[len(tree) // 2 * 2:]
+        tree = [a + b for a, b in zip(tree[::2], tree[1::2])] + tree[len(tree) // 2 * 2 :]
     balanced = traced(tree[0])
     assert render.drawable(balanced, render.drawn_nodes(balanced))
     assert "`%%autograd --max-nodes 319` draws them all." in render.summarise(balanced).note
@@ -251,12 +268,13 @@ def test_without_dot_the_graph_view_says_how_to_install_and_shows_dot(monkeypatc
     first = html.split("</p>")[0]
     assert "apt-get install graphviz" in first and "\n" not in first
     assert "<pre" in html and "digraph gradmagic" in html
-    assert "&quot;" in html or "&lt;" in html or 'label=' in html  # the DOT, escaped
+    assert "&quot;" in html or "&lt;" in html or "label=" in html  # the DOT, escaped
 
 
 def test_other_graphviz_failures_show_the_message_and_source(monkeypatch):
     def broken(source):
         raise graphviz.CalledProcessError(1, ["dot"], stderr="syntax error")
+
     monkeypatch.setattr(render, "svg", broken)
     html = render.graph_html(small())
     assert "could not draw" in html and "digraph gradmagic" in html
@@ -327,17 +345,23 @@ def test_static_html_mentions_a_skipped_check():
 
 def test_render_does_not_import_ipywidgets():
     import subprocess
+
     code = "import gradmagic.views.render, sys; print('ipywidgets' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 # --------------------------------------------------------------------------- answers
 def test_answers_views_verdict_rows_and_unknown_names():
     trace = small()
-    answers = trace.expect({"a": trace.node("a").grad + 0.5, "L.data": trace.value,
-                            "b.grad": trace.node("b").grad, "zz": 1.0})
+    answers = trace.expect(
+        {
+            "a": trace.node("a").grad + 0.5,
+            "L.data": trace.value,
+            "b.grad": trace.node("b").grad,
+            "zz": 1.0,
+        }
+    )
     text = render.answers_text(answers)
     lines = text.splitlines()
     assert lines[0] == "✗ 2 of 4 correct"
@@ -367,6 +391,7 @@ def test_static_views_have_an_answers_section_on_top():
 
 def test_array_answers_show_the_worst_difference():
     from gradmagic.core.tensor import Tensor
+
     W = Tensor([[1.0, 2.0]], label="W")
     L = (W * W).sum()
     L.label = "L"
@@ -423,6 +448,7 @@ def test_graph_records_show_shapes_and_short_figures():
 def test_a_constant_array_is_not_drawn_as_an_input():
     from gradmagic import tensor
     import numpy as np
+
     W = tensor(np.array([[0.5], [-0.3]]), requires_grad=True, label="W")
     y = (W * np.array([[2.0], [3.0]])).sum()
     trace = traced(y)
@@ -431,12 +457,13 @@ def test_a_constant_array_is_not_drawn_as_an_input():
     line = re.search(rf"^  v{constant} \[(.*)\];$", dot, re.M).group(1)
     assert f'fillcolor="{render.FILL["constant"]}"' in line
     assert f'fillcolor="{render.FILL["leaf"]}"' in re.search(
-        rf"^  v{trace.node('W').index} \[(.*)\];$", dot, re.M).group(1)
+        rf"^  v{trace.node('W').index} \[(.*)\];$", dot, re.M
+    ).group(1)
 
 
 def test_constants_fold_into_their_op():
     x = Value(3.0, label="x")
-    y = 2.0 * (x ** 2) * 3.0 + 1.0
+    y = 2.0 * (x**2) * 3.0 + 1.0
     y.label = "y"
     trace = traced(y)
     dot = render.to_dot(trace)
@@ -477,8 +504,10 @@ def test_the_tanh_recurrence_lays_out_with_bounded_work():
     A hang guard, not a speed target: the bound's attributes are asserted, and the
     time only has to stay far below the unbounded 46 s (even on a loaded machine)."""
     import time
-    w1, w2, b, c = (Value(v, label=n) for v, n in ((0.5, "w1"), (-0.3, "w2"), (0.1, "b"),
-                                                   (0.7, "c")))
+
+    w1, w2, b, c = (
+        Value(v, label=n) for v, n in ((0.5, "w1"), (-0.3, "w2"), (0.1, "b"), (0.7, "c"))
+    )
     h, s = Value(0.0, label="h"), Value(0.0, label="s")
     for t in range(20):
         h = (w1 * h + w2 * (0.1 * t) + b).tanh()
@@ -509,7 +538,7 @@ def test_tables_show_small_arrays_in_full_and_large_ones_summarised():
 
 def test_headline_counts_inputs_not_unnamed_constants():
     x = Value(3.0, label="x")
-    y = x ** 2 * 1.0  # the 2 and the 1.0 are unnamed constant leaves
+    y = x**2 * 1.0  # the 2 and the 1.0 are unnamed constant leaves
     y.label = "y"
     trace = traced(y)
     assert len(trace.leaves) == 3 and [n.label for n in render.inputs(trace)] == ["x"]
@@ -531,6 +560,7 @@ def test_headline_counts_inputs_not_unnamed_constants():
 
 def test_the_static_graph_keeps_its_size_and_scrolls():
     import base64
+
     page = render.graph_html(chain(3))
     box = re.search(r'<div style="overflow:auto; max-width:100%; max-height:(\d+)px"><img', page)
     assert box and int(box.group(1)) == render.GRAPH_HEIGHT
@@ -549,6 +579,7 @@ def mixed():
     """Floats, -0.0, ints, folded constants on either side, a unary op, nan, a 1-element tensor."""
     import numpy as np
     from gradmagic import tensor
+
     x, n = Value(-0.0, label="x"), Value(3, label="n")
     y = (2.0 * x + x * 0.5) ** 2 - n * 7 + (x + 1e-300).log()
     t = tensor(np.array([1.5]), requires_grad=True)
@@ -564,15 +595,18 @@ def test_columns_read_as_the_node_views_do():
     assert render.column_text(trace, rows, "data") == [render.fmt(n.data, 6) for n in trace.nodes]
     assert render.column_text(trace, rows, "grad") == [render.fmt(n.grad, 6) for n in trace.nodes]
     assert render.op_labels(trace, rows, fold) == [
-        render.op_label(trace, i, fold) if trace.nodes[i].op else "" for i in rows]
+        render.op_label(trace, i, fold) if trace.nodes[i].op else "" for i in rows
+    ]
     assert render.op_labels(trace, rows, fold) == render.op_labels(trace, rows, set(fold))
     status = {rows[1]: "fail"}
     assert render.flags_text(trace, rows, status) == [
-        render._flags(n, status.get(n.index)) for n in trace.nodes]
+        render._flags(n, status.get(n.index)) for n in trace.nodes
+    ]
 
 
 def test_children_among_reads_the_parent_columns():
     from gradmagic.analysis.graph import children_of
+
     trace = mixed()
     every = children_of(trace)
     some = [0, 2, trace.n - 1]
@@ -588,7 +622,7 @@ def test_one_dot_process_draws_graph_after_graph_as_a_fresh_one_does():
     trace = small()
     source = render.to_dot(trace)
     fresh = graphviz.Source(source).pipe(format="svg", encoding="utf-8")
-    fresh = fresh[fresh.find("<svg"):]
+    fresh = fresh[fresh.find("<svg") :]
     assert [render.svg(source) for _ in range(3)] == [fresh] * 3
     with pytest.raises(render.DrawError, match="dot rejected the graph: .*syntax error"):
         render.svg("digraph { a -> ")

@@ -3,6 +3,7 @@
 Most tests rewrite a snippet, link and run it in a fresh namespace and look at
 what became a Value, what stayed a plain number and how nodes are labelled.
 """
+
 import ast
 import contextlib
 import math
@@ -86,36 +87,57 @@ def test_literal_beside_a_non_literal_stays_plain():
 
 
 def test_integer_contexts_keep_plain_numbers():
-    out = text("a = xs[0] + xs[1:3] + d[2.5] + {1: 2}[1]\n"
-               "s = {1, 2}\nb = 'ab' * 3\nc = [0.0] * 4\ne = '%d' % 5\n"
-               "for i in range(10): pass\nr = round(x, 2)\nif x > 0: pass\n"
-               "def f(x, n=3, *, k=1.5): pass\nbits = 6 & 3 | 1 << 2\nv = ~5\n")
-    for plain in ("xs[0]", "xs[1:3]", "d[2.5]", "{1: RT.lit(2)}[1]", "{1, 2}", "'ab' * 3",
-                  "* 4", "'%d' % 5", "range(10)", "round(x, 2)", "x > 0",
-                  "def f(x, n=3, *, k=1.5)", "6 & 3 | 1 << 2", "~5"):
+    out = text(
+        "a = xs[0] + xs[1:3] + d[2.5] + {1: 2}[1]\n"
+        "s = {1, 2}\nb = 'ab' * 3\nc = [0.0] * 4\ne = '%d' % 5\n"
+        "for i in range(10): pass\nr = round(x, 2)\nif x > 0: pass\n"
+        "def f(x, n=3, *, k=1.5): pass\nbits = 6 & 3 | 1 << 2\nv = ~5\n"
+    )
+    for plain in (
+        "xs[0]",
+        "xs[1:3]",
+        "d[2.5]",
+        "{1: RT.lit(2)}[1]",
+        "{1, 2}",
+        "'ab' * 3",
+        "* 4",
+        "'%d' % 5",
+        "range(10)",
+        "round(x, 2)",
+        "x > 0",
+        "def f(x, n=3, *, k=1.5)",
+        "6 & 3 | 1 << 2",
+        "~5",
+    ):
         assert plain in out, plain
 
 
 def test_integer_contexts_take_int_values_as_ints():
-    ns, _ = run("n = 3\nline = '-' * n\nidx = list(range(n))\nfirst = [7, 8, 9][n - 1]\n"
-                "shift = 1 << n\nr = round(2.71828, n)")
+    ns, _ = run(
+        "n = 3\nline = '-' * n\nidx = list(range(n))\nfirst = [7, 8, 9][n - 1]\n"
+        "shift = 1 << n\nr = round(2.71828, n)"
+    )
     assert ns["line"] == "---" and ns["idx"] == [0, 1, 2] and ns["first"] == 9
     assert ns["shift"] == 8 and ns["r"] == 2.718 and type(ns["r"]) is float
 
 
 def test_match_patterns_and_annotations_are_untouched():
-    ns, _ = run("def kind(x):\n    match x:\n        case 0: return 'zero'\n"
-                "        case _: return 'other'\nk0 = kind(0)\nk1 = kind(1.5)\n"
-                "a: int = 4\n")
+    ns, _ = run(
+        "def kind(x):\n    match x:\n        case 0: return 'zero'\n"
+        "        case _: return 'other'\nk0 = kind(0)\nk1 = kind(1.5)\n"
+        "a: int = 4\n"
+    )
     assert ns["k0"] == "zero" and ns["k1"] == "other"
     assert ns["__annotations__"] == {"a": int} and ns["a"].data == 4
 
 
 # --------------------------------------------------------------------------- display
 def test_display_shows_numbers_not_values(capsys):
-    ns, _ = run("a = 1.5\nxs = [a, 2]\nprint(xs, {'k': a}, (a,), repr(a), str(xs))\n"
-                "s = f'{a} {xs} {a:.3f} {a!r}'\nt = '%s %r %.2f' % (a, xs, a)\n"
-                "u = '{} {}'.format(a, xs)")
+    ns, _ = run(
+        "a = 1.5\nxs = [a, 2]\nprint(xs, {'k': a}, (a,), repr(a), str(xs))\n"
+        "s = f'{a} {xs} {a:.3f} {a!r}'\nt = '%s %r %.2f' % (a, xs, a)\n"
+        "u = '{} {}'.format(a, xs)"
+    )
     assert capsys.readouterr().out == "[1.5, 2] {'k': 1.5} (1.5,) 1.5 [1.5, 2]\n"
     assert ns["s"] == "1.5 [1.5, 2] 1.500 1.5"
     assert ns["t"] == "1.5 [1.5, 2] 1.50" and ns["u"] == "1.5 [1.5, 2]"
@@ -135,8 +157,13 @@ def test_display_of_a_list_containing_itself():
 # --------------------------------------------------------------------------- calls
 def test_library_calls_get_plain_literals_and_int_values_as_ints():
     import random
-    ns, _ = run("import random\nrandom.seed(0)\nn = 4\nrandom.seed(n)\nu = random.random()\n"
-                "z = np.zeros(n)\nr = np.arange(3)", ns={"np": np}, plain_names={"np"})
+
+    ns, _ = run(
+        "import random\nrandom.seed(0)\nn = 4\nrandom.seed(n)\nu = random.random()\n"
+        "z = np.zeros(n)\nr = np.arange(3)",
+        ns={"np": np},
+        plain_names={"np"},
+    )
     random.seed(4)
     assert ns["u"].data == random.random() and ns["u"].label == "u"  # a leaf
     assert ns["r"].dtype.kind == "i" and list(ns["r"]) == [0, 1, 2]
@@ -150,22 +177,37 @@ def test_numpy_function_without_gradient_reports_the_cut():
 
 
 def test_math_functions_keep_the_graph():
-    ns, _ = run("import math\nx = 0.5\ny = math.exp(x) + math.log(x, 2) + math.sqrt(x)"
-                " + math.tanh(x) + math.sin(x) * math.cos(x) + math.log2(x)"
-                " + math.hypot(x, 1.0) + float(x) + math.pow(x, 2) + np.log1p(x)",
-                ns={"np": np}, plain_names={"np"})
+    ns, _ = run(
+        "import math\nx = 0.5\ny = math.exp(x) + math.log(x, 2) + math.sqrt(x)"
+        " + math.tanh(x) + math.sin(x) * math.cos(x) + math.log2(x)"
+        " + math.hypot(x, 1.0) + float(x) + math.pow(x, 2) + np.log1p(x)",
+        ns={"np": np},
+        plain_names={"np"},
+    )
     x, y = ns["x"], ns["y"]
     y.backward()
     d = (1 / math.log(2)) / x.data
-    expected = (math.exp(.5) + 1 / (.5 * math.log(2)) + 0.5 / math.sqrt(.5)
-                + 1 - math.tanh(.5) ** 2 + math.cos(1.0) + d + .5 / math.hypot(.5, 1)
-                + 1 + 2 * .5 + 1 / 1.5)
+    expected = (
+        math.exp(0.5)
+        + 1 / (0.5 * math.log(2))
+        + 0.5 / math.sqrt(0.5)
+        + 1
+        - math.tanh(0.5) ** 2
+        + math.cos(1.0)
+        + d
+        + 0.5 / math.hypot(0.5, 1)
+        + 1
+        + 2 * 0.5
+        + 1 / 1.5
+    )
     assert x.grad == pytest.approx(expected, rel=1e-12)
 
 
 def test_math_results_are_the_same_numbers_as_plain_python():
-    ns, _ = run("import math\na = math.log2(8)\nb = math.log10(1000)\nc = math.fsum([0.1] * 10)"
-                "\nd = math.expm1(1e-10)\ne = math.pow(2, 10)\nf = float(3)")
+    ns, _ = run(
+        "import math\na = math.log2(8)\nb = math.log10(1000)\nc = math.fsum([0.1] * 10)"
+        "\nd = math.expm1(1e-10)\ne = math.pow(2, 10)\nf = float(3)"
+    )
     assert (ns["a"].data, ns["b"].data, ns["c"].data) == (3.0, 3.0, 1.0)
     assert ns["d"].data == math.expm1(1e-10)
     assert ns["e"].data == 1024.0 and type(ns["e"].data) is float
@@ -173,8 +215,11 @@ def test_math_results_are_the_same_numbers_as_plain_python():
 
 
 def test_math_functions_fail_as_in_plain_python():
-    for call, error in (("math.log(x - 2)", ValueError), ("math.sqrt(-x)", ValueError),
-                        ("math.exp(x * 1000)", OverflowError)):
+    for call, error in (
+        ("math.log(x - 2)", ValueError),
+        ("math.sqrt(-x)", ValueError),
+        ("math.exp(x * 1000)", OverflowError),
+    ):
         with pytest.raises(error):
             run(f"import math\nx = 2.0\ny = {call}")
     ns, _ = run("x = 2.0\ny = np.log(x - 2)", ns={"np": np}, plain_names={"np"})
@@ -182,8 +227,11 @@ def test_math_functions_fail_as_in_plain_python():
 
 
 def test_aliases_of_math_functions_dispatch():
-    ns, _ = run("from math import exp as e\nx = 1.0\ny = e(x)\nz = g(x)",
-                ns={"g": math.tanh}, math_names={"g"})
+    ns, _ = run(
+        "from math import exp as e\nx = 1.0\ny = e(x)\nz = g(x)",
+        ns={"g": math.tanh},
+        math_names={"g"},
+    )
     assert _runtime.is_node(ns["y"]) and ns["y"].op == "exp"
     assert _runtime.is_node(ns["z"]) and ns["z"].op == "tanh"
 
@@ -195,13 +243,15 @@ def test_function_without_gradient_rule_is_computed_and_recorded():
     y = ns["y"]
     assert y == math.asin(1.0) and _runtime.type_of(y) is float and y.is_leaf
     assert [(line, f) for node, line, _, f in rec.cut_nodes if node is y] == [(3, "math.asin")]
-    assert rec.cuts == [(3, "math.asin has no gradient rule: 'x' entered it as a "
-                            "plain number")]
+    assert rec.cuts == [(3, "math.asin has no gradient rule: 'x' entered it as a plain number")]
 
 
 def test_isinstance_and_pow_follow_the_number():
-    ns, _ = run("x = 2.5\na = isinstance(x, float)\nb = isinstance(x, Value)\nc = pow(3, 4, 5)"
-                "\nd = pow(x, 2)\ne = isinstance(3, int)", ns={"Value": Value})
+    ns, _ = run(
+        "x = 2.5\na = isinstance(x, float)\nb = isinstance(x, Value)\nc = pow(3, 4, 5)"
+        "\nd = pow(x, 2)\ne = isinstance(3, int)",
+        ns={"Value": Value},
+    )
     assert ns["a"] is True and ns["b"] is False and ns["c"] == 1 and ns["d"].data == 6.25
     assert ns["e"] is True and type(ns["c"]) is int
 
@@ -216,11 +266,22 @@ def test_user_functions_get_values():
 
 # --------------------------------------------------------------------------- labels
 def test_assignments_label_nodes():
-    ns, _ = run("a, b = 2.0, -3.0\ne = a * b\nc = d = e + 1\ns = 0\ns += a\n"
-                "for w in [1.5]:\n    pass\nif (m := a * 2) > 0: pass\nk: float = b - 1")
+    ns, _ = run(
+        "a, b = 2.0, -3.0\ne = a * b\nc = d = e + 1\ns = 0\ns += a\n"
+        "for w in [1.5]:\n    pass\nif (m := a * 2) > 0: pass\nk: float = b - 1"
+    )
     labels = {n: ns[n].label for n in "abecdswmk"}
-    assert labels == {"a": "a", "b": "b", "e": "e", "c": "c", "d": "c", "s": "s",
-                      "w": "w", "m": "m", "k": "k"}
+    assert labels == {
+        "a": "a",
+        "b": "b",
+        "e": "e",
+        "c": "c",
+        "d": "c",
+        "s": "s",
+        "w": "w",
+        "m": "m",
+        "k": "k",
+    }
 
 
 def test_a_labelled_node_keeps_its_label():
@@ -229,8 +290,12 @@ def test_a_labelled_node_keeps_its_label():
 
 
 def test_library_results_become_leaves():
-    ns, _ = run("import random\nx = random.random()\ng = np.random.default_rng(0)\n"
-                "n = np.argmax(np.array([1, 3, 2]))", ns={"np": np}, plain_names={"np"})
+    ns, _ = run(
+        "import random\nx = random.random()\ng = np.random.default_rng(0)\n"
+        "n = np.argmax(np.array([1, 3, 2]))",
+        ns={"np": np},
+        plain_names={"np"},
+    )
     assert ns["x"].is_leaf and ns["x"].label == "x"
     assert ns["n"] == 1 and type(ns["n"]) is np.int64  # a numpy scalar keeps its type
     assert isinstance(ns["g"], np.random.Generator)
@@ -238,9 +303,11 @@ def test_library_results_become_leaves():
 
 # --------------------------------------------------------------------------- reads and target
 def test_reads_follow_python_scopes():
-    rw = rewrite("def f(x, y=q):\n    z = x + w\n    return z * g\n"
-                 "class C:\n    k = 1\n    j = k + h\n    def m(self):\n        return k\n"
-                 "lam = lambda t: t * u\nys = [v * 2 for v in vs]\nlen(n)\nxs[i]\nprint(p)")
+    rw = rewrite(
+        "def f(x, y=q):\n    z = x + w\n    return z * g\n"
+        "class C:\n    k = 1\n    j = k + h\n    def m(self):\n        return k\n"
+        "lam = lambda t: t * u\nys = [v * 2 for v in vs]\nlen(n)\nxs[i]\nprint(p)"
+    )
     # names given to builtins such as len, sorted and map are read: their numbers may
     # flow on (sum(map(f, [x, y])))
     assert {"w", "g", "h", "k", "u", "vs", "n"} <= rw.reads
@@ -250,8 +317,11 @@ def test_reads_follow_python_scopes():
 def test_dict_and_set_comprehensions_keep_keys_plain_and_their_names_local():
     rw = rewrite("d = {k * 2: v * w for k, v in pairs}\ns = {2 * k for k in ks}")
     assert rw.reads == {"w", "pairs", "ks"}
-    ns, _ = run("w = 3.0\nd = {k * 2: v * w for k, v in zip(range(1, 3), [0.5, 1.5])}\n"
-                "s = {2 * k for k in range(3)}", {})
+    ns, _ = run(
+        "w = 3.0\nd = {k * 2: v * w for k, v in zip(range(1, 3), [0.5, 1.5])}\n"
+        "s = {2 * k for k in range(3)}",
+        {},
+    )
     assert list(ns["d"]) == [2, 4] and {type(k) for k in ns["d"]} == {int}
     assert all(_runtime.is_node(v) for v in ns["d"].values()) and ns["d"][4].data == 4.5
     ns["d"][4].backward()

@@ -1,4 +1,5 @@
 """Stateful real code (networkx, sortedcontainers, stdlib), plain vs magic/plain cells."""
+
 import pytest
 
 from stateful_corpus import run_corpus
@@ -14,4 +15,5 @@ def test_stateful_code_leaves_the_same_deep_state(ip):
     same = (total - len(differences)) / total
     assert same >= THRESHOLD, (
         f"{same:.2%} of {total} examples leave the same state; first differences: "
-        + "; ".join(d.where for d in differences[:10]))
+        + "; ".join(d.where for d in differences[:10])
+    )

@@ -7,6 +7,7 @@ plainly from a copy of the state it started from; a plain cell in between change
 state, as a training loop does. The state each cell leaves is compared with the plain
 run's too.
 """
+
 import copy
 import math
 
@@ -17,13 +18,16 @@ from fidelity_corpus import deep_state
 
 pytestmark = pytest.mark.usefixtures("fresh_names")
 
-DIJKSTRA = ("""import heapq
+DIJKSTRA = (
+    """import heapq
 weights = {('a', 'b'): 1.5, ('b', 'c'): 2.0, ('a', 'c'): 4.25, ('c', 'd'): 0.5,
            ('b', 'd'): 3.0}
 graph = {}
 for (u, v), w in weights.items():
     graph.setdefault(u, []).append((v, w))
-""", ["""dist = {'a': 0.0}
+""",
+    [
+        """dist = {'a': 0.0}
 heap = [(0.0, 'a')]
 done = set()
 while heap:
@@ -36,9 +40,12 @@ while heap:
         if v not in dist or nd < dist[v]:
             dist[v] = nd
             heapq.heappush(heap, (nd, v))
-dist['d'] * 2.0"""])
+dist['d'] * 2.0"""
+    ],
+)
 
-ACCOUNT = ("""class Account:
+ACCOUNT = (
+    """class Account:
     def __init__(self, balance):
         self.balance = balance
         self.history = []
@@ -49,25 +56,37 @@ ACCOUNT = ("""class Account:
         return self.balance
 acct = Account(100.0)
 rate = 0.05
-""", ["acct.grow(rate, 3)", "acct.balance = acct.balance - 10.0", "acct.grow(rate, 2) / 10.0"])
+""",
+    ["acct.grow(rate, 3)", "acct.balance = acct.balance - 10.0", "acct.grow(rate, 2) / 10.0"],
+)
 
-MLP = ("""import random
+MLP = (
+    """import random
 random.seed(3)
 params = {'W': [[random.uniform(-1, 1) for _ in range(2)] for _ in range(3)],
           'b': [0.1, -0.2, 0.05], 'v': [0.5, -0.5, 0.25]}
 data = [([1.0, 2.0], 0.5), ([-1.0, 0.5], -0.25)]
-""", ["""def forward(x):
+""",
+    [
+        """def forward(x):
     h = [max(0.0, sum(w * xi for w, xi in zip(row, x)) + b)
          for row, b in zip(params['W'], params['b'])]
     return sum(v * hi for v, hi in zip(params['v'], h))
 loss = sum((forward(x) - y) ** 2 for x, y in data)
-loss""", """for row in params['W']:
+loss""",
+        """for row in params['W']:
     for j in range(len(row)):
-        row[j] = row[j] - 0.01 * row[j]""", """loss = sum((forward(x) - y) ** 2 for x, y in data)
-loss"""])
+        row[j] = row[j] - 0.01 * row[j]""",
+        """loss = sum((forward(x) - y) ** 2 for x, y in data)
+loss""",
+    ],
+)
 
-DETERMINANT = ("""A = [[2.0, 1.0, 0.5], [1.0, 3.0, 0.25], [0.5, 0.25, 4.0]]
-""", ["""def det(m):
+DETERMINANT = (
+    """A = [[2.0, 1.0, 0.5], [1.0, 3.0, 0.25], [0.5, 0.25, 4.0]]
+""",
+    [
+        """def det(m):
     m = [row[:] for row in m]
     n, d = len(m), 1.0
     for i in range(n):
@@ -81,30 +100,52 @@ DETERMINANT = ("""A = [[2.0, 1.0, 0.5], [1.0, 3.0, 0.25], [0.5, 0.25, 4.0]]
             for c in range(i, n):
                 m[r][c] = m[r][c] - f * m[i][c]
     return d
-det(A)"""])
+det(A)"""
+    ],
+)
 
-GRID_DP = ("""cost = {(i, j): 1.0 + 0.5 * ((i * 3 + j * 7) % 5) for i in range(3) for j in range(3)}
-""", ["""best = {}
+GRID_DP = (
+    """cost = {(i, j): 1.0 + 0.5 * ((i * 3 + j * 7) % 5) for i in range(3) for j in range(3)}
+""",
+    [
+        """best = {}
 for i in range(3):
     for j in range(3):
         options = [best[(i - 1, j)]] if i else []
         options += [best[(i, j - 1)]] if j else []
         best[(i, j)] = cost[(i, j)] + (min(options) if options else 0.0)
-best[(2, 2)]"""])
+best[(2, 2)]"""
+    ],
+)
 
-CIRCLE = ("""import math
+CIRCLE = (
+    """import math
 shapes = [{'kind': 'circle', 'r': 1.5}, {'kind': 'circle', 'r': 0.25}]
-""", ["sum(math.pi * s['r'] ** 2 for s in shapes)"])
+""",
+    ["sum(math.pi * s['r'] ** 2 for s in shapes)"],
+)
 
-PROJECTION = ("""point = [1.0, 2.0, 3.0]
+PROJECTION = (
+    """point = [1.0, 2.0, 3.0]
 camera = {'f': 2.0, 'shift': [0.5, -0.5]}
-""", ["""x, y, z = point
+""",
+    [
+        """x, y, z = point
 u = camera['f'] * x / z + camera['shift'][0]
 v = camera['f'] * y / z + camera['shift'][1]
-u * u + v * v"""])
+u * u + v * v"""
+    ],
+)
 
-CASES = {"dijkstra": DIJKSTRA, "account": ACCOUNT, "mlp": MLP, "determinant": DETERMINANT,
-         "grid_dp": GRID_DP, "circle": CIRCLE, "projection": PROJECTION}
+CASES = {
+    "dijkstra": DIJKSTRA,
+    "account": ACCOUNT,
+    "mlp": MLP,
+    "determinant": DETERMINANT,
+    "grid_dp": GRID_DP,
+    "circle": CIRCLE,
+    "projection": PROJECTION,
+}
 
 
 _SHELL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
@@ -112,8 +153,11 @@ _SHELL = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 
 def _user_state(ns, baseline):
     """The names of ``ns`` not in ``baseline`` (or bound to something else there)."""
-    return {k: v for k, v in ns.items()
-            if not k.startswith("_") and (k not in baseline or v is not baseline[k])}
+    return {
+        k: v
+        for k, v in ns.items()
+        if not k.startswith("_") and (k not in baseline or v is not baseline[k])
+    }
 
 
 def _copy(state):
@@ -141,8 +185,9 @@ def test_stateful_cells_have_the_plain_codes_gradients_and_state(ip, case):
     assert ip.run_cell(setup).success
     checked = 0
     for k, cell in enumerate(cells):
-        before = _copy({k: v for k, v in ip.user_ns.items()
-                        if not k.startswith("_") and k not in _SHELL})
+        before = _copy(
+            {k: v for k, v in ip.user_ns.items() if not k.startswith("_") and k not in _SHELL}
+        )
         magic = k % 2 == 0
         result = ip.run_cell(f"%%autograd -q\n{cell}" if magic else cell)
         assert result.success, result.error_in_exec
@@ -175,8 +220,9 @@ def test_stateful_cells_have_the_plain_codes_gradients_and_state(ip, case):
             if type(x) is not float:
                 continue
             h = 1e-6 * max(1.0, abs(x))
-            numeric = (_plain_value(before, cell, path, x + h)
-                       - _plain_value(before, cell, path, x - h)) / (2 * h)
+            numeric = (
+                _plain_value(before, cell, path, x + h) - _plain_value(before, cell, path, x - h)
+            ) / (2 * h)
             assert trace.grads[path] == pytest.approx(numeric, rel=1e-4, abs=1e-6), path
             checked += 1
     assert checked >= 1, "no input of the data was differentiated"

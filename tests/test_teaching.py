@@ -1,4 +1,5 @@
 """The teaching views: forward mode, the topological walk, the chain rule as a sum over paths."""
+
 import itertools
 import math
 import re
@@ -13,7 +14,7 @@ from gradmagic.analysis.trace import Trace
 from gradmagic.views import render
 from gradmagic.views import teaching as views
 
-SEED_CELL = ("x = 2.0\ny = 3.0\na = 3*x**2\nb = x*y\nc = 5*y**2\nd = a + b\nf = d + c\nf")
+SEED_CELL = "x = 2.0\ny = 3.0\na = 3*x**2\nb = x*y\nc = 5*y**2\nd = a + b\nf = d + c\nf"
 
 
 def traced(target, **kwargs):
@@ -49,7 +50,7 @@ def graphs(draw, max_inputs=4, max_ops=25):
         elif kind == "add_const":
             v = a + draw(st.floats(-3, 3, allow_nan=False))
         elif kind == "square":
-            v = a ** 2
+            v = a**2
         else:
             v = a / (b * b + 1.0)
         pool.append(v)
@@ -78,16 +79,16 @@ def test_jvp_tangents_equal_reverse_mode_gradients(case):
 
 
 @settings(max_examples=40, deadline=None)
-@given(graphs(max_inputs=3), st.lists(st.floats(-2, 2, allow_nan=False), min_size=3,
-                                      max_size=3))
+@given(graphs(max_inputs=3), st.lists(st.floats(-2, 2, allow_nan=False), min_size=3, max_size=3))
 def test_jvp_is_linear_in_the_seed(case, ws):
     """A seed mixing inputs gives the matching mix of gradients (a directional derivative)."""
     trace, xs = case
     seed = {x.label: w for x, w in zip(xs, ws)}
     t = trace.jvp(seed)
     expected = sum(w * trace.node(name).grad for name, w in seed.items())
-    assert abs(t.target - expected) <= 1e-12 * max(1.0, sum(abs(w * trace.node(n).grad)
-                                                             for n, w in seed.items()))
+    assert abs(t.target - expected) <= 1e-12 * max(
+        1.0, sum(abs(w * trace.node(n).grad) for n, w in seed.items())
+    )
 
 
 def brute_paths(trace, start):
@@ -126,8 +127,9 @@ def test_path_sums_equal_the_gradients(case):
         assert abs(everything.listed_sum - g) <= 1e-12 * max(1.0, abs(g))
         assert abs(everything.total - g) <= 1e-12 * max(1.0, abs(g))
         for p in everything.paths:  # each product is its locals' product
-            assert p.product == pytest.approx(math.prod(d for _, _, d, _ in p.steps),
-                                              rel=1e-15, abs=0)
+            assert p.product == pytest.approx(
+                math.prod(d for _, _, d, _ in p.steps), rel=1e-15, abs=0
+            )
             assert p.nodes[0] == trace.target.index and p.nodes[-1] == i
         # best-first top-k = the k largest |products| of the full list
         top = teaching.paths(trace, i, handful=0, top=3)
@@ -177,18 +179,28 @@ def _linked(trace, i, made):
 def test_the_walk_reproduces_the_seeds_printout(ip, fresh_names):
     ip.run_cell("%%autograd -q\n" + SEED_CELL)
     import gradmagic
+
     trace = gradmagic.last
     lines = views.walk_lines(trace)
     # as the issue quotes the seed: v ['f'], v ['f', 'd'], ..., t ['x', 'a', ...]
     assert lines[0] == ("v", ["f"]) and lines[1] == ("v", ["f", "d"])
     assert [items for kind, items in lines if kind == "t"][1] == ["x", "a"]
     assert lines == [
-        ("v", ["f"]), ("v", ["f", "d"]), ("v", ["f", "d", "a"]), ("v", ["f", "d", "a", "x"]),
-        ("t", ["x"]), ("t", ["x", "a"]),
-        ("v", ["f", "d", "a", "x", "b"]), ("v", ["f", "d", "a", "x", "b", "y"]),
-        ("t", ["x", "a", "y"]), ("t", ["x", "a", "y", "b"]), ("t", ["x", "a", "y", "b", "d"]),
+        ("v", ["f"]),
+        ("v", ["f", "d"]),
+        ("v", ["f", "d", "a"]),
+        ("v", ["f", "d", "a", "x"]),
+        ("t", ["x"]),
+        ("t", ["x", "a"]),
+        ("v", ["f", "d", "a", "x", "b"]),
+        ("v", ["f", "d", "a", "x", "b", "y"]),
+        ("t", ["x", "a", "y"]),
+        ("t", ["x", "a", "y", "b"]),
+        ("t", ["x", "a", "y", "b", "d"]),
         ("v", ["f", "d", "a", "x", "b", "y", "c"]),
-        ("t", ["x", "a", "y", "b", "d", "c"]), ("t", ["x", "a", "y", "b", "d", "c", "f"])]
+        ("t", ["x", "a", "y", "b", "d", "c"]),
+        ("t", ["x", "a", "y", "b", "d", "c", "f"]),
+    ]
     # and the seed's own recursive algorithm on the same graph prints the same (the names
     # keep no graph links after the cell: the graph is the trace's)
     seed_lines, topo, visited = seed_algorithm(_linked(trace, trace.target.index, {}))
@@ -218,13 +230,14 @@ def test_topological_order_is_valid_and_is_the_seeds(case):
     # every event after step k: the lists are prefixes of the final ones
     k = len(walk.events) // 2
     v, o, event = walk.at(k)
-    assert v == walk.visited[:len(v)] and o == walk.order[:len(o)]
+    assert v == walk.visited[: len(v)] and o == walk.order[: len(o)]
     assert walk.counts(k) == (len(v), len(o))
 
 
 def test_seed_paths_of_df_dx_read_as_the_seed_writes_them(ip, fresh_names):
     ip.run_cell("%%autograd -q\n" + SEED_CELL)
     import gradmagic
+
     trace = gradmagic.last
     result = teaching.paths(trace, "x")
     assert result.count == 2 and result.complete
@@ -245,10 +258,10 @@ def test_seed_paths_of_df_dx_read_as_the_seed_writes_them(ip, fresh_names):
 def test_last_jvp_returns_every_nodes_tangent(ip, fresh_names):
     ip.run_cell("%%autograd -q\n" + SEED_CELL)
     import gradmagic
+
     t = gradmagic.last.jvp({"x": 1})
     assert t.target == 15.0 and t["f"] == 15.0
-    assert t.by_name == {"x": 1.0, "y": 0.0, "a": 12.0, "b": 3.0, "c": 0.0, "d": 15.0,
-                         "f": 15.0}
+    assert t.by_name == {"x": 1.0, "y": 0.0, "a": 12.0, "b": 3.0, "c": 0.0, "d": 15.0, "f": 15.0}
     assert len(t) == len(gradmagic.last.nodes) and list(t) == list(range(len(t)))
     assert t[gradmagic.last.node("a").index] == 12.0
     both = gradmagic.last.jvp({"x": 1, "y": 1})
@@ -292,6 +305,7 @@ def test_tensor_runs_say_forward_mode_covers_scalar_graphs():
 def test_nodes_the_target_does_not_reach_are_greyed_and_explained(ip, fresh_names):
     ip.run_cell("%%autograd -q\nx = 2.0\ny = 3.0\ng = x * 10\nf = x * y\nf")
     import gradmagic
+
     trace = gradmagic.last
     walk = teaching.walk(trace)
     assert walk.unreached == {"g": 20.0}
@@ -308,12 +322,12 @@ def test_exponentially_many_paths_are_counted_not_listed():
         v = v + v  # each doubling doubles the paths
     trace = traced(v)
     result = teaching.paths(trace, "x")
-    assert result.count == 2 ** 60  # exact, an int
+    assert result.count == 2**60  # exact, an int
     assert not result.complete and len(result.paths) == teaching.TOP
-    assert result.total == result.grad == 2.0 ** 60
+    assert result.total == result.grad == 2.0**60
     assert all(p.product == 1.0 and len(p.steps) == 60 for p in result.paths)
     text = views.paths_text(trace, "x")
-    assert f"{2 ** 60:,} paths" in text and "Reverse mode never lists paths" in text
+    assert f"{2**60:,} paths" in text and "Reverse mode never lists paths" in text
 
 
 def big_trace(n_nodes=2000, n_inputs=100, seed=0):
@@ -369,7 +383,7 @@ def test_drawn_views_keep_the_highlighted_node_on_a_big_graph(big):
 
 def test_static_display_has_the_teaching_section():
     x, y = Value(2.0, label="x"), Value(3.0, label="y")
-    trace = traced(3 * x ** 2 + x * y + 5 * y ** 2)
+    trace = traced(3 * x**2 + x * y + 5 * y**2)
     page = render.static_html(trace)
     assert "Teaching views: forward mode, the topological walk, paths" in page
     assert "Forward mode against reverse mode" in page and "1·1·3·(2x)" in page
@@ -378,14 +392,18 @@ def test_static_display_has_the_teaching_section():
 def test_untrusted_labels_never_inject_markup():
     x = Value(2.0, label="<script>alert(1)</script>")
     trace = traced(x * x + 1.0)
-    for page in (views.forward_html(trace, cache={}), views.walk_html(trace, step=2, cache={}),
-                 views.paths_html(trace, cache={}), views.static_section(trace)):
+    for page in (
+        views.forward_html(trace, cache={}),
+        views.walk_html(trace, step=2, cache={}),
+        views.paths_html(trace, cache={}),
+        views.static_section(trace),
+    ):
         assert "<script>" not in page
 
 
 def test_expressions_write_nodes_as_people_do():
     x, y = Value(2.0, label="x"), Value(3.0, label="y")
-    trace = traced((x + y) * (x - y) / y ** 3 + (-x).tanh())
+    trace = traced((x + y) * (x - y) / y**3 + (-x).tanh())
     exprs = views.expressions(trace)
     assert exprs[trace.target.index].startswith("(") or "tanh(−x)" in exprs[trace.target.index]
     assert "(x + y)·(x − y)" in exprs
@@ -423,15 +441,21 @@ def test_seeding_zero_inputs_gives_zero(combo):
 def drawings(page: str) -> str:
     """The SVG text of every <img> data URI in ``page``."""
     import base64
-    return "".join(base64.b64decode(m).decode()
-                   for m in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', page))
+
+    return "".join(
+        base64.b64decode(m).decode()
+        for m in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', page)
+    )
 
 
 def test_notebook_views_show_html_and_text():
     x, y = Value(2.0, label="x"), Value(3.0, label="y")
-    trace = traced(3 * x ** 2 + x * y + 5 * y ** 2)
-    for view in (views.forward(trace, "x", step=2), views.walk_view(trace, step=3),
-                 views.paths_view(trace, "y")):
+    trace = traced(3 * x**2 + x * y + 5 * y**2)
+    for view in (
+        views.forward(trace, "x", step=2),
+        views.walk_view(trace, step=3),
+        views.paths_view(trace, "y"),
+    ):
         page = view._repr_html_()
         # the drawing is an <img> of an SVG (inline <svg> is stripped in untrusted notebooks)
         assert page.startswith("<div") and "<svg" not in page
@@ -443,10 +467,11 @@ def test_notebook_views_show_html_and_text():
 
 def test_widget_tabs_are_json_and_step_through_the_views():
     import json
+
     x, y = Value(2.0, label="x"), Value(3.0, label="y")
-    a = 3 * x ** 2
+    a = 3 * x**2
     a.label = "a"
-    f = a + x * y + 5 * y ** 2
+    f = a + x * y + 5 * y**2
     f.label = "f"
     trace = traced(f)
     tabs = [make(trace, None, {"drawn": None}) for make in views.TABS]
@@ -470,6 +495,7 @@ def test_widget_tabs_are_json_and_step_through_the_views():
 
 def test_widget_tabs_are_capped_on_a_2000_node_graph(big):
     import json
+
     drawn = set(render.summarise(big).shown)
     tabs = [make(big, None, {"drawn": drawn}) for make in views.TABS]
     size = len(json.dumps(tabs))

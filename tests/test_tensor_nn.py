@@ -1,4 +1,5 @@
 """Tensor layers: shapes, gradients against PyTorch, and a network that learns."""
+
 import numpy as np
 import pytest
 
@@ -52,8 +53,9 @@ def test_sequential_names_parameters_by_position():
 def test_network_gradients_match_pytorch():
     torch = pytest.importorskip("torch")
     X, y = blobs(n_per_class=3)
-    net = Sequential(Linear(2, 8, seed=0), ReLU(), Linear(8, 6, seed=1), Tanh(),
-                     Linear(6, 10, seed=2))
+    net = Sequential(
+        Linear(2, 8, seed=0), ReLU(), Linear(8, 6, seed=1), Tanh(), Linear(6, 10, seed=2)
+    )
     loss = cross_entropy(net(X), y)
     loss.backward()
 

@@ -5,6 +5,7 @@ same seed; outputs, tensors, parameters, .grad and random number states must be 
 bit. Then the record: names, modules, folded blocks, statistics against torch's own, the
 checks (a wrong custom backward is red at its op), health signals, --expect with tensors.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -40,6 +41,7 @@ def shells(setup: str):
 
 def run_magic(shell, cell: str, options: str = ""):
     import gradmagic
+
     result = shell.run_cell(f"%%autograd {options}\n{cell}")
     assert result.success, result.error_in_exec
     return gradmagic.last
@@ -48,10 +50,15 @@ def run_magic(shell, cell: str, options: str = ""):
 def same(a, b) -> bool:
     """Equal bit for bit: tensors (values, dtype, shape; nan where nan), containers of them."""
     if isinstance(a, torch.Tensor):
-        return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
-                and torch.equal(a.detach().view(-1).view(torch.uint8)
-                                if a.is_floating_point() else a, b.detach().view(-1)
-                                .view(torch.uint8) if b.is_floating_point() else b))
+        return (
+            isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and torch.equal(
+                a.detach().view(-1).view(torch.uint8) if a.is_floating_point() else a,
+                b.detach().view(-1).view(torch.uint8) if b.is_floating_point() else b,
+            )
+        )
     if isinstance(a, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
     if isinstance(a, dict):
@@ -91,9 +98,26 @@ def test_a_training_step_runs_as_without_the_magic_bit_for_bit(capsys):
         assert printed(capsys) == plain_out and len(plain_out) == 1
         assert torch.equal(torch.get_rng_state(), plain_rng)
         assert same(plain.user_ns["g"].get_state(), magic.user_ns["g"].get_state())
-        assert_same_state(plain, magic, ["C", "W1", "b1", "W2", "b2", "bngain", "bnbias",
-                                         "bnmean_running", "bnstd_running", "loss", "logits",
-                                         "h", "Xb", "ix"])
+        assert_same_state(
+            plain,
+            magic,
+            [
+                "C",
+                "W1",
+                "b1",
+                "W2",
+                "b2",
+                "bngain",
+                "bnbias",
+                "bnmean_running",
+                "bnstd_running",
+                "loss",
+                "logits",
+                "h",
+                "Xb",
+                "ix",
+            ],
+        )
         assert plain.user_ns["log"] == magic.user_ns["log"]
         assert run.backward_by_cell
     # the parameters really moved (the comparison above is not of two untouched states)
@@ -103,7 +127,8 @@ def test_a_training_step_runs_as_without_the_magic_bit_for_bit(capsys):
     before = magic.user_ns["W1"].detach() + 0.1 * magic.user_ns["W1"].grad
     assert w1["update_to_data"] == pytest.approx(
         (0.1 * magic.user_ns["W1"].grad).double().std().item() / before.double().std().item(),
-        rel=1e-4)
+        rel=1e-4,
+    )
     # no hook is left on the user's tensors, and no recorder is left behind
     for name in ("C", "W1", "W2"):
         t = magic.user_ns[name]
@@ -140,16 +165,20 @@ def test_errors_are_the_cells_own_and_leave_nothing_behind(capsys):
 
 
 def test_import_gradmagic_does_not_import_torch():
-    code = ("import sys, gradmagic, gradmagic.views.display, gradmagic.notebook.magic\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    code = (
+        "import sys, gradmagic, gradmagic.views.display, gradmagic.notebook.magic\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
 def test_a_plain_python_cell_still_takes_gradmagics_own_engine():
     from gradmagic.analysis.trace import Trace
+
     _, magic = shells("import torch\na = 2.0\n")
     import gradmagic
+
     assert magic.run_cell("%%autograd\nb = a * 3 + 1\nb\n").success
     assert isinstance(gradmagic.last, Trace)
 
@@ -166,12 +195,12 @@ def test_names_statistics_and_gradients_are_torchs_own():
         i = run.index(name)
         t = ns[name].detach().double()
         assert run.stats[i, 0] == pytest.approx(t.mean().item(), rel=1e-9, abs=1e-12)
-        assert run.stats[i, 1] == pytest.approx(t.std().item() if t.numel() > 1 else 0.0,
-                                                rel=1e-9, abs=1e-12)
+        assert run.stats[i, 1] == pytest.approx(
+            t.std().item() if t.numel() > 1 else 0.0, rel=1e-9, abs=1e-12
+        )
         assert run.stats[i, 2] == pytest.approx(t.abs().max().item(), rel=1e-12)
     # gradients against torch.autograd.grad of the same graph
-    grads = torch.autograd.grad(ns["loss"], [ns["h"], ns["W1"], ns["logits"]],
-                                retain_graph=True)
+    grads = torch.autograd.grad(ns["loss"], [ns["h"], ns["W1"], ns["logits"]], retain_graph=True)
     for name, g in zip(("h", "W1", "logits"), grads):
         i = run.index(name)
         assert run.grad_stats[i, 1] == pytest.approx(g.double().std().item(), rel=1e-9)
@@ -185,6 +214,7 @@ def test_names_statistics_and_gradients_are_torchs_own():
 def test_a_small_gpt_is_grouped_by_module_with_its_blocks_folded():
     from gradmagic.analysis.torchgraph import layout
     from gradmagic.views import torchview
+
     _, magic = shells(cells.GPT_SETUP)
     run = run_magic(magic, cells.GPT_CELL)
     lay = layout(run, 150)
@@ -209,10 +239,10 @@ def test_a_small_gpt_is_grouped_by_module_with_its_blocks_folded():
 
 def test_the_payload_is_bounded_whatever_the_model_size():
     from gradmagic.views import torchview
+
     sizes, ops = [], []
     for layers in (12, 30):
-        _, magic = shells(cells.GPT_SETUP.replace("model = GPT()",
-                                                  f"model = GPT(layers={layers})"))
+        _, magic = shells(cells.GPT_SETUP.replace("model = GPT()", f"model = GPT(layers={layers})"))
         run = run_magic(magic, cells.GPT_CELL, "--no-check")
         sizes.append(len(torchview.html_view(run)))
         ops.append(len(run.graph))
@@ -223,6 +253,7 @@ def test_the_payload_is_bounded_whatever_the_model_size():
 
 def test_a_wrong_custom_backward_is_red_at_its_node():
     from gradmagic.views import torchview
+
     _, magic = shells(cells.BAD_FUNCTION_SETUP)
     run = run_magic(magic, cells.BAD_FUNCTION_CELL)
     assert run.check["whole"]["status"] == "fail"
@@ -236,8 +267,9 @@ def test_a_wrong_custom_backward_is_red_at_its_node():
     line = next(x for x in dot.splitlines() if "h = BadTanh" in x)
     assert 'color="#dc2626"' in line and "gradient wrong" in line
     # the same cell with the right backward passes
-    magic.run_cell("BadTanh.backward = staticmethod(lambda ctx, g: g * (1 - "
-                   "ctx.saved_tensors[0] ** 2))")
+    magic.run_cell(
+        "BadTanh.backward = staticmethod(lambda ctx, g: g * (1 - ctx.saved_tensors[0] ** 2))"
+    )
     run = run_magic(magic, cells.BAD_FUNCTION_CELL)
     assert run.check["whole"]["status"] == "pass"
     assert {r["status"] for r in run.check["ops"].values()} == {"pass"}
@@ -245,20 +277,24 @@ def test_a_wrong_custom_backward_is_red_at_its_node():
 
 # --------------------------------------------------------------------------- health
 def test_health_signals_point_at_their_op():
-    _, magic = shells("import torch\ntorch.manual_seed(0)\n"
-                      "x = torch.randn(16, 8)\n"
-                      "W = torch.randn(8, 32, requires_grad=True)\n"
-                      "V = torch.randn(32, 1, requires_grad=True)\n")
-    cell = ("a = x @ W - 100.0 * (torch.arange(32) < 8)\n"  # 8 units always negative
-            "r = torch.relu(a)\n"
-            "s = torch.tanh(50 * (x @ W))\n"
-            "d = (r.detach() * 0 + r + s).sum(1, keepdim=True)\n"
-            "y = torch.log(d - d.max() - 1 + 1e-30 * 0)\n"
-            "loss = (y @ V.T).sum() + (r @ V).sum()\n"
-            "loss.backward()\n"
-            "with torch.no_grad():\n"
-            "    W -= 1e-3 * W.grad\n"
-            "loss")
+    _, magic = shells(
+        "import torch\ntorch.manual_seed(0)\n"
+        "x = torch.randn(16, 8)\n"
+        "W = torch.randn(8, 32, requires_grad=True)\n"
+        "V = torch.randn(32, 1, requires_grad=True)\n"
+    )
+    cell = (
+        "a = x @ W - 100.0 * (torch.arange(32) < 8)\n"  # 8 units always negative
+        "r = torch.relu(a)\n"
+        "s = torch.tanh(50 * (x @ W))\n"
+        "d = (r.detach() * 0 + r + s).sum(1, keepdim=True)\n"
+        "y = torch.log(d - d.max() - 1 + 1e-30 * 0)\n"
+        "loss = (y @ V.T).sum() + (r @ V).sum()\n"
+        "loss.backward()\n"
+        "with torch.no_grad():\n"
+        "    W -= 1e-3 * W.grad\n"
+        "loss"
+    )
     run = run_magic(magic, cell)
     h = run.health
     assert h["dead"] == {run.index("r"): 0.25}
@@ -267,16 +303,18 @@ def test_health_signals_point_at_their_op():
     ratios = {p["name"]: p for p in h["params"]}
     w = magic.user_ns["W"]
     assert ratios["W"]["update_to_data"] == pytest.approx(
-        (1e-3 * w.grad).double().std().item() / (w.detach() + 1e-3 * w.grad).double().std()
-        .item(), rel=1e-3)
+        (1e-3 * w.grad).double().std().item() / (w.detach() + 1e-3 * w.grad).double().std().item(),
+        rel=1e-3,
+    )
     assert ratios["V"]["update_to_data"] is None  # not updated
     assert ratios["W"]["grad_to_data"] > 0
 
 
 def test_the_first_nan_is_found_where_it_is_made():
     _, magic = shells("import torch\nx = torch.tensor([1.0, -1.0, 2.0], requires_grad=True)\n")
-    run = run_magic(magic, "a = x * 2\nb = torch.sqrt(a)\nc = b + 1\nloss = c.sum()\nloss",
-                    "--no-check")
+    run = run_magic(
+        magic, "a = x * 2\nb = torch.sqrt(a)\nc = b + 1\nloss = c.sum()\nloss", "--no-check"
+    )
     first = run.health["nonfinite"]["value"]
     assert first["name"] == "sqrt" and run.names[first["value"]] == "b" and first["line"] == 3
 
@@ -296,6 +334,7 @@ def test_hand_derived_gradients_are_checked_element_by_element():
     assert "entries wrong; worst: (" in bad[0].note
     # --expect NAME in the magic, with a dict of tensors, and the display shows the answers
     from gradmagic.views import torchview
+
     again = run_magic(magic, cells.MLP_FORWARD, "--expect answers")
     assert "8 of 8" in torchview.text_view(again) or "correct" in torchview.text_view(again)
     assert again.expect(ns["answers"]).passed
@@ -303,23 +342,28 @@ def test_hand_derived_gradients_are_checked_element_by_element():
 
 def test_grade_accepts_tensors_as_answers():
     from gradmagic import grade
+
     report = grade("a = 2.0\nb = a * a\nb", {"a": torch.tensor(4.0)}, isolate=False)
     assert report.passed
-    report = grade("a = 2.0\nb = a * a\nb", {"a": torch.tensor(5.0, requires_grad=True)},
-                   isolate=False)
+    report = grade(
+        "a = 2.0\nb = a * a\nb", {"a": torch.tensor(5.0, requires_grad=True)}, isolate=False
+    )
     assert not report.passed
 
 
 def test_grade_runs_a_pytorch_cell_and_checks_hand_derived_tensors():
     from gradmagic import grade
-    source = ("import torch\ntorch.manual_seed(0)\nx = torch.randn(5)\n"
-              "W = torch.randn(5, 3, requires_grad=True)\nh = torch.tanh(x @ W)\n"
-              "loss = (h ** 2).sum()\nloss\n")
+
+    source = (
+        "import torch\ntorch.manual_seed(0)\nx = torch.randn(5)\n"
+        "W = torch.randn(5, 3, requires_grad=True)\nh = torch.tanh(x @ W)\n"
+        "loss = (h ** 2).sum()\nloss\n"
+    )
     ns: dict = {}
     exec(source, ns)
     h = ns["h"].detach()
     dh = 2 * h
-    dW = torch.outer(ns["x"], (1 - h ** 2) * dh)
+    dW = torch.outer(ns["x"], (1 - h**2) * dh)
     assert grade(source, {"h": dh, "W": dW}, isolate=False).passed
     wrong = grade(source, {"h": dh, "W": torch.outer(ns["x"], (1 - h) * dh)}, isolate=False)
     assert not wrong.passed
@@ -346,7 +390,8 @@ def test_an_optimizer_step_with_dropout_and_in_place_ops_runs_as_without_the_mag
                 assert same(sa["state"][k][key], sb["state"][k][key]), (k, key)
     # the record: module paths, the dropout taken as it came, Adam's updates measured
     assert {run.name_of(i) for i in run.params} == {
-        f"net.{i}.{w}" for i in (0, 3, 5) for w in ("weight", "bias")}
+        f"net.{i}.{w}" for i in (0, 3, 5) for w in ("weight", "bias")
+    }
     assert run.check["whole"]["status"] == "pass", run.check["whole"]
     statuses = {run.ops[k].name: r["status"] for k, r in run.check["ops"].items()}
     assert statuses["dropout"] == "skipped" and "fail" not in statuses.values()

@@ -1,5 +1,6 @@
 """The columnar Trace against a node-by-node reading of the live graph, and the
 vectorised check against per-leaf finite differences done the slow way."""
+
 import math
 
 import numpy as np
@@ -26,8 +27,10 @@ leaf_value = st.one_of(st.floats(-3, 3, allow_nan=False), st.integers(-4, 4))
 def graphs(draw, unary=UNARY, binary=BINARY, max_ops=25):
     """A random scalar graph: (target, leaves); some leaves named, some ints, some repeated."""
     n_leaves = draw(st.integers(1, 5))
-    leaves = [Value(draw(leaf_value), label=draw(st.sampled_from(["", f"x{i}", "w"])))
-              for i in range(n_leaves)]
+    leaves = [
+        Value(draw(leaf_value), label=draw(st.sampled_from(["", f"x{i}", "w"])))
+        for i in range(n_leaves)
+    ]
     nodes = list(leaves)
     for k in range(draw(st.integers(1, max_ops))):
         if draw(st.booleans()):
@@ -48,6 +51,7 @@ def graphs(draw, unary=UNARY, binary=BINARY, max_ops=25):
 
 def _apply(name, a, b=None):
     from gradmagic.core.engine import apply
+
     with np.errstate(all="ignore"):
         return apply(name, a) if b is None else apply(name, a, b)
 
@@ -74,8 +78,10 @@ def assert_matches_live(trace, target):
         assert node.parents == tuple(index[id(p)] for p in v.parents)
         assert node.kink == bool(v.kink)
         assert node.is_leaf == v.is_leaf
-        constant = v.is_leaf and (not getattr(v, "requires_grad", True)
-                                  or (not v.label and not isinstance(v.data, np.ndarray)))
+        constant = v.is_leaf and (
+            not getattr(v, "requires_grad", True)
+            or (not v.label and not isinstance(v.data, np.ndarray))
+        )
         assert node.is_constant == constant
         assert node.finite == (all_finite(v.data) if constant else v.finite)
         assert node.shape == (v.data.shape if isinstance(v.data, np.ndarray) else None)
@@ -97,8 +103,17 @@ def test_columns_equal_a_node_by_node_reading(graph):
     assert_matches_live(trace, target)
     # the same walk given by the caller gives the same columns
     again = Trace(target, order=Value.topo(target))
-    for column in ("data", "grad", "op_code", "parent_a", "parent_b", "label_code", "kink",
-                   "finite", "constant"):
+    for column in (
+        "data",
+        "grad",
+        "op_code",
+        "parent_a",
+        "parent_b",
+        "label_code",
+        "kink",
+        "finite",
+        "constant",
+    ):
         np.testing.assert_array_equal(getattr(trace, column), getattr(again, column))
 
 
@@ -124,7 +139,7 @@ def test_a_mixed_graph_with_tensors_matches_the_live_nodes():
     W = Tensor(np.array([[0.5, -1.0], [2.0, 0.0]]), label="W")
     C = Tensor(np.ones((2, 2)), label="C", requires_grad=False)
     v = Value(3.0, label="v")
-    out = ((W * C).relu().sum() * v + v ** 2).relu()
+    out = ((W * C).relu().sum() * v + v**2).relu()
     out.backward()
     trace = Trace(out)
     assert_matches_live(trace, out)
@@ -135,7 +150,7 @@ def test_a_mixed_graph_with_tensors_matches_the_live_nodes():
 
 def test_a_trace_is_unaffected_by_later_changes_to_live_nodes():
     x, w = Value(0.5, label="x"), Value(-1.5, label="w")
-    y = (x * w).tanh() + x ** 2
+    y = (x * w).tanh() + x**2
     y.label = "y"
     y.backward()
     trace = Trace(y)
@@ -147,7 +162,8 @@ def test_a_trace_is_unaffected_by_later_changes_to_live_nodes():
     assert (trace.values, trace.grads) == before[:2]
     assert trace.check(eps=1e-7).passed and before[2]
     assert trace.node("x").data == 0.5 and trace.node("x").grad == pytest.approx(
-        -1.5 * (1 - math.tanh(-0.75) ** 2) + 1.0)
+        -1.5 * (1 - math.tanh(-0.75) ** 2) + 1.0
+    )
     T = Tensor(np.array([1.0, -2.0]), label="T")
     L = (T * T).sum()
     L.backward()
@@ -159,18 +175,19 @@ def test_a_trace_is_unaffected_by_later_changes_to_live_nodes():
 
 def test_ints_stay_ints_and_huge_ints_read_as_inf():
     n = Value(3, label="n")
-    big = Value(10 ** 400, label="big")
+    big = Value(10**400, label="big")
     y = n * 2 + big * 0
     y.backward()
     trace = Trace(y)
     assert trace.node("n").data == 3 and type(trace.node("n").data) is int
-    assert trace.node("big").data == 10 ** 400 and trace.data[trace.node("big").index] == math.inf
+    assert trace.node("big").data == 10**400 and trace.data[trace.node("big").index] == math.inf
     assert not trace.node("big").finite
 
 
 def traced_walk(target) -> Trace:
     """The Trace as the magic makes it: one walk for backward and the trace."""
     from gradmagic.core.engine import backward, walk
+
     w = walk(target, zero=True)
     backward(target, 1.0, w)
     return Trace(target, walk=w)
@@ -178,7 +195,7 @@ def traced_walk(target) -> Trace:
 
 def test_every_kind_of_int_reads_back_as_it_was_from_a_walked_trace():
     # small ints are read back from the float column (a flag each), the rest kept as they are
-    values = [3, -7, 2 ** 53 - 1, 2 ** 53 + 1, -(2 ** 60) - 1, 10 ** 400, 0]
+    values = [3, -7, 2**53 - 1, 2**53 + 1, -(2**60) - 1, 10**400, 0]
     leaves = [Value(v, label=f"n{k}") for k, v in enumerate(values)]
     y = leaves[0]
     for v in leaves[1:]:
@@ -223,8 +240,11 @@ def _float_replay(trace, leaf: int, value: float) -> float:
 
 
 @settings(max_examples=40, deadline=None)
-@given(graphs(unary=SMOOTH_UNARY, binary=SMOOTH_BINARY, max_ops=15),
-       st.sampled_from([1e-6, 1e-4]), st.sampled_from([0, 3]))
+@given(
+    graphs(unary=SMOOTH_UNARY, binary=SMOOTH_BINARY, max_ops=15),
+    st.sampled_from([1e-6, 1e-4]),
+    st.sampled_from([0, 3]),
+)
 def test_vectorised_check_agrees_with_per_leaf_finite_differences(graph, eps, float_slots):
     """Both replays (numpy columns; plain floats for a few leaves) against the slow way."""
     replay_module.FLOAT_POINTS, saved = float_slots, replay_module.FLOAT_POINTS
@@ -245,7 +265,8 @@ def _check_against_per_leaf(graph, eps):
     for row in report.rows:
         x = trace.nodes[row.index].data
         up, down = x + eps, x - eps
-        slow = (_float_replay(trace, row.index, up) - _float_replay(trace, row.index, down)) \
-            / ((up - x) + (x - down))
+        slow = (_float_replay(trace, row.index, up) - _float_replay(trace, row.index, down)) / (
+            (up - x) + (x - down)
+        )
         assert row.numeric == pytest.approx(slow, rel=1e-6, abs=1e-6 * max(1, abs(trace.value)))
         assert row.analytic == trace.grad[row.index]

@@ -6,6 +6,7 @@
 * 40 displayed re-runs of a 15,000-node cell grow the process by under 150 MB: a displayed
   run keeps its compact trace (in ``Out``) and the widget's JSON payload, nothing more.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -33,12 +34,9 @@ ip.run_cell("%load_ext gradmagic")
 
 def run(body: str) -> str:
     code = SHELL + textwrap.dedent(body)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
-
-
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 What the browser does with them (drawing, clicking, zooming, stepping) is in test_browser.py.
 """
+
 import re
 
 import pytest
@@ -35,6 +36,7 @@ def neuron():
 
 import json
 
+
 # --------------------------------------------------------------------------- the payload
 def tab(data, id):
     (found,) = [t for t in data["tabs"] if t["id"] == id]
@@ -57,8 +59,14 @@ def test_tabs_are_a_list_of_kinds_with_payloads():
     trace = neuron()
     data = payload(trace, trace.check())
     assert [(t["id"], t["kind"]) for t in data["tabs"]] == [
-        ("graph", "graph"), ("gradients", "table"), ("check", "table"), ("backward", "backward"),
-        ("forward", "steps"), ("walk", "steps"), ("paths", "steps")]  # the last three: #16
+        ("graph", "graph"),
+        ("gradients", "table"),
+        ("check", "table"),
+        ("backward", "backward"),
+        ("forward", "steps"),
+        ("walk", "steps"),
+        ("paths", "steps"),
+    ]  # the last three: #16
     assert json.loads(json.dumps(data)) == data  # JSON all the way
     inputs = [n for n in trace.leaves if not n.is_constant]  # not the 0.0
     assert f"all {len(inputs)} gradients match" in tab(data, "check")["payload"]["head"][0]
@@ -97,8 +105,10 @@ def test_rules_use_the_operands_names():
     L.label = "L"
     trace = traced(L)
     data = payload(trace)
-    assert data["nodes"][str(b.index if hasattr(b, "index") else trace.node("b").index)]["rule"] \
+    assert (
+        data["nodes"][str(b.index if hasattr(b, "index") else trace.node("b").index)]["rule"]
         == "∂(x+y)/∂x = 1, ∂(x+y)/∂y = 1"
+    )
     assert data["nodes"][str(trace.node("L").index)]["rule"] == "∂(b·2)/∂b = 2, ∂(b·2)/∂2 = b"
 
 
@@ -106,12 +116,16 @@ def test_every_rule_names_its_operands_even_with_braces_in_names_or_rule():
     # each rule is made a format template once; names are text, never format fields
     from gradmagic.core.ops import OPS
     from gradmagic.core.tensor_ops import TENSOR_OPS
+
     rules = [e.rule for e in [*OPS.values(), *TENSOR_OPS.values()] if getattr(e, "rule", "")]
     assert any("{" in r for r in rules)  # Σ_{j≤i}: a rule's own braces stay
     for rule in rules:
         for names in ({"a": "w{0}", "b": "{b}"}, {"a": "x"}):
-            by_hand = re.sub(r"(?<![A-Za-z_])([ab])(?![A-Za-z_])",
-                             lambda m: names.get(m.group(1), m.group(1)), rule)
+            by_hand = re.sub(
+                r"(?<![A-Za-z_])([ab])(?![A-Za-z_])",
+                lambda m: names.get(m.group(1), m.group(1)),
+                rule,
+            )
             assert widget._template(rule).format_map(widget._Letters(names)) == by_hand
 
 
@@ -140,8 +154,10 @@ def test_steps_carry_running_sums():
     steps = tab(payload(trace), "backward")["payload"]
     assert steps["total"] == 1
     (step,) = steps["steps"]
-    assert step["name"] == "b" and step["items"] == [["a", "1", "1", "1", "1", 0],
-                                                     ["a", "1", "1", "1", "2", 1]]
+    assert step["name"] == "b" and step["items"] == [
+        ["a", "1", "1", "1", "1", 0],
+        ["a", "1", "1", "1", "2", 1],
+    ]
     a_index = str(trace.node("a").index)
     assert step["ev"] == [[int(a_index), "1", "p"], [int(a_index), "2", "f"]]
 
@@ -184,6 +200,7 @@ def test_the_widget_keeps_no_trace():
     """A displayed run keeps its compact payload, not the graph."""
     import gc
     import weakref
+
     trace = neuron()
     view = TraceWidget(trace, trace.check())
     ref = weakref.ref(trace)
@@ -208,9 +225,15 @@ def test_the_live_view_defers_the_tabs_that_grow_with_the_graph():
     view = TraceWidget(trace, trace.check())
     data = json.loads(view.data)
     kinds = {t["id"]: t["kind"] for t in data["tabs"]}
-    assert kinds == {"graph": "graph", "gradients": "table", "check": "table",
-                     "backward": "deferred", "forward": "deferred", "walk": "deferred",
-                     "paths": "deferred"}
+    assert kinds == {
+        "graph": "graph",
+        "gradients": "table",
+        "check": "table",
+        "backward": "deferred",
+        "forward": "deferred",
+        "walk": "deferred",
+        "paths": "deferred",
+    }
     assert all(t["payload"] is None for t in data["tabs"] if t["kind"] == "deferred")
     assert json.loads(view.opened) == {}
     # the browser asks with a custom message; the answer is kept in the widget's state
@@ -230,6 +253,7 @@ def test_a_page_without_the_view_closing_its_comm_does_not_cut_it_off():
     """Notebook 7's file page, connected to the same kernel, answers a new widget's comm_open
     with a comm_close (it has no widget manager): the view's own page must still reach it."""
     from comm import get_comm_manager
+
     trace = loop_trace()
     view = TraceWidget(trace, trace.check())
     manager = get_comm_manager()
@@ -237,8 +261,17 @@ def test_a_page_without_the_view_closing_its_comm_does_not_cut_it_off():
     assert manager.get_comm(comm_id) is view.comm
     manager.comm_close(None, None, {"content": {"comm_id": comm_id, "data": {}}})
     assert manager.get_comm(comm_id) is view.comm  # still open: messages still arrive
-    manager.comm_msg(None, None, {"content": {"comm_id": comm_id, "data": {
-        "method": "custom", "content": {"type": "open", "tab": "backward"}}}, "buffers": []})
+    manager.comm_msg(
+        None,
+        None,
+        {
+            "content": {
+                "comm_id": comm_id,
+                "data": {"method": "custom", "content": {"type": "open", "tab": "backward"}},
+            },
+            "buffers": [],
+        },
+    )
     assert list(json.loads(view.opened)) == ["backward"]
     view.close()  # the kernel's own close does close it
     assert manager.get_comm(comm_id) is None
@@ -252,6 +285,7 @@ def test_a_small_run_sends_every_tab_at_once():
 
 def test_a_deferred_tab_of_a_run_no_longer_in_memory_says_so():
     import gc
+
     trace = loop_trace()
     view = TraceWidget(trace)
     del trace
@@ -265,9 +299,10 @@ def test_the_front_end_is_in_the_package():
     js = (widget.STATIC / "widget.js").read_text()
     assert "render" in js and len(js) < 100_000
     import gzip
+
     viz = gzip.decompress((widget.STATIC / "viz.js.gz").read_bytes())  # sent as it is
     assert b"Graphviz" in viz[:400] and b"export" in viz[-200:]
-    assert b".wasm\"" not in viz  # nothing to fetch: the wasm is inlined
+    assert b'.wasm"' not in viz  # nothing to fetch: the wasm is inlined
     assert not (widget.STATIC / "viz.js").exists()  # one copy in the package
 
 
@@ -278,8 +313,9 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     assert set(bundle) == {WIDGET_MIME, "text/plain"}
     assert bundle[WIDGET_MIME]["model_id"]
     # one line beside the live view; the static copy has the run's text (what a terminal prints)
-    assert bundle["text/plain"] == ("o = 0.707107  (13 nodes, 5 inputs)  ·  ✓ all 5 gradients "
-                                    "match finite differences")
+    assert bundle["text/plain"] == (
+        "o = 0.707107  (13 nodes, 5 inputs)  ·  ✓ all 5 gradients match finite differences"
+    )
     assert set(static) == {"text/html", "text/plain"}
     assert static["text/plain"].startswith("o = ") and "x1" in static["text/plain"]
     page = static["text/html"]
@@ -311,8 +347,11 @@ def test_the_static_copy_shows_the_live_gradients_table():
 
 def _picture(static) -> str:
     import base64
-    uri = re.search(r'<img class="gradmagic-graph"[^>]*src="data:image/svg\+xml;base64,([^"]+)"',
-                    static["text/html"]).group(1)
+
+    uri = re.search(
+        r'<img class="gradmagic-graph"[^>]*src="data:image/svg\+xml;base64,([^"]+)"',
+        static["text/html"],
+    ).group(1)
     return base64.b64decode(uri).decode()
 
 
@@ -324,8 +363,12 @@ def test_the_picture_drawn_before_the_check_shows_its_verdicts(wrong, big):
     import dataclasses
     from gradmagic.core.engine import _make_unary
     from gradmagic.core.ops import OPS
-    tanh = (_make_unary(dataclasses.replace(OPS["tanh"], df=lambda x, out: 1.0 - out)) if wrong
-            else Value.tanh)
+
+    tanh = (
+        _make_unary(dataclasses.replace(OPS["tanh"], df=lambda x, out: 1.0 - out))
+        if wrong
+        else Value.tanh
+    )
     x, y = Value(0.4, label="x"), Value(2.0, label="y")
     trace = traced(tanh(x) * y + x + big)
     if big:
@@ -343,6 +386,7 @@ def test_the_picture_drawn_before_the_check_shows_its_verdicts(wrong, big):
 
 def widget_model(bundle):
     from ipywidgets.widgets.widget import _instances
+
     return _instances[bundle[WIDGET_MIME]["model_id"]]
 
 
@@ -355,6 +399,7 @@ def test_one_graphviz_library_model_is_shared():
 def test_without_anywidget_the_bundle_is_static(monkeypatch):
     def missing():
         raise ImportError("No module named 'anywidget'")
+
     monkeypatch.setattr(widget, "_classes", missing)
     published = []
     bundle = mimebundle(neuron(), publish=published.append)
@@ -364,6 +409,7 @@ def test_without_anywidget_the_bundle_is_static(monkeypatch):
 def test_no_check_option_skips_the_check(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("check must not run")
+
     monkeypatch.setattr(check_module, "check", boom)
     trace = neuron()
     trace.options.no_check = True
@@ -375,6 +421,7 @@ def test_no_check_option_skips_the_check(monkeypatch):
 def test_a_check_that_cannot_run_does_not_break_the_display(monkeypatch):
     def broken(*args, **kwargs):
         raise TypeError("node #3 has no _replay method")
+
     monkeypatch.setattr(check_module, "check", broken)
     static, _ = bundle_of(neuron())
     assert "could not run" in static["text/plain"] and "_replay" in static["text/html"]
@@ -406,8 +453,16 @@ def test_expected_answers_get_their_own_tab_first():
     answers = trace.expect({"x1": -1.5, "w1": 2.0, "nope": 0.0})
     view = TraceWidget(trace, report, expected=answers)
     data = json.loads(view.data)
-    assert [t["id"] for t in data["tabs"]] == ["answers", "graph", "gradients", "check",
-                                               "backward", "forward", "walk", "paths"]
+    assert [t["id"] for t in data["tabs"]] == [
+        "answers",
+        "graph",
+        "gradients",
+        "check",
+        "backward",
+        "forward",
+        "walk",
+        "paths",
+    ]
     assert view.tab == "answers"
     answers_tab = tab(data, "answers")["payload"]
     assert answers_tab["head"][0] == "✗ 1 of 3 correct"
@@ -479,8 +534,9 @@ def test_tensor_nodes_have_short_records_and_full_values():
     w = data["nodes"][str(trace.node("W").index)]
     assert w["data"] == "[[0.5], [-0.3]]"
     rows = tab(data, "gradients")["payload"]["rows"]
-    assert any("[[0.5], [-0.3]]" in r for r in rows) and any("20×2 ‖·‖=" in c for r in rows
-                                                               for c in r)
+    assert any("[[0.5], [-0.3]]" in r for r in rows) and any(
+        "20×2 ‖·‖=" in c for r in rows for c in r
+    )
     assert "**2" in data["dot"] and "grad 0" not in data["dot"].split("**2")[0][-200:]
 
 
@@ -498,8 +554,9 @@ def test_partial_gradients_end_at_the_recorded_ones():
     steps = backward_steps(trace)
     grads, state = grads_at(trace, 0)
     assert state[trace.target.index] == "final"
-    assert [s for i, s in enumerate(state) if i != trace.target.index] == \
-        ["unknown"] * (len(trace.nodes) - 1)
+    assert [s for i, s in enumerate(state) if i != trace.target.index] == ["unknown"] * (
+        len(trace.nodes) - 1
+    )
     grads, state = grads_at(trace, len(steps))
     assert state == ["final"] * len(trace.nodes)
     for node, g in zip(trace.nodes, grads):
@@ -545,12 +602,11 @@ def test_local_derivatives_are_read_from_the_snapshot():
     assert trace.node("x").local == () and trace.target.local == (1.0, 1.0)
 
 
-
-
 def test_the_live_view_sends_what_anywidget_would_without_a_class_per_widget():
     """The live view declares anywidget's synced traits once: its state carries the same
     module, styles and id as an AnyWidget made the usual way, and every view is of one class."""
     import anywidget
+
     first = widget_model(bundle_of(neuron())[1])
     second = widget_model(bundle_of(neuron())[1])
     assert type(first) is type(second)
@@ -562,8 +618,16 @@ def test_the_live_view_sends_what_anywidget_would_without_a_class_per_widget():
     usual = Usual()
     try:
         ours, theirs = first.get_state(), usual.get_state()
-        for key in ("_esm", "_css", "_model_name", "_model_module", "_model_module_version",
-                    "_view_name", "_view_module", "_view_module_version"):
+        for key in (
+            "_esm",
+            "_css",
+            "_model_name",
+            "_model_module",
+            "_model_module_version",
+            "_view_name",
+            "_view_module",
+            "_view_module_version",
+        ):
             assert ours[key] == theirs[key], key
         assert ours["_anywidget_id"] == "gradmagic.views.widget.LiveView"
         assert "export" in ours["_esm"] and ours["_css"].strip()
@@ -576,9 +640,10 @@ def test_the_gradients_table_sorts_numbers_by_magnitude_and_sends_keys_only_for_
     row carries its magnitude (the largest |element|; the text alone cannot give it)."""
     import numpy as np
     from gradmagic.core.tensor import Tensor
+
     W = Tensor(np.array([[1.0, -2.0], [3.0, 0.5]]), label="W")
     x = Value(-3.0, label="x")
-    n = Value(10 ** 20, label="n")
+    n = Value(10**20, label="n")
     loss = (W * x).sum() + n * 1e-20 + x * x
     trace = traced(loss, bindings={"W": W, "x": x, "n": n})
     grads = tab(payload(trace), "gradients")["payload"]
@@ -605,16 +670,20 @@ def test_flags_read_from_the_columns_in_both_wordings():
     assert live["r"] == "kink: a subgradient was used"
     assert live["b"] == "nan or infinite" and live["a"] == ""
     assert render.flags_text(trace, rows, {}) == ["kink", "non-finite", ""]
-    assert render.flags_text(trace, rows, {rows[2]: "fail"}) == ["kink", "non-finite",
-                                                                 "check: fail"]
+    assert render.flags_text(trace, rows, {rows[2]: "fail"}) == [
+        "kink",
+        "non-finite",
+        "check: fail",
+    ]
     assert render.flags_text(trace, [], {}) == []
 
 
 def _contrast(a: str, b: str) -> float:
     def lum(h):
-        rgb = [int(h[k:k + 2], 16) / 255 for k in (1, 3, 5)]
+        rgb = [int(h[k : k + 2], 16) / 255 for k in (1, 3, 5)]
         lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
         return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
     hi, lo = sorted((lum(a), lum(b)), reverse=True)
     return (hi + 0.05) / (lo + 0.05)
 
@@ -623,11 +692,12 @@ def test_every_text_colour_reads_at_wcag_aa_contrast():
     """Text colours of the live view's style sheet and of the drawn graphs: 4.5:1 or more on
     white and on the light fills text sits on."""
     from gradmagic.views import teaching
+
     css = (widget.STATIC / "widget.css").read_text()
     colours = set()
     for rule in re.findall(r"\{([^}]*)\}", css):
         for prop, value in re.findall(r"(?<![-\w])(color|fill)\s*:\s*(#[0-9a-fA-F]{6})", rule):
-            if prop == "color" or "text" in css[:css.find(rule)].rsplit("}", 1)[-1]:
+            if prop == "color" or "text" in css[: css.find(rule)].rsplit("}", 1)[-1]:
                 colours.add(value.lower())
     colours |= {teaching._GREY, "#4b5563"}
     assert "#9ca3af" not in colours and colours

@@ -6,6 +6,7 @@ argument parser (the options are declared once, in ``gradmagic.notebook.magic``)
 ``{benchmark-results}``: the tables of the committed benchmark results
 (``benchmarks/results/*.json``, written by ``benchmarks/run.py --json``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,6 +67,7 @@ def _row(cells, header=False, literal_first=False) -> nodes.row:
 def option_rows() -> list[list[str]]:
     """(spelling, argument, default, meaning) of each option of ``%%autograd``."""
     from gradmagic.notebook.magic import AutogradMagics
+
     parser = AutogradMagics.autograd.parser
     rows = []
     for action in parser._actions:  # argparse keeps no public list of them
@@ -101,8 +103,9 @@ class BenchmarkResults(Directive):
         out = []
         found = _results()
         if not found:
-            para = nodes.paragraph(text="No results are committed yet: run "
-                                        "python benchmarks/run.py --json.")
+            para = nodes.paragraph(
+                text="No results are committed yet: run python benchmarks/run.py --json."
+            )
             return [para]
         for result in found:
             section = nodes.rubric(text=result["title"])

@@ -14,6 +14,7 @@ A :class:`CheckReport` has ``.passed``, ``.rows`` (:class:`CheckRow`), ``.verdic
 ``to_dict()``, ``assert_passed()`` (its message describes each wrong row) and a text and an
 HTML view. A report that compared nothing says so in its verdict, and why.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,17 +29,18 @@ from .numbers import all_finite, fmt, short
 from .perturb import Perturbation, choose
 from .replay import Measured, Replay, rounding_scale
 
-__all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow",
-           "STATUSES"]
+__all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow", "STATUSES"]
 
 STATUSES = {
     "pass": "agrees within the tolerance",
     "fail": "disagrees beyond the tolerance",
     "kink": "disagrees where the target is not smooth (kink or jump within eps)",
     "nonfinite": "a value is nan or infinite, so nothing can be compared",
-    "unresolved": ("finite differences cannot settle it: numbers on the way to the target "
-                   "are so large that their rounding moves the slope by more than the "
-                   "difference (a larger eps may)"),
+    "unresolved": (
+        "finite differences cannot settle it: numbers on the way to the target "
+        "are so large that their rounding moves the slope by more than the "
+        "difference (a larger eps may)"
+    ),
     "error": "could not be compared",
 }
 """Row status → what it means. ``kink``, ``nonfinite`` and ``unresolved`` rows are flagged,
@@ -53,7 +55,7 @@ _RANK = {"error": 0, "fail": 1, "nonfinite": 2, "unresolved": 3, "kink": 4, "pas
 _SETTLE = 8.0
 _SETTLE_MAX = 1e4
 # nodes past which "auto" does not compute a graph's levels to see whether it is wide
-_WIDE_MAX = 2 ** 18
+_WIDE_MAX = 2**18
 _status_of = operator.attrgetter("status")
 
 ASSERT_ROWS = 20
@@ -109,10 +111,18 @@ class CheckRow(NamedTuple):
         return (_RANK[self.status], -self.excess, -err if err == err else -math.inf)
 
     def to_dict(self, names=("got", "expected")) -> dict:
-        return {"name": self.name, "node": self.index, names[0]: _plain(self.got),
-                names[1]: _plain(self.expected), "abs_err": self.abs_err,
-                "rel_err": self.rel_err, "bound": self.bound, "status": self.status,
-                "note": self.note, "count": self.count}
+        return {
+            "name": self.name,
+            "node": self.index,
+            names[0]: _plain(self.got),
+            names[1]: _plain(self.expected),
+            "abs_err": self.abs_err,
+            "rel_err": self.rel_err,
+            "bound": self.bound,
+            "status": self.status,
+            "note": self.note,
+            "count": self.count,
+        }
 
 
 # a CheckRow from a full tuple of fields: CheckRow._make without its Python call
@@ -135,10 +145,21 @@ class CheckReport:
     report-wide remarks (branch dependence, sampling, replay problems).
     """
 
-    def __init__(self, rows, *, kind: str = "check", atol: float, rtol: float,
-                 eps: float | None = None, notes=(), replay_ok: bool = True,
-                 target: str = "", replay: tuple | None = None, error: str | None = None,
-                 unchecked: str = ""):
+    def __init__(
+        self,
+        rows,
+        *,
+        kind: str = "check",
+        atol: float,
+        rtol: float,
+        eps: float | None = None,
+        notes=(),
+        replay_ok: bool = True,
+        target: str = "",
+        replay: tuple | None = None,
+        error: str | None = None,
+        unchecked: str = "",
+    ):
         self.rows: list[CheckRow] = list(rows)
         self.kind = kind
         self.eps, self.atol, self.rtol = eps, atol, rtol
@@ -160,8 +181,7 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        return (self.error is None and self.replay_ok
-                and _OK.issuperset(map(_status_of, self.rows)))
+        return self.error is None and self.replay_ok and _OK.issuperset(map(_status_of, self.rows))
 
     @property
     def failures(self) -> list:
@@ -183,16 +203,24 @@ class CheckReport:
         the leaves, how all of them did at once)."""
         if not self.rows:  # never a plain "all 0 match": say that nothing was compared
             what = "nothing checked" if self.kind == "check" else "nothing compared"
-            why = self.unchecked or ("no gradient to compare" if self.kind == "check"
-                                     else "no expected answers were given")
+            why = self.unchecked or (
+                "no gradient to compare"
+                if self.kind == "check"
+                else "no expected answers were given"
+            )
             return self._caveats(f"{what}: {why}")
         if self.kind == "check" and any(r.index is None for r in self.rows):
             alone = [r for r in self.rows if r.index is not None]
             text = CheckReport(alone, atol=self.atol, rtol=self.rtol).verdict if alone else ""
             for r in self.rows:
                 if r.index is None:  # all the leaves at once, along a direction
-                    word = ("agree" if r.status == "pass" else "flagged: " + r.status
-                            if r.ok else "disagree")
+                    word = (
+                        "agree"
+                        if r.status == "pass"
+                        else "flagged: " + r.status
+                        if r.ok
+                        else "disagree"
+                    )
                     text += f"{'; ' if text else ''}{r.name}: {word}"
             return self._caveats(text)
         n = len(self.rows)
@@ -203,8 +231,11 @@ class CheckReport:
         elif bad:
             text = f"{bad} of {n} gradients disagree with finite differences"
         elif not flagged:
-            text = (f"all {n} gradients match finite differences" if n != 1
-                    else "the gradient matches finite differences")
+            text = (
+                f"all {n} gradients match finite differences"
+                if n != 1
+                else "the gradient matches finite differences"
+            )
         else:
             text = f"{n - flagged} of {n} gradients match finite differences"
         if flagged:
@@ -235,26 +266,44 @@ class CheckReport:
             lines += [n for n in self.notes if n.startswith("Replay mismatch")]
         failures = self.failures
         if failures:
-            lines.append(f"tolerance: |{self.columns[0]} − {self.columns[1]}| ≤ atol "
-                         f"{self.atol:g} + rtol {self.rtol:g}·|{self.columns[1]}|")
+            lines.append(
+                f"tolerance: |{self.columns[0]} − {self.columns[1]}| ≤ atol "
+                f"{self.atol:g} + rtol {self.rtol:g}·|{self.columns[1]}|"
+            )
         for k, row in enumerate(failures[:ASSERT_ROWS]):
-            lines.append(("worst: " if k == 0 and self.kind == "check" else "- ")
-                         + _describe(row, self.columns))
+            lines.append(
+                ("worst: " if k == 0 and self.kind == "check" else "- ")
+                + _describe(row, self.columns)
+            )
         if len(failures) > ASSERT_ROWS:
-            lines.append(f"(and {len(failures) - ASSERT_ROWS} more: "
-                         + ", ".join(repr(r.name) for r in failures[ASSERT_ROWS:ASSERT_ROWS + 5])
-                         + (", ..." if len(failures) > ASSERT_ROWS + 5 else "") + ")")
+            lines.append(
+                f"(and {len(failures) - ASSERT_ROWS} more: "
+                + ", ".join(repr(r.name) for r in failures[ASSERT_ROWS : ASSERT_ROWS + 5])
+                + (", ..." if len(failures) > ASSERT_ROWS + 5 else "")
+                + ")"
+            )
         raise AssertionError("\n".join(lines))
 
     # ------------------------------------------------------------------ views
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "passed": self.passed, "verdict": self.verdict,
-                "target": self.target, "eps": self.eps, "atol": self.atol, "rtol": self.rtol,
-                "replay_ok": self.replay_ok, "notes": list(self.notes), "error": self.error,
-                "checked": len(self.rows), "unchecked": self.unchecked,
-                "replay": None if self.replay is None else
-                dict(zip(("recorded", "replayed"), self.replay)),
-                "rows": [r.to_dict(self.columns) for r in self.rows]}
+        return {
+            "kind": self.kind,
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "target": self.target,
+            "eps": self.eps,
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "replay_ok": self.replay_ok,
+            "notes": list(self.notes),
+            "error": self.error,
+            "checked": len(self.rows),
+            "unchecked": self.unchecked,
+            "replay": None
+            if self.replay is None
+            else dict(zip(("recorded", "replayed"), self.replay)),
+            "rows": [r.to_dict(self.columns) for r in self.rows],
+        }
 
     text = None
     """``report → str`` for ``str(report)``: set by :mod:`gradmagic.views` when it is imported
@@ -272,8 +321,10 @@ def _describe(row: CheckRow, columns) -> str:
     if row.status == "error":
         return f"{row.name!r}{where}: {row.note}"
     if columns[0] == "analytic":
-        text = (f"{row.name!r}{where}: expected {_num(row.expected)} (numeric slope), "
-                f"got {_num(row.got)} (analytic gradient)")
+        text = (
+            f"{row.name!r}{where}: expected {_num(row.expected)} (numeric slope), "
+            f"got {_num(row.got)} (analytic gradient)"
+        )
     else:
         text = f"{row.name!r}{where}: expected {_num(row.expected)}, got {_num(row.got)}"
     text += f"; |difference| {_num(row.abs_err)} > tolerance {_num(row.bound)}"
@@ -287,10 +338,17 @@ def _num(x) -> str:
     return fmt(x, 6)
 
 
-
 # =========================================================================== the check
-def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
-          max_leaves="auto", max_elements: int = 200, seed: int = 0) -> CheckReport:
+def check(
+    trace,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    *,
+    max_leaves="auto",
+    max_elements: int = 200,
+    seed: int = 0,
+) -> CheckReport:
     """Compare each leaf's analytic gradient with a central finite difference.
 
     Parameters
@@ -330,25 +388,38 @@ def check(trace, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, *,
     judge = _Judge(trace, atol, rtol)
     rows = judge.rows(perturbation, measured, eps)
     rows = _settle(replay, judge, perturbation, rows, measured, eps, notes)
-    return CheckReport(rows, kind="check", eps=eps, atol=atol, rtol=rtol, notes=notes,
-                       replay_ok=replay_ok, target=trace.target.name,
-                       replay=(_plain(trace.target.data), float(measured.f0)),
-                       unchecked="" if len(perturbation) else _why_unchecked(trace))
+    return CheckReport(
+        rows,
+        kind="check",
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        notes=notes,
+        replay_ok=replay_ok,
+        target=trace.target.name,
+        replay=(_plain(trace.target.data), float(measured.f0)),
+        unchecked="" if len(perturbation) else _why_unchecked(trace),
+    )
 
 
 def _run_notes(trace, notes: list) -> list:
     """What the run itself says about the check: branches taken, numbers made plain."""
     if trace.branch_dependent:
-        notes.insert(0, f"The cell's control flow depended on values "
-                        f"({trace.branch_events} comparison(s) or conversion(s) of a Value): "
-                        "this check holds for this branch only; other inputs may take "
-                        "another path.")
+        notes.insert(
+            0,
+            f"The cell's control flow depended on values "
+            f"({trace.branch_events} comparison(s) or conversion(s) of a Value): "
+            "this check holds for this branch only; other inputs may take "
+            "another path.",
+        )
     n = getattr(trace, "float_conversions", 0)
     if n:
-        notes.append(f"A Value or Tensor was converted to plain numbers during the run "
-                     f"({n} time{'' if n == 1 else 's'}): if such numbers fed the result, that "
-                     "part is a constant in the graph, and neither backward nor this replay "
-                     "can see it.")
+        notes.append(
+            f"A Value or Tensor was converted to plain numbers during the run "
+            f"({n} time{'' if n == 1 else 's'}): if such numbers fed the result, that "
+            "part is a constant in the graph, and neither backward nor this replay "
+            "can see it."
+        )
     return notes
 
 
@@ -356,8 +427,10 @@ def _why_unchecked(trace) -> str:
     leaves = trace.leaf_index
     if not len(leaves) or trace.parent_a[-1] < 0 and trace.constant[-1]:
         return "the target is a constant: it depends on no input"
-    return ("the target depends on no input: every leaf is a constant (a number written in "
-            "the cell, or requires_grad=False)")
+    return (
+        "the target depends on no input: every leaf is a constant (a number written in "
+        "the cell, or requires_grad=False)"
+    )
 
 
 def _settle(replay, judge, perturbation, rows, m, eps, notes) -> list:
@@ -381,13 +454,16 @@ def _settle(replay, judge, perturbation, rows, m, eps, notes) -> list:
     settled = 0
     for j, row in zip(todo, again):  # (both in order: leaves, then directions)
         if row.status != "unresolved":
-            rows[j] = row._replace(note=f"measured with eps {step:.3g}" + (
-                f"; {row.note}" if row.note else ""))
+            rows[j] = row._replace(
+                note=f"measured with eps {step:.3g}" + (f"; {row.note}" if row.note else "")
+            )
             settled += 1
     if settled:
-        notes.append(f"{settled} row{'s' if settled > 1 else ''} measured again with eps "
-                     f"{step:.3g}: at eps {eps:g} the rounding of the numbers on the way to the "
-                     "target hid the slope.")
+        notes.append(
+            f"{settled} row{'s' if settled > 1 else ''} measured again with eps "
+            f"{step:.3g}: at eps {eps:g} the rounding of the numbers on the way to the "
+            "target hid the slope."
+        )
     return rows
 
 
@@ -412,14 +488,19 @@ class _Judge:
         index = p.node.tolist()
         if (p.elem >= 0).any():
             grads = trace.tensor_grad
-            analytic = np.array([trace.grad[i] if e < 0 else grads[i].flat[e]
-                                 for i, e in zip(index, p.elem.tolist())], dtype=float)
+            analytic = np.array(
+                [
+                    trace.grad[i] if e < 0 else grads[i].flat[e]
+                    for i, e in zip(index, p.elem.tolist())
+                ],
+                dtype=float,
+            )
         else:
             analytic = trace.grad[p.node]
         if len(p.signs):  # along a direction: the gradient times the move, over the step
             up, down = p.moved(trace.data, eps)
             with np.errstate(all="ignore"):
-                along = (up - down) @ trace.grad[p.spread] / m.steps[len(index):]
+                along = (up - down) @ trace.grad[p.spread] / m.steps[len(index) :]
             analytic = np.concatenate((analytic, along))
         return analytic
 
@@ -438,19 +519,34 @@ class _Judge:
             noise = m.rounding(self.scale)
             unresolved = abs_err <= bound + noise
             fwd, bwd = m.fwd, m.bwd
-            jump = np.abs(fwd - bwd) > (atol + rtol * np.maximum(np.abs(fwd), np.abs(bwd))
-                                        + 4 * noise)
-        status = np.where(~finite, 3, np.where(close, 0, np.where(
-            unresolved, 4, np.where(jump, 2, 1))))
-        return {"analytic": analytic, "abs_err": abs_err, "rel_err": rel_err,
-                "bound": bound, "status": status}
+            jump = np.abs(fwd - bwd) > (
+                atol + rtol * np.maximum(np.abs(fwd), np.abs(bwd)) + 4 * noise
+            )
+        status = np.where(
+            ~finite, 3, np.where(close, 0, np.where(unresolved, 4, np.where(jump, 2, 1)))
+        )
+        return {
+            "analytic": analytic,
+            "abs_err": abs_err,
+            "rel_err": rel_err,
+            "bound": bound,
+            "status": status,
+        }
 
     def _scalar_rows(self, p: Perturbation, m: Measured, numbers: dict) -> list:
         trace, nodes, kinks = self.trace, self.trace.nodes, self.kinks
         index = p.node.tolist()
         a_l, n_l, e_l, r_l, b_l, s_l = (
-            x.tolist() for x in (numbers["analytic"], m.numeric, numbers["abs_err"],
-                                 numbers["rel_err"], numbers["bound"], numbers["status"]))
+            x.tolist()
+            for x in (
+                numbers["analytic"],
+                m.numeric,
+                numbers["abs_err"],
+                numbers["rel_err"],
+                numbers["bound"],
+                numbers["status"],
+            )
+        )
         single = len(index)
         notes = [""] * single
         todo = set(np.flatnonzero(numbers["status"][:single]).tolist())
@@ -458,16 +554,45 @@ class _Judge:
         for j in todo:
             notes[j] = _note(s_l[j], j, m, a_l[j], nodes[index[j]], kinks)
         names = _leaf_names(trace, p.node)
-        rows = list(map(_new_row, zip(names, a_l, n_l, e_l, r_l, b_l,
-                                      [_STATUS[s] for s in s_l], notes, index, [1] * single)))
+        rows = list(
+            map(
+                _new_row,
+                zip(
+                    names,
+                    a_l,
+                    n_l,
+                    e_l,
+                    r_l,
+                    b_l,
+                    [_STATUS[s] for s in s_l],
+                    notes,
+                    index,
+                    [1] * single,
+                ),
+            )
+        )
         spread, ways = len(p.spread), len(p.signs)
         for k, j in enumerate(range(single, single + ways), 1):
             name = f"all {spread:,} leaves at once" + (f" ({k})" if ways > 1 else "")
-            note = ("along a random direction: each leaf moved by ±eps at once, the gradient "
-                    "times the move against the change of the target")
+            note = (
+                "along a random direction: each leaf moved by ±eps at once, the gradient "
+                "times the move against the change of the target"
+            )
             extra = _note(s_l[j], j, m, a_l[j], None, kinks)
-            rows.append(CheckRow(name, a_l[j], n_l[j], e_l[j], r_l[j], b_l[j], _STATUS[s_l[j]],
-                                 note + (f"; {extra}" if extra else ""), None, spread))
+            rows.append(
+                CheckRow(
+                    name,
+                    a_l[j],
+                    n_l[j],
+                    e_l[j],
+                    r_l[j],
+                    b_l[j],
+                    _STATUS[s_l[j]],
+                    note + (f"; {extra}" if extra else ""),
+                    None,
+                    spread,
+                )
+            )
         return rows
 
     def _array_rows(self, p: Perturbation, m: Measured, numbers: dict) -> list:
@@ -480,10 +605,19 @@ class _Judge:
             if elems[j] < 0:
                 s = int(status[j])
                 a = float(numbers["analytic"][j])
-                rows.append(CheckRow(node.name, a, float(m.numeric[j]),
-                                     float(numbers["abs_err"][j]), float(numbers["rel_err"][j]),
-                                     float(numbers["bound"][j]), _STATUS[s],
-                                     _note(s, j, m, a, node, self.kinks), node.index))
+                rows.append(
+                    CheckRow(
+                        node.name,
+                        a,
+                        float(m.numeric[j]),
+                        float(numbers["abs_err"][j]),
+                        float(numbers["rel_err"][j]),
+                        float(numbers["bound"][j]),
+                        _STATUS[s],
+                        _note(s, j, m, a, node, self.kinks),
+                        node.index,
+                    )
+                )
                 j += 1
                 continue
             end = j
@@ -512,17 +646,28 @@ class _Judge:
         extra = _note(s, w, m, analytic, node, self.kinks)
         if extra:
             note += "; " + extra
-        return CheckRow(node.name, analytic, float(m.numeric[w]), float(abs_err[w]),
-                        float(numbers["rel_err"][w]), float(numbers["bound"][w]), _STATUS[s],
-                        note, node.index, count)
+        return CheckRow(
+            node.name,
+            analytic,
+            float(m.numeric[w]),
+            float(abs_err[w]),
+            float(numbers["rel_err"][w]),
+            float(numbers["bound"][w]),
+            _STATUS[s],
+            note,
+            node.index,
+            count,
+        )
 
 
 def _leaf_names(trace, leaves: np.ndarray) -> list:
     """Each scalar leaf's ``Node.name``: its label, else its number."""
     label_names, exact = trace.label_names, trace.exact
     values = trace.data[leaves].tolist()
-    return [label_names[c] if c else short(exact[i] if i in exact else x)
-            for c, i, x in zip(trace.label_code[leaves].tolist(), leaves.tolist(), values)]
+    return [
+        label_names[c] if c else short(exact[i] if i in exact else x)
+        for c, i, x in zip(trace.label_code[leaves].tolist(), leaves.tolist(), values)
+    ]
 
 
 def _note(s: int, j: int, m: Measured, analytic: float, node, kinks) -> str:
@@ -536,16 +681,19 @@ def _note(s: int, j: int, m: Measured, analytic: float, node, kinks) -> str:
             return f"eps is too small to change {node.name} = {node.data}"
         return "f(x ± eps) is not finite"
     if s == 4:
-        return (f"finite differences are only good to ±{m.slack[j]:.3g} here: numbers of "
-                f"{m.size[j]:.3g} on the way to the target are rounded by more than eps moves "
-                "them (a larger eps may settle it)")
+        return (
+            f"finite differences are only good to ±{m.slack[j]:.3g} here: numbers of "
+            f"{m.size[j]:.3g} on the way to the target are rounded by more than eps moves "
+            "them (a larger eps may settle it)"
+        )
     if node is not None:
         kink = kinks.get(node.index)
     else:  # a direction moves every leaf: any kink may be the one
         kink = next(iter(kinks.values()), "") if s == 2 else ""
     if s == 2:
-        text = (f"one-sided slopes differ ({m.fwd[j]:.6g} from the right, "
-                f"{m.bwd[j]:.6g} from the left)")
+        text = (
+            f"one-sided slopes differ ({m.fwd[j]:.6g} from the right, {m.bwd[j]:.6g} from the left)"
+        )
         return text + (f": {kink}" if kink else ": a kink or jump within eps")
     if kink:
         return ("passes " + kink) if s == 0 else kink
@@ -557,9 +705,9 @@ def _kink_reach(trace, kinks) -> dict:
     if not len(kinks):
         return {}
     last = int(max(kinks))  # nothing after the last kink node reaches one
-    kink = trace.kink[:last + 1].tolist()
-    pa = trace.parent_a[:last + 1].tolist()
-    pb = trace.parent_b[:last + 1].tolist()
+    kink = trace.kink[: last + 1].tolist()
+    pa = trace.parent_a[: last + 1].tolist()
+    pb = trace.parent_b[: last + 1].tolist()
     reach = [-1] * trace.n  # the kink node each node feeds, -1 for none
     for i in range(last, -1, -1):
         r = reach[i]
@@ -593,10 +741,12 @@ def expect(trace, mapping, atol: float = 1e-5, rtol: float = 1e-3) -> CheckRepor
     rows = [_expect_row(trace, key, want, atol, rtol) for key, want in expected_pairs(mapping)]
     notes = []
     if trace.branch_dependent:
-        notes.append("The cell's control flow depended on values: these numbers hold for "
-                     "this branch.")
-    return CheckReport(rows, kind="expect", atol=atol, rtol=rtol, notes=notes,
-                       target=trace.target.name)
+        notes.append(
+            "The cell's control flow depended on values: these numbers hold for this branch."
+        )
+    return CheckReport(
+        rows, kind="expect", atol=atol, rtol=rtol, notes=notes, target=trace.target.name
+    )
 
 
 def expected_pairs(mapping) -> list:
@@ -607,15 +757,18 @@ def expected_pairs(mapping) -> list:
     if isinstance(mapping, Mapping):
         return [(str(key), want) for key, want in mapping.items()]
     if isinstance(mapping, (str, bytes)) or not isinstance(mapping, Iterable):
-        raise TypeError("expected answers must be a dict or (name, expected) pairs, "
-                        f"got {type(mapping).__name__}")
+        raise TypeError(
+            "expected answers must be a dict or (name, expected) pairs, "
+            f"got {type(mapping).__name__}"
+        )
     pairs = []
     for pair in mapping:
         try:
             key, want = pair
         except (TypeError, ValueError):
-            raise TypeError(f"expect() needs a dict or (name, expected) pairs, "
-                            f"got {pair!r}") from None
+            raise TypeError(
+                f"expect() needs a dict or (name, expected) pairs, got {pair!r}"
+            ) from None
         pairs.append((str(key), want))
     return pairs
 
@@ -626,8 +779,10 @@ def unanswered(mapping, error: str, atol: float = 1e-5, rtol: float = 1e-3) -> C
     Every expected entry is an ``error`` row (so ``to_dict()`` lists each as
     wrong) and the report fails, e.g. when a graded cell did not run.
     """
-    rows = [_error_row(key, want, "not compared: the cell could not be run")
-            for key, want in expected_pairs(mapping)]
+    rows = [
+        _error_row(key, want, "not compared: the cell could not be run")
+        for key, want in expected_pairs(mapping)
+    ]
     return CheckReport(rows, kind="expect", atol=atol, rtol=rtol, error=error)
 
 
@@ -635,7 +790,7 @@ def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
     name, attr = key, "grad"
     for suffix in (".data", ".grad"):
         if key.endswith(suffix):
-            name, attr = key[:-len(suffix)], suffix[1:]
+            name, attr = key[: -len(suffix)], suffix[1:]
     try:
         node = trace.node(name)
     except KeyError:
@@ -647,8 +802,9 @@ def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
         return _error_row(key, want, f"expected value {want!r} is not a number", node.index)
     g = np.asarray(got, dtype=float)
     if w.shape != g.shape:
-        return _error_row(key, want, f"{attr} has shape {g.shape}, expected shape {w.shape}",
-                          node.index, got)
+        return _error_row(
+            key, want, f"{attr} has shape {g.shape}, expected shape {w.shape}", node.index, got
+        )
     err, bound, close = differences(g, w, atol, rtol)
     with np.errstate(all="ignore"):
         rel = np.where(err == 0, 0.0, err / np.abs(w))
@@ -659,8 +815,9 @@ def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
     if g.size > 1:
         where = tuple(int(i) for i in np.unravel_index(worst, g.shape))
         note = f"worst element {where} of {g.size}"
-    return CheckRow(key, got, want, e, r, b, "pass" if ok else "fail", note, node.index,
-                    int(g.size))
+    return CheckRow(
+        key, got, want, e, r, b, "pass" if ok else "fail", note, node.index, int(g.size)
+    )
 
 
 def differences(got, want, atol: float, rtol: float):

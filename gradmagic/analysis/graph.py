@@ -5,6 +5,7 @@ They read the trace only (its nodes' parents, gradients and local
 derivatives), never live nodes; the views call them to draw paths and step
 through backward.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -38,7 +39,7 @@ class Children(Sequence):
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(f"node index {i} out of range")
-        return self.indices[self.indptr[i]:self.indptr[i + 1]].tolist()
+        return self.indices[self.indptr[i] : self.indptr[i + 1]].tolist()
 
 
 def children_of(trace) -> Children:

@@ -1,4 +1,5 @@
 """Numbers and arrays as the analysis and the views write them: finiteness and short forms."""
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,10 @@ def fmt(x, digits: int = 4, *, shape: bool = True) -> str:
             return _nested(x.tolist(), digits)
         with np.errstate(all="ignore"):
             flat = np.asarray(x, dtype=float).reshape(-1)
-            summary = (f"‖·‖={fmt(float(np.sqrt(np.sum(flat * flat))), digits)} "
-                       f"min {fmt(float(flat.min()), digits)} max {fmt(float(flat.max()), digits)}")
+            summary = (
+                f"‖·‖={fmt(float(np.sqrt(np.sum(flat * flat))), digits)} "
+                f"min {fmt(float(flat.min()), digits)} max {fmt(float(flat.max()), digits)}"
+            )
         return f"{dims(x.shape)} {summary}" if shape else summary
     if isinstance(x, bool):
         return str(x)
@@ -70,5 +73,3 @@ def _nested(items, digits: int) -> str:
     if isinstance(items, list):
         return "[" + ", ".join(_nested(item, digits) for item in items) + "]"
     return fmt(items, digits)
-
-

@@ -6,6 +6,7 @@ sign per leaf). :func:`choose` makes it: every input leaf of a small graph; of a
 seeded sample (the named leaves first) plus one direction through all of them, so that a
 wrong gradient outside the sample still shows; and a note saying what was left out.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,14 +15,14 @@ __all__ = ["Perturbation", "choose", "sample", "signs"]
 
 # all the leaves of a scalar graph are checked while the replay computes at most this many
 # numbers (nodes times evaluation points), or when there are at most DEEP_LEAVES of them
-SMALL = 2 ** 15
+SMALL = 2**15
 # a scalar graph too big for that: the leaves perturbed one by one, beside the direction.
 # A wide graph replays many points at little more than the cost of one (a level's nodes in
 # one numpy call); a deep one replays on floats, each point a pass over every node.
 WIDE_LEAVES = 16
 DEEP_LEAVES = 1
 # a graph with arrays: the numbers all the replays may compute, leaves past it are sampled
-WORK = 2 ** 25
+WORK = 2**25
 
 
 class Perturbation:
@@ -41,15 +42,23 @@ class Perturbation:
     def __getitem__(self, part: slice) -> "Perturbation":
         start, stop, _ = part.indices(len(self))
         k = len(self.node)
-        return Perturbation(self.node[start:stop], self.elem[start:stop], self.spread,
-                            self.signs[max(0, start - k):max(0, stop - k)])
+        return Perturbation(
+            self.node[start:stop],
+            self.elem[start:stop],
+            self.spread,
+            self.signs[max(0, start - k) : max(0, stop - k)],
+        )
 
     def select(self, positions) -> "Perturbation":
         """The perturbations at ``positions`` (elements first, then directions)."""
         k = len(self.node)
         alone = [j for j in positions if j < k]
-        return Perturbation(self.node[alone], self.elem[alone], self.spread,
-                            self.signs[[j - k for j in positions if j >= k]])
+        return Perturbation(
+            self.node[alone],
+            self.elem[alone],
+            self.spread,
+            self.signs[[j - k for j in positions if j >= k]],
+        )
 
     def moved(self, data, eps: float) -> tuple:
         """Each direction's leaves moved up and down: two (directions, leaves) arrays."""
@@ -61,8 +70,9 @@ def _hashes(n: int, seed: int, start: int = 1) -> np.ndarray:
     """Seeded pseudo-random uint64s for positions ``start`` … ``start + n - 1`` (splitmix64,
     which starts sooner than numpy's generators)."""
     with np.errstate(over="ignore"):
-        x = np.arange(start, start + n, dtype=np.uint64) + np.uint64(seed % 2 ** 64) * np.uint64(
-            0x9E3779B97F4A7C15)
+        x = np.arange(start, start + n, dtype=np.uint64) + np.uint64(seed % 2**64) * np.uint64(
+            0x9E3779B97F4A7C15
+        )
         x ^= x >> np.uint64(30)
         x *= np.uint64(0xBF58476D1CE4E5B9)
         x ^= x >> np.uint64(27)
@@ -80,7 +90,7 @@ def sample(items: np.ndarray, k: int, seed: int) -> list:
 
 def signs(n: int, seed: int) -> np.ndarray:
     """A seeded random direction: ``n`` signs ±1.0 (independent of :func:`sample`'s)."""
-    bits = (_hashes(n, seed, start=2 ** 62) >> np.uint64(17)) & np.uint64(1)
+    bits = (_hashes(n, seed, start=2**62) >> np.uint64(17)) & np.uint64(1)
     return np.where(bits == 1, 1.0, -1.0)
 
 
@@ -98,9 +108,11 @@ def choose(trace, max_leaves, max_elements: int, seed: int, wide=None):
     # unnamed constants are numbers written in the cell: not worth a note
     named = [nodes[i].label for i in fixed[trace.label_code[fixed] > 0].tolist()]
     if named:
-        notes.append(f"{len(named)} named constant{'' if len(named) == 1 else 's'} "
-                     f"(requires_grad=False: {', '.join(named[:5])}"
-                     f"{', ...' if len(named) > 5 else ''}) not checked.")
+        notes.append(
+            f"{len(named)} named constant{'' if len(named) == 1 else 's'} "
+            f"(requires_grad=False: {', '.join(named[:5])}"
+            f"{', ...' if len(named) > 5 else ''}) not checked."
+        )
     scalar = not trace.tensor_data
     limit = _limit(trace, len(leaves), max_leaves, wide)
     spread = None
@@ -109,8 +121,13 @@ def choose(trace, max_leaves, max_elements: int, seed: int, wide=None):
             spread = leaves
             if max_leaves == "auto" and limit > 1:  # the direction takes a leaf's place
                 limit -= 1
-        why = ("as max_leaves asked" if max_leaves != "auto" else "to keep the check fast"
-               if not scalar else "to keep it within about twice a backward pass")
+        why = (
+            "as max_leaves asked"
+            if max_leaves != "auto"
+            else "to keep the check fast"
+            if not scalar
+            else "to keep it within about twice a backward pass"
+        )
         leaves, note = _sample_leaves(trace, leaves, limit, seed, spread is not None, why)
         notes.append(note)
     else:
@@ -127,8 +144,7 @@ def _limit(trace, n_leaves: int, max_leaves, wide) -> int:
         return n_leaves
     if max_leaves != "auto":
         if isinstance(max_leaves, bool) or not isinstance(max_leaves, int) or max_leaves < 1:
-            raise ValueError(f"max_leaves must be 'auto', None or an int > 0, "
-                             f"got {max_leaves!r}")
+            raise ValueError(f"max_leaves must be 'auto', None or an int > 0, got {max_leaves!r}")
         return max_leaves
     if trace.tensor_data:
         sizes = trace.n + sum(max(1, a.size) - 1 for a in trace.tensor_data.values())
@@ -150,9 +166,11 @@ def _sample_leaves(trace, leaves: np.ndarray, limit: int, seed: int, joint: bool
         how = f"the named ones, then a random sample with seed {seed}"
     chosen.sort()
     together = f" and all {len(leaves):,} at once along a random direction" if joint else ""
-    return chosen, (f"Checked {len(chosen):,} of {len(leaves):,} leaves one by one ({how})"
-                    f"{together}{',' if together else ''} {why}; pass max_leaves=None to "
-                    "check each of them.")
+    return chosen, (
+        f"Checked {len(chosen):,} of {len(leaves):,} leaves one by one ({how})"
+        f"{together}{',' if together else ''} {why}; pass max_leaves=None to "
+        "check each of them."
+    )
 
 
 def _elements(trace, leaves: list, max_elements: int, seed: int, notes: list) -> Perturbation:
@@ -171,8 +189,10 @@ def _elements(trace, leaves: list, max_elements: int, seed: int, notes: list) ->
         if size > max_elements:
             rng = rng or np.random.default_rng(seed)
             elems = np.sort(rng.choice(size, size=max_elements, replace=False))
-            notes.append(f"{nodes[i].name}: {max_elements} of its {size:,} elements "
-                         f"perturbed (random sample, seed {seed}).")
+            notes.append(
+                f"{nodes[i].name}: {max_elements} of its {size:,} elements "
+                f"perturbed (random sample, seed {seed})."
+            )
         else:
             elems = np.arange(size)
         node += [i] * len(elems)

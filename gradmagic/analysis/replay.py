@@ -15,6 +15,7 @@ column 0 unperturbed, then ``x + eps`` and ``x - eps`` for each perturbation of 
 
 The numpy replays split the columns into chunks that fit in memory.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,15 +27,14 @@ import numpy as np
 from .numbers import fmt
 from .perturb import Perturbation
 
-__all__ = ["Replay", "Measured", "GroupedProgram", "group_levels", "rounding_scale",
-           "FLOAT_POINTS"]
+__all__ = ["Replay", "Measured", "GroupedProgram", "group_levels", "rounding_scale", "FLOAT_POINTS"]
 
 # perturbations replayed on plain floats, at most (beyond it numpy's columns pay)
 FLOAT_POINTS = 3
 # numbers in one chunk of columns: the node-by-node replay's (its memory), and the grouped
 # replay's, smaller, as each of its calls gathers rows from the whole chunk
-CHUNK = 2 ** 22
-GROUP_CHUNK = 2 ** 21
+CHUNK = 2**22
+GROUP_CHUNK = 2**21
 # a graph replays by groups where its calls average at least this many nodes: a sum of
 # squares (a group of squares, then a call a +) does, a loop whose every step waits for the
 # one before does not (what it saves would not pay for its levels)
@@ -110,8 +110,11 @@ class Replay:
         """The level-grouped program of a scalar graph, or None where its groups are too small
         to pay (a deep graph: a long loop)."""
         if self._grouped is False:
-            self._grouped = (GroupedProgram.make(self.trace, self.op_rows)
-                             if self.scalar and len(self.op_rows) else None)
+            self._grouped = (
+                GroupedProgram.make(self.trace, self.op_rows)
+                if self.scalar and len(self.op_rows)
+                else None
+            )
         return self._grouped
 
     # ------------------------------------------------------------------ measuring
@@ -121,8 +124,7 @@ class Replay:
         for at most ``FLOAT_POINTS`` perturbations, else groups where the graph is wide, else
         nodes)."""
         count = len(perturbation)
-        if engine == "floats" or (engine == "auto" and self.floats_ok
-                                  and count <= FLOAT_POINTS):
+        if engine == "floats" or (engine == "auto" and self.floats_ok and count <= FLOAT_POINTS):
             try:
                 return self._measure_floats(perturbation, eps)
             except Exception:  # noqa: BLE001 - an op's float forward raised: numpy's then
@@ -140,13 +142,15 @@ class Replay:
             if grouped is not None and 2 * chunks * grouped.calls > len(self.op_rows):
                 grouped = None
         if grouped is not None:
-            parts = [grouped.run(self, perturbation[start:start + per_chunk], eps)
-                     for start in range(0, max(count, 1), per_chunk)]
+            parts = [
+                grouped.run(self, perturbation[start : start + per_chunk], eps)
+                for start in range(0, max(count, 1), per_chunk)
+            ]
         else:
             per_chunk = max(1, (CHUNK // self._peak() - 1) // 2)
             parts = []
             for start in range(0, max(count, 1), per_chunk):
-                values, steps = self._replay(perturbation[start:start + per_chunk], eps)
+                values, steps = self._replay(perturbation[start : start + per_chunk], eps)
                 parts.append((self._target_column(values, 1 + 2 * len(steps[0])), steps))
         f0 = parts[0][0][0]
         f = np.concatenate([p[0][1:] for p in parts])
@@ -159,8 +163,12 @@ class Replay:
         then each direction's leaves up and down."""
         trace, rows = self.trace, self.op_rows
         floats = [e.f for e in trace.ops]
-        program = (rows.tolist(), list(map(floats.__getitem__, trace.op_code[rows].tolist())),
-                   trace.parent_a[rows].tolist(), trace.parent_b[rows].tolist())
+        program = (
+            rows.tolist(),
+            list(map(floats.__getitem__, trace.op_code[rows].tolist())),
+            trace.parent_a[rows].tolist(),
+            trace.parent_b[rows].tolist(),
+        )
         data = trace.data.tolist()
         hp, hm, points = [], [], [((), ())]  # (the nodes moved, their numbers)
         for leaf in perturbation.node.tolist():
@@ -181,8 +189,13 @@ class Replay:
                 values[i] = x
             _float_pass(*program, values)
             f.append(float(values[self.target]))
-        return Measured(np.float64(f[0]), np.array(f[1::2]), np.array(f[2::2]),
-                        np.array(hp, dtype=float), np.array(hm, dtype=float))
+        return Measured(
+            np.float64(f[0]),
+            np.array(f[1::2]),
+            np.array(f[2::2]),
+            np.array(hp, dtype=float),
+            np.array(hm, dtype=float),
+        )
 
     def _target_column(self, values, k: int):
         f = np.asarray(values[self.target], dtype=float)
@@ -190,8 +203,9 @@ class Replay:
             f = np.full(k, float(f))
         if f.ndim > 1:
             if f[0].size != 1:
-                raise ValueError(f"the target has shape {f.shape[1:]}; the numerical check "
-                                 "needs a scalar target")
+                raise ValueError(
+                    f"the target has shape {f.shape[1:]}; the numerical check needs a scalar target"
+                )
             f = f.reshape(len(f))
         return f
 
@@ -215,16 +229,22 @@ class Replay:
         free_a = last[a] == rows
         free_b = has_b & (last[np.maximum(b, 0)] == rows) & (b != a)
         forwards = [entry.np for entry in trace.ops]
-        program = list(zip(rows.tolist(), map(forwards.__getitem__,
-                                                trace.op_code[rows].tolist()),
-                           a.tolist(), b.tolist(), free_a.tolist(), free_b.tolist()))
+        program = list(
+            zip(
+                rows.tolist(),
+                map(forwards.__getitem__, trace.op_code[rows].tolist()),
+                a.tolist(),
+                b.tolist(),
+                free_a.tolist(),
+                free_b.tolist(),
+            )
+        )
         for k, i in enumerate(rows.tolist() if tensors else ()):
             if i in tensors:  # a tensor op: its numpy forward with the node's params
                 out, fn, pa, pb, _, _ = program[k]
                 parents = (pa,) if pb < 0 else (pa, pb)
                 free = tuple(p for p in set(parents) if last[p] == i)
-                program[k] = (out, _with_params(fn, trace.params.get(i)), parents, -2, False,
-                              free)
+                program[k] = (out, _with_params(fn, trace.params.get(i)), parents, -2, False, free)
         self._program = program
         # the most array elements alive at once, per column: a leaf lives from the start, an
         # op node from its row, each until its last use
@@ -233,8 +253,10 @@ class Replay:
         weight = np.ones(n)
         for i, arr in tensors.items():
             weight[i] = max(1, arr.size)
-        alive = np.cumsum(np.bincount(start, weight, minlength=n + 1)
-                          - np.bincount(end + 1, weight, minlength=n + 1))
+        alive = np.cumsum(
+            np.bincount(start, weight, minlength=n + 1)
+            - np.bincount(end + 1, weight, minlength=n + 1)
+        )
         self._peak_size = max(1, int(alive.max())) if n else 1
 
     def _peak(self) -> int:
@@ -334,14 +356,17 @@ class Replay:
                     first += f": replayed {_num(float(got))}, recorded {_num(node.data)}"
                 first += ")"
                 break
-        return False, (f"Replay mismatch: replaying the graph gives {_num(float(f0))} but the "
-                       f"run recorded {_num(recorded)}{first}. The numerical check is not "
-                       "trustworthy: an op's numpy forward differs from its float forward, "
-                       "or a node was changed after the run.")
+        return False, (
+            f"Replay mismatch: replaying the graph gives {_num(float(f0))} but the "
+            f"run recorded {_num(recorded)}{first}. The numerical check is not "
+            "trustworthy: an op's numpy forward differs from its float forward, "
+            "or a node was changed after the run."
+        )
 
 
-def _float_pass(outs, fns, As, Bs, values, mul=operator.mul, add=operator.add,
-                sub=operator.sub) -> None:
+def _float_pass(
+    outs, fns, As, Bs, values, mul=operator.mul, add=operator.add, sub=operator.sub
+) -> None:
     """Every op node of a scalar graph computed on plain floats, in order. ``+``, ``-`` and
     ``*`` are written as operators (the same float operations), which spares a call a node:
     it keeps the default check of a deep graph within twice a backward pass."""
@@ -368,6 +393,7 @@ def _with_params(fn, params):
 
     def replay(inputs):
         return fn(*inputs, **params)
+
     return replay
 
 
@@ -408,8 +434,7 @@ class GroupedProgram:
         of the rest, which would cost about half a backward pass.
         """
         least = GROUP_MIN if min_size is None else min_size
-        if len(rows) >= 2 * PROBE and group_levels(trace, rows[-PROBE:], least,
-                                                   probe=True) is None:
+        if len(rows) >= 2 * PROBE and group_levels(trace, rows[-PROBE:], least, probe=True) is None:
             return None
         found = group_levels(trace, rows, least)
         if found is None:
@@ -442,8 +467,14 @@ class GroupedProgram:
         single = ends - starts == 1
         kind = np.where(single, np.where(binary & is_ufunc[code], 1, 2), 0).tolist()
         where = starts[single]
-        run = list(zip(map(forwards.__getitem__, code[single].tolist()), A[where].tolist(),
-                       B[where].tolist(), (where + nl).tolist()))
+        run = list(
+            zip(
+                map(forwards.__getitem__, code[single].tolist()),
+                A[where].tolist(),
+                B[where].tolist(),
+                (where + nl).tolist(),
+            )
+        )
         taken = (np.cumsum(single) - single).tolist()  # singles before each group
         # breaks[i]: how many times the rows of A (B) stop being consecutive before position i
         breaks_a = np.concatenate(([0], np.cumsum(np.diff(A) != 1))).tolist()
@@ -451,13 +482,14 @@ class GroupedProgram:
         steps = []
         for f, g in _runs(kind):
             if kind[f]:
-                steps.append((None, kind[f] == 1, run[taken[f]:taken[f] + g - f], None, 0, 0))
+                steps.append((None, kind[f] == 1, run[taken[f] : taken[f] + g - f], None, 0, 0))
             else:
                 s, e = int(starts[f]), int(ends[f])
                 fn = forwards[code[f]]
                 b = None if not binary[f] else _SAME if square[f] else _rows(B, s, e, breaks_b)
-                steps.append((fn, isinstance(fn, np.ufunc), _rows(A, s, e, breaks_a), b,
-                              s + nl, e + nl))
+                steps.append(
+                    (fn, isinstance(fn, np.ufunc), _rows(A, s, e, breaks_a), b, s + nl, e + nl)
+                )
         self.calls = sum(len(a) if fn is None else 1 for fn, _, a, _, _, _ in steps)
         self.leaves, self.pos, self.steps = leaves, pos, steps
 
@@ -466,7 +498,7 @@ class GroupedProgram:
         trace, p = replay.trace, perturbation
         k = 1 + 2 * len(p)
         V = np.empty((trace.n, k))
-        V[:len(self.leaves)] = trace.data[self.leaves][:, None]
+        V[: len(self.leaves)] = trace.data[self.leaves][:, None]
         rows = self.pos[p.node]
         x = trace.data[p.node]
         up, down = x + eps, x - eps

@@ -21,6 +21,7 @@ Everything reads the trace's public API only (``trace.nodes[i]`` with
 Forward mode covers scalar graphs: a tensor node's local derivative is a
 Jacobian the trace does not record, so :func:`jvp` says so (:class:`ForwardModeError`).
 """
+
 from __future__ import annotations
 
 import ast
@@ -31,9 +32,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ForwardModeError", "NodeError", "Tangents", "jvp", "Pass", "Comparison", "forward_vs_reverse",
-           "children", "edge_count", "inputs", "forward_operations", "Walk", "walk", "Path", "Paths", "paths",
-           "HANDFUL", "TOP"]
+__all__ = [
+    "ForwardModeError",
+    "NodeError",
+    "Tangents",
+    "jvp",
+    "Pass",
+    "Comparison",
+    "forward_vs_reverse",
+    "children",
+    "edge_count",
+    "inputs",
+    "forward_operations",
+    "Walk",
+    "walk",
+    "Path",
+    "Paths",
+    "paths",
+    "HANDFUL",
+    "TOP",
+]
 
 HANDFUL = 12  # up to this many paths are all listed
 TOP = 8  # past a handful, the largest contributions listed
@@ -60,8 +78,10 @@ class _Graph:
 
     def __init__(self, trace):
         # from the trace's columns (a Node view per node costs ~1 µs each)
-        self.parents = [() if a < 0 else (a,) if b < 0 else (a, b)
-                        for a, b in zip(trace.parent_a.tolist(), trace.parent_b.tolist())]
+        self.parents = [
+            () if a < 0 else (a,) if b < 0 else (a, b)
+            for a, b in zip(trace.parent_a.tolist(), trace.parent_b.tolist())
+        ]
         tensor = np.zeros(trace.n, dtype=bool)
         tensor[list(trace.tensor_data)] = True
         self.tensor = tensor.tolist()
@@ -76,8 +96,10 @@ class _Graph:
         """∂node/∂parent per parent (``()`` for a leaf, None for a tensor node)."""
         if self._local is None:
             nodes = self._trace().nodes
-            self._local = [None if t else (n.local if p else ())
-                           for n, p, t in zip(nodes, self.parents, self.tensor)]
+            self._local = [
+                None if t else (n.local if p else ())
+                for n, p, t in zip(nodes, self.parents, self.tensor)
+            ]
         return self._local
 
 
@@ -134,11 +156,12 @@ def _index(trace, key) -> int:
         except KeyError as exc:
             raise NodeError(exc.args[0]) from None
     if isinstance(key, bool) or not isinstance(key, int):
-        raise NodeError(f"a node is named by its label (a str) or its index (an int), "
-                               f"got {type(key).__name__} {key!r}")
+        raise NodeError(
+            f"a node is named by its label (a str) or its index (an int), "
+            f"got {type(key).__name__} {key!r}"
+        )
     if not -len(trace.nodes) <= key < len(trace.nodes):
-        raise NodeError(f"node index {key} is out of range: the trace has "
-                               f"{len(trace.nodes)} nodes")
+        raise NodeError(f"node index {key} is out of range: the trace has {len(trace.nodes)} nodes")
     return key % len(trace.nodes)
 
 
@@ -155,7 +178,8 @@ def _scalar_only(trace) -> None:
         raise ForwardModeError(
             f"forward mode here covers scalar graphs: this run has {len(bad):,} tensor "
             f"operation node{'s' if len(bad) != 1 else ''} (the first: {first.name}, "
-            f"op {first.op}), whose local derivative is a Jacobian the trace does not record")
+            f"op {first.op}), whose local derivative is a Jacobian the trace does not record"
+        )
 
 
 # =========================================================================== forward mode
@@ -210,16 +234,20 @@ class Tangents(Mapping):
 
     def __repr__(self):
         seed = ", ".join(f"{self.trace.nodes[i].name}: {v:g}" for i, v in self.seed.items())
-        return (f"<Tangents {{{seed}}}: d{self.trace.target.name} = {self.target!r}, "
-                f"{len(self.values)} nodes>")
+        return (
+            f"<Tangents {{{seed}}}: d{self.trace.target.name} = {self.target!r}, "
+            f"{len(self.values)} nodes>"
+        )
 
 
 def _seed(trace, seed) -> dict:
     if isinstance(seed, (str, int)) and not isinstance(seed, bool):
         seed = {seed: 1.0}
     if not isinstance(seed, Mapping):
-        raise ForwardModeError("jvp needs a seed: {input name or node index: tangent}, e.g. "
-                               f"{{'x': 1}}; got {type(seed).__name__}")
+        raise ForwardModeError(
+            "jvp needs a seed: {input name or node index: tangent}, e.g. "
+            f"{{'x': 1}}; got {type(seed).__name__}"
+        )
     out = {}
     for key, value in seed.items():
         i = _index(trace, key)
@@ -227,15 +255,18 @@ def _seed(trace, seed) -> dict:
         if node.parents:
             raise ForwardModeError(
                 f"{node.name} is computed by {node.op}, not an input: forward mode seeds "
-                f"inputs (leaves) and carries their tangents through the graph")
+                f"inputs (leaves) and carries their tangents through the graph"
+            )
         if node.shape is not None:
-            raise ForwardModeError(f"{node.name} is a tensor: forward mode here covers "
-                                   "scalar graphs")
+            raise ForwardModeError(
+                f"{node.name} is a tensor: forward mode here covers scalar graphs"
+            )
         try:
             out[i] = float(value)
         except (TypeError, ValueError):
-            raise ForwardModeError(f"the seed of {node.name} must be a number, "
-                                   f"got {value!r}") from None
+            raise ForwardModeError(
+                f"the seed of {node.name} must be a number, got {value!r}"
+            ) from None
     return out
 
 
@@ -315,8 +346,7 @@ class Comparison:
 
     @property
     def worst(self) -> float:
-        return max((p.difference for p in self.passes
-                    if p.difference == p.difference), default=0.0)
+        return max((p.difference for p in self.passes if p.difference == p.difference), default=0.0)
 
     @property
     def complete(self) -> bool:
@@ -474,8 +504,9 @@ def unreached(trace) -> dict:
             tree = ast.parse(source)
         except SyntaxError:
             return names
-        stored = {n.id for n in ast.walk(tree)
-                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        stored = {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
         names = {k: v for k, v in names.items() if k in stored}
     return names
 
@@ -538,10 +569,17 @@ def paths(trace, input, *, handful: int = HANDFUL, top: int = TOP) -> Paths:
     target = trace.target.index
     bad = tensor_nodes(trace)
     if bad:
-        return Paths(i, 0, [], math.nan, src.grad, False,
-                     error="paths are listed for scalar graphs: this run has "
-                           f"{len(bad):,} tensor operation nodes, whose local derivatives "
-                           "are Jacobians the trace does not record")
+        return Paths(
+            i,
+            0,
+            [],
+            math.nan,
+            src.grad,
+            False,
+            error="paths are listed for scalar graphs: this run has "
+            f"{len(bad):,} tensor operation nodes, whose local derivatives "
+            "are Jacobians the trace does not record",
+        )
     g = _graph(trace)
     count = [0] * len(nodes)
     total = [0.0] * len(nodes)

@@ -11,6 +11,7 @@ Like the numerical check it never re-runs the user's cell. torch is imported
 only when :func:`compare` is called; without it the comparison carries a
 one-line message saying how to install it (:data:`INSTALL`).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,10 @@ from .check import differences
 
 __all__ = ["compare", "TorchComparison", "TorchRow", "INSTALL"]
 
-INSTALL = ("--torch: PyTorch is not installed, so there is no second opinion; install it with "
-           "`pip install torch` (or gradmagic's extra: `pip install 'gradmagic[torch]'`).")
+INSTALL = (
+    "--torch: PyTorch is not installed, so there is no second opinion; install it with "
+    "`pip install torch` (or gradmagic's extra: `pip install 'gradmagic[torch]'`)."
+)
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,11 @@ def compare(trace, atol: float | None = None, rtol: float | None = None) -> Torc
     out = TorchComparison(version=torch.__version__.split("+")[0])
     try:
         leaves, target = _replay(torch, trace)
-        grads = (torch.autograd.grad(target.sum(), list(leaves.values()), allow_unused=True)
-                 if leaves else ())
+        grads = (
+            torch.autograd.grad(target.sum(), list(leaves.values()), allow_unused=True)
+            if leaves
+            else ()
+        )
     except _Unsupported as exc:
         out.error = f"--torch: {exc}; nothing was compared."
         return out
@@ -99,8 +105,16 @@ def compare(trace, atol: float | None = None, rtol: float | None = None) -> Torc
         theirs = np.zeros(leaf.shape) if g is None else g.detach().numpy()
         ours = np.asarray(nodes[i].grad, dtype=float)
         diff, agrees = _difference(ours, theirs, atol, rtol)
-        out.rows.append(TorchRow(i, nodes[i].name, nodes[i].grad,
-                                 float(theirs) if theirs.ndim == 0 else theirs, diff, agrees))
+        out.rows.append(
+            TorchRow(
+                i,
+                nodes[i].name,
+                nodes[i].grad,
+                float(theirs) if theirs.ndim == 0 else theirs,
+                diff,
+                agrees,
+            )
+        )
     return out
 
 
@@ -130,9 +144,11 @@ def _replay(torch, trace):
         for node in trace.nodes:
             i = node.index
             if not node.parents:
-                vals[i] = torch.tensor(np.asarray(node.data, dtype=np.float64),
-                                       dtype=torch.float64,
-                                       requires_grad=node.requires_grad)
+                vals[i] = torch.tensor(
+                    np.asarray(node.data, dtype=np.float64),
+                    dtype=torch.float64,
+                    requires_grad=node.requires_grad,
+                )
                 if vals[i].requires_grad:
                     leaves[i] = vals[i]
                 continue
@@ -141,11 +157,13 @@ def _replay(torch, trace):
             code = int(trace.op_code[i])
             if code not in functions:
                 entry = trace.ops[code]
-                functions[code] = (entry.torch_function(torch)
-                                   if hasattr(entry, "torch_function") else None)
+                functions[code] = (
+                    entry.torch_function(torch) if hasattr(entry, "torch_function") else None
+                )
             f = functions[code]
             if f is None:
-                raise _Unsupported(f"PyTorch has no counterpart here for the op {node.op!r} "
-                                   f"(node #{i})")
+                raise _Unsupported(
+                    f"PyTorch has no counterpart here for the op {node.op!r} (node #{i})"
+                )
             vals[i] = f(*args, **params)
     return leaves, vals[trace.target.index]

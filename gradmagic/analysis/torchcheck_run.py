@@ -14,6 +14,7 @@ float64 copies), so the cell's tensors, random numbers and modules are untouched
 Ops whose result is random (dropout) are taken as recorded; ops whose inputs were written
 over in place after they ran are not checked one by one (what they read is gone), and say so.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,32 @@ __all__ = ["check", "replay", "BUDGET", "EPS"]
 
 EPS = 1e-6  # float64 step of both checks
 BUDGET = 1.0  # seconds the per-op checks may take in all
-KINKS = frozenset({"relu", "relu_", "abs", "max", "min", "clamp", "amax", "amin", "maximum",
-                   "minimum", "hardtanh", "leaky_relu", "sort", "topk", "where", "round",
-                   "floor", "ceil", "sign", "max_pool2d", "cummax", "median"})
+KINKS = frozenset(
+    {
+        "relu",
+        "relu_",
+        "abs",
+        "max",
+        "min",
+        "clamp",
+        "amax",
+        "amin",
+        "maximum",
+        "minimum",
+        "hardtanh",
+        "leaky_relu",
+        "sort",
+        "topk",
+        "where",
+        "round",
+        "floor",
+        "ceil",
+        "sign",
+        "max_pool2d",
+        "cummax",
+        "median",
+    }
+)
 _LOW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -42,9 +66,12 @@ def _call(op, tensors):
     """Op ``op`` called again with ``tensors`` in place of the ones it was given (and float64
     in place of a lower float dtype argument)."""
     it = iter(tensors)
-    leaves = [next(it) if x is _TENSOR else
-              (torch.float64 if isinstance(x, torch.dtype) and x in _LOW_FLOATS else x)
-              for x in op.consts]
+    leaves = [
+        next(it)
+        if x is _TENSOR
+        else (torch.float64 if isinstance(x, torch.dtype) and x in _LOW_FLOATS else x)
+        for x in op.consts
+    ]
     args, kwargs = unflatten(leaves, op.spec)
     out = op.func(*args, **kwargs)
     if out is None and op.inplace and tensors:  # x[i] = v: what it made is x (the replay's copy)
@@ -98,23 +125,28 @@ def check(run, rec, eps=None, budget: float = BUDGET) -> dict:
     start, done, alike = time.perf_counter(), 0, {}
     for k in order:
         if time.perf_counter() - start > budget:
-            result["notes"].append(f"{len(order) - done} of {len(order)} ops were not checked "
-                                   f"one by one (the {budget:g} s budget ran out)")
+            result["notes"].append(
+                f"{len(order) - done} of {len(order)} ops were not checked "
+                f"one by one (the {budget:g} s budget ran out)"
+            )
             break
         done += 1
         key = _kind(run, rec, k)
         first = alike.get(key)
         if first is not None:  # the same op on the same shapes in the same kind of module
-            result["ops"][k] = dict(result["ops"][first], status=result["ops"][first]["status"],
-                                    like=first)
+            result["ops"][k] = dict(
+                result["ops"][first], status=result["ops"][first]["status"], like=first
+            )
             continue
         alike[key] = k
         result["ops"][k] = _one(run, rec, k, eps, atol, rtol, gen)
     same = sum(1 for r in result["ops"].values() if "like" in r)
     if same:
-        result["notes"].append(f"{same} ops repeat an op already checked (the same function on "
-                               "the same shapes in the same kind of module, as in repeated "
-                               "blocks): each takes that op's result")
+        result["notes"].append(
+            f"{same} ops repeat an op already checked (the same function on "
+            "the same shapes in the same kind of module, as in repeated "
+            "blocks): each takes that op's result"
+        )
     return result
 
 
@@ -122,9 +154,13 @@ def _kind(run, rec, k) -> tuple:
     op = rec.ops[k]
     if op.custom:
         return (k,)  # a custom Function's backward may depend on anything: each on its own
-    return (op.name, tuple(run.shapes[i] for i in op.inputs),
-            tuple(run.dtypes[i] for i in op.inputs),
-            tuple(type(rec.modules[m]).__name__ for m in op.module), op.consts_key)
+    return (
+        op.name,
+        tuple(run.shapes[i] for i in op.inputs),
+        tuple(run.dtypes[i] for i in op.inputs),
+        tuple(type(rec.modules[m]).__name__ for m in op.module),
+        op.consts_key,
+    )
 
 
 def _verdict(a, n, atol, rtol, kinked=False) -> dict:
@@ -162,8 +198,10 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
         out["why"] = f"the target is {recorded}"
     elif not math.isclose(f0, recorded, rel_tol=1e-3, abs_tol=1e-6):
         out["status"] = "skipped"
-        out["why"] = (f"the float64 replay gives {f0:.6g}, the cell gave {recorded:.6g}: the "
-                      "recording missed something, so this check would not be about the cell")
+        out["why"] = (
+            f"the float64 replay gives {f0:.6g}, the cell gave {recorded:.6g}: the "
+            "recording missed something, so this check would not be about the cell"
+        )
     return out
 
 
@@ -171,14 +209,18 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
     op = rec.ops[k]
     if op.name in RANDOM:
         return {"status": "skipped", "why": "random: taken as it came"}
-    changed = [i for i in op.inputs
-               if rec.tensors[i]._version != rec.version[i] and i not in rec.saved]
+    changed = [
+        i for i in op.inputs if rec.tensors[i]._version != rec.version[i] and i not in rec.saved
+    ]
     if changed:
         return {"status": "skipped", "why": "an input was written over in place afterwards"}
     try:
         xs = [_f64(rec.held(i)) for i in op.inputs]
-        diff = [j for j, i in enumerate(op.inputs)
-                if xs[j].is_floating_point() and rec.tensors[i].requires_grad]
+        diff = [
+            j
+            for j, i in enumerate(op.inputs)
+            if xs[j].is_floating_point() and rec.tensors[i].requires_grad
+        ]
         if not diff:
             return {"status": "skipped", "why": "no input takes a gradient"}
         v = {j: _random_like(xs[j], gen) for j in diff}
@@ -194,10 +236,10 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
             leaves = [x.clone().requires_grad_(True) if j in v else x for j, x in enumerate(xs)]
             outs = f(leaves)
             # (entries that are not finite, like an attention mask's -inf, are left out)
-            us = [torch.where(torch.isfinite(o.detach()), _random_like(o, gen), 0.0)
-                  for o in outs]
-            s = sum(torch.where(u != 0, o * u, 0.0).sum()
-                    for o, u in zip(outs, us) if o.requires_grad)
+            us = [torch.where(torch.isfinite(o.detach()), _random_like(o, gen), 0.0) for o in outs]
+            s = sum(
+                torch.where(u != 0, o * u, 0.0).sum() for o, u in zip(outs, us) if o.requires_grad
+            )
             if not isinstance(s, torch.Tensor):
                 return {"status": "skipped", "why": "no output takes a gradient"}
             grads = torch.autograd.grad(s, [leaves[j] for j in diff], allow_unused=True)
@@ -206,8 +248,10 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
         def moved(sign):
             with torch.no_grad():
                 shifted = [x + sign * eps * v[j] if j in v else x for j, x in enumerate(xs)]
-                return sum(float(torch.where(u != 0, o * u, 0.0).sum())
-                           for o, u in zip(f(shifted), us))
+                return sum(
+                    float(torch.where(u != 0, o * u, 0.0).sum()) for o, u in zip(f(shifted), us)
+                )
+
         numeric = (moved(1) - moved(-1)) / (2 * eps)
     except Exception as e:  # noqa: BLE001 - an op that cannot be replayed alone
         return {"status": "skipped", "why": f"cannot be replayed alone: {type(e).__name__}: {e}"}

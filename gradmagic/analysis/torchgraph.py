@@ -11,6 +11,7 @@ the cell's own top level that exceed the budget are grouped by the cell's line.
 
 Reads only the run's plain columns (no tensor): torch is not imported here.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,10 +57,17 @@ def layout(run, max_nodes: int = 150, open=()) -> Layout:
     auto = _count(run, groups) <= max_nodes
     # open modules outside-in, widest first, while the drawing stays within the budget
     while auto:
-        closed = sorted({g for g in groups.values() if g and g not in opened
-                         and not g.startswith("fold:")
-                         and not any(g.startswith(f"{name}.") for name in open)},
-                        key=lambda g: (len(_parts(g)), g))  # (what was opened: one level)
+        closed = sorted(
+            {
+                g
+                for g in groups.values()
+                if g
+                and g not in opened
+                and not g.startswith("fold:")
+                and not any(g.startswith(f"{name}.") for name in open)
+            },
+            key=lambda g: (len(_parts(g)), g),
+        )  # (what was opened: one level)
         grown = False
         for g in closed:
             trial = _group_of(paths, opened | {g}, folds)
@@ -102,9 +110,11 @@ def layout(run, max_nodes: int = 150, open=()) -> Layout:
     drawn_ops = sum(1 for b in boxes.values() if b.kind == "op")
     note = ""
     if drawn_ops < len(graph):
-        note = (f"{len(graph)} ops in {len(boxes)} boxes: grouped by module"
-                + (" and by line of the cell" if by_line else "")
-                + "; torchview.html_view(run, open=['a.module.path']) opens one")
+        note = (
+            f"{len(graph)} ops in {len(boxes)} boxes: grouped by module"
+            + (" and by line of the cell" if by_line else "")
+            + "; torchview.html_view(run, open=['a.module.path']) opens one"
+        )
     return Layout(boxes, sorted(edges), note, opened)
 
 
@@ -132,11 +142,14 @@ def _folds(run, graph, paths, opened=frozenset()) -> dict:
         kids.sort()
         run_start = 0
         for n in range(1, len(kids) + 1):
-            same = (n < len(kids) and kids[n][1] not in opened
-                    and kids[run_start][1] not in opened
-                    and _signature(run, ops_of, kids[n][1])
-                    == _signature(run, ops_of, kids[run_start][1])
-                    and kids[n][0] == kids[n - 1][0] + 1)
+            same = (
+                n < len(kids)
+                and kids[n][1] not in opened
+                and kids[run_start][1] not in opened
+                and _signature(run, ops_of, kids[n][1])
+                == _signature(run, ops_of, kids[run_start][1])
+                and kids[n][0] == kids[n - 1][0] + 1
+            )
             if not same:
                 members = kids[run_start:n]
                 if len(members) > 1:
@@ -161,8 +174,11 @@ def _group_of(paths, opened, folds) -> dict:
             if child in opened:
                 prefix = child
                 continue
-            group = folds.get(child, child) if not any(
-                o.startswith(child + ".") or o == child for o in opened) else child
+            group = (
+                folds.get(child, child)
+                if not any(o.startswith(child + ".") or o == child for o in opened)
+                else child
+            )
             break
         out[k] = group
     return out
@@ -176,8 +192,11 @@ def _count(run, groups) -> int:
             boxes.add(g)
         else:
             boxes.add(k)
-            boxes.update(("leaf", i) for i in run.ops[k].inputs if run.producer[i] < 0
-                         or run.producer[i] not in groups)
+            boxes.update(
+                ("leaf", i)
+                for i in run.ops[k].inputs
+                if run.producer[i] < 0 or run.producer[i] not in groups
+            )
     return len(boxes)
 
 

@@ -18,6 +18,7 @@ in the same synchronisation. :func:`health` then gathers, for the ops the target
   reached, ``zero`` ones whose gradient is all zeros; ``inplace`` writes;
 - ``marks``: value index → short words to show at its node.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,15 +43,21 @@ def probes(rec, graph) -> list:
             continue
         flat = t.reshape(t.shape[0], -1)
         if op.name in RELU:
-            out.append((("dead", op.outputs[0]), (flat == 0).all(0).to(torch.float64).mean()
-                        .reshape(1)))
+            out.append(
+                (("dead", op.outputs[0]), (flat == 0).all(0).to(torch.float64).mean().reshape(1))
+            )
         elif SATURATING.get(op.name) == "tanh":
-            out.append((("saturated", op.outputs[0]),
-                        (flat.abs() > DEAD).all(0).to(torch.float64).mean().reshape(1)))
+            out.append(
+                (
+                    ("saturated", op.outputs[0]),
+                    (flat.abs() > DEAD).all(0).to(torch.float64).mean().reshape(1),
+                )
+            )
         elif SATURATING.get(op.name) == "sigmoid":
             far = (flat < 1 - DEAD) | (flat > DEAD)
-            out.append((("saturated", op.outputs[0]),
-                        far.all(0).to(torch.float64).mean().reshape(1)))
+            out.append(
+                (("saturated", op.outputs[0]), far.all(0).to(torch.float64).mean().reshape(1))
+            )
     for i, pair in rec.updates.items():
         out.append((("update", i), pair))
     return out
@@ -104,17 +111,27 @@ def health(run, rec, probed: dict) -> dict:
             ratio = grad_std / data_std
         update = probed.get(("update", i))
         ratio_update = float(update[0] / update[1]) if update is not None and update[1] else None
-        params.append({"value": i, "name": run.name_of(i), "shape": run.shapes[i],
-                       "grad_to_data": float(ratio), "update_to_data": ratio_update})
-        if ratio_update is not None and not (HEALTHY_UPDATE / 30 <= ratio_update
-                                             <= HEALTHY_UPDATE * 30):
+        params.append(
+            {
+                "value": i,
+                "name": run.name_of(i),
+                "shape": run.shapes[i],
+                "grad_to_data": float(ratio),
+                "update_to_data": ratio_update,
+            }
+        )
+        if ratio_update is not None and not (
+            HEALTHY_UPDATE / 30 <= ratio_update <= HEALTHY_UPDATE * 30
+        ):
             mark(i, f"update/data {ratio_update:.1e}")
     first_use = {}
     for k in graph:
         for i in run.ops[k].inputs:
             first_use.setdefault(i, k)
-    depth = [{"value": p["value"], "name": p["name"], "grad_std": float(grads[p["value"], 1])}
-             for p in sorted(params, key=lambda p: first_use.get(p["value"], len(run.ops)))]
+    depth = [
+        {"value": p["value"], "name": p["name"], "grad_std": float(grads[p["value"], 1])}
+        for p in sorted(params, key=lambda p: first_use.get(p["value"], len(run.ops)))
+    ]
     cuts = []
     for k in graph:
         op = run.ops[k]
@@ -145,9 +162,18 @@ def health(run, rec, probed: dict) -> dict:
     inplace = [k for k in graph if run.ops[k].inplace]
     for k in inplace:
         mark(run.ops[k].outputs[0], "written in place")
-    return {"nonfinite": {"value": first_value, "grad": first_grad}, "dead": dead,
-            "saturated": saturated, "params": params, "depth": depth, "cuts": cuts,
-            "unreached": unreached, "zero": zero, "inplace": inplace, "marks": marks}
+    return {
+        "nonfinite": {"value": first_value, "grad": first_grad},
+        "dead": dead,
+        "saturated": saturated,
+        "params": params,
+        "depth": depth,
+        "cuts": cuts,
+        "unreached": unreached,
+        "zero": zero,
+        "inplace": inplace,
+        "marks": marks,
+    }
 
 
 def _cut(run, k, limit: int = 10000):
@@ -160,8 +186,9 @@ def _cut(run, k, limit: int = 10000):
             continue
         seen.add(j)
         op = run.ops[j]
-        if (op.name in ("detach", "detach_") or not op.grad_enabled) \
-                and _depends_on_a_parameter(run, j):
+        if (op.name in ("detach", "detach_") or not op.grad_enabled) and _depends_on_a_parameter(
+            run, j
+        ):
             return (op.name if op.grad_enabled else "no_grad"), op.line
         todo.extend(p for p in (run.producer[i] for i in op.inputs) if p >= 0)
     return None

@@ -24,6 +24,7 @@ are numpy arrays, within :data:`KEEP_BYTES`. The checks
 
 This module imports torch; nothing imports it unless a cell uses torch.
 """
+
 from __future__ import annotations
 
 import ast
@@ -37,8 +38,18 @@ from torch.overrides import TorchFunctionMode
 
 from .torchhealth import SATURATED, SATURATING, health, probes
 
-__all__ = ["Recorder", "TorchRun", "Op", "assigned_names", "finish", "release", "summarise",
-           "to_numpy", "KEEP_BYTES", "STAT_NAMES"]
+__all__ = [
+    "Recorder",
+    "TorchRun",
+    "Op",
+    "assigned_names",
+    "finish",
+    "release",
+    "summarise",
+    "to_numpy",
+    "KEEP_BYTES",
+    "STAT_NAMES",
+]
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
@@ -47,22 +58,80 @@ STAT_NAMES = ("mean", "std", "absmax", "zero", "nonfinite", "saturated")
 
 # torch calls that are not operations on values: read an attribute, ask a size, print, run
 # backward, switch grad mode
-_NOT_OPS = frozenset({
-    "backward", "register_hook", "retain_grad", "requires_grad_", "size", "dim", "numel",
-    "item", "tolist", "numpy", "__repr__", "__format__", "__str__", "__len__", "__bool__",
-    "__float__", "__int__", "__index__", "__hash__", "__iter__", "__contains__",
-    "_set_grad_enabled", "is_grad_enabled", "data_ptr", "stride", "storage_offset",
-    "is_contiguous", "element_size", "untyped_storage", "__reduce_ex__", "__deepcopy__",
-    "grad", "is_floating_point", "is_complex", "get_device", "cpu", "_is_view",
-    "manual_seed", "__array__", "__dlpack__", "__eq_hash__", "equal", "allclose",
-})
+_NOT_OPS = frozenset(
+    {
+        "backward",
+        "register_hook",
+        "retain_grad",
+        "requires_grad_",
+        "size",
+        "dim",
+        "numel",
+        "item",
+        "tolist",
+        "numpy",
+        "__repr__",
+        "__format__",
+        "__str__",
+        "__len__",
+        "__bool__",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__hash__",
+        "__iter__",
+        "__contains__",
+        "_set_grad_enabled",
+        "is_grad_enabled",
+        "data_ptr",
+        "stride",
+        "storage_offset",
+        "is_contiguous",
+        "element_size",
+        "untyped_storage",
+        "__reduce_ex__",
+        "__deepcopy__",
+        "grad",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "cpu",
+        "_is_view",
+        "manual_seed",
+        "__array__",
+        "__dlpack__",
+        "__eq_hash__",
+        "equal",
+        "allclose",
+    }
+)
 # ops whose result is random: the checks take what they made as given
-RANDOM = frozenset({
-    "dropout", "dropout_", "rand", "randn", "randint", "rand_like", "randn_like",
-    "randint_like", "randperm", "multinomial", "bernoulli", "bernoulli_", "normal",
-    "normal_", "uniform_", "exponential_", "alpha_dropout", "feature_alpha_dropout",
-    "dropout1d", "dropout2d", "dropout3d", "poisson",
-})
+RANDOM = frozenset(
+    {
+        "dropout",
+        "dropout_",
+        "rand",
+        "randn",
+        "randint",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "randperm",
+        "multinomial",
+        "bernoulli",
+        "bernoulli_",
+        "normal",
+        "normal_",
+        "uniform_",
+        "exponential_",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+        "dropout1d",
+        "dropout2d",
+        "dropout3d",
+        "poisson",
+    }
+)
 
 
 def assigned_names(tree: ast.AST) -> dict:
@@ -86,12 +155,14 @@ def assigned_names(tree: ast.AST) -> dict:
                     out.setdefault(node.lineno, []).extend(names(t))
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
                 out.setdefault(node.lineno, []).extend(names(node.target))
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With,
-                                   ast.AsyncWith, ast.Try)):
+            elif isinstance(
+                node, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)
+            ):
                 for part in ("body", "orelse", "finalbody"):
                     visit(getattr(node, part, []) or [])
                 for handler in getattr(node, "handlers", []) or []:
                     visit(handler.body)
+
     visit(getattr(tree, "body", []))
     return out
 
@@ -113,9 +184,24 @@ def _inplace(name: str) -> bool:
     return (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS
 
 
-_INPLACE_DUNDERS = frozenset({"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
-                              "imatmul", "iand", "ior", "ixor", "ilshift", "irshift",
-                              "setitem"})
+_INPLACE_DUNDERS = frozenset(
+    {
+        "iadd",
+        "isub",
+        "imul",
+        "itruediv",
+        "ifloordiv",
+        "imod",
+        "ipow",
+        "imatmul",
+        "iand",
+        "ior",
+        "ixor",
+        "ilshift",
+        "irshift",
+        "setitem",
+    }
+)
 
 
 @dataclass
@@ -182,7 +268,7 @@ def unflatten(leaves, spec) -> tuple:
             values.append(leaves[at])
             at += 1
         else:
-            values.append(s[0](leaves[at:at + s[1]]))
+            values.append(s[0](leaves[at : at + s[1]]))
             at += s[1]
     return tuple(values[:n_args]), dict(zip(keys, values[n_args:]))
 
@@ -223,7 +309,8 @@ class Recorder(TorchFunctionMode):
     def __enter__(self):
         self._hooks = (
             torch.nn.modules.module.register_module_forward_pre_hook(self._enter_module),
-            torch.nn.modules.module.register_module_forward_hook(self._leave_module))
+            torch.nn.modules.module.register_module_forward_hook(self._leave_module),
+        )
         self._apply = torch.autograd.Function.__dict__["apply"]
         recorder = self
 
@@ -237,6 +324,7 @@ class Recorder(TorchFunctionMode):
                 recorder.inside -= 1
             recorder._record(cls.apply, cls.__name__, args, kwargs, out, custom=cls)
             return out
+
         torch.autograd.Function.apply = classmethod(apply)
         return super().__enter__()
 
@@ -295,7 +383,7 @@ class Recorder(TorchFunctionMode):
         p.grad``, ``p.data += ...``, ``torch._foreach_add_(params, ...)``, ``h[0] = 0``): each
         value keeps what the ops that read it saw."""
         found = []
-        for t in (written if isinstance(written, (list, tuple)) else (written,)):
+        for t in written if isinstance(written, (list, tuple)) else (written,):
             if not isinstance(t, torch.Tensor):
                 continue
             alias = self.data_of.get(id(t))
@@ -317,10 +405,16 @@ class Recorder(TorchFunctionMode):
         the run's other statistics."""
         for i, p, old, through_data in found:
             self.saved[i] = old
-            if p.requires_grad and p.is_leaf and p.is_floating_point() \
-                    and (through_data or not torch.is_grad_enabled()) and i not in self.updates:
-                self.updates[i] = torch.stack([(p.detach() - old).to(torch.float64).std(),
-                                               old.to(torch.float64).std()])
+            if (
+                p.requires_grad
+                and p.is_leaf
+                and p.is_floating_point()
+                and (through_data or not torch.is_grad_enabled())
+                and i not in self.updates
+            ):
+                self.updates[i] = torch.stack(
+                    [(p.detach() - old).to(torch.float64).std(), old.to(torch.float64).std()]
+                )
 
     def _line(self):
         """The cell's line running now; labels the names the line before it assigned."""
@@ -391,8 +485,10 @@ class Recorder(TorchFunctionMode):
             def keep(g):
                 grads[index_of[key]] = g
         else:
+
             def keep(g):
                 grads[i] = g
+
         try:
             self.handles.append(t.register_hook(keep))
             self.hooked.add(i)
@@ -421,8 +517,11 @@ class Recorder(TorchFunctionMode):
         for o in outs:
             if not isinstance(o, torch.Tensor):
                 continue
-            j = self._new(o, k) if not (inplace and outputs == [] and tensors and o is tensors[0]) \
+            j = (
+                self._new(o, k)
+                if not (inplace and outputs == [] and tensors and o is tensors[0])
                 else self._rewritten(o, k, inputs[0])
+            )
             outputs.append(j)
             if o.requires_grad and o.is_leaf:  # torch.randn(..., requires_grad=True): a leaf
                 if id(o) not in self.leaf_hooks:
@@ -431,8 +530,21 @@ class Recorder(TorchFunctionMode):
                 self.pending.append(j)  # hooked when a backward starts (see _hook_pending)
         if not outputs:
             return
-        self.ops.append(Op(name, tuple(inputs), tuple(outputs), self.stack, line, grad_enabled,
-                           inplace, func, spec, tuple(consts), custom is not None))
+        self.ops.append(
+            Op(
+                name,
+                tuple(inputs),
+                tuple(outputs),
+                self.stack,
+                line,
+                grad_enabled,
+                inplace,
+                func,
+                spec,
+                tuple(consts),
+                custom is not None,
+            )
+        )
 
     def _concerns(self, leaves, out) -> bool:
         """Whether an op matters to the gradient: it reads a tensor that requires one or one
@@ -447,7 +559,7 @@ class Recorder(TorchFunctionMode):
                 i = index_of.get(id(x))
                 if i is not None and tensors[i] is x and self.producer[i] >= 0:
                     return True
-        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+        for o in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(o, torch.Tensor) and o.requires_grad:
                 return True
         return False
@@ -529,8 +641,10 @@ class TorchRun:
         for i in range(self.n - 1, -1, -1):
             if self.names[i] == name:
                 return i
-        raise KeyError(f"no value is named {name!r}; named values: "
-                       f"{', '.join(sorted(set(filter(None, self.names)))) or 'none'}")
+        raise KeyError(
+            f"no value is named {name!r}; named values: "
+            f"{', '.join(sorted(set(filter(None, self.names)))) or 'none'}"
+        )
 
     @property
     def grads(self) -> dict:
@@ -550,6 +664,7 @@ class TorchRun:
         recorded ones, element by element; returns a
         :class:`~gradmagic.analysis.check.CheckReport`."""
         from .check import differences, expect
+
         opts = self.options
         atol = atol if atol is not None else getattr(opts, "atol", 1e-5)
         rtol = rtol if rtol is not None else getattr(opts, "rtol", 1e-3)
@@ -563,19 +678,26 @@ class TorchRun:
             worst = bad[np.argsort(-err.ravel()[bad], kind="stable")][:WORST]
             entries = "; ".join(
                 f"{tuple(int(j) for j in np.unravel_index(w, got.shape))}: "
-                f"{got.flat[w]:.6g} (torch) vs {want.flat[w]:.6g}" for w in worst)
-            report.rows[n] = row._replace(note=f"{bad.size} of {got.size} entries wrong; "
-                                               f"worst: {entries}")
+                f"{got.flat[w]:.6g} (torch) vs {want.flat[w]:.6g}"
+                for w in worst
+            )
+            report.rows[n] = row._replace(
+                note=f"{bad.size} of {got.size} entries wrong; worst: {entries}"
+            )
         return report
 
     def __repr__(self):
-        return (f"<TorchRun: {len(self.graph)} ops, {len(self.params)} parameters, "
-                f"target {self.name_of(self.target)} = {self.value:.6g}>"
-                if np.ndim(self.value) == 0 else f"<TorchRun: {len(self.graph)} ops>")
+        return (
+            f"<TorchRun: {len(self.graph)} ops, {len(self.params)} parameters, "
+            f"target {self.name_of(self.target)} = {self.value:.6g}>"
+            if np.ndim(self.value) == 0
+            else f"<TorchRun: {len(self.graph)} ops>"
+        )
 
 
 def _plain_answers(mapping):
     from .check import expected_pairs
+
     return [(k, to_numpy(v)) for k, v in expected_pairs(mapping)]
 
 
@@ -626,9 +748,13 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
         # every value's gradient in one call, as inputs (no hook needed); the leaves' and the
         # written-over values' hooks keep theirs as it passes
-        values = [j for j in rec.pending if j not in rec.hooked
-                  and rec.index_of.get(id(rec.tensors[j])) == j
-                  and rec.tensors[j]._version == rec.version[j]]
+        values = [
+            j
+            for j in rec.pending
+            if j not in rec.hooked
+            and rec.index_of.get(id(rec.tensors[j])) == j
+            and rec.tensors[j]._version == rec.version[j]
+        ]
         inputs = [rec.tensors[j] for j in values] + list(rec.leaf_hooks.values())
         if target.numel() == 1 and inputs:
             got = torch.autograd.grad(target, inputs, retain_graph=True, allow_unused=True)
@@ -649,8 +775,9 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     requires = np.fromiter((t.requires_grad for t in rec.tensors), bool, n)
     reached = np.zeros(n, dtype=bool)
     reached[list(rec.grads)] = True
-    in_place_after = {i for i in shown if rec.tensors[i]._version != rec.version[i]
-                      and i not in rec.saved}
+    in_place_after = {
+        i for i in shown if rec.tensors[i]._version != rec.version[i] and i not in rec.saved
+    }
     op_modules = [module_paths.get(op.module[-1], "") if op.module else "" for op in rec.ops]
     types = {}
     for op in rec.ops:
@@ -662,17 +789,32 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     leaves = [i for i in shown if rec.producer[i] not in in_graph and i != t_index]
     params = [i for i in leaves if rec.tensors[i].requires_grad and rec.tensors[i].is_leaf]
     run = TorchRun(
-        source=source, target=t_index, names=names,
+        source=source,
+        target=t_index,
+        names=names,
         shapes=[tuple(t.shape) for t in rec.tensors],
         dtypes=[str(t.dtype).replace("torch.", "") for t in rec.tensors],
-        producer=producer, requires_grad=requires, reached=reached, stats=stats,
-        grad_stats=grad_stats, ops=rec.ops, op_modules=op_modules, module_types=types,
-        graph=graph, leaves=leaves, params=params, options=options,
-        backward_by_cell=ran_backward, in_place_after=in_place_after)
+        producer=producer,
+        requires_grad=requires,
+        reached=reached,
+        stats=stats,
+        grad_stats=grad_stats,
+        ops=rec.ops,
+        op_modules=op_modules,
+        module_types=types,
+        graph=graph,
+        leaves=leaves,
+        params=params,
+        options=options,
+        backward_by_cell=ran_backward,
+        in_place_after=in_place_after,
+    )
     run.full = _keep_full(rec, shown, t_index, host)
     if not graph and target.grad_fn is not None:
-        run.warnings.append("the target was computed before this cell ran, so none of its "
-                            "ops were recorded: run the cell that computes it under the magic")
+        run.warnings.append(
+            "the target was computed before this cell ran, so none of its "
+            "ops were recorded: run the cell that computes it under the magic"
+        )
     run.health = health(run, rec, {key: value for (key, _), value in zip(probe, probed)})
     return run
 
@@ -713,8 +855,9 @@ def _names(rec: Recorder, ns) -> list:
         names[i] = name
     wanted: dict = {}  # id → the unnamed values of that tensor (an in-place write: several)
     for i, t in enumerate(rec.tensors):
-        if not names[i] and (rec.producer[i] < 0 or rec.index_of.get(id(t)) == i
-                             or rec.ops[rec.producer[i]].inplace):
+        if not names[i] and (
+            rec.producer[i] < 0 or rec.index_of.get(id(t)) == i or rec.ops[rec.producer[i]].inplace
+        ):
             wanted.setdefault(id(t), []).append(i)
     if not wanted:
         return names
@@ -730,8 +873,11 @@ def _namespace_tensors(ns, budget: int = 20000):
     and buffers, lists/tuples/dicts of them, and the attributes of the notebook's objects
     (two levels, at most ``budget`` objects looked at)."""
     count = 0
-    todo = [(name, v, 0) for name, v in list(ns.items())
-            if not name.startswith("_") and name not in ("In", "Out")]
+    todo = [
+        (name, v, 0)
+        for name, v in list(ns.items())
+        if not name.startswith("_") and name not in ("In", "Out")
+    ]
     seen = set()
     while todo and count < budget:
         path, v, depth = todo.pop(0)
@@ -755,8 +901,9 @@ def _namespace_tensors(ns, budget: int = 20000):
                 attrs = vars(v)
             except TypeError:
                 continue
-            todo.extend((f"{path}.{k}", e, depth + 1) for k, e in attrs.items()
-                        if not k.startswith("_"))
+            todo.extend(
+                (f"{path}.{k}", e, depth + 1) for k, e in attrs.items() if not k.startswith("_")
+            )
 
 
 def _module_paths(rec: Recorder, ns) -> dict:
@@ -817,27 +964,28 @@ def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
     pieces = x.split(sizes)
     m = len(parts)
     lengths = torch.tensor(sizes, device=device)
-    columns = [torch.segment_reduce(x, "sum", lengths=lengths),
-               torch.stack(torch._foreach_norm(pieces, 2)),
-               torch.stack(torch._foreach_norm(pieces, 0)),
-               torch.stack(_absmax(x, sizes))]
+    columns = [
+        torch.segment_reduce(x, "sum", lengths=lengths),
+        torch.stack(torch._foreach_norm(pieces, 2)),
+        torch.stack(torch._foreach_norm(pieces, 0)),
+        torch.stack(_absmax(x, sizes)),
+    ]
     saturating = [r for r, kind in enumerate(sat_kind) if kind]
     for r in saturating:
         p = pieces[r]
         hit = p.abs() > SATURATED if sat_kind[r] == "tanh" else (p - 0.5).abs() > SATURATED - 0.5
         columns.append(hit.sum(dtype=torch.float64).reshape(1))
-    flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1)
-                                for e in extra])
+    flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1) for e in extra])
     keep = x.numel() * 8 <= KEEP_BYTES
     host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
     host_x = x.cpu().numpy() if keep else None
-    s1, norm2, nonzero, absmax = host_all[:4 * m].reshape(4, m)
+    s1, norm2, nonzero, absmax = host_all[: 4 * m].reshape(4, m)
     sat = np.full(m, np.nan)
-    sat[saturating] = host_all[4 * m:4 * m + len(saturating)]
+    sat[saturating] = host_all[4 * m : 4 * m + len(saturating)]
     at = 4 * m + len(saturating)
     extra_host = []
     for e in extra:
-        extra_host.append(host_all[at:at + e.numel()])
+        extra_host.append(host_all[at : at + e.numel()])
         at += e.numel()
     size = np.array(sizes, dtype=np.float64)
     finite_count = size.copy()
@@ -848,8 +996,16 @@ def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
             p = pieces[r]
             ok = torch.isfinite(p)
             f = torch.where(ok, p, 0.0)
-            again.append(torch.stack([ok.sum(dtype=torch.float64), f.sum(),
-                                      torch.linalg.vector_norm(f), f.abs().max()]))
+            again.append(
+                torch.stack(
+                    [
+                        ok.sum(dtype=torch.float64),
+                        f.sum(),
+                        torch.linalg.vector_norm(f),
+                        f.abs().max(),
+                    ]
+                )
+            )
         fixed = torch.stack(again).cpu().numpy()
         finite_count[bad], s1[bad], norm2[bad], absmax[bad] = fixed.T
     with np.errstate(all="ignore"):
@@ -859,8 +1015,17 @@ def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
         # what is left of a constant tensor's spread is rounding: 0
         spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
         var = spread / np.maximum(finite_count - 1, 1)
-        table = np.stack([mean, np.sqrt(var), absmax, 1 - nonzero / size,
-                          (size - finite_count) / size, sat / size], axis=1)
+        table = np.stack(
+            [
+                mean,
+                np.sqrt(var),
+                absmax,
+                1 - nonzero / size,
+                (size - finite_count) / size,
+                sat / size,
+            ],
+            axis=1,
+        )
     host = {} if keep else None
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     for r, i in enumerate(rows):
@@ -869,7 +1034,7 @@ def summarise(rec: Recorder, shown: list, extra=()) -> tuple:
         else:
             grad_stats[~i] = table[r]
         if keep:
-            host[i] = host_x[offsets[r]:offsets[r + 1]]
+            host[i] = host_x[offsets[r] : offsets[r + 1]]
     return stats, grad_stats, extra_host, host
 
 
@@ -896,16 +1061,19 @@ def _keep_full(rec: Recorder, shown: list, target: int, host) -> dict:
             full[i] = (value.reshape(t.shape), None if grad is None else grad.reshape(t.shape))
         return full
     spent = 0
-    order = sorted(shown, key=lambda i: (i != target, not rec.labels.get(i)
-                                         and rec.producer[i] >= 0))
+    order = sorted(
+        shown, key=lambda i: (i != target, not rec.labels.get(i) and rec.producer[i] >= 0)
+    )
     for i in order:
         t = rec.held(i)
         size = t.numel() * 8
         if size > KEEP_ONE or spent + 2 * size > KEEP_BYTES:
             continue
         g = rec.grads.get(i)
-        full[i] = (to_numpy(t) if t.is_floating_point() else t.detach().cpu().numpy(),
-                   to_numpy(g) if g is not None else None)
+        full[i] = (
+            to_numpy(t) if t.is_floating_point() else t.detach().cpu().numpy(),
+            to_numpy(g) if g is not None else None,
+        )
         spent += 2 * size
     return full
 

@@ -10,6 +10,7 @@ change it, and a kept trace costs about 30 bytes a node.
 ``trace.nodes[i]`` gives a :class:`Node`, a small view made on demand that
 reads the columns.
 """
+
 from __future__ import annotations
 
 import ast
@@ -64,15 +65,16 @@ class Node:
         self.index = index  # position in Trace.nodes (topological: parents first)
 
     def __eq__(self, other):
-        return (isinstance(other, Node) and other.trace is self.trace
-                and other.index == self.index)
+        return isinstance(other, Node) and other.trace is self.trace and other.index == self.index
 
     def __hash__(self):
         return hash((id(self.trace), self.index))
 
     def __repr__(self):
-        return (f"Node(index={self.index}, label={self.label!r}, op={self.op!r}, "
-                f"data={short(self.data)}, grad={short(self.grad)}, parents={self.parents})")
+        return (
+            f"Node(index={self.index}, label={self.label!r}, op={self.op!r}, "
+            f"data={short(self.data)}, grad={short(self.grad)}, parents={self.parents})"
+        )
 
     @property
     def label(self) -> str:
@@ -204,8 +206,10 @@ def _nest(rest: dict):
     for suffix, g in rest.items():
         step, tail = _first_step(suffix)
         groups.setdefault(step, {})[tail] = g
-    out = {step: (inner[""] if list(inner) == [""] else _nest(
-        {t: g for t, g in inner.items() if t})) for step, inner in groups.items()}
+    out = {
+        step: (inner[""] if list(inner) == [""] else _nest({t: g for t, g in inner.items() if t}))
+        for step, inner in groups.items()
+    }
     if all(isinstance(k, int) for k in out) and sorted(out) == list(range(len(out))):
         return [out[i] for i in range(len(out))]
     return out
@@ -237,7 +241,7 @@ def _first_step(suffix: str):
                     key = ast.literal_eval(text)
                 except (ValueError, SyntaxError):
                     key = text
-                return key, suffix[i + 1:]
+                return key, suffix[i + 1 :]
     return suffix, ""
 
 
@@ -256,8 +260,7 @@ class _Exact(Mapping):
         self._flag, self._data, self._kept = flag, data, kept
 
     @classmethod
-    def of(cls, positions: list, values: list, data: np.ndarray, ints=(),
-           nodes=()) -> "_Exact":
+    def of(cls, positions: list, values: list, data: np.ndarray, ints=(), nodes=()) -> "_Exact":
         """The ints among ``values`` (the numbers of nodes ``positions``, already written
         into ``data``), and nodes ``ints``: plain ints, written into ``data`` as floats
         (nan if too big for one), whose exact number ``nodes[i].data`` is read where a float
@@ -294,8 +297,9 @@ class _Exact(Mapping):
         return x
 
     def __contains__(self, i):
-        return i in self._kept or (isinstance(i, (int, np.integer)) and 0 <= i < len(self._flag)
-                                   and bool(self._flag[i]))
+        return i in self._kept or (
+            isinstance(i, (int, np.integer)) and 0 <= i < len(self._flag) and bool(self._flag[i])
+        )
 
     def __iter__(self):
         return iter(sorted(set(np.flatnonzero(self._flag).tolist()).union(self._kept)))
@@ -317,7 +321,7 @@ class _Exact(Mapping):
         self._kept[i] = x
 
 
-_EXACT_FLOAT = 2.0 ** 53  # ints below this in size are floats exactly
+_EXACT_FLOAT = 2.0**53  # ints below this in size are floats exactly
 
 
 class Nodes(Sequence):
@@ -407,10 +411,19 @@ class Trace:
         frozenset of the leaves made with ``requires_grad=False``.
     """
 
-    def __init__(self, target, *, order=None, walk=None, bindings: dict | None = None,
-                 branch_events: int = 0, float_conversions: int = 0,
-                 source: str | None = None, options: Options | dict | None = None,
-                 warnings: list | None = None):
+    def __init__(
+        self,
+        target,
+        *,
+        order=None,
+        walk=None,
+        bindings: dict | None = None,
+        branch_events: int = 0,
+        float_conversions: int = 0,
+        source: str | None = None,
+        options: Options | dict | None = None,
+        warnings: list | None = None,
+    ):
         if walk is not None:
             order = walk.order
         elif order is None:
@@ -424,15 +437,18 @@ class Trace:
             found = list(map(walk.index, (bindings or {}).values()))
         else:
             self._snapshot(order)
-            found = self._find(np.fromiter(map(id, (bindings or {}).values()), np.int64,
-                                           len(names))).tolist()
+            found = self._find(
+                np.fromiter(map(id, (bindings or {}).values()), np.int64, len(names))
+            ).tolist()
             del self._ids  # only needed while reading the live graph
         self.bindings = {name: i for name, i in zip(names, found) if i >= 0}
         # names bound to nodes the target does not depend on (teaching.walk greys them)
         values = list((bindings or {}).values())
-        self.unreached = {name: (d.copy() if isinstance(d, np.ndarray) else d)
-                          for name, i, d in zip(names, found, (v.data for v in values))
-                          if i < 0}
+        self.unreached = {
+            name: (d.copy() if isinstance(d, np.ndarray) else d)
+            for name, i, d in zip(names, found, (v.data for v in values))
+            if i < 0
+        }
         self.branch_events = branch_events
         self.float_conversions = float_conversions
         self.source = source
@@ -451,8 +467,12 @@ class Trace:
         """
         order = w.order
         n = self.n = len(order)
-        links = np.subtract(np.fromiter(chain(w.pa, w.pb), np.int64, 2 * n), w.base,
-                            out=np.empty(2 * n, np.int32), casting="unsafe")
+        links = np.subtract(
+            np.fromiter(chain(w.pa, w.pb), np.int64, 2 * n),
+            w.base,
+            out=np.empty(2 * n, np.int32),
+            casting="unsafe",
+        )
         self.parent_a, self.parent_b = links[:n], links[n:]
         self._op_codes_of(w.codes, order)
         self._labels_of(order, w.named)
@@ -511,8 +531,11 @@ class Trace:
 
     def _labels(self, labels: list) -> None:
         """``label_code`` and ``label_names`` from each node's label."""
-        self._labels_of(labels, np.flatnonzero(
-            np.fromiter(map(bool, labels), bool, len(labels))).tolist(), _IDENTITY)
+        self._labels_of(
+            labels,
+            np.flatnonzero(np.fromiter(map(bool, labels), bool, len(labels))).tolist(),
+            _IDENTITY,
+        )
 
     def _labels_of(self, nodes, named: list, label=_LABEL) -> None:
         """``label_code`` and ``label_names``: ``named`` are the positions in ``nodes`` with a
@@ -537,11 +560,13 @@ class Trace:
         perm = np.argsort(ids, kind="stable")
         self._ids = (ids[perm], perm)
         if n >= _ONE_PASS:  # the ids of parents and op entry in one pass over the nodes
-            links = np.fromiter(map(id, chain.from_iterable(map(_LINKS, order))), np.int64,
-                                3 * n).reshape(n, 3).T.copy()
+            links = (
+                np.fromiter(map(id, chain.from_iterable(map(_LINKS, order))), np.int64, 3 * n)
+                .reshape(n, 3)
+                .T.copy()
+            )
         else:  # (a pass each is cheaper while the nodes fit in the cache)
-            links = [np.fromiter(map(id, map(get, order)), np.int64, n)
-                     for get in (_A, _B, _OP)]
+            links = [np.fromiter(map(id, map(get, order)), np.int64, n) for get in (_A, _B, _OP)]
         self.parent_a = self._find(links[0])
         self.parent_b = self._find(links[1])
         # op codes: the distinct op entries in order of first use, -1 for a leaf
@@ -578,8 +603,9 @@ class Trace:
                 grad = np.fromiter(map(_GRAD, order), np.float64, n)
             except (TypeError, ValueError, OverflowError):
                 pass
-        self.grad = (self._column(list(map(_GRAD, order)), self.tensor_grad, None)
-                     if grad is None else grad)
+        self.grad = (
+            self._column(list(map(_GRAD, order)), self.tensor_grad, None) if grad is None else grad
+        )
         self._flags(order)
 
     def _flags(self, order) -> None:
@@ -593,7 +619,8 @@ class Trace:
             v = order[i]
             if i not in self.tensor_grad:  # a numpy scalar gradient
                 self.tensor_grad[i] = np.array(v.grad, dtype=float).reshape(
-                    self.tensor_data[i].shape)
+                    self.tensor_data[i].shape
+                )
                 self.grad[i] = np.nan
             if v._a is None:
                 self.constant[i] = not v.requires_grad
@@ -603,9 +630,11 @@ class Trace:
                 self.constant[i] = False
                 self.params[i] = v.params
                 self.kink[i] = bool(v.kink)
-            self.finite[i] = (all_finite(self.tensor_data[i]) if self.constant[i]
-                              else all_finite(self.tensor_data[i])
-                              and all_finite(self.tensor_grad[i]))
+            self.finite[i] = (
+                all_finite(self.tensor_data[i])
+                if self.constant[i]
+                else all_finite(self.tensor_data[i]) and all_finite(self.tensor_grad[i])
+            )
         self.no_grad = frozenset(no_grad)
         self._scalar_kinks()
         self._leaves = None
@@ -645,8 +674,11 @@ class Trace:
             if test is None or getattr(entry, "arity", None) is None:
                 continue
             rows = np.flatnonzero(self.op_code == c)
-            rows = np.array([i for i in rows.tolist() if i not in self.tensor_data],
-                            dtype=np.intp) if self.tensor_data else rows
+            rows = (
+                np.array([i for i in rows.tolist() if i not in self.tensor_data], dtype=np.intp)
+                if self.tensor_data
+                else rows
+            )
             if not rows.size:
                 continue
             args = [self.data[self.parent_a[rows]]]
@@ -659,8 +691,10 @@ class Trace:
                     raise ValueError
             except Exception:  # noqa: BLE001 - a test written for numbers only
                 data = self._data
-                hit = np.array([bool(test(*[data(p) for p in Node(self, i).parents]))
-                                for i in rows.tolist()], dtype=bool)
+                hit = np.array(
+                    [bool(test(*[data(p) for p in Node(self, i).parents])) for i in rows.tolist()],
+                    dtype=bool,
+                )
             self.kink[rows] = hit
 
     def _data(self, i: int):
@@ -734,8 +768,7 @@ class Trace:
         if self._names is None:
             rows = np.flatnonzero(self.label_code)
             names = self.label_names
-            out = dict(zip(map(names.__getitem__, self.label_code[rows].tolist()),
-                           rows.tolist()))
+            out = dict(zip(map(names.__getitem__, self.label_code[rows].tolist()), rows.tolist()))
             for name, i in self.bindings.items():
                 if names[self.label_code[i]] == name:
                     out[name] = i
@@ -748,8 +781,10 @@ class Trace:
             return Node(self, self.bindings[name])
         i = self._named().get(name)
         if i is None:
-            raise KeyError(f"no node is labelled {name!r}; labelled nodes: "
-                           f"{', '.join(sorted(self.grads)) or 'none'}")
+            raise KeyError(
+                f"no node is labelled {name!r}; labelled nodes: "
+                f"{', '.join(sorted(self.grads)) or 'none'}"
+            )
         return Node(self, i)
 
     @property
@@ -770,11 +805,13 @@ class Trace:
             return grads[path]
         inner = {}
         for label, g in grads.items():
-            if label.startswith(path) and label[len(path):len(path) + 1] in ("[", "."):
-                inner[label[len(path):]] = g
+            if label.startswith(path) and label[len(path) : len(path) + 1] in ("[", "."):
+                inner[label[len(path) :]] = g
         if not inner:
-            raise KeyError(f"no input is named {path!r} or below it; named: "
-                           f"{', '.join(sorted(grads)[:10]) or 'none'}")
+            raise KeyError(
+                f"no input is named {path!r} or below it; named: "
+                f"{', '.join(sorted(grads)[:10]) or 'none'}"
+            )
         return _nest(inner)
 
     @property
@@ -790,14 +827,32 @@ class Trace:
     @property
     def nbytes(self) -> int:
         """Bytes held by the columns (tensor arrays and dicts not counted)."""
-        return sum(getattr(self, c).nbytes for c in (
-            "data", "grad", "op_code", "parent_a", "parent_b", "label_code", "kink",
-            "finite", "constant"))
+        return sum(
+            getattr(self, c).nbytes
+            for c in (
+                "data",
+                "grad",
+                "op_code",
+                "parent_a",
+                "parent_b",
+                "label_code",
+                "kink",
+                "finite",
+                "constant",
+            )
+        )
 
     # ------------------------------------------------------------------ checks
-    def check(self, eps: float | None = None, atol: float | None = None,
-              rtol: float | None = None, *, max_leaves="auto", max_elements: int = 200,
-              seed: int = 0):
+    def check(
+        self,
+        eps: float | None = None,
+        atol: float | None = None,
+        rtol: float | None = None,
+        *,
+        max_leaves="auto",
+        max_elements: int = 200,
+        seed: int = 0,
+    ):
         """The numerical check: finite differences beside each analytic gradient.
 
         Settings default to the run's options (``--eps/--atol/--rtol``), else
@@ -806,31 +861,43 @@ class Trace:
         The report of the last settings asked for is kept.
         """
         from .check import check
+
         opts = self.options
-        settings = (eps if eps is not None else opts.eps,
-                    atol if atol is not None else opts.atol,
-                    rtol if rtol is not None else opts.rtol)
+        settings = (
+            eps if eps is not None else opts.eps,
+            atol if atol is not None else opts.atol,
+            rtol if rtol is not None else opts.rtol,
+        )
         choice = (max_leaves, max_elements, seed)
         if self._report is None or self._report[0] != (settings, choice):
-            self._report = ((settings, choice), check(self, *settings, max_leaves=max_leaves,
-                                                      max_elements=max_elements, seed=seed))
+            self._report = (
+                (settings, choice),
+                check(self, *settings, max_leaves=max_leaves, max_elements=max_elements, seed=seed),
+            )
         return self._report[1]
 
     def expect(self, mapping, atol: float | None = None, rtol: float | None = None):
         """Compare named gradients (and ``name.data`` values) with expected numbers."""
         from .check import expect
+
         opts = self.options
-        return expect(self, mapping,
-                      atol=atol if atol is not None else opts.atol,
-                      rtol=rtol if rtol is not None else opts.rtol)
+        return expect(
+            self,
+            mapping,
+            atol=atol if atol is not None else opts.atol,
+            rtol=rtol if rtol is not None else opts.rtol,
+        )
 
     def jvp(self, seed):
         """Forward mode: every node's tangent for ``seed`` (``{'x': 1}``); see
         :func:`gradmagic.analysis.teaching.jvp`."""
         from .teaching import jvp
+
         return jvp(self, seed)
 
     # ------------------------------------------------------------------ display
     def __repr__(self):
-        return (f"<Trace: {self.n} nodes, {len(self.leaf_index)} leaves, "
-                f"target {self.target.name} = {short(self.value)}>")
+        return (
+            f"<Trace: {self.n} nodes, {len(self.leaf_index)} leaves, "
+            f"target {self.target.name} = {short(self.value)}>"
+        )

@@ -25,6 +25,7 @@ it before the write keep using, and the array becomes the write's result:
 ``old + 1`` where the write has a rule, a fresh leaf (the cut reported) where
 it has none.
 """
+
 from __future__ import annotations
 
 # bound here, so a cell that rebinds builtins.float (or int, isinstance) changes its own
@@ -137,8 +138,7 @@ class Array(np.ndarray):
 
     def __setitem__(self, key, value):
         plain_key = _plain_key(key)
-        if not tracking() or not (self.requires_grad or self._a is not None
-                                  or _tracked(value)):
+        if not tracking() or not (self.requires_grad or self._a is not None or _tracked(value)):
             _ndarray.__setitem__(_view(self, _ndarray), plain_key, _pv(value))
             return
         _setitem(self, key, plain_key, value)
@@ -158,6 +158,7 @@ class Array(np.ndarray):
     def flat(self, value):
         def write():
             _view(self, _ndarray).flat = _deep_plain(value)
+
         _write(self, "an assignment to .flat", write)
 
     @property
@@ -179,8 +180,9 @@ class Array(np.ndarray):
     def view(self, *args, **kwargs):
         if not args and not kwargs:
             if tracking() and self.requires_grad:
-                return _adopt(_ndarray.view(self), _t._apply(_RESHAPE, self, None,
-                                                            {"shape": self.shape}))
+                return _adopt(
+                    _ndarray.view(self), _t._apply(_RESHAPE, self, None, {"shape": self.shape})
+                )
             return _view(self, _ndarray).view()
         return _view(self, _ndarray).view(*args, **kwargs)
 
@@ -195,8 +197,11 @@ class Array(np.ndarray):
         return _adopt(exact, _t._apply(_RESHAPE, self, None, {"shape": exact.shape}))
 
     def ravel(self, order="C"):
-        return self.reshape(-1, order=order) if order in ("C", "A") else \
-            _cut_result(_view(self, _ndarray).ravel(order), "ravel in this order", (self,))
+        return (
+            self.reshape(-1, order=order)
+            if order in ("C", "A")
+            else _cut_result(_view(self, _ndarray).ravel(order), "ravel in this order", (self,))
+        )
 
     def flatten(self, order="C"):
         if not (tracking() and self.requires_grad) or order not in ("C", "A"):
@@ -207,8 +212,10 @@ class Array(np.ndarray):
         exact = _view(self, _ndarray).squeeze(axis)
         if not (tracking() and self.requires_grad):
             return exact
-        return _adopt(_ndarray.reshape(self, exact.shape),
-                      _t._apply(_RESHAPE, self, None, {"shape": exact.shape}))
+        return _adopt(
+            _ndarray.reshape(self, exact.shape),
+            _t._apply(_RESHAPE, self, None, {"shape": exact.shape}),
+        )
 
     def transpose(self, *axes):
         plain = _view(self, _ndarray)
@@ -244,31 +251,67 @@ class Array(np.ndarray):
         return _adopt(exact, _t._apply(_COPY, self))
 
     # ---------------------------------------------------------------- reductions
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue,
-            where=True):
-        return np.sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
-                      initial=initial, where=where)
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=True):
+        return np.sum(
+            self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial, where=where
+        )
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
         return np.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, where=where)
 
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
-            mean=_NoValue, correction=_NoValue):
-        return np.var(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims,
-                      where=where, mean=mean, correction=correction)
+    def var(
+        self,
+        axis=None,
+        dtype=None,
+        out=None,
+        ddof=0,
+        keepdims=False,
+        *,
+        where=True,
+        mean=_NoValue,
+        correction=_NoValue,
+    ):
+        return np.var(
+            self,
+            axis=axis,
+            dtype=dtype,
+            out=out,
+            ddof=ddof,
+            keepdims=keepdims,
+            where=where,
+            mean=mean,
+            correction=correction,
+        )
 
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
-            mean=_NoValue, correction=_NoValue):
-        return np.std(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims,
-                      where=where, mean=mean, correction=correction)
+    def std(
+        self,
+        axis=None,
+        dtype=None,
+        out=None,
+        ddof=0,
+        keepdims=False,
+        *,
+        where=True,
+        mean=_NoValue,
+        correction=_NoValue,
+    ):
+        return np.std(
+            self,
+            axis=axis,
+            dtype=dtype,
+            out=out,
+            ddof=ddof,
+            keepdims=keepdims,
+            where=where,
+            mean=mean,
+            correction=correction,
+        )
 
     def max(self, axis=None, out=None, keepdims=False, initial=_NoValue, where=True):
-        return np.max(self, axis=axis, out=out, keepdims=keepdims, initial=initial,
-                      where=where)
+        return np.max(self, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
 
     def min(self, axis=None, out=None, keepdims=False, initial=_NoValue, where=True):
-        return np.min(self, axis=axis, out=out, keepdims=keepdims, initial=initial,
-                      where=where)
+        return np.min(self, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
 
     def cumsum(self, axis=None, dtype=None, out=None):
         return np.cumsum(self, axis=axis, dtype=dtype, out=out)
@@ -337,21 +380,33 @@ class Scalar64(np.float64):
         return _function(func, args, kwargs)
 
 
-
 _ARRAYS = (Array, Scalar64)
 _NODE_CLASSES = frozenset({Array, Scalar64, Tensor}) | SCALAR_NODES
 _TENSOR_NODES = frozenset({Array, Scalar64, Tensor})
 
 # the tensor protocol (grad, backward, parents, kink, ...) is Tensor's own
-for _name in ("grad", "_zero_grad", "_add_grad", "op", "opdef", "params", "parents", "is_leaf",
-              "topo", "kink", "finite", "local_grads", "backward", "_replay"):
+for _name in (
+    "grad",
+    "_zero_grad",
+    "_add_grad",
+    "op",
+    "opdef",
+    "params",
+    "parents",
+    "is_leaf",
+    "topo",
+    "kink",
+    "finite",
+    "local_grads",
+    "backward",
+    "_replay",
+):
     setattr(Array, _name, Tensor.__dict__[_name])
     setattr(Scalar64, _name, Tensor.__dict__[_name])
 
 for _cls, _base in ((Array, np.ndarray), (Scalar64, np.float64)):  # named as numpy's
     _cls.__name__ = _cls.__qualname__ = _base.__name__
     _cls.__module__ = _base.__module__
-
 
 
 def _scalar_binary(ufunc, name):
@@ -369,6 +424,7 @@ def _scalar_binary(ufunc, name):
         if r is NotImplemented or not tracking():
             return r
         return _link_call(ufunc, r, (other, self) if reflected else (self, other))
+
     forward.__name__ = name
     return forward
 
@@ -381,13 +437,20 @@ def _scalar_unary(ufunc, name):
         if not tracking():
             return r
         return _link_call(ufunc, r, (self,))
+
     forward.__name__ = name
     return forward
 
 
-for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
-                   ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                   ("mod", np.remainder), ("pow", np.power)):
+for _name, _uf in (
+    ("add", np.add),
+    ("sub", np.subtract),
+    ("mul", np.multiply),
+    ("truediv", np.true_divide),
+    ("floordiv", np.floor_divide),
+    ("mod", np.remainder),
+    ("pow", np.power),
+):
     setattr(Scalar64, f"__{_name}__", _scalar_binary(_uf, f"__{_name}__"))
     setattr(Scalar64, f"__r{_name}__", _scalar_binary(_uf, f"__r{_name}__"))
 for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute)):
@@ -426,8 +489,13 @@ _SCALARS = _engine.SCALARS
 def _deep_plain(x):
     cls = x.__class__
     if cls is list or cls is tuple:
-        if any(e.__class__ in _TENSOR_NODES or e.__class__ is list or e.__class__ is tuple
-               or e.__class__ is Value for e in x):
+        if any(
+            e.__class__ in _TENSOR_NODES
+            or e.__class__ is list
+            or e.__class__ is tuple
+            or e.__class__ is Value
+            for e in x
+        ):
             return cls(_deep_plain(e) for e in x)
         return x
     if cls is dict:
@@ -522,8 +590,7 @@ def _link(op, exact, a, b=None, params=None):
     if cls is _ndarray:
         if exact.dtype != _F64:
             return exact
-        out = Scalar64(exact[()]) if exact.ndim == 0 and _t._ARRAY_CLASSES else \
-            _view(exact, Array)
+        out = Scalar64(exact[()]) if exact.ndim == 0 and _t._ARRAY_CLASSES else _view(exact, Array)
     elif cls is np.float64:
         out = Scalar64(exact)
     elif cls is Array and exact.dtype == _F64:
@@ -594,13 +661,15 @@ def _cut_result(exact, what, inputs):
     """
     if tracking() and _any_tracked(inputs):
         node = None
-        if (exact.__class__ is _ndarray and exact.dtype == _F64
-                and not any(exact is x for x in inputs)):
+        if (
+            exact.__class__ is _ndarray
+            and exact.dtype == _F64
+            and not any(exact is x for x in inputs)
+        ):
             exact = node = _view(exact, Array)
         elif exact.__class__ is np.float64:
             exact = node = Scalar64(exact)
-        _cut(f"{what} has no gradient rule: a node entered it as plain numbers",
-             node, what)
+        _cut(f"{what} has no gradient rule: a node entered it as plain numbers", node, what)
     return exact
 
 
@@ -643,8 +712,14 @@ def reissue(caught, frame) -> None:
         return
     registry = frame.f_globals.setdefault("__warningregistry__", {})
     for w in caught:
-        warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename,
-                               frame.f_lineno, frame.f_globals.get("__name__"), registry)
+        warnings.warn_explicit(
+            w.message,
+            w.category,
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            frame.f_globals.get("__name__"),
+            registry,
+        )
 
 
 # --------------------------------------------------------------------------- numpy dispatch
@@ -762,8 +837,12 @@ def _after_write(arr, old, what: str, inputs=()) -> None:
     arr._op = arr._a = arr._b = arr._params = None
     if old is not None or _any_tracked(inputs):
         name = repr(arr.label) if arr.label else "an array"
-        _cut(f"{what} changes {name} in place, which has no gradient rule: from here on it is "
-             "a fresh leaf holding its new numbers", arr, what)
+        _cut(
+            f"{what} changes {name} in place, which has no gradient rule: from here on it is "
+            "a fresh leaf holding its new numbers",
+            arr,
+            what,
+        )
         arr.requires_grad = True
     _shared_write_cut(arr)
 
@@ -773,8 +852,10 @@ def _shared_write_cut(arr) -> None:
     while base is not None:
         if base.__class__ is Array and (base.requires_grad or base._a is not None):
             name = repr(arr.label) if arr.label else "a view"
-            _cut(f"a write into {name} also changes the array it views, which the gradient "
-                 "does not follow")
+            _cut(
+                f"a write into {name} also changes the array it views, which the gradient "
+                "does not follow"
+            )
             return
         base = getattr(base, "base", None)
 
@@ -797,9 +878,12 @@ def _setitem(arr, key, plain_key, value) -> None:
         basic = False
     y = _parent(value) if basic else None
     if y is None or arr.dtype != _F64:
-        _write(arr, "an assignment to its elements",
-               lambda: _ndarray.__setitem__(_view(arr, _ndarray), plain_key, _pv(value)),
-               inputs=(value,))
+        _write(
+            arr,
+            "an assignment to its elements",
+            lambda: _ndarray.__setitem__(_view(arr, _ndarray), plain_key, _pv(value)),
+            inputs=(value,),
+        )
         return
     old = _before_write(arr, force=True)
     if old is None:  # a constant array: its old numbers are a constant
@@ -849,8 +933,12 @@ def _function(func, args, kwargs):
     rule = _FUNCTION_RULES.get(func)
     if rule is None and func in _MUTATORS and args and args[0].__class__ is Array and tracking():
         target = args[0]
-        _write(target, f"numpy.{func.__name__}",
-               lambda: _numpy(func, _deep_plain(args), _deep_plain(kwargs)), args[1:])
+        _write(
+            target,
+            f"numpy.{func.__name__}",
+            lambda: _numpy(func, _deep_plain(args), _deep_plain(kwargs)),
+            args[1:],
+        )
         return None
     out = kwargs.get("out")
     if out is not None and out.__class__ is Array and tracking():
@@ -858,14 +946,17 @@ def _function(func, args, kwargs):
 
         def write():
             result[0] = _numpy(func, _deep_plain(args), _deep_plain(kwargs))
+
         _write(out, f"numpy.{func.__name__}(..., out=...)", write, args)
         return out if result[0] is _view(out, _ndarray) or result[0] is out else result[0]
     pargs, pkwargs = _deep_plain(args), _deep_plain(kwargs)
     exact = _numpy(func, pargs, pkwargs)
     if out is not None and out.__class__ is Array:
-        if exact is _view(out, _ndarray) or (isinstance(exact, _ndarray)
-                                             and exact.base is not None and exact.base is
-                                             pkwargs.get("out")):
+        if exact is _view(out, _ndarray) or (
+            isinstance(exact, _ndarray)
+            and exact.base is not None
+            and exact.base is pkwargs.get("out")
+        ):
             return out
     if func in _IDENTITY and args:  # np.atleast_1d(x) is x, np.ascontiguousarray(x) is x
         for a, p in zip(args, pargs):
@@ -885,12 +976,14 @@ def _function(func, args, kwargs):
         if node.__class__ is list or isinstance(node, tuple):
             return node  # several results (np.split, np.linalg.eigh), each its node
         if node is not None:
-            if node is exact or (node.__class__ is Array and node.base is not None
-                                 and node.base.__class__ is Array):
+            if node is exact or (
+                node.__class__ is Array and node.base is not None and node.base.__class__ is Array
+            ):
                 return node  # a view of an input node (np.atleast_2d(x).base is x)
             return _adopt(exact, node)
-    return _cut_result(exact, f"numpy.{getattr(func, '__name__', func)}",
-                       list(args) + list(kwargs.values()))
+    return _cut_result(
+        exact, f"numpy.{getattr(func, '__name__', func)}", list(args) + list(kwargs.values())
+    )
 
 
 def _no(*values) -> bool:
@@ -907,21 +1000,37 @@ def _is_tensor(x) -> bool:
 
 
 def _reduction(op):
-    def rule(exact, a, axis=None, dtype=None, out=None, keepdims=_NoValue, initial=_NoValue,
-             where=_NoValue, **extra):
-        if extra or not _is_tensor(a) or not _dtype_ok(dtype) or initial is not _NoValue \
-                or (where is not _NoValue and where is not True) or out is not None:
+    def rule(
+        exact,
+        a,
+        axis=None,
+        dtype=None,
+        out=None,
+        keepdims=_NoValue,
+        initial=_NoValue,
+        where=_NoValue,
+        **extra,
+    ):
+        if (
+            extra
+            or not _is_tensor(a)
+            or not _dtype_ok(dtype)
+            or initial is not _NoValue
+            or (where is not _NoValue and where is not True)
+            or out is not None
+        ):
             return None
         keep = False if keepdims is _NoValue else bool(keepdims)
         axes = None if axis is None else _t._axes(axis, a.ndim)
         return _t._apply(op, a, None, {"axis": axes, "keepdims": keep})
+
     return rule
 
 
 def _r_extreme(op):
-    def rule(exact, a, axis=None, out=None, keepdims=_NoValue, initial=_NoValue,
-             where=_NoValue):
+    def rule(exact, a, axis=None, out=None, keepdims=_NoValue, initial=_NoValue, where=_NoValue):
         return _reduction(op)(exact, a, axis, None, out, keepdims, initial, where)
+
     return rule
 
 
@@ -929,10 +1038,28 @@ def _r_mean(exact, a, axis=None, dtype=None, out=None, keepdims=_NoValue, *, whe
     return _reduction(_MEAN)(exact, a, axis, dtype, out, keepdims, _NoValue, where)
 
 
-def _r_var(exact, a, axis=None, dtype=None, out=None, ddof=0, keepdims=_NoValue, *,
-           where=_NoValue, mean=_NoValue, correction=_NoValue, _std=False):
-    if not _is_tensor(a) or a.__class__ is Scalar64 or not _dtype_ok(dtype) or out is not None \
-            or (where is not _NoValue and where is not True) or mean is not _NoValue:
+def _r_var(
+    exact,
+    a,
+    axis=None,
+    dtype=None,
+    out=None,
+    ddof=0,
+    keepdims=_NoValue,
+    *,
+    where=_NoValue,
+    mean=_NoValue,
+    correction=_NoValue,
+    _std=False,
+):
+    if (
+        not _is_tensor(a)
+        or a.__class__ is Scalar64
+        or not _dtype_ok(dtype)
+        or out is not None
+        or (where is not _NoValue and where is not True)
+        or mean is not _NoValue
+    ):
         return None
     if correction is not _NoValue:
         ddof = correction
@@ -1035,8 +1162,11 @@ def _r_where(exact, condition, x=None, y=None):
     px, py = _parent(x), _parent(y)
     if px is None or py is None:
         return None
-    cond = np.asarray(_pv(condition)) != 0 if _is_tensor(condition) else \
-        np.asarray(_pv(condition), dtype=bool)
+    cond = (
+        np.asarray(_pv(condition)) != 0
+        if _is_tensor(condition)
+        else np.asarray(_pv(condition), dtype=bool)
+    )
     return _link(TENSOR_OPS["where"], exact, px, py, {"cond": cond})
 
 
@@ -1062,13 +1192,28 @@ def _r_norm(exact, x, ord=None, axis=None, keepdims=False):
 
 
 _FUNCTION_RULES = {
-    np.sum: _reduction(_SUM), np.mean: _r_mean, np.max: _r_extreme(_MAX),
-    np.amax: _r_extreme(_MAX), np.min: _r_extreme(_MIN), np.amin: _r_extreme(_MIN),
-    np.var: _r_var, np.std: _r_std, np.cumsum: _r_cumsum, np.dot: _r_dot,
-    np.reshape: _r_reshape, np.ravel: _r_ravel, np.transpose: _r_transpose, np.copy: _r_copy,
-    np.atleast_1d: _r_atleast, np.atleast_2d: _r_atleast, np.atleast_3d: _r_atleast,
-    np.squeeze: _r_squeeze, np.expand_dims: _r_expand_dims, np.where: _r_where,
-    np.clip: _r_clip, np.linalg.norm: _r_norm,
+    np.sum: _reduction(_SUM),
+    np.mean: _r_mean,
+    np.max: _r_extreme(_MAX),
+    np.amax: _r_extreme(_MAX),
+    np.min: _r_extreme(_MIN),
+    np.amin: _r_extreme(_MIN),
+    np.var: _r_var,
+    np.std: _r_std,
+    np.cumsum: _r_cumsum,
+    np.dot: _r_dot,
+    np.reshape: _r_reshape,
+    np.ravel: _r_ravel,
+    np.transpose: _r_transpose,
+    np.copy: _r_copy,
+    np.atleast_1d: _r_atleast,
+    np.atleast_2d: _r_atleast,
+    np.atleast_3d: _r_atleast,
+    np.squeeze: _r_squeeze,
+    np.expand_dims: _r_expand_dims,
+    np.where: _r_where,
+    np.clip: _r_clip,
+    np.linalg.norm: _r_norm,
 }
 # --------------------------------------------------------------------------- numbers, lists as nodes
 _PACK, _CONCAT = TENSOR_OPS["pack"], TENSOR_OPS["concatenate"]
@@ -1136,12 +1281,16 @@ def _packed(x):
     _pieces(x, pieces, plain)
     if plain:
         pieces.append(_t._constant(np.concatenate(plain)))
-    if sum(max(np.size(p.data), 1) if p.__class__ not in SCALAR_NODES else 1
-           for p in pieces) != exact.size:
+    if (
+        sum(max(np.size(p.data), 1) if p.__class__ not in SCALAR_NODES else 1 for p in pieces)
+        != exact.size
+    ):
         return None
     while len(pieces) > 1:
-        pieces = [_t._apply(_PACK, pieces[i], pieces[i + 1]) if i + 1 < len(pieces)
-                  else pieces[i] for i in range(0, len(pieces), 2)]
+        pieces = [
+            _t._apply(_PACK, pieces[i], pieces[i + 1]) if i + 1 < len(pieces) else pieces[i]
+            for i in range(0, len(pieces), 2)
+        ]
     node = _t._apply(_RESHAPE, pieces[0], None, {"shape": exact.shape})
     return _adopt(exact, node)
 
@@ -1164,11 +1313,14 @@ def numpy_with_nodes(f):
     """``f``, a numpy function or ufunc, for arguments that hold number nodes or lists of
     nodes (numpy would read them as plain numbers): numpy's own result, as a node."""
     if isinstance(f, np.ufunc):
+
         def call(*args, **kwargs):
             return _ufunc(f, "__call__", args, kwargs)
     else:
+
         def call(*args, **kwargs):
             return _function(f, args, kwargs)
+
     return call
 
 
@@ -1204,6 +1356,7 @@ def _moving_rule(name, params_of):
         if params is None:
             return None
         return _link(op, exact, node, None, params)
+
     return rule
 
 
@@ -1232,8 +1385,9 @@ def _p_moveaxis(ndim, source, destination):
 
 
 def _p_broadcast_to(ndim, shape, subok=False):
-    return {"shape": _ints(shape) if isinstance(shape, (list, tuple, _ndarray))
-            else (_t._int(shape),)}
+    return {
+        "shape": _ints(shape) if isinstance(shape, (list, tuple, _ndarray)) else (_t._int(shape),)
+    }
 
 
 def _p_tri(ndim, k=0):
@@ -1251,8 +1405,11 @@ def _p_pad(ndim, pad_width, mode="constant", **kwargs):
     if not isinstance(mode, str):
         return None
     values = kwargs.pop("constant_values", 0)
-    if kwargs or (mode == "constant" and np.any(np.asarray(_pv(values)) != 0)) \
-            or (mode != "constant" and mode not in _COPYING_PADS):
+    if (
+        kwargs
+        or (mode == "constant" and np.any(np.asarray(_pv(values)) != 0))
+        or (mode != "constant" and mode not in _COPYING_PADS)
+    ):
         return None
     width = np.asarray(_pv(pad_width))
     if width.dtype.kind not in "iu":
@@ -1359,11 +1516,18 @@ def _r_diff(exact, a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
         ax = _t._axes(axis, ndim)[0]
         parts = [node]
         if prepend is not _NoValue:
-            parts.insert(0, np.broadcast_to(_pv(prepend), _edge_shape(node, ax))
-                         if np.ndim(_pv(prepend)) == 0 else prepend)
+            parts.insert(
+                0,
+                np.broadcast_to(_pv(prepend), _edge_shape(node, ax))
+                if np.ndim(_pv(prepend)) == 0
+                else prepend,
+            )
         if append is not _NoValue:
-            parts.append(np.broadcast_to(_pv(append), _edge_shape(node, ax))
-                         if np.ndim(_pv(append)) == 0 else append)
+            parts.append(
+                np.broadcast_to(_pv(append), _edge_shape(node, ax))
+                if np.ndim(_pv(append)) == 0
+                else append
+            )
         r = np.concatenate(parts, axis=ax) if len(parts) > 1 else node
         for _ in range(_t._int(n)):
             lo = (slice(None),) * ax + (slice(None, -1),)
@@ -1376,16 +1540,22 @@ def _r_gradient(exact, f, *varargs, axis=None, edge_order=1):
     """Central differences inside, one-sided at the edges (uniform spacing, edge order 1)."""
     node = _node_of(f)
     ndim = np.ndim(_pv(f))
-    if node is None or edge_order != 1 or len(varargs) > 1 or \
-            (varargs and np.ndim(_pv(varargs[0]))):
+    if (
+        node is None
+        or edge_order != 1
+        or len(varargs) > 1
+        or (varargs and np.ndim(_pv(varargs[0])))
+    ):
         return None
     h = float(_pv(varargs[0])) if varargs else 1.0
     axes = tuple(range(ndim)) if axis is None else _t._axes(axis, ndim)
     parts = []
     with _quiet_graph():
         for ax in axes:
+
             def cut(start, stop, ax=ax):
                 return node[(slice(None),) * ax + (slice(start, stop),)]
+
             inner = (cut(2, None) - cut(None, -2)) / (2.0 * h)
             first = (cut(1, 2) - cut(0, 1)) / h
             last = (cut(-1, None) - cut(-2, -1)) / h
@@ -1413,8 +1583,9 @@ def _r_ptp(exact, a, axis=None, out=None, keepdims=False):
         return None
     node = _node_of(a)
     with _quiet_graph():
-        return np.max(node, axis=axis, keepdims=keepdims) - np.min(node, axis=axis,
-                                                                   keepdims=keepdims)
+        return np.max(node, axis=axis, keepdims=keepdims) - np.min(
+            node, axis=axis, keepdims=keepdims
+        )
 
 
 def _r_average(exact, a, axis=None, weights=None, returned=False, *, keepdims=_NoValue):
@@ -1434,14 +1605,20 @@ def _r_average(exact, a, axis=None, weights=None, returned=False, *, keepdims=_N
 def _fold(op, nodes, params):
     """``op`` over the nodes as a balanced tree (each op takes two)."""
     while len(nodes) > 1:
-        nodes = [_t._apply(op, nodes[i], nodes[i + 1], params) if i + 1 < len(nodes)
-                 else nodes[i] for i in range(0, len(nodes), 2)]
+        nodes = [
+            _t._apply(op, nodes[i], nodes[i + 1], params) if i + 1 < len(nodes) else nodes[i]
+            for i in range(0, len(nodes), 2)
+        ]
     return nodes[0]
 
 
 def _r_concatenate(exact, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    if out is not None or not _dtype_ok(dtype) or not isinstance(arrays, (list, tuple)) \
-            or not arrays:
+    if (
+        out is not None
+        or not _dtype_ok(dtype)
+        or not isinstance(arrays, (list, tuple))
+        or not arrays
+    ):
         return None
     nodes = [_node_of(x) for x in arrays]
     if any(n is None for n in nodes):
@@ -1457,8 +1634,12 @@ def _r_concatenate(exact, arrays, axis=0, out=None, *, dtype=None, casting="same
 
 
 def _r_stack(exact, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    if out is not None or not _dtype_ok(dtype) or not isinstance(arrays, (list, tuple)) \
-            or not arrays:
+    if (
+        out is not None
+        or not _dtype_ok(dtype)
+        or not isinstance(arrays, (list, tuple))
+        or not arrays
+    ):
         return None
     axis = _t._axes(axis, np.ndim(exact))[0]
     nodes = []
@@ -1516,6 +1697,7 @@ def _r_split_along(axis):
     def rule(exact, ary, indices_or_sections):
         ax = 0 if axis == 1 and np.ndim(_pv(ary)) == 1 else axis
         return _r_split(exact, ary, indices_or_sections, ax)
+
     return rule
 
 
@@ -1548,14 +1730,17 @@ def _as_array_node(node):
     """An Array node for ``node`` (a Tensor or a constant made by a rule)."""
     if node.__class__ is Array or node.__class__ is Tensor:
         return node
-    return _adopt(np.array(node.data, dtype=_F64), _t._apply(_COPY, node)) \
-        if node.requires_grad else _view(np.array(node.data, dtype=_F64), Array)
+    return (
+        _adopt(np.array(node.data, dtype=_F64), _t._apply(_COPY, node))
+        if node.requires_grad
+        else _view(np.array(node.data, dtype=_F64), Array)
+    )
 
 
-def _r_linspace(exact, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
-                axis=0, *, device=None):
-    if retstep or not _dtype_ok(dtype) or axis != 0 or np.ndim(_pv(start)) \
-            or np.ndim(_pv(stop)):
+def _r_linspace(
+    exact, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None
+):
+    if retstep or not _dtype_ok(dtype) or axis != 0 or np.ndim(_pv(start)) or np.ndim(_pv(stop)):
         return None
     n = _t._int(num)
     div = (n - 1) if endpoint else n
@@ -1613,7 +1798,7 @@ def _einsum_nodes(spec, operands):
         if i == len(nodes) - 1:
             keep = out
         else:
-            later = set(out).union(*subs[i + 1:])
+            later = set(out).union(*subs[i + 1 :])
             keep = "".join(c for c in dict.fromkeys(ls + subs[i]) if c in later)
         left = _t._apply(TENSOR_OPS["einsum"], left, nodes[i], {"spec": f"{ls},{subs[i]}->{keep}"})
         ls = keep
@@ -1636,8 +1821,8 @@ def _r_inner(exact, a, b):
     na, nb = np.ndim(_pv(a)), np.ndim(_pv(b))
     if na == 0 or nb == 0:
         return _link_call(np.multiply, exact, (a, b))
-    sa = _LETTERS[:na - 1] + "z"
-    sb = _LETTERS[na - 1:na + nb - 2] + "z"
+    sa = _LETTERS[: na - 1] + "z"
+    sb = _LETTERS[na - 1 : na + nb - 2] + "z"
     return _einsum_nodes(f"{sa},{sb}->{sa[:-1]}{sb[:-1]}", (a, b))
 
 
@@ -1671,11 +1856,12 @@ def _r_tensordot(exact, a, b, axes=2):
     ia = [i % na for i in ia]
     ib = [i % nb for i in ib]
     sa = list(_LETTERS[:na])
-    sb = list(_LETTERS[na:na + nb])
+    sb = list(_LETTERS[na : na + nb])
     for i, j in zip(ia, ib):
         sb[j] = sa[i]
-    out = [c for k, c in enumerate(sa) if k not in ia] + \
-          [c for k, c in enumerate(sb) if k not in ib]
+    out = [c for k, c in enumerate(sa) if k not in ia] + [
+        c for k, c in enumerate(sb) if k not in ib
+    ]
     return _einsum_nodes(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", (a, b))
 
 
@@ -1689,7 +1875,7 @@ def _r_kron(exact, a, b):
     sb_shape = (1,) * (n - pb.ndim) + pb.shape
     na = _t._apply(_RESHAPE, na, None, {"shape": sa_shape})
     nb = _t._apply(_RESHAPE, nb, None, {"shape": sb_shape})
-    sa, sb = _LETTERS[:n], _LETTERS[n:2 * n]
+    sa, sb = _LETTERS[:n], _LETTERS[n : 2 * n]
     out = "".join(x + y for x, y in zip(sa, sb))
     prod = _einsum_nodes(f"{sa},{sb}->{out}", (na, nb))
     return _t._apply(_RESHAPE, prod, None, {"shape": np.shape(exact)})
@@ -1713,6 +1899,7 @@ def _linalg_unary(name):
             return None
         node = _node_of(a)
         return None if node is None else _link(op, exact, node)
+
     return rule
 
 
@@ -1825,55 +2012,148 @@ def _r_nan_to_num(exact, x, copy=True, nan=0.0, posinf=None, neginf=None):
     node = _node_of(x)
     if node is None or not copy:
         return None
-    return _link(TENSOR_OPS["nan_to_num"], exact, node, None,
-                 {"nan": float(_pv(nan)), "posinf": None if posinf is None else float(_pv(posinf)),
-                  "neginf": None if neginf is None else float(_pv(neginf))})
+    return _link(
+        TENSOR_OPS["nan_to_num"],
+        exact,
+        node,
+        None,
+        {
+            "nan": float(_pv(nan)),
+            "posinf": None if posinf is None else float(_pv(posinf)),
+            "neginf": None if neginf is None else float(_pv(neginf)),
+        },
+    )
 
 
-_FUNCTION_RULES.update({
-    np.prod: _reduction(TENSOR_OPS["prod"]),
-    np.cumprod: _r_cumprod, np.median: _r_median, np.diff: _r_diff, np.trace: _r_trace,
-    np.ptp: _r_ptp, np.average: _r_average, np.gradient: _r_gradient,
-    np.flip: _moving_rule("flip", _p_flip), np.fliplr: _r_fliplr, np.flipud: _r_flipud,
-    np.roll: _moving_rule("roll", _p_roll), np.tile: _moving_rule("tile", _p_tile),
-    np.repeat: _moving_rule("repeat", _p_repeat), np.rot90: _moving_rule("rot90", _p_rot90),
-    np.moveaxis: _moving_rule("moveaxis", _p_moveaxis), np.swapaxes: _r_swapaxes,
-    np.broadcast_to: _moving_rule("broadcast_to", _p_broadcast_to),
-    np.tril: _moving_rule("tril", _p_tri), np.triu: _moving_rule("triu", _p_tri),
-    np.diag: _moving_rule("diag", _p_tri), np.diagonal: _moving_rule("diagonal", _p_diagonal),
-    np.pad: _moving_rule("pad", _p_pad), np.squeeze: _r_squeeze,
-    np.expand_dims: _r_expand_dims, np.sort: _r_sort, np.partition: _r_partition,
-    np.concatenate: _r_concatenate, np.stack: _r_stack, np.hstack: _r_hstack,
-    np.vstack: _r_vstack, np.split: _r_split, np.array_split: _r_split,
-    np.hsplit: _r_split_along(1), np.vsplit: _r_split_along(0), np.dsplit: _r_split_along(2),
-    np.rollaxis: _r_rollaxis, np.cross: _r_cross, np.linspace: _r_linspace, np.full: _r_full,
-    np.real: _r_real, np.real_if_close: _r_real_if_close, np.sinc: _linalg_unary("sinc"),
-    np.array: _r_array, np.asarray: _r_asarray, np.asanyarray: _r_asarray,
-    np.einsum: _r_einsum, np.inner: _r_inner, np.outer: _r_outer, np.vdot: _r_vdot,
-    np.tensordot: _r_tensordot, np.kron: _r_kron, np.dot: _r_dot_any,
-    np.linalg.inv: _linalg_unary("inv"), np.linalg.det: _linalg_unary("det"),
-    np.linalg.slogdet: _r_slogdet, np.linalg.solve: _r_solve,
-    np.linalg.cholesky: _r_cholesky, np.linalg.eigh: _r_eigh,
-    np.linalg.eigvalsh: _r_eigvalsh, np.linalg.svd: _r_svd, np.linalg.pinv: _r_pinv,
-    np.linalg.norm: _r_norm_any, np.nan_to_num: _r_nan_to_num,
-})
+_FUNCTION_RULES.update(
+    {
+        np.prod: _reduction(TENSOR_OPS["prod"]),
+        np.cumprod: _r_cumprod,
+        np.median: _r_median,
+        np.diff: _r_diff,
+        np.trace: _r_trace,
+        np.ptp: _r_ptp,
+        np.average: _r_average,
+        np.gradient: _r_gradient,
+        np.flip: _moving_rule("flip", _p_flip),
+        np.fliplr: _r_fliplr,
+        np.flipud: _r_flipud,
+        np.roll: _moving_rule("roll", _p_roll),
+        np.tile: _moving_rule("tile", _p_tile),
+        np.repeat: _moving_rule("repeat", _p_repeat),
+        np.rot90: _moving_rule("rot90", _p_rot90),
+        np.moveaxis: _moving_rule("moveaxis", _p_moveaxis),
+        np.swapaxes: _r_swapaxes,
+        np.broadcast_to: _moving_rule("broadcast_to", _p_broadcast_to),
+        np.tril: _moving_rule("tril", _p_tri),
+        np.triu: _moving_rule("triu", _p_tri),
+        np.diag: _moving_rule("diag", _p_tri),
+        np.diagonal: _moving_rule("diagonal", _p_diagonal),
+        np.pad: _moving_rule("pad", _p_pad),
+        np.squeeze: _r_squeeze,
+        np.expand_dims: _r_expand_dims,
+        np.sort: _r_sort,
+        np.partition: _r_partition,
+        np.concatenate: _r_concatenate,
+        np.stack: _r_stack,
+        np.hstack: _r_hstack,
+        np.vstack: _r_vstack,
+        np.split: _r_split,
+        np.array_split: _r_split,
+        np.hsplit: _r_split_along(1),
+        np.vsplit: _r_split_along(0),
+        np.dsplit: _r_split_along(2),
+        np.rollaxis: _r_rollaxis,
+        np.cross: _r_cross,
+        np.linspace: _r_linspace,
+        np.full: _r_full,
+        np.real: _r_real,
+        np.real_if_close: _r_real_if_close,
+        np.sinc: _linalg_unary("sinc"),
+        np.array: _r_array,
+        np.asarray: _r_asarray,
+        np.asanyarray: _r_asarray,
+        np.einsum: _r_einsum,
+        np.inner: _r_inner,
+        np.outer: _r_outer,
+        np.vdot: _r_vdot,
+        np.tensordot: _r_tensordot,
+        np.kron: _r_kron,
+        np.dot: _r_dot_any,
+        np.linalg.inv: _linalg_unary("inv"),
+        np.linalg.det: _linalg_unary("det"),
+        np.linalg.slogdet: _r_slogdet,
+        np.linalg.solve: _r_solve,
+        np.linalg.cholesky: _r_cholesky,
+        np.linalg.eigh: _r_eigh,
+        np.linalg.eigvalsh: _r_eigvalsh,
+        np.linalg.svd: _r_svd,
+        np.linalg.pinv: _r_pinv,
+        np.linalg.norm: _r_norm_any,
+        np.nan_to_num: _r_nan_to_num,
+    }
+)
 
 
-_VALUE_FUNCTIONS = frozenset(_t._VALUE_FUNCTIONS | _t._SHAPE_FUNCTIONS | {
-    np.argsort, np.argpartition, np.searchsorted, np.flatnonzero, np.argwhere, np.sign,
-    np.array2string, np.array_repr, np.array_str, np.iterable, np.ndim, np.shape, np.size,
-    np.may_share_memory, np.shares_memory, np.empty_like, np.full_like, np.unique,
-    np.digitize, np.bincount, np.savetxt, np.save, np.savez, np.isreal, np.iscomplex,
-    np.iscomplexobj, np.isrealobj, np.isneginf, np.isposinf, np.fix, np.lexsort,
-    np.imag, np.angle,
-    np.array_equiv})
-_SEQUENCES = frozenset({np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.asarray,
-                        np.asanyarray})
+_VALUE_FUNCTIONS = frozenset(
+    _t._VALUE_FUNCTIONS
+    | _t._SHAPE_FUNCTIONS
+    | {
+        np.argsort,
+        np.argpartition,
+        np.searchsorted,
+        np.flatnonzero,
+        np.argwhere,
+        np.sign,
+        np.array2string,
+        np.array_repr,
+        np.array_str,
+        np.iterable,
+        np.ndim,
+        np.shape,
+        np.size,
+        np.may_share_memory,
+        np.shares_memory,
+        np.empty_like,
+        np.full_like,
+        np.unique,
+        np.digitize,
+        np.bincount,
+        np.savetxt,
+        np.save,
+        np.savez,
+        np.isreal,
+        np.iscomplex,
+        np.iscomplexobj,
+        np.isrealobj,
+        np.isneginf,
+        np.isposinf,
+        np.fix,
+        np.lexsort,
+        np.imag,
+        np.angle,
+        np.array_equiv,
+    }
+)
+_SEQUENCES = frozenset(
+    {np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.asarray, np.asanyarray}
+)
 """Functions whose first argument is a sequence of arrays (or the list an array is made of)."""
-_IDENTITY = frozenset({np.atleast_1d, np.atleast_2d, np.atleast_3d, np.ascontiguousarray,
-                       np.asfortranarray, np.asanyarray, np.require, np.asarray_chkfinite})
-_MUTATORS = frozenset({np.copyto, np.put, np.place, np.putmask, np.fill_diagonal,
-                       np.put_along_axis})
+_IDENTITY = frozenset(
+    {
+        np.atleast_1d,
+        np.atleast_2d,
+        np.atleast_3d,
+        np.ascontiguousarray,
+        np.asfortranarray,
+        np.asanyarray,
+        np.require,
+        np.asarray_chkfinite,
+    }
+)
+_MUTATORS = frozenset(
+    {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
+)
 
 
 # mutating methods: numpy's own on the memory, the graph told
@@ -1885,8 +2165,10 @@ def _mutator(name):
 
         def write():
             result[0] = base(_view(self, _ndarray), *_deep_plain(args), **_deep_plain(kwargs))
+
         _write(self, f".{name}()", write, args)
         return result[0]
+
     method.__name__ = name
     return method
 
@@ -1905,16 +2187,37 @@ def _plain_method(name, values: bool):
         if values or not tracking():
             return result
         return _cut_result(result, f".{name}()", (self,))
+
     method.__name__ = name
     return method
 
 
-for _name in ("diagonal", "repeat", "take", "compress", "choose", "prod", "cumprod", "trace",
-              "byteswap", "ptp", "getfield"):
+for _name in (
+    "diagonal",
+    "repeat",
+    "take",
+    "compress",
+    "choose",
+    "prod",
+    "cumprod",
+    "trace",
+    "byteswap",
+    "ptp",
+    "getfield",
+):
     if hasattr(np.ndarray, _name):
         setattr(Array, _name, _plain_method(_name, False))
-for _name in ("argsort", "argpartition", "searchsorted", "nonzero", "round", "argmax",
-              "argmin", "all", "any"):
+for _name in (
+    "argsort",
+    "argpartition",
+    "searchsorted",
+    "nonzero",
+    "round",
+    "argmax",
+    "argmin",
+    "all",
+    "any",
+):
     if hasattr(np.ndarray, _name):
         setattr(Array, _name, _plain_method(_name, True))
 del _name
@@ -1931,6 +2234,7 @@ def _table_method(op, name):
         if not (tracking() and self.requires_grad):
             return data[()] if isinstance(data, _ndarray) and data.ndim == 0 else data
         return _link(op, np.asarray(data, dtype=_F64), self)
+
     method.__name__ = name
     method.__doc__ = f"{op.name} of this array, elementwise, as a node ({op.rule})."
     return method
@@ -1954,6 +2258,7 @@ def _converting(name):
         if tracking() and self.requires_grad:
             state.float_conversions += 1
         return base(_view(self, _ndarray), *args)
+
     method.__name__ = name
     return method
 
@@ -1961,6 +2266,7 @@ def _converting(name):
 for _name in ("tolist", "item", "__float__"):
     setattr(Array, _name, _converting(_name))
 del _op, _name, _m
+
 
 def tensor_function(func, args, kwargs):
     """numpy's ``func`` on Tensors (outside a cell) through the same rules: a Tensor node,
@@ -1982,8 +2288,11 @@ def tensor_function(func, args, kwargs):
         parts = [_tensor_result(n, e) for n, e in zip(node, exact)]
         if any(p is NotImplemented for p in parts):
             return NotImplemented
-        return type(exact)(*parts) if isinstance(exact, tuple) and hasattr(exact, "_fields") \
+        return (
+            type(exact)(*parts)
+            if isinstance(exact, tuple) and hasattr(exact, "_fields")
             else type(node)(parts)
+        )
     return _tensor_result(node, exact)
 
 

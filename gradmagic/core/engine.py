@@ -33,6 +33,7 @@ Design notes:
 * Every operation comes from the table in :mod:`gradmagic.core.ops`; each is also
   reachable by name through :func:`apply`.
 """
+
 from __future__ import annotations
 
 # bound here, so a cell that rebinds builtins.float (or int, isinstance, type) changes its own
@@ -144,8 +145,7 @@ class GraphNode:
     def kink(self) -> bool:
         """True where the op is not differentiable here and a subgradient was used."""
         op = self._op
-        return op is not None and op.kink is not None and op.kink(
-            *[p.data for p in self.parents])
+        return op is not None and op.kink is not None and op.kink(*[p.data for p in self.parents])
 
     @property
     def finite(self) -> bool:
@@ -210,7 +210,6 @@ class GraphNode:
         backward(self, float(grad))
 
 
-
 class Value(GraphNode):
     """A scalar node of the computation graph.
 
@@ -227,8 +226,7 @@ class Value(GraphNode):
         else:
             num = _number(data)
             if num is None or type(data) is bool:
-                raise TypeError(
-                    f"Value needs a real number, got {type(data).__name__} {data!r}")
+                raise TypeError(f"Value needs a real number, got {type(data).__name__} {data!r}")
             data = num
         self.data = data
         self.grad = 0.0
@@ -259,7 +257,8 @@ class Value(GraphNode):
         if type(self.data) is not int:
             raise TypeError(
                 f"{type(self.data).__name__} Value {self.data!r} cannot be used as an "
-                "integer (index, range, repeat count)")
+                "integer (index, range, repeat count)"
+            )
         state.branch_events += 1
         return self.data
 
@@ -334,8 +333,21 @@ class Walk:
     made from these lists without reading the links again.
     """
 
-    __slots__ = ("order", "codes", "pa", "pb", "named", "data", "ints", "odd", "odd_data",
-                 "grads", "base", "tensors", "zeroed")
+    __slots__ = (
+        "order",
+        "codes",
+        "pa",
+        "pb",
+        "named",
+        "data",
+        "ints",
+        "odd",
+        "odd_data",
+        "grads",
+        "base",
+        "tensors",
+        "zeroed",
+    )
 
     def index(self, node) -> int:
         """The position of ``node`` in ``order`` (-1 if this walk did not reach it).
@@ -382,8 +394,12 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
     nan = math.nan
     stack = [root]
     push, pop, append = stack.append, stack.pop, order.append
-    code_append, a_append, b_append, named_append = (codes.append, pa.append, pb.append,
-                                                     named.append)
+    code_append, a_append, b_append, named_append = (
+        codes.append,
+        pa.append,
+        pb.append,
+        named.append,
+    )
     data_append, odd_append, odd_data_append = data.append, odd.append, odd_data.append
     int_append = ints.append
     try:
@@ -424,8 +440,7 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
                 a_append(a._mark)
                 b = v._b
                 b_append(none if b is None else b._mark)
-                code_append(v._op._trace_code if tables
-                            else getattr(v._op, "_trace_code", 255))
+                code_append(v._op._trace_code if tables else getattr(v._op, "_trace_code", 255))
             if v.label:
                 named_append(i - 1 - base)
             # its number as a float, read while the node is at hand
@@ -660,10 +675,20 @@ _OPERATORS = {operator.add: "+", operator.sub: "-", operator.mul: "*"}
 def _make_binary(op: Op):
     f = op.f
     symbol = _OPERATORS.get(f)
-    expression = (f"self.data {symbol} other.data" if symbol is not None
-                  else "f(self.data, other.data)")
-    scope = {"Value": Value, "_other": _other, "_new": _new, "real": real, "state": state,
-             "f": f, "op": op, "float": float, "int": int}
+    expression = (
+        f"self.data {symbol} other.data" if symbol is not None else "f(self.data, other.data)"
+    )
+    scope = {
+        "Value": Value,
+        "_other": _other,
+        "_new": _new,
+        "real": real,
+        "state": state,
+        "f": f,
+        "op": op,
+        "float": float,
+        "int": int,
+    }
     exec(_BINARY.format(expression=expression), scope)  # noqa: S102 - fixed template
     forward = scope["forward"]
 
@@ -767,8 +792,9 @@ def apply(name: str, *args) -> Value:
     first = _other(args[0])
     out = NotImplemented if first is None else forward(first, *args[1:])
     if out is NotImplemented:
-        raise TypeError(f"op {name!r} needs numbers or Values, got "
-                        f"{', '.join(type(a).__name__ for a in args)}")
+        raise TypeError(
+            f"op {name!r} needs numbers or Values, got {', '.join(type(a).__name__ for a in args)}"
+        )
     return out
 
 
@@ -776,6 +802,7 @@ def apply(name: str, *args) -> Value:
 # Python's own types, held here: code run under the magic may rebind builtins.float
 _FLOAT, _INT = float, int
 _float_of, _int_of = float.__float__, int.__index__
+
 
 class Float(GraphNode, float):
     """A float that is a node of the graph: what ``%%autograd`` makes of a number.
@@ -980,8 +1007,14 @@ def _at_caller(f, *args):
         frame = _sys._getframe(2)
         registry = frame.f_globals.setdefault("__warningregistry__", {})
         for w in caught:
-            _warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename,
-                                    frame.f_lineno, frame.f_globals.get("__name__"), registry)
+            _warnings.warn_explicit(
+                w.message,
+                w.category,
+                frame.f_code.co_filename,
+                frame.f_lineno,
+                frame.f_globals.get("__name__"),
+                registry,
+            )
     return r
 
 
@@ -1001,8 +1034,10 @@ def _numpy_cut(r, node) -> None:
     cut = state.cut
     if cut is not None and isinstance(r, _NP_GENERIC) and node.__class__ is not Int:
         who = repr(node.label) if node.label else repr(_plain_of(node))
-        cut(f"numpy {r.__class__.__name__} arithmetic computes outside the graph: {who} "
-            "entered it as a plain number")
+        cut(
+            f"numpy {r.__class__.__name__} arithmetic computes outside the graph: {who} "
+            "entered it as a plain number"
+        )
 
 
 _NP_GENERIC = np.generic
@@ -1022,6 +1057,7 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
     numbers (numpy's own promotion: ``np.float32(2) * x`` is a float32). With
     ``quiet`` (numpy float64 nodes), numpy's warnings name the user's line.
     """
+
     def forward(self, other):
         x = _plain_of(self)
         if other.__class__ not in own:
@@ -1034,8 +1070,9 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
                 return r
         else:
             y = _plain_of(other)
-            if quiet and not (_finite_as_floats(pyop, y, x) if swap else
-                              _finite_as_floats(pyop, x, y)):
+            if quiet and not (
+                _finite_as_floats(pyop, y, x) if swap else _finite_as_floats(pyop, x, y)
+            ):
                 r = _at_caller(method, x, y)
                 if r is NotImplemented and y.__class__ is _FLOAT:
                     r = _at_caller(reflected, y, x)
@@ -1046,6 +1083,7 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
         if r is NotImplemented or not _recording():
             return r
         return _number_node(r, op, other, self) if swap else _number_node(r, op, self, other)
+
     return forward
 
 
@@ -1055,6 +1093,7 @@ def _number_unary(op, method):
         if not _recording():
             return r
         return _number_node(r, op, self, None)
+
     return forward
 
 
@@ -1070,6 +1109,7 @@ def _number_math(op):
         if not _recording():
             return r
         return _number_node(r, op, self, None)
+
     forward.__name__ = op.name
     forward.__doc__ = f"{op.name} of this number as a node ({op.rule})."
     return forward
@@ -1094,6 +1134,7 @@ def _number_compare(method, pyop):
         if isinstance(other, _NP_GENERIC):  # numpy's own comparison (np.float32(x) == x)
             return pyop(_plain_of(self), _plain_of(other))
         return method(_plain_of(self), _plain_of(other))
+
     return compare
 
 
@@ -1118,6 +1159,7 @@ def _number_divmod(base, swap: bool, own=_OWN, quiet=False):
             return pair
         a, b = (other, self) if swap else (self, other)
         return (_number_node(pair[0], OPS["//"], a, b), _number_node(pair[1], OPS["%"], a, b))
+
     return forward
 
 
@@ -1140,8 +1182,9 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
             r = _at_caller(pow, y, x) if swap else _at_caller(pow, x, y)
         else:
             y = _plain_of(other)
-            if quiet and not (_finite_as_floats(pow, y, x) if swap else
-                              _finite_as_floats(pow, x, y)):
+            if quiet and not (
+                _finite_as_floats(pow, y, x) if swap else _finite_as_floats(pow, x, y)
+            ):
                 r = _at_caller(method, x, y)
                 if r is NotImplemented and y.__class__ is _FLOAT:
                     r = _at_caller(reflected, y, x)
@@ -1151,8 +1194,12 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
                     r = reflected(y, x)
         if r is NotImplemented or not _recording():
             return r
-        return _number_node(r, OPS["**"], other, self) if swap else \
-            _number_node(r, OPS["**"], self, other)
+        return (
+            _number_node(r, OPS["**"], other, self)
+            if swap
+            else _number_node(r, OPS["**"], self, other)
+        )
+
     return forward
 
 
@@ -1160,20 +1207,39 @@ def _number_pos(self):
     return self if _recording() else _plain_of(self)
 
 
-for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN),
-                          (Float64, np.float64, _OWN64)):
+for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN), (Float64, np.float64, _OWN64)):
     _quiet = _cls is Float64
     for _op in OPS.values():  # Python's operators (each entry's method), exp, log, tanh...
         for _name in _op.method.split():
             if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
                 _rname = _name.replace("__", "__r", 1)
                 _pyop = getattr(operator, _name.strip("_"))
-                setattr(_cls, _name, _number_binary(
-                    _op, getattr(_base, _name), getattr(float, _rname), False, _own, _pyop,
-                    _quiet))
-                setattr(_cls, _rname, _number_binary(
-                    _op, getattr(_base, _rname), getattr(float, _name), True, _own, _pyop,
-                    _quiet))
+                setattr(
+                    _cls,
+                    _name,
+                    _number_binary(
+                        _op,
+                        getattr(_base, _name),
+                        getattr(float, _rname),
+                        False,
+                        _own,
+                        _pyop,
+                        _quiet,
+                    ),
+                )
+                setattr(
+                    _cls,
+                    _rname,
+                    _number_binary(
+                        _op,
+                        getattr(_base, _rname),
+                        getattr(float, _name),
+                        True,
+                        _own,
+                        _pyop,
+                        _quiet,
+                    ),
+                )
             elif _op.arity == 1 and _name in ("__neg__", "__abs__"):
                 setattr(_cls, _name, _number_unary(_op, getattr(_base, _name)))
             elif _op.arity == 1 and not _name.startswith("__"):
@@ -1185,8 +1251,11 @@ for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN),
     _cls.__rdivmod__ = _number_divmod(_base, True, _own, _quiet)
     _cls.__pos__ = _number_pos
     for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(_cls, f"__{_name}__", _number_compare(getattr(_base, f"__{_name}__"),
-                                                      getattr(operator, _name)))
+        setattr(
+            _cls,
+            f"__{_name}__",
+            _number_compare(getattr(_base, f"__{_name}__"), getattr(operator, _name)),
+        )
 del _cls, _base, _own, _rname, _name, _op, _pyop, _quiet
 
 
@@ -1224,6 +1293,7 @@ def _float_fast(general, op, method, swap: bool):
             out._a = self
             out._b = other
         return out
+
     forward.__name__ = general.__name__
     forward.__doc__ = general.__doc__
     return forward
@@ -1233,8 +1303,12 @@ for _op in OPS.values():
     for _name in _op.method.split():
         if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
             _rname = _name.replace("__", "__r", 1)
-            setattr(Float, _name, _float_fast(Float.__dict__[_name], _op,
-                                              getattr(float, _name), False))
-            setattr(Float, _rname, _float_fast(Float.__dict__[_rname], _op,
-                                               getattr(float, _rname), True))
+            setattr(
+                Float, _name, _float_fast(Float.__dict__[_name], _op, getattr(float, _name), False)
+            )
+            setattr(
+                Float,
+                _rname,
+                _float_fast(Float.__dict__[_rname], _op, getattr(float, _rname), True),
+            )
 del _op, _name, _rname

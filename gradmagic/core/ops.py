@@ -25,6 +25,7 @@ argument too large for a float (``10 ** 400``): ``f`` and ``df`` may then raise
 (the engine does), which reads such an int as ``±inf``. Checking for it up front
 would slow down every operation for a case that almost never happens.
 """
+
 from __future__ import annotations
 
 # bound here, so a cell that rebinds builtins.float (or int, isinstance) changes its own
@@ -154,7 +155,7 @@ def _mod(x, y):
 
 def _pow(x, y):
     try:
-        r = x ** y
+        r = x**y
     except ZeroDivisionError:  # 0 ** negative
         return INF
     except OverflowError:
@@ -201,11 +202,13 @@ def _sqrt(x):
 
 def _safe(f):
     """``f`` with a domain error turned into nan (``math.sin(inf)``)."""
+
     def g(x):
         try:
             return f(x)
         except ValueError:
             return NAN
+
     g.__name__ = f.__name__
     return g
 
@@ -218,11 +221,13 @@ def _to_integer(f):
 
     ``math.floor(inf)`` raises; here, as in numpy, it is ``inf``.
     """
+
     def g(x):
         try:
             return f(x)
         except (OverflowError, ValueError):
             return x
+
     g.__name__ = f.__name__
     return g
 
@@ -282,8 +287,10 @@ def _np_round_n(x, n):
 def _np_integer(f):
     """A numpy rounding function as the replay of an op whose Python result is an int: a
     zero comes out +0.0, as ``int`` has no -0 (``1 / trunc(-0.3)`` is inf, not -inf)."""
+
     def rounded(x):
         return f(x) + 0.0
+
     rounded.__name__ = f"{f.__name__}_int"
     return rounded
 
@@ -307,76 +314,263 @@ def _torch_roundn(torch):
 # --------------------------------------------------------------------------- the table
 _TABLE = [
     # binary
-    Op("+", 2, operator.add, lambda x, y, out: (1.0, 1.0), np.add,
-       "∂(a+b)/∂a = 1, ∂(a+b)/∂b = 1",
-       method="__add__", torch="add"),
-    Op("-", 2, operator.sub, lambda x, y, out: (1.0, -1.0), np.subtract,
-       "∂(a−b)/∂a = 1, ∂(a−b)/∂b = −1",
-       method="__sub__", torch="sub"),
-    Op("*", 2, operator.mul, lambda x, y, out: (y, x), np.multiply,
-       "∂(a·b)/∂a = b, ∂(a·b)/∂b = a",
-       method="__mul__", torch="mul"),
-    Op("/", 2, _div, lambda x, y, out: (_div(1.0, y), _div(-out, y)), np.divide,
-       "∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²",
-       method="__truediv__", torch="div"),
-    Op("**", 2, _pow, _pow_df, _np_pow,
-       "∂(aᵇ)/∂a = b·aᵇ⁻¹, ∂(aᵇ)/∂b = aᵇ·ln a",
-       method="__pow__", torch="pow"),
-    Op("//", 2, _floordiv, _zero2, np.floor_divide,
-       "a // b is piecewise constant: both derivatives are 0",
-       method="__floordiv__", torch=_torch_floordiv),
-    Op("%", 2, _mod, lambda x, y, out: (1.0, -float(_floordiv(x, y))), np.mod,
-       "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋",
-       method="__mod__", torch="remainder"),
-    Op("roundn", 2, _round_n, _zero2, _np_round_n,
-       "round(a, n) is piecewise constant: derivative 0", display="round",
-       torch=_torch_roundn),
+    Op(
+        "+",
+        2,
+        operator.add,
+        lambda x, y, out: (1.0, 1.0),
+        np.add,
+        "∂(a+b)/∂a = 1, ∂(a+b)/∂b = 1",
+        method="__add__",
+        torch="add",
+    ),
+    Op(
+        "-",
+        2,
+        operator.sub,
+        lambda x, y, out: (1.0, -1.0),
+        np.subtract,
+        "∂(a−b)/∂a = 1, ∂(a−b)/∂b = −1",
+        method="__sub__",
+        torch="sub",
+    ),
+    Op(
+        "*",
+        2,
+        operator.mul,
+        lambda x, y, out: (y, x),
+        np.multiply,
+        "∂(a·b)/∂a = b, ∂(a·b)/∂b = a",
+        method="__mul__",
+        torch="mul",
+    ),
+    Op(
+        "/",
+        2,
+        _div,
+        lambda x, y, out: (_div(1.0, y), _div(-out, y)),
+        np.divide,
+        "∂(a/b)/∂a = 1/b, ∂(a/b)/∂b = −a/b²",
+        method="__truediv__",
+        torch="div",
+    ),
+    Op(
+        "**",
+        2,
+        _pow,
+        _pow_df,
+        _np_pow,
+        "∂(aᵇ)/∂a = b·aᵇ⁻¹, ∂(aᵇ)/∂b = aᵇ·ln a",
+        method="__pow__",
+        torch="pow",
+    ),
+    Op(
+        "//",
+        2,
+        _floordiv,
+        _zero2,
+        np.floor_divide,
+        "a // b is piecewise constant: both derivatives are 0",
+        method="__floordiv__",
+        torch=_torch_floordiv,
+    ),
+    Op(
+        "%",
+        2,
+        _mod,
+        lambda x, y, out: (1.0, -float(_floordiv(x, y))),
+        np.mod,
+        "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋",
+        method="__mod__",
+        torch="remainder",
+    ),
+    Op(
+        "roundn",
+        2,
+        _round_n,
+        _zero2,
+        _np_round_n,
+        "round(a, n) is piecewise constant: derivative 0",
+        display="round",
+        torch=_torch_roundn,
+    ),
     # unary
-    Op("neg", 1, operator.neg, lambda x, out: -1.0, np.negative,
-       "∂(−a)/∂a = −1", display="−",
-       method="__neg__", torch="neg"),
-    Op("abs", 1, abs, lambda x, out: float(_sign(x)), np.abs,
-       "∂|a|/∂a = sign(a) (0 at a = 0)", kink=lambda x: x == 0,
-       method="__abs__", torch="abs"),
-    Op("exp", 1, _exp, lambda x, out: out, np.exp, "∂eᵃ/∂a = eᵃ",
-       method="exp", math=("exp",), torch="exp"),
-    Op("log", 1, _log, lambda x, out: _div(1.0, x), _np_log, "∂ln a/∂a = 1/a",
-       method="log", torch="log"),
-    Op("sqrt", 1, _sqrt, lambda x, out: _div(0.5, out), np.sqrt, "∂√a/∂a = 1/(2√a)",
-       method="sqrt", math=("sqrt",), torch="sqrt"),
-    Op("tanh", 1, math.tanh, lambda x, out: 1.0 - out * out, np.tanh,
-       "∂tanh a/∂a = 1 − tanh²a",
-       method="tanh", math=("tanh",), torch="tanh"),
-    Op("sigmoid", 1, _sigmoid, lambda x, out: out * (1.0 - out), _np_sigmoid,
-       "∂σ(a)/∂a = σ(a)(1 − σ(a))", display="σ",
-       method="sigmoid", torch="sigmoid"),
+    Op(
+        "neg",
+        1,
+        operator.neg,
+        lambda x, out: -1.0,
+        np.negative,
+        "∂(−a)/∂a = −1",
+        display="−",
+        method="__neg__",
+        torch="neg",
+    ),
+    Op(
+        "abs",
+        1,
+        abs,
+        lambda x, out: float(_sign(x)),
+        np.abs,
+        "∂|a|/∂a = sign(a) (0 at a = 0)",
+        kink=lambda x: x == 0,
+        method="__abs__",
+        torch="abs",
+    ),
+    Op(
+        "exp",
+        1,
+        _exp,
+        lambda x, out: out,
+        np.exp,
+        "∂eᵃ/∂a = eᵃ",
+        method="exp",
+        math=("exp",),
+        torch="exp",
+    ),
+    Op(
+        "log",
+        1,
+        _log,
+        lambda x, out: _div(1.0, x),
+        _np_log,
+        "∂ln a/∂a = 1/a",
+        method="log",
+        torch="log",
+    ),
+    Op(
+        "sqrt",
+        1,
+        _sqrt,
+        lambda x, out: _div(0.5, out),
+        np.sqrt,
+        "∂√a/∂a = 1/(2√a)",
+        method="sqrt",
+        math=("sqrt",),
+        torch="sqrt",
+    ),
+    Op(
+        "tanh",
+        1,
+        math.tanh,
+        lambda x, out: 1.0 - out * out,
+        np.tanh,
+        "∂tanh a/∂a = 1 − tanh²a",
+        method="tanh",
+        math=("tanh",),
+        torch="tanh",
+    ),
+    Op(
+        "sigmoid",
+        1,
+        _sigmoid,
+        lambda x, out: out * (1.0 - out),
+        _np_sigmoid,
+        "∂σ(a)/∂a = σ(a)(1 − σ(a))",
+        display="σ",
+        method="sigmoid",
+        torch="sigmoid",
+    ),
     # written so that nan passes through, as in numpy and PyTorch
-    Op("relu", 1, lambda x: 0.0 if x <= 0 else x, lambda x, out: 0.0 if x <= 0 else 1.0,
-       lambda x: np.maximum(x, 0.0), "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)",
-       kink=lambda x: x == 0,
-       method="relu", torch="relu"),
-    Op("sin", 1, _sin, lambda x, out: _cos(x), np.sin, "∂sin a/∂a = cos a",
-       method="sin", math=("sin",), torch="sin"),
-    Op("cos", 1, _cos, lambda x, out: -_sin(x), np.cos, "∂cos a/∂a = −sin a",
-       method="cos", math=("cos",), torch="cos"),
-    Op("atan", 1, math.atan, lambda x, out: 1.0 / (1.0 + x * x), np.arctan,
-       "∂atan a/∂a = 1/(1 + a²)", method="atan", math=("atan",), numpy=("arctan",),
-       torch="atan"),
-    Op("tan", 1, _tan, lambda x, out: 1.0 + out * out, np.tan,
-       "∂tan a/∂a = 1 + tan²a",
-       method="tan", math=("tan",), torch="tan"),
-    Op("round", 1, _to_integer(round), _zero1, _np_integer(np.round),
-       "round(a) is piecewise constant: derivative 0",
-       numpy=("rint",), torch="round"),
-    Op("floor", 1, _to_integer(math.floor), _zero1, _np_integer(np.floor),
-       "⌊a⌋ is piecewise constant: derivative 0",
-       method="__floor__", numpy=("floor",), torch="floor"),
-    Op("ceil", 1, _to_integer(math.ceil), _zero1, _np_integer(np.ceil),
-       "⌈a⌉ is piecewise constant: derivative 0",
-       method="__ceil__", numpy=("ceil",), torch="ceil"),
-    Op("trunc", 1, _to_integer(math.trunc), _zero1, _np_integer(np.trunc),
-       "trunc(a) is piecewise constant: derivative 0",
-       method="__trunc__", numpy=("trunc",), torch="trunc"),
+    Op(
+        "relu",
+        1,
+        lambda x: 0.0 if x <= 0 else x,
+        lambda x, out: 0.0 if x <= 0 else 1.0,
+        lambda x: np.maximum(x, 0.0),
+        "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)",
+        kink=lambda x: x == 0,
+        method="relu",
+        torch="relu",
+    ),
+    Op(
+        "sin",
+        1,
+        _sin,
+        lambda x, out: _cos(x),
+        np.sin,
+        "∂sin a/∂a = cos a",
+        method="sin",
+        math=("sin",),
+        torch="sin",
+    ),
+    Op(
+        "cos",
+        1,
+        _cos,
+        lambda x, out: -_sin(x),
+        np.cos,
+        "∂cos a/∂a = −sin a",
+        method="cos",
+        math=("cos",),
+        torch="cos",
+    ),
+    Op(
+        "atan",
+        1,
+        math.atan,
+        lambda x, out: 1.0 / (1.0 + x * x),
+        np.arctan,
+        "∂atan a/∂a = 1/(1 + a²)",
+        method="atan",
+        math=("atan",),
+        numpy=("arctan",),
+        torch="atan",
+    ),
+    Op(
+        "tan",
+        1,
+        _tan,
+        lambda x, out: 1.0 + out * out,
+        np.tan,
+        "∂tan a/∂a = 1 + tan²a",
+        method="tan",
+        math=("tan",),
+        torch="tan",
+    ),
+    Op(
+        "round",
+        1,
+        _to_integer(round),
+        _zero1,
+        _np_integer(np.round),
+        "round(a) is piecewise constant: derivative 0",
+        numpy=("rint",),
+        torch="round",
+    ),
+    Op(
+        "floor",
+        1,
+        _to_integer(math.floor),
+        _zero1,
+        _np_integer(np.floor),
+        "⌊a⌋ is piecewise constant: derivative 0",
+        method="__floor__",
+        numpy=("floor",),
+        torch="floor",
+    ),
+    Op(
+        "ceil",
+        1,
+        _to_integer(math.ceil),
+        _zero1,
+        _np_integer(np.ceil),
+        "⌈a⌉ is piecewise constant: derivative 0",
+        method="__ceil__",
+        numpy=("ceil",),
+        torch="ceil",
+    ),
+    Op(
+        "trunc",
+        1,
+        _to_integer(math.trunc),
+        _zero1,
+        _np_integer(np.trunc),
+        "trunc(a) is piecewise constant: derivative 0",
+        method="__trunc__",
+        numpy=("trunc",),
+        torch="trunc",
+    ),
 ]
 
 OPS: dict[str, Op] = {op.name: op for op in _TABLE}

@@ -22,6 +22,7 @@ they call the numpy function of the same name. Functions with no gradient here
 raise a clear ``TypeError`` rather than silently dropping it. Comparisons give
 plain boolean arrays.
 """
+
 from __future__ import annotations
 
 # bound here, so a cell that rebinds builtins.float (or int, isinstance, type) changes its own
@@ -52,15 +53,18 @@ def _array(data, what: str = "Tensor data"):
     if isinstance(data, (str, bytes)) or data is None:
         raise TypeError(f"{what} must be numbers, got {type(data).__name__} {data!r}")
     if isinstance(data, (complex, np.complexfloating)) or (
-            isinstance(data, np.ndarray) and data.dtype.kind == "c"):
+        isinstance(data, np.ndarray) and data.dtype.kind == "c"
+    ):
         raise TypeError(f"{what} must be real numbers, got complex values")
     try:
         return np.array(data, dtype=_F64)
     except OverflowError:
         raise ValueError(f"{what} has a number too large for a float64") from None
     except (TypeError, ValueError) as e:
-        raise TypeError(f"{what} must be a number or a (nested) list/array of real "
-                        f"numbers with a regular shape: {e}") from None
+        raise TypeError(
+            f"{what} must be a number or a (nested) list/array of real "
+            f"numbers with a regular shape: {e}"
+        ) from None
 
 
 class Tensor:
@@ -77,8 +81,18 @@ class Tensor:
     # graph walks), plus the op's non-differentiable arguments; the gradient
     # is made on first use (_grad None reads as zeros), so a forward pass and
     # the reset before backward allocate nothing
-    __slots__ = ("data", "_grad", "label", "_op", "_a", "_b", "_mark", "_params",
-                 "requires_grad", "__weakref__")
+    __slots__ = (
+        "data",
+        "_grad",
+        "label",
+        "_op",
+        "_a",
+        "_b",
+        "_mark",
+        "_params",
+        "requires_grad",
+        "__weakref__",
+    )
 
     def __init__(self, data, label: str = "", requires_grad: bool = True):
         if not isinstance(label, str):
@@ -108,8 +122,9 @@ class Tensor:
             try:
                 g = np.broadcast_to(g, self.data.shape).copy()
             except ValueError:
-                raise ValueError(f"a gradient for shape {self.shape} cannot have shape "
-                                 f"{g.shape}") from None
+                raise ValueError(
+                    f"a gradient for shape {self.shape} cannot have shape {g.shape}"
+                ) from None
         self._grad = g
 
     def _zero_grad(self) -> None:
@@ -126,8 +141,9 @@ class Tensor:
         old = self._grad
         if old is not None:
             self._grad = old + g
-        elif self._a is None and (g is upstream or g.base is not None
-                                  or not g.flags.writeable or g.dtype != _F64):
+        elif self._a is None and (
+            g is upstream or g.base is not None or not g.flags.writeable or g.dtype != _F64
+        ):
             self._grad = np.array(g, dtype=_F64)
         else:
             self._grad = g
@@ -205,15 +221,17 @@ class Tensor:
                 raise ValueError(
                     f"backward() on a tensor of shape {self.shape} needs a gradient of that "
                     "shape to start from (backward(grad=...)), or reduce it to one number "
-                    "first, e.g. T.sum() or T.mean()")
+                    "first, e.g. T.sum() or T.mean()"
+                )
             seed = np.ones(self.shape)
         else:
             seed = _array(grad, "the gradient passed to backward()")
             try:
                 seed = np.broadcast_to(seed, self.shape).copy()
             except ValueError:
-                raise ValueError(f"backward(grad=...) needs shape {self.shape}, "
-                                 f"got {seed.shape}") from None
+                raise ValueError(
+                    f"backward(grad=...) needs shape {self.shape}, got {seed.shape}"
+                ) from None
         engine.backward(self, seed)
 
     def _replay(self, inputs):
@@ -309,10 +327,14 @@ class Tensor:
             if state.cut is not None:  # in a recorded cell: numpy's own result, cut reported
                 return _on_plain_arrays("T.astype", self.data.astype, (dtype,), kwargs)
             if kwargs:
-                raise TypeError(f"Tensor.astype() takes no options ({', '.join(kwargs)}); "
-                                "use T.data.astype(...) for a plain array (no gradient)")
-            raise TypeError(f"a Tensor holds float64 numbers and cannot become {dtype!r}; "
-                            f"use T.data.astype(...) for a plain array (no gradient)")
+                raise TypeError(
+                    f"Tensor.astype() takes no options ({', '.join(kwargs)}); "
+                    "use T.data.astype(...) for a plain array (no gradient)"
+                )
+            raise TypeError(
+                f"a Tensor holds float64 numbers and cannot become {dtype!r}; "
+                f"use T.data.astype(...) for a plain array (no gradient)"
+            )
         return self.copy()
 
     def transpose(self, *axes):
@@ -324,8 +346,10 @@ class Tensor:
         if axes is not None:
             norm = _axes(axes, self.ndim)
             if sorted(norm) != list(range(self.ndim)):
-                raise ValueError(f"transpose axes {tuple(axes)} are not a permutation of "
-                                 f"the {self.ndim} axes of shape {self.shape}")
+                raise ValueError(
+                    f"transpose axes {tuple(axes)} are not a permutation of "
+                    f"the {self.ndim} axes of shape {self.shape}"
+                )
             axes = norm
         return _apply(_TRANSPOSE, self, None, {"axes": axes})
 
@@ -339,8 +363,9 @@ class Tensor:
         try:
             return _apply(_GETITEM, self, None, {"index": index, "basic": basic})
         except IndexError as e:
-            raise IndexError(f"cannot index a tensor of shape {self.shape} with "
-                             f"{key!r}: {e}") from None
+            raise IndexError(
+                f"cannot index a tensor of shape {self.shape} with {key!r}: {e}"
+            ) from None
 
     def __setitem__(self, key, value):
         """``T[key] = value`` on a leaf, outside a ``%%autograd`` run: writes into ``data``.
@@ -354,23 +379,33 @@ class Tensor:
         """
         if self._a is not None or state.recording:
             what = "the result of an op" if self._a is not None else "a Tensor in %%autograd"
-            raise TypeError(f"{what} cannot be changed in place (the graph would no longer "
-                            "match its data): build a new one, e.g. with np.where(mask, new, T)")
+            raise TypeError(
+                f"{what} cannot be changed in place (the graph would no longer "
+                "match its data): build a new one, e.g. with np.where(mask, new, T)"
+            )
         self.data[key] = value.data if isinstance(value, (Tensor, Value)) else value
 
     def __getattr__(self, name):
         """An array method a Tensor does not define (``T.std()``): the numpy function."""
-        if (not name.startswith("_") and state.cut is not None
-                and type(getattr(np.ndarray, name, None)).__name__ == "getset_descriptor"):
+        if (
+            not name.startswith("_")
+            and state.cut is not None
+            and type(getattr(np.ndarray, name, None)).__name__ == "getset_descriptor"
+        ):
             return getattr(self.data, name)  # T.flags, T.strides, T.nbytes: the array's
-        if (not name.startswith("_") and name not in _ARRAY_METHODS
-                and state.cut is not None and callable(getattr(np.ndarray, name, None))):
+        if (
+            not name.startswith("_")
+            and name not in _ARRAY_METHODS
+            and state.cut is not None
+            and callable(getattr(np.ndarray, name, None))
+        ):
             # in a recorded cell, any other array method (T.sort(), T.fill(0), T.tofile)
             # runs on the plain array as numpy's would, and the cut is reported
             bound = getattr(self.data, name)
 
             def plain_method(*args, **kwargs):
                 return _on_plain_arrays(f"T.{name}", bound, args, kwargs)
+
             return plain_method
         if name.startswith("_") or name not in _ARRAY_METHODS:  # slots while unpickling, too
             raise AttributeError(f"'Tensor' object has no attribute {name!r}")
@@ -378,6 +413,7 @@ class Tensor:
 
         def method(*args, **kwargs):
             return function(self, *args, **kwargs)
+
         method.__name__ = name
         return method
 
@@ -427,22 +463,26 @@ class Tensor:
 
     def __float__(self):
         if self.data.size != 1:
-            raise TypeError(f"only a tensor with one element converts to float, "
-                            f"this one has shape {self.shape}")
+            raise TypeError(
+                f"only a tensor with one element converts to float, this one has shape {self.shape}"
+            )
         state.float_conversions += 1
         return float(self.data.reshape(()))
 
     def __int__(self):
         if self.data.size != 1:
-            raise TypeError(f"only a tensor with one element converts to int, "
-                            f"this one has shape {self.shape}")
+            raise TypeError(
+                f"only a tensor with one element converts to int, this one has shape {self.shape}"
+            )
         state.branch_events += 1
         return int(self.data.reshape(()))
 
     def __bool__(self):
         if self.data.size != 1:
-            raise ValueError(f"the truth value of a tensor of shape {self.shape} is "
-                             "ambiguous: use (T > 0).any() or .all()")
+            raise ValueError(
+                f"the truth value of a tensor of shape {self.shape} is "
+                "ambiguous: use (T > 0).any() or .all()"
+            )
         state.branch_events += 1
         return bool(self.data.reshape(()))
 
@@ -472,10 +512,13 @@ class Tensor:
             if state.cut is not None:  # in a recorded cell: as numpy would, on plain arrays
                 return _on_plain_arrays(what, getattr(ufunc, method), inputs, kwargs)
             if "out" in kwargs:
-                raise TypeError(f"{what}(..., out=...) would write into an array in place, "
-                                "which a Tensor cannot record: write T = T + ... instead")
-            raise TypeError(f"{what} with {', '.join(kwargs) or 'this method'} is not "
-                            "supported on Tensors")
+                raise TypeError(
+                    f"{what}(..., out=...) would write into an array in place, "
+                    "which a Tensor cannot record: write T = T + ... instead"
+                )
+            raise TypeError(
+                f"{what} with {', '.join(kwargs) or 'this method'} is not supported on Tensors"
+            )
         op = _UFUNC_OPS.get(ufunc)
         if op is not None:
             if op.arity == 1:
@@ -489,8 +532,10 @@ class Tensor:
             return ufunc(*_plain(inputs))
         if state.cut is not None:
             return _on_plain_arrays(f"numpy.{ufunc.__name__}", ufunc, inputs, kwargs)
-        raise TypeError(f"numpy.{ufunc.__name__} has no gradient rule in gradmagic, so it "
-                        "would cut the graph; use T.data for a plain array")
+        raise TypeError(
+            f"numpy.{ufunc.__name__} has no gradient rule in gradmagic, so it "
+            "would cut the graph; use T.data for a plain array"
+        )
 
     def __array_function__(self, func, types, args, kwargs):
         f = _FUNCTIONS.get(func)
@@ -506,8 +551,10 @@ class Tensor:
                 return result
         if state.cut is not None:
             return _on_plain_arrays(f"numpy.{func.__name__}", func, args, kwargs)
-        raise TypeError(f"numpy.{func.__name__} has no gradient rule in gradmagic, so it "
-                        "would cut the graph; use T.data for a plain array")
+        raise TypeError(
+            f"numpy.{func.__name__} has no gradient rule in gradmagic, so it "
+            "would cut the graph; use T.data for a plain array"
+        )
 
 
 def has_rule(ufunc) -> bool:
@@ -549,9 +596,12 @@ _SOFTMAX, _LOG_SOFTMAX = TENSOR_OPS["softmax"], TENSOR_OPS["log_softmax"]
 _COPY, _CUMSUM = TENSOR_OPS["copy"], TENSOR_OPS["cumsum"]
 
 _ARRAY_METHODS = frozenset(
-    name for name in dir(np.ndarray)
-    if not name.startswith("_") and callable(getattr(np.ndarray, name))
-    and callable(getattr(np, name, None))) - {"sort", "partition", "put", "resize", "compress"}
+    name
+    for name in dir(np.ndarray)
+    if not name.startswith("_")
+    and callable(getattr(np.ndarray, name))
+    and callable(getattr(np, name, None))
+) - {"sort", "partition", "put", "resize", "compress"}
 """ndarray methods that are the numpy function of the same name on the array, so
 ``T.name(...)`` can be ``np.name(T, ...)``. Left out: those that change the
 array in place (sort, partition, put, resize) or take it second (compress)."""
@@ -594,8 +644,12 @@ def _used(parent, child) -> None:
 def _operand(x):
     """``x`` as a parent node for an op, or None if it is not a number or array."""
     cls = x.__class__
-    if cls is Tensor or cls in SCALAR_NODES or cls in _ARRAY_CLASSES \
-            or isinstance(x, (Tensor, Value)):
+    if (
+        cls is Tensor
+        or cls in SCALAR_NODES
+        or cls in _ARRAY_CLASSES
+        or isinstance(x, (Tensor, Value))
+    ):
         return x
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
@@ -618,16 +672,24 @@ def _apply(op, a, b=None, params=None) -> Tensor:
             track = a.__class__ in SCALAR_NODES or a.requires_grad
         else:
             data = op.f(a.data, b.data, **p)
-            track = (a.__class__ in SCALAR_NODES or a.requires_grad
-                     or b.__class__ in SCALAR_NODES or b.requires_grad)
+            track = (
+                a.__class__ in SCALAR_NODES
+                or a.requires_grad
+                or b.__class__ in SCALAR_NODES
+                or b.requires_grad
+            )
     except ValueError as e:
         shapes = " and ".join(str(np.shape(x.data)) for x in (a, b) if x is not None)
         noun = "shape" if b is None else "shapes"
         raise ValueError(f"{op.symbol} cannot be applied to {noun} {shapes}: {e}") from None
     if data.__class__ is not np.ndarray:
         data = np.asarray(data, dtype=_F64)
-    if _ARRAY_CLASSES and track and state.grad_enabled and (
-            a.__class__ in _ARRAY_CLASSES or b.__class__ in _ARRAY_CLASSES):
+    if (
+        _ARRAY_CLASSES
+        and track
+        and state.grad_enabled
+        and (a.__class__ in _ARRAY_CLASSES or b.__class__ in _ARRAY_CLASSES)
+    ):
         # an array node of the magic's in it: the result is one too (core.array)
         return _array_result(op, data, a, b, params)
     out = _new(Tensor)
@@ -653,11 +715,18 @@ def _binary(op, a, b):
     if a2 is None or b2 is None:
         other = a if a2 is None else b
         name = op.method.split()[0] if op.method else ""
-        if (state.cut is not None and name.startswith("__")
-                and isinstance(other, (numbers.Number, np.ndarray))):
+        if (
+            state.cut is not None
+            and name.startswith("__")
+            and isinstance(other, (numbers.Number, np.ndarray))
+        ):
             # in a recorded cell, a complex number or array: numpy's own result, cut reported
-            return _on_plain_arrays(f"{op.symbol} with a {type(other).__name__}",
-                                    getattr(operator, name[2:-2]), (a, b), {})
+            return _on_plain_arrays(
+                f"{op.symbol} with a {type(other).__name__}",
+                getattr(operator, name[2:-2]),
+                (a, b),
+                {},
+            )
         return NotImplemented
     return _apply(op, a2, b2)
 
@@ -696,8 +765,10 @@ def _axes(axis, ndim: int):
         except TypeError:
             raise TypeError(f"an axis must be an integer, got {a!r}") from None
         if not -ndim <= a < ndim:
-            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} "
-                             f"dimension{'s' if ndim != 1 else ''}")
+            raise ValueError(
+                f"axis {a} is out of range for a tensor with {ndim} "
+                f"dimension{'s' if ndim != 1 else ''}"
+            )
         out.append(a % ndim)
     if len(set(out)) != len(out):
         raise ValueError(f"repeated axis in {axis!r}")
@@ -718,26 +789,32 @@ def _index(key):
         if k is None or k is Ellipsis:
             out.append(k)
         elif isinstance(k, slice):
-            out.append(slice(*(None if s is None else operator.index(s)
-                               for s in (k.start, k.stop, k.step))))
+            out.append(
+                slice(
+                    *(None if s is None else operator.index(s) for s in (k.start, k.stop, k.step))
+                )
+            )
         elif isinstance(k, Tensor):
-            raise IndexError("a Tensor cannot be an index (its numbers carry gradients); "
-                             "index with ints, slices or integer/boolean arrays")
+            raise IndexError(
+                "a Tensor cannot be an index (its numbers carry gradients); "
+                "index with ints, slices or integer/boolean arrays"
+            )
         elif isinstance(k, (list, np.ndarray)):
             arr = np.asarray(k)
             if arr.size == 0:
                 arr = arr.astype(np.intp)
             if arr.dtype.kind not in "biu":
-                raise IndexError(f"index arrays must hold integers or booleans, "
-                                 f"got {arr.dtype}")
+                raise IndexError(f"index arrays must hold integers or booleans, got {arr.dtype}")
             basic = basic and arr.dtype.kind == "b"
             out.append(arr)
         else:
             try:
                 out.append(operator.index(k))
             except TypeError:
-                raise IndexError(f"a tensor index must be an int, a slice, None, ... or an "
-                                 f"integer/boolean array, got {type(k).__name__} {k!r}") from None
+                raise IndexError(
+                    f"a tensor index must be an int, a slice, None, ... or an "
+                    f"integer/boolean array, got {type(k).__name__} {k!r}"
+                ) from None
     return tuple(out), basic
 
 
@@ -777,8 +854,7 @@ def cross_entropy(logits, targets) -> Tensor:
         targets = targets.data
     t = np.asarray(targets)
     if logits.ndim not in (1, 2):
-        raise ValueError(f"cross_entropy needs logits of shape (N, C) or (C,), "
-                         f"got {logits.shape}")
+        raise ValueError(f"cross_entropy needs logits of shape (N, C) or (C,), got {logits.shape}")
     if t.dtype.kind == "f" and np.all(t == np.round(t)):
         t = t.astype(np.intp)
     if t.dtype.kind not in "iu":
@@ -786,8 +862,10 @@ def cross_entropy(logits, targets) -> Tensor:
     n_classes = logits.shape[-1]
     expected = logits.shape[:-1]
     if t.shape != expected:
-        raise ValueError(f"cross_entropy: logits of shape {logits.shape} need targets of "
-                         f"shape {expected}, got {t.shape}")
+        raise ValueError(
+            f"cross_entropy: logits of shape {logits.shape} need targets of "
+            f"shape {expected}, got {t.shape}"
+        )
     if t.size and (t.min() < 0 or t.max() >= n_classes):
         raise ValueError(f"cross_entropy targets must be in range({n_classes})")
     logp = log_softmax(logits, axis=-1)
@@ -875,8 +953,10 @@ def _np_norm(x, ord=None, axis=None, keepdims=False):
             result = _function_rule(np.linalg.norm, (x, ord, axis, keepdims), {})
             if result is not NotImplemented:
                 return result
-        raise TypeError("numpy.linalg.norm of a Tensor supports the default "
-                        "(Frobenius/2-norm of all elements) only")
+        raise TypeError(
+            "numpy.linalg.norm of a Tensor supports the default "
+            "(Frobenius/2-norm of all elements) only"
+        )
     x = _as_tensor(x)
     return (x * x).sum().sqrt()
 
@@ -894,8 +974,12 @@ def _binary_or_raise(op, a, b, params=None):
     return _apply(op, a2, b2, params)
 
 
-_UFUNC_OPS = {getattr(np, name): op for op in TENSOR_OPS.values() for name in op.numpy
-              if isinstance(getattr(np, name, None), np.ufunc)}
+_UFUNC_OPS = {
+    getattr(np, name): op
+    for op in TENSOR_OPS.values()
+    for name in op.numpy
+    if isinstance(getattr(np, name, None), np.ufunc)
+}
 """numpy ufunc → the tensor op it computes, from each entry's ``numpy`` names."""
 _UFUNC_SPECIAL = {
     np.positive: lambda x: x,
@@ -903,20 +987,58 @@ _UFUNC_SPECIAL = {
 }
 # results that depend on the numbers but carry no gradient (piecewise constant)
 _UFUNC_VALUES = {
-    np.greater, np.greater_equal, np.less, np.less_equal, np.equal, np.not_equal,
-    np.isfinite, np.isnan, np.isinf, np.sign, np.signbit, np.floor, np.ceil, np.rint,
-    np.trunc, np.logical_and, np.logical_or, np.logical_xor, np.logical_not, np.heaviside,
+    np.greater,
+    np.greater_equal,
+    np.less,
+    np.less_equal,
+    np.equal,
+    np.not_equal,
+    np.isfinite,
+    np.isnan,
+    np.isinf,
+    np.sign,
+    np.signbit,
+    np.floor,
+    np.ceil,
+    np.rint,
+    np.trunc,
+    np.logical_and,
+    np.logical_or,
+    np.logical_xor,
+    np.logical_not,
+    np.heaviside,
 }
 _FUNCTIONS = {
-    np.sum: _np_sum, np.mean: _np_mean, np.max: _np_max, np.amax: _np_max,
-    np.min: _np_min, np.amin: _np_min, np.reshape: _np_reshape, np.ravel: _np_ravel,
-    np.transpose: _np_transpose, np.dot: _np_dot, np.where: _np_where,
-    np.linalg.norm: _np_norm, np.copy: _np_copy, np.cumsum: _np_cumsum, np.var: _np_var,
+    np.sum: _np_sum,
+    np.mean: _np_mean,
+    np.max: _np_max,
+    np.amax: _np_max,
+    np.min: _np_min,
+    np.amin: _np_min,
+    np.reshape: _np_reshape,
+    np.ravel: _np_ravel,
+    np.transpose: _np_transpose,
+    np.dot: _np_dot,
+    np.where: _np_where,
+    np.linalg.norm: _np_norm,
+    np.copy: _np_copy,
+    np.cumsum: _np_cumsum,
+    np.var: _np_var,
     np.std: _np_std,
 }
 _VALUE_FUNCTIONS = {
-    np.argmax, np.argmin, np.argsort, np.allclose, np.isclose, np.array_equal,
-    np.count_nonzero, np.nonzero, np.any, np.all, np.round, np.around,
+    np.argmax,
+    np.argmin,
+    np.argsort,
+    np.allclose,
+    np.isclose,
+    np.array_equal,
+    np.count_nonzero,
+    np.nonzero,
+    np.any,
+    np.all,
+    np.round,
+    np.around,
 }
 _SHAPE_FUNCTIONS = {np.shape, np.ndim, np.size, np.zeros_like, np.ones_like}
 
@@ -924,8 +1046,10 @@ _SHAPE_FUNCTIONS = {np.shape, np.ndim, np.size, np.zeros_like, np.ones_like}
 # --------------------------------------------------------------------------- methods from the op table
 def _method(op):
     if op.arity == 1:
+
         def unary(self):
             return _apply(op, self)
+
         unary.__doc__ = f"{op.name} of this Tensor, elementwise ({op.rule})."
         return unary, None
 
@@ -934,6 +1058,7 @@ def _method(op):
 
     def reflected(self, other):
         return _binary(op, other, self)
+
     forward.__doc__ = f"self {op.symbol} other as a new node ({op.rule})."
     reflected.__doc__ = f"other {op.symbol} self as a new node ({op.rule})."
     return forward, reflected

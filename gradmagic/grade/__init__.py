@@ -45,6 +45,7 @@ It is made for autograders, which score a test cell by what it shows:
 Mistakes of the grader's own (expected answers that are not a mapping,
 negative tolerances, bad limits) raise at once, before the cell runs.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -62,8 +63,16 @@ from ..analysis.check import CheckReport, expect, expected_pairs, unanswered
 from . import _sandbox
 from ._sandbox import SandboxUnavailable
 
-__all__ = ["grade", "GradeReport", "SandboxUnavailable", "FILENAME", "TIMEOUT", "MEMORY",
-           "PROCESSES", "OUTCOMES"]
+__all__ = [
+    "grade",
+    "GradeReport",
+    "SandboxUnavailable",
+    "FILENAME",
+    "TIMEOUT",
+    "MEMORY",
+    "PROCESSES",
+    "OUTCOMES",
+]
 
 FILENAME = "<graded cell>"
 """The file name the graded source is compiled under (it shows in tracebacks)."""
@@ -120,11 +129,21 @@ class GradeReport(CheckReport):
         return d
 
 
-def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
-          target: str | None = None, namespace: dict | None = None,
-          timeout: float | None = TIMEOUT, memory: int | None = MEMORY,
-          processes: int = PROCESSES, isolate: bool = True, sandbox: bool = True,
-          raise_errors: bool = False) -> GradeReport:
+def grade(
+    source: str,
+    expected,
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    target: str | None = None,
+    namespace: dict | None = None,
+    timeout: float | None = TIMEOUT,
+    memory: int | None = MEMORY,
+    processes: int = PROCESSES,
+    isolate: bool = True,
+    sandbox: bool = True,
+    raise_errors: bool = False,
+) -> GradeReport:
     """Run ``source`` under ``%%autograd``'s rewrite and check the named answers.
 
     Parameters
@@ -201,17 +220,19 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
     names = _names(pairs)
     if isolate:
         if raise_errors:
-            raise ValueError("raise_errors=True needs isolate=False: an exception of the "
-                             "cell cannot cross from the process that runs it")
+            raise ValueError(
+                "raise_errors=True needs isolate=False: an exception of the "
+                "cell cannot cross from the process that runs it"
+            )
         if sandbox:
             why = _sandbox.unavailable()
             if why is not None:
                 raise SandboxUnavailable(
                     f"grade() cannot make a sandbox for the cell: {why}. To run it in a "
                     f"plain child process instead (no sandbox: the cell can read and write "
-                    f"whatever this user can), pass sandbox=False.")
-        data = _run_isolated(source, names, target, namespace, timeout, memory, processes,
-                             sandbox)
+                    f"whatever this user can), pass sandbox=False."
+                )
+        data = _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox)
         how = _how(sandbox, timeout, memory)
     else:
         ns = {"__name__": "__main__"} if namespace is None else namespace
@@ -225,12 +246,20 @@ def grade(source: str, expected, *, atol: float = 1e-5, rtol: float = 1e-3,
 
 def _how(sandbox: bool, timeout, memory) -> dict:
     """The report's ``sandbox``: how the cell ran and which limits held."""
-    limits = {"time": timeout is not None, "memory_per_process": memory is not None,
-              "memory_total": sandbox and memory is not None, "processes": sandbox,
-              "file_size": True, "tmp_size": sandbox}
-    how = ("bubblewrap: namespaces of its own, an unprivileged user, read-only Python "
-           "and gradmagic, a private /tmp" if sandbox else
-           "a child process without a sandbox (it could reach what the grader's user can)")
+    limits = {
+        "time": timeout is not None,
+        "memory_per_process": memory is not None,
+        "memory_total": sandbox and memory is not None,
+        "processes": sandbox,
+        "file_size": True,
+        "tmp_size": sandbox,
+    }
+    how = (
+        "bubblewrap: namespaces of its own, an unprivileged user, read-only Python "
+        "and gradmagic, a private /tmp"
+        if sandbox
+        else "a child process without a sandbox (it could reach what the grader's user can)"
+    )
     return {"sandboxed": sandbox, "how": how, "limits": limits}
 
 
@@ -247,10 +276,17 @@ def _expected(expected) -> list:
     """
     if isinstance(expected, str):
         from ..notebook.magic import parse_expect
+
         expected = parse_expect(expected, {})
-    pairs = [(name, want.detach().cpu().numpy()
-              if hasattr(want, "detach") and hasattr(want, "__array__") else want)
-             for name, want in expected_pairs(expected)]  # a torch tensor: its numbers
+    pairs = [
+        (
+            name,
+            want.detach().cpu().numpy()
+            if hasattr(want, "detach") and hasattr(want, "__array__")
+            else want,
+        )
+        for name, want in expected_pairs(expected)
+    ]  # a torch tensor: its numbers
     if not pairs:
         raise ValueError("grade() needs at least one expected answer")
     return [(_text_of(name), _plain_answer(want)) for name, want in pairs]
@@ -275,8 +311,7 @@ def _text_of(name) -> str:
     return clean(str(name))[:_MAX_TEXT]
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e"
-                      "\u2066-\u2069]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def clean(text: str) -> str:
@@ -297,8 +332,9 @@ def _names(pairs) -> list:
 
 
 # =========================================================================== the run
-def collect(source: str, names, ns: dict, target=None, raise_errors: bool = False,
-            restore: bool = False) -> dict:
+def collect(
+    source: str, names, ns: dict, target=None, raise_errors: bool = False, restore: bool = False
+) -> dict:
     """Run ``source`` in ``ns`` and return what happened as plain (JSON-able) data.
 
     ``{"status": "ran", "target": ..., "branch_dependent": ..., "nodes": {name:
@@ -312,8 +348,11 @@ def collect(source: str, names, ns: dict, target=None, raise_errors: bool = Fals
     """
     err = io.StringIO()
     after = _snapshot() if restore else None
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), \
-            warnings.catch_warnings(record=True) as caught:
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(err),
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always")
         data = _collect(source, names, ns, target, raise_errors, after)
     data["notes"] = data.get("notes", []) + _output_notes(err.getvalue(), caught)
@@ -323,6 +362,7 @@ def collect(source: str, names, ns: dict, target=None, raise_errors: bool = Fals
 def _collect(source, names, ns, target, raise_errors, after) -> dict:
     from ..notebook import torchcell
     from ..notebook.magic import NoTarget, execute, prepare
+
     try:
         body, first_line, line_target = _split_magic(source)
         if torchcell.wants_torch(body, ns):  # a PyTorch cell runs as itself, recorded
@@ -333,8 +373,10 @@ def _collect(source, names, ns, target, raise_errors, after) -> dict:
         if raise_errors:
             raise
         after and after()
-        return {"status": "error", "error": {"kind": "notarget", "type": "NoTarget",
-                                             "message": str(exc), "line": None}}
+        return {
+            "status": "error",
+            "error": {"kind": "notarget", "type": "NoTarget", "message": str(exc), "line": None},
+        }
     except BaseException as exc:  # the student's code failed (or exited): report, don't crash
         if raise_errors:
             raise
@@ -348,17 +390,27 @@ def _collect(source, names, ns, target, raise_errors, after) -> dict:
         except KeyError:
             continue
         nodes[name] = {"index": node.index, "data": _plain(node.data), "grad": _plain(node.grad)}
-    return {"status": "ran", "target": trace.target.name,
-            "branch_dependent": bool(trace.branch_dependent), "nodes": nodes,
-            "notes": list(trace.warnings)}
+    return {
+        "status": "ran",
+        "target": trace.target.name,
+        "branch_dependent": bool(trace.branch_dependent),
+        "nodes": nodes,
+        "notes": list(trace.warnings),
+    }
 
 
 def _collect_torch(body, first_line, names, ns, target, after) -> dict:
     """:func:`_collect` for a PyTorch cell: the recorded values and gradients by name."""
     from ..analysis.options import Options
     from ..notebook import torchcell
-    run = torchcell.run(body, ns, Options(target=target, no_check=True, quiet=True),
-                        filename=FILENAME, first_line=first_line)
+
+    run = torchcell.run(
+        body,
+        ns,
+        Options(target=target, no_check=True, quiet=True),
+        filename=FILENAME,
+        first_line=first_line,
+    )
     after and after()
     nodes = {}
     for name in names:
@@ -369,13 +421,19 @@ def _collect_torch(body, first_line, names, ns, target, after) -> dict:
         kept = run.full.get(i)
         if kept is not None:
             nodes[name] = {"index": i, "data": _plain(kept[0]), "grad": _plain(kept[1])}
-    return {"status": "ran", "target": run.name_of(run.target), "branch_dependent": False,
-            "nodes": nodes, "notes": list(run.warnings)}
+    return {
+        "status": "ran",
+        "target": run.name_of(run.target),
+        "branch_dependent": False,
+        "nodes": nodes,
+        "notes": list(run.warnings),
+    }
 
 
 def _snapshot():
     """A function that puts ``builtins`` and ``sys.modules`` back as they are now."""
     import builtins
+
     names, modules = dict(builtins.__dict__), dict(sys.modules)
     clear, update = dict.clear, dict.update
 
@@ -384,20 +442,24 @@ def _snapshot():
         update(builtins.__dict__, names)
         clear(sys.modules)
         update(sys.modules, modules)
+
     return restore
 
 
 def _error_data(exc: BaseException) -> dict:
     if isinstance(exc, SyntaxError):
-        return {"kind": "syntax", "type": "SyntaxError", "message": str(exc.msg),
-                "line": exc.lineno}
+        return {
+            "kind": "syntax",
+            "type": "SyntaxError",
+            "message": str(exc.msg),
+            "line": exc.lineno,
+        }
     try:
         message = str(exc).strip()
     except Exception:  # noqa: BLE001 - a student's exception whose str() fails
         message = "(its message could not be printed)"
     kind = "memory" if isinstance(exc, MemoryError) else "exception"
-    return {"kind": kind, "type": type(exc).__name__, "message": message,
-            "line": _line_of(exc)}
+    return {"kind": kind, "type": type(exc).__name__, "message": message, "line": _line_of(exc)}
 
 
 def _plain(x):
@@ -420,14 +482,16 @@ def _split_magic(source: str):
     if not first.lstrip().startswith("%%autograd"):
         return source, 1, None
     from ..notebook import magic
-    options = first.lstrip()[len("%%autograd"):]
+
+    options = first.lstrip()[len("%%autograd") :]
     try:
         args = magic.parse_argstring(magic.AutogradMagics.autograd, options)
         args.expect = None  # the student's own answers (a name in their notebook) are not graded
         target = magic.options_from(args, {}).target
     except Exception as exc:  # noqa: BLE001 - a UsageError: the student's line is wrong
-        raise SyntaxError(f"the %%autograd line's options: {exc}",
-                          (FILENAME, 1, 1, first, None, None)) from None
+        raise SyntaxError(
+            f"the %%autograd line's options: {exc}", (FILENAME, 1, 1, first, None, None)
+        ) from None
     return body, 2, target
 
 
@@ -463,8 +527,7 @@ def _cut(text: str) -> str:
 
 
 # =========================================================================== the child
-def _run_isolated(source, names, target, namespace, timeout, memory, processes,
-                  sandbox) -> dict:
+def _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox) -> dict:
     """Run the cell in a fresh ``python -I`` process (in the sandbox or not); its report
     as plain data, or ``{"status": "timeout" | "crash", ...}``."""
     ns_bytes = None
@@ -472,10 +535,19 @@ def _run_isolated(source, names, target, namespace, timeout, memory, processes,
         try:
             ns_bytes = pickle.dumps(namespace)
         except Exception as exc:  # noqa: BLE001 - the grader's namespace
-            raise TypeError(f"an isolated grade() sends the namespace to a fresh "
-                            f"process, so it must pickle: {exc}") from None
-    job = {"source": source, "names": list(names), "target": target, "namespace": ns_bytes,
-           "memory": memory, "timeout": timeout, "processes": processes}
+            raise TypeError(
+                f"an isolated grade() sends the namespace to a fresh "
+                f"process, so it must pickle: {exc}"
+            ) from None
+    job = {
+        "source": source,
+        "names": list(names),
+        "target": target,
+        "namespace": ns_bytes,
+        "memory": memory,
+        "timeout": timeout,
+        "processes": processes,
+    }
     return _sandbox.run(job, timeout, sandbox)
 
 
@@ -506,8 +578,9 @@ class _Unreadable(Exception):
     """The child's data is not what a run reports."""
 
 
-def _judge(data: dict, pairs, source: str, atol, rtol, timeout, memory,
-           how: dict | None = None) -> GradeReport:
+def _judge(
+    data: dict, pairs, source: str, atol, rtol, timeout, memory, how: dict | None = None
+) -> GradeReport:
     """Build and judge the report in the grader's process from a run's plain data.
 
     Never raises for anything in ``data``: what cannot be read is a crash, and arithmetic
@@ -517,8 +590,11 @@ def _judge(data: dict, pairs, source: str, atol, rtol, timeout, memory,
         status = data.get("status") if isinstance(data, dict) else None
         notes = _texts(data.get("notes", []))[:_MAX_NOTES] if status else []
         if status == "ran":
-            reported = _Reported(_nodes(data.get("nodes")), _text(data.get("target", "")),
-                                 data.get("branch_dependent") is True)
+            reported = _Reported(
+                _nodes(data.get("nodes")),
+                _text(data.get("target", "")),
+                data.get("branch_dependent") is True,
+            )
             report = _expect(reported, pairs, atol, rtol)
             report.notes[:0] = notes
             outcome = "pass" if report.passed else "wrong"
@@ -531,13 +607,19 @@ def _judge(data: dict, pairs, source: str, atol, rtol, timeout, memory,
             report.notes += notes
         elif status == "timeout":
             outcome = "timeout"
-            report = unanswered(pairs, f"Stopped: the cell did not finish within the time "
-                                       f"limit of {timeout:g} s.", atol, rtol)
+            report = unanswered(
+                pairs,
+                f"Stopped: the cell did not finish within the time limit of {timeout:g} s.",
+                atol,
+                rtol,
+            )
         elif status == "crash":
             if data.get("memory_total") is True:
                 outcome = "memory"
-                why = (f"The cell's processes together used more than the memory limit "
-                       f"({memory:g} MiB); the sandbox was ended.")
+                why = (
+                    f"The cell's processes together used more than the memory limit "
+                    f"({memory:g} MiB); the sandbox was ended."
+                )
             else:
                 outcome, why = _crash(data.get("returncode"), data.get("stderr", ""), memory)
             report = unanswered(pairs, why, atol, rtol)
@@ -545,8 +627,9 @@ def _judge(data: dict, pairs, source: str, atol, rtol, timeout, memory,
             raise _Unreadable
     except (_Unreadable, TypeError, ValueError, KeyError, AttributeError, RecursionError):
         outcome = "crash"
-        report = unanswered(pairs, "The process that ran the cell sent a report that "
-                                   "could not be read.", atol, rtol)
+        report = unanswered(
+            pairs, "The process that ran the cell sent a report that could not be read.", atol, rtol
+        )
     stderr = data.get("stderr") if isinstance(data, dict) else None
     if stderr and isinstance(stderr, str) and outcome not in ("crash",):
         report.notes.append(f"The cell wrote to stderr: {_cut(clean(stderr))}")
@@ -568,13 +651,17 @@ def _expect(reported, pairs, atol, rtol) -> CheckReport:
                     rows += expect(reported, [(key, want)], atol=atol, rtol=rtol).rows
             except ArithmeticError as exc:
                 (row,) = unanswered([(key, want)], "", atol, rtol).rows
-                rows.append(row._replace(note=f"the reported number cannot be compared: "
-                                              f"{type(exc).__name__}: {_cut(str(exc))}"))
-        report = CheckReport(rows, kind="expect", atol=atol, rtol=rtol,
-                             target=reported.target.name)
+                rows.append(
+                    row._replace(
+                        note=f"the reported number cannot be compared: "
+                        f"{type(exc).__name__}: {_cut(str(exc))}"
+                    )
+                )
+        report = CheckReport(rows, kind="expect", atol=atol, rtol=rtol, target=reported.target.name)
         if reported.branch_dependent:
-            report.notes.append("The cell's control flow depended on values: these numbers "
-                                "hold for this branch.")
+            report.notes.append(
+                "The cell's control flow depended on values: these numbers hold for this branch."
+            )
         return report
 
 
@@ -589,8 +676,9 @@ def _exactly(row, want):
     g = np.asarray(row.got, dtype=float)
     if g.shape == w.shape and np.array_equal(g, w, equal_nan=True):
         return row
-    return row._replace(status="fail", note="the expected value is not finite: only the "
-                                            "same value passes")
+    return row._replace(
+        status="fail", note="the expected value is not finite: only the same value passes"
+    )
 
 
 def _text(x) -> str:
@@ -616,8 +704,9 @@ def _nodes(nodes) -> dict:
         if isinstance(index, bool) or not isinstance(index, int):
             raise _Unreadable
         name = _text(name)
-        out[name] = _Reported._Node(name, index, _number_or_array(node.get("data")),
-                                    _number_or_array(node.get("grad")))
+        out[name] = _Reported._Node(
+            name, index, _number_or_array(node.get("data")), _number_or_array(node.get("grad"))
+        )
     return out
 
 
@@ -632,12 +721,13 @@ def _number_or_array(x):
         return x
     if isinstance(x, dict):
         shape, values = x.get("shape"), x.get("values")
-        if (isinstance(shape, list) and isinstance(values, list)
-                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                        for n in shape)
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                        for v in values)
-                and math.prod(shape) == len(values)):
+        if (
+            isinstance(shape, list)
+            and isinstance(values, list)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            and math.prod(shape) == len(values)
+        ):
             return np.asarray(values, dtype=float).reshape(shape)
     raise _Unreadable
 

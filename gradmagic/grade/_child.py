@@ -25,6 +25,7 @@ grader then reports a crash.
 
 This file imports only the standard library before the worker forks.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,6 +47,7 @@ def main() -> None:
     _limit(job["timeout"], job["processes"])
     import mmap
     import signal
+
     # the worker's report: memory shared with process 1, which no closed descriptor loses
     shared = mmap.mmap(-1, job["max_report"])
     wake_r, wake_w = os.pipe()
@@ -97,6 +99,7 @@ def _become(uid: int) -> None:
 
 def _dumpable(flag: bool) -> None:
     import ctypes
+
     ctypes.CDLL(None).prctl(4, int(flag), 0, 0, 0)  # PR_SET_DUMPABLE
 
 
@@ -128,6 +131,7 @@ def _limit_memory(memory) -> None:
 def _cap(which, value) -> None:
     """Set both limits of ``which`` to ``value`` (never above a hard limit already set)."""
     import resource
+
     soft, hard = resource.getrlimit(which)
     if hard != resource.RLIM_INFINITY:
         value = min(value, hard)
@@ -143,6 +147,7 @@ def _reap(worker: int, memory, memory_exit: int, wake: int) -> int:
     limit it returns ``memory_exit`` at once (the kernel then ends them all).
     """
     import select
+
     limit = None if memory is None else int(memory) << 20
     os.set_blocking(wake, False)
     while True:
@@ -172,10 +177,10 @@ def _send(shared, report: int) -> None:
     size = int.from_bytes(shared[:8], "big")
     if size > len(shared) - 8:
         return
-    view = memoryview(shared)[8:8 + size]
+    view = memoryview(shared)[8 : 8 + size]
     try:
         while view:
-            view = view[os.write(report, view):]
+            view = view[os.write(report, view) :]
     except OSError:  # the grader stopped reading
         pass
 
@@ -222,6 +227,7 @@ def _work(job: dict, out) -> None:
         from gradmagic.grade import collect
         import gradmagic.notebook.magic  # noqa: F401
         import json
+
         dumps, write, exit_ = json.dumps, os.write, os._exit
         _limit_memory(job["memory"])
         ns = {"__name__": "__main__"}
@@ -231,9 +237,9 @@ def _work(job: dict, out) -> None:
         raw = dumps(data).encode("utf-8")
         if isinstance(out, int):
             while raw:
-                raw = raw[write(out, raw):]
+                raw = raw[write(out, raw) :]
         elif len(raw) + 8 <= len(out):
-            out[8:8 + len(raw)] = raw
+            out[8 : 8 + len(raw)] = raw
             out[:8] = len(raw).to_bytes(8, "big")
         else:
             exit_(71)  # too big a report

@@ -11,6 +11,7 @@ cannot make another. See ``docs/grading.md`` for the threat model.
 The job goes in on stdin; the report and stderr come back over pipes the grader made, read
 here with a size bound and against the deadline; nothing goes through a file.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,9 +34,15 @@ SHM_SIZE = 4 << 20  # bytes: its /dev/shm (multiprocessing's semaphores)
 SANDBOX_UID = 65534  # the cell's uid inside a user namespace (nobody)
 MEMORY_EXIT = 86  # the sandbox's exit status when its processes together passed the memory limit
 
-ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-       "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-       "MPLBACKEND": "Agg"}
+ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "MPLBACKEND": "Agg",
+}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -53,21 +60,30 @@ def _probe(euid: int) -> str | None:
     if not sys.platform.startswith("linux"):
         return f"the sandbox needs Linux (bubblewrap); this is {sys.platform}"
     if _bwrap() is None:
-        return ("bubblewrap is not installed (the `bwrap` command; Debian and Ubuntu: "
-                "apt-get install bubblewrap)")
+        return (
+            "bubblewrap is not installed (the `bwrap` command; Debian and Ubuntu: "
+            "apt-get install bubblewrap)"
+        )
     for path in _binds():
         if path == "/":
             return "the Python installation is at /, which the sandbox never exposes whole"
     try:
-        done = subprocess.run(command(None) + [sys.executable, "-I", "-S", "-c", ""],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, env=ENV, timeout=30)
+        done = subprocess.run(
+            command(None) + [sys.executable, "-I", "-S", "-c", ""],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=ENV,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not be started: {exc}"
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip()[-300:]
-        return ("bubblewrap cannot make a sandbox here (the kernel or the container may "
-                f"forbid namespaces): {why or f'exit code {done.returncode}'}")
+        return (
+            "bubblewrap cannot make a sandbox here (the kernel or the container may "
+            f"forbid namespaces): {why or f'exit code {done.returncode}'}"
+        )
     return None
 
 
@@ -111,12 +127,29 @@ def command(uid: int | None) -> list:
     if os.geteuid() == 0:
         # no user namespace: the child becomes a plain unprivileged user of the host,
         # which the process limit counts apart from everyone else
-        args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                 "--unshare-cgroup-try", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
-                 "--cap-add", "CAP_SETGID"]
+        args += [
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+        ]
     else:
-        args += ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
-                 "--gid", str(SANDBOX_UID), "--disable-userns"]
+        args += [
+            "--unshare-all",
+            "--unshare-user",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--disable-userns",
+        ]
     # the private /tmp first: a Python installation under the host's /tmp is bound over it
     args += ["--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp"]
     ancestors = set()
@@ -133,13 +166,35 @@ def command(uid: int | None) -> list:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path) and not any(_under(path, p) for p in _binds()):
             args += ["--ro-bind", path, path]
-    args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-             "--proc", "/proc", "--dev", "/dev",
-             "--size", str(SHM_SIZE), "--perms", "1777", "--tmpfs", "/dev/shm", "--chdir", "/tmp",
-             "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp",
-             # in a user namespace the cell owns the sandbox's root and /dev (tmpfs of no
-             # set size): read-only, so only /tmp and /dev/shm take writes
-             "--remount-ro", "/dev", "--remount-ro", "/"]
+    args += [
+        "--ro-bind-try",
+        "/etc/ld.so.cache",
+        "/etc/ld.so.cache",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(SHM_SIZE),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+        "--chdir",
+        "/tmp",
+        "--setenv",
+        "HOME",
+        "/tmp",
+        "--setenv",
+        "TMPDIR",
+        "/tmp",
+        # in a user namespace the cell owns the sandbox's root and /dev (tmpfs of no
+        # set size): read-only, so only /tmp and /dev/shm take writes
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+    ]
     return args
 
 
@@ -160,23 +215,36 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
     report_r, report_w = os.pipe()
     proc = None
     try:
-        job = dict(job, report_fd=report_w, sandbox=sandbox, path=package_folder(),
-                   memory_exit=MEMORY_EXIT, max_report=MAX_REPORT,
-                   uid=fresh_uid() if sandbox and os.geteuid() == 0 else None)
+        job = dict(
+            job,
+            report_fd=report_w,
+            sandbox=sandbox,
+            path=package_folder(),
+            memory_exit=MEMORY_EXIT,
+            max_report=MAX_REPORT,
+            uid=fresh_uid() if sandbox and os.geteuid() == 0 else None,
+        )
         env = dict(ENV, HOME=work, TMPDIR=work) if work else dict(ENV)
         prefix = command(job["uid"]) if sandbox else []
         try:
-            proc = subprocess.Popen(prefix + [sys.executable, "-I", CHILD],
-                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, cwd=work or "/", env=env,
-                                    close_fds=True, pass_fds=(report_w,),
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                prefix + [sys.executable, "-I", CHILD],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                cwd=work or "/",
+                env=env,
+                close_fds=True,
+                pass_fds=(report_w,),
+                start_new_session=True,
+            )
         finally:
             os.close(report_w)
         deadline = None if timeout is None else time.monotonic() + timeout
         raw = pickle.dumps(job)
         report, too_big, stderr, timed_out = _exchange(
-            proc, len(raw).to_bytes(8, "big") + raw, report_r, deadline)
+            proc, len(raw).to_bytes(8, "big") + raw, report_r, deadline
+        )
         if not timed_out:
             try:
                 proc.wait(timeout=5)
@@ -232,7 +300,7 @@ def _exchange(proc, job: bytes, report_fd: int, deadline):
             for key, _ in sel.select(wait):
                 if key.data == "job":
                     try:
-                        sent += os.write(key.fd, job[sent:sent + (1 << 16)])
+                        sent += os.write(key.fd, job[sent : sent + (1 << 16)])
                     except BlockingIOError:
                         continue
                     except OSError:  # it ended before reading the job
@@ -275,6 +343,7 @@ def _take(fd: int, what: str, out: dict, everything: bool = False) -> bool:
 
 def _parse(raw: bytes):
     import json
+
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -1,4 +1,5 @@
 """The base of every layer: something with parameters."""
+
 from __future__ import annotations
 
 __all__ = ["Module", "zero_grads"]

@@ -5,6 +5,7 @@
 >>> score = net([0.5, -1.0])
 >>> score.backward()
 """
+
 from __future__ import annotations
 
 import random
@@ -20,16 +21,18 @@ ACTIVATIONS = ("tanh", "relu", "linear")
 class Neuron(Module):
     """``activation(w · x + b)`` with ``nin`` weights."""
 
-    def __init__(self, nin: int, activation: str = "tanh", rng: random.Random | None = None,
-                 label: str = "n"):
+    def __init__(
+        self, nin: int, activation: str = "tanh", rng: random.Random | None = None, label: str = "n"
+    ):
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         _check_size("nin", nin)
         rng = rng or random.Random()
         # scaled so that activations neither vanish nor blow up through layers
         scale = (1.0 / nin) ** 0.5 if activation != "relu" else (2.0 / nin) ** 0.5
-        self.w = [Value(rng.uniform(-1, 1) * scale * 3 ** 0.5, label=f"{label}.w{i}")
-                  for i in range(nin)]
+        self.w = [
+            Value(rng.uniform(-1, 1) * scale * 3**0.5, label=f"{label}.w{i}") for i in range(nin)
+        ]
         self.b = Value(0.0, label=f"{label}.b")
         self.activation = activation
 
@@ -55,8 +58,14 @@ class Neuron(Module):
 class Layer(Module):
     """``nout`` neurons reading the same ``nin`` inputs."""
 
-    def __init__(self, nin: int, nout: int, activation: str = "tanh",
-                 rng: random.Random | None = None, label: str = "L"):
+    def __init__(
+        self,
+        nin: int,
+        nout: int,
+        activation: str = "tanh",
+        rng: random.Random | None = None,
+        label: str = "L",
+    ):
         _check_size("nout", nout)
         rng = rng or random.Random()
         self.neurons = [Neuron(nin, activation, rng, label=f"{label}.n{j}") for j in range(nout)]
@@ -85,8 +94,13 @@ class MLP(Module):
         rng = random.Random(seed)
         widths = [nin] + list(sizes)
         self.layers = [
-            Layer(widths[i], widths[i + 1],
-                  activation if i < len(sizes) - 1 else "linear", rng, label=f"L{i}")
+            Layer(
+                widths[i],
+                widths[i + 1],
+                activation if i < len(sizes) - 1 else "linear",
+                rng,
+                label=f"L{i}",
+            )
             for i in range(len(sizes))
         ]
 
@@ -111,8 +125,10 @@ def _pairs(predictions, targets):
     """The two sequences zipped, after checking they match."""
     predictions, targets = list(predictions), list(targets)
     if not predictions or len(predictions) != len(targets):
-        raise ValueError(f"need as many targets as predictions (at least one); got "
-                         f"{len(predictions)} predictions and {len(targets)} targets")
+        raise ValueError(
+            f"need as many targets as predictions (at least one); got "
+            f"{len(predictions)} predictions and {len(targets)} targets"
+        )
     return zip(predictions, targets)
 
 

@@ -12,6 +12,7 @@ leaves, so ``gradmagic.optim`` optimizers update them like scalar ones::
     (5, 3)
     >>> cross_entropy(logits, [0, 1, 2, 0, 1]).backward()
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,14 @@ class Linear(Module):
     ``Sequential`` names them by position (``0.W``, ``2.b``).
     """
 
-    def __init__(self, nin: int, nout: int, bias: bool = True, seed: int | None = None,
-                 label: str | None = None):
+    def __init__(
+        self,
+        nin: int,
+        nout: int,
+        bias: bool = True,
+        seed: int | None = None,
+        label: str | None = None,
+    ):
         if nin < 1 or nout < 1:
             raise ValueError(f"Linear needs positive sizes, got nin={nin}, nout={nout}")
         rng = np.random.default_rng(seed)
@@ -98,8 +105,7 @@ class Sequential(Module):
         return x
 
     def parameters(self):
-        return [p for layer in self.layers if isinstance(layer, Module)
-                for p in layer.parameters()]
+        return [p for layer in self.layers if isinstance(layer, Module) for p in layer.parameters()]
 
     def __getitem__(self, i):
         return self.layers[i]

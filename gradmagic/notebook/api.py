@@ -17,6 +17,7 @@ A :class:`Run` shows as the magic's view in Jupyter (no ``%load_ext`` needed)
 and in marimo, where ``run.view()`` is the view's anywidget
 (``mo.ui.anywidget(run.view())``).
 """
+
 from __future__ import annotations
 
 import ast
@@ -37,6 +38,7 @@ from . import session
 from .magic import NoTarget, execute, options_from, parse_expect, prepare, user_traceback
 
 __all__ = ["autograd", "Run"]
+
 
 class Run:
     """One run: its :class:`~gradmagic.analysis.trace.Trace` and the view of it.
@@ -65,24 +67,36 @@ class Run:
     def view(self):
         """The live view of this run: an anywidget (``mo.ui.anywidget(run.view())`` in marimo)."""
         from ..views.widget import TraceWidget, _analyses
+
         report, expected, torch, problems = _analyses(self.trace)
         return TraceWidget(self.trace, report, expected=expected, torch=torch)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         # the magic's display: the live view and its static copy in one bundle
         from ..views.widget import mimebundle
+
         return mimebundle(self.trace)
 
     def _display_(self):
         # marimo shows what this returns: the view's anywidget, wrapped as marimo wraps one
         import marimo as mo
+
         return mo.ui.anywidget(self.view())
 
 
-def autograd(fn: Callable | str, *, target: str | None = None, check: bool = True,
-             eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-             expect: Mapping | str | None = None, torch: bool = False, rankdir: str = "LR",
-             max_nodes: int = 150) -> Callable[..., Run]:
+def autograd(
+    fn: Callable | str,
+    *,
+    target: str | None = None,
+    check: bool = True,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    expect: Mapping | str | None = None,
+    torch: bool = False,
+    rankdir: str = "LR",
+    max_nodes: int = 150,
+) -> Callable[..., Run]:
     """``autograd(f)(*args, **kwargs)``: run ``f`` as ``%%autograd`` runs a cell; a :class:`Run`.
 
     ``fn`` is a function or the source of a cell. A function's own source is
@@ -109,9 +123,18 @@ def autograd(fn: Callable | str, *, target: str | None = None, check: bool = Tru
     >>> run.value, run.grads["x"]
     (10.0, 6.0)
     """
-    args = Namespace(target=target, no_check=not check, eps=eps, atol=atol, rtol=rtol,
-                     expect=None, rankdir=rankdir, max_nodes=max_nodes, torch=torch,
-                     quiet=True)
+    args = Namespace(
+        target=target,
+        no_check=not check,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        expect=None,
+        rankdir=rankdir,
+        max_nodes=max_nodes,
+        torch=torch,
+        quiet=True,
+    )
     if rankdir not in ("LR", "TB"):
         raise ValueError(f"rankdir must be 'LR' or 'TB', got {rankdir!r}")
     try:
@@ -123,8 +146,7 @@ def autograd(fn: Callable | str, *, target: str | None = None, check: bool = Tru
     if isinstance(fn, str):
         return _cell_runner(fn, options)
     if not callable(fn):
-        raise TypeError(f"autograd needs a function or a cell's source, got "
-                        f"{type(fn).__name__}")
+        raise TypeError(f"autograd needs a function or a cell's source, got {type(fn).__name__}")
     return _function_runner(fn, options)
 
 
@@ -145,6 +167,7 @@ def _cell_runner(source: str, options: Options) -> Callable[..., Run]:
     def run(**inputs) -> Run:
         ns = {"__name__": "__main__", **inputs}
         return _run(source, ns, options, filename)
+
     return run
 
 
@@ -163,8 +186,12 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             bound.apply_defaults()
         ns = dict(getattr(fn, "__globals__", {}))  # a copy: the module is left as it was
         ns.update(_closure(fn))
-        if (defined is not None and signature is not None and bound is not None
-                and defined[0] not in signature.parameters):
+        if (
+            defined is not None
+            and signature is not None
+            and bound is not None
+            and defined[0] not in signature.parameters
+        ):
             fname, code, line, before = defined
             ns.update(bound.arguments)
             # the value is bound to the function's name: the target is drawn as "loss = ..."
@@ -184,6 +211,7 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
         ns[_FN] = fn
         source = f"{named} = {call}\n"
         return _run(source, ns, options, _remember(source, name))
+
     return run
 
 
@@ -230,9 +258,9 @@ def _definition(fn) -> tuple[str, str, int, list[str]] | None:
     if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
         return None
     start = max(start, 1)
-    body = text.splitlines(True)[node.lineno - 1:]  # from the def line: no decorators
+    body = text.splitlines(True)[node.lineno - 1 :]  # from the def line: no decorators
     line = start + node.lineno - 1
-    return node.name, "".join(body), line, file_lines[:line - 1]
+    return node.name, "".join(body), line, file_lines[: line - 1]
 
 
 def _closure(fn) -> dict:

@@ -19,6 +19,7 @@ The walk is iterative (a linked list of any length), visits each object once,
 and stops after :data:`LIMIT` objects; what it did not reach is counted in
 ``Settled.unvisited``.
 """
+
 from __future__ import annotations
 
 import collections
@@ -31,8 +32,21 @@ from ..core.array import Array, Scalar64, plain_array
 from ..core.engine import SCALARS
 from ..core.tensor import Tensor
 
-__all__ = ["settle", "release", "roots", "unrewritten_math", "functions_of", "compiled_by_magic", "lift_reachable", "name_lifted", "restore", "Settled", "LIMIT", "plain_of",
-           "path_text"]
+__all__ = [
+    "settle",
+    "release",
+    "roots",
+    "unrewritten_math",
+    "functions_of",
+    "compiled_by_magic",
+    "lift_reachable",
+    "name_lifted",
+    "restore",
+    "Settled",
+    "LIMIT",
+    "plain_of",
+    "path_text",
+]
 
 LIMIT = 200_000
 """The most objects one cell's walk visits (a bound on its time)."""
@@ -40,14 +54,53 @@ LIMIT = 200_000
 NUMBER_NODES = SCALARS | {Array, Scalar64}
 """Node classes the magic makes; never left where a later cell can find them."""
 
-_ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None), range, slice,
-                    bytearray, type(Ellipsis), type(NotImplemented)})
-_SKIP_TYPES = (types.ModuleType, types.BuiltinFunctionType, types.GeneratorType,
-               types.CoroutineType, types.AsyncGeneratorType, types.FrameType,
-               types.CodeType, types.TracebackType, type)
-_FOREIGN = ("IPython", "ipykernel", "traitlets", "zmq", "jupyter_client", "tornado",
-            "asyncio", "gradmagic", "ipywidgets", "anywidget", "comm", "threading",
-            "logging", "_io", "io", "socket", "ssl", "concurrent")
+_ATOMS = frozenset(
+    {
+        str,
+        bytes,
+        int,
+        float,
+        bool,
+        complex,
+        type(None),
+        range,
+        slice,
+        bytearray,
+        type(Ellipsis),
+        type(NotImplemented),
+    }
+)
+_SKIP_TYPES = (
+    types.ModuleType,
+    types.BuiltinFunctionType,
+    types.GeneratorType,
+    types.CoroutineType,
+    types.AsyncGeneratorType,
+    types.FrameType,
+    types.CodeType,
+    types.TracebackType,
+    type,
+)
+_FOREIGN = (
+    "IPython",
+    "ipykernel",
+    "traitlets",
+    "zmq",
+    "jupyter_client",
+    "tornado",
+    "asyncio",
+    "gradmagic",
+    "ipywidgets",
+    "anywidget",
+    "comm",
+    "threading",
+    "logging",
+    "_io",
+    "io",
+    "socket",
+    "ssl",
+    "concurrent",
+)
 """Modules whose objects are the shell's or the machinery's, never the cell's numbers."""
 _SHELL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 
@@ -76,9 +129,13 @@ def plain_of(v, made: dict):
     entry = made.get(id(v))
     if entry is not None and entry[0] is v:
         original = entry[1]
-        if (type(original) is np.ndarray and type(v) is Tensor
-                and original.shape == v.data.shape and original.dtype == v.data.dtype
-                and not np.array_equal(original, v.data, equal_nan=True)):
+        if (
+            type(original) is np.ndarray
+            and type(v) is Tensor
+            and original.shape == v.data.shape
+            and original.dtype == v.data.dtype
+            and not np.array_equal(original, v.data, equal_nan=True)
+        ):
             original[...] = v.data  # changed in place in the cell (T.sort(), T.fill(0))
         return original
     cls = type(v)
@@ -119,10 +176,12 @@ def unrewritten_math(ns, reach, math_names, runtime, followed=frozenset()) -> li
             called = sorted(_global_names(code) & math_names)
             if called:
                 what = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
-                lines.append(f"{what} was defined outside %%autograd and calls "
-                             f"{', '.join(called[:3])}: what it computes with them is a "
-                             "plain number the graph cannot follow (run its definition "
-                             "under %%autograd to follow it)")
+                lines.append(
+                    f"{what} was defined outside %%autograd and calls "
+                    f"{', '.join(called[:3])}: what it computes with them is a "
+                    "plain number the graph cannot follow (run its definition "
+                    "under %%autograd to follow it)"
+                )
     return lines
 
 
@@ -130,8 +189,11 @@ def compiled_by_magic(code, runtime, depth=0) -> bool:
     for c in code.co_consts:
         if c is runtime:
             return True
-        if isinstance(c, types.CodeType) and depth < 10 and compiled_by_magic(
-                c, runtime, depth + 1):
+        if (
+            isinstance(c, types.CodeType)
+            and depth < 10
+            and compiled_by_magic(c, runtime, depth + 1)
+        ):
             return True
     return False
 
@@ -360,8 +422,10 @@ class _Walker:
         return cls is tuple and any(self._holds_node(e) for e in k)
 
     def _tuple(self, v, cls, path, depth):
-        items = [e if type(e) in _ATOMS else self.value(e, (path, "[]", i), depth)
-                 for i, e in enumerate(v)]
+        items = [
+            e if type(e) in _ATOMS else self.value(e, (path, "[]", i), depth)
+            for i, e in enumerate(v)
+        ]
         if all(a is b for a, b in zip(items, v)):
             return v
         if cls is tuple:

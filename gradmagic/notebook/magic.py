@@ -13,6 +13,7 @@ uses the same two functions, so a graded cell computes what the magic would.
 
 Load it with ``%load_ext gradmagic``; ``%unload_ext gradmagic`` removes it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,20 @@ from ..analysis.options import Options, option_specs
 from ..analysis.trace import Trace
 from ..views import display
 
-__all__ = ["AutogradMagics", "NoTarget", "Prepared", "prepare", "execute", "find_target",
-           "parse_expect", "parse_options", "options_from", "Options", "load", "unload"]
+__all__ = [
+    "AutogradMagics",
+    "NoTarget",
+    "Prepared",
+    "prepare",
+    "execute",
+    "find_target",
+    "parse_expect",
+    "parse_options",
+    "options_from",
+    "Options",
+    "load",
+    "unload",
+]
 
 
 def _option_arguments(magic):
@@ -57,8 +70,11 @@ def _option_arguments(magic):
             kwargs = {"action": "store_true"}
         else:
             kwargs = {"type": spec.type, "default": spec.default}
-            kwargs.update((key, value) for key, value in (("metavar", spec.metavar),
-                                                          ("choices", spec.choices)) if value)
+            kwargs.update(
+                (key, value)
+                for key, value in (("metavar", spec.metavar), ("choices", spec.choices))
+                if value
+            )
         shown = spec.default not in (None, False) and not spec.help.startswith("(default")
         text = spec.help + (f" (default {_shown(spec.default)})" if shown else "")
         magic = argument(*spec.flags, help=text, **kwargs)(magic)
@@ -75,8 +91,7 @@ class AutogradMagics(Magics):
 
     @magic_arguments()
     @_option_arguments  # the Options fields: each option is declared there once
-    @argument("expression", nargs="*",
-              help="line form only: the expression to differentiate")
+    @argument("expression", nargs="*", help="line form only: the expression to differentiate")
     @no_var_expand  # the line is Python (%autograd {'a': x}['a'] * 2), as %time's is
     @line_cell_magic
     def autograd(self, line, cell=None):
@@ -102,24 +117,31 @@ class AutogradMagics(Magics):
             option_text, source = _split_line(line)
             args = self._parse(option_text)
             if not source:
-                raise UsageError("%autograd needs an expression to differentiate, "
-                                 f"e.g. %autograd a*b + c\n\n{_help()}")
+                raise UsageError(
+                    "%autograd needs an expression to differentiate, "
+                    f"e.g. %autograd a*b + c\n\n{_help()}"
+                )
             header = f"%autograd {line}".rstrip()
         else:
             args = self._parse(line)
             if args.expression:
-                raise UsageError(f"unexpected text after the options of %%autograd: "
-                                 f"{' '.join(args.expression)!r}\n\n{_help()}")
+                raise UsageError(
+                    f"unexpected text after the options of %%autograd: "
+                    f"{' '.join(args.expression)!r}\n\n{_help()}"
+                )
             source, header = cell, f"%%autograd {line}".rstrip()
         options = self._options(args)
         raw = self._raw_cell()
         whole_cell = raw is not None and (
-            raw.startswith("%%autograd") if cell is not None
-            else raw.startswith("%autograd") and "\n" not in raw)
+            raw.startswith("%%autograd")
+            if cell is not None
+            else raw.startswith("%autograd") and "\n" not in raw
+        )
         if whole_cell:  # show the first line exactly as typed
             header = raw.partition("\n")[0]
-        result = self._run(source, header, options, cell_form=cell is not None,
-                           whole_cell=whole_cell)
+        result = self._run(
+            source, header, options, cell_form=cell is not None, whole_cell=whole_cell
+        )
         # a cell ending with ";" shows nothing, as a plain one (IPython's own check of this
         # raises on a cell that does not tokenize)
         return None if _ends_with_semicolon(source) else result
@@ -153,8 +175,7 @@ class AutogradMagics(Magics):
         return options_from(args, self.shell.user_ns)
 
     # ------------------------------------------------------------------ running
-    def _run(self, source: str, header: str, options: Options, cell_form: bool,
-             whole_cell: bool):
+    def _run(self, source: str, header: str, options: Options, cell_form: bool, whole_cell: bool):
         __tracebackhide__ = True
         session.last = None
         shell = self.shell
@@ -167,8 +188,13 @@ class AutogradMagics(Magics):
         if torchcell.wants_torch(python, shell.user_ns):  # torch is the engine: run it plain
             return self._run_torch(python, source, filename, first_line, options, whole_cell)
         try:
-            cell = prepare(python, shell.user_ns, filename=filename,
-                           first_line=first_line, compiler=shell.compile)
+            cell = prepare(
+                python,
+                shell.user_ns,
+                filename=filename,
+                first_line=first_line,
+                compiler=shell.compile,
+            )
             cell = dataclasses.replace(cell, source=source)  # the trace keeps the user's text
         except (SyntaxError, ValueError) as e:
             if isinstance(e, SyntaxError) and not cell_form:
@@ -189,9 +215,16 @@ class AutogradMagics(Magics):
         """A PyTorch cell, run unchanged and recorded (see :mod:`gradmagic.notebook.torchcell`)."""
         __tracebackhide__ = True
         try:
-            run = torchcell.run(python, self.shell.user_ns, options, filename=filename,
-                                first_line=first_line, compiler=self.shell.compile,
-                                global_ns=self.shell.user_global_ns, source_text=source)
+            run = torchcell.run(
+                python,
+                self.shell.user_ns,
+                options,
+                filename=filename,
+                first_line=first_line,
+                compiler=self.shell.compile,
+                global_ns=self.shell.user_global_ns,
+                source_text=source,
+            )
         except torchcell.NoTensorTarget as e:
             if not options.quiet:
                 print(f"%%autograd: {e}")
@@ -229,6 +262,7 @@ def _ends_with_semicolon(source: str) -> bool:
     """True if the last token of ``source`` (comments aside) is ``;``."""
     import io
     import tokenize
+
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError):  # the cell's own SyntaxError is shown already
@@ -273,9 +307,15 @@ def _plain_python(shell, text: str) -> bool:
     ``/``) and lines of spaces (which they empty). Anything else takes the
     transforms, which cost 0.1-0.2 ms a cell.
     """
-    if (_DEFAULT_TRANSFORMS is None or "\n" not in text.rstrip("\n") or text[:1].isspace()
-            or any(c in text for c in "%!?") or ">>>" in text or "..." in text
-            or "In [" in text):
+    if (
+        _DEFAULT_TRANSFORMS is None
+        or "\n" not in text.rstrip("\n")
+        or text[:1].isspace()
+        or any(c in text for c in "%!?")
+        or ">>>" in text
+        or "..." in text
+        or "In [" in text
+    ):
         return False
     if any(line.lstrip()[:1] in _ESCAPES for line in text.splitlines()):
         return False
@@ -285,10 +325,12 @@ def _plain_python(shell, text: str) -> bool:
     if shell.input_transformers_post or type(manager) is not _DEFAULT_TRANSFORMS[0]:
         return False
     cleanup = manager.cleanup_transforms
-    return (list(map(type, cleanup)) == _DEFAULT_TRANSFORMS[1]
-            and cleanup[:2] == _DEFAULT_TRANSFORMS[2]
-            and manager.line_transforms == _DEFAULT_TRANSFORMS[3]
-            and manager.token_transformers == _DEFAULT_TRANSFORMS[4])
+    return (
+        list(map(type, cleanup)) == _DEFAULT_TRANSFORMS[1]
+        and cleanup[:2] == _DEFAULT_TRANSFORMS[2]
+        and manager.line_transforms == _DEFAULT_TRANSFORMS[3]
+        and manager.token_transformers == _DEFAULT_TRANSFORMS[4]
+    )
 
 
 _ESCAPES = frozenset(",;/")
@@ -300,10 +342,15 @@ def _default_transforms():
     transformers) of IPython's own input transforms; None if this IPython has other ones."""
     try:
         from IPython.core import inputtransformer2 as it
+
         default = it.TransformerManager()
-        return (it.TransformerManager, list(map(type, default.cleanup_transforms)),
-                default.cleanup_transforms[:2], list(default.line_transforms),
-                list(default.token_transformers))
+        return (
+            it.TransformerManager,
+            list(map(type, default.cleanup_transforms)),
+            default.cleanup_transforms[:2],
+            list(default.line_transforms),
+            list(default.token_transformers),
+        )
     except Exception:  # noqa: BLE001 - another IPython: always run its transforms
         return None
 
@@ -364,8 +411,9 @@ class Prepared:
     filename: str
 
 
-def prepare(source: str, ns, *, filename: str = "<cell>", first_line: int = 1,
-            compiler=compile) -> Prepared:
+def prepare(
+    source: str, ns, *, filename: str = "<cell>", first_line: int = 1, compiler=compile
+) -> Prepared:
     """Rewrite ``source`` for the namespace ``ns`` and compile it.
 
     ``compiler`` is the shell's caching compiler in the magic (so tracebacks
@@ -378,17 +426,29 @@ def prepare(source: str, ns, *, filename: str = "<cell>", first_line: int = 1,
     so it warns again, as a plain cell does.
     """
     plain, math_names = namespace_names(ns)
-    key = (source, first_line, frozenset(plain), frozenset(math_names),
-           compiler is compile, getattr(compiler, "flags", None))
+    key = (
+        source,
+        first_line,
+        frozenset(plain),
+        frozenset(math_names),
+        compiler is compile,
+        getattr(compiler, "flags", None),
+    )
     kept = _PREPARED.get(key)
     if kept is not None:
         _PREPARED.move_to_end(key)
         rw, code, final = kept
-        return Prepared(source, rw, _refile(code, filename),
-                        final and _refile(final, filename), filename)
+        return Prepared(
+            source, rw, _refile(code, filename), final and _refile(final, filename), filename
+        )
     with warnings.catch_warnings(record=True) as caught:  # the filters in force still apply
-        rw = rewrite(source, filename=filename, first_line=first_line,
-                     plain_names=plain, math_names=math_names)
+        rw = rewrite(
+            source,
+            filename=filename,
+            first_line=first_line,
+            plain_names=plain,
+            math_names=math_names,
+        )
         code = _link(_compile(compiler, rw.module, filename, "exec"))
         final = rw.final and _link(_compile(compiler, rw.final, filename, "eval"))
     for w in caught:  # shown as they would have been
@@ -409,8 +469,9 @@ def _refile(code: types.CodeType, filename: str) -> types.CodeType:
     ``filename``: tracebacks and the runtime's recording find the cell by that name."""
     if code.co_filename == filename:
         return code
-    consts = tuple(_refile(c, filename) if isinstance(c, types.CodeType) else c
-                   for c in code.co_consts)
+    consts = tuple(
+        _refile(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
     return code.replace(co_filename=filename, co_consts=consts)
 
 
@@ -452,6 +513,7 @@ def _await(coroutine):
         asyncio.get_running_loop()
     except RuntimeError:
         from IPython.core.async_helpers import get_asyncio_loop
+
         return get_asyncio_loop().run_until_complete(coroutine)
     box = {}
 
@@ -460,6 +522,7 @@ def _await(coroutine):
             box["value"] = asyncio.run(coroutine)
         except BaseException as e:  # handed to the cell's thread
             box["error"] = e
+
     worker = threading.Thread(target=work, name="gradmagic-await", daemon=True)
     worker.start()
     worker.join()
@@ -472,8 +535,9 @@ def _await(coroutine):
     return box["value"]
 
 
-def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
-            global_ns=None) -> Trace:
+def execute(
+    cell: Prepared, ns, options: Options | Mapping | None = None, *, global_ns=None
+) -> Trace:
     """Run a prepared cell in ``ns``, call ``backward()`` on its target, return the Trace.
 
     This is the whole run of ``%%autograd`` without any display; the magic and
@@ -506,8 +570,13 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
         if outside and e.args:
             e.args = (f"{e.args[0]}; {outside[0]}",)
         boundary.restore(lifter)
-        settled = boundary.settle(ns, made=_made(run, lifted, reached),
-                                  bound=_bound(ns, before, lifted), reach=reach, value=value)
+        settled = boundary.settle(
+            ns,
+            made=_made(run, lifted, reached),
+            bound=_bound(ns, before, lifted),
+            reach=reach,
+            value=value,
+        )
         e.value, e.shown = settled.value, cell.final is not None and options.target is None
         if run is not None and run.cuts and e.args:
             e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
@@ -515,8 +584,9 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     except BaseException:  # an error: no graph to look at, the names hold plain values
         unfollow(followed)
         boundary.restore(lifter)
-        boundary.settle(ns, made=_made(run, lifted, reached),
-                        bound=_bound(ns, before, lifted), reach=reach)
+        boundary.settle(
+            ns, made=_made(run, lifted, reached), bound=_bound(ns, before, lifted), reach=reach
+        )
         raise
     unfollow(followed)
     relabel(ns)
@@ -526,17 +596,28 @@ def execute(cell: Prepared, ns, options: Options | Mapping | None = None, *,
     named = bindings(ns)
     lifted_named = boundary.name_lifted(lifter, walk, ns)
     boundary.restore(lifter)
-    settled = boundary.settle(ns, made=_made(run, lifted, reached),
-                              bound=_bound(ns, before, lifted), reach=reach, walk=walk)
+    settled = boundary.settle(
+        ns,
+        made=_made(run, lifted, reached),
+        bound=_bound(ns, before, lifted),
+        reach=reach,
+        walk=walk,
+    )
     if settled.named or lifted_named:  # leaves named by the path that reaches them
         walk.named = sorted(set(walk.named).union(settled.named, lifted_named))
     engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     converted = state.float_conversions - floats
-    trace = Trace(target, walk=walk, bindings=named,
-                  branch_events=state.branch_events - branches,
-                  float_conversions=converted + len(run.cuts), source=cell.source,
-                  options=options, warnings=cut_warnings(run.cuts, converted)
-                  + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes))
+    trace = Trace(
+        target,
+        walk=walk,
+        bindings=named,
+        branch_events=state.branch_events - branches,
+        float_conversions=converted + len(run.cuts),
+        source=cell.source,
+        options=options,
+        warnings=cut_warnings(run.cuts, converted)
+        + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes),
+    )
     trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
     boundary.release(settled)
     return trace
@@ -582,13 +663,19 @@ def _rewritten(f, plain, math_names):
     """``f``'s code rewritten as a magic cell's is, or False where that cannot be done."""
     import inspect
     import textwrap
+
     code = f.__code__
     if code.co_name == "<lambda>":
         return False
     try:
         source = textwrap.dedent(inspect.getsource(f))
-        rw = rewrite(source, filename=code.co_filename, first_line=code.co_firstlineno,
-                     plain_names=plain, math_names=math_names)
+        rw = rewrite(
+            source,
+            filename=code.co_filename,
+            first_line=code.co_firstlineno,
+            plain_names=plain,
+            math_names=math_names,
+        )
         module = compile(rw.module, code.co_filename, "exec", dont_inherit=True)
     except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
         return False
@@ -611,8 +698,11 @@ the magic compiled the call."""
 def _cuts_text(cuts) -> str:
     """Where the cell's numbers left the graph, as a clause: "numbers left the graph at
     line 3 (math.exp took 'W' as a plain number)"."""
-    places = list(dict.fromkeys(
-        (f"line {line} ({message})" if line is not None else message) for line, message in cuts))
+    places = list(
+        dict.fromkeys(
+            (f"line {line} ({message})" if line is not None else message) for line, message in cuts
+        )
+    )
     more = f" and {len(places) - 3} more places" if len(places) > 3 else ""
     return "numbers left the graph at " + "; ".join(places[:3]) + more
 
@@ -648,14 +738,19 @@ def find_target(rw: Rewritten, name, value, ns):
     elif rw.target is not None:
         value, what = ns.get(rw.target), rw.target
     else:
-        raise NoTarget("the cell does not end with an expression or an assignment; "
-                       "end it with one, or name the target with -t NAME")
+        raise NoTarget(
+            "the cell does not end with an expression or an assignment; "
+            "end it with one, or name the target with -t NAME"
+        )
     if not _runtime.is_node(value):
-        raise NoTarget(f"{what} is {_describe(value)}, not a Value, so there is "
-                       "nothing to differentiate")
+        raise NoTarget(
+            f"{what} is {_describe(value)}, not a Value, so there is nothing to differentiate"
+        )
     if isinstance(value.data, np.ndarray) and value.data.size != 1:
-        raise NoTarget(f"{what} is a tensor of shape {value.data.shape}; reduce it "
-                       "to one number (.sum(), .mean()) to differentiate it")
+        raise NoTarget(
+            f"{what} is a tensor of shape {value.data.shape}; reduce it "
+            "to one number (.sum(), .mean()) to differentiate it"
+        )
     return value
 
 
@@ -663,9 +758,13 @@ def find_target(rw: Rewritten, name, value, ns):
 def _link(code: types.CodeType) -> types.CodeType:
     """``code`` with the :data:`~gradmagic.notebook.rewrite.RUNTIME` placeholder made the runtime module."""
     consts = tuple(
-        _runtime if type(c) is str and c == RUNTIME
-        else _link(c) if isinstance(c, types.CodeType) else c
-        for c in code.co_consts)
+        _runtime
+        if type(c) is str and c == RUNTIME
+        else _link(c)
+        if isinstance(c, types.CodeType)
+        else c
+        for c in code.co_consts
+    )
     return code.replace(co_consts=consts)
 
 
@@ -729,15 +828,18 @@ def lift(ns, names) -> dict:
 def relabel(ns) -> None:
     """Label each node bound to a name with it, unless its label is a name bound to it."""
     for name, v in list(ns.items()):
-        if (not name.startswith("_") and _runtime.is_node(v) and v.label != name
-                and ns.get(v.label) is not v):
+        if (
+            not name.startswith("_")
+            and _runtime.is_node(v)
+            and v.label != name
+            and ns.get(v.label) is not v
+        ):
             v.label = name
 
 
 def bindings(ns) -> dict:
     """Name → node for every node bound in the namespace."""
-    return {name: v for name, v in ns.items()
-            if not name.startswith("_") and _runtime.is_node(v)}
+    return {name: v for name, v in ns.items() if not name.startswith("_") and _runtime.is_node(v)}
 
 
 def cut_warnings(cuts, converted: int) -> list[str]:
@@ -755,14 +857,24 @@ def cut_warnings(cuts, converted: int) -> list[str]:
         warnings.append(
             "a Value or Tensor was converted to plain numbers by code outside the graph "
             "(e.g. a library function or storing into a numpy float array), so no gradient "
-            f"flows through those numbers{times}")
+            f"flows through those numbers{times}"
+        )
     return warnings
 
 
-INTERNALS = frozenset(f"gradmagic.{name}" for name in
-                      ("notebook.runtime", "core.engine", "core.ops", "core.tensor",
-                       "core.tensor_ops", "core.array", "notebook.torchcell",
-                       "analysis.torchrun"))
+INTERNALS = frozenset(
+    f"gradmagic.{name}"
+    for name in (
+        "notebook.runtime",
+        "core.engine",
+        "core.ops",
+        "core.tensor",
+        "core.tensor_ops",
+        "core.array",
+        "notebook.torchcell",
+        "analysis.torchrun",
+    )
+)
 """Modules whose frames a traceback leaves out: an error in a Value or Tensor op
 shows the user's line and the message, as an error inside numpy does."""
 
@@ -825,8 +937,11 @@ def _split_line(line: str) -> tuple[str, str]:
         if m is None:
             break
         word = m.group(1)
-        if word in _FLAGS or (word.startswith("--") and "=" in word) or (
-                word.startswith("--") and word[2:3].isalpha() and word not in _VALUED):
+        if (
+            word in _FLAGS
+            or (word.startswith("--") and "=" in word)
+            or (word.startswith("--") and word[2:3].isalpha() and word not in _VALUED)
+        ):
             pos = m.end()
         elif word in _VALUED:
             value = _TOKEN.match(line, m.end())
@@ -892,8 +1007,15 @@ def _expected_number(x):
             raise ValueError(f"{x[:20]!r}... is not a number (at most 200 characters)")
         try:
             return float(_arithmetic(ast.parse(x, mode="eval").body))
-        except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError,
-                MemoryError, RecursionError):
+        except (
+            SyntaxError,
+            ValueError,
+            TypeError,
+            ZeroDivisionError,
+            OverflowError,
+            MemoryError,
+            RecursionError,
+        ):
             pass
     raise ValueError(f"{_short(x)} is not a number")
 
@@ -905,9 +1027,15 @@ def _short(x) -> str:
 
 def _arithmetic(node):
     """The value of a tree of numbers and + - * / ** (nothing else is evaluated)."""
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.Pow: operator.pow,
-           ast.USub: operator.neg, ast.UAdd: operator.pos}
+    ops = {
+        ast.Add: operator.add,
+        ast.Sub: operator.sub,
+        ast.Mult: operator.mul,
+        ast.Div: operator.truediv,
+        ast.Pow: operator.pow,
+        ast.USub: operator.neg,
+        ast.UAdd: operator.pos,
+    }
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return float(node.value)  # floats, so 9**9**9 overflows instead of running on
     if isinstance(node, ast.UnaryOp) and type(node.op) in ops:

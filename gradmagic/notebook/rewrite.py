@@ -49,6 +49,7 @@ code by the :mod:`gradmagic.notebook.runtime` module, so no helper name ever ent
 user's namespace. Every new node carries the line of the user's code it came
 from, so tracebacks show the user's own lines.
 """
+
 from __future__ import annotations
 
 import ast
@@ -68,15 +69,66 @@ table and the runtime's composites (:data:`gradmagic.notebook.runtime.DISPATCHED
 
 _BUILTIN_MATH = frozenset({"float", "pow", "isinstance"})  # builtins dispatched by name
 _DISPLAY = frozenset({"print", "repr", "str", "format", "ascii", "display"})
-_INT_BUILTINS = frozenset({"range", "enumerate", "chr", "hex", "oct", "bin", "slice",
-                           "bytes", "bytearray", "int", "complex"})
-_PLAIN_BUILTINS = frozenset({
-    "len", "isinstance", "issubclass", "getattr", "setattr", "hasattr", "delattr",
-    "iter", "next", "zip", "map", "filter", "sorted", "reversed", "all", "any", "type",
-    "open", "id", "hash", "ord", "bool", "super", "vars", "dir", "callable", "input",
-    "globals", "locals", "exec", "eval", "compile", "object", "property",
-    "staticmethod", "classmethod", "memoryview", "breakpoint", "dict", "set",
-    "frozenset"})
+_INT_BUILTINS = frozenset(
+    {
+        "range",
+        "enumerate",
+        "chr",
+        "hex",
+        "oct",
+        "bin",
+        "slice",
+        "bytes",
+        "bytearray",
+        "int",
+        "complex",
+    }
+)
+_PLAIN_BUILTINS = frozenset(
+    {
+        "len",
+        "isinstance",
+        "issubclass",
+        "getattr",
+        "setattr",
+        "hasattr",
+        "delattr",
+        "iter",
+        "next",
+        "zip",
+        "map",
+        "filter",
+        "sorted",
+        "reversed",
+        "all",
+        "any",
+        "type",
+        "open",
+        "id",
+        "hash",
+        "ord",
+        "bool",
+        "super",
+        "vars",
+        "dir",
+        "callable",
+        "input",
+        "globals",
+        "locals",
+        "exec",
+        "eval",
+        "compile",
+        "object",
+        "property",
+        "staticmethod",
+        "classmethod",
+        "memoryview",
+        "breakpoint",
+        "dict",
+        "set",
+        "frozenset",
+    }
+)
 
 _BITWISE = (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
 
@@ -101,8 +153,9 @@ class Rewritten:
     names: frozenset = frozenset()  # every name the cell mentions (read, bound or deleted)
 
 
-def rewrite(source: str, *, filename: str = "<cell>", first_line: int = 1,
-            plain_names=(), math_names=()) -> Rewritten:
+def rewrite(
+    source: str, *, filename: str = "<cell>", first_line: int = 1, plain_names=(), math_names=()
+) -> Rewritten:
     """Rewrite ``source`` (see the module docstring); raises ``SyntaxError``.
 
     ``first_line`` is the line number of the source's first line (2 for the
@@ -138,9 +191,20 @@ class _Facts:
     imported: set  # names the cell's from-imports bind (a float among them becomes a node)
 
 
-_FACT_NODES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
-                         ast.ImportFrom, ast.keyword, ast.Assign, ast.AugAssign,
-                         ast.AnnAssign, ast.Delete})
+_FACT_NODES = frozenset(
+    {
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.ClassDef,
+        ast.Import,
+        ast.ImportFrom,
+        ast.keyword,
+        ast.Assign,
+        ast.AugAssign,
+        ast.AnnAssign,
+        ast.Delete,
+    }
+)
 
 
 def _facts(tree, plain: set, math: set) -> _Facts:
@@ -205,7 +269,7 @@ def _is_library(func, plain, defined) -> bool:
 
 
 def _is_number(node) -> bool:
-    return (isinstance(node, ast.Constant) and type(node.value) in (int, float))
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def _is_float(node) -> bool:
@@ -232,7 +296,8 @@ def _constant_tuple(node) -> bool:
 
 def _is_text(node) -> bool:
     return isinstance(node, ast.JoinedStr) or (
-        isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)))
+        isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))
+    )
 
 
 def _is_sequence_display(node) -> bool:
@@ -283,8 +348,7 @@ def _local_names(node) -> set:
             names.add(n.name)
             stack.extend(n.decorator_list)
             continue  # a nested scope
-        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
-                            ast.GeneratorExp)):
+        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             continue
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).partition(".")[0] for a in n.names)
@@ -308,8 +372,9 @@ def _at(like, node):
 
 def _runtime(helper: str, *args, like):
     """``RUNTIME.helper(*args)``, placed (with any new argument) at ``like``'s position."""
-    func = _at(like, ast.Attribute(value=_at(like, ast.Constant(RUNTIME)), attr=helper,
-                                   ctx=ast.Load()))
+    func = _at(
+        like, ast.Attribute(value=_at(like, ast.Constant(RUNTIME)), attr=helper, ctx=ast.Load())
+    )
     args = [a if hasattr(a, "lineno") else _at(like, a) for a in args]
     return _at(like, ast.Call(func=func, args=args, keywords=[]))
 
@@ -423,8 +488,11 @@ class _Rewriter(ast.NodeTransformer):
     def _operand(self, node, other):
         """An arithmetic operand: a literal stays plain beside a non-literal."""
         folded = node
-        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd))
-                and _is_number(node.operand)):
+        if (
+            isinstance(node, ast.UnaryOp)
+            and isinstance(node.op, (ast.USub, ast.UAdd))
+            and _is_number(node.operand)
+        ):
             folded = node.operand
         if _is_number(folded) and not _is_number(other):
             return self._visit(node, plain=True)
@@ -454,7 +522,8 @@ class _Rewriter(ast.NodeTransformer):
         """A repeat count or an integer argument: plain, int Values as ints."""
         node = self._plain(node)
         if isinstance(node, ast.Constant) or (
-                isinstance(node, ast.BinOp) and isinstance(node.op, _BITWISE)):
+            isinstance(node, ast.BinOp) and isinstance(node.op, _BITWISE)
+        ):
             return node
         return _runtime("ints", node, like=node)
 
@@ -470,6 +539,7 @@ class _Rewriter(ast.NodeTransformer):
             if isinstance(n, ast.Name):
                 return self._visit(n, read=False)
             return self._operand(n, ast.Name("_", ast.Load()))
+
         node.left = side(node.left)
         node.comparators = [side(c) for c in node.comparators]
         return node
@@ -506,8 +576,10 @@ class _Rewriter(ast.NodeTransformer):
     def visit_List(self, node):
         # a tuple of constants inside a list or tuple is one constant that Python makes
         # once ([(1, 0), (1, 0)] holds one tuple twice): left as it is, its numbers plain
-        node.elts = [e if isinstance(e, ast.Tuple) and _constant_tuple(e) else self.visit(e)
-                     for e in node.elts]
+        node.elts = [
+            e if isinstance(e, ast.Tuple) and _constant_tuple(e) else self.visit(e)
+            for e in node.elts
+        ]
         return node
 
     visit_Tuple = visit_List
@@ -529,8 +601,9 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_NamedExpr(self, node):
-        node.value = _runtime("lab", self.visit(node.value), ast.Constant(node.target.id),
-                              like=node.value)
+        node.value = _runtime(
+            "lab", self.visit(node.value), ast.Constant(node.target.id), like=node.value
+        )
         return node
 
     def visit_Lambda(self, node):
@@ -579,8 +652,9 @@ class _Rewriter(ast.NodeTransformer):
         node.func = self._callee(node.func)
         if kind == _VALUES and isinstance(node.func, ast.Name) and node.func.id == "round":
             # round(x, 2): x as usual, the digits a plain int
-            node.args = [self.visit(a) if i == 0 else self._count(a)
-                         for i, a in enumerate(node.args)]
+            node.args = [
+                self.visit(a) if i == 0 else self._count(a) for i, a in enumerate(node.args)
+            ]
             for k in node.keywords:
                 k.value = self._count(k.value) if k.arg == "ndigits" else self.visit(k.value)
         elif kind == _VALUES:
@@ -593,8 +667,12 @@ class _Rewriter(ast.NodeTransformer):
         elif kind == _PLAIN:  # literals stay plain; names read here are read (lifted)
             node.args = [self._visit(a, plain=True) for a in node.args]
             node.keywords = [self._visit(k, plain=True) for k in node.keywords]
-            if (isinstance(node.func, ast.Name) and node.func.id == "type"
-                    and len(node.args) == 1 and not node.keywords):
+            if (
+                isinstance(node.func, ast.Name)
+                and node.func.id == "type"
+                and len(node.args) == 1
+                and not node.keywords
+            ):
                 # type(x) names Python's type for a number node (float, not a subclass)
                 node.func = _runtime("type_of", like=node).func
         else:  # a library call: plain literals, names lifted, adapted at run time
@@ -612,11 +690,19 @@ class _Rewriter(ast.NodeTransformer):
         prepare.keywords = node.keywords
 
         def slot(name):
-            return _at(node, ast.Attribute(value=_at(node, ast.Constant(RUNTIME)), attr=name,
-                                           ctx=ast.Load()))
-        made = _at(node, ast.Call(func=slot("F"), args=[_at(node, ast.Starred(slot("A"),
-                                                                               ast.Load()))],
-                                  keywords=[_at(node, ast.keyword(arg=None, value=slot("K")))]))
+            return _at(
+                node,
+                ast.Attribute(value=_at(node, ast.Constant(RUNTIME)), attr=name, ctx=ast.Load()),
+            )
+
+        made = _at(
+            node,
+            ast.Call(
+                func=slot("F"),
+                args=[_at(node, ast.Starred(slot("A"), ast.Load()))],
+                keywords=[_at(node, ast.keyword(arg=None, value=slot("K")))],
+            ),
+        )
         return _runtime("done", prepare, made, like=node)
 
     def _adapt_args(self, node, adapt):
@@ -636,8 +722,7 @@ class _Rewriter(ast.NodeTransformer):
         stores = all(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets)
         if stores and all(self._is_library_object(_root(t)) for t in node.targets):
             # B[1] = x into an array: the number only (counted as a conversion)
-            node.value = _runtime("stored", self._visit(node.value, plain=True),
-                                  like=node.value)
+            node.value = _runtime("stored", self._visit(node.value, plain=True), like=node.value)
         else:
             node.value = self.visit(node.value)
         names = [n for t in node.targets for n in _target_names(t)]
@@ -649,19 +734,21 @@ class _Rewriter(ast.NodeTransformer):
                 helper = "leaf"
             else:
                 helper = "lab"
-            node.value = _runtime(helper, node.value, ast.Constant(names[0]),
-                                  like=node.value)
+            node.value = _runtime(helper, node.value, ast.Constant(names[0]), like=node.value)
             return node
         return [node] + [_label(n, node) for n in dict.fromkeys(names)]
 
     def _is_library_object(self, node) -> bool:
-        return (isinstance(node, ast.Name) and node.id in self.plain
-                and node.id not in self.defined)
+        return isinstance(node, ast.Name) and node.id in self.plain and node.id not in self.defined
 
     def _from_library(self, value) -> bool:
-        return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-                and isinstance(value.func.value, ast.Constant)
-                and value.func.value.value == RUNTIME and value.func.attr == "done")
+        return (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Constant)
+            and value.func.value.value == RUNTIME
+            and value.func.attr == "done"
+        )
 
     def visit_AnnAssign(self, node):
         if node.value is None:
@@ -669,8 +756,7 @@ class _Rewriter(ast.NodeTransformer):
         node.value = self.visit(node.value)
         node.target = self.visit(node.target)
         if isinstance(node.target, ast.Name):
-            node.value = _runtime("lab", node.value, ast.Constant(node.target.id),
-                                  like=node.value)
+            node.value = _runtime("lab", node.value, ast.Constant(node.target.id), like=node.value)
         return node
 
     def visit_AugAssign(self, node):
@@ -683,8 +769,11 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_For(self, node):
         node = self.generic_visit(node)
-        if not (isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name)
-                and node.iter.func.id == "range"):
+        if not (
+            isinstance(node.iter, ast.Call)
+            and isinstance(node.iter.func, ast.Name)
+            and node.iter.func.id == "range"
+        ):
             labels = [_label(n, node.target) for n in _target_names(node.target)]
             node.body[:0] = labels
         return node
@@ -723,4 +812,3 @@ class _Rewriter(ast.NodeTransformer):
         node.guard = self.visit(node.guard) if node.guard is not None else None
         node.body = self._statements(node.body)
         return node
-

@@ -12,6 +12,7 @@ turned into a plain number by a function with no gradient rule (``math.atan``,
 ``np.array([a, b])``): the magic reports them instead of cutting the graph
 silently.
 """
+
 from __future__ import annotations
 
 # bound here, so a cell that rebinds builtins.float (or int, isinstance, type) changes its own
@@ -35,10 +36,25 @@ from ..core.array import Array, Scalar64, array_leaf
 from ..core.tensor import Tensor
 from ..core.tensor import has_rule as tensor_has_rule
 
-__all__ = ["lit", "lab", "leaf", "changing", "shown", "stored", "ints", "call", "go", "done",
-           "num", "fn", "type_of",
-           "recording",
-           "recording_now", "is_node", "new_leaf"]
+__all__ = [
+    "lit",
+    "lab",
+    "leaf",
+    "changing",
+    "shown",
+    "stored",
+    "ints",
+    "call",
+    "go",
+    "done",
+    "num",
+    "fn",
+    "type_of",
+    "recording",
+    "recording_now",
+    "is_node",
+    "new_leaf",
+]
 
 
 # --------------------------------------------------------------------------- nodes
@@ -103,8 +119,10 @@ def changing(v, name: str):
     a plain copy of its numbers, and the cut is recorded.
     """
     if type(v) is Tensor:
-        _record(f"{name} is changed in place in this cell, which a Tensor cannot be: it "
-                "holds a plain copy of the numbers")
+        _record(
+            f"{name} is changed in place in this cell, which a Tensor cannot be: it "
+            "holds a plain copy of the numbers"
+        )
         return v.data.copy()
     return lab(v, name)
 
@@ -266,8 +284,11 @@ def go(f, /, *args, **kwargs):
     """
     global F, A, K
     token = None
-    if _run is not None and _array.takes_nodes(f) and (_has_float_node(args)
-                                                       or _has_float_node(kwargs.values())):
+    if (
+        _run is not None
+        and _array.takes_nodes(f)
+        and (_has_float_node(args) or _has_float_node(kwargs.values()))
+    ):
         # numpy would read number nodes (and lists of nodes) as plain numbers: numpy's own
         # result, as a node of the graph
         F, A, K = _array.numpy_with_nodes(f), [_ints_deep(a) for a in args], kwargs
@@ -353,8 +374,11 @@ def done(token, result):
         result_node = result
     if unlinked and any(type(n) is not Int for n in nodes):
         who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
-        _record(f"{_describe(f)} computes outside the graph: {who} entered it as plain "
-                "numbers", result_node, _describe(f))
+        _record(
+            f"{_describe(f)} computes outside the graph: {who} entered it as plain numbers",
+            result_node,
+            _describe(f),
+        )
     elif made is not None:  # computed from what a cut made: marked as made by that cut
         if unlinked or ((kind is Tensor or kind is Array) and result._a is None):
             _mark(result, *made)
@@ -420,8 +444,17 @@ def _flat(xs):
             yield x
 
 
-_ARRAY_MAKERS = frozenset({np.array, np.asarray, np.asanyarray, np.ascontiguousarray,
-                           np.asfortranarray, np.require, np.asarray_chkfinite})
+_ARRAY_MAKERS = frozenset(
+    {
+        np.array,
+        np.asarray,
+        np.asanyarray,
+        np.ascontiguousarray,
+        np.asfortranarray,
+        np.require,
+        np.asarray_chkfinite,
+    }
+)
 """``np.array(T)`` gives a graph-keeping copy of a Tensor, ``np.asarray(T)`` the Tensor; on an
 array node, what numpy would give (the node itself where numpy gives the array back)."""
 
@@ -450,17 +483,41 @@ _TENSOR_MAKERS = frozenset({np.array, np.asarray, np.asanyarray})
 
 def _array_of_one_tensor(f, args, kwargs) -> bool:
     """True for ``np.array(T)``, ``np.asarray(T, float)``...: a maker that keeps the graph."""
-    if (f not in _TENSOR_MAKERS or type(args[0]) is not Tensor or len(args) > 2
-            or set(kwargs) - {"dtype"}):
+    if (
+        f not in _TENSOR_MAKERS
+        or type(args[0]) is not Tensor
+        or len(args) > 2
+        or set(kwargs) - {"dtype"}
+    ):
         return False
     dtype = args[1] if len(args) == 2 else kwargs.get("dtype")
     return dtype is None or np.dtype(dtype) == np.float64
 
 
-_GRAPH_FUNCTIONS = frozenset({
-    np.sum, np.mean, np.prod, np.dot, np.inner, np.outer, np.vdot, np.max, np.min,
-    np.amax, np.amin, np.clip, np.where, np.cumsum, np.cumprod, np.average, np.trace,
-    np.diff, np.sort, np.median})
+_GRAPH_FUNCTIONS = frozenset(
+    {
+        np.sum,
+        np.mean,
+        np.prod,
+        np.dot,
+        np.inner,
+        np.outer,
+        np.vdot,
+        np.max,
+        np.min,
+        np.amax,
+        np.amin,
+        np.clip,
+        np.where,
+        np.cumsum,
+        np.cumprod,
+        np.average,
+        np.trace,
+        np.diff,
+        np.sort,
+        np.median,
+    }
+)
 """Numpy functions that compute with Values (object arrays) and keep the graph."""
 
 
@@ -562,6 +619,7 @@ def _keeps(build, tensors: bool = True):
     Tensor argument goes to :func:`_on_tensor` if ``tensors``; without it
     (``float(T)``), ``f`` converts it as in plain Python.
     """
+
     def wrap(f):
         plain = _warning_at_caller(f) if isinstance(f, np.ufunc) else f
 
@@ -575,15 +633,21 @@ def _keeps(build, tensors: bool = True):
                     if f is np.float64:
                         return args[0]  # np.float64(x) of a float64 node: the same number
                     if args[0].requires_grad and _array.tracking():
-                        _record(f"{_describe(f)} takes an array node as a plain number (its "
-                                "result is a Python float)", None, _describe(f))
+                        _record(
+                            f"{_describe(f)} takes an array node as a plain number (its "
+                            "result is a Python float)",
+                            None,
+                            _describe(f),
+                        )
                 return plain(*args, **kwargs)
             if any(type(a) in _ARRAY_NODES for a in args):
                 return f(*args)  # Values and Tensors mixed: as plain Python (conversions counted)
             number = plain(*map(_num, args))
             node = build(*args)
             return with_data(node, number)
+
         return functools.update_wrapper(keep, f, updated=())
+
     return wrap
 
 
@@ -593,6 +657,7 @@ def _warning_at_caller(f):
     numpy attributes a warning to the Python frame calling it: called from a
     wrapper here, it would name this file instead of the user's line.
     """
+
     def call(*args, **kwargs):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -600,6 +665,7 @@ def _warning_at_caller(f):
         if caught:
             _array.reissue(caught, sys._getframe(2))
         return result
+
     return call
 
 
@@ -640,8 +706,10 @@ def _on_array(f, build, t):
     """
     if not isinstance(f, np.ufunc):
         if _array.tracking() and t.requires_grad:
-            _record(f"{_describe(f)} takes an array node as a plain number (its result is a "
-                    "Python float)")
+            _record(
+                f"{_describe(f)} takes an array node as a plain number (its result is a "
+                "Python float)"
+            )
         return f(_array.plain_array(t))
     if tensor_has_rule(f) or not (_array.tracking() and t.requires_grad):
         return f(t)
@@ -665,9 +733,13 @@ def _cut(f):
             return _as_constant(f(*args, **kwargs))
         who = ", ".join(_who(a) for a in args if type(a) in _SCALAR_NODES)
         result = _as_constant(f(*map(_num, args), **kwargs))
-        _record(f"{name} has no gradient rule: {who} entered it as a plain number",
-                result if type(result) in SCALARS else None, name)
+        _record(
+            f"{name} has no gradient rule: {who} entered it as a plain number",
+            result if type(result) in SCALARS else None,
+            name,
+        )
         return result
+
     return functools.update_wrapper(cut, f, updated=())
 
 
@@ -680,21 +752,31 @@ def _narrowing(f):
         if len(args) == 1 and not kwargs and _run is not None:
             x = args[0]
             if type(x) in _SCALAR_NODES and type(x) is not Int:
-                _record(f"{name} makes a number of its own precision, which no node follows: "
-                        f"{_who(x)} entered it as a plain number", None, name)
+                _record(
+                    f"{name} makes a number of its own precision, which no node follows: "
+                    f"{_who(x)} entered it as a plain number",
+                    None,
+                    name,
+                )
                 return f(x.data)
             if type(x) in _ARRAY_NODES and x.requires_grad and _array.tracking():
-                _record(f"{name} makes numbers of their own precision, which no node follows",
-                        None, name)
+                _record(
+                    f"{name} makes numbers of their own precision, which no node follows",
+                    None,
+                    name,
+                )
                 return f(_array.plain_array(x) if type(x) is not Tensor else x.data)
         return f(*args, **kwargs)
+
     return functools.update_wrapper(convert, f, updated=())
 
 
 def _on_numbers(f):
     """Wrap a predicate (``isfinite``, ``isclose``): it reads the numbers, no graph needed."""
+
     def test(*args, **kwargs):
         return f(*map(_num, args), **{k: _num(v) for k, v in kwargs.items()})
+
     return functools.update_wrapper(test, f, updated=())
 
 
@@ -722,13 +804,12 @@ def _fsum(iterable):
 def _pow(base, exp, mod=None):
     if mod is not None:
         return pow(_num(base), _num(exp), _num(mod))
-    return base ** exp
+    return base**exp
 
 
 def _isinstance(obj, cls):
     kind = type(obj)
-    return isinstance(obj, cls) or (
-        (kind is Value or kind is Tensor) and isinstance(obj.data, cls))
+    return isinstance(obj, cls) or ((kind is Value or kind is Tensor) and isinstance(obj.data, cls))
 
 
 def type_of(*args):
@@ -757,7 +838,7 @@ _COMPOSITES = {  # name -> graph of the function from Value operations
     "log10": lambda x: _value(x).log() / math.log(10),
     "log1p": lambda x: (1 + x).log(),
     "expm1": lambda x: x.exp() - 1,
-    "exp2": lambda x: 2 ** x,
+    "exp2": lambda x: 2**x,
     "sinh": lambda x: (x.exp() - (-x).exp()) / 2,
     "cosh": lambda x: (x.exp() + (-x).exp()) / 2,
     "asinh": lambda x: (x + (x * x + 1).sqrt()).log(),
@@ -769,17 +850,68 @@ _COMPOSITES = {  # name -> graph of the function from Value operations
     "hypot": _hypot,
     "pow": lambda x, y: _as_float(_value(x) ** y),
 }
-_NUMPY_NAMES = {"arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
-                "rad2deg": "degrees", "deg2rad": "radians"}
-_MATH_COMPOSITES = ("log", "log2", "log10", "log1p", "expm1", "sinh", "cosh", "asinh", "acosh",
-                    "atanh", "fabs", "degrees", "radians", "hypot", "pow")
-_NUMPY_COMPOSITES = ("log2", "log10", "log1p", "expm1", "exp2", "sinh", "cosh", "arcsinh",
-                     "arccosh", "arctanh", "fabs", "degrees", "radians", "rad2deg", "deg2rad",
-                     "hypot")
+_NUMPY_NAMES = {
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+    "rad2deg": "degrees",
+    "deg2rad": "radians",
+}
+_MATH_COMPOSITES = (
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "expm1",
+    "sinh",
+    "cosh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "fabs",
+    "degrees",
+    "radians",
+    "hypot",
+    "pow",
+)
+_NUMPY_COMPOSITES = (
+    "log2",
+    "log10",
+    "log1p",
+    "expm1",
+    "exp2",
+    "sinh",
+    "cosh",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "fabs",
+    "degrees",
+    "radians",
+    "rad2deg",
+    "deg2rad",
+    "hypot",
+)
 # functions of real numbers that have no gradient rule here: unless an op covers them, they
 # compute on the plain numbers and the cut is recorded
-_MAYBE_NO_GRADIENT = ("atan", "asin", "acos", "atan2", "erf", "erfc", "gamma", "lgamma", "cbrt",
-                      "copysign", "fmod", "remainder", "arctan", "arcsin", "arccos", "arctan2")
+_MAYBE_NO_GRADIENT = (
+    "atan",
+    "asin",
+    "acos",
+    "atan2",
+    "erf",
+    "erfc",
+    "gamma",
+    "lgamma",
+    "cbrt",
+    "copysign",
+    "fmod",
+    "remainder",
+    "arctan",
+    "arcsin",
+    "arccos",
+    "arctan2",
+)
 _PREDICATES = ("isclose", "isfinite", "isnan", "isinf")
 _BUILTINS = {"float": float, "pow": pow, "isinstance": isinstance}
 
@@ -810,8 +942,12 @@ def _table() -> dict:
         # numpy's ufunc of the method's name (np.tanh): on a number node numpy would
         # compute on the plain float and cut the graph silently
         name = op.method.split()[0] if op.method else ""
-        if op.arity == 1 and name and not name.startswith("__") and \
-                isinstance(getattr(np, name, None), np.ufunc):
+        if (
+            op.arity == 1
+            and name
+            and not name.startswith("__")
+            and isinstance(getattr(np, name, None), np.ufunc)
+        ):
             add(np, name, _keeps(_op_builder(op)))
     for name in _MATH_COMPOSITES:
         add(math, name, _keeps(_COMPOSITES[name]))
@@ -933,8 +1069,11 @@ def cut_marks(run, order) -> tuple[dict, list]:
     """
     if run is None or not run.cut_nodes:
         return {}, []
-    wanted = {id(node): (line, function) for node, line, _, function in reversed(run.cut_nodes)
-              if node is not None}
+    wanted = {
+        id(node): (line, function)
+        for node, line, _, function in reversed(run.cut_nodes)
+        if node is not None
+    }
     notes, reached = {}, set()
     if wanted:  # one pass over the graph, only when a cut made a number
         for i, v in enumerate(order):
@@ -942,8 +1081,11 @@ def cut_marks(run, order) -> tuple[dict, list]:
             if where is not None:
                 notes[i] = _where(*where)
                 reached.add(id(v))
-    places = [(line, function) for node, line, _, function in run.cut_nodes
-              if node is None or id(node) in reached]
+    places = [
+        (line, function)
+        for node, line, _, function in run.cut_nodes
+        if node is None or id(node) in reached
+    ]
     return notes, places
 
 

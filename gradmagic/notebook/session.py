@@ -1,4 +1,5 @@
 """State the magic keeps between cells (no IPython import, so ``gradmagic.last`` is cheap)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -10,6 +10,7 @@ namespace, without importing torch: the cell imports torch, or reads a name
 bound to something of torch's (the module, a tensor, an ``nn.Module``, a list
 of tensors, an object of the notebook's whose attributes are tensors).
 """
+
 from __future__ import annotations
 
 import ast
@@ -34,8 +35,9 @@ def wants_torch(source: str, ns) -> bool:
     object. Never imports torch; False for a cell that does not parse."""
     torch = sys.modules.get("torch")
     if "torch" not in source:  # (the common cases cost no parse: no torch, or no torch name)
-        if torch is None or not any(name in ns and _of_torch(ns[name], torch)
-                                    for name in set(_WORD.findall(source))):
+        if torch is None or not any(
+            name in ns and _of_torch(ns[name], torch) for name in set(_WORD.findall(source))
+        ):
             return False
     try:
         tree = ast.parse(source)
@@ -84,8 +86,17 @@ def _of_torch(obj, torch, depth: int = 0) -> bool:
     return False
 
 
-def run(source: str, ns, options, *, filename: str = "<cell>", first_line: int = 1,
-        compiler=compile, global_ns=None, source_text: str | None = None):
+def run(
+    source: str,
+    ns,
+    options,
+    *,
+    filename: str = "<cell>",
+    first_line: int = 1,
+    compiler=compile,
+    global_ns=None,
+    source_text: str | None = None,
+):
     """Run a PyTorch cell plain in ``ns`` under the recorder; return its
     :class:`~gradmagic.analysis.torchrun.TorchRun`.
 
@@ -96,6 +107,7 @@ def run(source: str, ns, options, *, filename: str = "<cell>", first_line: int =
     __tracebackhide__ = True
     import torch
     from ..analysis import torchrun, torchcheck_run
+
     global_ns = ns if global_ns is None else global_ns
     code, final_code, assigned, assigns = _compiled(source, filename, first_line, compiler)
     recorder = torchrun.Recorder(filename, ns, assigns)
@@ -120,18 +132,29 @@ def run(source: str, ns, options, *, filename: str = "<cell>", first_line: int =
         value, what = ns.get(assigned), assigned
     else:
         recorder.remove_hooks()
-        raise NoTensorTarget("the cell does not end with an expression or an assignment; end "
-                             "it with one, or name the target with -t NAME")
+        raise NoTensorTarget(
+            "the cell does not end with an expression or an assignment; end "
+            "it with one, or name the target with -t NAME"
+        )
     if not isinstance(value, torch.Tensor):
         recorder.remove_hooks()
-        raise NoTensorTarget(f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
-                             f"is a {type(value).__name__}, not a torch.Tensor")
+        raise NoTensorTarget(
+            f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
+            f"is a {type(value).__name__}, not a torch.Tensor"
+        )
     if value.numel() != 1:
         recorder.remove_hooks()
-        raise NoTensorTarget(f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
-                             "one number (.sum(), .mean()) to differentiate it")
-    result = torchrun.finish(recorder, value, source=source if source_text is None
-                             else source_text, options=options, ns=ns)
+        raise NoTensorTarget(
+            f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
+            "one number (.sum(), .mean()) to differentiate it"
+        )
+    result = torchrun.finish(
+        recorder,
+        value,
+        source=source if source_text is None else source_text,
+        options=options,
+        ns=ns,
+    )
     if not options.no_check:
         result.check = torchcheck_run.check(result, recorder, eps=None)
     torchrun.release(result)
@@ -151,9 +174,14 @@ def _compiled(source, filename, first_line, compiler):
     if kept is not None:
         _COMPILED.move_to_end(key)
         code, final_code, assigned, assigns = kept
-        return (_refile(code, filename), final_code and _refile(final_code, filename),
-                assigned, assigns)
+        return (
+            _refile(code, filename),
+            final_code and _refile(final_code, filename),
+            assigned,
+            assigns,
+        )
     from ..analysis.torchrun import assigned_names
+
     tree = ast.parse(source, filename)
     ast.increment_lineno(tree, first_line - 1)
     final = None
@@ -177,8 +205,9 @@ def _refile(code, filename: str):
     """``code`` and the code inside it as compiled from ``filename``."""
     if code.co_filename == filename:
         return code
-    consts = tuple(_refile(c, filename) if isinstance(c, types.CodeType) else c
-                   for c in code.co_consts)
+    consts = tuple(
+        _refile(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
     return code.replace(co_filename=filename, co_consts=consts)
 
 

@@ -4,6 +4,7 @@ The model (:class:`~gradmagic.analysis.trace.Trace`, :class:`~gradmagic.analysis
 has no ``_repr_*_`` methods that import a view; :func:`register` tells a shell how to show them,
 and :func:`unregister` takes that back (``%unload_ext gradmagic``).
 """
+
 from __future__ import annotations
 
 from ..analysis.check import CheckReport
@@ -43,6 +44,7 @@ _TORCH_RUN = ("gradmagic.analysis.torchrun", "TorchRun")
 
 def _torch_bundle(run) -> dict:
     from .torchview import mimebundle as torch_mimebundle
+
     return torch_mimebundle(run)
 
 

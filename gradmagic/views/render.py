@@ -22,6 +22,7 @@ An ``expect`` report is shown as *answers* (:func:`answers_html`,
 the engine's number and the difference. A PyTorch comparison
 (:mod:`gradmagic.analysis.torchcheck`) adds its column to the check table.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -44,11 +45,51 @@ from ..analysis.check import STATUSES
 from ..analysis import numbers
 from ..analysis.numbers import SMALL, all_finite, dims  # noqa: F401 - dims is part of this module's API
 
-__all__ = ["fmt", "figure", "full", "dims", "folded", "Folded", "drawn_nodes", "children_among", "layout_attrs", "svg_data_uri", "escape_record", "escape_string", "to_dot", "summarise", "Summary",
-           "svg", "fit", "graph_html", "legend_html", "op_label", "node_order", "op_entry", "op_symbol", "nodes_table_html", "table_html",
-           "nodes_table_text", "column_text", "op_symbols", "op_labels", "flags_text", "cut_text", "report_html", "report_text", "answers_html", "answers_text",
-           "torch_html", "torch_text", "inputs", "headline", "run_notes", "static_html", "text",
-           "MISSING_DOT"]
+__all__ = [
+    "fmt",
+    "figure",
+    "full",
+    "dims",
+    "folded",
+    "Folded",
+    "drawn_nodes",
+    "children_among",
+    "layout_attrs",
+    "svg_data_uri",
+    "escape_record",
+    "escape_string",
+    "to_dot",
+    "summarise",
+    "Summary",
+    "svg",
+    "fit",
+    "graph_html",
+    "legend_html",
+    "op_label",
+    "node_order",
+    "op_entry",
+    "op_symbol",
+    "nodes_table_html",
+    "table_html",
+    "nodes_table_text",
+    "column_text",
+    "op_symbols",
+    "op_labels",
+    "flags_text",
+    "cut_text",
+    "report_html",
+    "report_text",
+    "answers_html",
+    "answers_text",
+    "torch_html",
+    "torch_text",
+    "inputs",
+    "headline",
+    "run_notes",
+    "static_html",
+    "text",
+    "MISSING_DOT",
+]
 
 DEFAULT_MAX_NODES = 150
 NEIGHBOURHOOD = 30  # nodes nearest the target drawn in a summary
@@ -56,16 +97,31 @@ NAMED = 20  # named nodes drawn in a summary
 TABLE_ROWS = 500  # rows of an HTML table before it is cut (as the live view's tables)
 TEXT_ROWS = 40  # rows of a plain-text table before it is cut
 
-MISSING_DOT = ("Graphviz's `dot` program was not found, so this static copy has no picture "
-               "(the live view draws the graph in the browser without it); for the picture "
-               "here too, install it with `apt-get install graphviz` (or `brew install "
-               "graphviz`, `conda install graphviz`).")
+MISSING_DOT = (
+    "Graphviz's `dot` program was not found, so this static copy has no picture "
+    "(the live view draws the graph in the browser without it); for the picture "
+    "here too, install it with `apt-get install graphviz` (or `brew install "
+    "graphviz`, `conda install graphviz`)."
+)
 
-FILL = {"leaf": "#dbeafe", "constant": "#f3f4f6", "value": "#ffffff", "target": "#fde68a",
-        "op": "#e5e7eb",
-        "fail": "#fecaca", "current": "#bbf7d0"}
-LINE = {"plain": "#4b5563", "fail": "#dc2626", "kink": "#ea580c", "nonfinite": "#7c3aed",
-        "path": "#2563eb", "current": "#16a34a", "cut": "#db2777"}
+FILL = {
+    "leaf": "#dbeafe",
+    "constant": "#f3f4f6",
+    "value": "#ffffff",
+    "target": "#fde68a",
+    "op": "#e5e7eb",
+    "fail": "#fecaca",
+    "current": "#bbf7d0",
+}
+LINE = {
+    "plain": "#4b5563",
+    "fail": "#dc2626",
+    "kink": "#ea580c",
+    "nonfinite": "#7c3aed",
+    "path": "#2563eb",
+    "current": "#16a34a",
+    "cut": "#db2777",
+}
 
 
 # =========================================================================== numbers
@@ -104,8 +160,7 @@ FULL_CHARS = 1500  # characters of a full value before it is cut
 def full(x) -> str:
     """A node's whole value for the side panel and hover (big arrays elided by numpy)."""
     if isinstance(x, np.ndarray) and x.ndim:
-        with np.printoptions(precision=4, threshold=120, edgeitems=3, linewidth=72,
-                             suppress=True):
+        with np.printoptions(precision=4, threshold=120, edgeitems=3, linewidth=72, suppress=True):
             out = np.array2string(_clean(x))
     else:
         out = fmt(x, 8)
@@ -137,8 +192,7 @@ def escape_record(text: str) -> str:
 
 def escape_string(text: str) -> str:
     """``text`` inside a quoted DOT string (not a record)."""
-    return (str(text).replace("\\", "\\\\").replace('"', '\\"')
-            .replace("\n", " ").replace("\r", " "))
+    return str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ").replace("\r", " ")
 
 
 def op_entry(trace, index: int):
@@ -165,8 +219,7 @@ def _failed(report) -> dict:
     """node index → check status, for rows that did not simply pass."""
     if report is None:
         return {}
-    return {r.index: r.status for r in report.rows
-            if r.index is not None and r.status != "pass"}
+    return {r.index: r.status for r in report.rows if r.index is not None and r.status != "pass"}
 
 
 class Folded(AbstractSet):
@@ -292,8 +345,10 @@ def folded_label(symbol: str, left: str, right: str) -> str:
     (``sum()``'s start 0 reads ``+0``, not ``0+``); a negative one after a symbol is put
     in parentheses (``y - (-1.0)`` reads ``-(-1)``, not ``--1``).
     """
+
     def after(text):
         return f"({text})" if text.startswith(("-", "−")) else text
+
     if left and right:
         return f"{left}{symbol}{after(right)}"
     if right:
@@ -317,8 +372,9 @@ def op_labels(trace, rows, fold) -> list:
     for parents in (pa, pb):
         hit = (parents >= 0) & mask[parents]
         text = [""] * len(rows)
-        for k, t in zip(np.flatnonzero(hit).tolist(),
-                        column_text(trace, parents[hit].tolist(), "data", 4)):
+        for k, t in zip(
+            np.flatnonzero(hit).tolist(), column_text(trace, parents[hit].tolist(), "data", 4)
+        ):
             text[k] = t
         texts.append(text)
     binary = (pb >= 0).tolist()
@@ -355,8 +411,17 @@ def layout_attrs(count: int) -> str:
     return ", nslimit=4, nslimit1=4, mclimit=0.5"
 
 
-def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
-           path=(), current: int | None = None, grad_text=None, fold=None) -> str:
+def to_dot(
+    trace,
+    report=None,
+    *,
+    rankdir: str | None = None,
+    subset=None,
+    path=(),
+    current: int | None = None,
+    grad_text=None,
+    fold=None,
+) -> str:
     """The DOT source of the run's graph.
 
     Value ``i`` is DOT node ``v{i}`` and its operation ``o{i}`` (the live view
@@ -371,28 +436,36 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
     rankdir = _rankdir(rankdir if rankdir is not None else trace.options.rankdir)
     nodes = trace.nodes
     fold = Folded(trace) if fold is None else fold
-    shown = [i for i in (range(len(nodes)) if subset is None else sorted(subset))
-             if i not in fold]
+    shown = [i for i in (range(len(nodes)) if subset is None else sorted(subset)) if i not in fold]
     drawn = set(shown)
     path = set(path)
     status = _failed(report)
     target = trace.target.index
     on_path = {"color": LINE["path"], "penwidth": "2"}
-    lines = ["digraph gradmagic {",
-             f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
-             f"{layout_attrs(len(shown))}];",
-             '  node [fontname="Helvetica", fontsize=10, penwidth=1];',
-             '  edge [color="#6b7280", arrowsize=0.6];']
+    lines = [
+        "digraph gradmagic {",
+        f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
+        f"{layout_attrs(len(shown))}];",
+        '  node [fontname="Helvetica", fontsize=10, penwidth=1];',
+        '  edge [color="#6b7280", arrowsize=0.6];',
+    ]
     for i in shown:
         node = nodes[i]
-        attrs = _value_attrs(node, i == target, status.get(i), i in path, i == current,
-                             rankdir, grad_text)
+        attrs = _value_attrs(
+            node, i == target, status.get(i), i in path, i == current, rankdir, grad_text
+        )
         lines.append(f"  v{i} [{attrs}];")
         if not node.parents:
             continue
-        op = {"shape": "ellipse", "label": escape_string(op_label(trace, i, fold)),
-              "style": "filled", "fillcolor": FILL["op"], "color": LINE["plain"],
-              "margin": "0.04,0.02", "height": "0.3"}
+        op = {
+            "shape": "ellipse",
+            "label": escape_string(op_label(trace, i, fold)),
+            "style": "filled",
+            "fillcolor": FILL["op"],
+            "color": LINE["plain"],
+            "margin": "0.04,0.02",
+            "height": "0.3",
+        }
         if node.kink:
             op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2")
         # the flow runs through this op when the node and one of its inputs are on the path
@@ -406,13 +479,14 @@ def to_dot(trace, report=None, *, rankdir: str | None = None, subset=None,
         hidden = 0
         for p in node.parents:
             if p in drawn:
-                lines.append(_edge(f"v{p}", f"o{i}",
-                                   on_path if p in path and i in path else None))
+                lines.append(_edge(f"v{p}", f"o{i}", on_path if p in path and i in path else None))
             elif p not in fold:
                 hidden += 1
         if hidden:
-            lines.append(f'  h{i} [shape=plaintext, fontcolor="#4b5563", '
-                         f'label="{hidden} more input{"s" if hidden > 1 else ""}"];')
+            lines.append(
+                f'  h{i} [shape=plaintext, fontcolor="#4b5563", '
+                f'label="{hidden} more input{"s" if hidden > 1 else ""}"];'
+            )
             lines.append(_edge(f"h{i}", f"o{i}", {"style": "dashed"}))
     lines.append("}")
     return "\n".join(lines)
@@ -478,11 +552,21 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     if cut:  # made outside the graph: say where, so the missing gradient is seen
         name = f"{name} ✂ cut, {cut}".strip(" ,")
     fields = "|".join(escape_record(f) for f in (name, f"data {data}", f"grad {grad}"))
-    attrs = {"shape": "record", "label": "{%s}" % fields if rankdir == "LR" else fields,
-             "style": "filled", "color": LINE["plain"]}
-    attrs["fillcolor"] = (FILL["target"] if is_target else
-                          FILL["constant"] if node.is_constant else
-                          FILL["leaf"] if node.is_leaf else FILL["value"])
+    attrs = {
+        "shape": "record",
+        "label": "{%s}" % fields if rankdir == "LR" else fields,
+        "style": "filled",
+        "color": LINE["plain"],
+    }
+    attrs["fillcolor"] = (
+        FILL["target"]
+        if is_target
+        else FILL["constant"]
+        if node.is_constant
+        else FILL["leaf"]
+        if node.is_leaf
+        else FILL["value"]
+    )
     if not node.finite:
         attrs.update(color=LINE["nonfinite"], penwidth="2")
     if cut:
@@ -498,22 +582,35 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
     return _attrs(attrs)
 
 
-LEGEND = (("leaf", "an input (leaf)"), ("constant", "a constant"), ("value", "a computed value"),
-          ("op", "an operation"),
-          ("target", "the target"), ("fail", "fails the numerical check"))
-LEGEND_LINES = (("kink", "kink: a subgradient was used"), ("nonfinite", "nan or infinite"),
-                ("cut", "✂ cut: made outside the graph (no gradient flows back)"),
-                ("path", "path to the target"))
+LEGEND = (
+    ("leaf", "an input (leaf)"),
+    ("constant", "a constant"),
+    ("value", "a computed value"),
+    ("op", "an operation"),
+    ("target", "the target"),
+    ("fail", "fails the numerical check"),
+)
+LEGEND_LINES = (
+    ("kink", "kink: a subgradient was used"),
+    ("nonfinite", "nan or infinite"),
+    ("cut", "✂ cut: made outside the graph (no gradient flows back)"),
+    ("path", "path to the target"),
+)
 
 
 def legend_html() -> str:
     """What the graph's colours mean, as one line of HTML."""
-    items = [f'<span style="display:inline-block; width:12px; height:12px; background:'
-             f'{FILL[key]}; border:1px solid {LINE["plain"]}; vertical-align:middle; '
-             f'margin:0 3px 0 8px"></span>{text}' for key, text in LEGEND]
-    items += [f'<span style="display:inline-block; width:12px; height:0; border-top:3px solid '
-              f'{LINE[key]}; vertical-align:middle; margin:0 3px 0 8px"></span>{text}'
-              for key, text in LEGEND_LINES]
+    items = [
+        f'<span style="display:inline-block; width:12px; height:12px; background:'
+        f"{FILL[key]}; border:1px solid {LINE['plain']}; vertical-align:middle; "
+        f'margin:0 3px 0 8px"></span>{text}'
+        for key, text in LEGEND
+    ]
+    items += [
+        f'<span style="display:inline-block; width:12px; height:0; border-top:3px solid '
+        f'{LINE[key]}; vertical-align:middle; margin:0 3px 0 8px"></span>{text}'
+        for key, text in LEGEND_LINES
+    ]
     return f'<p class="gradmagic-legend" style="margin:2px 0; font-size:12px">{"".join(items)}</p>'
 
 
@@ -597,8 +694,8 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
         rows = np.flatnonzero(trace.label_code)
         named = list(dict(zip(trace.label_code[rows].tolist(), rows.tolist())).values())
     at = trace.leaf_index
-    inputs = at[~trace.constant[at]][-4 * NAMED:].tolist()[::-1]  # the inputs, the last first
-    extra = [i for i in dict.fromkeys(named + inputs) if i not in seen][:max(0, min(NAMED, limit))]
+    inputs = at[~trace.constant[at]][-4 * NAMED :].tolist()[::-1]  # the inputs, the last first
+    extra = [i for i in dict.fromkeys(named + inputs) if i not in seen][: max(0, min(NAMED, limit))]
     leaves = len(trace.leaf_index)
     made = trace.op_code[trace.op_code >= 0]
     ops = Counter()  # op name → nodes it made, counted per op entry
@@ -609,18 +706,25 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
             name = trace.ops[code].name
             ops[name] += count
             first.setdefault(name, int(np.argmax(trace.op_code == code)))
-    top = ", ".join(f"{op_symbol(trace, first[op])} {count:,}"
-                    for op, count in ops.most_common(6))
-    counts = (f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations"
-              + (f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""))
-    drawn = (f"the {len(seen)} nodes nearest the target"
-             + (f" and {len(extra)} of the named nodes and inputs" if extra else ""))
-    listed = ("lists every node" if n <= TABLE_ROWS else
-              f"lists {TABLE_ROWS:,} (the target, the inputs, then the nodes nearest the target; "
-              f"`gradmagic.last.nodes` has all {n:,})")
+    top = ", ".join(f"{op_symbol(trace, first[op])} {count:,}" for op, count in ops.most_common(6))
+    counts = f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations" + (
+        f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""
+    )
+    drawn = f"the {len(seen)} nodes nearest the target" + (
+        f" and {len(extra)} of the named nodes and inputs" if extra else ""
+    )
+    listed = (
+        "lists every node"
+        if n <= TABLE_ROWS
+        else f"lists {TABLE_ROWS:,} (the target, the inputs, then the nodes nearest the target; "
+        f"`gradmagic.last.nodes` has all {n:,})"
+    )
     asked = _max_nodes(trace, max_nodes)
-    why = (f"More than --max-nodes {asked:,}" if n > asked
-           else f"Too big to lay out whole within {DOT_SECONDS:g} s")
+    why = (
+        f"More than --max-nodes {asked:,}"
+        if n > asked
+        else f"Too big to lay out whole within {DOT_SECONDS:g} s"
+    )
     more = f" `%%autograd --max-nodes {n}` draws them all." if whole else ""
     note = f"{why}: this summary draws {drawn}; the Gradients table {listed}.{more}"
     return Summary(shown=sorted(seen | set(extra)), counts=counts, note=note)
@@ -673,8 +777,9 @@ class _DotServer:
 
     def _start(self, dot: str):
         self._stop()
-        self._proc = subprocess.Popen(_dot_argv(dot), stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            _dot_argv(dot), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         self._key = (os.getpid(), dot)
         if not self._registered:
             atexit.register(self.close)
@@ -717,8 +822,11 @@ class _DotServer:
         with self._lock:
             self._finish()  # one graph in flight at a time
             try:
-                if (self._proc is None or self._proc.poll() is not None
-                        or self._key != (os.getpid(), dot)):
+                if (
+                    self._proc is None
+                    or self._proc.poll() is not None
+                    or self._key != (os.getpid(), dot)
+                ):
                     self._start(dot)
                 self._count += 1
                 marker = f"gm_end_{os.getpid()}_{self._count}"
@@ -772,7 +880,7 @@ class _DotServer:
             at = buf.find(marker)
             if at >= 0 and buf.find(b"</svg>", at) >= 0:
                 head = buf.rfind(b"<?xml", 0, at)
-                return bytes(buf[:head if head >= 0 else at])
+                return bytes(buf[: head if head >= 0 else at])
             left = started + self.TIMEOUT - time.monotonic()
             if left <= 0 or not poller.poll(left * 1000):
                 raise TimeoutError("dot gave no answer")
@@ -805,8 +913,7 @@ _PAGE_ID = re.compile(r'<g id="page[^"]*_graph0"')
 
 
 def _too_slow() -> str:
-    return (f"Graphviz's dot took more than {DOT_SECONDS:g} s to lay this graph out and was "
-            "stopped")
+    return f"Graphviz's dot took more than {DOT_SECONDS:g} s to lay this graph out and was stopped"
 
 
 def _dot_once(source: str) -> str:
@@ -818,24 +925,30 @@ def _dot_once(source: str) -> str:
     dot = shutil.which("dot")
     if dot is None:
         import graphviz
+
         raise graphviz.ExecutableNotFound(["dot"])
     try:
-        done = subprocess.run(_dot_argv(dot), input=source.encode(), capture_output=True,
-                              timeout=DOT_SECONDS)
+        done = subprocess.run(
+            _dot_argv(dot), input=source.encode(), capture_output=True, timeout=DOT_SECONDS
+        )
     except subprocess.TimeoutExpired:
         raise DrawError(_too_slow()) from None
     except OSError as exc:
         raise DrawError(f"Graphviz's dot could not be started ({exc.strerror or exc})") from None
     if done.returncode == 0 and b"<svg" in done.stdout:
         out = done.stdout.decode("utf-8", errors="replace")
-        return out[out.find("<svg"):]
+        return out[out.find("<svg") :]
     said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
     said = [line.strip() for line in said if line.strip()]
     if done.returncode < 0 or any("memory" in line.lower() for line in said):
-        raise DrawError(f"Graphviz's dot ran out of its {DOT_BYTES >> 20:,} MB of memory on "
-                        "this graph and was stopped")
-    raise DrawError("Graphviz's dot rejected the graph"
-                    + (f": {said[0][:300]}" if said else f" (exit status {done.returncode})"))
+        raise DrawError(
+            f"Graphviz's dot ran out of its {DOT_BYTES >> 20:,} MB of memory on "
+            "this graph and was stopped"
+        )
+    raise DrawError(
+        "Graphviz's dot rejected the graph"
+        + (f": {said[0][:300]}" if said else f" (exit status {done.returncode})")
+    )
 
 
 def svg(dot_source: str) -> str:
@@ -860,6 +973,7 @@ def svg_data_uri(image: str) -> str:
     they keep an image.
     """
     import base64
+
     head = '<?xml version="1.0" encoding="UTF-8"?>\n'
     if "xmlns=" not in image[:300]:
         image = image.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)
@@ -870,8 +984,16 @@ _SUMMARISE = object()  # graph_html's default: summarise the trace itself
 GRAPH_HEIGHT = 600  # px: the static graph scrolls past this height
 
 
-def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
-               summary=_SUMMARISE, dot: str | None = None, **dot_options) -> str:
+def graph_html(
+    trace,
+    report=None,
+    *,
+    cache: dict | None = None,
+    max_nodes=None,
+    summary=_SUMMARISE,
+    dot: str | None = None,
+    **dot_options,
+) -> str:
     """The static Graph view: an ``<img>`` of the SVG scaled to the output's width.
 
     A small graph is drawn in the direction that fits the width (:func:`choose_dot`);
@@ -888,16 +1010,19 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
     parts = []
     if summary is not None:
         dot_options.setdefault("subset", summary.shown)
-        parts.append(f'<p style="margin:0 0 4px 0"><b>{html.escape(summary.counts)}</b><br>'
-                     f"{_md_code(summary.note)}</p>")
+        parts.append(
+            f'<p style="margin:0 0 4px 0"><b>{html.escape(summary.counts)}</b><br>'
+            f"{_md_code(summary.note)}</p>"
+        )
     if dot is not None:
         source = dot
     elif "rankdir" in dot_options or dot_options.get("path") or dot_options.get("current"):
         source = to_dot(trace, report, **dot_options)
     else:
         cache = {} if cache is None else cache
-        source = choose_dot(trace, report, subset=dot_options.pop("subset", None),
-                            cache=cache, **dot_options)
+        source = choose_dot(
+            trace, report, subset=dot_options.pop("subset", None), cache=cache, **dot_options
+        )
     image = cache.get(source) if cache is not None else None
     if image is None:
         try:
@@ -906,8 +1031,10 @@ def graph_html(trace, report=None, *, cache: dict | None = None, max_nodes=None,
             return "".join(parts) + _no_graph(exc, source)
         if cache is not None:
             cache[source] = image
-    parts.append(f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
-                 f'{fit(image)}</div>')
+    parts.append(
+        f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
+        f"{fit(image)}</div>"
+    )
     parts.append(legend_html())
     return "".join(parts)
 
@@ -920,11 +1047,13 @@ def choose_dot(trace, report=None, *, subset=None, fold=None, cache=None, **opti
     ``dot`` it is left to right (the live view then picks for itself).
     """
     fold = Folded(trace) if fold is None else fold
-    drawn = drawn_nodes(trace, None, fold) if subset is None else [
-        i for i in subset if i not in fold]
+    drawn = (
+        drawn_nodes(trace, None, fold) if subset is None else [i for i in subset if i not in fold]
+    )
     ways = directions(trace, drawn)
-    sources = {d: to_dot(trace, report, rankdir=d, subset=subset, fold=fold, **options)
-               for d in ways}
+    sources = {
+        d: to_dot(trace, report, rankdir=d, subset=subset, fold=fold, **options) for d in ways
+    }
     if len(ways) == 1:
         return sources[ways[0]]
     images = {}
@@ -956,19 +1085,24 @@ def fit(image: str) -> str:
     if match is not None:
         width = float(match.group(1))
         size = f"width:{width:.0f}pt; max-width:100%; min-width:{width / SHRINK:.0f}pt"
-    return (f'<img class="gradmagic-graph" alt="the computation graph" style="{size}; '
-            f'height:auto" src="{svg_data_uri(image)}">')
+    return (
+        f'<img class="gradmagic-graph" alt="the computation graph" style="{size}; '
+        f'height:auto" src="{svg_data_uri(image)}">'
+    )
 
 
 def _no_graph(exc, source: str) -> str:
     import graphviz
+
     if isinstance(exc, graphviz.ExecutableNotFound):
         message = _md_code(MISSING_DOT)
     else:
         message = html.escape(draw_failure(exc))
-    return (f'<p style="margin:0">{message}</p>'
-            f'<details><summary>DOT source</summary><pre style="max-height:20em; '
-            f'overflow:auto">{html.escape(source)}</pre></details>')
+    return (
+        f'<p style="margin:0">{message}</p>'
+        f'<details><summary>DOT source</summary><pre style="max-height:20em; '
+        f'overflow:auto">{html.escape(source)}</pre></details>'
+    )
 
 
 def draw_failure(exc) -> str:
@@ -1031,8 +1165,9 @@ def _flags(node, status) -> str:
     return ", ".join(flags)
 
 
-_TABLE = ('<table style="border-collapse:collapse; font-size:12px; '
-          'font-family:ui-monospace,monospace">')
+_TABLE = (
+    '<table style="border-collapse:collapse; font-size:12px; font-family:ui-monospace,monospace">'
+)
 _CELL = 'style="padding:1px 8px; text-align:{align}; border-bottom:1px solid #e5e7eb"'
 # a body row's line is its own (the table collapses borders), and its cells say only padding and
 # alignment: inline styles, which sanitisers keep and notebook style sheets do not override, but
@@ -1054,21 +1189,31 @@ TABLE_HEIGHT = 360  # px: a table scrolls past this height
 
 def _html_table(header, rows, colours=None) -> str:
     out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', _TABLE, "<thead><tr>"]
-    out += [f'<th {_CELL.format(align="left")}>{html.escape(h)}</th>' for h in header]
+    out += [f"<th {_CELL.format(align='left')}>{html.escape(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
     left, right = _TD.format(align="left"), _TD.format(align="right")
     width = len(header)
     # a column at a time (a table has thousands of cells): words left, numbers right
-    columns = list(zip(*[row[:width] if len(row) >= width else
-                         list(row) + [""] * (width - len(row)) for row in rows]))
+    columns = list(
+        zip(
+            *[
+                row[:width] if len(row) >= width else list(row) + [""] * (width - len(row))
+                for row in rows
+            ]
+        )
+    )
     cells = []
     for name, column in zip(header, columns):
         texts = _escape_each(column)
         if name in _WORDS:
             cells.append([left + t + "</td>" for t in texts])
         else:
-            cells.append([(right if number else left) + t + "</td>"
-                          for number, t in zip(_numbers(column), texts)])
+            cells.append(
+                [
+                    (right if number else left) + t + "</td>"
+                    for number, t in zip(_numbers(column), texts)
+                ]
+            )
     plain = f'<tr style="{_ROW}">'
     for k, row in enumerate(zip(*cells)):
         colour = colours[k] if colours else ""
@@ -1089,14 +1234,19 @@ def table_html(table: dict) -> str:
     """A table of the live view (``columns``, ``rows`` of texts, ``classes``, ``note``) as
     HTML; a column that is empty in every row (a scalar graph's shapes) is left out."""
     columns, rows = table["columns"], table["rows"]
-    empty = [c for c, name in enumerate(columns) if name in ("shape", "flags")
-             and not any(row[c] for row in rows)]
+    empty = [
+        c
+        for c, name in enumerate(columns)
+        if name in ("shape", "flags") and not any(row[c] for row in rows)
+    ]
     if empty:
         keep = [c for c in range(len(columns)) if c not in empty]
         columns = [columns[c] for c in keep]
         rows = [[row[c] for c in keep] for row in rows]
-    colours = [FILL["fail"] if k == "fail" else FILL["target"] if k == "target" else ""
-               for k in table.get("classes") or [""] * len(rows)]
+    colours = [
+        FILL["fail"] if k == "fail" else FILL["target"] if k == "target" else ""
+        for k in table.get("classes") or [""] * len(rows)
+    ]
     out = _html_table(columns, rows, colours)
     if table.get("note"):
         out += f"<p>{html.escape(table['note'])}</p>"
@@ -1155,10 +1305,10 @@ def flags_text(trace, rows, status: dict, words=None) -> list:
     if not len(index):
         return []
     cuts, nodes = trace.cut_notes, trace.nodes
-    return ["" if not k and f and i not in status and i not in cuts
-            else words(nodes[i], status.get(i))
-            for i, k, f in zip(index.tolist(), trace.kink[index].tolist(),
-                               trace.finite[index].tolist())]
+    return [
+        "" if not k and f and i not in status and i not in cuts else words(nodes[i], status.get(i))
+        for i, k, f in zip(index.tolist(), trace.kink[index].tolist(), trace.finite[index].tolist())
+    ]
 
 
 def _node_rows(trace, order, report):
@@ -1175,10 +1325,23 @@ def _node_rows(trace, order, report):
     flags = flags_text(trace, rows_at, status)
     rows, colours = [], []
     for k, i in enumerate(rows_at):
-        rows.append([str(i), labels[k] or ("(target)" if i == target else ""),
-                     symbols[codes[k]] if codes[k] >= 0 else "leaf", data[k], grad[k], flags[k]])
-        colours.append(FILL["fail"] if status.get(i) in ("fail", "error") else
-                       FILL["target"] if i == target else "")
+        rows.append(
+            [
+                str(i),
+                labels[k] or ("(target)" if i == target else ""),
+                symbols[codes[k]] if codes[k] >= 0 else "leaf",
+                data[k],
+                grad[k],
+                flags[k],
+            ]
+        )
+        colours.append(
+            FILL["fail"]
+            if status.get(i) in ("fail", "error")
+            else FILL["target"]
+            if i == target
+            else ""
+        )
     return rows, colours
 
 
@@ -1188,8 +1351,10 @@ def nodes_table_html(trace, order=None, report=None, limit: int = TABLE_ROWS) ->
     rows, colours = _node_rows(trace, order[:limit], report)
     table = _html_table(["#", "label", "op", "data", "grad", "flags"], rows, colours)
     if len(order) > limit:
-        table += (f"<p>Showing {limit:,} of {len(order):,} nodes; sort by |grad| to see the "
-                  "largest gradients first.</p>")
+        table += (
+            f"<p>Showing {limit:,} of {len(order):,} nodes; sort by |grad| to see the "
+            "largest gradients first.</p>"
+        )
     return table
 
 
@@ -1208,8 +1373,11 @@ def _text_table(header, rows) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     for row in rows:
-        lines.append("  ".join(c.rjust(w) if _right(h, c) else c.ljust(w)
-                               for h, c, w in zip(header, row, widths)).rstrip())
+        lines.append(
+            "  ".join(
+                c.rjust(w) if _right(h, c) else c.ljust(w) for h, c, w in zip(header, row, widths)
+            ).rstrip()
+        )
     return "\n".join(lines)
 
 
@@ -1223,8 +1391,16 @@ def _report_rows(report, limit, torch=None):
         header[3:3] = ["torch", "|torch − analytic|"]
     rows = []
     for r in report.worst_first()[:limit]:
-        row = [r.name, fmt(r.got, 8), fmt(r.expected, 8), fmt(r.abs_err, 3),
-               fmt(r.rel_err, 3), fmt(r.bound, 3), r.status, r.note]
+        row = [
+            r.name,
+            fmt(r.got, 8),
+            fmt(r.expected, 8),
+            fmt(r.abs_err, 3),
+            fmt(r.rel_err, 3),
+            fmt(r.bound, 3),
+            r.status,
+            r.note,
+        ]
         if theirs is not None:
             row[3:3] = _torch_cells(theirs.get(r.index))
         rows.append(row)
@@ -1245,12 +1421,15 @@ def _torch_cells(row) -> list:
 
 
 def _report_head(report) -> list:
-    tol = (f"eps {report.eps:g}, pass if |analytic − numeric| ≤ atol + rtol·|numeric| "
-           f"(atol {report.atol:g}, rtol {report.rtol:g})")
+    tol = (
+        f"eps {report.eps:g}, pass if |analytic − numeric| ≤ atol + rtol·|numeric| "
+        f"(atol {report.atol:g}, rtol {report.rtol:g})"
+    )
     if report.replay is not None:
         recorded, replayed = report.replay
-        tol += (f"; replayed target {fmt(replayed, 8)} "
-                + ("= recorded" if report.replay_ok else f"≠ recorded {fmt(recorded, 8)}"))
+        tol += f"; replayed target {fmt(replayed, 8)} " + (
+            "= recorded" if report.replay_ok else f"≠ recorded {fmt(recorded, 8)}"
+        )
     seen = {r.status for r in report.rows} - {"pass"}
     legend = [f"{status}: {meaning}" for status, meaning in STATUSES.items() if status in seen]
     if legend:
@@ -1259,8 +1438,13 @@ def _report_head(report) -> list:
     return [f"{mark} {report.verdict}", tol] + list(report.notes)
 
 
-_STATUS_FILL = {"fail": FILL["fail"], "error": FILL["fail"], "kink": "#ffedd5",
-                "nonfinite": "#ede9fe", "unresolved": "#f3f4f6"}
+_STATUS_FILL = {
+    "fail": FILL["fail"],
+    "error": FILL["fail"],
+    "kink": "#ffedd5",
+    "nonfinite": "#ede9fe",
+    "unresolved": "#f3f4f6",
+}
 _GOOD = "#166534"
 
 
@@ -1273,10 +1457,17 @@ def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     if report.kind == "expect":
         return answers_html(report, limit)
     head = _report_head(report)
-    colour = (LINE["fail"] if not report.passed else LINE["kink"]
-              if report.flagged or not report.rows else _GOOD)
-    out = [f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
-           f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>']
+    colour = (
+        LINE["fail"]
+        if not report.passed
+        else LINE["kink"]
+        if report.flagged or not report.rows
+        else _GOOD
+    )
+    out = [
+        f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
+        f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>',
+    ]
     out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in head[2:]]
     if torch is not None:
         out.append(_torch_line_html(torch))
@@ -1358,16 +1549,26 @@ def _answer_rows(report, limit):
     header = ["", "answer", "expected", "got", "got − expected", "tolerance", "note"]
     rows = []
     for r in report.rows[:limit]:
-        rows.append(["✓" if r.ok else "✗", _quantity(r.name, report.target or "target"),
-                     fmt(r.expected, 8), fmt(r.got, 8), _signed_difference(r),
-                     "" if r.status == "error" else fmt(r.bound, 3), r.note])
+        rows.append(
+            [
+                "✓" if r.ok else "✗",
+                _quantity(r.name, report.target or "target"),
+                fmt(r.expected, 8),
+                fmt(r.got, 8),
+                _signed_difference(r),
+                "" if r.status == "error" else fmt(r.bound, 3),
+                r.note,
+            ]
+        )
     return header, rows
 
 
 def _answers_head(report) -> list:
     mark = "✗" if not report.passed else "⚠" if not report.rows else "✓"
-    lines = [f"{mark} {report.verdict}",
-             f"correct if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|"]
+    lines = [
+        f"{mark} {report.verdict}",
+        f"correct if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|",
+    ]
     if report.error is not None:
         lines.append(report.error)
     return lines + list(report.notes)
@@ -1381,12 +1582,15 @@ def answers_html(report, limit: int = TABLE_ROWS) -> str:
     """
     head = _answers_head(report)
     colour = _GOOD if report.passed else LINE["fail"]
-    out = [f'<div class="gradmagic-answers"><p style="margin:0; color:{colour}; '
-           f'font-size:14px"><b>{html.escape(head[0])}</b></p>',
-           f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>']
+    out = [
+        f'<div class="gradmagic-answers"><p style="margin:0; color:{colour}; '
+        f'font-size:14px"><b>{html.escape(head[0])}</b></p>',
+        f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>',
+    ]
     if report.error is not None:
-        out.append(f'<pre style="margin:2px 0; color:{LINE["fail"]}">'
-                   f"{html.escape(report.error)}</pre>")
+        out.append(
+            f'<pre style="margin:2px 0; color:{LINE["fail"]}">{html.escape(report.error)}</pre>'
+        )
     out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in report.notes]
     header, rows = _answer_rows(report, limit)
     colours = ["#dcfce7" if row[0] == "✓" else FILL["fail"] for row in rows]
@@ -1424,19 +1628,24 @@ def headline(trace) -> str:
     """One line about the run: target, value, nodes and :func:`inputs` (not constants), and
     where the gradient is cut (a function with no gradient rule: :func:`cut_text`)."""
     count = len(inputs(trace))
-    line = (f"{trace.target.name} = {fmt(trace.value, 6)}  ({len(trace.nodes):,} nodes, "
-            f"{count:,} input{'' if count == 1 else 's'})")
+    line = (
+        f"{trace.target.name} = {fmt(trace.value, 6)}  ({len(trace.nodes):,} nodes, "
+        f"{count:,} input{'' if count == 1 else 's'})"
+    )
     cut = cut_text(trace)
     return f"{line}  ✂ {cut}" if cut else line
 
 
 def cut_text(trace, limit: int = 3) -> str:
-    """"gradient cut at line 3 (statistics.mean)": where numbers left the graph, or ''."""
+    """ "gradient cut at line 3 (statistics.mean)": where numbers left the graph, or ''."""
     places = getattr(trace, "cut_places", ())
     if not places:
         return ""
-    words = [(f"line {line}" if line is not None else "the cell") +
-             (f" ({function})" if function else "") for line, function in places[:limit]]
+    words = [
+        (f"line {line}" if line is not None else "the cell")
+        + (f" ({function})" if function else "")
+        for line, function in places[:limit]
+    ]
     more = f" and {len(places) - limit} more" if len(places) > limit else ""
     return f"gradient cut at {', '.join(words)}{more}"
 
@@ -1453,15 +1662,27 @@ def run_notes(trace, report) -> list:
 # view beside it has drawn, and hides the widget's "model not found" line when there is no live view
 # (a saved notebook reopened without widget state). Untrusted output drops the <style>: there the
 # live view is not shown anyway.
-STATIC_STYLE = ("<style>.jp-OutputArea-child:has(.gradmagic-static):has(+ .jp-OutputArea-child "
-                ".gm-root:not(.gm-failed)){display:none}.jp-OutputArea-child:has(.gradmagic-static) + "
-                ".jp-OutputArea-child:has(.jupyter-widgets):not(:has(.gm-root)){display:none}"
-                "</style>")
+STATIC_STYLE = (
+    "<style>.jp-OutputArea-child:has(.gradmagic-static):has(+ .jp-OutputArea-child "
+    ".gm-root:not(.gm-failed)){display:none}.jp-OutputArea-child:has(.gradmagic-static) + "
+    ".jp-OutputArea-child:has(.jupyter-widgets):not(:has(.gm-root)){display:none}"
+    "</style>"
+)
 
 
-def static_html(trace, report=None, *, expected=None, torch=None,
-                cache: dict | None = None, run: str | None = None, summary=_SUMMARISE,
-                fold=None, dot: str | None = None, gradients: dict | None = None) -> str:
+def static_html(
+    trace,
+    report=None,
+    *,
+    expected=None,
+    torch=None,
+    cache: dict | None = None,
+    run: str | None = None,
+    summary=_SUMMARISE,
+    fold=None,
+    dot: str | None = None,
+    gradients: dict | None = None,
+) -> str:
     """The whole run without widgets: headline, answers, graph, check and gradient tables.
 
     ``run`` marks the copy (``data-gm-run``) so the live view shown with it can hide it;
@@ -1471,9 +1692,11 @@ def static_html(trace, report=None, *, expected=None, torch=None,
     there instead of a table of the nodes in graph order.
     """
     mark = f' data-gm-run="{html.escape(run)}"' if run else ""
-    out = [f'<div class="gradmagic gradmagic-static"{mark}>',
-           STATIC_STYLE if run else "",
-           f'<p style="margin:0 0 4px 0"><b>{html.escape(headline(trace))}</b></p>']
+    out = [
+        f'<div class="gradmagic gradmagic-static"{mark}>',
+        STATIC_STYLE if run else "",
+        f'<p style="margin:0 0 4px 0"><b>{html.escape(headline(trace))}</b></p>',
+    ]
     out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in run_notes(trace, report)]
     if expected is not None:
         out.append(_section("Answers", answers_html(expected)))
@@ -1483,8 +1706,13 @@ def static_html(trace, report=None, *, expected=None, torch=None,
         out.append(_section("Check", report_html(report, torch=torch)))
     elif torch is not None:
         out.append(_section("Check", torch_html(torch)))
-    out.append(_section("Gradients", nodes_table_html(trace, report=report) if gradients is None
-                        else table_html(gradients), open=False))
+    out.append(
+        _section(
+            "Gradients",
+            nodes_table_html(trace, report=report) if gradients is None else table_html(gradients),
+            open=False,
+        )
+    )
     for title, make in STATIC_SECTIONS:
         out.append(_section(title, make(trace, cache), open=False))
     out.append("</div>")
@@ -1498,8 +1726,7 @@ the view modules that make them (views/teaching.py), so this module imports none
 
 
 def _section(title: str, body: str, open: bool = True) -> str:
-    return (f"<details{' open' if open else ''}><summary><b>{title}</b></summary>"
-            f"{body}</details>")
+    return f"<details{' open' if open else ''}><summary><b>{title}</b></summary>{body}</details>"
 
 
 def text(trace, report=None, *, expected=None, torch=None) -> str:

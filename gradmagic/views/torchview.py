@@ -7,6 +7,7 @@ tensor, no torch import here), as static HTML with the graph as an ``<img>`` of 
 graph by ``--max-nodes`` boxes (:func:`gradmagic.analysis.torchgraph.layout`), the tables by
 :data:`ROWS` rows, so the payload stays bounded whatever the model's size.
 """
+
 from __future__ import annotations
 
 import html
@@ -55,9 +56,11 @@ def to_dot(run, max_nodes: int | None = None, open=()) -> str:
     lay = layout(run, max_nodes, open)
     marks = run.health.get("marks", {})
     rankdir = getattr(opts, "rankdir", "LR") or "LR"
-    lines = [f"digraph torchrun {{ rankdir={rankdir}; "
-             'node [fontname="Helvetica", fontsize=10, shape=box, style="rounded,filled", '
-             'fillcolor="#ffffff"]; edge [color="#6b7280", arrowsize=0.6];']
+    lines = [
+        f"digraph torchrun {{ rankdir={rankdir}; "
+        'node [fontname="Helvetica", fontsize=10, shape=box, style="rounded,filled", '
+        'fillcolor="#ffffff"]; edge [color="#6b7280", arrowsize=0.6];'
+    ]
     for key, box in lay.boxes.items():
         i = box.value
         head = box.title
@@ -92,8 +95,9 @@ def to_dot(run, max_nodes: int | None = None, open=()) -> str:
             colour, width = _WARN, 2
         rows.extend(words[:3])
         label = "\\n".join(_esc(r) for r in rows if r)
-        lines.append(f'"{key}" [label="{label}", color="{colour}", penwidth={width}, '
-                     f'fillcolor="{fill}"];')
+        lines.append(
+            f'"{key}" [label="{label}", color="{colour}", penwidth={width}, fillcolor="{fill}"];'
+        )
     for a, b in lay.edges:
         lines.append(f'"{a}" -> "{b}";')
     lines.append("}")
@@ -106,19 +110,28 @@ def _graph_html(run, open=()) -> str:
     try:
         image = render.svg(source)
     except Exception as exc:  # noqa: BLE001 - no Graphviz: say so, keep the tables
-        return f"<p>No picture of the graph ({html.escape(type(exc).__name__)}: Graphviz's " \
-               f"<code>dot</code> is needed).</p>"
+        return (
+            f"<p>No picture of the graph ({html.escape(type(exc).__name__)}: Graphviz's "
+            f"<code>dot</code> is needed).</p>"
+        )
     note = f"<p style='margin:2px 0'>{html.escape(lay_note)}</p>" if lay_note else ""
-    return (note + f'<div style="overflow:auto; max-width:100%; max-height:'
-            f'{render.GRAPH_HEIGHT}px"><img class="gradmagic-graph" alt="the computation '
-            f'graph" style="max-width:none" src="{render.svg_data_uri(image)}"></div>')
+    return (
+        note + f'<div style="overflow:auto; max-width:100%; max-height:'
+        f'{render.GRAPH_HEIGHT}px"><img class="gradmagic-graph" alt="the computation '
+        f'graph" style="max-width:none" src="{render.svg_data_uri(image)}"></div>'
+    )
 
 
 def headline(run) -> str:
-    how = ("the cell's own backward()" if run.backward_by_cell
-           else "torch.autograd.grad (the cell's .grad left untouched)")
-    return (f"PyTorch run: target {run.name_of(run.target)} = {_g(run.value)}; "
-            f"{len(run.graph)} ops, {len(run.params)} parameters; gradients from {how}")
+    how = (
+        "the cell's own backward()"
+        if run.backward_by_cell
+        else "torch.autograd.grad (the cell's .grad left untouched)"
+    )
+    return (
+        f"PyTorch run: target {run.name_of(run.target)} = {_g(run.value)}; "
+        f"{len(run.graph)} ops, {len(run.params)} parameters; gradients from {how}"
+    )
 
 
 def check_lines(run) -> list:
@@ -130,24 +143,39 @@ def check_lines(run) -> list:
     if whole["status"] == "skipped":
         out.append(("none", f"Whole cell not checked: {whole['why']}."))
     else:
-        out.append((whole["status"], "Whole cell, float64, one random direction: "
-                    f"analytic {whole['analytic']:.10g} vs numeric {whole['numeric']:.10g} "
-                    f"(relative error {whole['error']:.1e})"))
+        out.append(
+            (
+                whole["status"],
+                "Whole cell, float64, one random direction: "
+                f"analytic {whole['analytic']:.10g} vs numeric {whole['numeric']:.10g} "
+                f"(relative error {whole['error']:.1e})",
+            )
+        )
     ops = run.check["ops"]
     counts = {}
     for r in ops.values():
         status = "like an op checked" if "like" in r else r["status"]
         counts[status] = counts.get(status, 0) + 1
-    out.append(("pass" if not counts.get("fail") else "fail",
-                "Each op's own gradient vs finite differences: " + ", ".join(
-                    f"{n} {s}" for s, n in sorted(counts.items())) if counts
-                else "No op was checked on its own."))
+    out.append(
+        (
+            "pass" if not counts.get("fail") else "fail",
+            "Each op's own gradient vs finite differences: "
+            + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            if counts
+            else "No op was checked on its own.",
+        )
+    )
     for k, r in ops.items():
         if r["status"] == "fail":
             op = run.ops[k]
-            out.append(("fail", f"line {op.line}: {op.name} -> {run.name_of(op.outputs[0])}: "
-                        f"its backward gives {r['analytic']:.6g}, finite differences "
-                        f"{r['numeric']:.6g}"))
+            out.append(
+                (
+                    "fail",
+                    f"line {op.line}: {op.name} -> {run.name_of(op.outputs[0])}: "
+                    f"its backward gives {r['analytic']:.6g}, finite differences "
+                    f"{r['numeric']:.6g}",
+                )
+            )
     out.extend(("none", note) for note in run.check.get("notes", []))
     return out
 
@@ -159,8 +187,10 @@ def health_lines(run) -> list:
     for what, word in (("value", "value"), ("grad", "gradient")):
         hit = nf.get(what)
         if hit:
-            out.append(f"First nan/inf {word}: {hit['name']} at line {hit['line']} "
-                       f"({run.name_of(hit['value'])})")
+            out.append(
+                f"First nan/inf {word}: {hit['name']} at line {hit['line']} "
+                f"({run.name_of(hit['value'])})"
+            )
     for i, f in h.get("dead", {}).items():
         out.append(f"{run.name_of(i)}: {f:.0%} of its ReLU units are zero for every example")
     for i, f in h.get("saturated", {}).items():
@@ -169,8 +199,7 @@ def health_lines(run) -> list:
         where = f" (line {c['line']})" if c.get("line") else ""
         out.append(f"{run.name_of(c['value'])} enters without its gradient: {c['how']}{where}")
     if h.get("unreached"):
-        out.append("No gradient reached: " + ", ".join(run.name_of(i)
-                                                        for i in h["unreached"][:10]))
+        out.append("No gradient reached: " + ", ".join(run.name_of(i) for i in h["unreached"][:10]))
     if h.get("zero"):
         out.append("Gradient all zero: " + ", ".join(run.name_of(i) for i in h["zero"][:10]))
     if h.get("inplace"):
@@ -179,22 +208,45 @@ def health_lines(run) -> list:
 
 
 def _table(header, rows, colours=()) -> str:
-    head = "".join(f"<th style='padding:1px 6px;text-align:left'>{html.escape(h)}</th>"
-                   for h in header)
+    head = "".join(
+        f"<th style='padding:1px 6px;text-align:left'>{html.escape(h)}</th>" for h in header
+    )
     body = []
     for n, row in enumerate(rows[:ROWS]):
         colour = colours[n] if n < len(colours) else ""
         style = f" style='color:{colour}'" if colour else ""
-        body.append(f"<tr{style}>" + "".join(
-            f"<td style='padding:1px 6px'>{html.escape(str(c))}</td>" for c in row) + "</tr>")
-    more = (f"<p>{len(rows) - ROWS} more rows not shown (run.stats has them all).</p>"
-            if len(rows) > ROWS else "")
-    return ("<div style='max-height:360px;overflow:auto'><table style='border-collapse:collapse;"
-            f"font-size:12px'><tr>{head}</tr>{''.join(body)}</table></div>{more}")
+        body.append(
+            f"<tr{style}>"
+            + "".join(f"<td style='padding:1px 6px'>{html.escape(str(c))}</td>" for c in row)
+            + "</tr>"
+        )
+    more = (
+        f"<p>{len(rows) - ROWS} more rows not shown (run.stats has them all).</p>"
+        if len(rows) > ROWS
+        else ""
+    )
+    return (
+        "<div style='max-height:360px;overflow:auto'><table style='border-collapse:collapse;"
+        f"font-size:12px'><tr>{head}</tr>{''.join(body)}</table></div>{more}"
+    )
 
 
-OP_HEADER = ("line", "module", "op", "name", "shape", "mean", "std", "max|x|", "zero",
-             "nan/inf", "sat.", "∇ std", "∇ max", "check")
+OP_HEADER = (
+    "line",
+    "module",
+    "op",
+    "name",
+    "shape",
+    "mean",
+    "std",
+    "max|x|",
+    "zero",
+    "nan/inf",
+    "sat.",
+    "∇ std",
+    "∇ max",
+    "check",
+)
 
 
 def op_rows(run) -> tuple:
@@ -204,10 +256,24 @@ def op_rows(run) -> tuple:
         i = op.outputs[0]
         s, g = run.stats[i], run.grad_stats[i]
         status = _status(run, k) or ""
-        rows.append((op.line, run.op_modules[k], op.name, run.names[i], _shape(run, i),
-                     _g(s[0]), _g(s[1]), _g(s[2]), _pct(s[3]), _pct(s[4]), _pct(s[5]),
-                     _g(g[1]) if run.reached[i] else "none", _g(g[2]) if run.reached[i] else "",
-                     status))
+        rows.append(
+            (
+                op.line,
+                run.op_modules[k],
+                op.name,
+                run.names[i],
+                _shape(run, i),
+                _g(s[0]),
+                _g(s[1]),
+                _g(s[2]),
+                _pct(s[3]),
+                _pct(s[4]),
+                _pct(s[5]),
+                _g(g[1]) if run.reached[i] else "none",
+                _g(g[2]) if run.reached[i] else "",
+                status,
+            )
+        )
         colours.append(_FAIL if status == "fail" else (_NONFINITE if s[4] > 0 else ""))
     return rows, colours
 
@@ -223,8 +289,16 @@ def param_rows(run) -> list:
     order = [by_value[d["value"]] for d in run.health.get("depth", []) if d["value"] in by_value]
     for p in order:
         i = p["value"]
-        rows.append((p["name"], _shape(run, i), _g(run.stats[i, 1]), _g(run.grad_stats[i, 1]),
-                     _g(p["grad_to_data"]), _g(p["update_to_data"])))
+        rows.append(
+            (
+                p["name"],
+                _shape(run, i),
+                _g(run.stats[i, 1]),
+                _g(run.grad_stats[i, 1]),
+                _g(p["grad_to_data"]),
+                _g(p["update_to_data"]),
+            )
+        )
     return rows
 
 
@@ -248,23 +322,33 @@ def html_view(run, open=()) -> str:
         parts.append(render.answers_html(report))
     health = health_lines(run)
     if health:
-        parts.append("<p style='margin:6px 0 0 0'><b>Health</b></p><ul style='margin:0'>"
-                     + "".join(f"<li>{html.escape(t)}</li>" for t in health) + "</ul>")
+        parts.append(
+            "<p style='margin:6px 0 0 0'><b>Health</b></p><ul style='margin:0'>"
+            + "".join(f"<li>{html.escape(t)}</li>" for t in health)
+            + "</ul>"
+        )
     parts.append(_graph_html(run, open))
     rows, colours = op_rows(run)
-    parts.append("<details open><summary>Ops: values and gradients</summary>"
-                 + _table(OP_HEADER, rows, colours) + "</details>")
-    parts.append("<details><summary>Parameters, input side first: gradient and update "
-                 "sizes (update/data about 1e-3 is healthy)</summary>"
-                 + _table(PARAM_HEADER, param_rows(run)) + "</details>")
+    parts.append(
+        "<details open><summary>Ops: values and gradients</summary>"
+        + _table(OP_HEADER, rows, colours)
+        + "</details>"
+    )
+    parts.append(
+        "<details><summary>Parameters, input side first: gradient and update "
+        "sizes (update/data about 1e-3 is healthy)</summary>"
+        + _table(PARAM_HEADER, param_rows(run))
+        + "</details>"
+    )
     parts.append("</div>")
     return "".join(parts)
 
 
 def text_view(run) -> str:
     lines = [headline(run)] + [f"note: {w}" for w in run.warnings]
-    lines += [("✓ " if s == "pass" else "✗ " if s == "fail" else "") + t
-              for s, t in check_lines(run)]
+    lines += [
+        ("✓ " if s == "pass" else "✗ " if s == "fail" else "") + t for s, t in check_lines(run)
+    ]
     report = _answers(run)
     if report is not None:
         lines.append(render.answers_text(report))

@@ -33,6 +33,7 @@ it a static copy (an ``<img>`` of the SVG and bounded tables, see
 ``nbconvert --to html`` with no network and a notebook reopened without widget
 state; the live view hides it once drawn.
 """
+
 from __future__ import annotations
 
 import html
@@ -52,8 +53,15 @@ from . import render, teaching
 from ..analysis import torchcheck
 from ..analysis.graph import backward_steps, children_of
 
-__all__ = ["TraceWidget", "mimebundle", "static_bundle", "payload", "TAB_MAKERS", "WIDGET_MIME",
-           "STATIC"]
+__all__ = [
+    "TraceWidget",
+    "mimebundle",
+    "static_bundle",
+    "payload",
+    "TAB_MAKERS",
+    "WIDGET_MIME",
+    "STATIC",
+]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 STATIC = Path(__file__).with_name("static")
@@ -129,8 +137,7 @@ class _Letters(dict):
 @lru_cache(maxsize=256)
 def _template(rule: str) -> str:
     """A rule with its letters ``a`` and ``b`` as format fields (made once per rule)."""
-    return _LETTER.sub(lambda m: "{" + m.group(1) + "}",
-                       rule.replace("{", "{{").replace("}", "}}"))
+    return _LETTER.sub(lambda m: "{" + m.group(1) + "}", rule.replace("{", "{{").replace("}", "}}"))
 
 
 def _flags(node, status) -> list:
@@ -167,12 +174,16 @@ def explain(trace, index: int, children, fold=(), memo=None) -> dict:
     if parents:
         local = local_of(node)
         if local is None:
-            local_lines.append(f"the Jacobian of {render.op_symbol(trace, index)} "
-                               "(tensor ops record no local derivative)")
+            local_lines.append(
+                f"the Jacobian of {render.op_symbol(trace, index)} "
+                "(tensor ops record no local derivative)"
+            )
         else:
             name = node.name
-            local_lines = [f"∂{name}/∂{operand_name(trace, p, fold)} = "
-                           f"{render.fmt(d, 6)}" for p, d in zip(parents, local)]
+            local_lines = [
+                f"∂{name}/∂{operand_name(trace, p, fold)} = {render.fmt(d, 6)}"
+                for p, d in zip(parents, local)
+            ]
     if index == trace.target.index:
         incoming = [f"the target: its gradient is the seed {render.fmt(node.grad)}"]
     else:
@@ -190,8 +201,10 @@ def explain(trace, index: int, children, fold=(), memo=None) -> dict:
                 if p == index:
                     incoming.append(f"{grad} × {render.fmt(d, 6)} from {name}")
         total = max(len(incoming), render.use_count(children, index))  # one term per use
-        return {"local": _capped(local_lines),
-                "incoming": {"items": incoming[:TERMS], "more": total - len(incoming[:TERMS])}}
+        return {
+            "local": _capped(local_lines),
+            "incoming": {"items": incoming[:TERMS], "more": total - len(incoming[:TERMS])},
+        }
     return {"local": _capped(local_lines), "incoming": _capped(incoming)}
 
 
@@ -203,14 +216,19 @@ def _node_entry(trace, i, children, fold, status, memo=None) -> dict:
     node = trace.nodes[i]
     data, grad, parents, shape = node.data, node.grad, node.parents, node.shape
     return {
-        "name": node.name, "label": node.label,
+        "name": node.name,
+        "label": node.label,
         "op": render.op_label(trace, i, fold) if parents else "",
         "shape": render.dims(shape) if shape is not None else "",
-        "data": render.figure(data), "grad": render.figure(grad),
-        "dataFull": render.full(data), "gradFull": render.full(grad),
+        "data": render.figure(data),
+        "grad": render.figure(grad),
+        "dataFull": render.full(data),
+        "gradFull": render.full(grad),
         "parents": [int(p) for p in parents if p not in fold],
-        "leaf": bool(node.is_leaf), "rule": rule_text(trace, i, fold),
-        "flags": _flags(node, status.get(i)), **explain(trace, i, children, fold, memo),
+        "leaf": bool(node.is_leaf),
+        "rule": rule_text(trace, i, fold),
+        "flags": _flags(node, status.get(i)),
+        **explain(trace, i, children, fold, memo),
     }
 
 
@@ -247,32 +265,59 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
             if local is not None:
                 term = node.grad * local[j]
                 sofar[p] = term if p not in sofar else sofar[p] + term
-                terms.append([operand_name(trace, p), render.fmt(node.grad), render.fmt(local[j]),
-                              render.fmt(term), render.fmt(nodes[p].grad if final else sofar[p]),
-                              1 if final else 0])
+                terms.append(
+                    [
+                        operand_name(trace, p),
+                        render.fmt(node.grad),
+                        render.fmt(local[j]),
+                        render.fmt(term),
+                        render.fmt(nodes[p].grad if final else sofar[p]),
+                        1 if final else 0,
+                    ]
+                )
             if p in drawn:
                 if final:
                     events.append([int(p), render.figure(nodes[p].grad), "f"])
                 elif local is not None:
                     events.append([int(p), render.figure(sofar[p]), "p"])
-        out.append({"n": int(c), "name": node.name, "op": render.op_label(trace, c, fold),
-                    "grad": render.fmt(node.grad), "tensor": local is None,
-                    "inputs": [operand_name(trace, p) for p in node.parents if p not in fold][:TERMS],
-                    "rule": rule_text(trace, c, fold), **_capped(terms), "ev": events})
-    note = (f"Stepping covers the first {limit:,} of {len(order):,} steps." if len(order) > limit
-            else "")
+        out.append(
+            {
+                "n": int(c),
+                "name": node.name,
+                "op": render.op_label(trace, c, fold),
+                "grad": render.fmt(node.grad),
+                "tensor": local is None,
+                "inputs": [operand_name(trace, p) for p in node.parents if p not in fold][:TERMS],
+                "rule": rule_text(trace, c, fold),
+                **_capped(terms),
+                "ev": events,
+            }
+        )
+    note = (
+        f"Stepping covers the first {limit:,} of {len(order):,} steps."
+        if len(order) > limit
+        else ""
+    )
     return {"steps": out, "total": len(order), "note": note}
 
 
-def _table(header, rows, *, classes=None, keys=None, note="", head=(), magnitude=(),
-           descending=()) -> dict:
+def _table(
+    header, rows, *, classes=None, keys=None, note="", head=(), magnitude=(), descending=()
+) -> dict:
     """A live table. The front-end sorts a column by a click on its header: by ``keys``
     (row → one key per column) where a row has them, else columns in ``magnitude`` by the
     absolute value of the number written (nan and inf largest), other columns of numbers by
     value, the rest as text; a first click sorts the columns in ``descending`` largest first."""
-    return {"columns": list(header), "rows": rows, "classes": classes or [],
-            "keys": keys or {}, "magnitude": list(magnitude), "descending": list(descending),
-            "note": note, "head": list(head)}
+    return {
+        "columns": list(header),
+        "rows": rows,
+        "classes": classes or [],
+        "keys": keys or {},
+        "magnitude": list(magnitude),
+        "descending": list(descending),
+        "note": note,
+        "head": list(head),
+    }
 
 
 def _gradients_tab(trace, report, context) -> dict:
@@ -296,16 +341,36 @@ def _gradients_tab(trace, report, context) -> dict:
     at = shown.index(target)
     labels = [names[c] for c in trace.label_code[index].tolist()]
     labels[at] = labels[at] or "(target)"
-    ops = [op if code >= 0 else "constant" if c else "leaf" for op, code, c in zip(
-        render.op_labels(trace, shown, fold), trace.op_code[index].tolist(),
-        trace.constant[index].tolist())]
+    ops = [
+        op if code >= 0 else "constant" if c else "leaf"
+        for op, code, c in zip(
+            render.op_labels(trace, shown, fold),
+            trace.op_code[index].tolist(),
+            trace.constant[index].tolist(),
+        )
+    ]
     tensors = trace.tensor_data
-    shapes = ([render.dims(tensors[i].shape) if i in tensors else "" for i in shown]
-              if tensors else [""] * len(shown))
+    shapes = (
+        [render.dims(tensors[i].shape) if i in tensors else "" for i in shown]
+        if tensors
+        else [""] * len(shown)
+    )
     data = render.column_text(trace, shown, "data")
     grad = render.column_text(trace, shown, "grad")
-    rows = list(map(list, zip(map(str, shown), labels, ops, shapes, data, grad,
-                              render.flags_text(trace, shown, status, _flag_words))))
+    rows = list(
+        map(
+            list,
+            zip(
+                map(str, shown),
+                labels,
+                ops,
+                shapes,
+                data,
+                grad,
+                render.flags_text(trace, shown, status, _flag_words),
+            ),
+        )
+    )
     classes = [""] * len(shown)
     classes[at] = "target"
     for k, i in enumerate(shown):
@@ -313,15 +378,38 @@ def _gradients_tab(trace, report, context) -> dict:
             classes[k] = "fail"
     # the data and grad columns sort by magnitude: the front-end reads it from the number
     # written; an array's (its largest |element|) and an exact int's are sent with the row
-    keys = {k: [None, None, None, None, _finite_key(render._magnitude(trace._data(i))),
-                _finite_key(render._magnitude(trace._grad(i))), None]
-            for k, i in enumerate(shown) if i in tensors or i in trace.exact}
-    note = (f"and {total - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
-            if total > len(shown) else "")
-    return {"id": "gradients", "title": "Gradients", "kind": "table",
-            "payload": _table(["#", "label", "op", "shape", "data", "grad", "flags"], rows,
-                              classes=classes, keys=keys, note=note, magnitude=(4, 5),
-                              descending=(0, 4, 5))}
+    keys = {
+        k: [
+            None,
+            None,
+            None,
+            None,
+            _finite_key(render._magnitude(trace._data(i))),
+            _finite_key(render._magnitude(trace._grad(i))),
+            None,
+        ]
+        for k, i in enumerate(shown)
+        if i in tensors or i in trace.exact
+    }
+    note = (
+        f"and {total - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
+        if total > len(shown)
+        else ""
+    )
+    return {
+        "id": "gradients",
+        "title": "Gradients",
+        "kind": "table",
+        "payload": _table(
+            ["#", "label", "op", "shape", "data", "grad", "flags"],
+            rows,
+            classes=classes,
+            keys=keys,
+            note=note,
+            magnitude=(4, 5),
+            descending=(0, 4, 5),
+        ),
+    }
 
 
 def _finite_key(k: float) -> float:
@@ -333,22 +421,39 @@ def _finite_key(k: float) -> float:
 def _check_tab(trace, report, context) -> dict | None:
     torch = context.get("torch")
     if report is None:
-        text = ("The numerical check was skipped (--no-check); run gradmagic.last.check() "
-                "to compute it.")
+        text = (
+            "The numerical check was skipped (--no-check); run gradmagic.last.check() "
+            "to compute it."
+        )
         if torch is None:
-            return {"id": "check", "title": "Check", "kind": "html",
-                    "payload": {"html": f"<p>{html.escape(text)}</p>"}}
-        return {"id": "check", "title": "Check", "kind": "html",
-                "payload": {"html": f"<p>{html.escape(text)}</p>" + render.torch_html(torch)}}
+            return {
+                "id": "check",
+                "title": "Check",
+                "kind": "html",
+                "payload": {"html": f"<p>{html.escape(text)}</p>"},
+            }
+        return {
+            "id": "check",
+            "title": "Check",
+            "kind": "html",
+            "payload": {"html": f"<p>{html.escape(text)}</p>" + render.torch_html(torch)},
+        }
     header, rows = render._report_rows(report, TABLE_ROWS, torch)
     classes = [row[-2] if row[-2] != "pass" else "" for row in rows]
     head = render._report_head(report)
     if torch is not None:
         head.append(torch.verdict)
-    note = (f"and {len(report.rows) - TABLE_ROWS:,} more rows (report.rows has them all)"
-            if len(report.rows) > TABLE_ROWS else "")
-    return {"id": "check", "title": "Check", "kind": "table",
-            "payload": _table(header, rows, classes=classes, note=note, head=head)}
+    note = (
+        f"and {len(report.rows) - TABLE_ROWS:,} more rows (report.rows has them all)"
+        if len(report.rows) > TABLE_ROWS
+        else ""
+    )
+    return {
+        "id": "check",
+        "title": "Check",
+        "kind": "table",
+        "payload": _table(header, rows, classes=classes, note=note, head=head),
+    }
 
 
 def _answers_tab(trace, report, context) -> dict | None:
@@ -357,8 +462,12 @@ def _answers_tab(trace, report, context) -> dict | None:
         return None
     header, rows = render._answer_rows(expected, TABLE_ROWS)
     classes = ["ok" if row[0] == "✓" else "fail" for row in rows]
-    return {"id": "answers", "title": "Answers", "kind": "table",
-            "payload": _table(header, rows, classes=classes, head=render._answers_head(expected))}
+    return {
+        "id": "answers",
+        "title": "Answers",
+        "kind": "table",
+        "payload": _table(header, rows, classes=classes, head=render._answers_head(expected)),
+    }
 
 
 def _graph_tab(trace, report, context) -> dict:
@@ -366,14 +475,24 @@ def _graph_tab(trace, report, context) -> dict:
 
 
 def _backward_tab(trace, report, context) -> dict:
-    return {"id": "backward", "title": "Backward", "kind": "backward",
-            "payload": _steps(trace, context["drawn"], context["fold"])}
+    return {
+        "id": "backward",
+        "title": "Backward",
+        "kind": "backward",
+        "payload": _steps(trace, context["drawn"], context["fold"]),
+    }
 
 
 #: Makers of the widget's tabs, in order: ``(trace, report, context) -> tab | None``.
 #: ``context`` has ``fold``, ``drawn``, ``children``, ``expected``, ``torch``.
-TAB_MAKERS = [_answers_tab, _graph_tab, _gradients_tab, _check_tab, _backward_tab,
-              *teaching.TABS]  # Forward, Walk, Paths (views/teaching.py)
+TAB_MAKERS = [
+    _answers_tab,
+    _graph_tab,
+    _gradients_tab,
+    _check_tab,
+    _backward_tab,
+    *teaching.TABS,
+]  # Forward, Walk, Paths (views/teaching.py)
 
 #: Tabs the live view computes when they are first opened (maker → (id, title, when): ``when(trace)`` says whether to defer it, None: always): their cost grows
 #: with the graph (every backward step, forward-mode passes, the walk, the paths), so a
@@ -416,9 +535,20 @@ def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> 
     return _payload(trace, report, expected=expected, torch=torch, run=run, defer=False)[0]
 
 
-def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", defer=True,
-             summary=render._SUMMARISE, fold=None, dot=None, dots=None,
-             gradients=None) -> tuple:
+def _payload(
+    trace,
+    report=None,
+    *,
+    expected=None,
+    torch=None,
+    run: str = "",
+    defer=True,
+    summary=render._SUMMARISE,
+    fold=None,
+    dot=None,
+    dots=None,
+    gradients=None,
+) -> tuple:
     """(payload, deferred): ``deferred`` maps a tab id to ``make(trace) -> tab`` for the
     tabs left out of the payload (their entries say ``"deferred": true``). ``gradients`` is
     the Gradients tab when the caller made it (the static copy shows the same table)."""
@@ -439,21 +569,22 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
     if dot is None:
         subset = summary.shown if summary else None
         ways = render.directions(trace, drawn)
-        dots = {d: render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d)
-                for d in ways}
+        dots = {d: render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d) for d in ways}
         dot = dots[ways[0]]
         dots = dots if len(ways) > 1 else None
     defer = defer and trace.n > EAGER_NODES
     tabs, deferred = [], {}
     for make in TAB_MAKERS:
-        if defer and make in DEFERRED and (DEFERRED[make][2] is None
-                                           or DEFERRED[make][2](trace)):
+        if defer and make in DEFERRED and (DEFERRED[make][2] is None or DEFERRED[make][2](trace)):
             ident, title, _ = DEFERRED[make]
             deferred[ident] = _deferred(make, drawn_set)
             tabs.append({"id": ident, "title": title, "kind": "deferred", "payload": None})
             continue
-        tab = (gradients if make is _gradients_tab and gradients is not None
-               else make(trace, report, context))
+        tab = (
+            gradients
+            if make is _gradients_tab and gradients is not None
+            else make(trace, report, context)
+        )
         if tab:
             tabs.append(tab)
     data = {
@@ -474,8 +605,10 @@ def _payload(trace, report=None, *, expected=None, torch=None, run: str = "", de
 
 def _deferred(make, drawn):
     """A deferred tab's maker: it keeps the drawn nodes, not the trace."""
+
     def tab(trace):
         return make(trace, None, _Context(trace, drawn))
+
     return tab
 
 
@@ -524,8 +657,7 @@ def _classes():
                 # them to each instance, which makes a new class per widget (0.3 ms of a
                 # 6 ms display); __init__ below then skips it
                 _esm = traitlets.Unicode((STATIC / "widget.js").read_text("utf-8")).tag(sync=True)
-                _css = traitlets.Unicode((STATIC / "widget.css").read_text("utf-8")).tag(
-                    sync=True)
+                _css = traitlets.Unicode((STATIC / "widget.css").read_text("utf-8")).tag(sync=True)
                 _anywidget_id = traitlets.Unicode(f"{__name__}.LiveView").tag(sync=True)
 
             def __init__(self, *args, source=None, deferred=None, **kwargs):
@@ -554,17 +686,36 @@ def _classes():
                     return None
                 trace = self._source() if self._source is not None else None
                 if trace is None:
-                    tab = {"id": ident, "kind": "html", "payload": {"html": (
-                        "<p>This run is no longer in memory (the kernel restarted, or "
-                        "<code>Out</code> and <code>gradmagic.last</code> no longer hold it): "
-                        "run the cell again to see this view.</p>")}}
+                    tab = {
+                        "id": ident,
+                        "kind": "html",
+                        "payload": {
+                            "html": (
+                                "<p>This run is no longer in memory (the kernel restarted, or "
+                                "<code>Out</code> and <code>gradmagic.last</code> no longer hold it): "
+                                "run the cell again to see this view.</p>"
+                            )
+                        },
+                    }
                 else:
                     try:
-                        tab = make(trace) or {"id": ident, "kind": "html", "payload": {
-                            "html": "<p>This view has nothing to show for this run.</p>"}}
+                        tab = make(trace) or {
+                            "id": ident,
+                            "kind": "html",
+                            "payload": {
+                                "html": "<p>This view has nothing to show for this run.</p>"
+                            },
+                        }
                     except Exception as exc:  # noqa: BLE001 - a view must not break the kernel
-                        tab = {"id": ident, "kind": "html", "payload": {"html": (
-                            f"<p>This view could not be made: {html.escape(str(exc))}</p>")}}
+                        tab = {
+                            "id": ident,
+                            "kind": "html",
+                            "payload": {
+                                "html": (
+                                    f"<p>This view could not be made: {html.escape(str(exc))}</p>"
+                                )
+                            },
+                        }
                     del self._deferred[ident]
                 opened[ident] = tab
                 self.opened = json.dumps(opened, separators=(",", ":"))
@@ -580,8 +731,12 @@ def _fixed_traits() -> bool:
     instance; with any other anywidget it is made the usual way."""
     try:
         from anywidget import _util
+
         return (_util._ESM_KEY, _util._CSS_KEY, _util._ANYWIDGET_ID_KEY) == (
-            "_esm", "_css", "_anywidget_id")
+            "_esm",
+            "_css",
+            "_anywidget_id",
+        )
     except (ImportError, AttributeError):
         return False
 
@@ -606,6 +761,7 @@ def _keep_open(view) -> None:
             return
         try:
             from comm import get_comm_manager
+
             own._closed = False
             get_comm_manager().register_comm(own)
         except Exception:  # noqa: BLE001 - another comm implementation: leave it closed
@@ -623,6 +779,7 @@ def _library():
     VizLibrary, _ = _classes()
     if _LIBRARY is None or _LIBRARY.comm is None:
         import base64
+
         code = (STATIC / "viz.js.gz").read_bytes()  # gzipped by the build, sent as it is
         _LIBRARY = VizLibrary(code=base64.b64encode(code).decode("ascii"))
         _keep_open(_LIBRARY)
@@ -645,8 +802,13 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "",
         source = weakref.ref(trace)
     except TypeError:  # a trace that takes no weak references: kept
         source = lambda: trace  # noqa: E731
-    view = LiveView(lib=_library(), data=json.dumps(data, separators=(",", ":")), tab=first,
-                    source=source, deferred=deferred)
+    view = LiveView(
+        lib=_library(),
+        data=json.dumps(data, separators=(",", ":")),
+        tab=first,
+        source=source,
+        deferred=deferred,
+    )
     _keep_open(view)
     return view
 
@@ -670,15 +832,33 @@ def _analyses(trace):
     return report, expected, torch, problems
 
 
-def static_bundle(trace, report=None, *, expected=None, torch=None, problems=(),
-                  run: str = "", cache=None, **parts) -> dict:
+def static_bundle(
+    trace,
+    report=None,
+    *,
+    expected=None,
+    torch=None,
+    problems=(),
+    run: str = "",
+    cache=None,
+    **parts,
+) -> dict:
     """The run without a widget front-end: ``text/html`` (an SVG image, tables) and text."""
     return {
-        "text/plain": "\n".join([render.text(trace, report, expected=expected, torch=torch)]
-                                + [f"! {p}" for p in problems]),
+        "text/plain": "\n".join(
+            [render.text(trace, report, expected=expected, torch=torch)]
+            + [f"! {p}" for p in problems]
+        ),
         "text/html": "".join(f"<p>⚠ {html.escape(p)}</p>" for p in problems)
-        + render.static_html(trace, report, expected=expected, torch=torch,
-                             cache=SvgCache() if cache is None else cache, run=run, **parts),
+        + render.static_html(
+            trace,
+            report,
+            expected=expected,
+            torch=torch,
+            cache=SvgCache() if cache is None else cache,
+            run=run,
+            **parts,
+        ),
     }
 
 
@@ -742,20 +922,49 @@ def mimebundle(trace, publish=None) -> dict:
     if marked and not set(marked).isdisjoint(drawn):
         dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
         drawing = _Drawing(dot)
-    dots = ({d: (dot if d == rankdir else render.to_dot(trace, report, subset=subset,
-                                                         fold=fold, rankdir=d)) for d in ways}
-            if len(ways) > 1 else None)
+    dots = (
+        {
+            d: (
+                dot
+                if d == rankdir
+                else render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d)
+            )
+            for d in ways
+        }
+        if len(ways) > 1
+        else None
+    )
     run = secrets.token_hex(8)
     # the Gradients table, made once for the live view and its static copy
     gradients = _gradients_tab(trace, report, {"fold": fold})
     try:
-        view = TraceWidget(trace, report, expected=expected, torch=torch, run=run,
-                           summary=summary, fold=fold, dot=dot, dots=dots, gradients=gradients)
+        view = TraceWidget(
+            trace,
+            report,
+            expected=expected,
+            torch=torch,
+            run=run,
+            summary=summary,
+            fold=fold,
+            dot=dot,
+            dots=dots,
+            gradients=gradients,
+        )
     except ImportError:  # anywidget is not installed: the static view stands alone
         view = None
-    static = static_bundle(trace, report, expected=expected, torch=torch, problems=problems,
-                           run=run, cache=drawing, summary=summary, fold=fold, dot=dot,
-                           gradients=gradients["payload"])
+    static = static_bundle(
+        trace,
+        report,
+        expected=expected,
+        torch=torch,
+        problems=problems,
+        run=run,
+        cache=drawing,
+        summary=summary,
+        fold=fold,
+        dot=dot,
+        gradients=gradients["payload"],
+    )
     if view is None:
         return static
     bundle = view._repr_mimebundle_()

@@ -4,15 +4,22 @@ OK_FORMAT = True
 test = {
     "name": "q1",
     "points": 1,
-    "suites": [{
-        "cases": [{
-            "code": r""">>> from gradmagic import grade
+    "suites": [
+        {
+            "cases": [
+                {
+                    "code": r""">>> from gradmagic import grade
 >>> QUESTION = "w = 0.5\nb = -1.0\nx = 2.0\ny = 1.0\nL = (w*x + b - y)**2\nL"
 >>> grade(QUESTION, answers).assert_passed()
 """,
-            "hidden": False,
-            "locked": False,
-        }],
-        "scored": True, "setup": "", "teardown": "", "type": "doctest",
-    }],
+                    "hidden": False,
+                    "locked": False,
+                }
+            ],
+            "scored": True,
+            "setup": "",
+            "teardown": "",
+            "type": "doctest",
+        }
+    ],
 }
