@@ -28,7 +28,8 @@ from cells_corpus import RECURRENCE
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
+from chromium import CHROMIUM, launch, stop
+
 BUILD = ROOT / "build"
 DOCS = ROOT / "docs"
 MIN_PX = 10  # no text smaller than this
@@ -206,30 +207,13 @@ def server(request, tmp_path_factory):
     shutil.copytree(ROOT / "demo_notebooks", root / "nb" / "demo")
     proc, log, base, token = _serve(root, app)
     yield app, base, token, root / "nb"
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    stop(proc, log)
 
 
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-quic",
-            ],
-        )
+        b = launch(pw)
         yield b
         b.close()
 

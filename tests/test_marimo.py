@@ -20,7 +20,8 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
+from chromium import CHROMIUM, launch, stop
+
 NOTEBOOK = ROOT / "examples" / "marimo_autograd.py"
 
 if not Path(CHROMIUM).exists():
@@ -90,30 +91,13 @@ def marimo_app(tmp_path_factory):
                 pytest.fail("marimo did not start:\n" + (root / "server.log").read_text()[-3000:])
             time.sleep(0.3)
     yield base
-    server.terminate()
-    try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+    stop(server, log)
 
 
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-quic",
-            ],
-        )
+        b = launch(pw)
         yield b
         b.close()
 

@@ -25,7 +25,8 @@ import pytest
 
 pytest.importorskip("build")
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
+from chromium import CHROMIUM, launch, stop
+
 pytestmark = pytest.mark.slow
 
 
@@ -185,19 +186,7 @@ def test_the_quick_start_draws_in_jupyterlab_from_the_wheel(fresh):
                 ).read_text()[-3000:]
                 time.sleep(0.3)
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM,
-                headless=True,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                    "--disable-quic",
-                ],
-            )
+            browser = launch(pw)
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.goto(f"{base}/lab/tree/quickstart.ipynb?token={token}")
             page.locator(".jp-Notebook").wait_for(timeout=90_000)
@@ -216,9 +205,4 @@ def test_the_quick_start_draws_in_jupyterlab_from_the_wheel(fresh):
             page.get_by_text("(6.0, -4.0)").first.wait_for(timeout=60_000)
             browser.close()
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+        stop(server, log)
