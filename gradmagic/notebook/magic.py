@@ -103,9 +103,14 @@ class AutogradMagics(Magics):
         last statement assigns, or -t NAME) is the target. Returns a Trace of
         the run: .value, .grads, .nodes (with -q it returns None; the Trace is
         in gradmagic.last). Numbers the cell reads from the namespace enter as
-        fresh leaves; names bound to the graph's nodes stay bound to them, so
-        x.grad works after the cell, and every other name holds a plain value.
-        The display checks each input's gradient against a central finite
+        fresh leaves, those in the lists, dicts and objects it reads too; numbers
+        it keeps in containers and objects are inputs named by their paths
+        (gradmagic.last.grads["n.w[0]"], gradmagic.last.grads_of("n.w")).
+        Names bound to the graph's nodes stay bound to them, so x.grad works
+        after the cell; every other number, at any depth, is plain again. A
+        cell whose value is not differentiable shows it as plain Python does,
+        with a note. A cell whose target is a PyTorch tensor runs unchanged,
+        recorded with PyTorch as the engine. The display checks each input's gradient against a central finite
         difference (--eps); a big graph checks a seeded sample of its inputs one
         by one and all of them at once along a random direction, and says so.
 
