@@ -304,3 +304,11 @@ def test_a_function_the_magic_cannot_follow_is_marked(ip, capsys):
     ip.run_cell("%%autograd\nx = 0.5\nout = f(x) + x\nout")
     shown = capsys.readouterr().out
     assert "f was defined outside %%autograd and calls tanh" in shown
+
+
+def test_the_end_of_cell_walk_is_bounded_and_says_so(ip, monkeypatch):
+    from gradmagic.notebook import boundary
+
+    monkeypatch.setattr(boundary, "LIMIT", 50)
+    trace = magic(ip, "rows = [[float(i), [i]] for i in range(200)]\nx = 2.0\ny = x * 3.0\ny")
+    assert any("were not visited" in w for w in trace.warnings)

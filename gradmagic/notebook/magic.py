@@ -621,7 +621,8 @@ def execute(
         source=cell.source,
         options=options,
         warnings=cut_warnings(run.cuts, converted)
-        + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes),
+        + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
+        + _unsettled(settled),
     )
     trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
     boundary.release(settled)
@@ -698,6 +699,16 @@ def _rewritten(f, plain, math_names):
 _MATH_CALLS = frozenset(_runtime.DISPATCHED_NAMES) - {"float", "isinstance", "pow"}
 """Names of math functions whose call on a number node computes outside the graph unless
 the magic compiled the call."""
+
+
+def _unsettled(settled) -> list[str]:
+    """A warning when the end-of-cell walk reached its bound before the end."""
+    if not settled.unvisited:
+        return []
+    return [
+        f"the cell reaches more than {boundary.LIMIT:,} objects: {settled.unvisited:,} were "
+        "not visited, and numbers the cell left in them may still be graph nodes"
+    ]
 
 
 def _cuts_text(cuts) -> str:
