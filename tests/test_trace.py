@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 from gradmagic import Tensor, Value
 from gradmagic.analysis import replay as replay_module
 from gradmagic.analysis.check import check
+from gradmagic.analysis.trace import COLUMNS
 from gradmagic.analysis.numbers import all_finite
 from gradmagic.analysis.trace import Trace
 from gradmagic.core.ops import OPS
@@ -103,17 +104,7 @@ def test_columns_equal_a_node_by_node_reading(graph):
     assert_matches_live(trace, target)
     # the same walk given by the caller gives the same columns
     again = Trace(target, order=Value.topo(target))
-    for column in (
-        "data",
-        "grad",
-        "op_code",
-        "parent_a",
-        "parent_b",
-        "label_code",
-        "kink",
-        "finite",
-        "constant",
-    ):
+    for column in COLUMNS:
         np.testing.assert_array_equal(getattr(trace, column), getattr(again, column))
 
 

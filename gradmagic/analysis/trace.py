@@ -27,7 +27,20 @@ from ..core.tensor_ops import TENSOR_OPS
 from .numbers import all_finite, short
 from .options import Options
 
-__all__ = ["Node", "Trace"]
+__all__ = ["Node", "Trace", "COLUMNS"]
+
+COLUMNS = (
+    "data",
+    "grad",
+    "op_code",
+    "parent_a",
+    "parent_b",
+    "label_code",
+    "kink",
+    "finite",
+    "constant",
+)
+"""The per-node numpy columns of a :class:`Trace`."""
 
 _DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
 _OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
@@ -827,20 +840,7 @@ class Trace:
     @property
     def nbytes(self) -> int:
         """Bytes held by the columns (tensor arrays and dicts not counted)."""
-        return sum(
-            getattr(self, c).nbytes
-            for c in (
-                "data",
-                "grad",
-                "op_code",
-                "parent_a",
-                "parent_b",
-                "label_code",
-                "kink",
-                "finite",
-                "constant",
-            )
-        )
+        return sum(getattr(self, c).nbytes for c in COLUMNS)
 
     # ------------------------------------------------------------------ checks
     def check(
