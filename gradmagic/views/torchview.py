@@ -130,7 +130,7 @@ def headline(run) -> str:
     )
     return (
         f"PyTorch run: target {run.name_of(run.target)} = {_g(run.value)}; "
-        f"{len(run.graph)} ops, {len(run.params)} parameters; gradients from {how}"
+        f"{_count(len(run.graph), 'op')}, {_count(len(run.params), 'parameter')}; gradients from {how}"
     )
 
 
@@ -359,3 +359,7 @@ def text_view(run) -> str:
 def mimebundle(run) -> dict:
     """The run's display: HTML (graph, checks, health, tables) and text."""
     return {"text/plain": text_view(run), "text/html": html_view(run)}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
