@@ -59,21 +59,22 @@ def torch64():
     torch.set_default_dtype(before)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ip():
-    """IPython's test shell with gradmagic loaded (unloaded after the module)."""
+    """IPython's test shell with gradmagic loaded, for one test.
+
+    The shell is one per process and outlives the test, so the names a test makes are
+    removed after it and the last run is forgotten: no test sees another's names.
+    """
     from IPython.testing import globalipapp
 
+    from gradmagic.notebook import session
+
     shell = globalipapp.get_ipython()
+    before = set(shell.user_ns)
     shell.run_line_magic("load_ext", "gradmagic")
     yield shell
     shell.run_line_magic("unload_ext", "gradmagic")
-
-
-@pytest.fixture
-def fresh_names(ip):
-    """Remove the names a test adds to the shell's namespace."""
-    before = set(ip.user_ns)
-    yield
-    for name in set(ip.user_ns) - before:
-        del ip.user_ns[name]
+    for name in set(shell.user_ns) - before:
+        del shell.user_ns[name]
+    session.last = None

@@ -6,7 +6,7 @@ import pytest
 
 import gradmagic
 
-pytestmark = pytest.mark.usefixtures("fresh_names")
+pytestmark = pytest.mark.usefixtures("ip")
 
 NEURON = """import random, math
 random.seed(7)

@@ -2,7 +2,7 @@
 
 import pytest
 
-pytestmark = pytest.mark.usefixtures("fresh_names")
+pytestmark = pytest.mark.usefixtures("ip")
 
 
 def run(ip, body, options="-q"):

@@ -26,7 +26,7 @@ import pytest
 from fidelity_corpus import Runner
 from gradmagic.notebook.magic import execute, prepare
 
-pytestmark = pytest.mark.usefixtures("fresh_names")
+pytestmark = pytest.mark.usefixtures("ip")
 
 CELLS = [
     # the caller's frame

@@ -50,11 +50,6 @@ INLINE_TEXTBOOK = [
 RUNTIME_NAMES = ("_runtime", "RT.", "lab(", "lit(", "shown(", "ints(", "\\x00", "\x00")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_names(fresh_names):
-    """Every test here starts from the names the module started with."""
-
-
 def autograd(ip, body, options="-q", **kw):
     """Run ``%%autograd options`` over ``body``; returns the ExecutionResult."""
     return ip.run_cell(f"%%autograd {options}\n{body}", **kw)

@@ -17,7 +17,7 @@ import gradmagic
 from gradmagic.core.array import Array, Scalar64
 from numeric import central
 
-pytestmark = pytest.mark.usefixtures("fresh_names")
+pytestmark = pytest.mark.usefixtures("ip")
 
 
 def autograd(ip, body, options="-q"):

@@ -7,7 +7,7 @@ import pytest
 
 import gradmagic
 
-pytestmark = pytest.mark.usefixtures("fresh_names")
+pytestmark = pytest.mark.usefixtures("ip")
 
 # (name, cell, the inputs and their values); L is the target
 CELLS = [

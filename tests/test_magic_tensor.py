@@ -23,11 +23,6 @@ def array_node(x) -> bool:
 RUNTIME_NAMES = ("_runtime", "lab(", "lit(", "leaf(", "changing(", "\\x00", "\x00")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_names(fresh_names):
-    """Every test here starts from the names the module started with."""
-
-
 def autograd(ip, body, options="-q"):
     """Run ``%%autograd options`` over ``body``; returns the ExecutionResult."""
     return ip.run_cell(f"%%autograd {options}\n{body}")

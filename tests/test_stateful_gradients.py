@@ -16,7 +16,7 @@ import pytest
 import gradmagic
 from fidelity_corpus import deep_state
 
-pytestmark = pytest.mark.usefixtures("fresh_names")
+pytestmark = pytest.mark.usefixtures("ip")
 
 DIJKSTRA = (
     """import heapq

@@ -176,7 +176,7 @@ def _linked(trace, i, made):
     return made[i]
 
 
-def test_the_walk_reproduces_the_seeds_printout(ip, fresh_names):
+def test_the_walk_reproduces_the_seeds_printout(ip):
     ip.run_cell("%%autograd -q\n" + SEED_CELL)
     import gradmagic
 
@@ -234,7 +234,7 @@ def test_topological_order_is_valid_and_is_the_seeds(case):
     assert walk.counts(k) == (len(v), len(o))
 
 
-def test_seed_paths_of_df_dx_read_as_the_seed_writes_them(ip, fresh_names):
+def test_seed_paths_of_df_dx_read_as_the_seed_writes_them(ip):
     ip.run_cell("%%autograd -q\n" + SEED_CELL)
     import gradmagic
 
@@ -255,7 +255,7 @@ def test_seed_paths_of_df_dx_read_as_the_seed_writes_them(ip, fresh_names):
     assert teaching.paths(trace, "y").listed_sum == 32.0
 
 
-def test_last_jvp_returns_every_nodes_tangent(ip, fresh_names):
+def test_last_jvp_returns_every_nodes_tangent(ip):
     ip.run_cell("%%autograd -q\n" + SEED_CELL)
     import gradmagic
 
@@ -302,7 +302,7 @@ def test_tensor_runs_say_forward_mode_covers_scalar_graphs():
     assert "build_topo" in views.walk_html(trace, draw=False)  # the walk needs no locals
 
 
-def test_nodes_the_target_does_not_reach_are_greyed_and_explained(ip, fresh_names):
+def test_nodes_the_target_does_not_reach_are_greyed_and_explained(ip):
     ip.run_cell("%%autograd -q\nx = 2.0\ny = 3.0\ng = x * 10\nf = x * y\nf")
     import gradmagic
 
