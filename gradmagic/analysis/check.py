@@ -500,7 +500,7 @@ class _Judge:
         if len(p.signs):  # along a direction: the gradient times the move, over the step
             up, down = p.moved(trace.data, eps)
             with np.errstate(all="ignore"):
-                along = (up - down) @ trace.grad[p.spread] / m.steps[len(index) :]
+                along = ((up - down) * trace.grad[p.spread]).sum(axis=1) / m.steps[len(index) :]
             analytic = np.concatenate((analytic, along))
         return analytic
 
