@@ -883,6 +883,7 @@ INTERNALS = frozenset(
     for name in (
         "notebook.runtime",
         "core.engine",
+        "core.number_nodes",
         "core.ops",
         "core.tensor",
         "core.tensor_ops",

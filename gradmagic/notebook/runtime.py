@@ -28,8 +28,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..core import engine
-from ..core.engine import SCALAR_NODES, SCALARS, Float, Int, Value, constant, with_data
+from ..core import engine, number_nodes
+from ..core.engine import SCALAR_NODES, Value
+from ..core.number_nodes import SCALARS, Float, Int, constant, with_data
 from ..core.ops import OPS
 from ..core import array as _array
 from ..core.array import Array, Scalar64, array_leaf
@@ -148,7 +149,7 @@ def new_leaf(x, name: str):
         leaf.label = name
         return leaf
     if cls in _EXACT_NUMBERS or cls in SCALARS:
-        leaf = constant(engine.plain(x) if cls in SCALARS else x)
+        leaf = constant(number_nodes.plain(x) if cls in SCALARS else x)
         leaf.label = name
         return leaf
     if cls is Value:
@@ -166,7 +167,7 @@ def shown(x):
     Tensors is passed as it is (it may change before it is printed).
     """
     if type(x) in SCALARS:
-        return engine.plain(x)
+        return number_nodes.plain(x)
     return _shown(x, {})
 
 
@@ -331,7 +332,7 @@ def go(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
-_FLOAT_NODES = frozenset({Float, engine.Float64})
+_FLOAT_NODES = frozenset({Float, number_nodes.Float64})
 
 
 def _has_float_node(xs, depth: int = 0) -> bool:
@@ -820,7 +821,7 @@ def type_of(*args):
     x = args[0]
     kind = type(x)
     if kind in SCALARS:
-        return type(engine.plain(x))
+        return type(number_nodes.plain(x))
     if kind is Tensor:
         return type(x.data[()]) if x.data.ndim == 0 else type(x.data)
     if kind is Array:
