@@ -480,44 +480,17 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
     return w
 
 
-def _zeroed_order(root) -> tuple:
-    """``root``'s topological order with every gradient reset, and whether a node is a tensor."""
-    global _last_mark
-    order = []
-    entered = _last_mark + 1
-    left = _last_mark = entered + 1
+def _zero(order) -> bool:
+    """Reset the gradient of every node of ``order``; True if one is a tensor."""
     tensors = False
     scalar = SCALAR_NODES
-    stack = [root]
-    push, pop, append = stack.append, stack.pop, order.append
-    while stack:
-        v = stack[-1]
-        m = v._mark
-        if m is not entered:  # reached for the first time, or placed already
-            if m is left:
-                pop()
-                continue
-            a = v._a
-            if a is not None:  # its parents first; placed at once if they are
-                waiting = a._mark is not left
-                if waiting:
-                    push(a)
-                b = v._b
-                if b is not None and b._mark is not left:
-                    push(b)
-                    waiting = True
-                if waiting:
-                    v._mark = entered
-                    continue
-        pop()  # its parents are placed: place it
-        v._mark = left
-        append(v)
+    for v in order:
         if v.__class__ in scalar:
             v.grad = 0.0
         else:
             tensors = True
             v._zero_grad()
-    return order, tensors
+    return tensors
 
 
 def backward(root, seed, walk_: Walk | None = None) -> None:
@@ -529,18 +502,16 @@ def backward(root, seed, walk_: Walk | None = None) -> None:
     ``_a``/``_b`` and carry a ``_mark`` slot for the walks. ``walk_`` is
     ``walk(root, zero=True)`` when the caller has it: the magic walks the
     graph once, for backward and its trace. The graph's gradients are reset
-    during the walk, then the sweep runs from the root in reverse order.
+    (during that walk, or after :meth:`GraphNode.topo`), then the sweep runs from
+    the root in reverse order.
     """
     if walk_ is None:
-        order, tensors = _zeroed_order(root)
+        order = GraphNode.topo(root)
+        tensors = _zero(order)
     else:
         order, tensors = walk_.order, walk_.tensors
         if not walk_.zeroed:
-            for v in order:
-                if v.__class__ in SCALAR_NODES:
-                    v.grad = 0.0
-                else:
-                    v._zero_grad()
+            _zero(order)
     if tensors:
         _backward_nodes(root, seed, order)
         return
