@@ -626,3 +626,11 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(f"gradmagic.{module}"))
     assert result.failed == 0
+
+
+def test_zero_to_a_negative_power_is_the_ieee_infinity_as_numpy_gives_it():
+    # the check replays ** with numpy: the float forward must give the same infinity
+    for x, y in [(-0.0, -1.0), (-0.0, -3), (0.0, -1.0), (-0.0, -2.0), (-0.0, -0.5), (0, -1)]:
+        with np.errstate(divide="ignore"):
+            expected = float(np.power(np.float64(x), np.float64(y)))
+        assert (Value(x) ** y).data == expected, (x, y)

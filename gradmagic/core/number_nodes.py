@@ -22,8 +22,9 @@ import warnings as _warnings
 
 import numpy as np
 
-from . import engine as _engine
-from .engine import GraphNode, Value, state
+from . import graph as _graph
+from .engine import Value
+from .graph import GraphNode, state
 from .ops import OPS, real
 
 __all__ = ["Float", "Int", "Float64", "SCALARS", "constant", "with_data", "plain", "DEFER"]
@@ -130,12 +131,12 @@ for _cls, _base in ((Float, float), (Int, int), (Float64, np.float64)):  # named
     _cls.__name__ = _cls.__qualname__ = _base.__name__
     _cls.__module__ = _base.__module__
 
-SCALARS = _engine.SCALARS
+SCALARS = _graph.SCALARS
 SCALARS.update((Float, Int, Float64))
-SCALAR_NODES = _engine.SCALAR_NODES
+SCALAR_NODES = _graph.SCALAR_NODES
 SCALAR_NODES.update(SCALARS)
-_engine.FLOAT_NODES.update((Float, Float64))
-_engine.INT_NODES.add(Int)
+_graph.FLOAT_NODES.update((Float, Float64))
+_graph.INT_NODES.add(Int)
 
 # operands a number node computes with itself; anything else (another numpy
 # scalar, a Fraction, a Value, an array) gets NotImplemented first, so its own
@@ -359,7 +360,7 @@ def _number_apply(op, args):
     return _number_node(r, op, args[0], args[1] if len(args) > 1 else None)
 
 
-_engine.number_apply = _number_apply
+_graph.number_apply = _number_apply
 
 
 def _number_compare(method, pyop):

@@ -156,8 +156,8 @@ def _mod(x, y):
 def _pow(x, y):
     try:
         r = x**y
-    except ZeroDivisionError:  # 0 ** negative
-        return INF
+    except ZeroDivisionError:  # 0 ** negative: inf, signed as -0.0 ** an odd power (IEEE)
+        return math.copysign(INF, x) if y % 2 == 1 else INF
     except OverflowError:
         if _too_big(x) or _too_big(y):  # not a float overflow: see the module notes
             raise

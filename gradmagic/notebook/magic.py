@@ -884,6 +884,7 @@ INTERNALS = frozenset(
         "notebook.runtime",
         "core.engine",
         "core.number_nodes",
+        "core.graph",
         "core.ops",
         "core.tensor",
         "core.tensor_ops",
