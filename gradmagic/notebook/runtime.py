@@ -370,6 +370,9 @@ def done(token, result):
     if not unlinked and kind not in _NODES and kind is not bool and isinstance(result, Number):
         unlinked = True  # a number of another kind (Decimal, Fraction, np.float32)
         result_node = None
+    elif kind is bytes or kind is bytearray:
+        unlinked = True  # the numbers packed (struct.pack, pickle.dumps): read back plain
+        result_node = None
     else:
         result_node = result
     if unlinked and any(type(n) is not Int for n in nodes):
