@@ -282,7 +282,7 @@ def _more(shown: int, total: int, what: str) -> str:
 
 
 def _table(header, rows, colours=None) -> str:
-    return render._html_table(header, rows, colours)
+    return render.html_table(header, rows, colours)
 
 
 def _draw(trace, cache, extra_dot: str = "", **options) -> str:
@@ -303,7 +303,7 @@ def _draw(trace, cache, extra_dot: str = "", **options) -> str:
         try:
             image = render.svg(source)
         except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
-            return render._no_graph(exc, source)
+            return render.graph_failure_html(exc, source)
         if cache is not None:
             cache[source] = image
     head = ""
@@ -512,7 +512,7 @@ def forward_text(trace, input=None, limit: int = 20) -> str:
     exprs = expressions(trace)
     lines = _cost_lines(trace, comparison)
     header, rows, _ = _agreement_rows(trace, exprs, comparison, limit)
-    lines.append(render._text_table(header, rows))
+    lines.append(render.text_table(header, rows))
     more = _more(len(rows), comparison.inputs, "inputs")
     if more:
         lines.append(more)
@@ -521,7 +521,7 @@ def forward_text(trace, input=None, limit: int = 20) -> str:
     reached = [k for k, r in enumerate(t.reached) if r]
     rows = _forward_rows(trace, exprs, t, i, reached[:limit])
     lines.append(_pass_header(trace, exprs, i))
-    lines.append(render._text_table(["#", "node", "op", "sum", "tangent"], rows))
+    lines.append(render.text_table(["#", "node", "op", "sum", "tangent"], rows))
     more = _more(len(rows), len(reached), "nodes")
     if more:
         lines.append(more)
@@ -846,7 +846,7 @@ def paths_text(trace, input=None) -> str:
     if result.paths:
         rows = [[str(k + 1)] + _path_cells(trace, exprs, p) for k, p in enumerate(result.paths)]
         lines.append(
-            render._text_table(["#", "path", "local derivatives", "numbers", "product"], rows)
+            render.text_table(["#", "path", "local derivatives", "numbers", "product"], rows)
         )
     lines += _zero_lines(trace, exprs, result)
     return "\n".join(lines)
@@ -892,7 +892,7 @@ def _static_teaching(trace, cache=None) -> str:
     Python over the graph), so the copy gives the counts and where to see them: the live
     view's Forward, Walk and Paths tabs (made when opened) or ``teaching.forward(...)``.
     """
-    limit = render._max_nodes(trace)
+    limit = render.node_limit(trace)
     if len(trace.nodes) <= limit:
         return static_section(trace, cache)
     ins, edges = len(teaching.inputs(trace)), teaching.edge_count(trace)
