@@ -24,37 +24,75 @@ array's own memory, as numpy does. In the graph, the array's previous role
 it before the write keep using, and the array becomes the write's result:
 ``old + 1`` where the write has a rule, a fresh leaf (the cut reported) where
 it has none.
+
+The rules of numpy's functions live in :mod:`.numpy_reductions`, :mod:`.numpy_shapes` and
+:mod:`.numpy_linalg`, the methods beyond numpy's dispatch in :mod:`.array_methods`. What stays
+here is longer than a module should be because it is one knot: the classes, the ufunc and
+function dispatch, the node links and the in-place writes call one another.
 """
 
 from __future__ import annotations
+
 
 # bound here, so a cell that rebinds builtins.float (or int, isinstance) changes its own
 # code, as in plain Python, and not the engine's
 from builtins import float, int, isinstance  # noqa: A004
 
+
 import sys
+
+
 import warnings
+
+
 import weakref
+
 
 import numpy as np
 
+
 from . import engine as _engine
+
+
 from .engine import SCALAR_NODES, Value, state
+
+
 from . import tensor as _t
+
+
 from .tensor import Tensor, TENSOR_OPS
+
 
 __all__ = ["Array", "Scalar64", "array_leaf", "is_array_node", "plain_array"]
 
+
 _F64 = np.float64
+
+
 _ndarray = np.ndarray
+
+
 _view = np.ndarray.view
+
+
 _float_of = float.__float__
+
+
 _NoValue = np._NoValue
+
+
 _new_ref = weakref.ref
 
+
 _SUM, _MEAN, _MAX, _MIN = _t._SUM, _t._MEAN, _t._MAX, _t._MIN
+
+
 _COPY, _POW, _DIV, _CUMSUM = _t._COPY, _t._POW, TENSOR_OPS["/"], _t._CUMSUM
+
+
 _RESHAPE, _TRANSPOSE, _GETITEM = _t._RESHAPE, _t._TRANSPOSE, _t._GETITEM
+
+
 _MAXIMUM, _MINIMUM = _t._MAXIMUM, _t._MINIMUM
 
 
@@ -381,8 +419,13 @@ class Scalar64(np.float64):
 
 
 _ARRAYS = (Array, Scalar64)
+
+
 _NODE_CLASSES = frozenset({Array, Scalar64, Tensor}) | SCALAR_NODES
+
+
 _TENSOR_NODES = frozenset({Array, Scalar64, Tensor})
+
 
 # the tensor protocol (grad, backward, parents, kink, ...) is Tensor's own
 for _name in (
@@ -403,6 +446,7 @@ for _name in (
 ):
     setattr(Array, _name, Tensor.__dict__[_name])
     setattr(Scalar64, _name, Tensor.__dict__[_name])
+
 
 for _cls, _base in ((Array, np.ndarray), (Scalar64, np.float64)):  # named as numpy's
     _cls.__name__ = _cls.__qualname__ = _base.__name__
@@ -453,8 +497,12 @@ for _name, _uf in (
 ):
     setattr(Scalar64, f"__{_name}__", _scalar_binary(_uf, f"__{_name}__"))
     setattr(Scalar64, f"__r{_name}__", _scalar_binary(_uf, f"__r{_name}__"))
+
+
 for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute)):
     setattr(Scalar64, f"__{_name}__", _scalar_unary(_uf, f"__{_name}__"))
+
+
 del _name, _uf, _cls, _base
 
 
@@ -606,7 +654,11 @@ def _link(op, exact, a, b=None, params=None):
 
 
 _UFUNC_OPS = _t._UFUNC_OPS
+
+
 _UFUNC_VALUES = _t._UFUNC_VALUES
+
+
 _CALL_OPTIONS = frozenset({"out", "casting", "order", "subok", "signature"})
 
 
@@ -929,8 +981,14 @@ def _reduce_rule(ufunc, method, inputs, kwargs):
 
 
 # --------------------------------------------------------------------------- numpy functions
+FUNCTION_RULES: dict = {}
+"""numpy function → its rule ``rule(exact, *args, **kwargs)``, filled by the modules of
+rules (:mod:`.numpy_reductions`, :mod:`.numpy_shapes`, :mod:`.numpy_linalg`), which
+``gradmagic.core`` imports."""
+
+
 def _function(func, args, kwargs):
-    rule = _FUNCTION_RULES.get(func)
+    rule = FUNCTION_RULES.get(func)
     if rule is None and func in _MUTATORS and args and args[0].__class__ is Array and tracking():
         target = args[0]
         _write(
@@ -986,94 +1044,12 @@ def _function(func, args, kwargs):
     )
 
 
-def _no(*values) -> bool:
-    """True if every value is a default (None, numpy's no-value marker, True for where)."""
-    return all(v is None or v is _NoValue for v in values)
-
-
 def _dtype_ok(dtype) -> bool:
     return dtype is None or np.dtype(dtype) == _F64
 
 
 def _is_tensor(x) -> bool:
     return x.__class__ in _TENSOR_NODES
-
-
-def _reduction(op):
-    def rule(
-        exact,
-        a,
-        axis=None,
-        dtype=None,
-        out=None,
-        keepdims=_NoValue,
-        initial=_NoValue,
-        where=_NoValue,
-        **extra,
-    ):
-        if (
-            extra
-            or not _is_tensor(a)
-            or not _dtype_ok(dtype)
-            or initial is not _NoValue
-            or (where is not _NoValue and where is not True)
-            or out is not None
-        ):
-            return None
-        keep = False if keepdims is _NoValue else bool(keepdims)
-        axes = None if axis is None else _t._axes(axis, a.ndim)
-        return _t._apply(op, a, None, {"axis": axes, "keepdims": keep})
-
-    return rule
-
-
-def _r_extreme(op):
-    def rule(exact, a, axis=None, out=None, keepdims=_NoValue, initial=_NoValue, where=_NoValue):
-        return _reduction(op)(exact, a, axis, None, out, keepdims, initial, where)
-
-    return rule
-
-
-def _r_mean(exact, a, axis=None, dtype=None, out=None, keepdims=_NoValue, *, where=_NoValue):
-    return _reduction(_MEAN)(exact, a, axis, dtype, out, keepdims, _NoValue, where)
-
-
-def _r_var(
-    exact,
-    a,
-    axis=None,
-    dtype=None,
-    out=None,
-    ddof=0,
-    keepdims=_NoValue,
-    *,
-    where=_NoValue,
-    mean=_NoValue,
-    correction=_NoValue,
-    _std=False,
-):
-    if (
-        not _is_tensor(a)
-        or a.__class__ is Scalar64
-        or not _dtype_ok(dtype)
-        or out is not None
-        or (where is not _NoValue and where is not True)
-        or mean is not _NoValue
-    ):
-        return None
-    if correction is not _NoValue:
-        ddof = correction
-    keep = False if keepdims is _NoValue else bool(keepdims)
-    axes = None if axis is None else _t._axes(axis, a.ndim)
-    n = a.size if axes is None else int(np.prod([a.shape[i] for i in axes]))
-    with _quiet_graph():
-        d = a - np.mean(a, axis=axes, keepdims=True)
-        v = np.sum(d * d, axis=axes, keepdims=keep) / (n - ddof)
-        return np.sqrt(v) if _std else v
-
-
-def _r_std(exact, *args, **kwargs):
-    return _r_var(exact, *args, _std=True, **kwargs)
 
 
 class _quiet_graph:
@@ -1086,137 +1062,10 @@ class _quiet_graph:
         np.seterr(**self.state)
 
 
-def _r_cumsum(exact, a, axis=None, dtype=None, out=None):
-    if not _is_tensor(a) or a.__class__ is Scalar64 or not _dtype_ok(dtype) or out is not None:
-        return None
-    if axis is None:
-        flat = a.reshape(-1) if a.__class__ is Array else Tensor.reshape(a, -1)
-        return _t._apply(_CUMSUM, flat, None, {"axis": 0})
-    return _t._apply(_CUMSUM, a, None, {"axis": _t._axes(axis, a.ndim)[0]})
-
-
-def _r_dot(exact, a, b, out=None):
-    if out is not None:
-        return None
-    da, db = np.ndim(a), np.ndim(b)
-    if da == 0 or db == 0:
-        return _link_call(np.multiply, exact, (a, b))
-    if da > 2 or db > 2:
-        return None
-    pa, pb = _parent(a), _parent(b)
-    if pa is None or pb is None:
-        return None
-    return _link(_t._MATMUL, exact, pa, pb)
-
-
-def _r_reshape(exact, a, shape=None, order="C", *, newshape=None, copy=None):
-    if order not in ("C", "A") or copy or not _is_tensor(a):
-        return None
-    if a.__class__ is Array:
-        return a.reshape(exact.shape)
-    return _t._apply(_RESHAPE, a, None, {"shape": np.shape(exact)})
-
-
-def _r_ravel(exact, a, order="C"):
-    return _r_reshape(exact, a, order=order)
-
-
-def _r_transpose(exact, a, axes=None):
-    if a.__class__ is Array:
-        return a.transpose(axes)
-    return None
-
-
-def _r_copy(exact, a, order="K", subok=False):
-    if not _is_tensor(a):
-        return None
-    return _t._apply(_COPY, a)
-
-
-def _r_atleast(exact, *arys):
-    if len(arys) != 1 or not _is_tensor(arys[0]) or not isinstance(exact, _ndarray):
-        return None
-    a = arys[0]
-    if exact.shape == np.shape(a):
-        return a
-    if a.__class__ is Array:
-        return a.reshape(exact.shape)
-    return _link(_RESHAPE, exact, a, None, {"shape": exact.shape})
-
-
-def _r_squeeze(exact, a, axis=None):
-    if a.__class__ is Array:
-        return a.squeeze(axis)
-    return None
-
-
-def _r_expand_dims(exact, a, axis):
-    if a.__class__ is Array:
-        return a.reshape(exact.shape)
-    return None
-
-
-def _r_where(exact, condition, x=None, y=None):
-    if x is None or y is None:
-        return None
-    px, py = _parent(x), _parent(y)
-    if px is None or py is None:
-        return None
-    cond = (
-        np.asarray(_pv(condition)) != 0
-        if _is_tensor(condition)
-        else np.asarray(_pv(condition), dtype=bool)
-    )
-    return _link(TENSOR_OPS["where"], exact, px, py, {"cond": cond})
-
-
-def _r_clip(exact, a, a_min=_NoValue, a_max=_NoValue, out=None, **kwargs):
-    if out is not None or kwargs or not _is_tensor(a):
-        return None
-    lo = None if a_min is _NoValue else a_min
-    hi = None if a_max is _NoValue else a_max
-    with _quiet_graph():
-        r = a
-        if lo is not None:
-            r = np.maximum(r, lo)
-        if hi is not None:
-            r = np.minimum(r, hi)
-    return r if r is not a else _t._apply(_COPY, a)
-
-
-def _r_norm(exact, x, ord=None, axis=None, keepdims=False):
-    if ord is not None or axis is not None or keepdims or not _is_tensor(x):
-        return None
-    with _quiet_graph():
-        return np.sqrt(np.sum(x * x))
-
-
-_FUNCTION_RULES = {
-    np.sum: _reduction(_SUM),
-    np.mean: _r_mean,
-    np.max: _r_extreme(_MAX),
-    np.amax: _r_extreme(_MAX),
-    np.min: _r_extreme(_MIN),
-    np.amin: _r_extreme(_MIN),
-    np.var: _r_var,
-    np.std: _r_std,
-    np.cumsum: _r_cumsum,
-    np.dot: _r_dot,
-    np.reshape: _r_reshape,
-    np.ravel: _r_ravel,
-    np.transpose: _r_transpose,
-    np.copy: _r_copy,
-    np.atleast_1d: _r_atleast,
-    np.atleast_2d: _r_atleast,
-    np.atleast_3d: _r_atleast,
-    np.squeeze: _r_squeeze,
-    np.expand_dims: _r_expand_dims,
-    np.where: _r_where,
-    np.clip: _r_clip,
-    np.linalg.norm: _r_norm,
-}
 # --------------------------------------------------------------------------- numbers, lists as nodes
 _PACK, _CONCAT = TENSOR_OPS["pack"], TENSOR_OPS["concatenate"]
+
+
 _FLOAT_NODES = frozenset({_engine.Float, _engine.Float64, Value})
 
 
@@ -1327,772 +1176,12 @@ def numpy_with_nodes(f):
 def takes_nodes(f) -> bool:
     """True if numpy's ``f`` keeps the graph of number nodes given to it (a rule or a ufunc)."""
     try:
-        return f in _FUNCTION_RULES or f in _UFUNC_OPS or f in _UFUNC_EXTRA
+        return f in FUNCTION_RULES or f in _UFUNC_OPS or f in _UFUNC_EXTRA
     except TypeError:  # unhashable
         return False
 
 
 _UFUNC_EXTRA = frozenset({np.positive, np.conjugate, np.reciprocal, np.square})
-
-
-# --------------------------------------------------------------------------- more numpy rules
-def _ints(x):
-    """An int or a (nested) tuple of ints, from ints, int nodes, lists or int arrays."""
-    if x is None:
-        return None
-    if isinstance(x, (list, tuple, _ndarray)):
-        return tuple(_ints(e) for e in x)
-    return _t._int(x)
-
-
-def _moving_rule(name, params_of):
-    op = TENSOR_OPS[name]
-
-    def rule(exact, a, *args, **kwargs):
-        node = _node_of(a)
-        if node is None or not isinstance(exact, _ndarray):
-            return None
-        params = params_of(np.ndim(_pv(a)), *args, **kwargs)
-        if params is None:
-            return None
-        return _link(op, exact, node, None, params)
-
-    return rule
-
-
-def _p_flip(ndim, axis=None):
-    return {"axis": None if axis is None else _t._axes(axis, ndim)}
-
-
-def _p_roll(ndim, shift, axis=None):
-    return {"shift": _ints(shift), "axis": _ints(axis)}
-
-
-def _p_tile(ndim, reps):
-    return {"reps": _ints(reps)}
-
-
-def _p_repeat(ndim, repeats, axis=None):
-    return {"repeats": _ints(repeats), "axis": _ints(axis)}
-
-
-def _p_rot90(ndim, k=1, axes=(0, 1)):
-    return {"k": _t._int(k), "axes": _ints(axes)}
-
-
-def _p_moveaxis(ndim, source, destination):
-    return {"source": _ints(source), "destination": _ints(destination)}
-
-
-def _p_broadcast_to(ndim, shape, subok=False):
-    return {
-        "shape": _ints(shape) if isinstance(shape, (list, tuple, _ndarray)) else (_t._int(shape),)
-    }
-
-
-def _p_tri(ndim, k=0):
-    return {"k": _t._int(k)}
-
-
-def _p_diagonal(ndim, offset=0, axis1=0, axis2=1):
-    return {"offset": _t._int(offset), "axis1": _t._int(axis1), "axis2": _t._int(axis2)}
-
-
-_COPYING_PADS = frozenset({"edge", "reflect", "symmetric", "wrap"})
-
-
-def _p_pad(ndim, pad_width, mode="constant", **kwargs):
-    if not isinstance(mode, str):
-        return None
-    values = kwargs.pop("constant_values", 0)
-    if (
-        kwargs
-        or (mode == "constant" and np.any(np.asarray(_pv(values)) != 0))
-        or (mode != "constant" and mode not in _COPYING_PADS)
-    ):
-        return None
-    width = np.asarray(_pv(pad_width))
-    if width.dtype.kind not in "iu":
-        return None
-    return {"pad_width": width.tolist(), "mode": mode}
-
-
-def _r_fliplr(exact, m):
-    return _moving_rule("flip", lambda ndim: {"axis": (1,)})(exact, m)
-
-
-def _r_flipud(exact, m):
-    return _moving_rule("flip", lambda ndim: {"axis": (0,)})(exact, m)
-
-
-def _r_swapaxes(exact, a, axis1, axis2):
-    node = _node_of(a)
-    ndim = np.ndim(_pv(a))
-    order = list(range(ndim))
-    i, j = _t._int(axis1) % ndim, _t._int(axis2) % ndim
-    order[i], order[j] = order[j], order[i]
-    return _link(_TRANSPOSE, exact, node, None, {"axes": tuple(order)})
-
-
-def _r_squeeze(exact, a, axis=None):
-    node = _node_of(a)
-    if node is None:
-        return None
-    if node.__class__ is Array:
-        return node.squeeze(axis)
-    return _link(_RESHAPE, exact, node, None, {"shape": np.shape(exact)})
-
-
-def _r_expand_dims(exact, a, axis):
-    node = _node_of(a)
-    if node is None:
-        return None
-    if node.__class__ is Array:
-        return node.reshape(exact.shape)
-    return _link(_RESHAPE, exact, node, None, {"shape": np.shape(exact)})
-
-
-def _r_sort(exact, a, axis=-1, kind=None, order=None, *, stable=None):
-    node = _node_of(a)
-    if node is None or order is not None:
-        return None
-    plain = np.asarray(_pv(a), dtype=_F64)
-    if axis is None:
-        plain = plain.reshape(-1)
-        node = _t._apply(_RESHAPE, node, None, {"shape": (-1,)})
-        axis = 0
-    axis = _t._axes(axis, plain.ndim)[0]
-    where = np.argsort(plain, axis=axis, kind="stable")
-    return _link(TENSOR_OPS["sort"], exact, node, None, {"axis": axis, "order": where})
-
-
-def _r_partition(exact, a, kth, axis=-1, kind="introselect", order=None):
-    node = _node_of(a)
-    if node is None or order is not None or axis is None:
-        return None
-    plain = np.asarray(_pv(a), dtype=_F64)
-    axis = _t._axes(axis, plain.ndim)[0]
-    where = np.argpartition(plain, _pv(kth), axis=axis, kind=kind)
-    if not np.array_equal(np.take_along_axis(plain, where, axis), exact, equal_nan=True):
-        return None
-    return _link(TENSOR_OPS["sort"], exact, node, None, {"axis": axis, "order": where})
-
-
-def _r_cumprod(exact, a, axis=None, dtype=None, out=None):
-    node = _node_of(a)
-    if node is None or not _dtype_ok(dtype) or out is not None:
-        return None
-    if axis is None:
-        node = _t._apply(_RESHAPE, node, None, {"shape": (-1,)})
-        axis = 0
-    else:
-        axis = _t._axes(axis, np.ndim(_pv(a)))[0]
-    return _link(TENSOR_OPS["cumprod"], exact, node, None, {"axis": axis})
-
-
-def _r_median(exact, a, axis=None, out=None, overwrite_input=False, keepdims=False):
-    node = _node_of(a)
-    if node is None or out is not None:
-        return None
-    with _quiet_graph():
-        flat = axis is None
-        s = np.sort(node, axis=None if flat else axis)
-        ax = 0 if flat else _t._axes(axis, np.ndim(_pv(a)))[0]
-        n = np.shape(s)[ax]
-        mid = [n // 2] if n % 2 else [n // 2 - 1, n // 2]
-        picked = s[(slice(None),) * ax + (np.array(mid),)]
-        m = np.mean(picked, axis=ax, keepdims=True)
-        return m.reshape(np.shape(exact)) if np.shape(m) != np.shape(exact) else m
-
-
-def _r_diff(exact, a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
-    node = _node_of(a)
-    if node is None:
-        return None
-    with _quiet_graph():
-        if node.__class__ is not Array and node.__class__ is not Tensor:
-            node = _adopt(np.array(_pv(a), dtype=_F64), _t._apply(_COPY, node))
-        ndim = np.ndim(_pv(a))
-        ax = _t._axes(axis, ndim)[0]
-        parts = [node]
-        if prepend is not _NoValue:
-            parts.insert(
-                0,
-                np.broadcast_to(_pv(prepend), _edge_shape(node, ax))
-                if np.ndim(_pv(prepend)) == 0
-                else prepend,
-            )
-        if append is not _NoValue:
-            parts.append(
-                np.broadcast_to(_pv(append), _edge_shape(node, ax))
-                if np.ndim(_pv(append)) == 0
-                else append
-            )
-        r = np.concatenate(parts, axis=ax) if len(parts) > 1 else node
-        for _ in range(_t._int(n)):
-            lo = (slice(None),) * ax + (slice(None, -1),)
-            hi = (slice(None),) * ax + (slice(1, None),)
-            r = r[hi] - r[lo]
-        return r
-
-
-def _r_gradient(exact, f, *varargs, axis=None, edge_order=1):
-    """Central differences inside, one-sided at the edges (uniform spacing, edge order 1)."""
-    node = _node_of(f)
-    ndim = np.ndim(_pv(f))
-    if (
-        node is None
-        or edge_order != 1
-        or len(varargs) > 1
-        or (varargs and np.ndim(_pv(varargs[0])))
-    ):
-        return None
-    h = float(_pv(varargs[0])) if varargs else 1.0
-    axes = tuple(range(ndim)) if axis is None else _t._axes(axis, ndim)
-    parts = []
-    with _quiet_graph():
-        for ax in axes:
-
-            def cut(start, stop, ax=ax):
-                return node[(slice(None),) * ax + (slice(start, stop),)]
-
-            inner = (cut(2, None) - cut(None, -2)) / (2.0 * h)
-            first = (cut(1, 2) - cut(0, 1)) / h
-            last = (cut(-1, None) - cut(-2, -1)) / h
-            parts.append(np.concatenate([first, inner, last], axis=ax))
-    if isinstance(exact, (list, tuple)):
-        return type(exact)(_adopt(e, p) for e, p in zip(exact, parts))
-    return parts[0]
-
-
-def _edge_shape(node, ax):
-    shape = list(np.shape(node))
-    shape[ax] = 1
-    return tuple(shape)
-
-
-def _r_trace(exact, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    if not _dtype_ok(dtype) or out is not None:
-        return None
-    with _quiet_graph():
-        return np.sum(np.diagonal(_node_of(a), offset, axis1, axis2), axis=-1)
-
-
-def _r_ptp(exact, a, axis=None, out=None, keepdims=False):
-    if out is not None:
-        return None
-    node = _node_of(a)
-    with _quiet_graph():
-        return np.max(node, axis=axis, keepdims=keepdims) - np.min(
-            node, axis=axis, keepdims=keepdims
-        )
-
-
-def _r_average(exact, a, axis=None, weights=None, returned=False, *, keepdims=_NoValue):
-    if returned:
-        return None
-    node = _node_of(a)
-    keep = False if keepdims is _NoValue else bool(keepdims)
-    with _quiet_graph():
-        if weights is None:
-            return np.mean(node, axis=axis, keepdims=keep)
-        w = _node_of(weights)
-        if np.shape(_pv(weights)) != np.shape(_pv(a)):
-            return None
-        return np.sum(node * w, axis=axis, keepdims=keep) / np.sum(w, axis=axis, keepdims=keep)
-
-
-def _fold(op, nodes, params):
-    """``op`` over the nodes as a balanced tree (each op takes two)."""
-    while len(nodes) > 1:
-        nodes = [
-            _t._apply(op, nodes[i], nodes[i + 1], params) if i + 1 < len(nodes) else nodes[i]
-            for i in range(0, len(nodes), 2)
-        ]
-    return nodes[0]
-
-
-def _r_concatenate(exact, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    if (
-        out is not None
-        or not _dtype_ok(dtype)
-        or not isinstance(arrays, (list, tuple))
-        or not arrays
-    ):
-        return None
-    nodes = [_node_of(x) for x in arrays]
-    if any(n is None for n in nodes):
-        return None
-    if axis is None:
-        nodes = [_t._apply(_RESHAPE, n, None, {"shape": (-1,)}) for n in nodes]
-        axis = 0
-    else:
-        axis = _t._axes(axis, np.ndim(exact))[0]
-    if len(nodes) == 1:
-        return _t._apply(_COPY, nodes[0])
-    return _fold(_CONCAT, nodes, {"axis": axis})
-
-
-def _r_stack(exact, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    if (
-        out is not None
-        or not _dtype_ok(dtype)
-        or not isinstance(arrays, (list, tuple))
-        or not arrays
-    ):
-        return None
-    axis = _t._axes(axis, np.ndim(exact))[0]
-    nodes = []
-    for x in arrays:
-        n = _node_of(x)
-        if n is None:
-            return None
-        shape = list(np.shape(_pv(x)))
-        shape.insert(axis, 1)
-        nodes.append(_t._apply(_RESHAPE, n, None, {"shape": tuple(shape)}))
-    return nodes[0] if len(nodes) == 1 else _fold(_CONCAT, nodes, {"axis": axis})
-
-
-def _r_hstack(exact, tup, *, dtype=None, casting="same_kind"):
-    if not isinstance(tup, (list, tuple)) or not tup:
-        return None
-    nodes = []
-    for x in tup:
-        n = _node_of(x)
-        if n is None:
-            return None
-        nodes.append(_t._apply(_RESHAPE, n, None, {"shape": np.atleast_1d(_pv(x)).shape}))
-    axis = 0 if np.ndim(exact) == 1 else 1
-    return _r_concatenate(exact, nodes, axis=axis, dtype=dtype)
-
-
-def _r_vstack(exact, tup, *, dtype=None, casting="same_kind"):
-    if not isinstance(tup, (list, tuple)) or not tup:
-        return None
-    nodes = []
-    for x in tup:
-        n = _node_of(x)
-        if n is None:
-            return None
-        shape = np.atleast_2d(_pv(x)).shape
-        nodes.append(_t._apply(_RESHAPE, n, None, {"shape": shape}))
-    return _r_concatenate(exact, nodes, axis=0, dtype=dtype)
-
-
-def _r_split(exact, ary, indices_or_sections, axis=0):
-    node = _node_of(ary)
-    if node is None or not isinstance(exact, list):
-        return None
-    ax = _t._axes(axis, np.ndim(_pv(ary)))[0]
-    parts, start = [], 0
-    for piece in exact:
-        stop = start + piece.shape[ax]
-        index = (slice(None),) * ax + (slice(start, stop),)
-        parts.append(_link(_GETITEM, piece, node, None, {"index": index, "basic": True}))
-        start = stop
-    return parts
-
-
-def _r_split_along(axis):
-    def rule(exact, ary, indices_or_sections):
-        ax = 0 if axis == 1 and np.ndim(_pv(ary)) == 1 else axis
-        return _r_split(exact, ary, indices_or_sections, ax)
-
-    return rule
-
-
-def _r_rollaxis(exact, a, axis, start=0):
-    node = _node_of(a)
-    ndim = np.ndim(_pv(a))
-    axis, start = _t._int(axis) % ndim, _t._int(start)
-    start = start + ndim if start < 0 else start
-    order = list(range(ndim))
-    if axis < start:
-        start -= 1
-    order.remove(axis)
-    order.insert(start, axis)
-    return _link(_TRANSPOSE, exact, node, None, {"axes": tuple(order)})
-
-
-def _r_cross(exact, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
-        return None
-    if np.shape(_pv(a))[-1:] != (3,) or np.shape(_pv(b))[-1:] != (3,):
-        return None
-    na, nb = _node_of(a), _node_of(b)
-    with _quiet_graph():
-        one, two = np.array([1, 2, 0]), np.array([2, 0, 1])
-        ca, cb = _as_array_node(na), _as_array_node(nb)
-        return ca[..., one] * cb[..., two] - ca[..., two] * cb[..., one]
-
-
-def _as_array_node(node):
-    """An Array node for ``node`` (a Tensor or a constant made by a rule)."""
-    if node.__class__ is Array or node.__class__ is Tensor:
-        return node
-    return (
-        _adopt(np.array(node.data, dtype=_F64), _t._apply(_COPY, node))
-        if node.requires_grad
-        else _view(np.array(node.data, dtype=_F64), Array)
-    )
-
-
-def _r_linspace(
-    exact, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None
-):
-    if retstep or not _dtype_ok(dtype) or axis != 0 or np.ndim(_pv(start)) or np.ndim(_pv(stop)):
-        return None
-    n = _t._int(num)
-    div = (n - 1) if endpoint else n
-    if div <= 0:
-        return None
-    with _quiet_graph():
-        lo, hi = _lift(start), _lift(stop)
-        frac = np.arange(n) / div
-        return lo + (hi - lo) * frac
-
-
-def _r_full(exact, shape, fill_value, dtype=None, order="C", *, device=None, like=None):
-    node = _node_of(fill_value)
-    if node is None or not _dtype_ok(dtype) or not isinstance(exact, _ndarray):
-        return None
-    return _link(TENSOR_OPS["broadcast_to"], exact, node, None, {"shape": exact.shape})
-
-
-def _r_real(exact, val):
-    node = _node_of(val)
-    return None if node is None else _t._apply(_COPY, node)
-
-
-def _r_real_if_close(exact, a, tol=100):
-    return _r_real(exact, a)
-
-
-def _r_array(exact, obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
-    if not _dtype_ok(dtype) or ndmin or not isinstance(exact, _ndarray):
-        return None
-    if obj.__class__ is list or obj.__class__ is tuple:
-        return _packed(obj)
-    return None
-
-
-def _r_asarray(exact, a, dtype=None, order=None, *, device=None, copy=None, like=None):
-    return _r_array(exact, a, dtype)
-
-
-# products, written as einsum
-_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"
-
-
-def _einsum_nodes(spec, operands):
-    """The node of ``np.einsum(spec, *operands)`` (explicit output, no ellipsis)."""
-    subs, out = spec.split("->")
-    subs = subs.split(",")
-    nodes = [_node_of(x) for x in operands]
-    if any(n is None for n in nodes) or len(subs) != len(nodes):
-        return None
-    if len(nodes) == 1:
-        return _t._apply(TENSOR_OPS["einsum1"], nodes[0], None, {"spec": spec})
-    left, ls = nodes[0], subs[0]
-    for i in range(1, len(nodes)):
-        if i == len(nodes) - 1:
-            keep = out
-        else:
-            later = set(out).union(*subs[i + 1 :])
-            keep = "".join(c for c in dict.fromkeys(ls + subs[i]) if c in later)
-        left = _t._apply(TENSOR_OPS["einsum"], left, nodes[i], {"spec": f"{ls},{subs[i]}->{keep}"})
-        ls = keep
-    return left
-
-
-def _r_einsum(exact, *operands, out=None, optimize=False, **kwargs):
-    if out is not None or kwargs or not operands or not isinstance(operands[0], str):
-        return None
-    spec = operands[0].replace(" ", "")
-    if "." in spec:
-        return None
-    if "->" not in spec:
-        letters = spec.replace(",", "")
-        spec += "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    return _einsum_nodes(spec, operands[1:])
-
-
-def _r_inner(exact, a, b):
-    na, nb = np.ndim(_pv(a)), np.ndim(_pv(b))
-    if na == 0 or nb == 0:
-        return _link_call(np.multiply, exact, (a, b))
-    sa = _LETTERS[: na - 1] + "z"
-    sb = _LETTERS[na - 1 : na + nb - 2] + "z"
-    return _einsum_nodes(f"{sa},{sb}->{sa[:-1]}{sb[:-1]}", (a, b))
-
-
-def _r_outer(exact, a, b, out=None):
-    if out is not None:
-        return None
-    na, nb = _node_of(a), _node_of(b)
-    if na is None or nb is None:
-        return None
-    flat = [_t._apply(_RESHAPE, n, None, {"shape": (-1,)}) for n in (na, nb)]
-    return _einsum_nodes("i,j->ij", flat)
-
-
-def _r_vdot(exact, a, b):
-    na, nb = _node_of(a), _node_of(b)
-    if na is None or nb is None:
-        return None
-    flat = [_t._apply(_RESHAPE, n, None, {"shape": (-1,)}) for n in (na, nb)]
-    return _einsum_nodes("i,i->", flat)
-
-
-def _r_tensordot(exact, a, b, axes=2):
-    na, nb = np.ndim(_pv(a)), np.ndim(_pv(b))
-    if isinstance(axes, (list, tuple)) and len(axes) == 2:
-        ia, ib = (_ints(x) for x in axes)
-        ia = (ia,) if isinstance(ia, int) else ia
-        ib = (ib,) if isinstance(ib, int) else ib
-    else:
-        n = _t._int(axes)
-        ia, ib = tuple(range(na - n, na)), tuple(range(n))
-    ia = [i % na for i in ia]
-    ib = [i % nb for i in ib]
-    sa = list(_LETTERS[:na])
-    sb = list(_LETTERS[na : na + nb])
-    for i, j in zip(ia, ib):
-        sb[j] = sa[i]
-    out = [c for k, c in enumerate(sa) if k not in ia] + [
-        c for k, c in enumerate(sb) if k not in ib
-    ]
-    return _einsum_nodes(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", (a, b))
-
-
-def _r_kron(exact, a, b):
-    pa, pb = np.asarray(_pv(a)), np.asarray(_pv(b))
-    n = max(pa.ndim, pb.ndim)
-    na, nb = _node_of(a), _node_of(b)
-    if na is None or nb is None:
-        return None
-    sa_shape = (1,) * (n - pa.ndim) + pa.shape
-    sb_shape = (1,) * (n - pb.ndim) + pb.shape
-    na = _t._apply(_RESHAPE, na, None, {"shape": sa_shape})
-    nb = _t._apply(_RESHAPE, nb, None, {"shape": sb_shape})
-    sa, sb = _LETTERS[:n], _LETTERS[n : 2 * n]
-    out = "".join(x + y for x, y in zip(sa, sb))
-    prod = _einsum_nodes(f"{sa},{sb}->{out}", (na, nb))
-    return _t._apply(_RESHAPE, prod, None, {"shape": np.shape(exact)})
-
-
-def _r_dot_any(exact, a, b, out=None):
-    if out is not None:
-        return None
-    da, db = np.ndim(_pv(a)), np.ndim(_pv(b))
-    if da <= 2 and db <= 2:
-        return _r_dot(exact, _node_of(a), _node_of(b))
-    return _r_tensordot(exact, a, b, axes=([-1], [-2 if db >= 2 else -1]))
-
-
-# linear algebra
-def _linalg_unary(name):
-    op = TENSOR_OPS[name]
-
-    def rule(exact, a, *args, **kwargs):
-        if args or kwargs:
-            return None
-        node = _node_of(a)
-        return None if node is None else _link(op, exact, node)
-
-    return rule
-
-
-def _r_slogdet(exact, a):
-    node = _node_of(a)
-    if node is None:
-        return None
-    logdet = _link(TENSOR_OPS["logdet"], exact[1], node)
-    return type(exact)(exact[0], logdet)
-
-
-def _r_solve(exact, a, b):
-    na, nb = _node_of(a), _node_of(b)
-    if na is None or nb is None:
-        return None
-    return _link(TENSOR_OPS["solve"], exact, na, nb, {"vec": np.ndim(_pv(b)) == 1})
-
-
-def _r_cholesky(exact, a, /, *, upper=False):
-    if upper:
-        return None
-    return _linalg_unary("cholesky")(exact, a)
-
-
-def _r_eigh(exact, a, UPLO="L"):
-    if UPLO != "L":
-        return None
-    node = _node_of(a)
-    if node is None:
-        return None
-    w = _link(TENSOR_OPS["eigvalsh"], exact[0], node)
-    v = _link(TENSOR_OPS["eigvecs"], exact[1], node)
-    return type(exact)(w, v)
-
-
-def _r_eigvalsh(exact, a, UPLO="L"):
-    return _linalg_unary("eigvalsh")(exact, a) if UPLO == "L" else None
-
-
-def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
-    if hermitian:
-        return None
-    node = _node_of(a)
-    if node is None:
-        return None
-    if not compute_uv:
-        return _link(TENSOR_OPS["svdvals"], exact, node)
-    s = _link(TENSOR_OPS["svdvals"], exact.S, node)
-    m, n = np.shape(_pv(a))[-2:]
-    if full_matrices and m != n:  # U's (or Vh's) extra columns are any basis: no derivative
-        u = _cut_result(exact.U, "the U of numpy.linalg.svd(full_matrices=True)", (a,))
-        vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd(full_matrices=True)", (a,))
-    else:
-        u = _link(TENSOR_OPS["svd_u"], exact.U, node)
-        vh = _link(TENSOR_OPS["svd_vh"], exact.Vh, node)
-    return type(exact)(u, s, vh)
-
-
-def _r_pinv(exact, a, rcond=None, hermitian=False, *, rtol=_NoValue):
-    if rcond is not None or hermitian or rtol is not _NoValue:
-        return None
-    return _linalg_unary("pinv")(exact, a)
-
-
-def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
-    node = _node_of(x)
-    if node is None:
-        return None
-    ndim = np.ndim(_pv(x))
-    with _quiet_graph():
-        if axis is None and ord is None:
-            return np.sqrt(np.sum(node * node))
-        axes = tuple(range(ndim)) if axis is None else _t._axes(axis, ndim)
-        if len(axes) == 1:
-            a = axes
-            if ord is None or ord == 2:
-                return np.sqrt(np.sum(node * node, axis=a, keepdims=keepdims))
-            if ord == np.inf:
-                return np.max(np.abs(node), axis=a, keepdims=keepdims)
-            if ord == -np.inf:
-                return np.min(np.abs(node), axis=a, keepdims=keepdims)
-            if ord == 0:
-                return None
-            p = float(ord)
-            return np.sum(np.abs(node) ** p, axis=a, keepdims=keepdims) ** (1.0 / p)
-        if len(axes) != 2:
-            return None
-        r, c = axes
-        if ord is None or ord == "fro":
-            return np.sqrt(np.sum(node * node, axis=axes, keepdims=keepdims))
-        if keepdims:
-            return None
-        if ord in (1, -1):
-            sums = np.sum(np.abs(node), axis=r)
-            c2 = c - 1 if c > r else c
-            return (np.max if ord == 1 else np.min)(sums, axis=c2)
-        if ord in (np.inf, -np.inf):
-            sums = np.sum(np.abs(node), axis=c)
-            r2 = r - 1 if r > c else r
-            return (np.max if ord == np.inf else np.min)(sums, axis=r2)
-        if ord in (2, -2, "nuc") and axes == (ndim - 2, ndim - 1):
-            s = np.linalg.svd(node, compute_uv=False)
-            if ord == "nuc":
-                return np.sum(s, axis=-1)
-            return (np.max if ord == 2 else np.min)(s, axis=-1)
-        return None
-
-
-def _r_nan_to_num(exact, x, copy=True, nan=0.0, posinf=None, neginf=None):
-    node = _node_of(x)
-    if node is None or not copy:
-        return None
-    return _link(
-        TENSOR_OPS["nan_to_num"],
-        exact,
-        node,
-        None,
-        {
-            "nan": float(_pv(nan)),
-            "posinf": None if posinf is None else float(_pv(posinf)),
-            "neginf": None if neginf is None else float(_pv(neginf)),
-        },
-    )
-
-
-_FUNCTION_RULES.update(
-    {
-        np.prod: _reduction(TENSOR_OPS["prod"]),
-        np.cumprod: _r_cumprod,
-        np.median: _r_median,
-        np.diff: _r_diff,
-        np.trace: _r_trace,
-        np.ptp: _r_ptp,
-        np.average: _r_average,
-        np.gradient: _r_gradient,
-        np.flip: _moving_rule("flip", _p_flip),
-        np.fliplr: _r_fliplr,
-        np.flipud: _r_flipud,
-        np.roll: _moving_rule("roll", _p_roll),
-        np.tile: _moving_rule("tile", _p_tile),
-        np.repeat: _moving_rule("repeat", _p_repeat),
-        np.rot90: _moving_rule("rot90", _p_rot90),
-        np.moveaxis: _moving_rule("moveaxis", _p_moveaxis),
-        np.swapaxes: _r_swapaxes,
-        np.broadcast_to: _moving_rule("broadcast_to", _p_broadcast_to),
-        np.tril: _moving_rule("tril", _p_tri),
-        np.triu: _moving_rule("triu", _p_tri),
-        np.diag: _moving_rule("diag", _p_tri),
-        np.diagonal: _moving_rule("diagonal", _p_diagonal),
-        np.pad: _moving_rule("pad", _p_pad),
-        np.squeeze: _r_squeeze,
-        np.expand_dims: _r_expand_dims,
-        np.sort: _r_sort,
-        np.partition: _r_partition,
-        np.concatenate: _r_concatenate,
-        np.stack: _r_stack,
-        np.hstack: _r_hstack,
-        np.vstack: _r_vstack,
-        np.split: _r_split,
-        np.array_split: _r_split,
-        np.hsplit: _r_split_along(1),
-        np.vsplit: _r_split_along(0),
-        np.dsplit: _r_split_along(2),
-        np.rollaxis: _r_rollaxis,
-        np.cross: _r_cross,
-        np.linspace: _r_linspace,
-        np.full: _r_full,
-        np.real: _r_real,
-        np.real_if_close: _r_real_if_close,
-        np.sinc: _linalg_unary("sinc"),
-        np.array: _r_array,
-        np.asarray: _r_asarray,
-        np.asanyarray: _r_asarray,
-        np.einsum: _r_einsum,
-        np.inner: _r_inner,
-        np.outer: _r_outer,
-        np.vdot: _r_vdot,
-        np.tensordot: _r_tensordot,
-        np.kron: _r_kron,
-        np.dot: _r_dot_any,
-        np.linalg.inv: _linalg_unary("inv"),
-        np.linalg.det: _linalg_unary("det"),
-        np.linalg.slogdet: _r_slogdet,
-        np.linalg.solve: _r_solve,
-        np.linalg.cholesky: _r_cholesky,
-        np.linalg.eigh: _r_eigh,
-        np.linalg.eigvalsh: _r_eigvalsh,
-        np.linalg.svd: _r_svd,
-        np.linalg.pinv: _r_pinv,
-        np.linalg.norm: _r_norm_any,
-        np.nan_to_num: _r_nan_to_num,
-    }
-)
 
 
 _VALUE_FUNCTIONS = frozenset(
@@ -2135,10 +1224,16 @@ _VALUE_FUNCTIONS = frozenset(
         np.array_equiv,
     }
 )
+
+
 _SEQUENCES = frozenset(
     {np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.asarray, np.asanyarray}
 )
+
+
 """Functions whose first argument is a sequence of arrays (or the list an array is made of)."""
+
+
 _IDENTITY = frozenset(
     {
         np.atleast_1d,
@@ -2151,127 +1246,17 @@ _IDENTITY = frozenset(
         np.asarray_chkfinite,
     }
 )
+
+
 _MUTATORS = frozenset(
     {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
 )
 
 
-# mutating methods: numpy's own on the memory, the graph told
-def _mutator(name):
-    base = getattr(np.ndarray, name)
-
-    def method(self, *args, **kwargs):
-        result = [None]
-
-        def write():
-            result[0] = base(_view(self, _ndarray), *_deep_plain(args), **_deep_plain(kwargs))
-
-        _write(self, f".{name}()", write, args)
-        return result[0]
-
-    method.__name__ = name
-    return method
-
-
-for _name in ("sort", "fill", "put", "partition", "resize", "setfield", "itemset"):
-    if hasattr(np.ndarray, _name):
-        setattr(Array, _name, _mutator(_name))
-
-
-# methods with no gradient rule: numpy's own on the plain array (the cut reported)
-def _plain_method(name, values: bool):
-    base = getattr(np.ndarray, name)
-
-    def method(self, *args, **kwargs):
-        result = base(_view(self, _ndarray), *_deep_plain(args), **_deep_plain(kwargs))
-        if values or not tracking():
-            return result
-        return _cut_result(result, f".{name}()", (self,))
-
-    method.__name__ = name
-    return method
-
-
-for _name in (
-    "diagonal",
-    "repeat",
-    "take",
-    "compress",
-    "choose",
-    "prod",
-    "cumprod",
-    "trace",
-    "byteswap",
-    "ptp",
-    "getfield",
-):
-    if hasattr(np.ndarray, _name):
-        setattr(Array, _name, _plain_method(_name, False))
-for _name in (
-    "argsort",
-    "argpartition",
-    "searchsorted",
-    "nonzero",
-    "round",
-    "argmax",
-    "argmin",
-    "all",
-    "any",
-):
-    if hasattr(np.ndarray, _name):
-        setattr(Array, _name, _plain_method(_name, True))
-del _name
-
-
-# the op table's methods a plain ndarray lacks (x.exp(), x.relu(), x.softmax()): what
-# gradmagic.nn and the magic's composites call; numpy's own names are numpy's
-def _table_method(op, name):
-    if op.arity != 1:
-        return None
-
-    def method(self):
-        data = op.f(_pv(self))
-        if not (tracking() and self.requires_grad):
-            return data[()] if isinstance(data, _ndarray) and data.ndim == 0 else data
-        return _link(op, np.asarray(data, dtype=_F64), self)
-
-    method.__name__ = name
-    method.__doc__ = f"{op.name} of this array, elementwise, as a node ({op.rule})."
-    return method
-
-
-for _op in TENSOR_OPS.values():
-    for _name in _op.method.split():
-        if not _name.startswith("__") and not hasattr(np.ndarray, _name):
-            _m = _table_method(_op, _name)
-            if _m is not None:
-                setattr(Array, _name, _m)
-                setattr(Scalar64, _name, _m)
-Array.softmax = lambda self, axis=-1: _t.softmax(self, axis)
-Array.log_softmax = lambda self, axis=-1: _t.log_softmax(self, axis)
-
-
-def _converting(name):
-    base = getattr(np.ndarray, name)
-
-    def method(self, *args):
-        if tracking() and self.requires_grad:
-            state.float_conversions += 1
-        return base(_view(self, _ndarray), *args)
-
-    method.__name__ = name
-    return method
-
-
-for _name in ("tolist", "item", "__float__"):
-    setattr(Array, _name, _converting(_name))
-del _op, _name, _m
-
-
 def tensor_function(func, args, kwargs):
     """numpy's ``func`` on Tensors (outside a cell) through the same rules: a Tensor node,
     or NotImplemented where no rule makes one."""
-    rule = _FUNCTION_RULES.get(func)
+    rule = FUNCTION_RULES.get(func)
     if rule is None or kwargs.get("out") is not None:
         return NotImplemented
     exact = func(*_deep_plain(args), **_deep_plain(kwargs))
@@ -2316,9 +1301,17 @@ def _tensor_result(node, exact, plain_ok=False):
 
 
 _t._ARRAY_CLASSES.update(_ARRAYS)
+
+
 _t._WRITABLE.add(Array)
+
+
 _t._array_result = _link
+
+
 _t._function_rule = tensor_function
+
+
 _engine.DEFER.add(Scalar64)
 
 
@@ -2335,4 +1328,6 @@ def _number_ufunc(self, ufunc, method, *inputs, **kwargs):
 
 for _cls in (_engine.Float, _engine.Int, _engine.Float64):
     _cls.__array_ufunc__ = _number_ufunc
+
+
 del _cls

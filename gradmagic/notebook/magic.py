@@ -23,6 +23,7 @@ import dataclasses
 import inspect
 import numbers
 import operator
+import pkgutil
 import re
 import threading
 import types
@@ -39,6 +40,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from . import runtime as _runtime
 from . import boundary, session, torchcell
+from .. import core
 from ..core import engine
 from ..core.engine import Value, state
 from ..core.array import Array
@@ -879,20 +881,11 @@ def cut_warnings(cuts, converted: int) -> list[str]:
 
 
 INTERNALS = frozenset(
-    f"gradmagic.{name}"
-    for name in (
-        "notebook.runtime",
-        "core.engine",
-        "core.ops",
-        "core.tensor",
-        "core.tensor_ops",
-        "core.array",
-        "notebook.torchcell",
-        "analysis.torchrun",
-    )
+    [f"gradmagic.core.{module.name}" for module in pkgutil.iter_modules(core.__path__)]
+    + ["gradmagic.notebook.runtime", "gradmagic.notebook.torchcell", "gradmagic.analysis.torchrun"]
 )
-"""Modules whose frames a traceback leaves out: an error in a Value or Tensor op
-shows the user's line and the message, as an error inside numpy does."""
+"""Modules whose frames a traceback leaves out (every module of ``core``): an error in a
+Value or Tensor op shows the user's line and the message, as an error inside numpy does."""
 
 
 def user_traceback(tb, filename: str):
