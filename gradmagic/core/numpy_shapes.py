@@ -2,7 +2,7 @@
 
 ``np.reshape``, ``np.concatenate``, ``np.split``, ``np.pad``, ``np.array`` of a list of
 nodes, ...: rules as in :mod:`gradmagic.core.numpy_reductions`. Elements that only move
-(flip, roll, tile, pad) share one rule, :func:`_moving_rule`, over ``tensor_ops._moving``.
+(flip, roll, tile, pad) share one rule, :func:`_moving_rule`, over ``tensor_shapes._moving``.
 """
 
 from __future__ import annotations
