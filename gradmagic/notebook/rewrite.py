@@ -6,7 +6,7 @@ Nothing is executed here. :func:`rewrite` parses the cell and returns a
 plain Python would:
 
 * **Numeric literals** (int and float, never bool or complex) become fresh
-  leaves, ``2.0`` → ``lit(2.0)``, except where plain Python needs a plain
+  leaves, ``2.0`` → ``literal(2.0)``, except where plain Python needs a plain
   number, listed below. A literal that is an operand of arithmetic with a
   non-literal (``x * 2.0``, ``x ** 2``) also stays plain: if ``x`` is a Value
   the engine makes the constant node itself, so loops run at engine speed.
@@ -44,7 +44,7 @@ plain Python would:
   separately; a final assignment to one name names the target.
 
 Rewritten code reaches its helpers through the constant :data:`RUNTIME`
-(``RUNTIME.lit(2.0)``), which :mod:`gradmagic.notebook.magic` replaces in the compiled
+(``RUNTIME.literal(2.0)``), which :mod:`gradmagic.notebook.magic` replaces in the compiled
 code by the :mod:`gradmagic.notebook.runtime` module, so no helper name ever enters the
 user's namespace. Every new node carries the line of the user's code it came
 from, so tracebacks show the user's own lines.
@@ -380,8 +380,8 @@ def _runtime(helper: str, *args, like):
 
 
 def _label(name: str, like) -> ast.stmt:
-    """The statement ``RUNTIME.lab(name, 'name')``."""
-    call = _runtime("lab", ast.Name(name, ast.Load()), ast.Constant(name), like=like)
+    """The statement ``RUNTIME.labelled(name, 'name')``."""
+    call = _runtime("labelled", ast.Name(name, ast.Load()), ast.Constant(name), like=like)
     return _at(like, ast.Expr(call))
 
 
@@ -436,7 +436,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Constant(self, node):
         if self.lits_plain or not _is_number(node):
             return node
-        return _runtime("lit", node, like=node)
+        return _runtime("literal", node, like=node)
 
     def visit_UnaryOp(self, node):
         # -2.0 is one literal, not the negation of a leaf
@@ -602,7 +602,7 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_NamedExpr(self, node):
         node.value = _runtime(
-            "lab", self.visit(node.value), ast.Constant(node.target.id), like=node.value
+            "labelled", self.visit(node.value), ast.Constant(node.target.id), like=node.value
         )
         return node
 
@@ -684,9 +684,9 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def _library_call(self, node):
-        """``f(a, k=b)`` → ``RUNTIME.done(RUNTIME.go(f, a, k=b), RUNTIME.F(*RUNTIME.A, **RUNTIME.K))``:
-        the arguments adapted by ``go``, the call made from the user's own frame."""
-        prepare = _runtime("go", node.func, *node.args, like=node)
+        """``f(a, k=b)`` → ``RUNTIME.finish_call(RUNTIME.prepare_call(f, a, k=b), RUNTIME.call_function(*RUNTIME.call_args, **RUNTIME.call_kwargs))``:
+        the arguments adapted by ``prepare_call``, the call made from the user's own frame."""
+        prepare = _runtime("prepare_call", node.func, *node.args, like=node)
         prepare.keywords = node.keywords
 
         def slot(name):
@@ -698,12 +698,12 @@ class _Rewriter(ast.NodeTransformer):
         made = _at(
             node,
             ast.Call(
-                func=slot("F"),
-                args=[_at(node, ast.Starred(slot("A"), ast.Load()))],
-                keywords=[_at(node, ast.keyword(arg=None, value=slot("K")))],
+                func=slot("call_function"),
+                args=[_at(node, ast.Starred(slot("call_args"), ast.Load()))],
+                keywords=[_at(node, ast.keyword(arg=None, value=slot("call_kwargs")))],
             ),
         )
-        return _runtime("done", prepare, made, like=node)
+        return _runtime("finish_call", prepare, made, like=node)
 
     def _adapt_args(self, node, adapt):
         args = []
@@ -733,7 +733,7 @@ class _Rewriter(ast.NodeTransformer):
             elif self._from_library(node.value):
                 helper = "leaf"
             else:
-                helper = "lab"
+                helper = "labelled"
             node.value = _runtime(helper, node.value, ast.Constant(names[0]), like=node.value)
             return node
         return [node] + [_label(n, node) for n in dict.fromkeys(names)]
@@ -747,7 +747,7 @@ class _Rewriter(ast.NodeTransformer):
             and isinstance(value.func, ast.Attribute)
             and isinstance(value.func.value, ast.Constant)
             and value.func.value.value == RUNTIME
-            and value.func.attr == "done"
+            and value.func.attr == "finish_call"
         )
 
     def visit_AnnAssign(self, node):
@@ -756,7 +756,9 @@ class _Rewriter(ast.NodeTransformer):
         node.value = self.visit(node.value)
         node.target = self.visit(node.target)
         if isinstance(node.target, ast.Name):
-            node.value = _runtime("lab", node.value, ast.Constant(node.target.id), like=node.value)
+            node.value = _runtime(
+                "labelled", node.value, ast.Constant(node.target.id), like=node.value
+            )
         return node
 
     def visit_AugAssign(self, node):

@@ -1,7 +1,7 @@
 """The helpers that code rewritten by ``%%autograd`` calls while it runs.
 
 :mod:`gradmagic.notebook.rewrite` turns a cell into code that calls these functions
-(``lit``, ``lab``, ``leaf``, ``changing``, ``shown``, ``ints``, ``call``,
+(``literal``, ``labelled``, ``leaf``, ``changing``, ``shown``, ``ints``, ``call``,
 ``fn``); the
 magic links that code to this module. They are small and fast, since some
 run inside the user's loops. Functions and lambdas defined in an
@@ -37,16 +37,16 @@ from ..core.tensor import Tensor
 from ..core.tensor import has_rule as tensor_has_rule
 
 __all__ = [
-    "lit",
-    "lab",
+    "literal",
+    "labelled",
     "leaf",
     "changing",
     "shown",
     "stored",
     "ints",
     "call",
-    "go",
-    "done",
+    "prepare_call",
+    "finish_call",
     "num",
     "fn",
     "type_of",
@@ -69,8 +69,8 @@ def is_node(x) -> bool:
     return type(x) in _NODES
 
 
-def lit(x):
-    """``lit(2.0)``: a fresh leaf for a numeric literal while a cell is recorded.
+def literal(x):
+    """``literal(2.0)``: a fresh leaf for a numeric literal while a cell is recorded.
 
     Outside a recording (a function defined in an ``%%autograd`` cell, called
     from a later plain cell) the literal is the plain number, so the function
@@ -81,7 +81,7 @@ def lit(x):
     return Float(x) if x.__class__ is _FLOAT else Int(x)
 
 
-def lab(v, name: str):
+def labelled(v, name: str):
     """``v``, labelled ``name`` if it is a node without a label."""
     if type(v) in _NODES and not v.label:
         v.label = name
@@ -98,7 +98,7 @@ def leaf(v, name: str):
     if type(v) is Array and not v.requires_grad and v._a is None:
         v.requires_grad = True  # a new array from a library call: a leaf
     if is_node(v):
-        return lab(v, name)
+        return labelled(v, name)
     made = new_leaf(v, name)
     if made is None:
         return v
@@ -115,7 +115,7 @@ def changing(v, name: str):
     """A value bound to ``name``, which the cell changes in place (``W[0] = 1``).
 
     An array node can be changed in place (the graph follows the write), so it
-    is ``lab``-elled; an explicit Tensor cannot be, so one assigned here becomes
+    is labelled; an explicit Tensor cannot be, so one assigned here becomes
     a plain copy of its numbers, and the cut is recorded.
     """
     if type(v) is Tensor:
@@ -124,7 +124,7 @@ def changing(v, name: str):
             "holds a plain copy of the numbers"
         )
         return v.data.copy()
-    return lab(v, name)
+    return labelled(v, name)
 
 
 _EXACT_NUMBERS = frozenset({int, float, np.float64})
@@ -265,24 +265,25 @@ def _find(x, test, depth=0):
 
 # --------------------------------------------------------------------------- library calls
 # A library call ``f(a, k=b)`` in a cell runs as
-# ``done(go(f, a, k=b), F(*A, **K))``: ``go`` adapts the arguments and leaves the
-# callable and its arguments in ``F``, ``A``, ``K``, which the cell's own code then
+# ``finish_call(prepare_call(f, a, k=b), call_function(*call_args, **call_kwargs))``:
+# ``prepare_call`` adapts the arguments and leaves the callable and its arguments in
+# ``call_function``, ``call_args``, ``call_kwargs``, which the cell's own code then
 # calls at once, so the library function runs called from the user's frame, as
 # in plain Python (``namedtuple`` names its module from there, ``warnings.warn``
 # names its line, ``pandas.eval`` reads its variables there).
-F = A = K = None
+call_function = call_args = call_kwargs = None
 
 
-def go(f, /, *args, **kwargs):
-    """Get the library call ``f(*args, **kwargs)`` ready (see above); a token for :func:`done`.
+def prepare_call(f, /, *args, **kwargs):
+    """Get the library call ``f(*args, **kwargs)`` ready (see above); a token for :func:`finish_call`.
 
     Int-valued Values become ints (sizes, seeds, indices). A numpy function
     that cannot keep the graph (``np.array``, ``np.zeros``, ``rng.normal``)
     gets every Value as its plain number, and the cut is recorded. The token
-    lists the number nodes that went in, so that :func:`done` can tell whether
+    lists the number nodes that went in, so that :func:`finish_call` can tell whether
     the result still depends on them.
     """
-    global F, A, K
+    global call_function, call_args, call_kwargs
     token = None
     if (
         _run is not None
@@ -291,11 +292,19 @@ def go(f, /, *args, **kwargs):
     ):
         # numpy would read number nodes (and lists of nodes) as plain numbers: numpy's own
         # result, as a node of the graph
-        F, A, K = _array.numpy_with_nodes(f), [_ints_deep(a) for a in args], kwargs
+        call_function, call_args, call_kwargs = (
+            _array.numpy_with_nodes(f),
+            [_ints_deep(a) for a in args],
+            kwargs,
+        )
         return None
     numpy = _numpy_without_graph(f)
     if numpy and args and type(args[0]) is Array and f in _ARRAY_MAKERS:
-        F, A, K = _given, (_made_from_array(f, args, kwargs),), _NO_KWARGS
+        call_function, call_args, call_kwargs = (
+            _given,
+            (_made_from_array(f, args, kwargs),),
+            _NO_KWARGS,
+        )
         return None
     if numpy and not any(type(a) is Tensor for a in args):
         name = _describe(f)
@@ -308,7 +317,7 @@ def go(f, /, *args, **kwargs):
             token = (None, (), (line, function))
     elif numpy and _array_of_one_tensor(f, args, kwargs):
         result = args[0].copy() if f is np.array else args[0]
-        F, A, K = _given, (result,), _NO_KWARGS
+        call_function, call_args, call_kwargs = _given, (result,), _NO_KWARGS
         return None
     else:
         args = [_ints_deep(a) for a in args]
@@ -326,7 +335,7 @@ def go(f, /, *args, **kwargs):
                         break
             if nodes or made:
                 token = (f, nodes, made)
-    F, A, K = f, args, kwargs
+    call_function, call_args, call_kwargs = f, args, kwargs
     return token
 
 
@@ -352,8 +361,8 @@ def _given(x):
     return x
 
 
-def done(token, result):
-    """The result of a library call prepared by :func:`go`.
+def finish_call(token, result):
+    """The result of a library call prepared by :func:`prepare_call`.
 
     If number nodes went in and the result is a number with no link to them
     (``statistics.mean`` computes with exact fractions, C functions read the
@@ -361,7 +370,7 @@ def done(token, result):
     result is marked as made by a cut. A plain float or numpy float64 result
     becomes a constant node while a cell is recorded (see :func:`num`).
     """
-    result = _as_constant(result, A)
+    result = _as_constant(result, call_args)
     if token is None:
         return result
     f, nodes, made = token
@@ -396,9 +405,9 @@ def _mark(node, line, function) -> None:
 
 def call(f, /, *args, **kwargs):
     """``f(*args, **kwargs)`` for a library callable ``f``, as a cell's library call runs
-    (:func:`go`, then :func:`done`), but called from here."""
-    token = go(f, *args, **kwargs)
-    return done(token, F(*A, **K))
+    (:func:`prepare_call`, then :func:`finish_call`), but called from here."""
+    token = prepare_call(f, *args, **kwargs)
+    return finish_call(token, call_function(*call_args, **call_kwargs))
 
 
 def num(x):
@@ -781,7 +790,7 @@ def _on_numbers(f):
 
 
 def _value(x):
-    return x if is_node(x) else lit(x)
+    return x if is_node(x) else literal(x)
 
 
 def _log(x, base=None):
