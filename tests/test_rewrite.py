@@ -14,7 +14,7 @@ import pytest
 from gradmagic.core.engine import Value
 from gradmagic.notebook import runtime as _runtime
 
-from gradmagic.notebook.magic import _link
+from gradmagic.notebook.cell import _link
 from gradmagic.notebook.rewrite import RUNTIME, Rewritten, rewrite
 
 

@@ -44,7 +44,7 @@ plain Python would:
   separately; a final assignment to one name names the target.
 
 Rewritten code reaches its helpers through the constant :data:`RUNTIME`
-(``RUNTIME.literal(2.0)``), which :mod:`gradmagic.notebook.magic` replaces in the compiled
+(``RUNTIME.literal(2.0)``), which :mod:`gradmagic.notebook.cell` replaces in the compiled
 code by the :mod:`gradmagic.notebook.runtime` module, so no helper name ever enters the
 user's namespace. Every new node carries the line of the user's code it came
 from, so tracebacks show the user's own lines.
