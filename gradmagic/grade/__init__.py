@@ -48,20 +48,16 @@ negative tolerances, bad limits) raise at once, before the cell runs.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
-import pickle
-import re
-import signal
-import sys
-import warnings
 
 import numpy as np
 
-from ..analysis.check import CheckReport, expect, expected_pairs, unanswered
+from ..analysis.check import expected_pairs
 from . import _sandbox
 from ._sandbox import SandboxUnavailable
+from ._collect import FILENAME, _cut, _run_isolated, collect
+from ._judge import GradeReport, _MAX_TEXT, _judge, clean
+
 
 __all__ = [
     "grade",
@@ -74,59 +70,22 @@ __all__ = [
     "OUTCOMES",
 ]
 
-FILENAME = "<graded cell>"
-"""The file name the graded source is compiled under (it shows in tracebacks)."""
 
 TIMEOUT = 10.0
 """Default wall-clock limit of one isolated run, in seconds (start-up included)."""
+
 
 MEMORY = 1024
 """Default memory limit of one isolated run, in MiB (each process's address space, and in
 the sandbox the memory all its processes hold together)."""
 
+
 PROCESSES = 32
 """Default limit of processes (and threads) in the sandbox, the cell's own included."""
 
+
 OUTCOMES = ("pass", "wrong", "error", "timeout", "memory", "crash")
 """What :attr:`GradeReport.outcome` can be."""
-
-_CHILD = _sandbox.CHILD
-_NOTE_CHARS = 300  # at most this much of the cell's stderr in a note
-_MAX_NOTES = 20  # notes kept from a run
-_MAX_TEXT = 2000  # characters kept of any text the child sends
-
-
-class GradeReport(CheckReport):
-    """The report of :func:`grade`: an expect :class:`CheckReport` plus its ``outcome``.
-
-    ``outcome`` is ``"pass"``, ``"wrong"`` (the cell ran; some answer is wrong
-    or has no node), ``"error"`` (the cell does not compile, raised, or left
-    nothing to differentiate; ``error`` names the student's line), ``"timeout"``,
-    ``"memory"`` (out of memory) or ``"crash"`` (the process that ran it ended
-    without a report). Only ``"pass"`` passes.
-
-    ``sandbox`` says how the cell was run: ``{"sandboxed": bool, "how": str,
-    "limits": {name: bool}}`` where ``limits`` says which limits held (``time``,
-    ``memory_per_process``, ``memory_total``, ``processes``, ``file_size``,
-    ``tmp_size``). ``to_dict()`` includes both.
-    """
-
-    outcome: str = "pass"
-    sandbox: dict = {}
-
-    @classmethod
-    def of(cls, report: CheckReport, outcome: str, sandbox: dict | None = None) -> "GradeReport":
-        new = cls.__new__(cls)
-        new.__dict__.update(report.__dict__)
-        new.outcome = outcome
-        new.sandbox = sandbox or {}
-        return new
-
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        d["outcome"] = self.outcome
-        d["sandbox"] = self.sandbox
-        return d
 
 
 def grade(
@@ -170,7 +129,7 @@ def grade(
         very dict, which is changed as a notebook's would be.
     timeout:
         Wall-clock limit in seconds for the isolated run, start-up included
-        (default 10 s; a textbook cell takes about 0.3 s); None for no limit.
+        (default 10 s, far more than a textbook cell needs); None for no limit.
         A cell that runs longer is stopped and fails with outcome ``"timeout"``.
     memory:
         Memory limit of the isolated run in MiB (default 1024): the address
@@ -311,16 +270,6 @@ def _text_of(name) -> str:
     return clean(str(name))[:_MAX_TEXT]
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def clean(text: str) -> str:
-    """``text`` without control characters (escape sequences, carriage returns, bidi
-    overrides), keeping newlines and tabs: what a submission writes cannot move the
-    cursor, recolour or rewrite what the grader's terminal or log shows."""
-    return _CONTROL.sub("", text)
-
-
 def _names(pairs) -> list:
     """The node names the run must report: each key, and each key without .data/.grad."""
     names = []
@@ -329,450 +278,3 @@ def _names(pairs) -> list:
             if name and name not in names:
                 names.append(name)
     return names
-
-
-# =========================================================================== the run
-def collect(
-    source: str, names, ns: dict, target=None, raise_errors: bool = False, restore: bool = False
-) -> dict:
-    """Run ``source`` in ``ns`` and return what happened as plain (JSON-able) data.
-
-    ``{"status": "ran", "target": ..., "branch_dependent": ..., "nodes": {name:
-    {"index", "data", "grad"}}, "notes": [...]}`` for each of ``names`` that
-    is a node, or ``{"status": "error", "error": {"kind", "type", "message",
-    "line"}, "notes": [...]}``. This runs in the process that runs the
-    student's code (the child, or the grader's with ``isolate=False``); the
-    grader judges the data with :func:`_judge`. ``restore`` (the child) puts
-    back ``builtins`` and ``sys.modules`` as they were once the cell has run, so
-    that the data can still be gathered after a cell that broke them.
-    """
-    err = io.StringIO()
-    after = _snapshot() if restore else None
-    with (
-        contextlib.redirect_stdout(io.StringIO()),
-        contextlib.redirect_stderr(err),
-        warnings.catch_warnings(record=True) as caught,
-    ):
-        warnings.simplefilter("always")
-        data = _collect(source, names, ns, target, raise_errors, after)
-    data["notes"] = data.get("notes", []) + _output_notes(err.getvalue(), caught)
-    return data
-
-
-def _collect(source, names, ns, target, raise_errors, after) -> dict:
-    from ..notebook import torchcell
-    from ..notebook.magic import NoTarget, execute, prepare
-
-    try:
-        body, first_line, line_target = _split_magic(source)
-        if torchcell.wants_torch(body, ns):  # a PyTorch cell runs as itself, recorded
-            return _collect_torch(body, first_line, names, ns, target or line_target, after)
-        cell = prepare(body, ns, filename=FILENAME, first_line=first_line)
-        trace = execute(cell, ns, {"target": target or line_target})
-    except (NoTarget, torchcell.NoTensorTarget) as exc:
-        if raise_errors:
-            raise
-        after and after()
-        return {
-            "status": "error",
-            "error": {"kind": "notarget", "type": "NoTarget", "message": str(exc), "line": None},
-        }
-    except BaseException as exc:  # the student's code failed (or exited): report, don't crash
-        if raise_errors:
-            raise
-        after and after()
-        return {"status": "error", "error": _error_data(exc)}
-    after and after()
-    nodes = {}
-    for name in names:
-        try:
-            node = trace.node(name)
-        except KeyError:
-            continue
-        nodes[name] = {"index": node.index, "data": _plain(node.data), "grad": _plain(node.grad)}
-    return {
-        "status": "ran",
-        "target": trace.target.name,
-        "branch_dependent": bool(trace.branch_dependent),
-        "nodes": nodes,
-        "notes": list(trace.warnings),
-    }
-
-
-def _collect_torch(body, first_line, names, ns, target, after) -> dict:
-    """:func:`_collect` for a PyTorch cell: the recorded values and gradients by name."""
-    from ..analysis.options import Options
-    from ..notebook import torchcell
-
-    run = torchcell.run(
-        body,
-        ns,
-        Options(target=target, no_check=True, quiet=True),
-        filename=FILENAME,
-        first_line=first_line,
-    )
-    after and after()
-    nodes = {}
-    for name in names:
-        try:
-            i = run.index(name)
-        except KeyError:
-            continue
-        kept = run.full.get(i)
-        if kept is not None:
-            nodes[name] = {"index": i, "data": _plain(kept[0]), "grad": _plain(kept[1])}
-    return {
-        "status": "ran",
-        "target": run.name_of(run.target),
-        "branch_dependent": False,
-        "nodes": nodes,
-        "notes": list(run.warnings),
-    }
-
-
-def _snapshot():
-    """A function that puts ``builtins`` and ``sys.modules`` back as they are now."""
-    import builtins
-
-    names, modules = dict(builtins.__dict__), dict(sys.modules)
-    clear, update = dict.clear, dict.update
-
-    def restore():
-        clear(builtins.__dict__)
-        update(builtins.__dict__, names)
-        clear(sys.modules)
-        update(sys.modules, modules)
-
-    return restore
-
-
-def _error_data(exc: BaseException) -> dict:
-    if isinstance(exc, SyntaxError):
-        return {
-            "kind": "syntax",
-            "type": "SyntaxError",
-            "message": str(exc.msg),
-            "line": exc.lineno,
-        }
-    try:
-        message = str(exc).strip()
-    except Exception:  # noqa: BLE001 - a student's exception whose str() fails
-        message = "(its message could not be printed)"
-    kind = "memory" if isinstance(exc, MemoryError) else "exception"
-    return {"kind": kind, "type": type(exc).__name__, "message": message, "line": _line_of(exc)}
-
-
-def _plain(x):
-    """A node's data or grad as JSON data: a number, None, or {"shape", "values"}."""
-    if isinstance(x, np.ndarray):
-        return {"shape": list(x.shape), "values": np.asarray(x, dtype=float).ravel().tolist()}
-    if isinstance(x, np.generic):
-        x = x.item()
-    if x is None or isinstance(x, (int, float)) and not isinstance(x, bool):
-        return x if type(x) in (int, float) or x is None else float(x)
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return None
-
-
-def _split_magic(source: str):
-    """(body, its first line number, the -t of a leading ``%%autograd`` line or None)."""
-    first, newline, body = source.partition("\n")
-    if not first.lstrip().startswith("%%autograd"):
-        return source, 1, None
-    from ..notebook import magic
-
-    options = first.lstrip()[len("%%autograd") :]
-    try:
-        args = magic.parse_argstring(magic.AutogradMagics.autograd, options)
-        args.expect = None  # the student's own answers (a name in their notebook) are not graded
-        target = magic.options_from(args, {}).target
-    except Exception as exc:  # noqa: BLE001 - a UsageError: the student's line is wrong
-        raise SyntaxError(
-            f"the %%autograd line's options: {exc}", (FILENAME, 1, 1, first, None, None)
-        ) from None
-    return body, 2, target
-
-
-def _line_of(exc: BaseException):
-    """The line of the graded source where ``exc`` was raised (its last frame there)."""
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == FILENAME:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
-def _output_notes(stderr: str, caught) -> list:
-    """Notes for what the cell wrote to stderr and the warnings it raised (once each)."""
-    notes = []
-    text = stderr.strip()
-    if text:
-        notes.append(f"The cell wrote to stderr: {_cut(text)}")
-    seen = set()
-    for w in caught:
-        where = f" on line {w.lineno}" if w.filename == FILENAME else ""
-        note = f"Warning{where}: {w.category.__name__}: {w.message}"
-        if note not in seen:
-            seen.add(note)
-            notes.append(note)
-    return notes
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= _NOTE_CHARS else text[:_NOTE_CHARS] + " ..."
-
-
-# =========================================================================== the child
-def _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox) -> dict:
-    """Run the cell in a fresh ``python -I`` process (in the sandbox or not); its report
-    as plain data, or ``{"status": "timeout" | "crash", ...}``."""
-    ns_bytes = None
-    if namespace:
-        try:
-            ns_bytes = pickle.dumps(namespace)
-        except Exception as exc:  # noqa: BLE001 - the grader's namespace
-            raise TypeError(
-                f"an isolated grade() sends the namespace to a fresh "
-                f"process, so it must pickle: {exc}"
-            ) from None
-    job = {
-        "source": source,
-        "names": list(names),
-        "target": target,
-        "namespace": ns_bytes,
-        "memory": memory,
-        "timeout": timeout,
-        "processes": processes,
-    }
-    return _sandbox.run(job, timeout, sandbox)
-
-
-# =========================================================================== judging
-class _Reported:
-    """The nodes a run reported, shaped as :func:`~gradmagic.analysis.check.expect` reads a
-    Trace: ``node(name)`` (``.index``, ``.data``, ``.grad``), ``target.name``, ``branch_dependent``."""
-
-    class _Node:
-        __slots__ = ("index", "data", "grad", "name")
-
-        def __init__(self, name, index, data, grad):
-            self.name, self.index, self.data, self.grad = name, index, data, grad
-
-    def __init__(self, nodes: dict, target: str, branch_dependent: bool):
-        self._nodes = nodes
-        self.target = self._Node(target, None, None, None)
-        self.branch_dependent = branch_dependent
-
-    def node(self, name: str):
-        try:
-            return self._nodes[name]
-        except KeyError:
-            raise KeyError(f"no node is labelled {name!r}") from None
-
-
-class _Unreadable(Exception):
-    """The child's data is not what a run reports."""
-
-
-def _judge(
-    data: dict, pairs, source: str, atol, rtol, timeout, memory, how: dict | None = None
-) -> GradeReport:
-    """Build and judge the report in the grader's process from a run's plain data.
-
-    Never raises for anything in ``data``: what cannot be read is a crash, and arithmetic
-    that fails on the reported numbers (a value past a float's range) is an error row.
-    """
-    try:
-        status = data.get("status") if isinstance(data, dict) else None
-        notes = _texts(data.get("notes", []))[:_MAX_NOTES] if status else []
-        if status == "ran":
-            reported = _Reported(
-                _nodes(data.get("nodes")),
-                _text(data.get("target", "")),
-                data.get("branch_dependent") is True,
-            )
-            report = _expect(reported, pairs, atol, rtol)
-            report.notes[:0] = notes
-            outcome = "pass" if report.passed else "wrong"
-        elif status == "error":
-            error = data.get("error")
-            if not isinstance(error, dict):
-                raise _Unreadable
-            outcome = "memory" if error.get("kind") == "memory" else "error"
-            report = unanswered(pairs, _what_went_wrong(error, source, memory), atol, rtol)
-            report.notes += notes
-        elif status == "timeout":
-            outcome = "timeout"
-            report = unanswered(
-                pairs,
-                f"Stopped: the cell did not finish within the time limit of {timeout:g} s.",
-                atol,
-                rtol,
-            )
-        elif status == "crash":
-            if data.get("memory_total") is True:
-                outcome = "memory"
-                why = (
-                    f"The cell's processes together used more than the memory limit "
-                    f"({memory:g} MiB); the sandbox was ended."
-                )
-            else:
-                outcome, why = _crash(data.get("returncode"), data.get("stderr", ""), memory)
-            report = unanswered(pairs, why, atol, rtol)
-        else:
-            raise _Unreadable
-    except (_Unreadable, TypeError, ValueError, KeyError, AttributeError, RecursionError):
-        outcome = "crash"
-        report = unanswered(
-            pairs, "The process that ran the cell sent a report that could not be read.", atol, rtol
-        )
-    stderr = data.get("stderr") if isinstance(data, dict) else None
-    if stderr and isinstance(stderr, str) and outcome not in ("crash",):
-        report.notes.append(f"The cell wrote to stderr: {_cut(clean(stderr))}")
-    return GradeReport.of(report, outcome, how)
-
-
-def _expect(reported, pairs, atol, rtol) -> CheckReport:
-    """:func:`expect`, with arithmetic that fails on a reported number made an error row."""
-    try:
-        with np.errstate(all="ignore"):
-            report = expect(reported, pairs, atol=atol, rtol=rtol)
-            report.rows = [_exactly(row, want) for row, (_, want) in zip(report.rows, pairs)]
-            return report
-    except ArithmeticError:
-        rows = []
-        for key, want in pairs:
-            try:
-                with np.errstate(all="ignore"):
-                    rows += expect(reported, [(key, want)], atol=atol, rtol=rtol).rows
-            except ArithmeticError as exc:
-                (row,) = unanswered([(key, want)], "", atol, rtol).rows
-                rows.append(
-                    row._replace(
-                        note=f"the reported number cannot be compared: "
-                        f"{type(exc).__name__}: {_cut(str(exc))}"
-                    )
-                )
-        report = CheckReport(rows, kind="expect", atol=atol, rtol=rtol, target=reported.target.name)
-        if reported.branch_dependent:
-            report.notes.append(
-                "The cell's control flow depended on values: these numbers hold for this branch."
-            )
-        return report
-
-
-def _exactly(row, want):
-    """A passing row whose expected value is not finite passes only if got is the same value
-    (a tolerance relative to an infinite value would let any number through)."""
-    if row.status != "pass" or isinstance(want, str):
-        return row
-    w = np.asarray(want, dtype=float)
-    if np.isfinite(w).all():
-        return row
-    g = np.asarray(row.got, dtype=float)
-    if g.shape == w.shape and np.array_equal(g, w, equal_nan=True):
-        return row
-    return row._replace(
-        status="fail", note="the expected value is not finite: only the same value passes"
-    )
-
-
-def _text(x) -> str:
-    if not isinstance(x, str):
-        raise _Unreadable
-    return clean(x[:_MAX_TEXT])
-
-
-def _texts(xs) -> list:
-    if not isinstance(xs, list):
-        raise _Unreadable
-    return [_text(x) for x in xs[:_MAX_NOTES]]
-
-
-def _nodes(nodes) -> dict:
-    if not isinstance(nodes, dict):
-        raise _Unreadable
-    out = {}
-    for name, node in nodes.items():
-        if not isinstance(node, dict):
-            raise _Unreadable
-        index = node.get("index")
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise _Unreadable
-        name = _text(name)
-        out[name] = _Reported._Node(
-            name, index, _number_or_array(node.get("data")), _number_or_array(node.get("grad"))
-        )
-    return out
-
-
-def _number_or_array(x):
-    """A reported number as a float (an int past a float's range as ±inf) or a float array."""
-    if isinstance(x, int) and not isinstance(x, bool):
-        try:
-            return float(x)
-        except OverflowError:
-            return math.inf if x > 0 else -math.inf
-    if x is None or isinstance(x, float):
-        return x
-    if isinstance(x, dict):
-        shape, values = x.get("shape"), x.get("values")
-        if (
-            isinstance(shape, list)
-            and isinstance(values, list)
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-            and math.prod(shape) == len(values)
-        ):
-            return np.asarray(values, dtype=float).reshape(shape)
-    raise _Unreadable
-
-
-def _what_went_wrong(error: dict, source: str, memory) -> str:
-    """A short description of the cell's error and the line of ``source`` it happened on."""
-    kind, line = error.get("kind"), error.get("line")
-    kind_name, message = _text(error.get("type", "")), _text(error.get("message", ""))
-    if isinstance(line, bool) or not isinstance(line, int):
-        line = None
-    if kind == "notarget":
-        return f"Nothing to grade: {message}."
-    if kind == "syntax":
-        what = f"The cell has a syntax error on line {line}: {message}"
-    elif kind == "memory":
-        where = f" on line {line}" if line is not None else ""
-        limit = f" (limit {memory:g} MiB)" if memory is not None else ""
-        what = f"The cell ran out of memory{limit}{where}" + (f": {message}" if message else "")
-    elif kind == "exception":
-        where = f" on line {line}" if line is not None else ""
-        what = f"The cell raised {kind_name}{where}" + (f": {message}" if message else "")
-    else:
-        raise _Unreadable
-    lines = source.splitlines()
-    if line is not None and 1 <= line <= len(lines):
-        what += f"\n    {line} | {clean(lines[line - 1].strip())}"
-    return what
-
-
-def _crash(returncode, stderr, memory) -> tuple:
-    """(outcome, message) for a child that ended without a usable report."""
-    stderr = stderr if isinstance(stderr, str) else ""
-    if isinstance(returncode, int) and returncode < 0:
-        try:
-            how = f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            how = f"killed by signal {-returncode}"
-        if returncode == -getattr(signal, "SIGXCPU", 0):
-            return "timeout", "Stopped: the cell used up its CPU time limit."
-    else:
-        how = f"exit code {returncode}"
-    if "MemoryError" in stderr:
-        limit = f" (limit {memory:g} MiB)" if memory is not None else ""
-        return "memory", f"The cell ran out of memory{limit}; the process ended ({how})."
-    why = f"The process that ran the cell ended without a report ({how})."
-    if stderr:
-        why += f"\nIts last output on stderr: {_cut(clean(stderr[-_NOTE_CHARS:]))}"
-    return "crash", why
