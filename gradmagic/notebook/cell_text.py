@@ -51,7 +51,7 @@ def _plain_python(shell, text: str) -> bool:
     (magics), ``!`` (shell commands), ``?`` (help), prompts to strip (``>>>``,
     ``...``, ``In [``), the escapes at the start of a line (``,``, ``;``,
     ``/``) and lines of spaces (which they empty). Anything else takes the
-    transforms, which cost 0.1-0.2 ms a cell.
+    transforms, a noticeable share of a small cell's time.
     """
     if (
         _DEFAULT_TRANSFORMS is None

@@ -250,7 +250,7 @@ class AutogradMagics(Magics):
 AutogradMagics.autograd.__doc__ = AutogradMagics.autograd.__doc__.replace("::\n\n", "", 1)
 
 
-_PARSED: dict = {}  # option text -> its parsed arguments (argparse costs 50-100 us a cell)
+_PARSED: dict = {}  # option text -> its parsed arguments (argparse is slow next to a small cell)
 
 
 def parse_options(text: str, ns=None) -> Options:

@@ -247,7 +247,7 @@ def layout_attrs(count: int) -> str:
 
     Up to ``LAYOUT_EXACT`` values Graphviz runs unbounded (best picture). Past
     that its network simplex passes (``nslimit``, ``nslimit1``: ranking and x
-    positions, which took 46 s on a 146-node tanh recurrence) stop after 4
+    positions, which can run for minutes on a long recurrence) stop after 4
     iterations per node, and crossing minimisation (``mclimit``) does half its
     usual passes: every graph under the default ``--max-nodes`` lays out in
     well under a second, with a slightly less tidy picture.

@@ -46,9 +46,9 @@ def _dot_argv(dot: str) -> list:
 class DotServer:
     """One long-lived ``dot -Tsvg`` process that lays out graph after graph.
 
-    Starting ``dot`` costs about 10 ms (it loads its plugins), most of a small
-    graph's drawing; a process kept for the kernel's life reads each graph from
-    its stdin and answers in 1-3 ms. Each graph is followed by an empty marker
+    Starting ``dot`` loads its plugins, which is most of a small graph's drawing;
+    a process kept for the kernel's life reads each graph from its stdin and
+    answers without that cost. Each graph is followed by an empty marker
     graph, so the answer's end is known (and a graph ``dot`` rejects gives only
     the marker's picture: :func:`svg` then runs ``dot`` once more to say why).
     The process is started on first use, with the ``dot`` found on ``PATH``
