@@ -33,66 +33,33 @@ function dispatch, the node links and the in-place writes call one another.
 
 from __future__ import annotations
 
-
 # bound here, so a cell that rebinds builtins.float (or int, isinstance) changes its own
 # code, as in plain Python, and not the engine's
 from builtins import float, int, isinstance  # noqa: A004
 
-
 import sys
-
-
 import warnings
-
-
 import weakref
-
 
 import numpy as np
 
-
 from . import engine as _engine
-
-
 from .engine import SCALAR_NODES, Value, state
-
-
 from . import tensor as _t
-
-
 from .tensor import Tensor, TENSOR_OPS
-
 
 __all__ = ["Array", "Scalar64", "array_leaf", "is_array_node", "plain_array"]
 
-
 _F64 = np.float64
-
-
 _ndarray = np.ndarray
-
-
 _view = np.ndarray.view
-
-
 _float_of = float.__float__
-
-
 _NoValue = np._NoValue
-
-
 _new_ref = weakref.ref
 
-
 _SUM, _MEAN, _MAX, _MIN = _t._SUM, _t._MEAN, _t._MAX, _t._MIN
-
-
 _COPY, _POW, _DIV, _CUMSUM = _t._COPY, _t._POW, TENSOR_OPS["/"], _t._CUMSUM
-
-
 _RESHAPE, _TRANSPOSE, _GETITEM = _t._RESHAPE, _t._TRANSPOSE, _t._GETITEM
-
-
 _MAXIMUM, _MINIMUM = _t._MAXIMUM, _t._MINIMUM
 
 
@@ -419,13 +386,8 @@ class Scalar64(np.float64):
 
 
 _ARRAYS = (Array, Scalar64)
-
-
 _NODE_CLASSES = frozenset({Array, Scalar64, Tensor}) | SCALAR_NODES
-
-
 _TENSOR_NODES = frozenset({Array, Scalar64, Tensor})
-
 
 # the tensor protocol (grad, backward, parents, kink, ...) is Tensor's own
 for _name in (
@@ -446,7 +408,6 @@ for _name in (
 ):
     setattr(Array, _name, Tensor.__dict__[_name])
     setattr(Scalar64, _name, Tensor.__dict__[_name])
-
 
 for _cls, _base in ((Array, np.ndarray), (Scalar64, np.float64)):  # named as numpy's
     _cls.__name__ = _cls.__qualname__ = _base.__name__
@@ -497,12 +458,8 @@ for _name, _uf in (
 ):
     setattr(Scalar64, f"__{_name}__", _scalar_binary(_uf, f"__{_name}__"))
     setattr(Scalar64, f"__r{_name}__", _scalar_binary(_uf, f"__r{_name}__"))
-
-
 for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute)):
     setattr(Scalar64, f"__{_name}__", _scalar_unary(_uf, f"__{_name}__"))
-
-
 del _name, _uf, _cls, _base
 
 
@@ -654,11 +611,7 @@ def _link(op, exact, a, b=None, params=None):
 
 
 _UFUNC_OPS = _t._UFUNC_OPS
-
-
 _UFUNC_VALUES = _t._UFUNC_VALUES
-
-
 _CALL_OPTIONS = frozenset({"out", "casting", "order", "subok", "signature"})
 
 
@@ -735,7 +688,7 @@ def _cut(message: str, node=None, what: str = "") -> None:
 
 
 # --------------------------------------------------------------------------- warnings
-_INTERNAL = ("gradmagic.core.", "gradmagic.notebook.runtime")
+_INTERNAL = ("gradmagic.core.", "gradmagic.notebook.runtime", "gradmagic.notebook.math_calls")
 
 
 def _caller():
@@ -1064,8 +1017,6 @@ class _quiet_graph:
 
 # --------------------------------------------------------------------------- numbers, lists as nodes
 _PACK, _CONCAT = TENSOR_OPS["pack"], TENSOR_OPS["concatenate"]
-
-
 _FLOAT_NODES = frozenset({_engine.Float, _engine.Float64, Value})
 
 
@@ -1224,16 +1175,10 @@ _VALUE_FUNCTIONS = frozenset(
         np.array_equiv,
     }
 )
-
-
 _SEQUENCES = frozenset(
     {np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.asarray, np.asanyarray}
 )
-
-
 """Functions whose first argument is a sequence of arrays (or the list an array is made of)."""
-
-
 _IDENTITY = frozenset(
     {
         np.atleast_1d,
@@ -1246,8 +1191,6 @@ _IDENTITY = frozenset(
         np.asarray_chkfinite,
     }
 )
-
-
 _MUTATORS = frozenset(
     {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
 )
@@ -1301,17 +1244,9 @@ def _tensor_result(node, exact, plain_ok=False):
 
 
 _t._ARRAY_CLASSES.update(_ARRAYS)
-
-
 _t._WRITABLE.add(Array)
-
-
 _t._array_result = _link
-
-
 _t._function_rule = tensor_function
-
-
 _engine.DEFER.add(Scalar64)
 
 
@@ -1328,6 +1263,4 @@ def _number_ufunc(self, ufunc, method, *inputs, **kwargs):
 
 for _cls in (_engine.Float, _engine.Int, _engine.Float64):
     _cls.__array_ufunc__ = _number_ufunc
-
-
 del _cls

@@ -73,8 +73,6 @@ def _extreme(reduce):
 
 
 _max_f, _max_dx, _max_batched, _max_kink = _extreme(np.max)
-
-
 _min_f, _min_dx, _min_batched, _min_kink = _extreme(np.min)
 
 

@@ -74,15 +74,12 @@ __all__ = [
 TIMEOUT = 10.0
 """Default wall-clock limit of one isolated run, in seconds (start-up included)."""
 
-
 MEMORY = 1024
 """Default memory limit of one isolated run, in MiB (each process's address space, and in
 the sandbox the memory all its processes hold together)."""
 
-
 PROCESSES = 32
 """Default limit of processes (and threads) in the sandbox, the cell's own included."""
-
 
 OUTCOMES = ("pass", "wrong", "error", "timeout", "memory", "crash")
 """What :attr:`GradeReport.outcome` can be."""

@@ -15,8 +15,6 @@ from ..analysis.check import CheckReport, expect, unanswered
 from ._collect import _NOTE_CHARS, _cut
 
 _MAX_NOTES = 20  # notes kept from a run
-
-
 _MAX_TEXT = 2000  # characters kept of any text the child sends
 
 

@@ -26,6 +26,7 @@ from ..core.array import Array
 from ..core.engine import Value, state
 from . import boundary
 from . import runtime as _runtime
+from .math_calls import DISPATCHED_NAMES
 from .rewrite import RUNTIME, Rewritten, rewrite
 
 
@@ -102,8 +103,6 @@ def prepare(
 
 
 _PREPARED: OrderedDict = OrderedDict()  # the cells prepared last (see prepare)
-
-
 _KEEP_PREPARED = 64
 
 
@@ -119,8 +118,6 @@ def _refile(code: types.CodeType, filename: str) -> types.CodeType:
 
 
 _TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-
-
 _CO_COROUTINE = inspect.CO_COROUTINE
 
 
@@ -336,7 +333,7 @@ def _rewritten(f, plain, math_names):
     return False
 
 
-_MATH_CALLS = frozenset(_runtime.DISPATCHED_NAMES) - {"float", "isinstance", "pow"}
+_MATH_CALLS = frozenset(DISPATCHED_NAMES) - {"float", "isinstance", "pow"}
 """Names of math functions whose call on a number node computes outside the graph unless
 the magic compiled the call."""
 
@@ -520,10 +517,16 @@ def cut_warnings(cuts, converted: int) -> list[str]:
 
 INTERNALS = frozenset(
     [f"gradmagic.core.{module.name}" for module in pkgutil.iter_modules(core.__path__)]
-    + ["gradmagic.notebook.runtime", "gradmagic.notebook.torchcell", "gradmagic.analysis.torchrun"]
+    + [
+        "gradmagic.notebook.runtime",
+        "gradmagic.notebook.math_calls",
+        "gradmagic.notebook.torchcell",
+        "gradmagic.analysis.torchrun",
+    ]
 )
-"""Modules whose frames a traceback leaves out (every module of ``core``): an error in a
-Value or Tensor op shows the user's line and the message, as an error inside numpy does."""
+"""Modules whose frames a traceback leaves out (every module of ``core``, and what rewritten
+code calls): an error in a Value or Tensor op shows the user's line and the message, as an
+error inside numpy does."""
 
 
 def user_traceback(tb, filename: str):

@@ -80,8 +80,6 @@ def _plain_python(shell, text: str) -> bool:
 
 
 _ESCAPES = frozenset(",;/")
-
-
 _BLANK_WITH_SPACES = re.compile(r"^[^\S\r\n]+\r?$", re.M)
 
 

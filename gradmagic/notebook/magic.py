@@ -295,15 +295,9 @@ def _point_into(error: SyntaxError, header: str, source: str) -> None:
 
 # --------------------------------------------------------------------------- option text
 _TOKEN = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
-
-
 # the magic's options, read from its parser: flags take no value, the others one
 _OPTIONS = AutogradMagics.autograd.parser._option_string_actions
-
-
 _FLAGS = frozenset(name for name, action in _OPTIONS.items() if action.nargs == 0)
-
-
 _VALUED = frozenset(_OPTIONS) - _FLAGS
 
 

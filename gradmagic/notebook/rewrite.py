@@ -56,7 +56,7 @@ import ast
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .runtime import DISPATCHED_NAMES
+from .math_calls import DISPATCHED_NAMES
 
 __all__ = ["RUNTIME", "MATH_NAMES", "Rewritten", "rewrite"]
 
@@ -65,7 +65,7 @@ RUNTIME = "\x00gradmagic.notebook.runtime"
 
 MATH_NAMES = DISPATCHED_NAMES
 """Function names whose calls go through the run-time dispatch (``fn``): derived from the op
-table and the runtime's composites (:data:`gradmagic.notebook.runtime.DISPATCHED_NAMES`)."""
+table and the runtime's composites (:data:`gradmagic.notebook.math_calls.DISPATCHED_NAMES`)."""
 
 _BUILTIN_MATH = frozenset({"float", "pow", "isinstance"})  # builtins dispatched by name
 _DISPLAY = frozenset({"print", "repr", "str", "format", "ascii", "display"})

@@ -182,8 +182,6 @@ def paths_view(trace, input=None) -> View:
 # on: [node, text, state], state "u" unknown, "p" partial, "" plain), ``total`` and ``note``.
 # Only nodes in ``drawn`` (those the widget's graph shows) get events and highlights.
 STEP_FRAMES = 600  # steps a tab carries
-
-
 STEPPED_INPUTS = 4  # inputs the forward and paths tabs step through
 
 

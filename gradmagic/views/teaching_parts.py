@@ -18,27 +18,16 @@ ROWS = 40  # table rows before "… and N more"
 
 
 ITEMS = 10  # items of a printed list before it is elided
-
-
 WIDTH = 24  # an unnamed node's expression longer than this is written by its op and index
 
-
 _GREY = "#4b5563"  # text: 7:1 on the light fill (WCAG AA asks 4.5:1)
-
-
 _GOOD = "#166534"
-
-
 _BAD = "#dc2626"
 
 
 # =========================================================================== expressions
 _SUPER = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
-
-
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2, "//": 2, "%": 2, "neg": 3, "**": 4}
-
-
 _ATOM = 9
 
 
