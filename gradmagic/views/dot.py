@@ -287,7 +287,6 @@ def to_dot(
     path = set(path)
     status = statuses(report)
     target = trace.target.index
-    on_path = {"color": LINE["path"], "penwidth": "2"}
     lines = [
         "digraph gradmagic {",
         f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
@@ -301,41 +300,49 @@ def to_dot(
             node, i == target, status.get(i), i in path, i == current, rankdir, grad_text
         )
         lines.append(f"  v{i} [{attrs}];")
-        if not node.parents:
-            continue
-        op = {
-            "shape": "ellipse",
-            "label": escape_string(op_label(trace, i, fold)),
-            "style": "filled",
-            "fillcolor": FILL["op"],
-            "color": LINE["plain"],
-            "margin": "0.04,0.02",
-            "height": "0.3",
-        }
-        if node.kink:
-            op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2")
-        # the flow runs through this op when the node and one of its inputs are on the path
-        flows = i in path and any(p in path for p in node.parents)
-        if flows:
-            op.update(color=LINE["path"], penwidth="2.5")
-        if i == current:
-            op.update(fillcolor=FILL["current"], color=LINE["current"], penwidth="3")
-        lines.append(f"  o{i} [{_attrs(op)}];")
-        lines.append(_edge(f"o{i}", f"v{i}", on_path if flows else None))
-        hidden = 0
-        for p in node.parents:
-            if p in drawn:
-                lines.append(_edge(f"v{p}", f"o{i}", on_path if p in path and i in path else None))
-            elif p not in fold:
-                hidden += 1
-        if hidden:
-            lines.append(
-                f'  h{i} [shape=plaintext, fontcolor="#4b5563", '
-                f'label="{hidden} more input{"s" if hidden > 1 else ""}"];'
-            )
-            lines.append(_edge(f"h{i}", f"o{i}", {"style": "dashed"}))
+        if node.parents:
+            lines += _op_lines(trace, node, fold, drawn, path, current)
     lines.append("}")
     return "\n".join(lines)
+
+
+_ON_PATH = {"color": LINE["path"], "penwidth": "2"}
+
+
+def _op_lines(trace, node, fold, drawn, path, current) -> list:
+    """The DOT lines of the op that made ``node``: the op, its edges, and its hidden inputs."""
+    i = node.index
+    op = {
+        "shape": "ellipse",
+        "label": escape_string(op_label(trace, i, fold)),
+        "style": "filled",
+        "fillcolor": FILL["op"],
+        "color": LINE["plain"],
+        "margin": "0.04,0.02",
+        "height": "0.3",
+    }
+    if node.kink:
+        op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2")
+    # the flow runs through this op when the node and one of its inputs are on the path
+    flows = i in path and any(p in path for p in node.parents)
+    if flows:
+        op.update(color=LINE["path"], penwidth="2.5")
+    if i == current:
+        op.update(fillcolor=FILL["current"], color=LINE["current"], penwidth="3")
+    lines = [f"  o{i} [{_attrs(op)}];", _edge(f"o{i}", f"v{i}", _ON_PATH if flows else None)]
+    hidden = 0
+    for p in node.parents:
+        if p in drawn:
+            lines.append(_edge(f"v{p}", f"o{i}", _ON_PATH if p in path and i in path else None))
+        elif p not in fold:
+            hidden += 1
+    if hidden:
+        lines.append(
+            f'  h{i} [shape=plaintext, fontcolor="#4b5563", '
+            f'label="{hidden} more input{"s" if hidden > 1 else ""}"];'
+        )
+        lines.append(_edge(f"h{i}", f"o{i}", {"style": "dashed"}))
+    return lines
 
 
 FIT_VALUES = 30  # drawn values up to which the view picks the direction that fits the width
