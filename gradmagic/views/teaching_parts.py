@@ -124,10 +124,6 @@ def default_input(trace):
     return min(ins, key=lambda i: (not nodes[i].label, nodes[i].label, i))
 
 
-def _code(text) -> str:
-    return f"<code>{html.escape(str(text))}</code>"
-
-
 def _p(text: str, colour: str = "") -> str:
     style = "margin:2px 0" + (f"; color:{colour}" if colour else "")
     return f'<p style="{style}">{text}</p>'
