@@ -47,7 +47,7 @@ INLINE_TEXTBOOK = [
     ("a value used twice", "a = 3.0\nb = a + a\nb", [["b.data", 6.0], ["a.grad", 2.0]]),
 ]
 
-RUNTIME_NAMES = ("_runtime", "RT.", "lab(", "lit(", "shown(", "ints(", "\\x00", "\x00")
+RUNTIME_NAMES = ("_runtime", "RT.", "labelled(", "literal(", "shown(", "ints(", "\\x00", "\x00")
 
 
 def autograd(ip, body, options="-q", **kw):

@@ -14,7 +14,7 @@ import pytest
 from gradmagic.core.engine import Value
 from gradmagic.notebook import runtime as _runtime
 
-from gradmagic.notebook.magic import _link
+from gradmagic.notebook.cell import _link
 from gradmagic.notebook.rewrite import RUNTIME, Rewritten, rewrite
 
 
@@ -83,7 +83,7 @@ def test_each_evaluation_of_a_literal_is_a_fresh_leaf():
 def test_literal_beside_a_non_literal_stays_plain():
     out = text("y = x * 2.0 + 1\nz = 2.0 * 3.0\nw = -1 - x")
     assert "x * 2.0 + 1" in out and "-1 - x" in out
-    assert "RT.lit(2.0) * RT.lit(3.0)" in out
+    assert "RT.literal(2.0) * RT.literal(3.0)" in out
 
 
 def test_integer_contexts_keep_plain_numbers():

@@ -691,7 +691,7 @@ def _contrast(a: str, b: str) -> float:
 def test_every_text_colour_reads_at_wcag_aa_contrast():
     """Text colours of the live view's style sheet and of the drawn graphs: 4.5:1 or more on
     white and on the light fills text sits on."""
-    from gradmagic.views import teaching
+    from gradmagic.views import teaching_parts
 
     css = (widget.STATIC / "widget.css").read_text()
     colours = set()
@@ -699,7 +699,7 @@ def test_every_text_colour_reads_at_wcag_aa_contrast():
         for prop, value in re.findall(r"(?<![-\w])(color|fill)\s*:\s*(#[0-9a-fA-F]{6})", rule):
             if prop == "color" or "text" in css[: css.find(rule)].rsplit("}", 1)[-1]:
                 colours.add(value.lower())
-    colours |= {teaching._GREY, "#4b5563"}
+    colours |= {teaching_parts._GREY, "#4b5563"}
     assert "#9ca3af" not in colours and colours
     for colour in colours:
         for ground in ("#ffffff", "#f3f4f6", "#dbeafe", "#fde68a", "#e5e7eb"):
