@@ -323,8 +323,10 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     page = static["text/html"]
     assert '<img class="gradmagic-graph"' in page and "<svg" not in page  # survives sanitisers
     assert "<table" in page and "gradients match" in page
-    # the copy hides itself beside a drawn live view (its own style); the view knows nothing of it
-    assert render.STATIC_STYLE in page and "run" not in json.loads(widget_model(bundle).data)
+    # the copy hides itself beside its live view (its own style, keyed by the run's id)
+    run = re.search(r'data-gm-run="([0-9a-f]+)"', page).group(1)
+    assert render.static_style(run) in page
+    assert json.loads(widget_model(bundle).data)["run"] == run
     whole = mimebundle(trace)  # no publisher: one bundle with all three
     assert set(whole) == {WIDGET_MIME, "text/html", "text/plain"}
 

@@ -465,12 +465,12 @@ class _Context(dict):
         return value
 
 
-def payload(trace, report=None, *, expected=None, torch=None) -> dict:
+def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> dict:
     """Everything the front-end shows of a run, as JSON-able data (no live nodes).
 
     Every tab is computed (the live view defers some, see :data:`DEFERRED`).
     """
-    return _payload(trace, report, expected=expected, torch=torch, defer=False)[0]
+    return _payload(trace, report, expected=expected, torch=torch, run=run, defer=False)[0]
 
 
 def _payload(
@@ -479,6 +479,7 @@ def _payload(
     *,
     expected=None,
     torch=None,
+    run: str = "",
     defer=True,
     summary=render._SUMMARISE,
     fold=None,
@@ -525,6 +526,7 @@ def _payload(
         if tab:
             tabs.append(tab)
     data = {
+        "run": run,  # the static copy shown with this view hides itself (render.static_style)
         "headline": render.headline(trace),
         "notes": render.run_notes(trace, report),
         "target": int(trace.target.index),

@@ -5,7 +5,7 @@ and bounded tables, see :func:`gradmagic.views.render.static_html`) published as
 output, then the live view (:func:`TraceWidget`: an anywidget holding
 :func:`~gradmagic.views.tabs.payload` as JSON, see :mod:`gradmagic.views.live`) with a
 one-line ``text/plain``. Where widgets run, the copy hides itself once the live view beside
-it has drawn (its own style sheet, :data:`gradmagic.views.render.STATIC_STYLE`); an untrusted
+it has drawn (its own style sheet, :func:`gradmagic.views.render.static_style`); an untrusted
 notebook, ``nbconvert --to html`` with no network and a notebook reopened without widget
 state show the copy. Each run appears once.
 
@@ -93,7 +93,7 @@ def _classes():
     return VizLibrary, LiveView
 
 
-def TraceWidget(trace, report=None, *, expected=None, torch=None, **parts):
+def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "", **parts):
     """The live view of a run: a :class:`~gradmagic.views.live.LiveView` holding
     :func:`~gradmagic.views.tabs.payload` as JSON (not the trace).
 
@@ -104,7 +104,7 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, **parts):
     _, LiveView = _classes()
     from .live import keep_open, library
 
-    data, deferred = _payload(trace, report, expected=expected, torch=torch, **parts)
+    data, deferred = _payload(trace, report, expected=expected, torch=torch, run=run, **parts)
     first = data["tabs"][0]["id"] if data["tabs"] else ""
     try:
         source = weakref.ref(trace)
@@ -274,6 +274,7 @@ def mimebundle(trace, publish=None) -> dict:
             report,
             expected=expected,
             torch=torch,
+            run=run,
             summary=summary,
             fold=fold,
             dot=dot,
