@@ -812,6 +812,18 @@ def _isinstance(obj, cls):
     return isinstance(obj, cls) or ((kind is Value or kind is Tensor) and isinstance(obj.data, cls))
 
 
+def same(a, b) -> bool:
+    """``a is b`` as plain Python answers it when an int node is one side: equal ints are
+    one object where CPython shares them (-5 to 256; IPython compiles each statement
+    apart, so a cell's equal literals are not shared)."""
+    if a is b:
+        return True
+    if type(a) is not Int and type(b) is not Int:
+        return False
+    a, b = engine.plain(a) if type(a) is Int else a, engine.plain(b) if type(b) is Int else b
+    return type(a) is int and type(b) is int and a == b and -5 <= a <= 256
+
+
 def type_of(*args):
     """``type(x)`` as plain Python gives it: a number node's type is Python's (``float``),
     a Tensor's numpy's (``ndarray``, ``float64`` for a 0-d one)."""
