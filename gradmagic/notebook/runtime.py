@@ -370,6 +370,9 @@ def done(token, result):
     if not unlinked and kind not in _NODES and kind is not bool and isinstance(result, Number):
         unlinked = True  # a number of another kind (Decimal, Fraction, np.float32)
         result_node = None
+    elif kind is bytes or kind is bytearray:
+        unlinked = True  # the numbers packed (struct.pack, pickle.dumps): read back plain
+        result_node = None
     else:
         result_node = result
     if unlinked and any(type(n) is not Int for n in nodes):
@@ -539,7 +542,11 @@ def _describe(f) -> str:
     module = getattr(f, "__module__", None)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
     if isinstance(module, str) and module not in ("builtins", "__main__"):
-        return f"{module.partition('.')[0]}.{name}"
+        top = module.partition(".")[0]
+        public = sys.modules.get(top[1:]) if top.startswith("_") else None
+        if public is not None and getattr(public, name, None) is f:
+            top = top[1:]  # _struct.pack is struct.pack to its user
+        return f"{top}.{name}"
     return name
 
 
