@@ -205,4 +205,9 @@ CELLS = [
         "import functools\n@functools.lru_cache\ndef fib(k):\n    return k if k < 2 else fib(k - 1) + fib(k - 2)\n"
         "_seen = [fib(k) for k in range(30)]\n__last__ = fib(29)\nprint(_seen[-3:], __last__, fib.cache_info())",
     ),
+    (
+        12,
+        "import sys\nx = 1.5\nn = 3\nv = [x, n]\n"
+        "print(sys.getsizeof(x) == sys.getsizeof(1.5), sys.getsizeof(n), sys.getsizeof(v))",
+    ),
 ]
