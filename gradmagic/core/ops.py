@@ -240,7 +240,9 @@ def _sigmoid(x):
 
 
 def _np_sigmoid(x):
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
+    # the float forward's formula, so that the replay computes the same numbers
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _np_log(x):
