@@ -37,6 +37,8 @@ Design notes:
   (shared by every node class) and are importable from here.
 * Every operation comes from the table in :mod:`gradmagic.core.ops`; each is also
   reachable by name through :func:`apply`.
+* ``_walk`` is one long function on purpose: it runs once per node of every recorded
+  graph, and a helper call per node would cost more than the work it does.
 """
 
 from __future__ import annotations

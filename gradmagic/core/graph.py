@@ -5,6 +5,9 @@ flag, branch events); :class:`GraphNode` is the protocol of ``Value`` and the ma
 number nodes (graph facts, ``topo()``, ``backward()``); :func:`backward` is the one
 reverse sweep every kind of node shares. The node classes register themselves in
 ``SCALAR_NODES`` (and its parts) when their modules are imported.
+
+``backward`` writes the commonest ops out in its loop rather than calling their rules: it
+runs once per node of every graph, so it is longer than the other functions here.
 """
 
 from __future__ import annotations
