@@ -302,7 +302,7 @@ def main(argv=None) -> bool:
         met = ratio <= PLAIN_RATIO
         ok &= met
         print(
-            f"| a {library} array | {t['plain']:.2f} s | {t['magic']:.2f} s | {ratio:.2f}x "
+            f"| {'a numpy array' if library == 'numpy' else 'a torch tensor'} | {t['plain']:.2f} s | {t['magic']:.2f} s | {ratio:.2f}x "
             f"| {_mark(met)} |",
             flush=True,
         )
