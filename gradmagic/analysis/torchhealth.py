@@ -38,6 +38,8 @@ def probes(rec, graph) -> list:
     out = []
     for k in graph:
         op = rec.ops[k]
+        if op.name not in RELU and op.name not in SATURATING:
+            continue
         t = rec.held(op.outputs[0]).detach()
         if t.ndim < 2 or not t.is_floating_point():
             continue
@@ -101,8 +103,10 @@ def health(run, rec, probed: dict) -> dict:
         elif kind == "saturated" and value[0] > 0:
             saturated[i] = float(value[0])
             mark(i, f"{value[0]:.0%} units saturated")
-    for i in range(run.n):
-        if not np.isnan(stats[i, 5]) and stats[i, 5] > 0.5 and i not in saturated:
+    with np.errstate(invalid="ignore"):
+        mostly = np.flatnonzero(stats[:, 5] > 0.5)
+    for i in mostly.tolist():
+        if i not in saturated:
             mark(i, f"{stats[i, 5]:.0%} saturated")
     params = []
     for i in run.params:

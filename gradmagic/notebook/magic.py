@@ -889,6 +889,7 @@ INTERNALS = frozenset(
         "core.array",
         "notebook.torchcell",
         "analysis.torchrun",
+        "analysis.torchrecord",
     )
 )
 """Modules whose frames a traceback leaves out: an error in a Value or Tensor op
