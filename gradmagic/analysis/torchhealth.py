@@ -1,8 +1,7 @@
 """Signs of a sick network, read from a recorded PyTorch run.
 
 :func:`probes` lists the few reductions the signals need beyond the run's statistics (dead
-ReLU units, saturated tanh units, the size of each parameter update), as tensors on their
-device; :func:`~gradmagic.analysis.torchrun.summarise` reads them back with the statistics,
+ReLU units, saturated tanh units), as tensors on their device; :func:`~gradmagic.analysis.torchrun.summarise` reads them back with the statistics,
 in the same synchronisation. :func:`health` then gathers, for the ops the target depends on:
 
 - ``nonfinite``: the first op whose value holds a nan or inf (with finite inputs), and the
@@ -60,8 +59,6 @@ def probes(rec, graph) -> list:
             out.append(
                 (("saturated", op.outputs[0]), far.all(0).to(torch.float64).mean().reshape(1))
             )
-    for i, pair in rec.updates.items():
-        out.append((("update", i), pair))
     return out
 
 

@@ -267,7 +267,10 @@ class Recorder(TorchFunctionMode):
         self.handles: list = []
         self.stack: tuple = ()
         self.modules: dict = {}  # id → module (kept alive while the run is recorded)
-        self.updates: dict = {}  # value index of a leaf → (update std, data std) of its writes
+        # value index of a parameter → [it, its value before its first in-place update, that
+        # update once it is written again]: measured with the run's other statistics
+        self.updates: dict = {}
+        self.updated: dict = {}  # id(parameter) → its value index in updates
         self.backward_lines: list = []
         self.saved: dict = {}  # value index → what it held before an in-place write
         self.data_of: dict = {}  # id(p.data) → (p.data, p): writes through .data update p
@@ -359,6 +362,9 @@ class Recorder(TorchFunctionMode):
             alias = self.data_of.get(id(t))
             through_data = alias is not None and alias[0] is t
             p = alias[1] if through_data else t
+            update = self.updates.get(self.updated.get(id(p), -1))
+            if update is not None and update[0] is p and update[2] is None:
+                update[2] = p.detach() - update[1]  # written again: its first update, now
             for q in (p, p._base):  # a write into a view writes into its base too
                 if q is None:
                     continue
@@ -370,9 +376,8 @@ class Recorder(TorchFunctionMode):
         return found
 
     def _after_write(self, found) -> None:
-        """Keep the copies; a parameter's update (a write under no_grad or through ``.data``)
-        as two numbers on its device (the update's std and the old value's std), read with
-        the run's other statistics."""
+        """Keep the copies, and note a parameter's first update (a write under no_grad or
+        through ``.data``): its size is measured when the run's statistics are taken."""
         for i, p, old, through_data in found:
             self.saved[i] = old
             if (
@@ -380,11 +385,10 @@ class Recorder(TorchFunctionMode):
                 and p.is_leaf
                 and p.is_floating_point()
                 and (through_data or not torch.is_grad_enabled())
-                and i not in self.updates
+                and id(p) not in self.updated
             ):
-                self.updates[i] = torch.stack(
-                    [(p.detach() - old).to(torch.float64).std(), old.to(torch.float64).std()]
-                )
+                self.updates[i] = [p, old, None]
+                self.updated[id(p)] = i
 
     def _line(self):
         """The cell's line running now; labels the names the line before it assigned."""

@@ -41,6 +41,7 @@ __all__ = [
 
 WORST = 5  # entries of a wrong answer shown, worst first
 
+
 # ---------------------------------------------------------------------------- the snapshot
 @dataclass
 class TorchRun:
@@ -227,7 +228,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     n = len(rec.tensors)
     shown = sorted(set(graph_values(rec, graph)) | {t_index})
     probe = probes(rec, graph)
-    stats, grad_stats, probed, host = summarise(rec, shown, [t for _, t in probe])
+    stats, grad_stats, probed, host, updates = summarise(rec, shown, [t for _, t in probe])
     producer = np.array(rec.producer, dtype=np.int32)
     requires = np.fromiter((t.requires_grad for t in rec.tensors), bool, n)
     reached = np.zeros(n, dtype=bool)
@@ -272,7 +273,9 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
             "the target was computed before this cell ran, so none of its "
             "ops were recorded: run the cell that computes it under the magic"
         )
-    run.health = health(run, rec, {key: value for (key, _), value in zip(probe, probed)})
+    probed = {key: value for (key, _), value in zip(probe, probed)}
+    probed.update((("update", i), pair) for i, pair in updates.items())
+    run.health = health(run, rec, probed)
     return run
 
 

@@ -10,8 +10,6 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
@@ -33,21 +31,47 @@ def to_numpy(x):
 
 
 def summarise(rec, shown: list, extra=()) -> tuple:
-    """Statistics of the values ``shown`` and of their gradients, in one batched pass:
-    ``(stats, grad_stats, extra, host)``.
+    """Statistics of the values ``shown``, of their gradients and of the parameters' in-place
+    updates, in one batched pass: ``(stats, grad_stats, extra, host, updates)``.
 
     The floating tensors are concatenated into one float64 buffer on their device; its
-    pieces are reduced together (a segment sum, ``_foreach_norm`` for the sums of squares and
-    the counts of non-zeros, the magnitudes' maxima) and everything, with the
-    1-d tensors ``extra``, is read back in one copy to the host. ``host`` maps a row (value
-    ``i``, or ``~i`` for its gradient) to its numbers on the host when the whole buffer is
-    at most :data:`KEEP_BYTES` (else None). Rows of values that are not floating point
-    (indices) are nan. A tensor holding a nan or an inf is summarised again without them,
-    which costs a second read only then.
+    pieces are reduced together (segment sums of the numbers, their squares and their
+    non-zeros, a segment maximum of the magnitudes) and everything, with the 1-d tensors
+    ``extra``, is read back in one copy to the host. ``host`` maps a row (value ``i``, or
+    ``~i`` for its gradient) to its numbers on the host when the whole buffer is at most
+    :data:`KEEP_BYTES` (else None). ``updates`` maps a parameter's value index to (the std
+    of its first update, the std of its value before). Rows of values that are not floating
+    point (indices) are nan. A tensor holding a nan or an inf is summarised again without
+    them, which costs a second read only then.
     """
     n = len(rec.tensors)
     stats = np.full((n, len(STAT_NAMES)), np.nan)
     grad_stats = np.full((n, len(STAT_NAMES)), np.nan)
+    parts, rows, sat_kind = _pieces(rec, shown)
+    if not parts:
+        return stats, grad_stats, [e.detach().cpu().numpy() for e in extra], None, {}
+    table, extra_host, host = _reduce(parts, sat_kind, extra)
+    by_row = {}
+    for r, key in enumerate(rows):
+        if isinstance(key, tuple):
+            by_row[key] = table[r]
+        elif key >= 0:
+            stats[key] = table[r]
+        else:
+            grad_stats[~key] = table[r]
+    updates = {}
+    for i in rec.updates:
+        old = by_row.get(("old", i))
+        old_std = (old if old is not None else stats[i])[1]
+        updates[i] = np.array([by_row[("update", i)][1], old_std])
+    if host is not None:
+        host = {key: value for key, value in zip(rows, host) if not isinstance(key, tuple)}
+    return stats, grad_stats, extra_host, host, updates
+
+
+def _pieces(rec, shown) -> tuple:
+    """The flat tensors to summarise, their rows (``i``, ``~i``, ``("update", i)``,
+    ``("old", i)``) and which saturation each value is measured for."""
     parts, rows, sat_kind = [], [], []
     for i in shown:
         t = rec.held(i)
@@ -61,8 +85,23 @@ def summarise(rec, shown: list, extra=()) -> tuple:
             parts.append(g.detach().reshape(-1))
             rows.append(~i)
             sat_kind.append("")
-    if not parts:
-        return stats, grad_stats, [e.detach().cpu().numpy() for e in extra], None
+    in_shown = set(rows)
+    for i, (p, old, update) in rec.updates.items():
+        if update is None:
+            update = p.detach() - old
+        parts.append(update.reshape(-1))
+        rows.append(("update", i))
+        sat_kind.append("")
+        if i not in in_shown:
+            parts.append(old.reshape(-1))
+            rows.append(("old", i))
+            sat_kind.append("")
+    return parts, rows, sat_kind
+
+
+def _reduce(parts, sat_kind, extra) -> tuple:
+    """(a row of statistics per part, the ``extra`` tensors on the host, each part's numbers
+    on the host or None): the device's work and the one read back."""
     device = parts[0].device
     if any(p.device != device for p in parts):
         parts = [p.to(device) for p in parts]
@@ -71,11 +110,12 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     pieces = x.split(sizes)
     m = len(parts)
     lengths = torch.tensor(sizes, device=device)
+    # segment reductions over the whole buffer: a few passes, not one op per piece
     columns = [
         torch.segment_reduce(x, "sum", lengths=lengths),
-        torch.stack(torch._foreach_norm(pieces, 2)),
-        torch.stack(torch._foreach_norm(pieces, 0)),
-        torch.stack(torch._foreach_norm(pieces, math.inf)),
+        torch.segment_reduce(x * x, "sum", lengths=lengths).sqrt(),
+        torch.segment_reduce((x != 0).to(x.dtype), "sum", lengths=lengths),
+        torch.segment_reduce(x.abs(), "max", lengths=lengths),
     ]
     saturating = [r for r, kind in enumerate(sat_kind) if kind]
     for r in saturating:
@@ -98,23 +138,32 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     finite_count = size.copy()
     bad = np.flatnonzero(~np.isfinite(norm2))
     if bad.size:  # nan or inf inside: the statistics of the finite entries
-        again = []
-        for r in bad.tolist():
-            p = pieces[r]
-            ok = torch.isfinite(p)
-            f = torch.where(ok, p, 0.0)
-            again.append(
-                torch.stack(
-                    [
-                        ok.sum(dtype=torch.float64),
-                        f.sum(),
-                        torch.linalg.vector_norm(f),
-                        f.abs().max(),
-                    ]
-                )
+        finite_count[bad], s1[bad], norm2[bad], absmax[bad] = _finite_only(pieces, bad).T
+    table = _table(s1, norm2, nonzero, absmax, sat, size, finite_count)
+    host = None
+    if keep:
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        host = [host_x[offsets[r] : offsets[r + 1]] for r in range(m)]
+    return table, extra_host, host
+
+
+def _finite_only(pieces, bad) -> np.ndarray:
+    """(count, sum, norm, max |x|) of the finite entries of each piece in ``bad``."""
+    again = []
+    for r in bad.tolist():
+        p = pieces[r]
+        ok = torch.isfinite(p)
+        f = torch.where(ok, p, 0.0)
+        again.append(
+            torch.stack(
+                [ok.sum(dtype=torch.float64), f.sum(), torch.linalg.vector_norm(f), f.abs().max()]
             )
-        fixed = torch.stack(again).cpu().numpy()
-        finite_count[bad], s1[bad], norm2[bad], absmax[bad] = fixed.T
+        )
+    return torch.stack(again).cpu().numpy()
+
+
+def _table(s1, norm2, nonzero, absmax, sat, size, finite_count) -> np.ndarray:
+    """The rows of :data:`STAT_NAMES` from the sums read back."""
     with np.errstate(all="ignore"):
         mean = s1 / finite_count
         squares = norm2 * norm2
@@ -122,7 +171,7 @@ def summarise(rec, shown: list, extra=()) -> tuple:
         # what is left of a constant tensor's spread is rounding: 0
         spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
         var = spread / np.maximum(finite_count - 1, 1)
-        table = np.stack(
+        return np.stack(
             [
                 mean,
                 np.sqrt(var),
@@ -133,16 +182,6 @@ def summarise(rec, shown: list, extra=()) -> tuple:
             ],
             axis=1,
         )
-    host = {} if keep else None
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    for r, i in enumerate(rows):
-        if i >= 0:
-            stats[i] = table[r]
-        else:
-            grad_stats[~i] = table[r]
-        if keep:
-            host[i] = host_x[offsets[r] : offsets[r + 1]]
-    return stats, grad_stats, extra_host, host
 
 
 def keep_full(rec, shown: list, target: int, host) -> dict:
