@@ -33,33 +33,38 @@ DEAD = 0.99  # |tanh| above this for every example: a dead tanh unit
 
 
 def probes(rec, graph) -> list:
-    """[(key, tensor of numbers)] the signals need, computed on the device, not yet read."""
+    """[(key, numbers)] the signals need: for a tensor on a GPU, a tensor not yet read back
+    (read with the statistics); for one in the CPU's memory, numpy's answer at once."""
     out = []
     for k in graph:
         op = rec.ops[k]
-        if op.name not in RELU and op.name not in SATURATING:
+        kind = "dead" if op.name in RELU else SATURATING.get(op.name)
+        if kind is None:
             continue
         t = rec.held(op.outputs[0]).detach()
         if t.ndim < 2 or not t.is_floating_point():
             continue
         flat = t.reshape(t.shape[0], -1)
-        if op.name in RELU:
-            out.append(
-                (("dead", op.outputs[0]), (flat == 0).all(0).to(torch.float64).mean().reshape(1))
-            )
-        elif SATURATING.get(op.name) == "tanh":
-            out.append(
-                (
-                    ("saturated", op.outputs[0]),
-                    (flat.abs() > DEAD).all(0).to(torch.float64).mean().reshape(1),
-                )
-            )
-        elif SATURATING.get(op.name) == "sigmoid":
-            far = (flat < 1 - DEAD) | (flat > DEAD)
-            out.append(
-                (("saturated", op.outputs[0]), far.all(0).to(torch.float64).mean().reshape(1))
-            )
+        on_host = flat.device.type == "cpu" and flat.dtype in _NUMPY_FLOATS
+        if on_host:
+            flat = flat.numpy()  # (numpy reads it in place: no dispatch per step)
+        if kind == "dead":
+            hit = flat == 0
+        elif kind == "tanh":
+            hit = abs(flat) > DEAD
+        else:
+            hit = (flat < 1 - DEAD) | (flat > DEAD)
+        units = hit.all(0)
+        share = (
+            np.array([units.mean()])
+            if on_host
+            else (units.sum() / units.shape[0]).to(torch.float64).reshape(1)
+        )
+        out.append((("dead" if kind == "dead" else "saturated", op.outputs[0]), share))
     return out
+
+
+_NUMPY_FLOATS = (torch.float64, torch.float32, torch.float16)
 
 
 def health(run, rec, probed: dict) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .torchhealth import SATURATED, SATURATING
+from .torchhealth import _NUMPY_FLOATS, SATURATED, SATURATING
 
 __all__ = ["summarise", "keep_full", "to_numpy", "KEEP_BYTES", "KEEP_ONE", "STAT_NAMES"]
 
@@ -106,34 +106,12 @@ def _reduce(parts, sat_kind, extra) -> tuple:
     if any(p.device != device for p in parts):
         parts = [p.to(device) for p in parts]
     sizes = [p.numel() for p in parts]
-    x = torch.cat(parts).to(torch.float64)
-    pieces = x.split(sizes)
-    m = len(parts)
-    lengths = torch.tensor(sizes, device=device)
-    # segment reductions over the whole buffer: a few passes, not one op per piece
-    columns = [
-        torch.segment_reduce(x, "sum", lengths=lengths),
-        torch.segment_reduce(x * x, "sum", lengths=lengths).sqrt(),
-        torch.segment_reduce((x != 0).to(x.dtype), "sum", lengths=lengths),
-        torch.segment_reduce(x.abs(), "max", lengths=lengths),
-    ]
     saturating = [r for r, kind in enumerate(sat_kind) if kind]
-    for r in saturating:
-        p = pieces[r]
-        hit = p.abs() > SATURATED if sat_kind[r] == "tanh" else (p - 0.5).abs() > SATURATED - 0.5
-        columns.append(hit.sum(dtype=torch.float64).reshape(1))
-    flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1) for e in extra])
-    keep = x.numel() * 8 <= KEEP_BYTES
-    host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
-    host_x = x.cpu().numpy() if keep else None
-    s1, norm2, nonzero, absmax = host_all[: 4 * m].reshape(4, m)
-    sat = np.full(m, np.nan)
-    sat[saturating] = host_all[4 * m : 4 * m + len(saturating)]
-    at = 4 * m + len(saturating)
-    extra_host = []
-    for e in extra:
-        extra_host.append(host_all[at : at + e.numel()])
-        at += e.numel()
+    reduce = _on_host if device.type == "cpu" else _on_device
+    sums, extra_host, x, pieces = reduce(parts, sizes, saturating, sat_kind, extra)
+    s1, norm2, nonzero, absmax = sums[:4]
+    sat = np.full(len(parts), np.nan)
+    sat[saturating] = sums[4][: len(saturating)]
     size = np.array(sizes, dtype=np.float64)
     finite_count = size.copy()
     bad = np.flatnonzero(~np.isfinite(norm2))
@@ -141,10 +119,75 @@ def _reduce(parts, sat_kind, extra) -> tuple:
         finite_count[bad], s1[bad], norm2[bad], absmax[bad] = _finite_only(pieces, bad).T
     table = _table(s1, norm2, nonzero, absmax, sat, size, finite_count)
     host = None
-    if keep:
+    if x is not None:
         offsets = np.concatenate([[0], np.cumsum(sizes)])
-        host = [host_x[offsets[r] : offsets[r + 1]] for r in range(m)]
+        host = [x[offsets[r] : offsets[r + 1]] for r in range(len(parts))]
     return table, extra_host, host
+
+
+def _on_host(parts, sizes, saturating, sat_kind, extra) -> tuple:
+    """The reductions of tensors in the CPU's memory: numpy's ``reduceat`` over one float64
+    buffer reads each number once per column, where torch pays a dispatch per piece."""
+    x = np.concatenate([_numpy(p) for p in parts], dtype=np.float64)
+    offsets = np.zeros(len(sizes), dtype=np.intp)
+    np.cumsum(sizes[:-1], out=offsets[1:])
+    magnitude = np.abs(x)
+    sums = [
+        np.add.reduceat(x, offsets),
+        np.sqrt(np.add.reduceat(x * x, offsets)),
+        np.add.reduceat((x != 0).astype(np.float64), offsets),
+        np.maximum.reduceat(magnitude, offsets),
+    ]
+    hits = []
+    for r in saturating:
+        piece = x[offsets[r] : offsets[r] + sizes[r]]
+        far = np.abs(piece) if sat_kind[r] == "tanh" else np.abs(piece - 0.5) + 0.5
+        hits.append(np.count_nonzero(far > SATURATED))
+    sums.append(np.array(hits, dtype=np.float64))
+    extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
+    pieces = torch.from_numpy(x).split(sizes)
+    return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces
+
+
+def _plain(e):
+    """One of the ``extra`` numbers: a tensor as numpy (numpy as it is)."""
+    return _numpy(e.detach()) if isinstance(e, torch.Tensor) else e
+
+
+def _numpy(t) -> np.ndarray:
+    """A CPU tensor's numbers without a copy (bfloat16, which numpy lacks: as float64)."""
+    return (t if t.dtype in _NUMPY_FLOATS else t.to(torch.float64)).numpy()
+
+
+def _on_device(parts, sizes, saturating, sat_kind, extra) -> tuple:
+    """The reductions on the tensors' device (a GPU): segment reductions over one buffer,
+    read back with one synchronisation."""
+    device = parts[0].device
+    x = torch.cat(parts).to(torch.float64)
+    pieces = x.split(sizes)
+    lengths = torch.tensor(sizes, device=device)
+    columns = [
+        torch.segment_reduce(x, "sum", lengths=lengths),
+        torch.segment_reduce(x * x, "sum", lengths=lengths).sqrt(),
+        torch.segment_reduce((x != 0).to(x.dtype), "sum", lengths=lengths),
+        torch.segment_reduce(x.abs(), "max", lengths=lengths),
+    ]
+    for r in saturating:
+        p = pieces[r]
+        far = p.abs() if sat_kind[r] == "tanh" else (p - 0.5).abs() + 0.5
+        columns.append((far > SATURATED).sum(dtype=torch.float64).reshape(1))
+    extra = [torch.as_tensor(e, device=device) for e in extra]
+    flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1) for e in extra])
+    keep = x.numel() * 8 <= KEEP_BYTES
+    host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
+    m = len(parts)
+    sums = list(host_all[: 4 * m].reshape(4, m)) + [host_all[4 * m : 4 * m + len(saturating)]]
+    at = 4 * m + len(saturating)
+    extra_host = []
+    for e in extra:
+        extra_host.append(host_all[at : at + e.numel()])
+        at += e.numel()
+    return sums, extra_host, (x.cpu().numpy() if keep else None), pieces
 
 
 def _finite_only(pieces, bad) -> np.ndarray:
