@@ -470,9 +470,9 @@ class Recorder(TorchFunctionMode):
             pass
 
     def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
-        leaves, spec = flatten(args, kwargs)
-        if not self._concerns(leaves, out):
+        if not self._concerns(args, kwargs, out):
             return
+        leaves, spec = flatten(args, kwargs)
         line = self._line()
         tensors, consts, inputs = [], [], []
         for x in leaves:
@@ -520,19 +520,20 @@ class Recorder(TorchFunctionMode):
             )
         )
 
-    def _concerns(self, leaves, out) -> bool:
+    def _concerns(self, args, kwargs, out) -> bool:
         """Whether an op matters to the gradient: it reads a tensor that requires one or one
         made by a recorded op (what depends on a parameter, through detach and no_grad too),
         or makes a tensor that requires one. Others (sampling a batch, indexing the data,
         a learning rate times a gradient) leave the tensors they make as leaves."""
-        index_of, tensors = self.index_of, self.tensors
-        for x in leaves:
-            if isinstance(x, torch.Tensor):
-                if x.requires_grad:
-                    return True
-                i = index_of.get(id(x))
-                if i is not None and tensors[i] is x and self.producer[i] >= 0:
-                    return True
+        index_of, tensors, producer = self.index_of, self.tensors, self.producer
+        for a in (*args, *kwargs.values()) if kwargs else args:
+            for x in a if type(a) in _SEQUENCES else (a,):
+                if isinstance(x, torch.Tensor):
+                    if x.requires_grad:
+                        return True
+                    i = index_of.get(id(x))
+                    if i is not None and tensors[i] is x and producer[i] >= 0:
+                        return True
         for o in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(o, torch.Tensor) and o.requires_grad:
                 return True
