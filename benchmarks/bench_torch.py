@@ -8,8 +8,9 @@
    (``%%autograd --no-check``, as :func:`gradmagic.notebook.torchcell.run` does it, with its
    parse and compile), and the numerical checks alone (whole cell and each op, float64).
    Target: recording + summaries <= 2x the plain cell (printed, not enforced). The same cell
-   under a ``TorchFunctionMode`` that records nothing is timed too: no recording through
-   ``__torch_function__`` costs less.
+   under a ``TorchFunctionMode`` that records nothing is timed too (no recording through
+   ``__torch_function__`` costs less), and under the recorder without its end (names,
+   statistics, health): what the watching costs, and what is left for the end.
 2. **A small GPT** (12 blocks, 8 dims, batch 2 x 8 tokens; forward and loss in the cell, the
    gradients computed by the recorder): the same two ratios, against the plain forward +
    ``backward()``.
@@ -65,10 +66,23 @@ def main() -> int:
         with Empty():
             exec(code, ns)
 
+    import ast
+
+    from gradmagic.analysis import torchrun
+
+    assigns = torchrun.assigned_names(ast.parse(step))
+
+    def watched():  # the recorder while the cell runs, without what it does at the end
+        recorder = torchrun.Recorder("<plain>", ns, assigns)
+        with recorder:
+            exec(code, ns)
+        recorder.remove_hooks()
+
     mlp = best(
         {
             "plain": lambda: exec(code, ns),
             "empty mode": empty,
+            "watched": watched,
             "recorded": lambda: torchcell.run(step, ns, quiet),
             "checked": lambda: torchcell.run(step, ns, checked),
         },
@@ -80,6 +94,10 @@ def main() -> int:
     print(
         f"  under an empty TorchFunctionMode        {mlp['empty mode'] * 1e3:8.2f} ms  "
         f"{mlp['empty mode'] / mlp['plain']:5.2f}x  (the floor of a torch-level recording)"
+    )
+    print(
+        f"  under the recorder, nothing at the end   {mlp['watched'] * 1e3:8.2f} ms  "
+        f"{mlp['watched'] / mlp['plain']:5.2f}x  (the per-op bookkeeping and the hooks)"
     )
     ratio = mlp["recorded"] / mlp["plain"]
     print(
