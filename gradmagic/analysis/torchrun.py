@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .torchbackward import backward_order
 from .torchhealth import health, probes
 from .torchrecord import Op, Recorder, assigned_names
 from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
@@ -79,6 +80,9 @@ class TorchRun:
     full: dict = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
     backward_by_cell: bool = False
     in_place_after: set = field(default_factory=set)  # values written in place after made
+    # the autograd nodes in the order backward ran them: (node name, op or -1, value or -1)
+    backward: list = field(default_factory=list)
+    backward_total: int = 0  # nodes of the backward graph (backward keeps the first STEPS)
 
     @property
     def value(self) -> float | np.ndarray:
@@ -204,70 +208,19 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     t_index = rec._value(target)
     ran_backward = t_index in rec.grads
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
-        # every value's gradient in one call, as inputs (no hook needed); the leaves' and the
-        # written-over values' hooks keep theirs as it passes
-        values = [
-            j
-            for j in rec.pending
-            if j not in rec.hooked
-            and rec.index_of.get(id(rec.tensors[j])) == j
-            and rec.tensors[j]._version == rec.version[j]
-        ]
-        inputs = [rec.tensors[j] for j in values] + list(rec.leaf_hooks.values())
-        if target.numel() == 1 and inputs:
-            got = torch.autograd.grad(target, inputs, retain_graph=True, allow_unused=True)
-            for j, g in zip(values, got):
-                if g is not None:
-                    rec.grads[j] = g
+        _gradients(rec, target)
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:
         rec.grads[t_index] = torch.ones_like(target)
     graph = _ancestors(rec, t_index)
-    names = _names(rec, ns or rec.ns)
-    module_paths = _module_paths(rec, ns or rec.ns)
-    n = len(rec.tensors)
     shown = sorted(set(graph_values(rec, graph)) | {t_index})
     probe = probes(rec, graph)
     stats, grad_stats, probed, host, updates = summarise(rec, shown, [t for _, t in probe])
-    producer = np.array(rec.producer, dtype=np.int32)
-    requires = np.fromiter((t.requires_grad for t in rec.tensors), bool, n)
-    reached = np.zeros(n, dtype=bool)
-    reached[list(rec.grads)] = True
-    in_place_after = {
-        i for i in shown if rec.tensors[i]._version != rec.version[i] and i not in rec.saved
-    }
-    op_modules = [module_paths.get(op.module[-1], "") if op.module else "" for op in rec.ops]
-    types = {}
-    for op in rec.ops:
-        for m in op.module:
-            path = module_paths.get(m)
-            if path is not None and path not in types:
-                types[path] = type(rec.modules[m]).__name__
-    in_graph = set(graph)
-    leaves = [i for i in shown if rec.producer[i] not in in_graph and i != t_index]
-    params = [i for i in leaves if rec.tensors[i].requires_grad and rec.tensors[i].is_leaf]
-    run = TorchRun(
-        source=source,
-        target=t_index,
-        names=names,
-        shapes=[tuple(t.shape) for t in rec.tensors],
-        dtypes=[str(t.dtype).replace("torch.", "") for t in rec.tensors],
-        producer=producer,
-        requires_grad=requires,
-        reached=reached,
-        stats=stats,
-        grad_stats=grad_stats,
-        ops=rec.ops,
-        op_modules=op_modules,
-        module_types=types,
-        graph=graph,
-        leaves=leaves,
-        params=params,
-        options=options,
-        backward_by_cell=ran_backward,
-        in_place_after=in_place_after,
-    )
+    run = _snapshot(rec, t_index, graph, shown, ns or rec.ns)
+    run.source, run.options, run.backward_by_cell = source, options, ran_backward
+    run.stats, run.grad_stats = stats, grad_stats
     run.full = keep_full(rec, shown, t_index, host)
+    run.backward, run.backward_total = backward_order(rec, target, graph)
     if not graph and target.grad_fn is not None:
         run.warnings.append(
             "the target was computed before this cell ran, so none of its "
@@ -277,6 +230,61 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     probed.update((("update", i), pair) for i, pair in updates.items())
     run.health = health(run, rec, probed)
     return run
+
+
+def _gradients(rec: Recorder, target) -> None:
+    """Every value's gradient in one ``torch.autograd.grad`` call, as inputs (no hook
+    needed); the leaves' and the written-over values' hooks keep theirs as it passes."""
+    values = [
+        j
+        for j in rec.pending
+        if j not in rec.hooked
+        and rec.index_of.get(id(rec.tensors[j])) == j
+        and rec.tensors[j]._version == rec.version[j]
+    ]
+    inputs = [rec.tensors[j] for j in values] + list(rec.leaf_hooks.values())
+    if target.numel() == 1 and inputs:
+        got = torch.autograd.grad(target, inputs, retain_graph=True, allow_unused=True)
+        for j, g in zip(values, got):
+            if g is not None:
+                rec.grads[j] = g
+
+
+def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> TorchRun:
+    """The run's columns that need no statistics: names, shapes, modules, leaves."""
+    n = len(rec.tensors)
+    module_paths = _module_paths(rec, ns)
+    reached = np.zeros(n, dtype=bool)
+    reached[list(rec.grads)] = True
+    types = {}
+    for op in rec.ops:
+        for m in op.module:
+            path = module_paths.get(m)
+            if path is not None and path not in types:
+                types[path] = type(rec.modules[m]).__name__
+    in_graph = set(graph)
+    leaves = [i for i in shown if rec.producer[i] not in in_graph and i != t_index]
+    return TorchRun(
+        source="",
+        target=t_index,
+        names=_names(rec, ns),
+        shapes=[tuple(t.shape) for t in rec.tensors],
+        dtypes=[str(t.dtype).replace("torch.", "") for t in rec.tensors],
+        producer=np.array(rec.producer, dtype=np.int32),
+        requires_grad=np.fromiter((t.requires_grad for t in rec.tensors), bool, n),
+        reached=reached,
+        stats=None,
+        grad_stats=None,
+        ops=rec.ops,
+        op_modules=[module_paths.get(op.module[-1], "") if op.module else "" for op in rec.ops],
+        module_types=types,
+        graph=graph,
+        leaves=leaves,
+        params=[i for i in leaves if rec.tensors[i].requires_grad and rec.tensors[i].is_leaf],
+        in_place_after={
+            i for i in shown if rec.tensors[i]._version != rec.version[i] and i not in rec.saved
+        },
+    )
 
 
 def _ancestors(rec: Recorder, target: int) -> list:
