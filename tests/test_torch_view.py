@@ -30,6 +30,10 @@ def recorded(setup: str, cell: str, **options):
     return torchcell.run(cell, ns, Options(quiet=True, **options)), ns
 
 
+def tab(data: dict, ident: str) -> dict:
+    return next(t for t in data["tabs"] if t["id"] == ident)["payload"]
+
+
 def engine_order(setup: str, cell: str) -> list:
     """The autograd nodes in the order torch's engine runs them, seen by hooks on the nodes
     themselves in a plain run of the same cell."""
@@ -73,7 +77,7 @@ def test_the_stepper_follows_a_backward_the_cell_ran_itself():
     assert run.backward_by_cell
     names = [name for name, _, _ in run.backward]
     assert names[0] == "NllLossBackward0" and names.count("AccumulateGrad") == 7
-    steps = torchlive.payload(run)["steps"]["steps"]
+    steps = tab(torchlive.payload(run), "backward")["steps"]
     assert [s[0] for s in steps] == names
     tanh = next(s for s in steps if s[0] == "TanhBackward0")
     assert tanh[3] == "h" and tanh[4].startswith("σ ")
@@ -89,8 +93,72 @@ def test_the_live_payload_is_bounded_at_any_model_size():
         run, _ = recorded(gpt(layers), cells.GPT_CELL, no_check=True)
         data = torchlive.payload(run)
         sizes[layers] = len(json.dumps(data))
-        assert len(data["boxes"]) <= 150 and len(data["ops"]["rows"]) <= 100
-        assert len(data["steps"]["steps"]) <= torchlive.STEPS
-        assert any(b["kind"] == "fold" and f"x {layers}" in b["title"] for b in data["boxes"])
+        assert len(data["nodes"]) <= 150 and len(tab(data, "ops")["rows"]) <= 100
+        assert len(tab(data, "backward")["steps"]) <= torchlive.STEPS
+        assert any(f"Block x {layers}" in n["name"] for n in data["nodes"].values())
     assert sizes[48] < 200_000 and sizes[48] < 1.5 * sizes[12]
-    assert data["steps"]["total"] > torchlive.STEPS and "first 1,000" in data["steps"]["note"]
+    steps = tab(data, "backward")
+    assert steps["total"] > torchlive.STEPS and "first 1,000" in steps["note"]
+
+
+def test_a_click_on_a_folded_block_opens_it_one_level():
+    run, _ = recorded(gpt(12), cells.GPT_CELL, no_check=True)
+    data = torchlive.payload(run)
+    fold = next(n for n in data["nodes"].values() if "Block x 12" in n["name"])
+    assert fold["opens"] == "model.blocks.0" and "m" in data["dot"]
+    opened = torchlive.answer(run, {"type": "layout", "open": [fold["opens"]]})
+    names = [n["name"] for n in opened["nodes"].values()]
+    assert opened["open"] == ["model.blocks.0"]
+    assert any("Block x 11" in name for name in names)
+    assert any(name.startswith("model.blocks.0.attn") for name in names)
+    inner = next(n for n in opened["nodes"].values() if n["name"].startswith("model.blocks.0.attn"))
+    again = torchlive.answer(run, {"type": "layout", "open": ["model.blocks.0", inner["opens"]]})
+    assert any(n["op"] == "softmax" for n in again["nodes"].values())
+    assert torchlive.answer(run, {"type": "layout", "open": []})["open"] == []
+
+
+def test_the_whole_tensor_is_sent_on_demand_within_its_bound():
+    setup = "import torch\nW = torch.randn(200, 100, requires_grad=True)\n"
+    run, ns = recorded(setup, "h = torch.tanh(W * 2)\nloss = h.sum()\nloss", no_check=True)
+    i = run.index("h")
+    reply = torchlive.answer(run, {"type": "tensor", "value": i})
+    assert reply["size"] == 20_000 and "..." in reply["data"]  # past SEND: numpy's summary
+    assert len(reply["data"]) < 20_000
+    small = torchlive.answer(run, {"type": "tensor", "value": run.index("loss")})
+    expected = float(torch.tanh(ns["W"].detach() * 2).sum())
+    assert float(small["data"]) == pytest.approx(expected, rel=1e-6)
+    assert float(small["grad"]) == 1.0
+    assert torchlive.answer(run, {"type": "tensor", "value": 10**6})["error"]
+    assert torchlive.answer(run, {"type": "tensor", "value": "x"})["error"]
+    assert torchlive.answer(run, {"type": "nothing"}) is None
+
+
+def test_the_wrong_custom_backward_is_red_in_the_live_view():
+    run, _ = recorded(cells.BAD_FUNCTION_SETUP, cells.BAD_FUNCTION_CELL)
+    data = torchlive.payload(run)
+    bad = [n for n in data["nodes"].values() if n["status"] == "fail"]
+    assert [n["flags"][0] for n in bad] == ["gradient wrong: BadTanh"]
+    checks = tab(data, "checks")["html"]
+    assert "gm-check-fail" in checks and "BadTanh" in checks
+    ops = tab(data, "ops")
+    assert "fail" in ops["classes"]
+
+
+def test_a_torch_run_shows_the_live_view_and_its_static_copy():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    assert shell.run_cell(cells.MLP_SETUP).success
+    published = []
+    shell.display_pub.publish = lambda data, **kw: published.append(data)
+    result = shell.run_cell("%%autograd --no-check\n" + cells.MLP_FORWARD)
+    assert result.success
+    shown, _ = shell.display_formatter.format(result.result)
+    static = [b for b in published if "text/html" in b and "gradmagic-torch" in b["text/html"]]
+    assert "application/vnd.jupyter.widget-view+json" in shown
+    assert shown["text/plain"].startswith("PyTorch run: target loss")
+    assert len(static) == 2  # (the displayhook's and this test's: the copy each time it shows)
+    run_id = static[-1]["text/html"].split('data-gm-run="')[1].split('"')[0]
+    assert len(run_id) == 16
+    shell.run_line_magic("unload_ext", "gradmagic")

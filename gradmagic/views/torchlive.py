@@ -16,6 +16,7 @@ is not imported here.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import secrets
@@ -35,65 +36,107 @@ OPEN = 16  # modules the browser may ask to open at once
 
 
 def payload(run, open=()) -> dict:
-    """Everything the live view shows of ``run`` with the modules ``open`` drawn opened."""
+    """Everything the live view shows of ``run`` with the modules ``open`` drawn opened, in
+    the live view's shape (``nodes``, ``order``, ``tabs``: see
+    :func:`gradmagic.views.tabs.payload`); a module or folded box is a node ``m<n>``, which a
+    click opens, the others ``v<n>``."""
     open = [str(p) for p in open][:OPEN]
     max_nodes = getattr(run.options, "max_nodes", 150) or 150
     lay = layout(run, max_nodes, open)
-    ids = {key: f"v{n}" for n, key in enumerate(lay.boxes)}
+    keys = list(lay.boxes)
+    ids = {
+        key: ("m" if lay.boxes[key].kind in _GROUPS else "v") + str(n) for n, key in enumerate(keys)
+    }
+    number = {key: n for n, key in enumerate(keys)}
     box_of = {k: n for n, box in enumerate(lay.boxes.values()) for k in box.ops}
-    boxes = [_box(run, box) for box in lay.boxes.values()]
-    values = {str(b["value"]): _value(run, b["value"]) for b in boxes if b["value"] >= 0}
-    rows, colours = torchview.op_rows(run)
+    parents: dict = {}
+    for a, b in lay.edges:
+        parents.setdefault(number[b], []).append(number[a])
+    nodes = {
+        str(n): _node(run, box, parents.get(n, [])) for n, box in enumerate(lay.boxes.values())
+    }
+    steps = _steps(run, box_of)
     return {
         "kind": "torch",
         "headline": torchview.headline(run),
-        "notes": list(run.warnings) + ([lay.note] if lay.note else []),
-        "checks": [{"status": s, "text": t} for s, t in torchview.check_lines(run)],
-        "health": torchview.health_lines(run),
+        "notes": list(run.warnings),
+        "summary": {"counts": lay.note, "note": _OPENING} if lay.note else None,
         "dot": torchview.to_dot(run, max_nodes, open, lay=lay, ids=ids),
+        "dots": None,
         "target": box_of.get(run.graph[-1], -1) if run.graph else -1,
         "open": open,  # what the browser asked to open (the layout opens more to fill)
-        "boxes": boxes,
-        "values": values,
-        "ops": {
-            "columns": ["box", *torchview.OP_HEADER],
-            "rows": [
-                [box_of.get(k, -1), *row]
-                for k, row in zip(run.graph[: torchview.ROWS], rows[: torchview.ROWS])
-            ],
-            "bad": [n for n, c in enumerate(colours[: torchview.ROWS]) if c],
-            "total": len(rows),
-        },
-        "params": {
-            "columns": list(torchview.PARAM_HEADER),
-            "rows": [list(r) for r in torchview.param_rows(run)[: torchview.ROWS]],
-        },
-        "steps": _steps(run, box_of),
+        "nodes": nodes,
+        "order": list(range(len(keys) - 1, -1, -1)),
+        "tabs": [
+            {"id": "graph", "title": "Graph", "kind": "torchgraph", "payload": None},
+            {"id": "backward", "title": "Backward", "kind": "torchbackward", "payload": steps},
+            {"id": "checks", "title": "Checks", "kind": "html", "payload": _checks_html(run)},
+            {"id": "ops", "title": "Ops", "kind": "table", "payload": _ops_table(run, box_of)},
+            {"id": "params", "title": "Parameters", "kind": "table", "payload": _params(run)},
+        ],
     }
 
 
-def _box(run, box) -> dict:
-    """One drawn box: what it is, the value it shows, what a click opens."""
-    statuses = [_status(run, k) for k in box.ops]
-    opens = ""
+_GROUPS = ("module", "fold", "line")
+_OPENING = "Click a module's box (or a folded `Block x N`) to open it one level."
+
+
+def _opens(box) -> str:
+    """The module a click on ``box`` opens ('' for an op, a leaf or a line of the cell)."""
     if box.kind == "module":
-        opens = box.key
-    elif box.kind == "fold":  # "fold:model.blocks.0-11" opens at model.blocks.0
+        return box.key
+    if box.kind == "fold":  # "fold:model.blocks.0-11" opens at model.blocks.0
         parent, _, span = box.key[5:].rpartition(".")
-        opens = f"{parent}.{span.split('-')[0]}" if parent else span.split("-")[0]
+        first = span.split("-")[0]
+        return f"{parent}.{first}" if parent else first
+    return ""
+
+
+def _node(run, box, parents) -> dict:
+    """One drawn box as a node of the live view: its value's and gradient's statistics."""
+    i = -1 if box.value is None else int(box.value)
+    statuses = [_status(run, k) for k in box.ops]
+    failed = [run.ops[k].name for k, s in zip(box.ops, statuses) if s == "fail"]
+    flags = [f"gradient wrong: {', '.join(dict.fromkeys(failed))}"] if failed else []
+    flags += [str(w) for w in run.health.get("marks", {}).get(box.value, [])][:6]
     first = run.ops[box.ops[0]] if box.ops else None
+    where = []
+    if first is not None:
+        where.append(f"line {first.line}")
+        if run.op_modules[box.ops[0]]:
+            where.append(f"in {run.op_modules[box.ops[0]]}")
+    if box.kind in _GROUPS:
+        where.append(f"{len(box.ops)} ops; the numbers are its last op's")
+    stats = _stats(run.stats[i]) if i >= 0 else None
+    grad = _stats(run.grad_stats[i]) if i >= 0 and run.reached[i] else None
     return {
-        "kind": box.kind,
-        "title": box.title,
-        "value": -1 if box.value is None else int(box.value),
-        "ops": len(box.ops),
-        "opens": opens,
-        "line": first.line if first is not None else None,
-        "module": run.op_modules[box.ops[0]] if box.ops else "",
-        "status": "fail" if "fail" in statuses else ("pass" if "pass" in statuses else ""),
-        "failed": [run.ops[k].name for k, s in zip(box.ops, statuses) if s == "fail"][:8],
-        "marks": list(run.health.get("marks", {}).get(box.value, []))[:6],
+        "name": run.name_of(i) if box.kind in ("op", "leaf") else box.title,
+        "shape": f"{_shape(run, i)} {run.dtypes[i]}" if i >= 0 else "",
+        "op": box.title if box.kind == "op" else ("" if box.kind == "leaf" else box.kind),
+        "data": stats["std"] if stats else "–",
+        "grad": grad["std"] if grad else "none",
+        "dataFull": _lines(stats),
+        "gradFull": _lines(grad) if grad else "no gradient reached it",
+        "parents": parents,
+        "leaf": True,  # (no local derivatives to list: torch's backward is not taken apart)
+        "local": {"items": [], "more": 0},
+        "rule": " · ".join(where),
+        "incoming": {
+            "items": [f"std {grad['std']}, max|x| {grad['max|x|']}"] if grad else ["none"],
+            "more": 0,
+        },
+        "flags": flags,
+        "value": i,
+        "opens": _opens(box),
+        "status": "fail" if failed else ("pass" if "pass" in statuses else ""),
+        "kept": i in run.full,
     }
+
+
+def _lines(stats) -> str:
+    if not stats:
+        return "–"
+    return "\n".join(f"{k:>9}  {v}" for k, v in stats.items())
 
 
 def _stats(row) -> dict | None:
@@ -109,17 +152,51 @@ def _stats(row) -> dict | None:
     }
 
 
-def _value(run, i: int) -> dict:
-    """A value's name, shape, dtype and the statistics of its numbers and its gradient."""
+def _checks_html(run) -> dict:
+    """The checks (the wrong op's line red) and the health signals, as HTML."""
+    colour = {"pass": "#16a34a", "fail": "#dc2626"}
+    mark = {"pass": "✓ ", "fail": "✗ "}
+    parts = [
+        f"<div class='gm-check gm-check-{html.escape(s)}' style='color:"
+        f"{colour.get(s, '#374151')}'>{mark.get(s, '')}{html.escape(t)}</div>"
+        for s, t in torchview.check_lines(run)
+    ]
+    health = torchview.health_lines(run)
+    if health:
+        parts.append(
+            "<p><b>Health</b></p><ul>"
+            + "".join(f"<li>{html.escape(t)}</li>" for t in health)
+            + "</ul>"
+        )
+    return {"html": "".join(parts)}
+
+
+def _ops_table(run, box_of) -> dict:
+    rows, colours = torchview.op_rows(run)
+    cut = torchview.ROWS
+    classes = []
+    for k, c in zip(run.graph[:cut], colours[:cut]):
+        status = _status(run, k)
+        classes.append("fail" if status == "fail" else ("nonfinite" if c else ""))
     return {
-        "name": run.name_of(i),
-        "shape": _shape(run, i),
-        "dtype": run.dtypes[i],
-        "stats": _stats(run.stats[i]),
-        "grad": _stats(run.grad_stats[i]) if run.reached[i] else None,
-        "reached": bool(run.reached[i]),
-        "requires": bool(run.requires_grad[i]),
-        "kept": i in run.full,
+        "columns": ["box", *torchview.OP_HEADER],
+        "rows": [[str(box_of.get(k, "")), *map(str, r)] for k, r in zip(run.graph, rows[:cut])],
+        "classes": classes,
+        "note": f"{len(rows) - cut} more ops not shown." if len(rows) > cut else "",
+        "magnitude": [6, 7, 8, 12, 13],
+    }
+
+
+def _params(run) -> dict:
+    rows = torchview.param_rows(run)
+    return {
+        "columns": list(torchview.PARAM_HEADER),
+        "rows": [list(map(str, r)) for r in rows[: torchview.ROWS]],
+        "head": [
+            "Input side first: the gradient's size along the depth; update/data about "
+            "1e-3 is healthy."
+        ],
+        "magnitude": [2, 3, 4, 5],
     }
 
 
@@ -191,18 +268,17 @@ def _text(a) -> str:
 def widget(run, run_id: str = ""):
     """The live view of ``run``: the scalar runs' widget holding :func:`payload` as JSON, the
     run weakly, and :func:`answer` for what the browser asks later."""
-    from .widget import _classes, _keep_open, _library
+    from .live import LiveView, keep_open, library
 
-    _, LiveView = _classes()
     data = dict(payload(run), run=run_id)
     view = LiveView(
-        lib=_library(),
+        lib=library(),
         data=json.dumps(data, separators=(",", ":")),
         tab="graph",
         source=weakref.ref(run),
         answer=_answer_keeping(run_id),
     )
-    _keep_open(view)
+    keep_open(view)
     return view
 
 
@@ -220,11 +296,11 @@ def mimebundle(run, publish=None) -> dict:
     """The display of a run: the live view and its static copy (see
     :func:`gradmagic.views.widget.mimebundle`: with ``publish`` the static copy is shown
     first, on its own, and the live view hides it once drawn)."""
-    from .widget import WIDGET_MIME
-
     run_id = secrets.token_hex(8)
     static = torchview.mimebundle(run, mark_run=run_id)
     try:
+        from .widget import WIDGET_MIME
+
         view = widget(run, run_id)
     except ImportError:  # anywidget is not installed: the static view stands alone
         return static
