@@ -14,8 +14,9 @@
 2. **A small GPT** (12 blocks, 8 dims, batch 2 x 8 tokens; forward and loss in the cell, the
    gradients computed by the recorder): the same two ratios, against the plain forward +
    ``backward()``.
-3. **Payload**: the display's HTML (graph image, tables) for GPTs of 2 to 48 blocks: it must
-   stop growing once the tables are cut and the blocks folded.
+3. **Payload**: the static display's HTML (graph image, tables) and the live view's JSON
+   (boxes, tables, the backward stepper's nodes) for GPTs of 2 to 48 blocks: both must stop
+   growing once the tables are cut, the blocks folded and the stepper full.
 
 Times are the best of round-robin repeats with the GC paused (``timing.best``).
 Run: ``python benchmarks/bench_torch.py`` (needs torch).
@@ -139,13 +140,21 @@ def main() -> int:
     )
 
     # 3. payload
-    print("Display payload (HTML bytes) by model size:")
+    import json
+
+    from gradmagic.views import torchlive
+
+    print("Display payload by model size (static HTML; the live view's JSON):")
     for layers in (2, 12, 48):
         ns = {}
         exec(cells.GPT_SETUP.replace("model = GPT()", f"model = GPT(layers={layers})"), ns)
         run = torchcell.run(cells.GPT_CELL, ns, quiet)
         page = torchview.html_view(run)
-        print(f"  {layers:3d} blocks, {len(run.graph):5d} ops: {len(page):8,d} bytes")
+        live = json.dumps(torchlive.payload(run), separators=(",", ":"))
+        print(
+            f"  {layers:3d} blocks, {len(run.graph):5d} ops: {len(page):8,d} bytes; "
+            f"{len(live):8,d} bytes"
+        )
     return None  # the target is printed, not enforced (as bench_run's)
 
 

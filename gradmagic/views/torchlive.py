@@ -60,7 +60,7 @@ def payload(run, open=()) -> dict:
         "kind": "torch",
         "headline": torchview.headline(run),
         "notes": list(run.warnings),
-        "summary": {"counts": lay.note, "note": _OPENING} if lay.note else None,
+        "summary": {"counts": lay.note.split(";")[0], "note": _OPENING} if lay.note else None,
         "dot": torchview.to_dot(run, max_nodes, open, lay=lay, ids=ids),
         "dots": None,
         "target": box_of.get(run.graph[-1], -1) if run.graph else -1,

@@ -78,7 +78,7 @@ function stepText(k, payload, data) {
   }
   const [node, box, op, value, grad] = payload.steps[k - 1];
   const b = data.nodes[box];
-  const where = b ? ` (drawn in ${b.op === "op" || !b.op ? b.name : b.name})` : "";
+  const where = b ? ` (its box: ${b.name})` : "";
   const what = node === "AccumulateGrad"
     ? `adds the gradient into ${value || "a leaf"}`
     : `is the backward of ${op || "an op not recorded"}${value ? `, which made ${value}` : ""}`;
