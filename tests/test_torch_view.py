@@ -162,3 +162,25 @@ def test_a_torch_run_shows_the_live_view_and_its_static_copy():
     run_id = static[-1]["text/html"].split('data-gm-run="')[1].split('"')[0]
     assert len(run_id) == 16
     shell.run_line_magic("unload_ext", "gradmagic")
+
+
+def test_a_parameter_written_twice_is_measured_by_its_first_update():
+    setup = (
+        "import torch\ng = torch.Generator().manual_seed(0)\n"
+        "W = torch.randn(20, 10, generator=g, requires_grad=True)\n"
+        "x = torch.randn(5, 20, generator=g)\n"
+    )
+    cell = (
+        "loss = torch.tanh(x @ W).pow(2).sum()\n"
+        "loss.backward()\n"
+        "before = W.detach().clone()\n"
+        "with torch.no_grad():\n"
+        "    W -= 1e-3 * W.grad\n"
+        "    first = W.detach().clone()\n"
+        "    W -= 5.0 * W.grad\n"  # a second, bigger write: not what the ratio measures
+        "loss"
+    )
+    run, ns = recorded(setup, cell, no_check=True)
+    (w,) = [p for p in run.health["params"] if p["name"] == "W"]
+    update = (ns["first"] - ns["before"]).double().std() / ns["before"].double().std()
+    assert w["update_to_data"] == pytest.approx(float(update), rel=1e-6)
