@@ -515,6 +515,33 @@ def test_live_view(server, browser):
     page.close()
 
 
+def test_the_static_copy_steps_aside_in_any_markup(browser):
+    """Outside JupyterLab's output boxes (VS Code and Colab have their own markup) the copy
+    hides itself while its own run's live view is on the page, and shows again if that view
+    could not draw; the live view never touches it."""
+    from gradmagic.views import render
+
+    page = browser.new_page()
+    copy = (
+        '<div class="gradmagic gradmagic-static" data-gm-run="a1">'
+        f"{render.static_style('a1')}<p>the copy</p></div>"
+    )
+    page.set_content(
+        f'<div class="out">{copy}</div>'
+        '<div class="out" id="views"><div class="gm-root" data-run="b2">another run</div></div>'
+    )
+    static = page.locator(".gradmagic-static")
+    assert static.is_visible()  # another run's view does not hide it
+    page.evaluate(
+        "document.querySelector('#views').insertAdjacentHTML('beforeend', "
+        '\'<div id="live" class="gm-root" data-run="a1">its view</div>\')'
+    )
+    assert not static.is_visible()
+    page.evaluate("document.querySelector('#live').classList.add('gm-failed')")
+    assert static.is_visible()
+    page.close()
+
+
 @pytest.mark.parametrize("trusted", [False, True], ids=["untrusted", "no-widget-state"])
 def test_a_saved_notebook_shows_the_static_copy(server, browser, trusted):
     """An executed notebook saved without widget state, opened untrusted or trusted.

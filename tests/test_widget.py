@@ -323,8 +323,10 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     page = static["text/html"]
     assert '<img class="gradmagic-graph"' in page and "<svg" not in page  # survives sanitisers
     assert "<table" in page and "gradients match" in page
-    # the copy hides itself beside a drawn live view (its own style); the view knows nothing of it
-    assert render.STATIC_STYLE in page and "run" not in json.loads(widget_model(bundle).data)
+    # the copy hides itself beside its live view (its own style, keyed by the run's id)
+    run = re.search(r'data-gm-run="([0-9a-f]+)"', page).group(1)
+    assert render.static_style(run) in page
+    assert json.loads(widget_model(bundle).data)["run"] == run
     whole = mimebundle(trace)  # no publisher: one bundle with all three
     assert set(whole) == {WIDGET_MIME, "text/html", "text/plain"}
 
@@ -717,7 +719,7 @@ def _contrast(a: str, b: str) -> float:
 def test_every_text_colour_reads_at_wcag_aa_contrast():
     """Text colours of the live view's style sheet and of the drawn graphs: 4.5:1 or more on
     white and on the light fills text sits on."""
-    from gradmagic.views import teaching
+    from gradmagic.views import teaching_parts
 
     css = (widget.STATIC / "widget.css").read_text()
     colours = set()
@@ -725,7 +727,7 @@ def test_every_text_colour_reads_at_wcag_aa_contrast():
         for prop, value in re.findall(r"(?<![-\w])(color|fill)\s*:\s*(#[0-9a-fA-F]{6})", rule):
             if prop == "color" or "text" in css[: css.find(rule)].rsplit("}", 1)[-1]:
                 colours.add(value.lower())
-    colours |= {teaching._GREY, "#4b5563"}
+    colours |= {teaching_parts._GREY, "#4b5563"}
     assert "#9ca3af" not in colours and colours
     for colour in colours:
         for ground in ("#ffffff", "#f3f4f6", "#dbeafe", "#fde68a", "#e5e7eb"):

@@ -266,10 +266,10 @@ def _table(
     }
 
 
-def _gradients_tab(trace, report, context) -> dict:
-    total = trace.n
+def _gradient_rows_shown(trace) -> list:
+    """The nodes of the Gradients table: all of a small graph's; a big graph's target, its
+    inputs, then the nodes nearest the target. In graph order, the target first."""
     target = trace.target.index
-    # a big graph's table keeps the target, the inputs, then the nodes nearest the target
     leaves = trace.leaf_index
     ins = leaves[~trace.constant[leaves]][:TABLE_ROWS].tolist()
     keep = dict.fromkeys([target] + ins)
@@ -277,14 +277,15 @@ def _gradients_tab(trace, report, context) -> dict:
         if len(keep) >= TABLE_ROWS:
             break
         keep.setdefault(i)
-    shown = sorted(list(keep)[:TABLE_ROWS], reverse=True)  # graph order: the target first
-    status = render._failed(report)
-    fold = context["fold"]
-    # built a column at a time from the trace's columns: no Python work per cell beyond
-    # the formatting (a 500-row table is most of a small run's display)
+    return sorted(list(keep)[:TABLE_ROWS], reverse=True)
+
+
+def _gradient_rows(trace, shown, fold, status) -> list:
+    """The table's cells, built a column at a time from the trace's columns: no Python work
+    per cell beyond the formatting (a 500-row table is most of a small run's display)."""
     index = np.asarray(shown, dtype=np.intp)
     names = trace.label_names
-    at = shown.index(target)
+    at = shown.index(trace.target.index)
     labels = [names[c] for c in trace.label_code[index].tolist()]
     labels[at] = labels[at] or "(target)"
     ops = [
@@ -296,40 +297,34 @@ def _gradients_tab(trace, report, context) -> dict:
         )
     ]
     tensors = trace.tensor_data
-    shapes = (
-        [render.dims(tensors[i].shape) if i in tensors else "" for i in shown]
-        if tensors
-        else [""] * len(shown)
+    shapes = [render.dims(tensors[i].shape) if i in tensors else "" for i in shown]
+    columns = (
+        map(str, shown),
+        labels,
+        ops,
+        shapes,
+        render.column_text(trace, shown, "data"),
+        render.column_text(trace, shown, "grad"),
+        render.flags_text(trace, shown, status, _flag_words),
     )
-    data = render.column_text(trace, shown, "data")
-    grad = render.column_text(trace, shown, "grad")
-    rows = list(
-        map(
-            list,
-            zip(
-                map(str, shown),
-                labels,
-                ops,
-                shapes,
-                data,
-                grad,
-                render.flags_text(trace, shown, status, _flag_words),
-            ),
-        )
-    )
-    classes = [""] * len(shown)
-    classes[at] = "target"
-    for k, i in enumerate(shown):
-        if status.get(i) in ("fail", "error"):
-            classes[k] = "fail"
+    return [list(row) for row in zip(*columns)]
+
+
+def _gradients_tab(trace, report, context) -> dict:
+    shown = _gradient_rows_shown(trace)
+    status = render._failed(report)
+    rows = _gradient_rows(trace, shown, context["fold"], status)
+    target = trace.target.index
+    failed = ("fail", "error")
+    classes = [
+        "fail" if status.get(i) in failed else "target" if i == target else "" for i in shown
+    ]
     # the data and grad columns sort by magnitude: the front-end reads it from the number
     # written; an array's (its largest |element|) and an exact int's are sent with the row
+    tensors = trace.tensor_data
     keys = {
-        k: [
-            None,
-            None,
-            None,
-            None,
+        k: [None] * 4
+        + [
             _finite_key(render._magnitude(trace._data(i))),
             _finite_key(render._magnitude(trace._grad(i))),
             None,
@@ -337,11 +332,8 @@ def _gradients_tab(trace, report, context) -> dict:
         for k, i in enumerate(shown)
         if i in tensors or i in trace.exact
     }
-    note = (
-        f"and {total - len(shown):,} more nodes (gradmagic.last.nodes has them all)"
-        if total > len(shown)
-        else ""
-    )
+    more = trace.n - len(shown)
+    note = f"and {more:,} more nodes (gradmagic.last.nodes has them all)" if more > 0 else ""
     return {
         "id": "gradients",
         "title": "Gradients",
@@ -473,12 +465,12 @@ class _Context(dict):
         return value
 
 
-def payload(trace, report=None, *, expected=None, torch=None) -> dict:
+def payload(trace, report=None, *, expected=None, torch=None, run: str = "") -> dict:
     """Everything the front-end shows of a run, as JSON-able data (no live nodes).
 
     Every tab is computed (the live view defers some, see :data:`DEFERRED`).
     """
-    return _payload(trace, report, expected=expected, torch=torch, defer=False)[0]
+    return _payload(trace, report, expected=expected, torch=torch, run=run, defer=False)[0]
 
 
 def _payload(
@@ -487,6 +479,7 @@ def _payload(
     *,
     expected=None,
     torch=None,
+    run: str = "",
     defer=True,
     summary=render._SUMMARISE,
     fold=None,
@@ -533,6 +526,7 @@ def _payload(
         if tab:
             tabs.append(tab)
     data = {
+        "run": run,  # the static copy shown with this view hides itself (render.static_style)
         "headline": render.headline(trace),
         "notes": render.run_notes(trace, report),
         "target": int(trace.target.index),

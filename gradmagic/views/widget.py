@@ -5,7 +5,7 @@ and bounded tables, see :func:`gradmagic.views.render.static_html`) published as
 output, then the live view (:func:`TraceWidget`: an anywidget holding
 :func:`~gradmagic.views.tabs.payload` as JSON, see :mod:`gradmagic.views.live`) with a
 one-line ``text/plain``. Where widgets run, the copy hides itself once the live view beside
-it has drawn (its own style sheet, :data:`gradmagic.views.render.STATIC_STYLE`); an untrusted
+it has drawn (its own style sheet, :func:`gradmagic.views.render.static_style`); an untrusted
 notebook, ``nbconvert --to html`` with no network and a notebook reopened without widget
 state show the copy. Each run appears once.
 
@@ -93,7 +93,7 @@ def _classes():
     return VizLibrary, LiveView
 
 
-def TraceWidget(trace, report=None, *, expected=None, torch=None, **parts):
+def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "", **parts):
     """The live view of a run: a :class:`~gradmagic.views.live.LiveView` holding
     :func:`~gradmagic.views.tabs.payload` as JSON (not the trace).
 
@@ -104,7 +104,7 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, **parts):
     _, LiveView = _classes()
     from .live import keep_open, library
 
-    data, deferred = _payload(trace, report, expected=expected, torch=torch, **parts)
+    data, deferred = _payload(trace, report, expected=expected, torch=torch, run=run, **parts)
     first = data["tabs"][0]["id"] if data["tabs"] else ""
     try:
         source = weakref.ref(trace)
@@ -196,6 +196,51 @@ class _Drawing(SvgCache):
         return super().get(key, default)
 
 
+def _graph(trace) -> dict:
+    """The graph as DOT before the check: ``summary``, ``fold``, ``drawn``, ``ways`` (the
+    directions to try), ``dot`` and ``drawing`` (``dot`` already drawing it)."""
+    summary = render.summarise(trace)
+    fold = render.Folded(trace)
+    subset = summary.shown if summary else None
+    drawn = render.drawn_nodes(trace, summary, fold)
+    ways = render.directions(trace, drawn)
+    known = SvgCache()
+    if len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
+        dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
+    else:
+        dot = render.to_dot(trace, None, subset=subset, fold=fold, rankdir=ways[0])
+    return {
+        "summary": summary,
+        "fold": fold,
+        "drawn": drawn,
+        "ways": ways,
+        "dot": dot,
+        "drawing": _Drawing(dot, known),
+    }
+
+
+def _checked_graph(trace, report, graph) -> tuple:
+    """(dot, dots, drawing) after the check: drawn again only if the check marks a drawn
+    node; ``dots`` has a small graph in both directions (the live view picks one)."""
+    summary, fold, ways = graph["summary"], graph["fold"], graph["ways"]
+    subset = summary.shown if summary else None
+    dot, drawing = graph["dot"], graph["drawing"]
+    rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
+    marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
+    if marked and not set(marked).isdisjoint(graph["drawn"]):
+        dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
+        drawing = _Drawing(dot)
+    if len(ways) < 2:
+        return dot, None, drawing
+    dots = {
+        d: dot
+        if d == rankdir
+        else render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d)
+        for d in ways
+    }
+    return dot, dots, drawing
+
+
 def mimebundle(trace, publish=None) -> dict:
     """The display of a run: the live view and its static copy.
 
@@ -216,35 +261,10 @@ def mimebundle(trace, publish=None) -> dict:
     picture is handed to ``dot`` before the check: the check's verdicts colour a
     node only when it fails (or sits on a kink), and only then is it drawn again.
     """
-    summary = render.summarise(trace)
-    fold = render.Folded(trace)
-    subset = summary.shown if summary else None
-    drawn = render.drawn_nodes(trace, summary, fold)
-    ways = render.directions(trace, drawn)
-    known = SvgCache()
-    if len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
-        dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
-    else:
-        dot = render.to_dot(trace, None, subset=subset, fold=fold, rankdir=ways[0])
-    rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
-    drawing = _Drawing(dot, known)
+    graph = _graph(trace)
     report, expected, torch, problems = _analyses(trace)
-    marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
-    if marked and not set(marked).isdisjoint(drawn):
-        dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
-        drawing = _Drawing(dot)
-    dots = (
-        {
-            d: (
-                dot
-                if d == rankdir
-                else render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d)
-            )
-            for d in ways
-        }
-        if len(ways) > 1
-        else None
-    )
+    dot, dots, drawing = _checked_graph(trace, report, graph)
+    summary, fold = graph["summary"], graph["fold"]
     run = secrets.token_hex(8)  # marks the copy as one shown beside a live view
     # the Gradients table, made once for the live view and its static copy
     gradients = _gradients_tab(trace, report, {"fold": fold})
@@ -254,6 +274,7 @@ def mimebundle(trace, publish=None) -> dict:
             report,
             expected=expected,
             torch=torch,
+            run=run,
             summary=summary,
             fold=fold,
             dot=dot,

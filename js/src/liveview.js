@@ -54,7 +54,11 @@ export class LiveView {
     this.unlisten = [];
     this.current = null;
     this.pathFrom = pathsOf(this.data.nodes);
-    this.root = h("div", { class: "gm-root", tabindex: "0", "data-lm-suppress-shortcuts": "true" });
+    // data-run: the static copy published with this view hides itself beside it (its own
+    // style sheet; the view never touches it)
+    this.root = h("div", {
+      class: "gm-root", tabindex: "0", "data-lm-suppress-shortcuts": "true", "data-run": this.data.run || null,
+    });
     this.tip = tooltip(this.root, this.data.nodes);
     this.panel = nodePanel(this.data, (i) => this.pick(i));
     this.bar = h("div", { class: "gm-tabs", role: "tablist" });
@@ -141,7 +145,7 @@ export class LiveView {
   }
 
   // The graph could not be drawn here: say why in a sentence. (gm-failed lets the static
-  // copy, shown just before, show itself again: see render.STATIC_STYLE.)
+  // copy show itself again: see render.static_style.)
   failed(view, err) {
     this.root.classList.add("gm-failed");
     view.port.style.height = "auto";
