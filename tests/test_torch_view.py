@@ -184,3 +184,23 @@ def test_a_parameter_written_twice_is_measured_by_its_first_update():
     (w,) = [p for p in run.health["params"] if p["name"] == "W"]
     update = (ns["first"] - ns["before"]).double().std() / ns["before"].double().std()
     assert w["update_to_data"] == pytest.approx(float(update), rel=1e-6)
+
+
+def test_the_view_draws_the_run_again_when_a_module_is_opened():
+    run, _ = recorded(gpt(3), cells.GPT_CELL, no_check=True)
+    view = torchlive.widget(run, "abc")
+    view.selected, view.step = 4, 7
+    sent = []
+    view.send = sent.append
+    view._on_msg(view, {"type": "layout", "open": ["model.blocks.0"]}, [])
+    data = json.loads(view.data)
+    assert data["open"] == ["model.blocks.0"] and data["run"] == "abc"
+    assert (view.selected, view.step) == (-1, 0) and not sent
+    view._on_msg(view, {"type": "tensor", "value": data["nodes"]["0"]["value"]}, [])
+    assert sent and sent[0]["type"] == "tensor" and sent[0]["size"] > 0
+    del run
+    import gc
+
+    gc.collect()
+    view._on_msg(view, {"type": "tensor", "value": 0}, [])
+    assert sent[-1] == {"type": "error", "error": "This run is no longer in memory."}

@@ -99,8 +99,10 @@ class LiveView(anywidget.AnyWidget):
                 reply = {"type": "error", "error": f"{type(exc).__name__}: {exc}"}
         if reply is None:
             return None
-        if "kind" in reply:
-            self.data = json.dumps(reply, separators=(",", ":"))
+        if "kind" in reply:  # (the boxes are numbered anew: nothing stays selected)
+            with self.hold_sync():
+                self.selected, self.step = -1, 0
+                self.data = json.dumps(reply, separators=(",", ":"))
         else:
             self.send(reply)
         return reply
