@@ -204,3 +204,15 @@ def test_the_view_draws_the_run_again_when_a_module_is_opened():
     gc.collect()
     view._on_msg(view, {"type": "tensor", "value": 0}, [])
     assert sent[-1] == {"type": "error", "error": "This run is no longer in memory."}
+
+
+def test_the_ops_table_keeps_a_wrong_op_however_late_it_ran():
+    setup = cells.BAD_FUNCTION_SETUP
+    cell = (
+        "a = x @ W\n" + "a = a * 1.0\n" * 150 + "h = BadTanh.apply(a)\nloss = (h ** 2).sum()\nloss"
+    )
+    run, _ = recorded(setup, cell)
+    ops = tab(torchlive.payload(run), "ops")
+    assert len(ops["rows"]) == 100 and "more ops not shown" in ops["note"]
+    (bad,) = [r for r, c in zip(ops["rows"], ops["classes"]) if c == "fail"]
+    assert bad[3] == "BadTanh"

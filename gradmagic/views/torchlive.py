@@ -156,33 +156,45 @@ def _checks_html(run) -> dict:
     """The checks (the wrong op's line red) and the health signals, as HTML."""
     colour = {"pass": "#16a34a", "fail": "#dc2626"}
     mark = {"pass": "✓ ", "fail": "✗ "}
+    lines = torchview.check_lines(run)
     parts = [
         f"<div class='gm-check gm-check-{html.escape(s)}' style='color:"
         f"{colour.get(s, '#374151')}'>{mark.get(s, '')}{html.escape(t)}</div>"
-        for s, t in torchview.check_lines(run)
+        for s, t in lines[: torchview.ROWS]
     ]
+    if len(lines) > torchview.ROWS:
+        parts.append(f"<p>{len(lines) - torchview.ROWS} more lines (the Ops table marks them).</p>")
     health = torchview.health_lines(run)
     if health:
         parts.append(
             "<p><b>Health</b></p><ul>"
-            + "".join(f"<li>{html.escape(t)}</li>" for t in health)
+            + "".join(f"<li>{html.escape(t)}</li>" for t in health[: torchview.ROWS])
             + "</ul>"
+            + (
+                f"<p>{len(health) - torchview.ROWS} more.</p>"
+                if len(health) > torchview.ROWS
+                else ""
+            )
         )
     return {"html": "".join(parts)}
 
 
 def _ops_table(run, box_of) -> dict:
+    """The ops' table, at most :data:`~gradmagic.views.torchview.ROWS` rows: the ops that
+    fail their check or hold a nan/inf always, the first others in the order they ran."""
     rows, colours = torchview.op_rows(run)
-    cut = torchview.ROWS
+    marked = [n for n, c in enumerate(colours) if c][: torchview.ROWS]
+    room = torchview.ROWS - len(marked)
+    keep = sorted(set(marked) | set([n for n, c in enumerate(colours) if not c][:room]))
     classes = []
-    for k, c in zip(run.graph[:cut], colours[:cut]):
-        status = _status(run, k)
-        classes.append("fail" if status == "fail" else ("nonfinite" if c else ""))
+    for n in keep:
+        status = _status(run, run.graph[n])
+        classes.append("fail" if status == "fail" else ("nonfinite" if colours[n] else ""))
     return {
         "columns": ["box", *torchview.OP_HEADER],
-        "rows": [[str(box_of.get(k, "")), *map(str, r)] for k, r in zip(run.graph, rows[:cut])],
+        "rows": [[str(box_of.get(run.graph[n], "")), *map(str, rows[n])] for n in keep],
         "classes": classes,
-        "note": f"{len(rows) - cut} more ops not shown." if len(rows) > cut else "",
+        "note": f"{len(rows) - len(keep)} more ops not shown." if len(rows) > len(keep) else "",
         "magnitude": [6, 7, 8, 12, 13],
     }
 
