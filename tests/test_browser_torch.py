@@ -1,4 +1,4 @@
-"""A PyTorch run's live view in JupyterLab, in headless Chromium: a 12-block GPT folded and
+"""A PyTorch run's live view in JupyterLab and Notebook 7, in headless Chromium: a 12-block GPT folded and
 opened by a click, a box's statistics and its whole tensor asked of the kernel, the backward
 pass stepped through torch's own nodes, and a wrong custom backward red at its op.
 
@@ -43,32 +43,33 @@ def _notebook(path) -> None:
     nbformat.write(nb, path)
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    root = tmp_path_factory.mktemp("torchlab")
+@pytest.fixture(scope="module", params=["jupyterlab", "notebook"])
+def lab(request, tmp_path_factory):
+    app = request.param
+    root = tmp_path_factory.mktemp(f"torch-{app}")
     (root / "nb").mkdir()
     _notebook(root / "nb" / "torch.ipynb")
-    proc, log, base, token = browser_tests._serve(root, "jupyterlab")
-    yield base, token
+    proc, log, base, token = browser_tests._serve(root, app)
+    yield app, base, token
     stop(proc, log)
     shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_pytorch_run_in_the_live_view(lab):
-    base, token = lab
+    app, base, token = lab
     with sync_api.sync_playwright() as pw:
         browser = launch(pw)
         try:
-            _check(browser, base, token)
+            _check(browser, app, base, token)
         finally:
             browser.close()
 
 
-def _check(browser, base, token):
+def _check(browser, app, base, token):
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    browser_tests._open(page, browser_tests._url("jupyterlab", base, token, "torch.ipynb"))
+    browser_tests._open(page, browser_tests._url(app, base, token, "torch.ipynb"))
     browser_tests._run_all(page)
     views = browser_tests._views(page, 2)
     gpt, bad = views.nth(0), views.nth(1)
@@ -87,7 +88,7 @@ def _check(browser, base, token):
     gpt = browser_tests._views(page, 2).nth(0)
     assert gpt.locator("g.node").count() > boxes
     assert gpt.locator("g.node", has_text="model.blocks.0.attn").count() >= 1
-    browser_tests._shot(gpt, "torch-view-jupyterlab.png", docs=True)
+    browser_tests._shot(gpt, f"torch-view-{app}.png", docs=app == "jupyterlab")
 
     # a box's statistics on click, and its whole tensor from the kernel
     gpt.locator("g.node[data-kind='v']", has_text="layer_norm").first.click()
@@ -114,7 +115,7 @@ def _check(browser, base, token):
         stepper.locator(".gm-next").click()
     time.sleep(0.3)
     assert "Node 4 of" in text.inner_text()
-    browser_tests._shot(gpt, "torch-backward-jupyterlab.png", docs=True)
+    browser_tests._shot(gpt, f"torch-backward-{app}.png", docs=app == "jupyterlab")
 
     # the wrong custom backward: red at its box and in the checks
     red = bad.locator("g.node", has_text="gradient wrong: BadTanh")
@@ -124,5 +125,6 @@ def _check(browser, base, token):
     fail = bad.locator(".gm-check-fail", has_text="BadTanh")
     fail.wait_for(timeout=10_000)
     assert fail.evaluate("e => getComputedStyle(e).color") == "rgb(220, 38, 38)"
-    assert not errors, errors
+    # (the front-end's own errors; Notebook 7 reports some of its own, as test_browser notes)
+    assert not [e for e in errors if "gradmagic" in e.lower() or "gm-" in e], errors
     page.close()
