@@ -143,6 +143,18 @@ def forward_html(
             out[0] + _p("This run has no inputs (only constants): no tangents to carry.") + "</div>"
         )
     exprs = expressions(trace)
+    out += _comparison_parts(trace, exprs, comparison, limit)
+    if not one_pass:  # the widget steps through the passes itself
+        return "".join(out) + "</div>"
+    i = default_input(trace) if input is None else explanations._index(trace, input)
+    out += _pass_parts(trace, exprs, i, step, limit, cache, draw)
+    out.append("</div>")
+    return "".join(out)
+
+
+def _comparison_parts(trace, exprs, comparison, limit) -> list:
+    """The cost of forward against reverse mode, and their agreement on every gradient."""
+    out = []
     for line in _cost_lines(trace, comparison):
         colour = _GOOD if line.startswith("✓") else _BAD if line.startswith("✗") else ""
         out.append(_p(html.escape(line), colour))
@@ -151,9 +163,12 @@ def forward_html(
     more = _more(len(rows), comparison.inputs, "inputs")
     if more:
         out.append(_p(html.escape(more)))
-    if not one_pass:  # the widget steps through the passes itself
-        return "".join(out) + "</div>"
-    i = default_input(trace) if input is None else explanations._index(trace, input)
+    return out
+
+
+def _pass_parts(trace, exprs, i, step, limit, cache, draw) -> list:
+    """One forward pass for input ``i``: its nodes' tangents, up to ``step``, and the drawing."""
+    out = []
     t = explanations.jvp(trace, {i: 1.0})
     reached = [k for k, r in enumerate(t.reached) if r]
     upto = len(reached) if step is None else max(1, min(step, len(reached)))
@@ -206,8 +221,7 @@ def forward_html(
         out.append(
             _draw(trace, cache, grad_text=grad_text, current=current, path=set(reached[:upto]))
         )
-    out.append("</div>")
-    return "".join(out)
+    return out
 
 
 def forward_text(trace, input=None, limit: int = 20) -> str:

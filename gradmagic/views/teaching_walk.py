@@ -146,23 +146,7 @@ def walk_html(
         f'<pre style="margin:2px 0">{html.escape(chr(10).join(_printout(trace, walk)))}</pre>'
     )
     if step is not None:
-        step = max(1, min(step, total))
-        visited, order, (kind, i) = walk.at(step)
-        stack = walk.depth(step)
-        what = (
-            f"visit {exprs[i]} (depth {len(stack) - 1})"
-            if kind == "v"
-            else f"all inputs of {exprs[i]} are done: append it to the order"
-        )
-        out.append(_p(html.escape(f"Step {step} of {total}: {what}.")))
-        out.append(
-            f'<pre style="margin:2px 0">{html.escape("v " + _elide([exprs[k] for k in visited]))}\n'
-            f"{html.escape('t ' + _elide([exprs[k] for k in order]))}</pre>"
-        )
-        if draw:
-            out.append(
-                _draw(trace, cache, extra_dot=_unreached_dot(walk), path=set(stack), current=i)
-            )
+        out += _step_parts(trace, walk, exprs, max(1, min(step, total)), cache, draw)
     out.append(
         _p(
             html.escape(
@@ -190,6 +174,27 @@ def walk_html(
             out.append(_draw(trace, cache, extra_dot=_unreached_dot(walk)))
     out.append("</div>")
     return "".join(out)
+
+
+def _step_parts(trace, walk, exprs, step, cache, draw) -> list:
+    """Step ``step`` of the walk: the event, the visited set and the order so far, the drawing."""
+    total = len(walk.events)
+    out = []
+    visited, order, (kind, i) = walk.at(step)
+    stack = walk.depth(step)
+    what = (
+        f"visit {exprs[i]} (depth {len(stack) - 1})"
+        if kind == "v"
+        else f"all inputs of {exprs[i]} are done: append it to the order"
+    )
+    out.append(_p(html.escape(f"Step {step} of {total}: {what}.")))
+    out.append(
+        f'<pre style="margin:2px 0">{html.escape("v " + _elide([exprs[k] for k in visited]))}\n'
+        f"{html.escape('t ' + _elide([exprs[k] for k in order]))}</pre>"
+    )
+    if draw:
+        out.append(_draw(trace, cache, extra_dot=_unreached_dot(walk), path=set(stack), current=i))
+    return out
 
 
 def _elide_names(names: list, limit: int = ITEMS) -> list:
