@@ -425,6 +425,19 @@ def test_a_cut_graph_is_reported_with_its_line(ip):
     assert trace.grads["x"] == 3.0  # L = 2y + x, y = asin(x) (cut) + x
 
 
+def test_numbers_packed_into_bytes_are_a_named_cut(ip):
+    # the fast inverse square root reads its float's bits: the derivative of the plain
+    # function is not the graph's, and the trace says where the numbers left it
+    autograd(
+        ip,
+        "import struct\nx = 4.1\ni = struct.unpack('>i', struct.pack('>f', x))[0]\n"
+        "y = struct.unpack('>f', struct.pack('>i', 0x5F3759DF - (i >> 1)))[0]\n"
+        "y * (1.5 - 0.5 * x * y * y)",
+    )
+    trace = gradmagic.last
+    assert trace.warnings[0].startswith("line 4: struct.pack computes outside the graph: 'x'")
+
+
 def test_no_new_names_and_no_ast_transformers(ip):
     transformers = list(ip.ast_transformers)
     before = set(ip.user_ns)

@@ -5,9 +5,12 @@ Nothing is executed here. :func:`rewrite` parses the cell and returns a
 :class:`~gradmagic.core.engine.Value` nodes while computing exactly the numbers
 plain Python would:
 
-* **Numeric literals** (int and float, never bool or complex) become fresh
-  leaves, ``2.0`` → ``literal(2.0)``, except where plain Python needs a plain
-  number, listed below. A literal that is an operand of arithmetic with a
+* **Numeric literals** become fresh leaves, ``2.0`` → ``literal(2.0)``, except
+  where plain Python needs a plain number, listed below. Float literals
+  everywhere; int literals only where the cell names an input outside any
+  function (``n = 3``, ``a, b = 2, 2 ** 10``): elsewhere an int is data (a
+  count, an index, an argument), so integer code keeps no graph and runs at
+  its own speed. A literal that is an operand of arithmetic with a
   non-literal (``x * 2.0``, ``x ** 2``) also stays plain: if ``x`` is a Value
   the engine makes the constant node itself, so loops run at engine speed.
 * **Plain contexts** (literals stay plain, names met there are not lifted):
@@ -186,6 +189,23 @@ def rewrite(
     return Rewritten(tree, final, target, frozenset(rw.reads - facts.mutated), names)
 
 
+def _singleton(node) -> bool:
+    """``None``, ``True``, ``False``, ``...`` or a string: ``x is None`` stays as it is."""
+    return isinstance(node, ast.Constant) and not _is_number(node)
+
+
+def _literal_numbers(node) -> bool:
+    """Number literals and arithmetic on them (``3``, ``-3``, ``2 ** 60 + 1``), or a
+    tuple of those."""
+    if isinstance(node, ast.Tuple):
+        return all(_literal_numbers(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _literal_numbers(node.operand)
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, _BITWISE):
+        return _literal_numbers(node.left) and _literal_numbers(node.right)
+    return _is_number(node)
+
+
 def _is_float(node) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
@@ -235,6 +255,7 @@ class _Rewriter(ast.NodeTransformer):
         self.imported = facts.imported
         self.reads = set()
         self.lits_plain = False  # numeric literals stay plain here
+        self.int_leaves = False  # int literals become leaves here (see visit_Constant)
         self.reading = True  # loaded names count as numeric reads here
         self.scopes = []  # (local names, is a class body) of enclosing scopes
 
@@ -276,7 +297,22 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Constant(self, node):
         if self.lits_plain or not _is_number(node):
             return node
+        if type(node.value) is int and not self.int_leaves:
+            # an int is data (a count, an index, a size, an argument) unless the cell
+            # names it as an input (x = 3): ints computed from it stay plain ints, so
+            # integer code runs at its own speed and keeps no graph
+            return node
         return _runtime("literal", node, like=node)
+
+    def _input_value(self, node):
+        """The value of an assignment: int literals in it are leaves when it is an
+        input of the cell (``x = 3``, ``a, b = 2, -1`` outside any function)."""
+        saved = self.int_leaves
+        self.int_leaves = not self.scopes and _literal_numbers(node)
+        try:
+            return self.visit(node)
+        finally:
+            self.int_leaves = saved
 
     def visit_UnaryOp(self, node):
         # -2.0 is one literal, not the negation of a leaf
@@ -382,6 +418,17 @@ class _Rewriter(ast.NodeTransformer):
 
         node.left = side(node.left)
         node.comparators = [side(c) for c in node.comparators]
+        if (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and not _singleton(node.left)
+            and not _singleton(node.comparators[0])
+        ):
+            # x is y between numbers: an int node is its int (node.value is value)
+            same = _runtime("same", node.left, node.comparators[0], like=node)
+            return (
+                same if isinstance(node.ops[0], ast.Is) else _at(node, ast.UnaryOp(ast.Not(), same))
+            )
         return node
 
     def visit_Subscript(self, node):
@@ -564,7 +611,7 @@ class _Rewriter(ast.NodeTransformer):
             # B[1] = x into an array: the number only (counted as a conversion)
             node.value = _runtime("stored", self._visit(node.value, plain=True), like=node.value)
         else:
-            node.value = self.visit(node.value)
+            node.value = self._input_value(node.value)
         names = [n for t in node.targets for n in _target_names(t)]
         node.targets = [self.visit(t) for t in node.targets]
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -593,7 +640,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_AnnAssign(self, node):
         if node.value is None:
             return node
-        node.value = self.visit(node.value)
+        node.value = self._input_value(node.value)
         node.target = self.visit(node.target)
         if isinstance(node.target, ast.Name):
             node.value = _runtime(

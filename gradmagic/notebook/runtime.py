@@ -374,6 +374,9 @@ def finish_call(token, result):
     if not unlinked and kind not in _NODES and kind is not bool and isinstance(result, Number):
         unlinked = True  # a number of another kind (Decimal, Fraction, np.float32)
         result_node = None
+    elif kind is bytes or kind is bytearray:
+        unlinked = True  # the numbers packed (struct.pack, pickle.dumps): read back plain
+        result_node = None
     else:
         result_node = result
     if unlinked and any(type(n) is not Int for n in nodes):
@@ -543,7 +546,11 @@ def _describe(f) -> str:
     module = getattr(f, "__module__", None)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
     if isinstance(module, str) and module not in ("builtins", "__main__"):
-        return f"{module.partition('.')[0]}.{name}"
+        top = module.partition(".")[0]
+        public = sys.modules.get(top[1:]) if top.startswith("_") else None
+        if public is not None and getattr(public, name, None) is f:
+            top = top[1:]  # _struct.pack is struct.pack to its user
+        return f"{top}.{name}"
     return name
 
 
@@ -597,6 +604,18 @@ def fn(f):
         return _DISPATCH.get(f, f)
     except TypeError:  # unhashable
         return f
+
+
+def same(a, b) -> bool:
+    """``a is b`` as plain Python answers it when an int node is one side: equal ints are
+    one object where CPython shares them (-5 to 256; IPython compiles each statement
+    apart, so a cell's equal literals are not shared)."""
+    if a is b:
+        return True
+    if type(a) is not Int and type(b) is not Int:
+        return False
+    a, b = engine.plain(a) if type(a) is Int else a, engine.plain(b) if type(b) is Int else b
+    return type(a) is int and type(b) is int and a == b and -5 <= a <= 256
 
 
 def type_of(*args):
