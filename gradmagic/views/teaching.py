@@ -33,7 +33,7 @@ from . import render
 from .teaching_parts import (  # noqa: F401 - the views shown here, and their names
     ITEMS,
     ROWS,
-    _p,
+    _paragraph,
     default_input,
     definition,
     expressions,
@@ -95,7 +95,7 @@ def static_section(trace, cache=None) -> str:
     """
     if len(trace.nodes) > STATIC_NODES:
         ins, edges = len(explanations.inputs(trace)), explanations.edge_count(trace)
-        return _p(
+        return _paragraph(
             html.escape(
                 f"{len(trace.nodes):,} nodes, {edges:,} edges, {ins:,} inputs: forward mode needs "
                 f"{ins:,} pass{'es' if ins != 1 else ''} through the graph, reverse mode one. "
@@ -111,7 +111,7 @@ def static_section(trace, cache=None) -> str:
             ("The chain rule as a sum over paths", paths_html(trace, cache=cache, draw=False)),
         ]
     except Exception as exc:  # noqa: BLE001 - a display must not raise
-        return _p(html.escape(f"The teaching views could not be made: {exc}"))
+        return _paragraph(html.escape(f"The teaching views could not be made: {exc}"))
     return "".join(f'<h4 style="margin:6px 0 2px 0">{title}</h4>{body}' for title, body in parts)
 
 
@@ -127,7 +127,7 @@ def _static_teaching(trace, cache=None) -> str:
     if len(trace.nodes) <= limit:
         return static_section(trace, cache)
     ins, edges = len(explanations.inputs(trace)), explanations.edge_count(trace)
-    return _p(
+    return _paragraph(
         html.escape(
             f"{len(trace.nodes):,} nodes, {edges:,} edges, {ins:,} input{'s' if ins != 1 else ''}: "
             f"forward mode needs {ins:,} pass{'es' if ins != 1 else ''} through the graph, reverse "
