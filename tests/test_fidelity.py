@@ -241,6 +241,12 @@ LEAKS = [  # (an %%autograd cell, a later plain cell that uses what it built)
         "import numpy as np\nW = np.ones(3)\nV = W * 2.0",
         "print(repr(V), type(V) is np.ndarray, type(W) is np.ndarray)",
     ),
+    # a function the magic compiled, called by a plain cell: library results stay plain
+    (
+        "import math, random\ndef f(a, b):\n    g = math.gcd(a, b)\n    r = random.random()\n"
+        "    return [g, r, a * 0.5]",
+        "out = f(12, 18)\nprint(out[0], [type(v).__mro__ for v in out], json.dumps(out[::2]))",
+    ),
 ]
 
 

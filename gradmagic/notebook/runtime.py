@@ -86,7 +86,7 @@ def labelled(v, name: str):
 def leaf(v, name: str):
     """A library call's result assigned to ``name``: numbers and float arrays as leaves.
 
-    ``x = random.random()`` and ``n = np.argmax(...)`` give number leaves,
+    ``x = random.random()`` gives a number leaf (an int such as ``np.argmax(...)`` is data),
     ``W = np.random.randn(3, 2)`` an array leaf (:class:`~gradmagic.core.array.Array`, a
     view of the array numpy made).
     """
@@ -94,6 +94,8 @@ def leaf(v, name: str):
         v.requires_grad = True  # a new array from a library call: a leaf
     if is_node(v):
         return labelled(v, name)
+    if _run is None or type(v) is int or isinstance(v, np.integer):
+        return v  # outside a recorded cell, and an int (an index, a count): plain
     made = new_leaf(v, name)
     if made is None:
         return v

@@ -317,16 +317,27 @@ def run_notes(trace, report) -> list:
     return notes
 
 
-# In JupyterLab and Notebook 7 (trusted output only): the static copy hides itself once the live
-# view beside it has drawn, and hides the widget's "model not found" line when there is no live view
-# (a saved notebook reopened without widget state). Untrusted output drops the <style>: there the
-# live view is not shown anyway.
+# The static copy steps aside once the live view shown with it has drawn (trusted output only:
+# untrusted output drops the <style>, and there the live view is not shown anyway). In
+# JupyterLab and Notebook 7 its whole output box hides, and so does the widget's "model not
+# found" line when there is no live view (a saved notebook reopened without widget state).
 STATIC_STYLE = (
     "<style>.jp-OutputArea-child:has(.gradmagic-static):has(+ .jp-OutputArea-child "
     ".gm-root:not(.gm-failed)){display:none}.jp-OutputArea-child:has(.gradmagic-static) + "
     ".jp-OutputArea-child:has(.jupyter-widgets):not(:has(.gm-root)){display:none}"
     "</style>"
 )
+
+
+def static_style(run: str) -> str:
+    """:data:`STATIC_STYLE`, and for front-ends with other output boxes (VS Code, Colab) the
+    copy of run ``run`` hidden while the page holds that run's live view (its root carries
+    ``data-run``) and the view has not failed to draw."""
+    run = html.escape(run, quote=True)
+    return STATIC_STYLE + (
+        f'<style>:root:has(.gm-root[data-run="{run}"]:not(.gm-failed)) '
+        f'.gradmagic-static[data-gm-run="{run}"]{{display:none}}</style>'
+    )
 
 
 def static_html(
@@ -353,7 +364,7 @@ def static_html(
     mark = f' data-gm-run="{html.escape(run)}"' if run else ""
     out = [
         f'<div class="gradmagic gradmagic-static"{mark}>',
-        STATIC_STYLE if run else "",
+        static_style(run) if run else "",
         f'<p style="margin:0 0 4px 0"><b>{html.escape(headline(trace))}</b></p>',
     ]
     out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in run_notes(trace, report)]

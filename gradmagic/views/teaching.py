@@ -434,4 +434,4 @@ DEFERRED = {
     walk_tab: ("walk", "Walk", _deferrable),
     paths_tab: ("paths", "Paths", _deferrable),
 }
-"""The teaching tabs the live view makes when they are opened (``widget.DEFERRED``)."""
+"""The teaching tabs the live view makes when they are opened (``tabs.DEFERRED``)."""
