@@ -528,6 +528,7 @@ INTERNALS = frozenset(
         "gradmagic.notebook.math_calls",
         "gradmagic.notebook.torchcell",
         "gradmagic.analysis.torchrun",
+        "gradmagic.analysis.torchrecord",
     ]
 )
 """Modules whose frames a traceback leaves out (every module of ``core``, and what rewritten
