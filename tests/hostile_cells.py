@@ -210,4 +210,9 @@ CELLS = [
         "import sys\nx = 1.5\nn = 3\nv = [x, n]\n"
         "print(sys.getsizeof(x) == sys.getsizeof(1.5), sys.getsizeof(n), sys.getsizeof(v))",
     ),
+    (
+        8,
+        "import math\nx = 0.5\nz = complex(x, 2.0)\ny = math.exp2(x) + abs(z) + math.fmod(x, 0.3)\n"
+        "print(z, y, math.atan2(x, -1.0), math.copysign(x, -0.0), math.cbrt(-x))",
+    ),
 ]

@@ -15,7 +15,7 @@ MATH_NAMES = DISPATCHED_NAMES
 table and the runtime's composites (:data:`gradmagic.notebook.math_calls.DISPATCHED_NAMES`)."""
 
 
-_BUILTIN_MATH = frozenset({"float", "pow", "isinstance"})  # builtins dispatched by name
+_BUILTIN_MATH = frozenset({"float", "pow", "isinstance", "complex"})  # builtins dispatched by name
 
 
 # --------------------------------------------------------------------------- static facts

@@ -237,6 +237,32 @@ def _hypot(*xs):
     return sum(_value(x) * x for x in xs).sqrt()
 
 
+def _atan2(y, x):
+    # atan(y / x) has atan2's derivatives wherever x != 0; the quadrant is a constant
+    yv, xv = _num(y), _num(x)
+    if xv == 0:
+        return -(_value(x) / y).atan() + math.copysign(math.pi / 2, yv)
+    turn = 0.0 if xv > 0 else math.copysign(math.pi, yv)
+    return (_value(y) / x).atan() + turn
+
+
+def _copysign(x, y):
+    return abs(_value(x)) * math.copysign(1.0, _num(y))
+
+
+def _quotient_rest(plain_rest):
+    # x - n * y with n the whole quotient that plain_rest (math.fmod, math.remainder) used
+    def rest(x, y):
+        n = round((_num(x) - plain_rest(_num(x), _num(y))) / _num(y))
+        return _value(x) - _value(y) * float(n)
+
+    return rest
+
+
+def _cbrt(x):
+    return x ** (1 / 3) if _num(x) >= 0 else -((-x) ** (1 / 3))
+
+
 def _fsum(iterable):
     xs = list(iterable)
     if not _has_value(xs):
@@ -274,6 +300,11 @@ _COMPOSITES = {  # name -> graph of the function from Value operations
     "radians": lambda x: x * (math.pi / 180),
     "hypot": _hypot,
     "pow": lambda x, y: _as_float(_value(x) ** y),
+    "atan2": _atan2,
+    "copysign": _copysign,
+    "fmod": _quotient_rest(math.fmod),
+    "remainder": _quotient_rest(math.remainder),
+    "cbrt": _cbrt,
 }
 _NUMPY_NAMES = {
     "arcsinh": "asinh",
@@ -281,6 +312,7 @@ _NUMPY_NAMES = {
     "arctanh": "atanh",
     "rad2deg": "degrees",
     "deg2rad": "radians",
+    "arctan2": "atan2",
 }
 _MATH_COMPOSITES = (
     "log",
@@ -288,6 +320,7 @@ _MATH_COMPOSITES = (
     "log10",
     "log1p",
     "expm1",
+    "exp2",
     "sinh",
     "cosh",
     "asinh",
@@ -298,6 +331,11 @@ _MATH_COMPOSITES = (
     "radians",
     "hypot",
     "pow",
+    "atan2",
+    "copysign",
+    "fmod",
+    "remainder",
+    "cbrt",
 )
 _NUMPY_COMPOSITES = (
     "log2",
@@ -316,6 +354,10 @@ _NUMPY_COMPOSITES = (
     "rad2deg",
     "deg2rad",
     "hypot",
+    "arctan2",
+    "copysign",
+    "fmod",
+    "cbrt",
 )
 # functions of real numbers that have no gradient rule here: unless an op covers them, they
 # compute on the plain numbers and the cut is recorded
@@ -395,7 +437,8 @@ def _table() -> dict:
     table[pow] = _pow
     table[isinstance] = _isinstance
     table[math.fsum] = _fsum
-    names.update(("pow", "isinstance", "fsum"))
+    table[complex] = _cut(complex)  # a complex number holds plain floats: no node follows it
+    names.update(("pow", "isinstance", "fsum", "complex"))
     return table, frozenset(names)
 
 
@@ -403,3 +446,6 @@ DISPATCH, DISPATCHED_NAMES = _table()
 """Function → its graph-keeping version; DISPATCHED_NAMES: the names a cell calls them by."""
 
 _runtime._DISPATCH.update(DISPATCH)
+# floor, ceil and trunc ask the number itself (x.__floor__()): their derivative is 0, no cut
+_runtime._DISPATCH.update((f, f) for f in (math.floor, math.ceil, math.trunc))
+_runtime.no_rule = _cut

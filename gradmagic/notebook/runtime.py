@@ -604,12 +604,23 @@ _DISPATCH: dict = {}
 """Function → its graph-keeping version, filled by :mod:`gradmagic.notebook.math_calls`."""
 
 
+no_rule = None
+"""Wraps a math function with no gradient rule so that the cut is recorded (set by
+:mod:`gradmagic.notebook.math_calls`)."""
+
+
 def fn(f):
-    """The graph-keeping version of the math function ``f`` (``f`` itself if none)."""
+    """The graph-keeping version of the math function ``f``: ``f`` itself if it has none
+    and is not a ``math`` function (one with no rule computes on numbers, the cut named)."""
     try:
-        return _DISPATCH.get(f, f)
+        kept = _DISPATCH.get(f)
     except TypeError:  # unhashable
         return f
+    if kept is None:
+        if getattr(f, "__module__", None) not in ("math", "cmath") or no_rule is None:
+            return f
+        kept = _DISPATCH[f] = no_rule(f)
+    return kept
 
 
 def same(a, b) -> bool:
