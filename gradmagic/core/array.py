@@ -40,6 +40,7 @@ import numpy as np
 
 from . import engine as _engine
 from .engine import SCALAR_NODES, Value, state
+from .sites import cursor
 from . import tensor as _t
 from .tensor import Tensor, TENSOR_OPS
 
@@ -79,6 +80,7 @@ class Array(np.ndarray):
     _grad = None
     label = ""
     _op = _a = _b = _mark = _params = None
+    _site = -1
     requires_grad = False
     _kids = None  # weak references to the nodes computed from this one (for in-place writes)
 
@@ -335,6 +337,7 @@ class Scalar64(np.float64):
     _grad = None
     label = ""
     _op = _a = _b = _mark = _params = None
+    _site = -1
     requires_grad = False
 
     @property
@@ -598,6 +601,7 @@ def _link(op, exact, a, b=None, params=None):
     else:
         return exact
     out._op, out._a, out._b, out._params = op, a, b, params
+    out._site = cursor.site
     out.requires_grad = True
     _t._used(a, out)
     if b is not None:
