@@ -19,6 +19,8 @@ SCRATCH ?= build/notebooks
 # JupyterLab served from the repository's root, opening the tour (the printed link goes to it);
 # the file browser starts in $(SCRATCH), so a new notebook lands there, not among the demos.
 # The demos are trusted first: their saved widget state then shows live views at once.
+# Kernels talk to the server over Unix sockets (ipc), which only this user can open, rather
+# than unencrypted loopback TCP (which the kernel warns about at every start).
 demo: setup-demo
 ifeq ($(HEADLESS),1)
 	$(MAKE) demo-headless
@@ -27,7 +29,7 @@ else
 	@$(VENV)/bin/jupyter trust demo_notebooks/*.ipynb >/dev/null 2>&1 || true
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) \
 		--ServerApp.root_dir="$(CURDIR)" --ServerApp.preferred_dir="$(CURDIR)/$(SCRATCH)" \
-		--LabApp.default_url=/lab/tree/$(NOTEBOOK)
+		--LabApp.default_url=/lab/tree/$(NOTEBOOK) --KernelManager.transport=ipc
 endif
 
 demo-headless:

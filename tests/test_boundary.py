@@ -2,6 +2,7 @@
 
 import math
 
+import fidelity_corpus
 import pytest
 
 import gradmagic
@@ -312,3 +313,20 @@ def test_the_end_of_cell_walk_is_bounded_and_says_so(ip, monkeypatch):
     monkeypatch.setattr(boundary, "LIMIT", 50)
     trace = magic(ip, "rows = [[float(i), [i]] for i in range(200)]\nx = 2.0\ny = x * 3.0\ny")
     assert any("were not visited" in w for w in trace.warnings)
+
+
+def test_names_with_underscores_the_cell_binds_or_uses_are_made_plain(ip):
+    magic(
+        ip,
+        "def factors(n):\n    found = [1]\n    for i in range(2, n):\n"
+        "        if n % i == 0:\n            found.append(i)\n    return found",
+    )
+    magic(ip, "_found = factors(12)\n__value__ = [factors(6), 2.5 * 2]\n_cache = {'k': [1.5]}")
+    magic(ip, "_cache['k'].append(_cache['k'][0] * 2)\nlen(_cache['k'])")
+    expected = {
+        "_found": [1, 2, 3, 4, 6],
+        "__value__": [[1, 2, 3], 5.0],
+        "_cache": {"k": [1.5, 3.0]},
+    }
+    for name, value in expected.items():  # the same values, and Python's own int and float
+        assert fidelity_corpus.deep_state(ip.user_ns[name]) == fidelity_corpus.deep_state(value)

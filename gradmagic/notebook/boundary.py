@@ -248,7 +248,10 @@ def settle(ns, *, made: dict, bound: set, walk=None, value=None, reach=None) -> 
         walker.settled.value = walker.value(value, ("_",), 0)
     names = list(ns) if reach is None else [n for n in ns if n in reach or n in bound]
     for name in names:
-        if name.startswith("_") or name in _SHELL_NAMES:
+        if name in _SHELL_NAMES or (
+            # the shell's own names (_, _i3, __builtins__), unless this cell uses one
+            name.startswith("_") and name not in bound and (reach is None or name not in reach)
+        ):
             continue
         v = ns[name]
         cls = type(v)
