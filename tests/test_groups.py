@@ -270,3 +270,78 @@ def test_the_default_view_keeps_to_any_budget(ip, budget):
     g = Grouping(_run(ip, MLP))
     view = g.view(g.opened_by_default(budget))
     assert len(view.groups) + len(view.nodes) <= max(budget, len(g.top()))
+
+
+# ------------------------------------------------------------------ the picture
+def _svg_text(image: str) -> str:
+    import html
+    import re
+
+    return html.unescape(" ".join(re.findall(r"<text[^>]*>([^<]*)</text>", image)))
+
+
+def test_the_grouped_picture_draws_every_input_with_its_gradient(ip):
+    from gradmagic.views import grouped, render
+
+    trace = _run(ip, MLP.replace("--max-nodes 20", ""))
+    summary = grouped.summarise(trace)
+    assert summary is not None and summary.dot is not None
+    assert "grouped by the code" in summary.note
+    image = render.svg(summary.dot)
+    text = _svg_text(image)
+    g = summary.groups
+    tables = grouped.containers(trace, g.params)
+    assert set(tables) == {
+        "model.layers[0].neurons",
+        "model.layers[1].neurons",
+        "model.layers[2].neurons",
+        "xs",
+        "ys",
+    }
+    for name in tables:
+        assert name in text
+    assert text.count("∇") == len(g.params)  # one gradient shown an input
+    for i in g.params:
+        node = trace.nodes[i]
+        assert render.figure(node.data) in text and render.figure(node.grad) in text
+    assert "MLP.__call__" in text
+    # 10 pt text: nothing drawn smaller
+    sizes = {float(s) for s in __import__("re").findall(r'font-size="([\d.]+)"', image)}
+    assert sizes and min(sizes) >= 10
+
+
+def test_clicking_a_group_in_the_live_view_opens_it_and_keeps_it_opened(ip):
+    import json
+
+    pytest.importorskip("anywidget")
+    from gradmagic.views import grouped, widget
+
+    trace = _run(ip, MLP.replace("--max-nodes 20", ""))
+    summary = grouped.summarise(trace)
+    view = widget.TraceWidget(trace, summary=summary, dot=summary.dot)
+    closed = [x.id for x in summary.groups.view(summary.groups.opened_by_default()).groups]
+    gid = next(x for x in closed if summary.groups.children(x))
+    view._on_msg(view, {"type": "open", "tab": f"group:{gid}"}, [])
+    graph = json.loads(view.opened)["graph"]
+    assert gid in graph["groups"]
+    assert f'"cluster_{gid}"' in graph["dot"]  # drawn as an opened frame
+    for kid in summary.groups.children(gid):
+        assert (f'"g:{kid}"' if isinstance(kid, str) else f"v{kid} ") in graph["dot"]
+    # a group of no run is refused, and nothing changes
+    before = view.opened
+    view._on_msg(view, {"type": "open", "tab": "group:c99999"}, [])
+    assert view.opened == before
+
+
+def test_a_long_loop_is_drawn_grouped_within_the_drawing_budget(ip):
+    from gradmagic.views import grouped, render
+
+    trace = _run(
+        ip,
+        "%%autograd\nw = 0.999\nx = 0.001\ns = 1.0\nfor i in range(50000):\n    s = s * w + x\ns",
+    )
+    assert trace.n > 100_000
+    summary = grouped.summarise(trace)
+    text = _svg_text(render.svg(summary.dot))
+    assert "line 6" in text
+    assert {"w", "x", "s"} <= set(text.split())

@@ -108,10 +108,14 @@ class Grouping:
         direct = np.bincount(self.node_call[inside], minlength=m)
         cum = np.concatenate([[0], np.cumsum(direct)])
         self.call_size = cum[self.end + 1] - cum[np.arange(m)]
-        self.kids: dict = {}  # (call, line) → the calls that line made
+        self.kids: dict = {}  # (call, line) → the calls that line made (that made nodes)
         for c in range(1, m):
-            self.kids.setdefault((int(self.parent[c]), int(self.parent_line[c])), []).append(c)
+            if self.call_size[c]:
+                self.kids.setdefault((int(self.parent[c]), int(self.parent_line[c])), []).append(c)
         self._direct: dict | None = None
+        self._item_cache: dict = {}
+        self._item_arrays: dict = {}
+        self._groups: dict = {}
 
     # ---------------------------------------------------------------- the tree
     def _lines_of(self, function: int) -> int:
@@ -159,11 +163,17 @@ class Grouping:
 
     def group(self, gid: str) -> Group:
         """The group ``gid``."""
+        group = self._groups.get(gid)
+        if group is None:
+            group = self._groups[gid] = self._group(gid)
+        return group
+
+    def _group(self, gid: str) -> Group:
         base, a, b = self._part(gid)
         if a is not None:
             items = self._items(base)
             inner = self.group(base)
-            size = sum(map(self._size, items[a:b]))
+            size = sum(1 if isinstance(i, int) else self.group(i).size for i in items[a:b])
             title = f"{inner.title}: {a + 1:,}-{b:,} of {len(items):,}"
             if inner.kind == "line" and not any(isinstance(i, str) for i in items[a:b]):
                 title = f"{inner.title}: nodes {a + 1:,}-{b:,} of {len(items):,}"
@@ -193,11 +203,14 @@ class Grouping:
     def _bundle(self, call: int, k: int, function: int) -> list:
         return [c for c in self.kids.get((call, k), ()) if self.calls[c][1] == function]
 
-    def _size(self, item) -> int:
-        return 1 if isinstance(item, int) else self.group(item).size
-
     def _items(self, base: str) -> list:
         """The members of group ``base`` one level down: group ids and node indices."""
+        items = self._item_cache.get(base)
+        if items is None:
+            items = self._item_cache[base] = self._items_of(base)
+        return items
+
+    def _items_of(self, base: str) -> list:
         kind, call, k, function = self._parse(base)
         if kind == "call":
             lines = self._lines(call)
@@ -222,11 +235,11 @@ class Grouping:
     def children(self, gid: str) -> list:
         """What opening ``gid`` shows: at most :data:`PART` items (parts of a longer list)."""
         base, start, stop = self._part(gid)
-        items = [self._through(i) for i in self._items(base)]
+        items = self._items(base)
         start, stop = start or 0, len(items) if stop is None else stop
         count = stop - start
         if count <= PART:
-            return items[start:stop]
+            return [self._through(i) for i in items[start:stop]]
         step = max(PART, -(-count // PART))  # parts of at least PART items, at most PART parts
         step = -(-count // -(-count // step))  # (of even sizes)
         return [f"{base}/{a}-{min(a + step, stop)}" for a in range(start, stop, step)]
@@ -254,10 +267,15 @@ class Grouping:
         """Every node inside ``gid``, at any depth (inputs not counted), ascending."""
         base, a, b = self._part(gid)
         if a is not None:
-            items = self._items(base)[a:b]
-            chunks = [np.array([i]) if isinstance(i, int) else self.members(i) for i in items] or [
-                np.zeros(0, dtype=np.int64)
-            ]
+            items = self._items(base)
+            kept = self._item_arrays.get(base)
+            if kept is None:  # the node items as one array (-1 where a group is)
+                kept = self._item_arrays[base] = np.array(
+                    [i if isinstance(i, int) else -1 for i in items], dtype=np.int64
+                )
+            nodes = kept[a:b]
+            chunks = [nodes[nodes >= 0]]
+            chunks += [self.members(items[j]) for j in np.flatnonzero(nodes < 0) + a]
             return np.sort(np.concatenate(chunks))
         kind, call, k, function = self._parse(base)
         nc, inside = self.node_call, self.inside
@@ -325,22 +343,23 @@ class Grouping:
         edges: dict = {}
         inputs: dict = {}
         outputs: dict = {}
+        width = np.int64(len(keys) + 1)
+        ins, outs = [], []  # (group, node) pairs, as one int each
         for parent in (t.parent_a, t.parent_b):
             child = np.flatnonzero(parent >= 0)
             src, dst = rep[parent[child]], rep[child]
             cross = (src != dst) & (src >= 0) & (dst >= 0)
-            pairs, counts = np.unique(
-                np.stack([src[cross], dst[cross]]), axis=1, return_counts=True
-            )
-            for (a, b), c in zip(pairs.T.tolist(), counts.tolist()):
-                key = (keys[a], keys[b])
+            pairs, counts = np.unique(src[cross] * width + dst[cross], return_counts=True)
+            for pair, c in zip(pairs.tolist(), counts.tolist()):
+                key = (keys[pair // width], keys[pair % width])
                 edges[key] = edges.get(key, 0) + c
-            for p, d in zip(parent[child][cross].tolist(), dst[cross].tolist()):
-                if d < len(groups):
-                    inputs.setdefault(keys[d], set()).add(p)
-                s = rep[p]
-                if s < len(groups):
-                    outputs.setdefault(keys[s], set()).add(p)
+            p, d, s = parent[child][cross], dst[cross], src[cross]
+            n = np.int64(self.n)
+            ins.append(d[d < len(groups)] * n + p[d < len(groups)])
+            outs.append(s[s < len(groups)] * n + p[s < len(groups)])
+        for found, into in ((ins, inputs), (outs, outputs)):
+            for pair in np.unique(np.concatenate(found)).tolist():
+                into.setdefault(keys[pair // self.n], set()).add(pair % self.n)
         target = t.n - 1
         if 0 <= rep[target] < len(groups):
             outputs.setdefault(keys[rep[target]], set()).add(target)

@@ -49,9 +49,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import render, teaching
+from . import grouped, render, teaching
 from ..analysis import torchcheck
 from ..analysis.graph import backward_steps, children_of
+from ..analysis.groups import Grouping
 
 __all__ = [
     "TraceWidget",
@@ -553,7 +554,7 @@ def _payload(
     tabs left out of the payload (their entries say ``"deferred": true``). ``gradients`` is
     the Gradients tab when the caller made it (the static copy shows the same table)."""
     if summary is render._SUMMARISE:
-        summary = render.summarise(trace)
+        summary = grouped.summarise(trace)
     fold = render.Folded(trace) if fold is None else fold
     drawn = render.drawn_nodes(trace, summary, fold)
     drawn_set = set(drawn)
@@ -566,6 +567,8 @@ def _payload(
         entry = _node_entry(trace, i, children, fold, status, memo)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
+    if dot is None and summary is not None and summary.dot is not None:
+        dot = summary.dot
     if dot is None:
         subset = summary.shown if summary else None
         ways = render.directions(trace, drawn)
@@ -660,7 +663,7 @@ def _classes():
                 _css = traitlets.Unicode((STATIC / "widget.css").read_text("utf-8")).tag(sync=True)
                 _anywidget_id = traitlets.Unicode(f"{__name__}.LiveView").tag(sync=True)
 
-            def __init__(self, *args, source=None, deferred=None, **kwargs):
+            def __init__(self, *args, source=None, deferred=None, grouped_view=None, **kwargs):
                 if fixed:
                     ipywidgets.DOMWidget.__init__(self, *args, **kwargs)
                 else:
@@ -669,15 +672,45 @@ def _classes():
                 # deferred tabs: the widget never keeps a trace alive
                 self._source = source
                 self._deferred = dict(deferred or {})
-                if self._deferred:
+                self._grouped = grouped_view
+                if self._deferred or grouped_view:
                     self.on_msg(self._on_msg)
 
             def _on_msg(self, widget, content, buffers):
                 if isinstance(content, dict) and content.get("type") == "open":
                     self.open_tab(str(content.get("tab", "")))
 
+            def open_group(self, gid: str) -> dict | None:
+                """Open the group ``gid`` of a picture grouped by the code: the new picture's
+                DOT and its opened groups go into ``opened["graph"]`` (kept with the widget's
+                state, so a saved notebook shows the groups that were opened)."""
+                trace = self._source() if self._source is not None else None
+                if not self._grouped or trace is None:
+                    return None
+                opened = json.loads(self.opened)
+                graph = opened.get("graph") or {"id": "graph", "groups": self._grouped}
+                groups = set(graph["groups"])
+                if gid in groups:
+                    return graph
+                grouping = Grouping(trace)
+                try:
+                    grouping.group(gid)
+                except (ValueError, IndexError, KeyError):  # not a group of this run
+                    return None
+                groups.add(gid)
+                graph = {
+                    "id": "graph",
+                    "groups": sorted(groups),
+                    "dot": grouped.grouped_dot(trace, grouping, groups),
+                }
+                opened["graph"] = graph
+                self.opened = json.dumps(opened, separators=(",", ":"))
+                return graph
+
             def open_tab(self, ident: str) -> dict | None:
                 """Make the deferred tab ``ident`` and add it to ``opened`` (once)."""
+                if ident.startswith("group:"):
+                    return self.open_group(ident[len("group:") :])
                 opened = json.loads(self.opened)
                 if ident in opened:
                     return opened[ident]
@@ -802,12 +835,15 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "",
         source = weakref.ref(trace)
     except TypeError:  # a trace that takes no weak references: kept
         source = lambda: trace  # noqa: E731
+    summary = parts.get("summary")
+    groups = getattr(summary, "groups", None)
     view = LiveView(
         lib=_library(),
         data=json.dumps(data, separators=(",", ":")),
         tab=first,
         source=source,
         deferred=deferred,
+        grouped_view=sorted(groups.opened_by_default()) if groups is not None else None,
     )
     _keep_open(view)
     return view
@@ -905,13 +941,15 @@ def mimebundle(trace, publish=None) -> dict:
     picture is handed to ``dot`` before the check: the check's verdicts colour a
     node only when it fails (or sits on a kink), and only then is it drawn again.
     """
-    summary = render.summarise(trace)
+    summary = grouped.summarise(trace)
     fold = render.Folded(trace)
     subset = summary.shown if summary else None
     drawn = render.drawn_nodes(trace, summary, fold)
     ways = render.directions(trace, drawn)
     known = SvgCache()
-    if len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
+    if summary is not None and summary.dot is not None:  # grouped by the code: left to right
+        dot, ways = summary.dot, ("LR",)
+    elif len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
         dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
     else:
         dot = render.to_dot(trace, None, subset=subset, fold=fold, rankdir=ways[0])
@@ -919,7 +957,11 @@ def mimebundle(trace, publish=None) -> dict:
     drawing = _Drawing(dot, known)
     report, expected, torch, problems = _analyses(trace)
     marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
-    if marked and not set(marked).isdisjoint(drawn):
+    if marked and summary is not None and summary.groups is not None:
+        opened = summary.groups.opened_by_default()
+        dot = summary.dot = grouped.grouped_dot(trace, summary.groups, opened, report)
+        drawing = _Drawing(dot)
+    elif marked and not set(marked).isdisjoint(drawn):
         dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
         drawing = _Drawing(dot)
     dots = (

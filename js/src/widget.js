@@ -114,10 +114,11 @@ function key(title) {
 
 // ------------------------------------------------------------------ a drawn graph with pan/zoom
 class GraphView {
-  constructor(data, { onSelect, onHover }) {
+  constructor(data, { onSelect, onHover, onGroup }) {
     this.data = data;
     this.onSelect = onSelect;
     this.onHover = onHover;
+    this.onGroup = onGroup; // a picture grouped by the code: a box clicked is opened
     this.el = h("div", { class: "gm-graph" });
     this.toolbar = h("div", { class: "gm-toolbar" },
       h("button", { class: "gm-btn", title: "zoom out (-)", text: "−", onclick: () => this.zoomBy(1 / 1.25) }),
@@ -140,10 +141,16 @@ class GraphView {
     svg.removeAttribute("width");
     svg.removeAttribute("height");
     svg.setAttribute("class", "gm-svg");
+    this.nodes = new Map();
+    this.edges = [];
     svg.querySelectorAll("title").forEach((t) => {
       const g = t.parentNode;
       const k = key(t.textContent || "");
-      if (g.classList.contains("node") && k) {
+      const group = /^g:(.+)$/.exec((t.textContent || "").trim());
+      if (g.classList.contains("node") && group) {
+        g.dataset.group = group[1];
+        g.classList.add("gm-group");
+      } else if (g.classList.contains("node") && k) {
         g.dataset.kind = k.kind;
         g.dataset.index = k.index;
         if (!this.nodes.has(k.index)) this.nodes.set(k.index, {});
@@ -303,7 +310,9 @@ class GraphView {
       this.port.classList.remove("gm-dragging");
       if (moved) return;
       const g = e.target.closest && e.target.closest("g.node");
-      if (g && this.port.contains(g) && g.dataset.index !== undefined && g.dataset.kind !== "h") {
+      if (g && this.port.contains(g) && g.dataset.group && this.onGroup) {
+        this.onGroup(g.dataset.group);
+      } else if (g && this.port.contains(g) && g.dataset.index !== undefined && g.dataset.kind !== "h") {
         this.onSelect(Number(g.dataset.index));
       }
     });
@@ -553,10 +562,13 @@ function render({ model, el }) {
     const view = new GraphView(data, {
       onSelect: (i) => { model.set("selected", i); model.save_changes(); },
       onHover: hover,
+      // the kernel opens the group and answers with the new picture in `opened.graph`
+      onGroup: kind === "graph" ? (id) => model.send({ type: "open", tab: `group:${id}` }) : null,
     });
     const entry = { kind, view, ready: null };
     const started = performance.now();
-    entry.ready = chooseDot().then((dot) => {
+    const saved = kind === "graph" ? openedTabs().graph : null; // groups opened before
+    entry.ready = (saved && saved.dot ? Promise.resolve(saved.dot) : chooseDot()).then((dot) => {
       view.dot = dot;
       return layout(model, dot);
     }).then((svg) => {
@@ -776,6 +788,19 @@ function render({ model, el }) {
   const onStep = () => { const b = built.get("backward"); if (b?.entry?.view.svg) b.entry.showStep(model.get("step")); };
   const onTab = () => show(model.get("tab"));
   const onOpened = () => {
+    const regrouped = openedTabs().graph;
+    if (regrouped && regrouped.dot) for (const g of graphs) {
+      if (g.kind !== "graph" || g.view.dot === regrouped.dot) continue;
+      const view = g.view;
+      view.dot = regrouped.dot;
+      g.ready = layout(model, regrouped.dot).then((svg) => {
+        view.mount(svg);
+        view.view = null;
+        view.initialView(data.target);
+        select(model.get("selected"));
+        return view;
+      }).catch((err) => { failed(view, err); throw err; });
+    }
     for (const [id, made] of [...built]) {
       if (!made.waiting) continue;
       const tab = tabs.find((t) => t.id === id);
