@@ -240,9 +240,18 @@ class Grouping:
         count = stop - start
         if count <= PART:
             return [self._through(i) for i in items[start:stop]]
-        step = max(PART, -(-count // PART))  # parts of at least PART items, at most PART parts
+        # the groups first (a line's calls), when they leave room; then the nodes, in parts
+        groups = 0
+        while start + groups < stop and isinstance(items[start + groups], str):
+            groups += 1
+        if groups >= PART or groups == count:
+            groups = 0
+        shown = [self._through(i) for i in items[start : start + groups]]
+        start += groups
+        count, parts = stop - start, PART - groups
+        step = max(PART, -(-count // parts))  # parts of at least PART items, at most `parts`
         step = -(-count // -(-count // step))  # (of even sizes)
-        return [f"{base}/{a}-{min(a + step, stop)}" for a in range(start, stop, step)]
+        return shown + [f"{base}/{a}-{min(a + step, stop)}" for a in range(start, stop, step)]
 
     def _through(self, item):
         """``item``, or what it holds when that is one thing (a call of one line: the line's
@@ -297,7 +306,7 @@ class Grouping:
     # ---------------------------------------------------------------- a view
     def opened_by_default(self, budget: int = BUDGET) -> set:
         """The groups a first view opens: level by level, the biggest first, while the view
-        shows at most ``budget`` items."""
+        shows at most ``budget`` items; a group that would show only parts stays closed."""
         opened: set = set()
         shown = self.top()
         level = [g for g in shown if isinstance(g, str)]
@@ -306,6 +315,8 @@ class Grouping:
             following = []
             for gid in sorted(level, key=lambda g: -self.group(g).size):
                 kids = self.children(gid)
+                if all(isinstance(k, str) and "/" in k for k in kids):
+                    continue  # parts of a long list tell less than the list's one box
                 if count - 1 + len(kids) <= budget:
                     opened.add(gid)
                     count += len(kids) - 1

@@ -180,8 +180,12 @@ def grouped_dot(
         node = trace.nodes[i]
         attrs = render._value_attrs(node, i == target, status.get(i), False, False, "LR", None)
         op = render.op_symbol(trace, i)
-        if op:
-            attrs = attrs.replace('label="{', f'label="{{{render.escape_record(op)}|', 1)
+        if op:  # the op that made it, in place of an empty name
+            symbol = render.escape_record(op)
+            if 'label="{|' in attrs:
+                attrs = attrs.replace('label="{|', f'label="{{{symbol}|', 1)
+            else:
+                attrs = attrs.replace('label="{', f'label="{{{symbol}|', 1)
         body.setdefault(view.frame_of.get(f"n{i}"), []).append(f"  v{i} [{attrs}];")
     kids: dict = {}
     for gid, (_, parent) in view.frames.items():

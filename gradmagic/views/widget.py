@@ -598,7 +598,9 @@ def _payload(
         "dot": dot,
         # a small graph in both directions: the front-end shows the one that fits its width
         "dots": dots,
-        "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
+        "summary": None
+        if summary is None
+        else {"counts": summary.counts, "note": summary.note, "grouped": summary.dot is not None},
         "nodes": entries,
         "order": sorted(drawn, reverse=True),  # graph order: the target first
         "tabs": tabs,

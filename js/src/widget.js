@@ -189,7 +189,12 @@ class GraphView {
     this.width = w;
     this.height = height;
     const fits = this.gw * s <= w + 1 && this.gh * s <= height + 1;
-    if (fits || centerOn === undefined) {
+    if (!fits && centerOn === "start") {
+      // a picture grouped by the code: its start, where the inputs and the first groups are
+      this.view = { s, x: 0, y: (this.gh - height / s) / 2 };
+      this.clamp();
+      this.apply();
+    } else if (fits || centerOn === undefined) {
       this.view = { s, x: (this.gw - w / s) / 2, y: (this.gh - height / s) / 2 };
       this.apply();
     } else {
@@ -590,7 +595,7 @@ function render({ model, el }) {
     entry.view.toolbar.append(picker);
     page.append(entry.view.el, legend(), info);
     entry.show = () => entry.ready.then((v) => {
-      if (!v.view) v.initialView(data.target);
+      if (!v.view) v.initialView(data.summary && data.summary.grouped ? "start" : data.target);
       const i = model.get("selected");
       select(i);
     });
@@ -635,7 +640,7 @@ function render({ model, el }) {
       text.replaceChildren(...stepText(k, payload, data));
     };
     entry.show = () => entry.ready.then((v) => {
-      if (!v.view) v.initialView(data.target);
+      if (!v.view) v.initialView(data.summary && data.summary.grouped ? "start" : data.target);
       showStep(model.get("step"));
     });
     entry.showStep = showStep;
@@ -684,7 +689,7 @@ function render({ model, el }) {
     page.append(...[head, controls, payload.legend ? h("p", { class: "gm-muted", text: payload.legend }) : null,
       text, entry.view.el, legend(), payload.note ? h("p", { class: "gm-note", text: payload.note }) : null].filter(Boolean));
     entry.show = () => entry.ready.then((v) => {
-      if (!v.view) v.initialView(data.target);
+      if (!v.view) v.initialView(data.summary && data.summary.grouped ? "start" : data.target);
       showFrame(k);
     });
     entry.stepBy = (d) => showFrame(k + d);
@@ -796,7 +801,7 @@ function render({ model, el }) {
       g.ready = layout(model, regrouped.dot).then((svg) => {
         view.mount(svg);
         view.view = null;
-        view.initialView(data.target);
+        view.initialView("start");
         select(model.get("selected"));
         return view;
       }).catch((err) => { failed(view, err); throw err; });
