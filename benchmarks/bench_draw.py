@@ -56,11 +56,11 @@ CHILD = textwrap.dedent("""
     page = render.graph_html(trace, summary=summary, dot=dot)
     took = time.perf_counter() - start
     dot_rss = 0  # the kept dot process's peak (VmHWM), read before it ends
-    proc = render._DOT._proc
+    proc = render.dot_process._proc
     if proc is not None:
         with open(f"/proc/{{proc.pid}}/status") as f:
             dot_rss = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM"))
-    render._DOT.close()
+    render.dot_process.close()
     with open({dot_file!r}, "w") as f:
         f.write(dot)
     print(json.dumps({{"nodes": trace.n, "drawn": len(render.drawn_nodes(trace, summary)),

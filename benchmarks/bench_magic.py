@@ -16,7 +16,7 @@ from __future__ import annotations
 
 
 from gradmagic.core.engine import Value
-from gradmagic.notebook.magic import _link
+from gradmagic.notebook.cell import _link
 from gradmagic.notebook.rewrite import rewrite
 from timing import timed
 

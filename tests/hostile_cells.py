@@ -187,4 +187,32 @@ CELLS = [
         11,
         "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: float\n    y: float = 0.0\np = P(1.5, 2)\nprint(p, type(p.x) is float)",
     ),
+    # 12. identity and integers as data
+    (
+        12,
+        "class Node:\n    def __init__(self, v):\n        self.value = v\n"
+        "tree = [Node(10), Node(20), Node(300)]\n"
+        "def find(v):\n    for n in tree:\n        if n.value is v:\n            return n\n"
+        "x = 10\ny = 300\nprint(find(x) is not None, find(y) is not None, find(20).value, find(5))",
+    ),
+    (
+        12,
+        "def perfect(n):\n    return sum(i for i in range(1, n // 2 + 1) if n % i == 0) == n\n"
+        "print(perfect(8128), perfect(8127), [k for k in range(2, 500) if perfect(k)])",
+    ),
+    (
+        12,
+        "import functools\n@functools.lru_cache\ndef fib(k):\n    return k if k < 2 else fib(k - 1) + fib(k - 2)\n"
+        "_seen = [fib(k) for k in range(30)]\n__last__ = fib(29)\nprint(_seen[-3:], __last__, fib.cache_info())",
+    ),
+    (
+        12,
+        "import sys\nx = 1.5\nn = 3\nv = [x, n]\n"
+        "print(sys.getsizeof(x) == sys.getsizeof(1.5), sys.getsizeof(n), sys.getsizeof(v))",
+    ),
+    (
+        8,
+        "import math\nx = 0.5\nz = complex(x, 2.0)\ny = math.exp2(x) + abs(z) + math.fmod(x, 0.3)\n"
+        "print(z, y, math.atan2(x, -1.0), math.copysign(x, -0.0), math.cbrt(-x))",
+    ),
 ]

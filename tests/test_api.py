@@ -128,10 +128,10 @@ def test_an_error_points_at_the_users_line():
 
 def test_a_cut_is_named_where_a_function_has_no_rule():
     def cut(x):
-        return math.atan2(x, 1.0) * x
+        return math.lgamma(x) * x
 
     run = autograd(cut)(0.5)
-    assert any("atan2" in w for w in run.trace.warnings)
+    assert any("lgamma" in w for w in run.trace.warnings)
 
 
 def test_the_view_is_the_magics_widget():

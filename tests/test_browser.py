@@ -292,6 +292,17 @@ IN_VIEW = """g => {
 }"""
 
 
+def _window_listeners(page, kind: str) -> int:
+    """How many ``kind`` listeners window has (Chromium's DevTools protocol)."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        window = cdp.send("Runtime.evaluate", {"expression": "window"})["result"]["objectId"]
+        found = cdp.send("DOMDebugger.getEventListeners", {"objectId": window})["listeners"]
+        return sum(1 for listener in found if listener["type"] == kind)
+    finally:
+        cdp.detach()
+
+
 def _sizes(view) -> list:
     return view.evaluate(FONT_SIZES)
 
@@ -314,9 +325,11 @@ def test_live_view(server, browser):
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     _open(page, _url(app, base, token, "view.ipynb"))
+    listening = _window_listeners(page, "pointermove")
     _run_all(page)
     started = time.monotonic()
     views = _views(page, 6)
+    assert _window_listeners(page, "pointermove") == listening  # none added by a view
     walk, tensor, loop, recurrence, neuron, fxy = (views.nth(k) for k in range(6))
     # the 20-step tanh recurrence (206 nodes) asks for --max-nodes 300, but its weights feed every
     # step: whole, its layout is past the drawing budget (4-5 s of Graphviz on a loaded machine),
@@ -377,6 +390,17 @@ def test_live_view(server, browser):
     walk.locator(".gm-port").click(position={"x": 5, "y": 5})  # focus the view
     page.keyboard.press("-")
     assert float(port.get_attribute("data-scale")) == pytest.approx(before, rel=1e-3)
+
+    # --- a drag pans; window is listened to only while the button is down
+    box = graph.locator(".gm-port").bounding_box()
+    shown = graph.locator("svg").first.get_attribute("viewBox")
+    page.mouse.move(box["x"] + 8, box["y"] + box["height"] - 8)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 48, box["y"] + box["height"] - 18, steps=4)
+    assert _window_listeners(page, "pointermove") == listening + 1
+    page.mouse.up()
+    assert _window_listeners(page, "pointermove") == listening
+    assert graph.locator("svg").first.get_attribute("viewBox") != shown
 
     # --- the hover shows a tensor's full value
     tensor.scroll_into_view_if_needed()
@@ -492,6 +516,33 @@ def test_live_view(server, browser):
     if app == "jupyterlab":
         page.screenshot(path=str(BUILD / "jupyterlab.png"))
     assert not [e for e in errors if "gradmagic" in e.lower() or "gm-" in e], errors
+    page.close()
+
+
+def test_the_static_copy_steps_aside_in_any_markup(browser):
+    """Outside JupyterLab's output boxes (VS Code and Colab have their own markup) the copy
+    hides itself while its own run's live view is on the page, and shows again if that view
+    could not draw; the live view never touches it."""
+    from gradmagic.views import render
+
+    page = browser.new_page()
+    copy = (
+        '<div class="gradmagic gradmagic-static" data-gm-run="a1">'
+        f"{render.static_style('a1')}<p>the copy</p></div>"
+    )
+    page.set_content(
+        f'<div class="out">{copy}</div>'
+        '<div class="out" id="views"><div class="gm-root" data-run="b2">another run</div></div>'
+    )
+    static = page.locator(".gradmagic-static")
+    assert static.is_visible()  # another run's view does not hide it
+    page.evaluate(
+        "document.querySelector('#views').insertAdjacentHTML('beforeend', "
+        '\'<div id="live" class="gm-root" data-run="a1">its view</div>\')'
+    )
+    assert not static.is_visible()
+    page.evaluate("document.querySelector('#live').classList.add('gm-failed')")
+    assert static.is_visible()
     page.close()
 
 

@@ -17,6 +17,7 @@ and the repr, type and JSON of every name it left). The kinds:
 """
 
 import math
+import re
 import warnings
 from types import SimpleNamespace
 
@@ -203,7 +204,8 @@ def test_a_cut_is_in_the_headline_and_on_the_node_it_made():
     "source, where",
     [
         ("L = math.erf(x) * x", "line 1 (math.erf)"),
-        ("L = math.atan2(x, 1.0) + x", "line 1 (math.atan2)"),
+        ("L = math.lgamma(x) + x", "line 1 (math.lgamma)"),
+        ("L = math.ldexp(x, 2) + x", "line 1 (math.ldexp)"),
         ("A = np.polyval([x, 2.0], 1.5)\nL = A * x", "line 1 (numpy.polyval)"),
         ("L = np.interp(x, [0.0, 1.0], [0.0, 2.0]) + x", "line 1 (numpy.interp)"),
     ],
@@ -232,3 +234,26 @@ def test_functions_with_an_op_are_differentiated(source, expected):
     trace = _run(source, x=0.5)
     assert trace.grads["x"] == pytest.approx(expected) and not trace.warnings
     assert "cut" not in render.headline(trace)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "math.atan2(x, 0.7)",
+        "math.atan2(0.7, -x)",
+        "math.atan2(-x, -0.2)",
+        "np.arctan2(x, 0.7)",
+        "math.copysign(x, -1.0)",
+        "math.fmod(x * 7.0, 1.3)",
+        "math.remainder(x * 7.0, 1.3)",
+        "math.cbrt(x - 0.9)",
+        "math.exp2(x)",
+        "np.fmod(x * 7.0, 1.3)",
+    ],
+)
+def test_functions_built_from_ops_match_central_differences(call, numgrad):
+    trace = _run(f"L = {call} * 1.0", x=0.5)
+    body = re.sub(r"\bx\b", "xs[0]", call)
+    plain = eval(f"lambda xs: {body}", {"math": math, "np": np})
+    assert not trace.warnings and trace.value == pytest.approx(float(plain([0.5])), abs=0)
+    assert trace.grads["x"] == pytest.approx(numgrad(plain, [0.5])[0], rel=1e-6)

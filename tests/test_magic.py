@@ -47,7 +47,7 @@ INLINE_TEXTBOOK = [
     ("a value used twice", "a = 3.0\nb = a + a\nb", [["b.data", 6.0], ["a.grad", 2.0]]),
 ]
 
-RUNTIME_NAMES = ("_runtime", "RT.", "lab(", "lit(", "shown(", "ints(", "\\x00", "\x00")
+RUNTIME_NAMES = ("_runtime", "RT.", "labelled(", "literal(", "shown(", "ints(", "\\x00", "\x00")
 
 
 def autograd(ip, body, options="-q", **kw):
@@ -423,6 +423,19 @@ def test_a_cut_graph_is_reported_with_its_line(ip):
     ]
     assert isinstance(ip.user_ns["z"], np.ndarray)  # changed in place: not a Tensor
     assert trace.grads["x"] == 3.0  # L = 2y + x, y = asin(x) (cut) + x
+
+
+def test_numbers_packed_into_bytes_are_a_named_cut(ip):
+    # the fast inverse square root reads its float's bits: the derivative of the plain
+    # function is not the graph's, and the trace says where the numbers left it
+    autograd(
+        ip,
+        "import struct\nx = 4.1\ni = struct.unpack('>i', struct.pack('>f', x))[0]\n"
+        "y = struct.unpack('>f', struct.pack('>i', 0x5F3759DF - (i >> 1)))[0]\n"
+        "y * (1.5 - 0.5 * x * y * y)",
+    )
+    trace = gradmagic.last
+    assert trace.warnings[0].startswith("line 4: struct.pack computes outside the graph: 'x'")
 
 
 def test_no_new_names_and_no_ast_transformers(ip):

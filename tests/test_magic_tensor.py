@@ -20,7 +20,7 @@ def array_node(x) -> bool:
     return type(x) in (Array, Scalar64) and isinstance(x, (np.ndarray, np.float64))
 
 
-RUNTIME_NAMES = ("_runtime", "lab(", "lit(", "leaf(", "changing(", "\\x00", "\x00")
+RUNTIME_NAMES = ("_runtime", "labelled(", "literal(", "leaf(", "changing(", "\\x00", "\x00")
 
 
 def autograd(ip, body, options="-q"):

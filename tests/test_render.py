@@ -10,7 +10,7 @@ import graphviz
 import pytest
 
 from gradmagic import Value
-from gradmagic.views import render
+from gradmagic.views import drawing, render
 from gradmagic.analysis.check import check
 from gradmagic.core.engine import _make_unary
 from gradmagic.core.ops import OPS
@@ -600,7 +600,7 @@ def test_columns_read_as_the_node_views_do():
     assert render.op_labels(trace, rows, fold) == render.op_labels(trace, rows, set(fold))
     status = {rows[1]: "fail"}
     assert render.flags_text(trace, rows, status) == [
-        render._flags(n, status.get(n.index)) for n in trace.nodes
+        render.flag_words(n, status.get(n.index)) for n in trace.nodes
     ]
 
 
@@ -632,13 +632,13 @@ def test_one_dot_process_draws_graph_after_graph_as_a_fresh_one_does():
 # --------------------------------------------------------------------------- bounded drawing
 def test_dot_is_stopped_past_its_time_and_says_so(monkeypatch):
     slow = render.to_dot(chain(200))  # x feeds every step: about a second or more of dot
-    monkeypatch.setattr(render, "DOT_SECONDS", 0.05)
-    monkeypatch.setattr(render._DotServer, "TIMEOUT", 0.05)
+    monkeypatch.setattr(drawing, "DOT_SECONDS", 0.05)
+    monkeypatch.setattr(drawing.DotServer, "TIMEOUT", 0.05)
     started = time.monotonic()
     with pytest.raises(render.DrawError, match=r"took more than 0.05 s .* was stopped"):
         render.svg(slow)
     with pytest.raises(render.DrawError, match=r"took more than 0.05 s"):  # the one-shot too
-        render._dot_once(slow)
+        drawing.dot_once(slow)
     assert time.monotonic() - started < 3
     html = render.graph_html(chain(200), max_nodes=10_000, summary=None)
     assert "took more than 0.05 s" in html and "the tables below still show the run" in html
@@ -647,6 +647,6 @@ def test_dot_is_stopped_past_its_time_and_says_so(monkeypatch):
 
 
 def test_dot_runs_with_bounded_memory(monkeypatch):
-    monkeypatch.setattr(render, "DOT_BYTES", 30 << 20)  # too little for this graph's layout
+    monkeypatch.setattr(drawing, "DOT_BYTES", 30 << 20)  # too little for this graph's layout
     with pytest.raises(render.DrawError, match="dot ran out of its 30 MB of memory"):
-        render._dot_once(render.to_dot(chain(200)))
+        drawing.dot_once(render.to_dot(chain(200)))

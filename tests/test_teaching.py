@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gradmagic import Tensor, Value
-from gradmagic.analysis import teaching
+from gradmagic.analysis import explanations
 from gradmagic.analysis.trace import Trace
 from gradmagic.views import render
 from gradmagic.views import teaching as views
+from gradmagic.views import teaching_walk
 
 SEED_CELL = "x = 2.0\ny = 3.0\na = 3*x**2\nb = x*y\nc = 5*y**2\nd = a + b\nf = d + c\nf"
 
@@ -73,9 +74,9 @@ def test_jvp_tangents_equal_reverse_mode_gradients(case):
         g = trace.node(x.label).grad
         assert abs(t.target - g) <= 1e-12 * max(1.0, abs(g)), (x.label, t.target, g)
         assert t[x.label] == 1.0 and t.by_name[x.label] == 1.0
-    comparison = teaching.forward_vs_reverse(trace)
+    comparison = explanations.forward_vs_reverse(trace)
     assert comparison.agree and comparison.complete
-    assert comparison.inputs == len(teaching.inputs(trace))
+    assert comparison.inputs == len(explanations.inputs(trace))
 
 
 @settings(max_examples=40, deadline=None)
@@ -93,7 +94,7 @@ def test_jvp_is_linear_in_the_seed(case, ws):
 
 def brute_paths(trace, start):
     """Every path from ``start`` to the target as lists of local derivatives (exhaustive)."""
-    kids = teaching.children(trace)
+    kids = explanations.children(trace)
     target = trace.target.index
     out = []
 
@@ -119,7 +120,7 @@ def test_path_sums_equal_the_gradients(case):
     trace, xs = case
     for x in xs:
         i = trace.node(x.label).index
-        everything = teaching.paths(trace, i, handful=10**6)
+        everything = explanations.paths(trace, i, handful=10**6)
         brute = brute_paths(trace, i)
         assert everything.count == len(brute) == len(everything.paths)
         assert everything.complete
@@ -132,7 +133,7 @@ def test_path_sums_equal_the_gradients(case):
             )
             assert p.nodes[0] == trace.target.index and p.nodes[-1] == i
         # best-first top-k = the k largest |products| of the full list
-        top = teaching.paths(trace, i, handful=0, top=3)
+        top = explanations.paths(trace, i, handful=0, top=3)
         want = sorted((abs(math.prod(b)) for b in brute), reverse=True)[:3]
         assert [abs(p.product) for p in top.paths] == pytest.approx(want, rel=1e-12)
         assert top.count == len(brute) and not top.complete
@@ -205,7 +206,7 @@ def test_the_walk_reproduces_the_seeds_printout(ip):
     # keep no graph links after the cell: the graph is the trace's)
     seed_lines, topo, visited = seed_algorithm(_linked(trace, trace.target.index, {}))
     assert lines == seed_lines
-    walk = teaching.walk(trace)
+    walk = explanations.walk(trace)
     assert len(walk.order) == len(topo) == len(trace.nodes)
     text = views.walk_text(trace)
     assert "v ['f', 'd']" in text and "t ['x', 'a']" in text
@@ -215,7 +216,7 @@ def test_the_walk_reproduces_the_seeds_printout(ip):
 @given(graphs(max_inputs=3, max_ops=20))
 def test_topological_order_is_valid_and_is_the_seeds(case):
     trace, _ = case
-    walk = teaching.walk(trace)
+    walk = explanations.walk(trace)
     position = {i: k for k, i in enumerate(walk.order)}
     assert sorted(walk.order) == list(range(len(trace.nodes)))
     for node in trace.nodes:  # parents before children
@@ -239,7 +240,7 @@ def test_seed_paths_of_df_dx_read_as_the_seed_writes_them(ip):
     import gradmagic
 
     trace = gradmagic.last
-    result = teaching.paths(trace, "x")
+    result = explanations.paths(trace, "x")
     assert result.count == 2 and result.complete
     assert result.listed_sum == 15.0 == 6 * 2.0 + 3.0 == trace.grads["x"]
     exprs = views.expressions(trace)
@@ -252,7 +253,7 @@ def test_seed_paths_of_df_dx_read_as_the_seed_writes_them(ip):
     page = views.paths_html(trace, "x", draw=False)
     assert "1·1·3·(2x)" in page and "12 + 3 = 15" in page
     # df/dy = x + 10y = 32
-    assert teaching.paths(trace, "y").listed_sum == 32.0
+    assert explanations.paths(trace, "y").listed_sum == 32.0
 
 
 def test_last_jvp_returns_every_nodes_tangent(ip):
@@ -267,9 +268,9 @@ def test_last_jvp_returns_every_nodes_tangent(ip):
     both = gradmagic.last.jvp({"x": 1, "y": 1})
     assert both.target == 15.0 + 32.0
     assert gradmagic.last.jvp("y").target == 32.0
-    comparison = teaching.forward_vs_reverse(gradmagic.last)
+    comparison = explanations.forward_vs_reverse(gradmagic.last)
     assert comparison.inputs == 2 and len(comparison.passes) == 2 and comparison.agree
-    assert comparison.edges == teaching.edge_count(gradmagic.last) == 14
+    assert comparison.edges == explanations.edge_count(gradmagic.last) == 14
     assert comparison.forward_operations == sum(p.operations for p in comparison.passes)
     text = views.forward_text(gradmagic.last, "x")
     assert "2 inputs → 2 passes" in text and "1 backward pass, 14 multiply-adds" in text
@@ -295,7 +296,7 @@ def test_tensor_runs_say_forward_mode_covers_scalar_graphs():
     W = Tensor(np.array([[1.0, 2.0], [3.0, 4.0]]), label="W")
     L = (W * W).sum()
     trace = traced(L)
-    with pytest.raises(teaching.ForwardModeError, match="covers scalar graphs"):
+    with pytest.raises(explanations.ForwardModeError, match="covers scalar graphs"):
         trace.jvp({"W": 1})
     assert "covers scalar graphs" in views.forward_html(trace, draw=False)
     assert "scalar graphs" in views.paths_html(trace, draw=False)
@@ -307,12 +308,12 @@ def test_nodes_the_target_does_not_reach_are_greyed_and_explained(ip):
     import gradmagic
 
     trace = gradmagic.last
-    walk = teaching.walk(trace)
+    walk = explanations.walk(trace)
     assert walk.unreached == {"g": 20.0}
     assert "Not reached: g" in views.walk_text(trace)
     page = views.walk_html(trace, step=1, draw=False)
     assert "Not reached: g" in page
-    assert 'style="filled,dashed"' in views._unreached_dot(walk)
+    assert 'style="filled,dashed"' in teaching_walk._unreached_dot(walk)
 
 
 def test_exponentially_many_paths_are_counted_not_listed():
@@ -321,9 +322,9 @@ def test_exponentially_many_paths_are_counted_not_listed():
     for _ in range(60):
         v = v + v  # each doubling doubles the paths
     trace = traced(v)
-    result = teaching.paths(trace, "x")
+    result = explanations.paths(trace, "x")
     assert result.count == 2**60  # exact, an int
-    assert not result.complete and len(result.paths) == teaching.TOP
+    assert not result.complete and len(result.paths) == explanations.TOP
     assert result.total == result.grad == 2.0**60
     assert all(p.product == 1.0 and len(p.steps) == 60 for p in result.paths)
     text = views.paths_text(trace, "x")
@@ -354,7 +355,7 @@ def test_views_are_capped_on_a_2000_node_graph(big):
     n = len(big.nodes)
     assert n >= 2000
     forward = views.forward_html(big, draw=False)
-    walk = views.walk_html(big, step=len(teaching.walk(big).events) // 2, draw=False)
+    walk = views.walk_html(big, step=len(explanations.walk(big).events) // 2, draw=False)
     paths = views.paths_html(big, draw=False)
     static = views.static_section(big)
     for page in (forward, walk, paths, static):
@@ -367,13 +368,13 @@ def test_views_are_capped_on_a_2000_node_graph(big):
     text = views.walk_text(big)
     assert len(text.splitlines()) <= views.LINES + 4
     assert "more lines" in text
-    comparison = teaching.forward_vs_reverse(big)
+    comparison = explanations.forward_vs_reverse(big)
     assert not comparison.complete and comparison.agree  # 50 run, the rest counted
     assert comparison.forward_operations > comparison.edges
 
 
 def test_drawn_views_keep_the_highlighted_node_on_a_big_graph(big):
-    walk = teaching.walk(big)
+    walk = explanations.walk(big)
     step = len(walk.events) // 2
     _, _, (_, current) = walk.at(step)
     page = views.walk_html(big, step=step, cache={})
@@ -418,7 +419,7 @@ def test_expressions_write_nodes_as_people_do():
 def test_repeated_inputs_count_each_edge():
     a = Value(3.0, label="a")
     trace = traced(a + a)
-    result = teaching.paths(trace, "a")
+    result = explanations.paths(trace, "a")
     assert result.count == 2 and result.listed_sum == 2.0 == trace.grads["a"]
     t = trace.jvp({"a": 1})
     assert t.target == 2.0 and t.operations == 2
@@ -483,7 +484,7 @@ def test_widget_tabs_are_json_and_step_through_the_views():
     ends = [fr["html"] for fr in forward["frames"] if "the pass ends" in fr["html"]]
     assert len(ends) == 2 and "= 15, backward gave 15" in ends[0] and "= 32" in ends[1]
     # walk: one frame per event, visits and appends in the walk's order
-    events = teaching.walk(trace).events
+    events = explanations.walk(trace).events
     assert len(walk["frames"]) == len(events)
     assert [fr["n"] for fr in walk["frames"]] == [i for _, i in events]
     assert walk["frames"][0]["html"].startswith("<b>v</b>")
@@ -516,7 +517,7 @@ def test_negative_factors_are_written_in_parentheses():
     L = (e + 10.0) * -2.0
     trace = traced(L)
     exprs = views.expressions(trace)
-    (path,) = teaching.paths(trace, "a").paths
+    (path,) = explanations.paths(trace, "a").paths
     assert views._path_cells(trace, exprs, path)[2] == "-2·1·(-3)"
 
 

@@ -4,6 +4,7 @@ What the browser does with them (drawing, clicking, zooming, stepping) is in tes
 """
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from gradmagic.analysis.graph import backward_steps, grads_at, path_to_target  #
 from gradmagic.views.widget import WIDGET_MIME, TraceWidget, mimebundle, payload
 
 pytest.importorskip("anywidget")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def traced(target, **kwargs):
@@ -321,8 +323,10 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     page = static["text/html"]
     assert '<img class="gradmagic-graph"' in page and "<svg" not in page  # survives sanitisers
     assert "<table" in page and "gradients match" in page
+    # the copy hides itself beside its live view (its own style, keyed by the run's id)
     run = re.search(r'data-gm-run="([0-9a-f]+)"', page).group(1)
-    assert json.loads(widget_model(bundle).data)["run"] == run  # the live view hides this copy
+    assert render.static_style(run) in page
+    assert json.loads(widget_model(bundle).data)["run"] == run
     whole = mimebundle(trace)  # no publisher: one bundle with all three
     assert set(whole) == {WIDGET_MIME, "text/html", "text/plain"}
 
@@ -602,14 +606,12 @@ def test_local_derivatives_are_read_from_the_snapshot():
     assert trace.node("x").local == () and trace.target.local == (1.0, 1.0)
 
 
-def test_the_live_view_sends_what_anywidget_would_without_a_class_per_widget():
-    """The live view declares anywidget's synced traits once: its state carries the same
-    module, styles and id as an AnyWidget made the usual way, and every view is of one class."""
+def test_the_live_view_is_an_anywidget_made_the_documented_way():
+    """Its state carries the same module, styles and model names as an AnyWidget made the
+    usual way (``_esm`` and ``_css`` naming the built files)."""
     import anywidget
 
-    first = widget_model(bundle_of(neuron())[1])
-    second = widget_model(bundle_of(neuron())[1])
-    assert type(first) is type(second)
+    view = widget_model(bundle_of(neuron())[1])
 
     class Usual(anywidget.AnyWidget):
         _esm = widget.STATIC / "widget.js"
@@ -617,7 +619,7 @@ def test_the_live_view_sends_what_anywidget_would_without_a_class_per_widget():
 
     usual = Usual()
     try:
-        ours, theirs = first.get_state(), usual.get_state()
+        ours, theirs = view.get_state(), usual.get_state()
         for key in (
             "_esm",
             "_css",
@@ -629,10 +631,36 @@ def test_the_live_view_sends_what_anywidget_would_without_a_class_per_widget():
             "_view_module_version",
         ):
             assert ours[key] == theirs[key], key
-        assert ours["_anywidget_id"] == "gradmagic.views.widget.LiveView"
+        assert ours["_anywidget_id"] == "gradmagic.views.live.LiveView"
         assert "export" in ours["_esm"] and ours["_css"].strip()
     finally:
         usual.close()
+
+
+def test_graphviz_travels_as_bytes_in_a_binary_buffer():
+    """The library's module is sent as it is in the package (gzipped bytes), as a buffer of
+    the comm message, not as text inside the JSON."""
+    from ipywidgets.widgets.widget import _remove_buffers
+
+    view = widget_model(bundle_of(neuron())[1])
+    lib = view.lib
+    assert lib.code == (widget.STATIC / "viz.js.gz").read_bytes()
+    state, paths, buffers = _remove_buffers(lib.get_state())
+    assert paths == [["code"]] and "code" not in state
+    assert bytes(buffers[0]) == lib.code
+    assert widget_model(bundle_of(neuron())[1]).lib is lib  # one library for every view
+
+
+def test_the_front_end_stays_inside_its_element():
+    """The built view never looks outside the element anywidget gives it: no document-wide
+    queries, no notebook classes; window is listened to only while a drag lasts."""
+    js = (widget.STATIC / "widget.js").read_text()
+    for outside in ("document.querySelector", "jp-OutputArea", "data-gm-run", '.closest(".jp'):
+        assert outside not in js, outside
+    sources = {p.name: p.read_text() for p in (ROOT / "js" / "src").glob("*.js")}
+    adds = [name for name, text in sources.items() if "window.addEventListener" in text]
+    assert adds == ["graphview.js"]
+    assert "destroy()" in sources["graphview.js"] and "abort()" in sources["graphview.js"]
 
 
 def test_the_gradients_table_sorts_numbers_by_magnitude_and_sends_keys_only_for_arrays():
@@ -691,7 +719,7 @@ def _contrast(a: str, b: str) -> float:
 def test_every_text_colour_reads_at_wcag_aa_contrast():
     """Text colours of the live view's style sheet and of the drawn graphs: 4.5:1 or more on
     white and on the light fills text sits on."""
-    from gradmagic.views import teaching
+    from gradmagic.views import teaching_parts
 
     css = (widget.STATIC / "widget.css").read_text()
     colours = set()
@@ -699,7 +727,7 @@ def test_every_text_colour_reads_at_wcag_aa_contrast():
         for prop, value in re.findall(r"(?<![-\w])(color|fill)\s*:\s*(#[0-9a-fA-F]{6})", rule):
             if prop == "color" or "text" in css[: css.find(rule)].rsplit("}", 1)[-1]:
                 colours.add(value.lower())
-    colours |= {teaching._GREY, "#4b5563"}
+    colours |= {teaching_parts._GREY, "#4b5563"}
     assert "#9ca3af" not in colours and colours
     for colour in colours:
         for ground in ("#ffffff", "#f3f4f6", "#dbeafe", "#fde68a", "#e5e7eb"):

@@ -459,7 +459,7 @@ class Trace:
             del self._ids  # only needed while reading the live graph
         self._sites_of(order, sites)
         self.bindings = {name: i for name, i in zip(names, found) if i >= 0}
-        # names bound to nodes the target does not depend on (teaching.walk greys them)
+        # names bound to nodes the target does not depend on (explanations.walk greys them)
         values = list((bindings or {}).values())
         self.unreached = {
             name: (d.copy() if isinstance(d, np.ndarray) else d)
@@ -916,8 +916,8 @@ class Trace:
 
     def jvp(self, seed):
         """Forward mode: every node's tangent for ``seed`` (``{'x': 1}``); see
-        :func:`gradmagic.analysis.teaching.jvp`."""
-        from .teaching import jvp
+        :func:`gradmagic.analysis.explanations.jvp`."""
+        from .explanations import jvp
 
         return jvp(self, seed)
 

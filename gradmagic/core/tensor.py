@@ -21,6 +21,11 @@ array methods a Tensor does not define itself (``T.std()``, ``T.cumsum()``):
 they call the numpy function of the same name. Functions with no gradient here
 raise a clear ``TypeError`` rather than silently dropping it. Comparisons give
 plain boolean arrays.
+
+This module is longer than the others: the class carries the whole surface a numpy user
+reaches for (operators, methods, indexing, the numpy protocols), and the node-making helpers
+the magic's array nodes share with it. The operations and their rules are the
+``tensor_*`` modules'.
 """
 
 from __future__ import annotations

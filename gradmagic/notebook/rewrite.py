@@ -5,9 +5,12 @@ Nothing is executed here. :func:`rewrite` parses the cell and returns a
 :class:`~gradmagic.core.engine.Value` nodes while computing exactly the numbers
 plain Python would:
 
-* **Numeric literals** (int and float, never bool or complex) become fresh
-  leaves, ``2.0`` → ``lit(2.0)``, except where plain Python needs a plain
-  number, listed below. A literal that is an operand of arithmetic with a
+* **Numeric literals** become fresh leaves, ``2.0`` → ``literal(2.0)``, except
+  where plain Python needs a plain number, listed below. Float literals
+  everywhere; int literals only where the cell names an input outside any
+  function (``n = 3``, ``a, b = 2, 2 ** 10``): elsewhere an int is data (a
+  count, an index, an argument), so integer code keeps no graph and runs at
+  its own speed. A literal that is an operand of arithmetic with a
   non-literal (``x * 2.0``, ``x ** 2``) also stays plain: if ``x`` is a Value
   the engine makes the constant node itself, so loops run at engine speed.
 * **Plain contexts** (literals stay plain, names met there are not lifted):
@@ -44,7 +47,7 @@ plain Python would:
   separately; a final assignment to one name names the target.
 
 Rewritten code reaches its helpers through the constant :data:`RUNTIME`
-(``RUNTIME.lit(2.0)``), which :mod:`gradmagic.notebook.magic` replaces in the compiled
+(``RUNTIME.literal(2.0)``), which :mod:`gradmagic.notebook.cell` replaces in the compiled
 code by the :mod:`gradmagic.notebook.runtime` module, so no helper name ever enters the
 user's namespace. Every new node carries the line of the user's code it came
 from, so tracebacks show the user's own lines.
@@ -57,7 +60,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..core.sites import function_id
-from .runtime import DISPATCHED_NAMES
+from .cell_facts import (
+    MATH_NAMES,
+    _Facts,
+    _assigned_name,
+    _constant_tuple,
+    _facts,
+    _is_library,
+    _is_number,
+    _local_names,
+    _root,
+    _target_names,
+)
+
 
 __all__ = ["RUNTIME", "SITE", "MATH_NAMES", "Rewritten", "rewrite"]
 
@@ -66,11 +81,7 @@ RUNTIME = "\x00gradmagic.notebook.runtime"
 SITE = "\x00gradmagic.core.sites.cursor"
 """Placeholder constant standing for :data:`gradmagic.core.sites.cursor` in rewritten code."""
 
-MATH_NAMES = DISPATCHED_NAMES
-"""Function names whose calls go through the run-time dispatch (``fn``): derived from the op
-table and the runtime's composites (:data:`gradmagic.notebook.runtime.DISPATCHED_NAMES`)."""
 
-_BUILTIN_MATH = frozenset({"float", "pow", "isinstance"})  # builtins dispatched by name
 _DISPLAY = frozenset({"print", "repr", "str", "format", "ascii", "display"})
 _INT_BUILTINS = frozenset(
     {
@@ -306,120 +317,27 @@ class _Sites:
         fn.body = doc + [_site_call("enter", first, k), wrapped]
 
 
-# --------------------------------------------------------------------------- static facts
-@dataclass
-class _Facts:
-    """What one walk over the cell finds out before rewriting it."""
-
-    plain: set  # names of library objects
-    math: set  # names of math functions
-    defined: set  # names the cell defines with def, class or a lambda
-    mutated: set  # names of objects changed in place: z[0] = 1, out=z
-    classes: set  # names of the classes the cell defines: their calls get plain numbers
-    imported: set  # names the cell's from-imports bind (a float among them becomes a node)
+def _singleton(node) -> bool:
+    """``None``, ``True``, ``False``, ``...`` or a string: ``x is None`` stays as it is."""
+    return isinstance(node, ast.Constant) and not _is_number(node)
 
 
-_FACT_NODES = frozenset(
-    {
-        ast.FunctionDef,
-        ast.AsyncFunctionDef,
-        ast.ClassDef,
-        ast.Import,
-        ast.ImportFrom,
-        ast.keyword,
-        ast.Assign,
-        ast.AugAssign,
-        ast.AnnAssign,
-        ast.Delete,
-    }
-)
-
-
-def _facts(tree, plain: set, math: set) -> _Facts:
-    math |= _BUILTIN_MATH
-    defined, mutated, made, classes, imported = set(), set(), [], set(), set()
-    for node in ast.walk(tree):
-        if node.__class__ not in _FACT_NODES:
-            continue
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(node.name)
-            if isinstance(node, ast.ClassDef):
-                classes.add(node.name)
-        elif isinstance(node, ast.Import):
-            for a in node.names:
-                plain.add(a.asname or a.name.partition(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.module != "__main__":
-            for a in node.names:
-                if a.name != "*":
-                    (math if a.name in MATH_NAMES else plain).add(a.asname or a.name)
-                    if a.name not in MATH_NAMES:
-                        imported.add(a.asname or a.name)
-        elif isinstance(node, ast.keyword) and node.arg == "out":
-            mutated.update(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for t in targets:
-                root = _root(t)
-                if isinstance(t, ast.Subscript) and isinstance(root, ast.Name):
-                    mutated.add(root.id)
-            if isinstance(node, ast.Assign):
-                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-                if isinstance(node.value, ast.Lambda):
-                    defined.update(names)
-                elif isinstance(node.value, ast.Call):
-                    made.append((names, node.value.func))
-    plain -= defined
-    math -= defined
-    imported -= defined
-    # results of library calls are library objects too: rng = np.random.default_rng()
-    growing = True
-    while growing:
-        size = len(plain)
-        for names, func in made:
-            if _is_library(func, plain, defined):
-                plain.update(names)
-        growing = len(plain) > size
-    return _Facts(plain, math, defined, mutated, classes, imported)
-
-
-def _root(node):
-    """The innermost object of ``a.b[0].c(...).d``: the node ``a``."""
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return node
-
-
-def _is_library(func, plain, defined) -> bool:
-    if isinstance(func, ast.Attribute) and func.attr in MATH_NAMES:
-        return False
-    root = _root(func)
-    return isinstance(root, ast.Name) and root.id in plain and root.id not in defined
-
-
-def _is_number(node) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+def _literal_numbers(node) -> bool:
+    """Number literals and arithmetic on them (``3``, ``-3``, ``2 ** 60 + 1``), or a
+    tuple of those."""
+    if isinstance(node, ast.Tuple):
+        return all(_literal_numbers(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _literal_numbers(node.operand)
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, _BITWISE):
+        return _literal_numbers(node.left) and _literal_numbers(node.right)
+    return _is_number(node)
 
 
 def _is_float(node) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
     return isinstance(node, ast.Constant) and type(node.value) is float
-
-
-def _constant_tuple(node) -> bool:
-    """True for a tuple display of constants (numbers, signed numbers, text, None, tuples
-    of those), which the compiler folds into one constant."""
-    for e in node.elts:
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
-            e = e.operand
-            if not _is_number(e):
-                return False
-        elif isinstance(e, ast.Tuple):
-            if not _constant_tuple(e):
-                return False
-        elif not isinstance(e, ast.Constant):
-            return False
-    return True
 
 
 def _is_text(node) -> bool:
@@ -430,64 +348,6 @@ def _is_text(node) -> bool:
 
 def _is_sequence_display(node) -> bool:
     return _is_text(node) or isinstance(node, (ast.List, ast.Tuple, ast.ListComp))
-
-
-def _target_names(target) -> list:
-    """The names bound by an assignment target (``a, (b, *c)`` → a, b, c)."""
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [n for t in target.elts for n in _target_names(t)]
-    if isinstance(target, ast.Starred):
-        return _target_names(target.value)
-    return []
-
-
-def _assigned_name(stmt):
-    """The one name a final assignment binds, if it binds just one."""
-    if isinstance(stmt, ast.Assign):
-        target = stmt.targets[0]
-    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
-        target = stmt.target
-    else:
-        return None
-    return target.id if isinstance(target, ast.Name) else None
-
-
-def _local_names(node) -> set:
-    """Names local to a function, lambda, class body or comprehension."""
-    names, declared = set(), set()
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        a = node.args
-        for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
-            if arg is not None:
-                names.add(arg.arg)
-        body = [node.body] if isinstance(node, ast.Lambda) else node.body
-    elif isinstance(node, ast.ClassDef):
-        body = node.body
-    else:  # a comprehension: its targets
-        body = [g.target for g in node.generators]
-    stack = list(body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            names.add(n.id)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(n.name)
-            stack.extend(n.decorator_list)
-            continue  # a nested scope
-        elif isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            continue
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).partition(".")[0] for a in n.names)
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            names.add(n.name)
-        elif isinstance(n, (ast.Global, ast.Nonlocal)):
-            declared.update(n.names)
-        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
-            names.add(n.name)
-        stack.extend(ast.iter_child_nodes(n))
-    return names - declared
 
 
 # --------------------------------------------------------------------------- the rewriter
@@ -508,8 +368,8 @@ def _runtime(helper: str, *args, like):
 
 
 def _label(name: str, like) -> ast.stmt:
-    """The statement ``RUNTIME.lab(name, 'name')``."""
-    call = _runtime("lab", ast.Name(name, ast.Load()), ast.Constant(name), like=like)
+    """The statement ``RUNTIME.labelled(name, 'name')``."""
+    call = _runtime("labelled", ast.Name(name, ast.Load()), ast.Constant(name), like=like)
     return _at(like, ast.Expr(call))
 
 
@@ -523,6 +383,7 @@ class _Rewriter(ast.NodeTransformer):
         self.imported = facts.imported
         self.reads = set()
         self.lits_plain = False  # numeric literals stay plain here
+        self.int_leaves = False  # int literals become leaves here (see visit_Constant)
         self.reading = True  # loaded names count as numeric reads here
         self.scopes = []  # (local names, is a class body) of enclosing scopes
 
@@ -564,7 +425,22 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Constant(self, node):
         if self.lits_plain or not _is_number(node):
             return node
-        return _runtime("lit", node, like=node)
+        if type(node.value) is int and not self.int_leaves:
+            # an int is data (a count, an index, a size, an argument) unless the cell
+            # names it as an input (x = 3): ints computed from it stay plain ints, so
+            # integer code runs at its own speed and keeps no graph
+            return node
+        return _runtime("literal", node, like=node)
+
+    def _input_value(self, node):
+        """The value of an assignment: int literals in it are leaves when it is an
+        input of the cell (``x = 3``, ``a, b = 2, -1`` outside any function)."""
+        saved = self.int_leaves
+        self.int_leaves = not self.scopes and _literal_numbers(node)
+        try:
+            return self.visit(node)
+        finally:
+            self.int_leaves = saved
 
     def visit_UnaryOp(self, node):
         # -2.0 is one literal, not the negation of a leaf
@@ -670,6 +546,17 @@ class _Rewriter(ast.NodeTransformer):
 
         node.left = side(node.left)
         node.comparators = [side(c) for c in node.comparators]
+        if (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and not _singleton(node.left)
+            and not _singleton(node.comparators[0])
+        ):
+            # x is y between numbers: an int node is its int (node.value is value)
+            same = _runtime("same", node.left, node.comparators[0], like=node)
+            return (
+                same if isinstance(node.ops[0], ast.Is) else _at(node, ast.UnaryOp(ast.Not(), same))
+            )
         return node
 
     def visit_Subscript(self, node):
@@ -730,7 +617,7 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_NamedExpr(self, node):
         node.value = _runtime(
-            "lab", self.visit(node.value), ast.Constant(node.target.id), like=node.value
+            "labelled", self.visit(node.value), ast.Constant(node.target.id), like=node.value
         )
         return node
 
@@ -812,9 +699,9 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def _library_call(self, node):
-        """``f(a, k=b)`` → ``RUNTIME.done(RUNTIME.go(f, a, k=b), RUNTIME.F(*RUNTIME.A, **RUNTIME.K))``:
-        the arguments adapted by ``go``, the call made from the user's own frame."""
-        prepare = _runtime("go", node.func, *node.args, like=node)
+        """``f(a, k=b)`` → ``RUNTIME.finish_call(RUNTIME.prepare_call(f, a, k=b), RUNTIME.call_function(*RUNTIME.call_args, **RUNTIME.call_kwargs))``:
+        the arguments adapted by ``prepare_call``, the call made from the user's own frame."""
+        prepare = _runtime("prepare_call", node.func, *node.args, like=node)
         prepare.keywords = node.keywords
 
         def slot(name):
@@ -826,12 +713,12 @@ class _Rewriter(ast.NodeTransformer):
         made = _at(
             node,
             ast.Call(
-                func=slot("F"),
-                args=[_at(node, ast.Starred(slot("A"), ast.Load()))],
-                keywords=[_at(node, ast.keyword(arg=None, value=slot("K")))],
+                func=slot("call_function"),
+                args=[_at(node, ast.Starred(slot("call_args"), ast.Load()))],
+                keywords=[_at(node, ast.keyword(arg=None, value=slot("call_kwargs")))],
             ),
         )
-        return _runtime("done", prepare, made, like=node)
+        return _runtime("finish_call", prepare, made, like=node)
 
     def _adapt_args(self, node, adapt):
         args = []
@@ -852,7 +739,7 @@ class _Rewriter(ast.NodeTransformer):
             # B[1] = x into an array: the number only (counted as a conversion)
             node.value = _runtime("stored", self._visit(node.value, plain=True), like=node.value)
         else:
-            node.value = self.visit(node.value)
+            node.value = self._input_value(node.value)
         names = [n for t in node.targets for n in _target_names(t)]
         node.targets = [self.visit(t) for t in node.targets]
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -861,7 +748,7 @@ class _Rewriter(ast.NodeTransformer):
             elif self._from_library(node.value):
                 helper = "leaf"
             else:
-                helper = "lab"
+                helper = "labelled"
             node.value = _runtime(helper, node.value, ast.Constant(names[0]), like=node.value)
             return node
         return [node] + [_label(n, node) for n in dict.fromkeys(names)]
@@ -875,16 +762,18 @@ class _Rewriter(ast.NodeTransformer):
             and isinstance(value.func, ast.Attribute)
             and isinstance(value.func.value, ast.Constant)
             and value.func.value.value == RUNTIME
-            and value.func.attr == "done"
+            and value.func.attr == "finish_call"
         )
 
     def visit_AnnAssign(self, node):
         if node.value is None:
             return node
-        node.value = self.visit(node.value)
+        node.value = self._input_value(node.value)
         node.target = self.visit(node.target)
         if isinstance(node.target, ast.Name):
-            node.value = _runtime("lab", node.value, ast.Constant(node.target.id), like=node.value)
+            node.value = _runtime(
+                "labelled", node.value, ast.Constant(node.target.id), like=node.value
+            )
         return node
 
     def visit_AugAssign(self, node):

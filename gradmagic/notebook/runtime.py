@@ -1,7 +1,7 @@
 """The helpers that code rewritten by ``%%autograd`` calls while it runs.
 
 :mod:`gradmagic.notebook.rewrite` turns a cell into code that calls these functions
-(``lit``, ``lab``, ``leaf``, ``changing``, ``shown``, ``ints``, ``call``,
+(``literal``, ``labelled``, ``leaf``, ``changing``, ``shown``, ``ints``, ``call``,
 ``fn``); the
 magic links that code to this module. They are small and fast, since some
 run inside the user's loops. Functions and lambdas defined in an
@@ -19,34 +19,29 @@ from __future__ import annotations
 # code, as in plain Python, and not the engine's
 from builtins import float, int, isinstance, type  # noqa: A004
 
-import functools
-import math
 from numbers import Number
 import sys
-import warnings
 from contextlib import contextmanager
 
 import numpy as np
 
 from ..core import engine
-from ..core.engine import SCALAR_NODES, SCALARS, Float, Int, Value, constant, with_data
-from ..core.ops import OPS
+from ..core.engine import SCALAR_NODES, SCALARS, Float, Int, Value, constant
 from ..core import array as _array
 from ..core.array import Array, Scalar64, array_leaf
 from ..core.tensor import Tensor
-from ..core.tensor import has_rule as tensor_has_rule
 
 __all__ = [
-    "lit",
-    "lab",
+    "literal",
+    "labelled",
     "leaf",
     "changing",
     "shown",
     "stored",
     "ints",
     "call",
-    "go",
-    "done",
+    "prepare_call",
+    "finish_call",
     "num",
     "fn",
     "type_of",
@@ -69,8 +64,8 @@ def is_node(x) -> bool:
     return type(x) in _NODES
 
 
-def lit(x):
-    """``lit(2.0)``: a fresh leaf for a numeric literal while a cell is recorded.
+def literal(x):
+    """``literal(2.0)``: a fresh leaf for a numeric literal while a cell is recorded.
 
     Outside a recording (a function defined in an ``%%autograd`` cell, called
     from a later plain cell) the literal is the plain number, so the function
@@ -81,7 +76,7 @@ def lit(x):
     return Float(x) if x.__class__ is _FLOAT else Int(x)
 
 
-def lab(v, name: str):
+def labelled(v, name: str):
     """``v``, labelled ``name`` if it is a node without a label."""
     if type(v) in _NODES and not v.label:
         v.label = name
@@ -91,14 +86,16 @@ def lab(v, name: str):
 def leaf(v, name: str):
     """A library call's result assigned to ``name``: numbers and float arrays as leaves.
 
-    ``x = random.random()`` and ``n = np.argmax(...)`` give number leaves,
+    ``x = random.random()`` gives a number leaf (an int such as ``np.argmax(...)`` is data),
     ``W = np.random.randn(3, 2)`` an array leaf (:class:`~gradmagic.core.array.Array`, a
     view of the array numpy made).
     """
     if type(v) is Array and not v.requires_grad and v._a is None:
         v.requires_grad = True  # a new array from a library call: a leaf
     if is_node(v):
-        return lab(v, name)
+        return labelled(v, name)
+    if _run is None or type(v) is int or isinstance(v, np.integer):
+        return v  # outside a recorded cell, and an int (an index, a count): plain
     made = new_leaf(v, name)
     if made is None:
         return v
@@ -115,7 +112,7 @@ def changing(v, name: str):
     """A value bound to ``name``, which the cell changes in place (``W[0] = 1``).
 
     An array node can be changed in place (the graph follows the write), so it
-    is ``lab``-elled; an explicit Tensor cannot be, so one assigned here becomes
+    is labelled; an explicit Tensor cannot be, so one assigned here becomes
     a plain copy of its numbers, and the cut is recorded.
     """
     if type(v) is Tensor:
@@ -124,7 +121,7 @@ def changing(v, name: str):
             "holds a plain copy of the numbers"
         )
         return v.data.copy()
-    return lab(v, name)
+    return labelled(v, name)
 
 
 _EXACT_NUMBERS = frozenset({int, float, np.float64})
@@ -211,7 +208,7 @@ def _shown(x, memo):
 def stored(x):
     """``x``, about to be stored into a library object (``B[1] = x``): a number node
     keeps only its number there, which is counted as a conversion."""
-    if type(x) in _SCALAR_NODES:
+    if type(x) in SCALAR_NODES:
         engine.state.float_conversions += 1
     return x
 
@@ -265,25 +262,29 @@ def _find(x, test, depth=0):
 
 # --------------------------------------------------------------------------- library calls
 # A library call ``f(a, k=b)`` in a cell runs as
-# ``done(go(f, a, k=b), F(*A, **K))``: ``go`` adapts the arguments and leaves the
-# callable and its arguments in ``F``, ``A``, ``K``, which the cell's own code then
+# ``finish_call(prepare_call(f, a, k=b), call_function(*call_args, **call_kwargs))``:
+# ``prepare_call`` adapts the arguments and leaves the callable and its arguments in
+# ``call_function``, ``call_args``, ``call_kwargs``, which the cell's own code then
 # calls at once, so the library function runs called from the user's frame, as
 # in plain Python (``namedtuple`` names its module from there, ``warnings.warn``
 # names its line, ``pandas.eval`` reads its variables there).
-F = A = K = None
+call_function = call_args = call_kwargs = None
 
 
-def go(f, /, *args, **kwargs):
-    """Get the library call ``f(*args, **kwargs)`` ready (see above); a token for :func:`done`.
+def prepare_call(f, /, *args, **kwargs):
+    """Get the library call ``f(*args, **kwargs)`` ready (see above); a token for :func:`finish_call`.
 
     Int-valued Values become ints (sizes, seeds, indices). A numpy function
     that cannot keep the graph (``np.array``, ``np.zeros``, ``rng.normal``)
     gets every Value as its plain number, and the cut is recorded. The token
-    lists the number nodes that went in, so that :func:`done` can tell whether
+    lists the number nodes that went in, so that :func:`finish_call` can tell whether
     the result still depends on them.
     """
-    global F, A, K
+    global call_function, call_args, call_kwargs
     token = None
+    if f is sys.getsizeof:  # the size of the number the cell holds, not of its node
+        call_function, call_args, call_kwargs = f, [shown(a) for a in args], kwargs
+        return None
     if (
         _run is not None
         and _array.takes_nodes(f)
@@ -291,11 +292,19 @@ def go(f, /, *args, **kwargs):
     ):
         # numpy would read number nodes (and lists of nodes) as plain numbers: numpy's own
         # result, as a node of the graph
-        F, A, K = _array.numpy_with_nodes(f), [_ints_deep(a) for a in args], kwargs
+        call_function, call_args, call_kwargs = (
+            _array.numpy_with_nodes(f),
+            [_ints_deep(a) for a in args],
+            kwargs,
+        )
         return None
     numpy = _numpy_without_graph(f)
     if numpy and args and type(args[0]) is Array and f in _ARRAY_MAKERS:
-        F, A, K = _given, (_made_from_array(f, args, kwargs),), _NO_KWARGS
+        call_function, call_args, call_kwargs = (
+            _given,
+            (_made_from_array(f, args, kwargs),),
+            _NO_KWARGS,
+        )
         return None
     if numpy and not any(type(a) is Tensor for a in args):
         name = _describe(f)
@@ -308,7 +317,7 @@ def go(f, /, *args, **kwargs):
             token = (None, (), (line, function))
     elif numpy and _array_of_one_tensor(f, args, kwargs):
         result = args[0].copy() if f is np.array else args[0]
-        F, A, K = _given, (result,), _NO_KWARGS
+        call_function, call_args, call_kwargs = _given, (result,), _NO_KWARGS
         return None
     else:
         args = [_ints_deep(a) for a in args]
@@ -326,7 +335,7 @@ def go(f, /, *args, **kwargs):
                         break
             if nodes or made:
                 token = (f, nodes, made)
-    F, A, K = f, args, kwargs
+    call_function, call_args, call_kwargs = f, args, kwargs
     return token
 
 
@@ -352,8 +361,8 @@ def _given(x):
     return x
 
 
-def done(token, result):
-    """The result of a library call prepared by :func:`go`.
+def finish_call(token, result):
+    """The result of a library call prepared by :func:`prepare_call`.
 
     If number nodes went in and the result is a number with no link to them
     (``statistics.mean`` computes with exact fractions, C functions read the
@@ -361,7 +370,7 @@ def done(token, result):
     result is marked as made by a cut. A plain float or numpy float64 result
     becomes a constant node while a cell is recorded (see :func:`num`).
     """
-    result = _as_constant(result, A)
+    result = _as_constant(result, call_args)
     if token is None:
         return result
     f, nodes, made = token
@@ -369,6 +378,9 @@ def done(token, result):
     unlinked = kind in SCALARS and result._a is None and not any(result is n for n in nodes)
     if not unlinked and kind not in _NODES and kind is not bool and isinstance(result, Number):
         unlinked = True  # a number of another kind (Decimal, Fraction, np.float32)
+        result_node = None
+    elif kind is bytes or kind is bytearray:
+        unlinked = True  # the numbers packed (struct.pack, pickle.dumps): read back plain
         result_node = None
     else:
         result_node = result
@@ -396,9 +408,9 @@ def _mark(node, line, function) -> None:
 
 def call(f, /, *args, **kwargs):
     """``f(*args, **kwargs)`` for a library callable ``f``, as a cell's library call runs
-    (:func:`go`, then :func:`done`), but called from here."""
-    token = go(f, *args, **kwargs)
-    return done(token, F(*A, **K))
+    (:func:`prepare_call`, then :func:`finish_call`), but called from here."""
+    token = prepare_call(f, *args, **kwargs)
+    return finish_call(token, call_function(*call_args, **call_kwargs))
 
 
 def num(x):
@@ -539,7 +551,11 @@ def _describe(f) -> str:
     module = getattr(f, "__module__", None)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
     if isinstance(module, str) and module not in ("builtins", "__main__"):
-        return f"{module.partition('.')[0]}.{name}"
+        top = module.partition(".")[0]
+        public = sys.modules.get(top[1:]) if top.startswith("_") else None
+        if public is not None and getattr(public, name, None) is f:
+            top = top[1:]  # _struct.pack is struct.pack to its user
+        return f"{top}.{name}"
     return name
 
 
@@ -583,233 +599,39 @@ def _who(v) -> str:
 
 
 # --------------------------------------------------------------------------- math by name
+_DISPATCH: dict = {}
+"""Function → its graph-keeping version, filled by :mod:`gradmagic.notebook.math_calls`."""
+
+
+no_rule = None
+"""Wraps a math function with no gradient rule so that the cut is recorded (set by
+:mod:`gradmagic.notebook.math_calls`)."""
+
+
 def fn(f):
-    """The graph-keeping version of the math function ``f`` (``f`` itself if none)."""
+    """The graph-keeping version of the math function ``f``: ``f`` itself if it has none
+    and is not a ``math`` function (one with no rule computes on numbers, the cut named)."""
     try:
-        return _DISPATCH.get(f, f)
+        kept = _DISPATCH.get(f)
     except TypeError:  # unhashable
         return f
+    if kept is None:
+        if getattr(f, "__module__", None) not in ("math", "cmath") or no_rule is None:
+            return f
+        kept = _DISPATCH[f] = no_rule(f)
+    return kept
 
 
-_SCALAR_NODES = SCALAR_NODES
-
-
-def _num(x):
-    return x.data if type(x) in _SCALAR_NODES else x
-
-
-def _has_value(args) -> bool:
-    for a in args:
-        if type(a) in _SCALAR_NODES:
-            return _run is not None or type(a) is Value
-    return False
-
-
-def _as_float(x):
-    """``float(x)`` for a Value, keeping the graph (a Tensor passes as it is)."""
-    return x * 1.0 if type(x.data) is int else x
-
-
-def _keeps(build, tensors: bool = True):
-    """Wrap ``f``: plain numbers go to ``f``; with a Value, ``build`` makes the graph.
-
-    ``f`` itself runs first on the plain numbers, so it fails as in plain
-    Python (``math.log(0)`` raises ValueError), and the node holds exactly
-    ``f``'s result (``math.log2(8)`` is 3.0, not ``log(8) / log(2)``). A
-    Tensor argument goes to :func:`_on_tensor` if ``tensors``; without it
-    (``float(T)``), ``f`` converts it as in plain Python.
-    """
-
-    def wrap(f):
-        plain = _warning_at_caller(f) if isinstance(f, np.ufunc) else f
-
-        def keep(*args, **kwargs):
-            if kwargs or not _has_value(args):
-                if tensors and len(args) == 1 and type(args[0]) in _ARRAY_NODES:
-                    if type(args[0]) is Tensor:
-                        return _on_tensor(f, build, args[0])
-                    return _on_array(f, build, args[0])
-                if not tensors and len(args) == 1 and type(args[0]) is Scalar64:
-                    if f is np.float64:
-                        return args[0]  # np.float64(x) of a float64 node: the same number
-                    if args[0].requires_grad and _array.tracking():
-                        _record(
-                            f"{_describe(f)} takes an array node as a plain number (its "
-                            "result is a Python float)",
-                            None,
-                            _describe(f),
-                        )
-                return plain(*args, **kwargs)
-            if any(type(a) in _ARRAY_NODES for a in args):
-                return f(*args)  # Values and Tensors mixed: as plain Python (conversions counted)
-            number = plain(*map(_num, args))
-            node = build(*args)
-            return with_data(node, number)
-
-        return functools.update_wrapper(keep, f, updated=())
-
-    return wrap
-
-
-def _warning_at_caller(f):
-    """``f`` whose warnings (numpy's RuntimeWarning) point at the line that called the wrapper.
-
-    numpy attributes a warning to the Python frame calling it: called from a
-    wrapper here, it would name this file instead of the user's line.
-    """
-
-    def call(*args, **kwargs):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            result = f(*args, **kwargs)
-        if caught:
-            _array.reissue(caught, sys._getframe(2))
-        return result
-
-    return call
-
-
-def _on_tensor(f, build, t):
-    """``f(t)`` for a Tensor ``t``, keeping the graph where ``build`` can.
-
-    ``np.log1p(T)`` works elementwise on any Tensor; ``math.exp(T)`` on a
-    one-element one (plain Python converts it to a float there) and gives a
-    one-element Tensor. As for Values, the result holds exactly ``f``'s
-    numbers. Without a graph for it (``math.tan``), or for a larger Tensor
-    given to a ``math`` function, ``f(t)`` runs as in plain Python: a counted
-    conversion or the usual error.
-    """
-    elementwise = isinstance(f, np.ufunc)
-    if elementwise:
-        if tensor_has_rule(f):
-            return f(t)  # a ufunc the Tensor knows (np.floor: plain values)
-        # no rule of its own (np.log1p): built from ops that have one
-    elif t.data.size != 1:
-        return f(t)
-    try:
-        node = build(t)
-    except (TypeError, AttributeError):  # no graph for it
-        return f(t)
-    if node is not t and is_node(node):
-        exact = f(t.data) if elementwise else f(t.data.item())
-        node.data = np.broadcast_to(np.asarray(exact, dtype=np.float64), node.data.shape).copy()
-    return node
-
-
-def _on_array(f, build, t):
-    """``f(t)`` for an array node ``t`` (:class:`~gradmagic.core.array.Array`, ``Scalar64``).
-
-    A numpy ufunc computes numpy's own result; where the Array has no rule for it
-    (``np.log1p``), the graph is built from ops that have one (on a Tensor that
-    stands for ``t``) and holds numpy's numbers. A ``math`` function gives
-    Python's plain float, as plain Python does, and the conversion is reported.
-    """
-    if not isinstance(f, np.ufunc):
-        if _array.tracking() and t.requires_grad:
-            _record(
-                f"{_describe(f)} takes an array node as a plain number (its result is a "
-                "Python float)"
-            )
-        return f(_array.plain_array(t))
-    if tensor_has_rule(f) or not (_array.tracking() and t.requires_grad):
-        return f(t)
-    exact = f(_array.plain_array(t))
-    stand_in = _array._t._apply(_array._COPY, t)
-    try:
-        node = build(stand_in)
-    except (TypeError, AttributeError):  # no graph for it
-        return f(t)
-    if not is_node(node) or node is stand_in:
-        return f(t)
-    return _array._adopt(exact, node)
-
-
-def _cut(f):
-    """Wrap a function with no gradient rule: compute on numbers, record the cut."""
-    name = _describe(f)
-
-    def cut(*args, **kwargs):
-        if not _has_value(args):
-            return _as_constant(f(*args, **kwargs))
-        who = ", ".join(_who(a) for a in args if type(a) in _SCALAR_NODES)
-        result = _as_constant(f(*map(_num, args), **kwargs))
-        _record(
-            f"{name} has no gradient rule: {who} entered it as a plain number",
-            result if type(result) in SCALARS else None,
-            name,
-        )
-        return result
-
-    return functools.update_wrapper(cut, f, updated=())
-
-
-def _narrowing(f):
-    """Wrap a conversion to a number kind that has no node (``np.float32``): Python's own
-    result, the cut recorded when a node goes in."""
-    name = _describe(f)
-
-    def convert(*args, **kwargs):
-        if len(args) == 1 and not kwargs and _run is not None:
-            x = args[0]
-            if type(x) in _SCALAR_NODES and type(x) is not Int:
-                _record(
-                    f"{name} makes a number of its own precision, which no node follows: "
-                    f"{_who(x)} entered it as a plain number",
-                    None,
-                    name,
-                )
-                return f(x.data)
-            if type(x) in _ARRAY_NODES and x.requires_grad and _array.tracking():
-                _record(
-                    f"{name} makes numbers of their own precision, which no node follows",
-                    None,
-                    name,
-                )
-                return f(_array.plain_array(x) if type(x) is not Tensor else x.data)
-        return f(*args, **kwargs)
-
-    return functools.update_wrapper(convert, f, updated=())
-
-
-def _on_numbers(f):
-    """Wrap a predicate (``isfinite``, ``isclose``): it reads the numbers, no graph needed."""
-
-    def test(*args, **kwargs):
-        return f(*map(_num, args), **{k: _num(v) for k, v in kwargs.items()})
-
-    return functools.update_wrapper(test, f, updated=())
-
-
-def _value(x):
-    return x if is_node(x) else lit(x)
-
-
-def _log(x, base=None):
-    if base is None:
-        return _value(x).log()
-    return _value(x).log() / _value(base).log()
-
-
-def _hypot(*xs):
-    return sum(_value(x) * x for x in xs).sqrt()
-
-
-def _fsum(iterable):
-    xs = list(iterable)
-    if not _has_value(xs):
-        return math.fsum(xs)
-    return with_data(sum(xs, 0.0), math.fsum(map(_num, xs)))
-
-
-def _pow(base, exp, mod=None):
-    if mod is not None:
-        return pow(_num(base), _num(exp), _num(mod))
-    return base**exp
-
-
-def _isinstance(obj, cls):
-    kind = type(obj)
-    return isinstance(obj, cls) or ((kind is Value or kind is Tensor) and isinstance(obj.data, cls))
+def same(a, b) -> bool:
+    """``a is b`` as plain Python answers it when an int node is one side: equal ints are
+    one object where CPython shares them (-5 to 256; IPython compiles each statement
+    apart, so a cell's equal literals are not shared)."""
+    if a is b:
+        return True
+    if type(a) is not Int and type(b) is not Int:
+        return False
+    a, b = engine.plain(a) if type(a) is Int else a, engine.plain(b) if type(b) is Int else b
+    return type(a) is int and type(b) is int and a == b and -5 <= a <= 256
 
 
 def type_of(*args):
@@ -828,154 +650,6 @@ def type_of(*args):
     if kind is Scalar64:
         return np.float64
     return kind
-
-
-# Functions that are not ops but are built from several (each op's own math/numpy names come
-# from its entry in core.ops.OPS: ``math.exp`` is the op ``exp``).
-_COMPOSITES = {  # name -> graph of the function from Value operations
-    "log": _log,
-    "log2": lambda x: _value(x).log() / math.log(2),
-    "log10": lambda x: _value(x).log() / math.log(10),
-    "log1p": lambda x: (1 + x).log(),
-    "expm1": lambda x: x.exp() - 1,
-    "exp2": lambda x: 2**x,
-    "sinh": lambda x: (x.exp() - (-x).exp()) / 2,
-    "cosh": lambda x: (x.exp() + (-x).exp()) / 2,
-    "asinh": lambda x: (x + (x * x + 1).sqrt()).log(),
-    "acosh": lambda x: (x + (x * x - 1).sqrt()).log(),
-    "atanh": lambda x: ((1 + x) / (1 - x)).log() / 2,
-    "fabs": lambda x: _as_float(abs(x)),
-    "degrees": lambda x: x * (180 / math.pi),
-    "radians": lambda x: x * (math.pi / 180),
-    "hypot": _hypot,
-    "pow": lambda x, y: _as_float(_value(x) ** y),
-}
-_NUMPY_NAMES = {
-    "arcsinh": "asinh",
-    "arccosh": "acosh",
-    "arctanh": "atanh",
-    "rad2deg": "degrees",
-    "deg2rad": "radians",
-}
-_MATH_COMPOSITES = (
-    "log",
-    "log2",
-    "log10",
-    "log1p",
-    "expm1",
-    "sinh",
-    "cosh",
-    "asinh",
-    "acosh",
-    "atanh",
-    "fabs",
-    "degrees",
-    "radians",
-    "hypot",
-    "pow",
-)
-_NUMPY_COMPOSITES = (
-    "log2",
-    "log10",
-    "log1p",
-    "expm1",
-    "exp2",
-    "sinh",
-    "cosh",
-    "arcsinh",
-    "arccosh",
-    "arctanh",
-    "fabs",
-    "degrees",
-    "radians",
-    "rad2deg",
-    "deg2rad",
-    "hypot",
-)
-# functions of real numbers that have no gradient rule here: unless an op covers them, they
-# compute on the plain numbers and the cut is recorded
-_MAYBE_NO_GRADIENT = (
-    "atan",
-    "asin",
-    "acos",
-    "atan2",
-    "erf",
-    "erfc",
-    "gamma",
-    "lgamma",
-    "cbrt",
-    "copysign",
-    "fmod",
-    "remainder",
-    "arctan",
-    "arcsin",
-    "arccos",
-    "arctan2",
-)
-_PREDICATES = ("isclose", "isfinite", "isnan", "isinf")
-_BUILTINS = {"float": float, "pow": pow, "isinstance": isinstance}
-
-
-def _op_builder(op):
-    """The graph of ``op`` applied to nodes: its method (``x.exp()``) or engine.apply."""
-    name = op.method.split()[0] if op.method else ""
-    if op.arity == 1 and name and not name.startswith("__"):
-        return lambda x: getattr(_value(x), name)()
-    return lambda *xs: engine.apply(op.name, *xs)
-
-
-def _table() -> dict:
-    """Functions (by object) → their graph-keeping versions, and the names they are called by."""
-    table, names = {}, set()
-
-    def add(module, name, wrapped):
-        f = getattr(module, name, None)
-        if f is not None:
-            if f not in table:  # numpy 2 has aliases (np.atan is np.arctan): first one wins
-                table[f] = wrapped(f)
-            names.add(name)
-
-    for op in OPS.values():  # an op's own names first: they win over composites
-        for module, wanted in ((math, op.math), (np, op.numpy)):
-            for name in wanted:
-                add(module, name, _keeps(_op_builder(op)))
-        # numpy's ufunc of the method's name (np.tanh): on a number node numpy would
-        # compute on the plain float and cut the graph silently
-        name = op.method.split()[0] if op.method else ""
-        if (
-            op.arity == 1
-            and name
-            and not name.startswith("__")
-            and isinstance(getattr(np, name, None), np.ufunc)
-        ):
-            add(np, name, _keeps(_op_builder(op)))
-    for name in _MATH_COMPOSITES:
-        add(math, name, _keeps(_COMPOSITES[name]))
-    for name in _NUMPY_COMPOSITES:
-        add(np, name, _keeps(_COMPOSITES[_NUMPY_NAMES.get(name, name)]))
-    for module in (math, np):
-        for name in _MAYBE_NO_GRADIENT:
-            if module is np and tensor_has_rule(getattr(np, name, None)):
-                continue  # a ufunc the array nodes have a rule for: numpy's call keeps the graph
-            add(module, name, _cut)
-        for name in _PREDICATES:
-            add(module, name, _on_numbers)
-    for t in (float, np.float64):
-        table[t] = _keeps(_as_float, tensors=False)(t)  # a Tensor converts: floats have
-        # methods (round, is_integer) a Tensor has not
-        names.add(t.__name__)
-    for t in (np.float32, np.float16):  # numbers of their own precision: no node follows them
-        table[t] = _narrowing(t)
-        names.add(t.__name__)
-    table[pow] = _pow
-    table[isinstance] = _isinstance
-    table[math.fsum] = _fsum
-    names.update(("pow", "isinstance", "fsum"))
-    return table, frozenset(names)
-
-
-_DISPATCH, DISPATCHED_NAMES = _table()
-"""Function → its graph-keeping version; DISPATCHED_NAMES: the names a cell calls them by."""
 
 
 # --------------------------------------------------------------------------- errors

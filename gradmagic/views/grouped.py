@@ -16,7 +16,7 @@ import html
 import re
 
 from ..analysis.groups import Grouping, View
-from . import render
+from . import dot, render
 
 __all__ = ["grouped_dot", "containers", "summarise"]
 
@@ -170,15 +170,13 @@ def grouped_dot(
             "label": _group_label(trace, g, view),
             "tooltip": render.escape_string(f"{g.title}: click to open"),
         }
-        body.setdefault(view.frame_of.get(g.id), []).append(
-            f'  "g:{g.id}" [{render._attrs(attrs)}];'
-        )
+        body.setdefault(view.frame_of.get(g.id), []).append(f'  "g:{g.id}" [{dot._attrs(attrs)}];')
     constant = trace.constant
     for i in view.nodes:
         if constant[i]:  # (folded into their op, as in the whole graph)
             continue
         node = trace.nodes[i]
-        attrs = render._value_attrs(node, i == target, status.get(i), False, False, "LR", None)
+        attrs = dot._value_attrs(node, i == target, status.get(i), False, False, "LR", None)
         op = render.op_symbol(trace, i)
         if op:  # the op that made it, in place of an empty name
             symbol = render.escape_record(op)
@@ -221,7 +219,7 @@ def grouped_dot(
         if count > 1:
             attrs["label"] = f"{count:,}"
             attrs["fontcolor"] = "#374151"
-        lines.append(render._edge(a, b, attrs or None))
+        lines.append(dot._edge(a, b, attrs or None))
     lines.append("}")
     return "\n".join(lines)
 

@@ -1,0 +1,303 @@
+"""numpy's products and linear algebra on array nodes: ``np.dot``, ``np.einsum``, ``np.linalg.*``.
+
+Rules as in :mod:`gradmagic.core.numpy_reductions`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import tensor as _t
+from .array import (
+    FUNCTION_RULES,
+    _NoValue,
+    _RESHAPE,
+    _cut_result,
+    _link,
+    _link_call,
+    _node_of,
+    _parent,
+    _pv,
+    _quiet_graph,
+)
+from .numpy_shapes import _as_array_node, _ints
+from .tensor import TENSOR_OPS
+
+
+def _r_dot(exact, a, b, out=None):
+    if out is not None:
+        return None
+    da, db = np.ndim(a), np.ndim(b)
+    if da == 0 or db == 0:
+        return _link_call(np.multiply, exact, (a, b))
+    if da > 2 or db > 2:
+        return None
+    pa, pb = _parent(a), _parent(b)
+    if pa is None or pb is None:
+        return None
+    return _link(_t._MATMUL, exact, pa, pb)
+
+
+def _r_cross(exact, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
+        return None
+    if np.shape(_pv(a))[-1:] != (3,) or np.shape(_pv(b))[-1:] != (3,):
+        return None
+    na, nb = _node_of(a), _node_of(b)
+    with _quiet_graph():
+        one, two = np.array([1, 2, 0]), np.array([2, 0, 1])
+        ca, cb = _as_array_node(na), _as_array_node(nb)
+        return ca[..., one] * cb[..., two] - ca[..., two] * cb[..., one]
+
+
+# products, written as einsum
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"
+
+
+def _einsum_nodes(spec, operands):
+    """The node of ``np.einsum(spec, *operands)`` (explicit output, no ellipsis)."""
+    subs, out = spec.split("->")
+    subs = subs.split(",")
+    nodes = [_node_of(x) for x in operands]
+    if any(n is None for n in nodes) or len(subs) != len(nodes):
+        return None
+    if len(nodes) == 1:
+        return _t._apply(TENSOR_OPS["einsum1"], nodes[0], None, {"spec": spec})
+    left, ls = nodes[0], subs[0]
+    for i in range(1, len(nodes)):
+        if i == len(nodes) - 1:
+            keep = out
+        else:
+            later = set(out).union(*subs[i + 1 :])
+            keep = "".join(c for c in dict.fromkeys(ls + subs[i]) if c in later)
+        left = _t._apply(TENSOR_OPS["einsum"], left, nodes[i], {"spec": f"{ls},{subs[i]}->{keep}"})
+        ls = keep
+    return left
+
+
+def _r_einsum(exact, *operands, out=None, optimize=False, **kwargs):
+    if out is not None or kwargs or not operands or not isinstance(operands[0], str):
+        return None
+    spec = operands[0].replace(" ", "")
+    if "." in spec:
+        return None
+    if "->" not in spec:
+        letters = spec.replace(",", "")
+        spec += "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return _einsum_nodes(spec, operands[1:])
+
+
+def _r_inner(exact, a, b):
+    na, nb = np.ndim(_pv(a)), np.ndim(_pv(b))
+    if na == 0 or nb == 0:
+        return _link_call(np.multiply, exact, (a, b))
+    sa = _LETTERS[: na - 1] + "z"
+    sb = _LETTERS[na - 1 : na + nb - 2] + "z"
+    return _einsum_nodes(f"{sa},{sb}->{sa[:-1]}{sb[:-1]}", (a, b))
+
+
+def _r_outer(exact, a, b, out=None):
+    if out is not None:
+        return None
+    na, nb = _node_of(a), _node_of(b)
+    if na is None or nb is None:
+        return None
+    flat = [_t._apply(_RESHAPE, n, None, {"shape": (-1,)}) for n in (na, nb)]
+    return _einsum_nodes("i,j->ij", flat)
+
+
+def _r_vdot(exact, a, b):
+    na, nb = _node_of(a), _node_of(b)
+    if na is None or nb is None:
+        return None
+    flat = [_t._apply(_RESHAPE, n, None, {"shape": (-1,)}) for n in (na, nb)]
+    return _einsum_nodes("i,i->", flat)
+
+
+def _r_tensordot(exact, a, b, axes=2):
+    na, nb = np.ndim(_pv(a)), np.ndim(_pv(b))
+    if isinstance(axes, (list, tuple)) and len(axes) == 2:
+        ia, ib = (_ints(x) for x in axes)
+        ia = (ia,) if isinstance(ia, int) else ia
+        ib = (ib,) if isinstance(ib, int) else ib
+    else:
+        n = _t._int(axes)
+        ia, ib = tuple(range(na - n, na)), tuple(range(n))
+    ia = [i % na for i in ia]
+    ib = [i % nb for i in ib]
+    sa = list(_LETTERS[:na])
+    sb = list(_LETTERS[na : na + nb])
+    for i, j in zip(ia, ib):
+        sb[j] = sa[i]
+    out = [c for k, c in enumerate(sa) if k not in ia] + [
+        c for k, c in enumerate(sb) if k not in ib
+    ]
+    return _einsum_nodes(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", (a, b))
+
+
+def _r_kron(exact, a, b):
+    pa, pb = np.asarray(_pv(a)), np.asarray(_pv(b))
+    n = max(pa.ndim, pb.ndim)
+    na, nb = _node_of(a), _node_of(b)
+    if na is None or nb is None:
+        return None
+    sa_shape = (1,) * (n - pa.ndim) + pa.shape
+    sb_shape = (1,) * (n - pb.ndim) + pb.shape
+    na = _t._apply(_RESHAPE, na, None, {"shape": sa_shape})
+    nb = _t._apply(_RESHAPE, nb, None, {"shape": sb_shape})
+    sa, sb = _LETTERS[:n], _LETTERS[n : 2 * n]
+    out = "".join(x + y for x, y in zip(sa, sb))
+    prod = _einsum_nodes(f"{sa},{sb}->{out}", (na, nb))
+    return _t._apply(_RESHAPE, prod, None, {"shape": np.shape(exact)})
+
+
+def _r_dot_any(exact, a, b, out=None):
+    if out is not None:
+        return None
+    da, db = np.ndim(_pv(a)), np.ndim(_pv(b))
+    if da <= 2 and db <= 2:
+        return _r_dot(exact, _node_of(a), _node_of(b))
+    return _r_tensordot(exact, a, b, axes=([-1], [-2 if db >= 2 else -1]))
+
+
+# linear algebra
+def _linalg_unary(name):
+    op = TENSOR_OPS[name]
+
+    def rule(exact, a, *args, **kwargs):
+        if args or kwargs:
+            return None
+        node = _node_of(a)
+        return None if node is None else _link(op, exact, node)
+
+    return rule
+
+
+def _r_slogdet(exact, a):
+    node = _node_of(a)
+    if node is None:
+        return None
+    logdet = _link(TENSOR_OPS["logdet"], exact[1], node)
+    return type(exact)(exact[0], logdet)
+
+
+def _r_solve(exact, a, b):
+    na, nb = _node_of(a), _node_of(b)
+    if na is None or nb is None:
+        return None
+    return _link(TENSOR_OPS["solve"], exact, na, nb, {"vec": np.ndim(_pv(b)) == 1})
+
+
+def _r_cholesky(exact, a, /, *, upper=False):
+    if upper:
+        return None
+    return _linalg_unary("cholesky")(exact, a)
+
+
+def _r_eigh(exact, a, UPLO="L"):
+    if UPLO != "L":
+        return None
+    node = _node_of(a)
+    if node is None:
+        return None
+    w = _link(TENSOR_OPS["eigvalsh"], exact[0], node)
+    v = _link(TENSOR_OPS["eigvecs"], exact[1], node)
+    return type(exact)(w, v)
+
+
+def _r_eigvalsh(exact, a, UPLO="L"):
+    return _linalg_unary("eigvalsh")(exact, a) if UPLO == "L" else None
+
+
+def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
+    if hermitian:
+        return None
+    node = _node_of(a)
+    if node is None:
+        return None
+    if not compute_uv:
+        return _link(TENSOR_OPS["svdvals"], exact, node)
+    s = _link(TENSOR_OPS["svdvals"], exact.S, node)
+    m, n = np.shape(_pv(a))[-2:]
+    if full_matrices and m != n:  # U's (or Vh's) extra columns are any basis: no derivative
+        u = _cut_result(exact.U, "the U of numpy.linalg.svd(full_matrices=True)", (a,))
+        vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd(full_matrices=True)", (a,))
+    else:
+        u = _link(TENSOR_OPS["svd_u"], exact.U, node)
+        vh = _link(TENSOR_OPS["svd_vh"], exact.Vh, node)
+    return type(exact)(u, s, vh)
+
+
+def _r_pinv(exact, a, rcond=None, hermitian=False, *, rtol=_NoValue):
+    if rcond is not None or hermitian or rtol is not _NoValue:
+        return None
+    return _linalg_unary("pinv")(exact, a)
+
+
+def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
+    node = _node_of(x)
+    if node is None:
+        return None
+    ndim = np.ndim(_pv(x))
+    with _quiet_graph():
+        if axis is None and ord is None:
+            return np.sqrt(np.sum(node * node))
+        axes = tuple(range(ndim)) if axis is None else _t._axes(axis, ndim)
+        if len(axes) == 1:
+            a = axes
+            if ord is None or ord == 2:
+                return np.sqrt(np.sum(node * node, axis=a, keepdims=keepdims))
+            if ord == np.inf:
+                return np.max(np.abs(node), axis=a, keepdims=keepdims)
+            if ord == -np.inf:
+                return np.min(np.abs(node), axis=a, keepdims=keepdims)
+            if ord == 0:
+                return None
+            p = float(ord)
+            return np.sum(np.abs(node) ** p, axis=a, keepdims=keepdims) ** (1.0 / p)
+        if len(axes) != 2:
+            return None
+        r, c = axes
+        if ord is None or ord == "fro":
+            return np.sqrt(np.sum(node * node, axis=axes, keepdims=keepdims))
+        if keepdims:
+            return None
+        if ord in (1, -1):
+            sums = np.sum(np.abs(node), axis=r)
+            c2 = c - 1 if c > r else c
+            return (np.max if ord == 1 else np.min)(sums, axis=c2)
+        if ord in (np.inf, -np.inf):
+            sums = np.sum(np.abs(node), axis=c)
+            r2 = r - 1 if r > c else r
+            return (np.max if ord == np.inf else np.min)(sums, axis=r2)
+        if ord in (2, -2, "nuc") and axes == (ndim - 2, ndim - 1):
+            s = np.linalg.svd(node, compute_uv=False)
+            if ord == "nuc":
+                return np.sum(s, axis=-1)
+            return (np.max if ord == 2 else np.min)(s, axis=-1)
+        return None
+
+
+FUNCTION_RULES.update(
+    {
+        np.dot: _r_dot_any,
+        np.linalg.norm: _r_norm_any,
+        np.cross: _r_cross,
+        np.sinc: _linalg_unary("sinc"),
+        np.einsum: _r_einsum,
+        np.inner: _r_inner,
+        np.outer: _r_outer,
+        np.vdot: _r_vdot,
+        np.tensordot: _r_tensordot,
+        np.kron: _r_kron,
+        np.linalg.inv: _linalg_unary("inv"),
+        np.linalg.det: _linalg_unary("det"),
+        np.linalg.slogdet: _r_slogdet,
+        np.linalg.solve: _r_solve,
+        np.linalg.cholesky: _r_cholesky,
+        np.linalg.eigh: _r_eigh,
+        np.linalg.eigvalsh: _r_eigvalsh,
+        np.linalg.svd: _r_svd,
+        np.linalg.pinv: _r_pinv,
+    }
+)

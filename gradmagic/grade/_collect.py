@@ -1,0 +1,242 @@
+"""What a graded run reports: :func:`collect` runs the source (here, or in a child process
+through :func:`_run_isolated`) and returns plain data: each named node's value and gradient,
+or the error with its line, and the notes (stderr, warnings). No expected number reaches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import pickle
+import sys
+import warnings
+
+import numpy as np
+
+from . import _sandbox
+
+FILENAME = "<graded cell>"
+"""The file name the graded source is compiled under (it shows in tracebacks)."""
+
+
+_NOTE_CHARS = 300  # at most this much of the cell's stderr in a note
+
+
+# =========================================================================== the run
+def collect(
+    source: str, names, ns: dict, target=None, raise_errors: bool = False, restore: bool = False
+) -> dict:
+    """Run ``source`` in ``ns`` and return what happened as plain (JSON-able) data.
+
+    ``{"status": "ran", "target": ..., "branch_dependent": ..., "nodes": {name:
+    {"index", "data", "grad"}}, "notes": [...]}`` for each of ``names`` that
+    is a node, or ``{"status": "error", "error": {"kind", "type", "message",
+    "line"}, "notes": [...]}``. This runs in the process that runs the
+    student's code (the child, or the grader's with ``isolate=False``); the
+    grader judges the data with :func:`_judge`. ``restore`` (the child) puts
+    back ``builtins`` and ``sys.modules`` as they were once the cell has run, so
+    that the data can still be gathered after a cell that broke them.
+    """
+    err = io.StringIO()
+    after = _snapshot() if restore else None
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(err),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        data = _collect(source, names, ns, target, raise_errors, after)
+    data["notes"] = data.get("notes", []) + _output_notes(err.getvalue(), caught)
+    return data
+
+
+def _collect(source, names, ns, target, raise_errors, after) -> dict:
+    from ..notebook import torchcell
+    from ..notebook.magic import NoTarget, execute, prepare
+
+    try:
+        body, first_line, line_target = _split_magic(source)
+        if torchcell.wants_torch(body, ns):  # a PyTorch cell runs as itself, recorded
+            return _collect_torch(body, first_line, names, ns, target or line_target, after)
+        cell = prepare(body, ns, filename=FILENAME, first_line=first_line)
+        trace = execute(cell, ns, {"target": target or line_target})
+    except (NoTarget, torchcell.NoTensorTarget) as exc:
+        if raise_errors:
+            raise
+        after and after()
+        return {
+            "status": "error",
+            "error": {"kind": "notarget", "type": "NoTarget", "message": str(exc), "line": None},
+        }
+    except BaseException as exc:  # the student's code failed (or exited): report, don't crash
+        if raise_errors:
+            raise
+        after and after()
+        return {"status": "error", "error": _error_data(exc)}
+    after and after()
+    nodes = {}
+    for name in names:
+        try:
+            node = trace.node(name)
+        except KeyError:
+            continue
+        nodes[name] = {"index": node.index, "data": _plain(node.data), "grad": _plain(node.grad)}
+    return {
+        "status": "ran",
+        "target": trace.target.name,
+        "branch_dependent": bool(trace.branch_dependent),
+        "nodes": nodes,
+        "notes": list(trace.warnings),
+    }
+
+
+def _collect_torch(body, first_line, names, ns, target, after) -> dict:
+    """:func:`_collect` for a PyTorch cell: the recorded values and gradients by name."""
+    from ..analysis.options import Options
+    from ..notebook import torchcell
+
+    run = torchcell.run(
+        body,
+        ns,
+        Options(target=target, no_check=True, quiet=True),
+        filename=FILENAME,
+        first_line=first_line,
+    )
+    after and after()
+    nodes = {}
+    for name in names:
+        try:
+            i = run.index(name)
+        except KeyError:
+            continue
+        kept = run.full.get(i)
+        if kept is not None:
+            nodes[name] = {"index": i, "data": _plain(kept[0]), "grad": _plain(kept[1])}
+    return {
+        "status": "ran",
+        "target": run.name_of(run.target),
+        "branch_dependent": False,
+        "nodes": nodes,
+        "notes": list(run.warnings),
+    }
+
+
+def _snapshot():
+    """A function that puts ``builtins`` and ``sys.modules`` back as they are now."""
+    import builtins
+
+    names, modules = dict(builtins.__dict__), dict(sys.modules)
+    clear, update = dict.clear, dict.update
+
+    def restore():
+        clear(builtins.__dict__)
+        update(builtins.__dict__, names)
+        clear(sys.modules)
+        update(sys.modules, modules)
+
+    return restore
+
+
+def _error_data(exc: BaseException) -> dict:
+    if isinstance(exc, SyntaxError):
+        return {
+            "kind": "syntax",
+            "type": "SyntaxError",
+            "message": str(exc.msg),
+            "line": exc.lineno,
+        }
+    try:
+        message = str(exc).strip()
+    except Exception:  # noqa: BLE001 - a student's exception whose str() fails
+        message = "(its message could not be printed)"
+    kind = "memory" if isinstance(exc, MemoryError) else "exception"
+    return {"kind": kind, "type": type(exc).__name__, "message": message, "line": _line_of(exc)}
+
+
+def _plain(x):
+    """A node's data or grad as JSON data: a number, None, or {"shape", "values"}."""
+    if isinstance(x, np.ndarray):
+        return {"shape": list(x.shape), "values": np.asarray(x, dtype=float).ravel().tolist()}
+    if isinstance(x, np.generic):
+        x = x.item()
+    if x is None or isinstance(x, (int, float)) and not isinstance(x, bool):
+        return x if type(x) in (int, float) or x is None else float(x)
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _split_magic(source: str):
+    """(body, its first line number, the -t of a leading ``%%autograd`` line or None)."""
+    first, newline, body = source.partition("\n")
+    if not first.lstrip().startswith("%%autograd"):
+        return source, 1, None
+    from ..notebook import magic
+
+    options = first.lstrip()[len("%%autograd") :]
+    try:
+        args = magic.parse_argstring(magic.AutogradMagics.autograd, options)
+        args.expect = None  # the student's own answers (a name in their notebook) are not graded
+        target = magic.options_from(args, {}).target
+    except Exception as exc:  # noqa: BLE001 - a UsageError: the student's line is wrong
+        raise SyntaxError(
+            f"the %%autograd line's options: {exc}", (FILENAME, 1, 1, first, None, None)
+        ) from None
+    return body, 2, target
+
+
+def _line_of(exc: BaseException):
+    """The line of the graded source where ``exc`` was raised (its last frame there)."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == FILENAME:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _output_notes(stderr: str, caught) -> list:
+    """Notes for what the cell wrote to stderr and the warnings it raised (once each)."""
+    notes = []
+    text = stderr.strip()
+    if text:
+        notes.append(f"The cell wrote to stderr: {_cut(text)}")
+    seen = set()
+    for w in caught:
+        where = f" on line {w.lineno}" if w.filename == FILENAME else ""
+        note = f"Warning{where}: {w.category.__name__}: {w.message}"
+        if note not in seen:
+            seen.add(note)
+            notes.append(note)
+    return notes
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _NOTE_CHARS else text[:_NOTE_CHARS] + " ..."
+
+
+# =========================================================================== the child
+def _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox) -> dict:
+    """Run the cell in a fresh ``python -I`` process (in the sandbox or not); its report
+    as plain data, or ``{"status": "timeout" | "crash", ...}``."""
+    ns_bytes = None
+    if namespace:
+        try:
+            ns_bytes = pickle.dumps(namespace)
+        except Exception as exc:  # noqa: BLE001 - the grader's namespace
+            raise TypeError(
+                f"an isolated grade() sends the namespace to a fresh "
+                f"process, so it must pickle: {exc}"
+            ) from None
+    job = {
+        "source": source,
+        "names": list(names),
+        "target": target,
+        "namespace": ns_bytes,
+        "memory": memory,
+        "timeout": timeout,
+        "processes": processes,
+    }
+    return _sandbox.run(job, timeout, sandbox)

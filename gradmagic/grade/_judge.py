@@ -1,0 +1,288 @@
+"""The grader's verdict on what a run reported: each expected answer against the reported
+node (:func:`_judge`), and the sentence that says what went wrong (a wrong answer, an
+error on the student's line, a timeout, out of memory, a crash).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+
+import numpy as np
+
+from ..analysis.check import CheckReport, expect, unanswered
+from ._collect import _NOTE_CHARS, _cut
+
+_MAX_NOTES = 20  # notes kept from a run
+_MAX_TEXT = 2000  # characters kept of any text the child sends
+
+
+class GradeReport(CheckReport):
+    """The report of :func:`grade`: an expect :class:`CheckReport` plus its ``outcome``.
+
+    ``outcome`` is ``"pass"``, ``"wrong"`` (the cell ran; some answer is wrong
+    or has no node), ``"error"`` (the cell does not compile, raised, or left
+    nothing to differentiate; ``error`` names the student's line), ``"timeout"``,
+    ``"memory"`` (out of memory) or ``"crash"`` (the process that ran it ended
+    without a report). Only ``"pass"`` passes.
+
+    ``sandbox`` says how the cell was run: ``{"sandboxed": bool, "how": str,
+    "limits": {name: bool}}`` where ``limits`` says which limits held (``time``,
+    ``memory_per_process``, ``memory_total``, ``processes``, ``file_size``,
+    ``tmp_size``). ``to_dict()`` includes both.
+    """
+
+    outcome: str = "pass"
+    sandbox: dict = {}
+
+    @classmethod
+    def of(cls, report: CheckReport, outcome: str, sandbox: dict | None = None) -> "GradeReport":
+        new = cls.__new__(cls)
+        new.__dict__.update(report.__dict__)
+        new.outcome = outcome
+        new.sandbox = sandbox or {}
+        return new
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["outcome"] = self.outcome
+        d["sandbox"] = self.sandbox
+        return d
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str) -> str:
+    """``text`` without control characters (escape sequences, carriage returns, bidi
+    overrides), keeping newlines and tabs: what a submission writes cannot move the
+    cursor, recolour or rewrite what the grader's terminal or log shows."""
+    return _CONTROL.sub("", text)
+
+
+# =========================================================================== judging
+class _Reported:
+    """The nodes a run reported, shaped as :func:`~gradmagic.analysis.check.expect` reads a
+    Trace: ``node(name)`` (``.index``, ``.data``, ``.grad``), ``target.name``, ``branch_dependent``."""
+
+    class _Node:
+        __slots__ = ("index", "data", "grad", "name")
+
+        def __init__(self, name, index, data, grad):
+            self.name, self.index, self.data, self.grad = name, index, data, grad
+
+    def __init__(self, nodes: dict, target: str, branch_dependent: bool):
+        self._nodes = nodes
+        self.target = self._Node(target, None, None, None)
+        self.branch_dependent = branch_dependent
+
+    def node(self, name: str):
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise KeyError(f"no node is labelled {name!r}") from None
+
+
+class _Unreadable(Exception):
+    """The child's data is not what a run reports."""
+
+
+def _judge(
+    data: dict, pairs, source: str, atol, rtol, timeout, memory, how: dict | None = None
+) -> GradeReport:
+    """Build and judge the report in the grader's process from a run's plain data.
+
+    Never raises for anything in ``data``: what cannot be read is a crash, and arithmetic
+    that fails on the reported numbers (a value past a float's range) is an error row.
+    """
+    try:
+        status = data.get("status") if isinstance(data, dict) else None
+        notes = _texts(data.get("notes", []))[:_MAX_NOTES] if status else []
+        if status == "ran":
+            reported = _Reported(
+                _nodes(data.get("nodes")),
+                _text(data.get("target", "")),
+                data.get("branch_dependent") is True,
+            )
+            report = _expect(reported, pairs, atol, rtol)
+            report.notes[:0] = notes
+            outcome = "pass" if report.passed else "wrong"
+        elif status == "error":
+            error = data.get("error")
+            if not isinstance(error, dict):
+                raise _Unreadable
+            outcome = "memory" if error.get("kind") == "memory" else "error"
+            report = unanswered(pairs, _what_went_wrong(error, source, memory), atol, rtol)
+            report.notes += notes
+        elif status == "timeout":
+            outcome = "timeout"
+            report = unanswered(
+                pairs,
+                f"Stopped: the cell did not finish within the time limit of {timeout:g} s.",
+                atol,
+                rtol,
+            )
+        elif status == "crash":
+            if data.get("memory_total") is True:
+                outcome = "memory"
+                why = (
+                    f"The cell's processes together used more than the memory limit "
+                    f"({memory:g} MiB); the sandbox was ended."
+                )
+            else:
+                outcome, why = _crash(data.get("returncode"), data.get("stderr", ""), memory)
+            report = unanswered(pairs, why, atol, rtol)
+        else:
+            raise _Unreadable
+    except (_Unreadable, TypeError, ValueError, KeyError, AttributeError, RecursionError):
+        outcome = "crash"
+        report = unanswered(
+            pairs, "The process that ran the cell sent a report that could not be read.", atol, rtol
+        )
+    stderr = data.get("stderr") if isinstance(data, dict) else None
+    if stderr and isinstance(stderr, str) and outcome not in ("crash",):
+        report.notes.append(f"The cell wrote to stderr: {_cut(clean(stderr))}")
+    return GradeReport.of(report, outcome, how)
+
+
+def _expect(reported, pairs, atol, rtol) -> CheckReport:
+    """:func:`expect`, with arithmetic that fails on a reported number made an error row."""
+    try:
+        with np.errstate(all="ignore"):
+            report = expect(reported, pairs, atol=atol, rtol=rtol)
+            report.rows = [_exactly(row, want) for row, (_, want) in zip(report.rows, pairs)]
+            return report
+    except ArithmeticError:
+        rows = []
+        for key, want in pairs:
+            try:
+                with np.errstate(all="ignore"):
+                    rows += expect(reported, [(key, want)], atol=atol, rtol=rtol).rows
+            except ArithmeticError as exc:
+                (row,) = unanswered([(key, want)], "", atol, rtol).rows
+                rows.append(
+                    row._replace(
+                        note=f"the reported number cannot be compared: "
+                        f"{type(exc).__name__}: {_cut(str(exc))}"
+                    )
+                )
+        report = CheckReport(rows, kind="expect", atol=atol, rtol=rtol, target=reported.target.name)
+        if reported.branch_dependent:
+            report.notes.append(
+                "The cell's control flow depended on values: these numbers hold for this branch."
+            )
+        return report
+
+
+def _exactly(row, want):
+    """A passing row whose expected value is not finite passes only if got is the same value
+    (a tolerance relative to an infinite value would let any number through)."""
+    if row.status != "pass" or isinstance(want, str):
+        return row
+    w = np.asarray(want, dtype=float)
+    if np.isfinite(w).all():
+        return row
+    g = np.asarray(row.got, dtype=float)
+    if g.shape == w.shape and np.array_equal(g, w, equal_nan=True):
+        return row
+    return row._replace(
+        status="fail", note="the expected value is not finite: only the same value passes"
+    )
+
+
+def _text(x) -> str:
+    if not isinstance(x, str):
+        raise _Unreadable
+    return clean(x[:_MAX_TEXT])
+
+
+def _texts(xs) -> list:
+    if not isinstance(xs, list):
+        raise _Unreadable
+    return [_text(x) for x in xs[:_MAX_NOTES]]
+
+
+def _nodes(nodes) -> dict:
+    if not isinstance(nodes, dict):
+        raise _Unreadable
+    out = {}
+    for name, node in nodes.items():
+        if not isinstance(node, dict):
+            raise _Unreadable
+        index = node.get("index")
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise _Unreadable
+        name = _text(name)
+        out[name] = _Reported._Node(
+            name, index, _number_or_array(node.get("data")), _number_or_array(node.get("grad"))
+        )
+    return out
+
+
+def _number_or_array(x):
+    """A reported number as a float (an int past a float's range as ±inf) or a float array."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        try:
+            return float(x)
+        except OverflowError:
+            return math.inf if x > 0 else -math.inf
+    if x is None or isinstance(x, float):
+        return x
+    if isinstance(x, dict):
+        shape, values = x.get("shape"), x.get("values")
+        if (
+            isinstance(shape, list)
+            and isinstance(values, list)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            and math.prod(shape) == len(values)
+        ):
+            return np.asarray(values, dtype=float).reshape(shape)
+    raise _Unreadable
+
+
+def _what_went_wrong(error: dict, source: str, memory) -> str:
+    """A short description of the cell's error and the line of ``source`` it happened on."""
+    kind, line = error.get("kind"), error.get("line")
+    kind_name, message = _text(error.get("type", "")), _text(error.get("message", ""))
+    if isinstance(line, bool) or not isinstance(line, int):
+        line = None
+    if kind == "notarget":
+        return f"Nothing to grade: {message}."
+    if kind == "syntax":
+        what = f"The cell has a syntax error on line {line}: {message}"
+    elif kind == "memory":
+        where = f" on line {line}" if line is not None else ""
+        limit = f" (limit {memory:g} MiB)" if memory is not None else ""
+        what = f"The cell ran out of memory{limit}{where}" + (f": {message}" if message else "")
+    elif kind == "exception":
+        where = f" on line {line}" if line is not None else ""
+        what = f"The cell raised {kind_name}{where}" + (f": {message}" if message else "")
+    else:
+        raise _Unreadable
+    lines = source.splitlines()
+    if line is not None and 1 <= line <= len(lines):
+        what += f"\n    {line} | {clean(lines[line - 1].strip())}"
+    return what
+
+
+def _crash(returncode, stderr, memory) -> tuple:
+    """(outcome, message) for a child that ended without a usable report."""
+    stderr = stderr if isinstance(stderr, str) else ""
+    if isinstance(returncode, int) and returncode < 0:
+        try:
+            how = f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"killed by signal {-returncode}"
+        if returncode == -getattr(signal, "SIGXCPU", 0):
+            return "timeout", "Stopped: the cell used up its CPU time limit."
+    else:
+        how = f"exit code {returncode}"
+    if "MemoryError" in stderr:
+        limit = f" (limit {memory:g} MiB)" if memory is not None else ""
+        return "memory", f"The cell ran out of memory{limit}; the process ended ({how})."
+    why = f"The process that ran the cell ended without a report ({how})."
+    if stderr:
+        why += f"\nIts last output on stderr: {_cut(clean(stderr[-_NOTE_CHARS:]))}"
+    return "crash", why

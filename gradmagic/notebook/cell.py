@@ -1,0 +1,569 @@
+"""A cell's run under the magic: :func:`prepare` (rewrite and compile, cached by the cell's
+text) and :func:`execute` (run in the user's namespace, find the target, backward, the
+trace), the namespace's names lifted into leaves, and the traceback the user sees.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import pkgutil
+import threading
+import types
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import core
+from ..analysis.options import Options
+from ..analysis.trace import Trace
+from ..core import engine
+from ..core.array import Array
+from ..core.engine import Value, state
+from ..core.sites import FUNCTIONS, cursor
+from . import boundary
+from . import runtime as _runtime
+from .math_calls import DISPATCHED_NAMES
+from .rewrite import RUNTIME, SITE, Rewritten, rewrite
+
+
+# --------------------------------------------------------------------------- running a cell
+class NoTarget(Exception):
+    """The cell ran but left nothing to differentiate; the message says why.
+
+    ``value`` is the cell's value as plain Python has it, and ``shown`` says whether
+    plain Python would show it (the cell ends with an expression).
+    """
+
+    value = None
+    shown = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cell rewritten and compiled, ready for :func:`execute`."""
+
+    source: str
+    rewritten: Rewritten
+    code: types.CodeType
+    final: types.CodeType | None  # the cell's last expression, evaluated separately
+    filename: str
+
+
+def prepare(
+    source: str, ns, *, filename: str = "<cell>", first_line: int = 1, compiler=compile
+) -> Prepared:
+    """Rewrite ``source`` for the namespace ``ns`` and compile it.
+
+    ``compiler`` is the shell's caching compiler in the magic (so tracebacks
+    show the cell's lines) and the builtin :func:`compile` elsewhere. Raises
+    ``SyntaxError`` (or ``ValueError``) for a cell that cannot be compiled.
+
+    A cell run again (the same text, the same names of library objects and math
+    functions in ``ns``, the same compiler flags) reuses its rewrite and code, with
+    the code's file name made ``filename``; a cell whose compiling warned is not kept,
+    so it warns again, as a plain cell does.
+    """
+    plain, math_names = namespace_names(ns)
+    key = (
+        source,
+        first_line,
+        frozenset(plain),
+        frozenset(math_names),
+        compiler is compile,
+        getattr(compiler, "flags", None),
+    )
+    kept = _PREPARED.get(key)
+    if kept is not None:
+        _PREPARED.move_to_end(key)
+        rw, code, final = kept
+        return Prepared(
+            source, rw, _refile(code, filename), final and _refile(final, filename), filename
+        )
+    with warnings.catch_warnings(record=True) as caught:  # the filters in force still apply
+        rw = rewrite(
+            source,
+            filename=filename,
+            first_line=first_line,
+            plain_names=plain,
+            math_names=math_names,
+        )
+        code = _link(_compile(compiler, rw.module, filename, "exec"))
+        final = rw.final and _link(_compile(compiler, rw.final, filename, "eval"))
+    for w in caught:  # shown as they would have been
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    if not caught:
+        _PREPARED[key] = (rw, code, final)
+        if len(_PREPARED) > _KEEP_PREPARED:
+            _PREPARED.popitem(last=False)
+    return Prepared(source, rw, code, final, filename)
+
+
+_PREPARED: OrderedDict = OrderedDict()  # the cells prepared last (see prepare)
+_KEEP_PREPARED = 64
+
+
+def _refile(code: types.CodeType, filename: str) -> types.CodeType:
+    """``code`` and the code inside it (functions, classes, comprehensions) as compiled from
+    ``filename``: tracebacks and the runtime's recording find the cell by that name."""
+    if code.co_filename == filename:
+        return code
+    consts = tuple(
+        _refile(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+_TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+_CO_COROUTINE = inspect.CO_COROUTINE
+
+
+def _compile(compiler, tree, filename: str, mode: str):
+    """``compiler(tree, filename, mode)`` allowing top-level ``await``, as IPython's own cells do
+    (code without one compiles as before)."""
+    if compiler is compile:
+        return compile(tree, filename, mode, _TOP_LEVEL_AWAIT)
+    extra = getattr(compiler, "extra_flags", None)  # IPython's caching compiler
+    if extra is None:
+        return compiler(tree, filename, mode)
+    with extra(_TOP_LEVEL_AWAIT):
+        return compiler(tree, filename, mode)
+
+
+def _run_code(code, global_ns, ns):
+    """``exec`` or ``eval`` of the cell's code; a cell with top-level ``await`` is a
+    coroutine, run to its end (see :func:`_await`)."""
+    if code.co_flags & _CO_COROUTINE:
+        return _await(eval(code, global_ns, ns))
+    return eval(code, global_ns, ns)
+
+
+def _await(coroutine):
+    """Run a cell's coroutine to its end and return its value.
+
+    With no event loop running in this thread (a terminal IPython, a test
+    shell, ``grade``), it runs on IPython's own loop, as a plain cell's
+    ``await`` does. In a Jupyter kernel, whose loop is running this very
+    cell, it runs on a loop of its own in a helper thread while the kernel
+    waits: ``await asyncio.sleep(1)`` or an HTTP call work; an object tied to
+    the kernel's loop (a task or queue made by an earlier cell) does not.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        from IPython.core.async_helpers import get_asyncio_loop
+
+        return get_asyncio_loop().run_until_complete(coroutine)
+    box = {}
+
+    def work():
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as e:  # handed to the cell's thread
+            box["error"] = e
+
+    worker = threading.Thread(target=work, name="gradmagic-await", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        error = box.pop("error")
+        try:
+            raise error
+        finally:
+            del error
+    return box["value"]
+
+
+def execute(
+    cell: Prepared, ns, options: Options | Mapping | None = None, *, global_ns=None
+) -> Trace:
+    """Run a prepared cell in ``ns``, call ``backward()`` on its target, return the Trace.
+
+    This is the whole run of ``%%autograd`` without any display; the magic and
+    :func:`gradmagic.grade` both use it. ``options`` are the magic's (the
+    ``target`` key names the target; all are kept on the Trace). Raises what
+    the cell raises, after putting back the numbers it read from ``ns``, or
+    :class:`NoTarget`.
+    """
+    __tracebackhide__ = True
+    options = Options.of(options)
+    global_ns = ns if global_ns is None else global_ns
+    branches, floats = state.branch_events, state.float_conversions
+    lifted = lift(ns, cell.rewritten.reads)
+    before = dict(ns)  # to find the names the cell binds
+    run = None
+    reached: dict = {}  # the leaves made of numbers in the data the cell reads
+    value = lifter = None
+    reach = boundary.roots(ns, cell.rewritten.names)
+    followed = follow(ns, reach)
+    followed_codes = frozenset(code for _, code in followed)
+    try:
+        lifter = boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
+        with _runtime.recording(cell.filename) as run:
+            first = cursor.start()
+            cursor.enter(cell.rewritten.function)
+            try:
+                _run_code(cell.code, global_ns, ns)
+                cursor.site = cursor.base + cell.rewritten.final_site
+                value = _run_code(cell.final, global_ns, ns) if cell.final else None
+            finally:
+                cursor.leave()
+        target = find_target(cell.rewritten, options.target, value, ns)
+    except NoTarget as e:  # the names and the cell's value hold plain values
+        unfollow(followed)
+        outside = boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
+        if outside and e.args:
+            e.args = (f"{e.args[0]}; {outside[0]}",)
+        boundary.restore(lifter)
+        settled = boundary.settle(
+            ns,
+            made=_made(run, lifted, reached),
+            bound=_bound(ns, before, lifted),
+            reach=reach,
+            value=value,
+        )
+        e.value, e.shown = settled.value, cell.final is not None and options.target is None
+        if run is not None and run.cuts and e.args:
+            e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
+        raise
+    except BaseException:  # an error: no graph to look at, the names hold plain values
+        unfollow(followed)
+        boundary.restore(lifter)
+        boundary.settle(
+            ns, made=_made(run, lifted, reached), bound=_bound(ns, before, lifted), reach=reach
+        )
+        raise
+    unfollow(followed)
+    relabel(ns)
+    data = target.data
+    # one walk of the graph, for backward and the trace (which reuses its lists)
+    walk = engine.walk(target, zero=True)
+    named = bindings(ns)
+    lifted_named = boundary.name_lifted(lifter, walk, ns)
+    boundary.restore(lifter)
+    settled = boundary.settle(
+        ns,
+        made=_made(run, lifted, reached),
+        bound=_bound(ns, before, lifted),
+        reach=reach,
+        walk=walk,
+    )
+    if settled.named or lifted_named:  # leaves named by the path that reaches them
+        walk.named = sorted(set(walk.named).union(settled.named, lifted_named))
+    engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
+    converted = state.float_conversions - floats
+    trace = Trace(
+        target,
+        walk=walk,
+        bindings=named,
+        branch_events=state.branch_events - branches,
+        float_conversions=converted + len(run.cuts),
+        source=cell.source,
+        options=options,
+        sites=(first, cursor.calls_since(first), FUNCTIONS),
+        warnings=cut_warnings(run.cuts, converted)
+        + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
+        + _unsettled(settled),
+    )
+    trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
+    boundary.release(settled)
+    return trace
+
+
+def follow(ns, reach) -> list:
+    """Run the notebook functions a plain cell compiled, which the cell can reach,
+    rewritten while the cell runs, so that the graph follows them (a model whose
+    class a plain cell defined, calling math.tanh). Returns what :func:`unfollow` puts
+    back; a function whose source cannot be read or rewritten is left as it is."""
+    followed = []
+    names = None
+    for name in reach:
+        for f in boundary.functions_of(ns.get(name)):
+            code = f.__code__
+            if boundary.compiled_by_magic(code, _runtime):
+                continue
+            new = _FOLLOWED.get(code)
+            if new is None:
+                if names is None:
+                    names = namespace_names(ns)
+                new = _rewritten(f, *names)
+                if len(_FOLLOWED) > 256:
+                    _FOLLOWED.clear()
+                _FOLLOWED[code] = new
+            if new is not False:
+                f.__code__ = new
+                followed.append((f, code))
+    return followed
+
+
+def unfollow(followed: list) -> None:
+    """Put back the code :func:`follow` replaced."""
+    for f, code in followed:
+        f.__code__ = code
+    followed.clear()
+
+
+_FOLLOWED: dict = {}  # a plain cell's function code → its rewritten code (False: none)
+
+
+def _rewritten(f, plain, math_names):
+    """``f``'s code rewritten as a magic cell's is, or False where that cannot be done."""
+    import inspect
+    import textwrap
+
+    code = f.__code__
+    if code.co_name == "<lambda>":
+        return False
+    try:
+        source = textwrap.dedent(inspect.getsource(f))
+        qualname = getattr(code, "co_qualname", code.co_name)
+        rw = rewrite(
+            source,
+            filename=code.co_filename,
+            first_line=code.co_firstlineno,
+            plain_names=plain,
+            math_names=math_names,
+            scope=qualname[: -len(code.co_name)].replace("<locals>.", ""),
+        )
+        module = compile(rw.module, code.co_filename, "exec", dont_inherit=True)
+    except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
+        return False
+    for c in module.co_consts:
+        if isinstance(c, types.CodeType) and c.co_name == code.co_name:
+            if c.co_freevars != code.co_freevars or c.co_flags != code.co_flags:
+                return False  # a closure or super() the standalone text cannot rebuild
+            new = _link(c)
+            if hasattr(code, "co_qualname"):
+                new = new.replace(co_qualname=code.co_qualname)
+            return new
+    return False
+
+
+_MATH_CALLS = frozenset(DISPATCHED_NAMES) - {"float", "isinstance", "pow"}
+"""Names of math functions whose call on a number node computes outside the graph unless
+the magic compiled the call."""
+
+
+def _unsettled(settled) -> list[str]:
+    """A warning when the end-of-cell walk reached its bound before the end."""
+    if not settled.unvisited:
+        return []
+    return [
+        f"the cell reaches more than {boundary.LIMIT:,} objects: {settled.unvisited:,} were "
+        "not visited, and numbers the cell left in them may still be graph nodes"
+    ]
+
+
+def _cuts_text(cuts) -> str:
+    """Where the cell's numbers left the graph, as a clause: "numbers left the graph at
+    line 3 (math.exp took 'W' as a plain number)"."""
+    places = list(
+        dict.fromkeys(
+            (f"line {line} ({message})" if line is not None else message) for line, message in cuts
+        )
+    )
+    more = f" and {len(places) - 3} more places" if len(places) > 3 else ""
+    return "numbers left the graph at " + "; ".join(places[:3]) + more
+
+
+def _made(run, lifted, reached) -> dict:
+    """id(node) → (node, the object it stands for): library results, lifted names and the
+    numbers the cell's data held."""
+    made = dict(reached)
+    if run is not None:
+        made.update(run.made)
+    for old, new in lifted.values():
+        made[id(new)] = (new, old)
+    return made
+
+
+def _bound(ns, before: dict, lifted: dict) -> set:
+    """The names the cell bound (or the magic lifted)."""
+    missing = object()
+    return {name for name, v in ns.items() if before.get(name, missing) is not v} | set(lifted)
+
+
+def find_target(rw: Rewritten, name, value, ns):
+    """The node to differentiate after a run; raises :class:`NoTarget` saying why there is none.
+
+    ``name`` is ``-t NAME`` (or None), ``value`` the cell's last expression.
+    """
+    if name is not None:
+        if name not in ns:
+            raise NoTarget(f"-t {name}: no variable {name!r} after the cell ran")
+        value, what = ns[name], name
+    elif rw.final is not None:
+        what = "the cell's value"
+    elif rw.target is not None:
+        value, what = ns.get(rw.target), rw.target
+    else:
+        raise NoTarget(
+            "the cell does not end with an expression or an assignment; "
+            "end it with one, or name the target with -t NAME"
+        )
+    if not _runtime.is_node(value):
+        raise NoTarget(
+            f"{what} is {_describe(value)}, not a Value, so there is nothing to differentiate"
+        )
+    if isinstance(value.data, np.ndarray) and value.data.size != 1:
+        raise NoTarget(
+            f"{what} is a tensor of shape {value.data.shape}; reduce it "
+            "to one number (.sum(), .mean()) to differentiate it"
+        )
+    return value
+
+
+# --------------------------------------------------------------------------- steps
+def _link(code: types.CodeType) -> types.CodeType:
+    """``code`` with the placeholders :data:`~gradmagic.notebook.rewrite.RUNTIME` and
+    :data:`~gradmagic.notebook.rewrite.SITE` made the runtime module and the site cursor."""
+    consts = tuple(
+        _runtime
+        if type(c) is str and c == RUNTIME
+        else cursor
+        if type(c) is str and c == SITE
+        else _link(c)
+        if isinstance(c, types.CodeType)
+        else c
+        for c in code.co_consts
+    )
+    return code.replace(co_consts=consts)
+
+
+def namespace_names(ns) -> tuple[set, set]:
+    """Names of library objects, and of math functions, in the namespace ``ns``.
+
+    Library objects are modules and whatever comes from a package: functions,
+    classes and their instances (numpy arrays, random generators, models);
+    calls through them get plain literals. Scalar Values, numbers, containers
+    and anything defined in the notebook itself are not library objects.
+    """
+    plain, math_names = set(), set()
+    for name, obj in ns.items():
+        if not name.startswith("_"):
+            kind = _kind(obj)
+            if kind == "math":
+                math_names.add(name)
+            elif kind == "library":
+                plain.add(name)
+    return plain, math_names
+
+
+def _kind(obj) -> str:
+    """'math', 'library' or '' (anything else) for an object of the namespace."""
+    try:
+        if callable(obj) and _runtime.fn(obj) is not obj:
+            return "math"
+        if type(obj) is Value:
+            return ""
+        if isinstance(obj, types.ModuleType):
+            return "library"
+        if isinstance(obj, type) and obj.__module__ == "__main__":
+            return "library"  # the notebook's own class: its calls get plain numbers
+        module = getattr(obj, "__module__", None)
+        if not isinstance(module, str):
+            module = type(obj).__module__
+        return "" if module in ("builtins", "__main__") else "library"
+    except Exception:  # an exotic object (a proxy that fails on inspection): leave it be
+        return ""
+
+
+def lift(ns, names) -> dict:
+    """Rebind each numeric name in ``names`` to a fresh leaf; returns name → (old, leaf)."""
+    lifted = {}
+    arrays = {}  # id -> leaf: one array read under two names is one leaf (V is W holds)
+    for name in names:
+        if name in ns:
+            old = ns[name]
+            if type(old) is np.ndarray or type(old) is Array:
+                new = arrays.get(id(old))
+                if new is None:
+                    new = arrays[id(old)] = _runtime.new_leaf(old, name)
+            else:
+                new = _runtime.new_leaf(old, name)
+            if new is not None:
+                lifted[name] = (ns[name], new)
+                ns[name] = new
+    return lifted
+
+
+def relabel(ns) -> None:
+    """Label each node bound to a name with it, unless its label is a name bound to it."""
+    for name, v in list(ns.items()):
+        if (
+            not name.startswith("_")
+            and _runtime.is_node(v)
+            and v.label != name
+            and ns.get(v.label) is not v
+        ):
+            v.label = name
+
+
+def bindings(ns) -> dict:
+    """Name → node for every node bound in the namespace."""
+    return {name: v for name, v in ns.items() if not name.startswith("_") and _runtime.is_node(v)}
+
+
+def cut_warnings(cuts, converted: int) -> list[str]:
+    """One line per place a Value was turned into a plain number."""
+    counts = {}
+    for line, message in cuts:
+        counts[line, message] = counts.get((line, message), 0) + 1
+    warnings = []
+    for (line, message), n in counts.items():
+        where = f"line {line}: " if line is not None else ""
+        times = f" ({n} times)" if n > 1 else ""
+        warnings.append(f"{where}{message}, so no gradient flows through it{times}")
+    if converted:
+        times = f" ({converted} times)" if converted > 1 else ""
+        warnings.append(
+            "a Value or Tensor was converted to plain numbers by code outside the graph "
+            "(e.g. a library function or storing into a numpy float array), so no gradient "
+            f"flows through those numbers{times}"
+        )
+    return warnings
+
+
+INTERNALS = frozenset(
+    [f"gradmagic.core.{module.name}" for module in pkgutil.iter_modules(core.__path__)]
+    + [
+        "gradmagic.notebook.runtime",
+        "gradmagic.notebook.math_calls",
+        "gradmagic.notebook.torchcell",
+        "gradmagic.analysis.torchrun",
+    ]
+)
+"""Modules whose frames a traceback leaves out (every module of ``core``, and what rewritten
+code calls): an error in a Value or Tensor op shows the user's line and the message, as an
+error inside numpy does."""
+
+
+def user_traceback(tb, filename: str):
+    """The part of ``tb`` from the user's cell on, without the frames of :data:`INTERNALS`."""
+    start = tb
+    while start is not None and start.tb_frame.f_code.co_filename != filename:
+        start = start.tb_next
+    if start is None:
+        return tb
+    frames = []
+    while start is not None:
+        if start.tb_frame.f_globals.get("__name__") not in INTERNALS:
+            frames.append(start)
+        start = start.tb_next
+    out = None
+    for t in reversed(frames):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def _describe(value) -> str:
+    if value is None:
+        return "None"
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"a {type(value).__name__} ({text})"

@@ -1,0 +1,106 @@
+"""The ``--expect`` text read: ``"a=6, b=-4"`` (or the name of a mapping) to expected numbers."""
+
+from __future__ import annotations
+
+import ast
+import numbers
+import operator
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..core.engine import Value
+
+_EXPECT_KEY = re.compile(r"[A-Za-z_]\w*(\.data)?\Z")
+
+
+def parse_expect(spec: str, ns) -> dict:
+    """``"a=6, b=-4"`` (or the name of a mapping in ``ns``) → ``{'a': 6.0, 'b': -4.0}``.
+
+    Keys are variable names, optionally with ``.data`` for an expected value
+    rather than a gradient; numbers may be simple arithmetic (``-4/3``); a
+    mapping's values may also be lists or arrays (a tensor's gradient).
+    Raises ValueError with a readable message.
+    """
+    spec = spec.strip().strip("\"'")
+    if spec.isidentifier():
+        if spec not in ns:
+            raise ValueError(f"no variable {spec!r} (give NAME=NUMBER pairs or a dict)")
+        mapping = ns[spec]
+        if not isinstance(mapping, Mapping):
+            raise ValueError(f"{spec!r} is a {type(mapping).__name__}, not a dict")
+        items = list(mapping.items())
+    else:
+        items = []
+        for part in spec.split(","):
+            if not part.strip():
+                continue
+            key, eq, number = part.partition("=")
+            if not eq:
+                raise ValueError(f"{part.strip()!r} is not NAME=NUMBER")
+            items.append((key.strip(), number.strip()))
+    expect = {}
+    for key, number in items:
+        if not isinstance(key, str) or not _EXPECT_KEY.match(key):
+            raise ValueError(f"{key!r} is not a variable name (optionally with .data)")
+        expect[key] = _expected_number(number)
+    if not expect:
+        raise ValueError("no NAME=NUMBER pairs given")
+    return expect
+
+
+def _expected_number(x):
+    """An expected answer as a float (or a float array, for a tensor's gradient)."""
+    if isinstance(x, Value):
+        return float(x.data)
+    if hasattr(x, "detach") and hasattr(x, "__array__"):  # a torch tensor (torch not imported)
+        x = x.detach().cpu().numpy()
+    if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        return float(x)
+    if isinstance(x, (list, tuple, np.ndarray)):
+        try:
+            return np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            pass
+    if isinstance(x, str):
+        if len(x) > 200:
+            raise ValueError(f"{x[:20]!r}... is not a number (at most 200 characters)")
+        try:
+            return float(_arithmetic(ast.parse(x, mode="eval").body))
+        except (
+            SyntaxError,
+            ValueError,
+            TypeError,
+            ZeroDivisionError,
+            OverflowError,
+            MemoryError,
+            RecursionError,
+        ):
+            pass
+    raise ValueError(f"{_short(x)} is not a number")
+
+
+def _short(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _arithmetic(node):
+    """The value of a tree of numbers and + - * / ** (nothing else is evaluated)."""
+    ops = {
+        ast.Add: operator.add,
+        ast.Sub: operator.sub,
+        ast.Mult: operator.mul,
+        ast.Div: operator.truediv,
+        ast.Pow: operator.pow,
+        ast.USub: operator.neg,
+        ast.UAdd: operator.pos,
+    }
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)  # floats, so 9**9**9 overflows instead of running on
+    if isinstance(node, ast.UnaryOp) and type(node.op) in ops:
+        return ops[type(node.op)](_arithmetic(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        return ops[type(node.op)](_arithmetic(node.left), _arithmetic(node.right))
+    raise ValueError("not a number")

@@ -1,0 +1,176 @@
+"""The live view's widgets: anywidget models and their messages with the browser.
+
+:class:`LiveView` is an `anywidget <https://anywidget.dev>`_ whose front-end
+(``static/widget.js``, built from ``js/src``) lays the graph out with the WebAssembly build
+of Graphviz; :class:`VizLibrary` carries that build (``static/viz.js.gz``, from
+``@viz-js/viz``) as bytes, once per kernel, for every view. No system ``dot`` and nothing
+fetched at run time: it works wherever Jupyter widgets do (JupyterLab, Notebook 7, VS Code,
+Colab). A view holds the run's payload as JSON and the run itself weakly; the tabs it defers
+are made here when the browser first asks for them.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import weakref
+from pathlib import Path
+
+import anywidget
+import traitlets
+from ipywidgets import widget_serialization
+
+from ..analysis.groups import Grouping
+from . import grouped
+
+__all__ = ["LiveView", "VizLibrary", "library"]
+
+STATIC = Path(__file__).with_name("static")
+
+
+class VizLibrary(anywidget.AnyWidget):
+    """Graphviz for the browser, gzipped (0.47 MB), sent once per kernel.
+
+    Every LiveView refers to this one model, so the module is sent (and saved with widget
+    state) once, not with every run. Bytes travel as a binary buffer; the browser gunzips
+    them.
+    """
+
+    _esm = "export default { initialize() {} };"
+    code = traitlets.Bytes(b"").tag(sync=True)
+
+
+def _message(text: str) -> dict:
+    return {"kind": "html", "payload": {"html": f"<p>{text}</p>"}}
+
+
+_GONE = _message(
+    "This run is no longer in memory (the kernel restarted, or <code>Out</code> and "
+    "<code>gradmagic.last</code> no longer hold it): run the cell again to see this view."
+)
+_EMPTY = _message("This view has nothing to show for this run.")
+
+
+class LiveView(anywidget.AnyWidget):
+    """The live view of one run. ``selected`` (a node index, -1 for none), ``step`` (of the
+    backward pass) and ``tab`` (the shown tab's id) follow the browser both ways."""
+
+    _esm = STATIC / "widget.js"
+    _css = STATIC / "widget.css"
+    lib = traitlets.Instance(VizLibrary).tag(sync=True, **widget_serialization)
+    # the payload as one JSON string: a displayed run keeps a few hundred kB, not megabytes
+    # of small Python objects (ipywidgets keeps every widget alive)
+    data = traitlets.Unicode("{}").tag(sync=True)
+    # the deferred tabs made so far (tab id → tab), as JSON: kept with the widget's state, so
+    # a saved notebook shows the tabs that were opened
+    opened = traitlets.Unicode("{}").tag(sync=True)
+    selected = traitlets.Int(-1).tag(sync=True)
+    step = traitlets.Int(0).tag(sync=True)
+    tab = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, *args, source=None, deferred=None, grouped_view=None, **kwargs):
+        """``source()`` gives the run or None (a weak reference: ``Out`` and
+        ``gradmagic.last`` keep it, the view never does); ``deferred`` maps a tab id to
+        ``make(trace) -> tab``; ``grouped_view`` lists the groups the first picture opened,
+        when it is drawn grouped by the code."""
+        super().__init__(*args, **kwargs)
+        self._source = source
+        self._deferred = dict(deferred or {})
+        self._grouped = grouped_view
+        if self._deferred or grouped_view is not None:
+            self.on_msg(self._on_msg)
+
+    def _on_msg(self, widget, content, buffers):
+        if isinstance(content, dict) and content.get("type") == "open":
+            self.open_tab(str(content.get("tab", "")))
+
+    def open_group(self, gid: str) -> dict | None:
+        """Open the group ``gid`` of a picture grouped by the code: the new picture's DOT
+        and its opened groups go into ``opened["graph"]`` (kept with the widget's state, so a
+        saved notebook shows the groups that were opened)."""
+        trace = self._source() if self._source is not None else None
+        if self._grouped is None or trace is None:
+            return None
+        opened = json.loads(self.opened)
+        graph = opened.get("graph") or {"id": "graph", "groups": self._grouped}
+        groups = set(graph["groups"])
+        if gid in groups:
+            return graph
+        grouping = Grouping(trace)
+        try:
+            grouping.group(gid)
+        except (ValueError, IndexError, KeyError):  # not a group of this run
+            return None
+        groups.add(gid)
+        graph = {
+            "id": "graph",
+            "groups": sorted(groups),
+            "dot": grouped.grouped_dot(trace, grouping, groups),
+        }
+        opened["graph"] = graph
+        self.opened = json.dumps(opened, separators=(",", ":"))
+        return graph
+
+    def open_tab(self, ident: str) -> dict | None:
+        """Make the deferred tab ``ident`` and add it to ``opened`` (once)."""
+        if ident.startswith("group:"):
+            return self.open_group(ident[len("group:") :])
+        opened = json.loads(self.opened)
+        if ident in opened:
+            return opened[ident]
+        make = self._deferred.get(ident)
+        if make is None:
+            return None
+        trace = self._source() if self._source is not None else None
+        if trace is None:
+            tab = _GONE
+        else:
+            try:
+                tab = make(trace) or _EMPTY
+            except Exception as exc:  # noqa: BLE001 - a view must not break the kernel
+                tab = _message(f"This view could not be made: {html.escape(str(exc))}")
+            del self._deferred[ident]
+        opened[ident] = {"id": ident, **tab}
+        self.opened = json.dumps(opened, separators=(",", ":"))
+        return opened[ident]
+
+
+def keep_open(view) -> None:
+    """Keep ``view``'s comm open when a front-end other than its own closes it.
+
+    A browser page that is connected to the same kernel but shows no widgets (Notebook 7's
+    file page, after its New menu started the notebook's kernel) answers every new widget's
+    comm_open with a comm_close, for a target it does not know. The kernel then dropped the
+    comm, and the page that does show the view sent its messages (a deferred tab asked for,
+    a node selected) into nothing. Only the kernel side closes a view's comm (``close()``).
+    """
+    own = getattr(view, "comm", None)
+    if own is None or not hasattr(own, "on_close"):
+        return
+    ref = weakref.ref(view)
+
+    def reopen(msg):
+        widget = ref()
+        if widget is None or widget.comm is not own:
+            return
+        try:
+            from comm import get_comm_manager
+
+            own._closed = False
+            get_comm_manager().register_comm(own)
+        except Exception:  # noqa: BLE001 - another comm implementation: leave it closed
+            pass
+
+    own.on_close(reopen)
+
+
+_LIBRARY: VizLibrary | None = None
+
+
+def library() -> VizLibrary:
+    """The kernel's one VizLibrary (made again if it was closed)."""
+    global _LIBRARY
+    if _LIBRARY is None or _LIBRARY.comm is None:
+        _LIBRARY = VizLibrary(code=(STATIC / "viz.js.gz").read_bytes())  # gzipped by the build
+        keep_open(_LIBRARY)
+    return _LIBRARY

@@ -1,0 +1,306 @@
+// A drawn graph: Graphviz's SVG in a viewport with pan (drag), zoom (buttons, ctrl + wheel),
+// fit, hover and click. Nodes are found by their DOT names: "v12" (value 12), "o12" (the
+// operation that made it), "h12" (a note about it); any other "<letters><digits>" name is
+// reported to onClick too, so a new kind of node needs no change here. A box of a picture
+// grouped by the code is named "g:<group id>" (kind "g", its id the group's).
+// destroy() removes every listener the view added, on its own elements and on window.
+
+import { h } from "./dom.js";
+
+export const MIN_TEXT_PX = 10; // never draw text smaller than this by default
+export const FONT_PT = 10; // the DOT's fontsize (graph units are points)
+export const MAX_HEIGHT = 560; // px: the graph's viewport height at most
+const MIN_HEIGHT = 140;
+const MAX_FIT = 4 / 3; // fitting never enlarges past this
+const DRAG_PX = 4; // a press that moves less is a click
+
+// "v12" -> {id: "v12", kind: "v", index: 12}
+export function nodeKey(title) {
+  const m = /^([a-z]+)(\d+)$/.exec(title.trim());
+  return m ? { id: m[0], kind: m[1], index: Number(m[2]) } : null;
+}
+
+function parseSvg(text) {
+  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  return document.importNode(doc.documentElement, true);
+}
+
+const nodeOf = (target) => (target && target.closest ? target.closest("g.node") : null);
+
+export class GraphView {
+  // onClick({id, kind, index}, event): a node was clicked (not dragged);
+  // onHover(index or null, event): the pointer is over value `index`'s record, or none
+  constructor({ onClick = () => {}, onHover = () => {} } = {}) {
+    this.onClick = onClick;
+    this.onHover = onHover;
+    this.listeners = new AbortController();
+    this.el = h("div", { class: "gm-graph" });
+    this.toolbar = h("div", { class: "gm-toolbar" },
+      h("button", { class: "gm-btn", title: "zoom out (-)", text: "−", onclick: () => this.zoomBy(1 / 1.25) }),
+      h("button", { class: "gm-btn", title: "zoom in (+)", text: "+", onclick: () => this.zoomBy(1.25) }),
+      h("button", { class: "gm-btn gm-fit", title: "fit to the view (0)", text: "fit", onclick: () => this.fit() }),
+      h("span", { class: "gm-hint", text: "drag to pan · ctrl + wheel to zoom · click a node" }));
+    this.port = h("div", { class: "gm-port", tabindex: "-1" });
+    this.el.append(this.toolbar, this.port);
+    this.svg = null;
+    this.nodes = new Map(); // index -> {v: g, o: g, ...} by kind
+    this.edges = []; // {g, from, to}
+    this.view = null; // {x, y, s}: the top-left corner in graph units, and px per unit
+    this.drag = null;
+    this._listen();
+  }
+
+  destroy() {
+    this.listeners.abort();
+    this.drag?.moves.abort();
+    this.drag = null;
+    this.el.remove();
+  }
+
+  mount(svgText, dot = "") {
+    const svg = parseSvg(svgText);
+    this.lr = !/rankdir=TB/.test(dot);
+    this.gw = svg.viewBox.baseVal.width;
+    this.gh = svg.viewBox.baseVal.height;
+    svg.removeAttribute("width");
+    svg.removeAttribute("height");
+    svg.setAttribute("class", "gm-svg");
+    this.nodes = new Map(); // (mounted again: a group opened)
+    this.edges = [];
+    svg.querySelectorAll("title").forEach((t) => {
+      this._index(t.parentNode, t.textContent || "");
+      t.remove(); // no "v12" browser tooltips
+    });
+    // Graphviz wraps nodes with tooltips in <a xlink:title>: drop those titles too
+    svg.querySelectorAll("a").forEach((a) => a.removeAttribute("xlink:title"));
+    this.svg = svg;
+    this.root = svg.querySelector("g.graph");
+    this.port.replaceChildren(svg);
+  }
+
+  _index(g, title) {
+    const k = nodeKey(title);
+    const group = /^g:(.+)$/.exec(title.trim()); // a box of a picture grouped by the code
+    if (g.classList.contains("node") && group) {
+      g.dataset.kind = "g";
+      g.dataset.id = group[1];
+      g.classList.add("gm-group");
+    } else if (g.classList.contains("node") && k) {
+      g.dataset.kind = k.kind;
+      g.dataset.index = k.index;
+      g.dataset.id = k.id;
+      if (!this.nodes.has(k.index)) this.nodes.set(k.index, {});
+      this.nodes.get(k.index)[k.kind] = g;
+    } else if (g.classList.contains("edge")) {
+      const [a, b] = title.split("->").map(nodeKey);
+      if (a && b) this.edges.push({ g, from: a, to: b });
+    }
+  }
+
+  get width() { return this.port.clientWidth || this.w0; }
+  get height() { return this.port.clientHeight || this.h0; }
+
+  // The first view: fitted, but text never under MIN_TEXT_PX; a graph too big for that shows
+  // the part around `target`, the target at the far end of the flow (right for LR, bottom
+  // for TB).
+  initialView(target) {
+    if (!this.svg) return;
+    const w = Math.max(200, this.port.clientWidth || 800);
+    const least = MIN_TEXT_PX / FONT_PT;
+    const tall = (s) => Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, this.gh * s + 8));
+    let s = Math.min(w / this.gw, MAX_FIT);
+    let height = tall(s);
+    s = Math.min(s, (height - 8) / this.gh);
+    if (s < least) {
+      s = least;
+      height = tall(s);
+    }
+    this.port.style.height = `${Math.round(height)}px`;
+    this.w0 = w;
+    this.h0 = height;
+    const fits = this.gw * s <= w + 1 && this.gh * s <= height + 1;
+    const b = fits || target === undefined || target === "start" ? null : this.box(target);
+    if (!fits && target === "start") {
+      // a picture grouped by the code: its start, where the inputs and the first groups are
+      this.view = { s, x: 0, y: (this.gh - height / s) / 2 };
+      this.clamp();
+    } else if (!b) {
+      this.view = fits || target === undefined
+        ? { s, x: (this.gw - w / s) / 2, y: (this.gh - height / s) / 2 }
+        : { s, x: 0, y: 0 };
+    } else {
+      this.view = {
+        s,
+        x: this.lr ? b.x + b.w / 2 + 16 - w / s : b.x - w / 2 / s,
+        y: this.lr ? b.y - height / 2 / s : b.y + b.h / 2 + 16 - height / s,
+      };
+      this.clamp();
+    }
+    this.apply();
+  }
+
+  // graph-unit centre and size of node `index`'s record (or its operation's)
+  box(index) {
+    const g = this.nodes.get(index)?.v || this.nodes.get(index)?.o;
+    if (!g || !this.root) return null;
+    const b = g.getBBox();
+    const m = this.root.transform.baseVal.consolidate()?.matrix;
+    const cx = b.x + b.width / 2;
+    const cy = b.y + b.height / 2;
+    const p = m ? { x: m.a * cx + m.c * cy + m.e, y: m.b * cx + m.d * cy + m.f } : { x: cx, y: cy };
+    return { ...p, w: b.width, h: b.height };
+  }
+
+  fit() {
+    if (!this.svg) return;
+    const { width: w, height: hgt } = this;
+    const s = Math.min(w / this.gw, hgt / this.gh, MAX_FIT);
+    this.view = { s, x: (this.gw - w / s) / 2, y: (this.gh - hgt / s) / 2 };
+    this.apply();
+  }
+
+  apply() {
+    const { width: w, height: hgt } = this;
+    const { s, x, y } = this.view;
+    this.svg.setAttribute("width", w);
+    this.svg.setAttribute("height", hgt);
+    this.svg.setAttribute("viewBox", `${x} ${y} ${w / s} ${hgt / s}`);
+    this.el.dataset.scale = s.toFixed(4);
+  }
+
+  // zoom by `f` about the point (cx, cy) of the viewport (its centre by default)
+  zoomBy(f, cx, cy) {
+    if (!this.view) return;
+    const px = cx === undefined ? this.width / 2 : cx;
+    const py = cy === undefined ? this.height / 2 : cy;
+    const { s, x, y } = this.view;
+    const fitScale = Math.min(this.width / this.gw, MAX_HEIGHT / this.gh, MAX_FIT);
+    const least = Math.min(fitScale, MIN_TEXT_PX / FONT_PT) / 2;
+    const ns = Math.max(least, Math.min(8, s * f));
+    this.view = { s: ns, x: x + px / s - px / ns, y: y + py / s - py / ns };
+    this.apply();
+  }
+
+  centre(index) {
+    const p = this.box(index);
+    if (!p || !this.view) return;
+    const { s } = this.view;
+    this.view = { s, x: p.x - this.width / 2 / s, y: p.y - this.height / 2 / s };
+    this.clamp();
+    this.apply();
+  }
+
+  // keep the drawing in the viewport where it is bigger than it (no empty margins)
+  clamp() {
+    const { s } = this.view;
+    const fit = (v, span, size) => (span > size ? Math.max(0, Math.min(v, span - size)) : (span - size) / 2);
+    this.view.x = fit(this.view.x, this.gw, this.width / s);
+    this.view.y = fit(this.view.y, this.gh, this.height / s);
+  }
+
+  visible(index) {
+    const p = this.box(index);
+    if (!p || !this.view) return false;
+    const { s, x, y } = this.view;
+    const sx = (p.x - x) * s;
+    const sy = (p.y - y) * s;
+    return sx > 20 && sy > 10 && sx < this.width - 20 && sy < this.height - 10;
+  }
+
+  // centre node `index` if it is out of view
+  reveal(index) {
+    if (index >= 0 && this.svg && !this.visible(index)) this.centre(index);
+  }
+
+  _listen() {
+    const { signal } = this.listeners;
+    const on = (target, type, f, options = {}) => target.addEventListener(type, f, { ...options, signal });
+    on(this.port, "pointerdown", (e) => this._press(e));
+    on(this.port, "wheel", (e) => {
+      if (!(e.ctrlKey || e.metaKey) || !this.view) return; // a plain wheel scrolls the page
+      e.preventDefault();
+      const r = this.port.getBoundingClientRect();
+      this.zoomBy(Math.exp(-e.deltaY / 300), e.clientX - r.left, e.clientY - r.top);
+    }, { passive: false });
+    on(this.port, "mousemove", (e) => {
+      const g = nodeOf(e.target);
+      this.onHover(g && g.dataset.kind === "v" ? Number(g.dataset.index) : null, e);
+    });
+    on(this.port, "mouseleave", (e) => this.onHover(null, e));
+  }
+
+  // A press starts a drag; window listens only while the button is down (a drag may leave
+  // the view), and a press released without moving is a click on the node under it.
+  _press(e) {
+    if (e.button !== 0 || !this.view) return;
+    this.drag?.moves.abort();
+    const moves = new AbortController();
+    const { signal } = moves;
+    this.drag = { x: e.clientX, y: e.clientY, vx: this.view.x, vy: this.view.y, moved: false, moves };
+    window.addEventListener("pointermove", (m) => this._move(m), { signal });
+    window.addEventListener("pointerup", (u) => this._release(u), { signal });
+    window.addEventListener("pointercancel", () => this._release(null), { signal });
+  }
+
+  _move(e) {
+    const d = this.drag;
+    if (!d) return;
+    const dx = e.clientX - d.x;
+    const dy = e.clientY - d.y;
+    if (!d.moved && Math.abs(dx) + Math.abs(dy) < DRAG_PX) return;
+    d.moved = true;
+    this.port.classList.add("gm-dragging");
+    this.view = { ...this.view, x: d.vx - dx / this.view.s, y: d.vy - dy / this.view.s };
+    this.apply();
+  }
+
+  _release(e) {
+    const d = this.drag;
+    if (!d) return;
+    this.drag = null;
+    d.moves.abort();
+    this.port.classList.remove("gm-dragging");
+    const g = e && !d.moved ? nodeOf(e.target) : null;
+    if (g && this.port.contains(g) && g.dataset.id) {
+      this.onClick({ id: g.dataset.id, kind: g.dataset.kind, index: Number(g.dataset.index) }, e);
+    }
+  }
+
+  // classes on nodes/edges: the path highlight and the selected node
+  mark(path, selected, cls = "gm-path") {
+    for (const [i, g] of this.nodes) {
+      const on = path.has(i);
+      if (g.v) g.v.classList.toggle(cls, on);
+      if (g.o) g.o.classList.toggle(cls, on && i !== selected);
+      if (g.v) g.v.classList.toggle("gm-selected", i === selected);
+    }
+    for (const e of this.edges) {
+      const on = e.from.kind === "o"
+        ? path.has(e.to.index) && e.to.index !== selected // an operation -> its value
+        : path.has(e.from.index) && path.has(e.to.index);
+      e.g.classList.toggle(cls, on);
+    }
+  }
+
+  // the node being processed: value `index` (and its operation when `withOp`)
+  setCurrent(index, withOp = false) {
+    for (const [i, g] of this.nodes) {
+      if (g.v) g.v.classList.toggle("gm-current", i === index);
+      if (g.o) g.o.classList.toggle("gm-current", withOp && i === index);
+    }
+  }
+
+  // the grad field of value `index` (the record's last text): `text`, or the drawn one
+  // when null; `state` "p" (a partial sum) or "u" (not yet known) colours it
+  setGrad(index, text, state) {
+    const g = this.nodes.get(index)?.v;
+    if (!g) return;
+    const texts = g.querySelectorAll("text");
+    const last = texts[texts.length - 1];
+    if (!last) return;
+    if (last.dataset.orig === undefined) last.dataset.orig = last.textContent;
+    last.textContent = text === null ? last.dataset.orig : text;
+    g.classList.toggle("gm-partial", state === "p");
+    g.classList.toggle("gm-unknown", state === "u");
+  }
+}

@@ -1,0 +1,264 @@
+// The live view of one run, inside the element anywidget gives it: the headline, the tab bar
+// and the tabs' pages (made when first shown). destroy() removes everything it added.
+
+import { errorText, h } from "./dom.js";
+import { FONT_PT, GraphView, MAX_HEIGHT, MIN_TEXT_PX } from "./graphview.js";
+import { PAGES } from "./pages.js";
+import { nodePanel, tooltip } from "./panel.js";
+import { layout, svgSize } from "./viz.js";
+
+const ANSWER_WAIT_MS = 20000; // a deferred tab not made by then: no kernel answered
+
+// children among drawn nodes -> i's path to the target (i and every node it flows into)
+function pathsOf(nodes) {
+  const children = new Map();
+  for (const [i, n] of Object.entries(nodes)) {
+    for (const p of n.parents) {
+      if (!children.has(p)) children.set(p, []);
+      children.get(p).push(Number(i));
+    }
+  }
+  return (i) => {
+    const seen = new Set([i]);
+    const stack = [i];
+    while (stack.length) for (const c of children.get(stack.pop()) || []) if (!seen.has(c)) { seen.add(c); stack.push(c); }
+    return seen;
+  };
+}
+
+// A small graph comes in both directions (data.dots): left to right when its text is 10 px or
+// more at `width`, else the direction drawn larger.
+async function chooseDot(model, data, width) {
+  if (!data.dots) return data.dot;
+  const scale = async (dot) => {
+    const size = svgSize(await layout(model, dot));
+    return size ? Math.min(width / size.w, MAX_HEIGHT / size.h, 4 / 3) : 0;
+  };
+  const lr = await scale(data.dots.LR);
+  if (lr >= MIN_TEXT_PX / FONT_PT) return data.dots.LR;
+  return (await scale(data.dots.TB)) > lr ? data.dots.TB : data.dots.LR;
+}
+
+// What a click on a drawn node does, by its kind ("v" a value, "o" its operation).
+export const NODE_CLICKS = {
+  v: (live, node) => live.pick(node.index),
+  o: (live, node) => live.pick(node.index),
+  // a group of a picture grouped by the code: the kernel opens it and answers in `opened.graph`
+  g: (live, node) => live.model.send({ type: "open", tab: `group:${node.id}` }),
+};
+
+export class LiveView {
+  constructor(model, el) {
+    this.model = model;
+    this.data = JSON.parse(model.get("data"));
+    this.built = new Map(); // tab id -> {page, entry?, waiting?, timer?}
+    this.graphs = [];
+    this.unlisten = [];
+    this.current = null;
+    this.pathFrom = pathsOf(this.data.nodes);
+    // data-run: the static copy published with this view hides itself beside it (its own
+    // style sheet; the view never touches it)
+    this.root = h("div", {
+      class: "gm-root", tabindex: "0", "data-lm-suppress-shortcuts": "true", "data-run": this.data.run || null,
+    });
+    this.tip = tooltip(this.root, this.data.nodes);
+    this.panel = nodePanel(this.data, (i) => this.pick(i));
+    this.bar = h("div", { class: "gm-tabs", role: "tablist" });
+    this.pages = h("div", { class: "gm-pages" });
+    this.buttons = new Map(this.data.tabs.map((tab) => [tab.id, h("button", {
+      class: "gm-tab", role: "tab", text: tab.title, onclick: () => this.set("tab", tab.id),
+    })]));
+    this.bar.append(...this.buttons.values());
+    this.root.append(h("div", { class: "gm-headline", text: this.data.headline }),
+      this.data.notes.map((note) => h("div", { class: "gm-warn", text: `⚠ ${note}` })),
+      this.bar, this.pages, this.tip.el);
+    this.root.addEventListener("keydown", (e) => this.key(e));
+    // clicks inside the view give it the keyboard (not the notebook's command mode)
+    this.root.addEventListener("pointerdown", (e) => {
+      if (!(e.target instanceof HTMLSelectElement || e.target instanceof HTMLInputElement)) this.root.focus({ preventScroll: true });
+    });
+    this.on("change:selected", () => { if (this.built.has("graph")) this.select(model.get("selected")); });
+    this.on("change:tab", () => this.show(model.get("tab")));
+    this.on("change:opened", () => this.answered());
+    el.append(this.root);
+    this.show(model.get("tab"));
+  }
+
+  destroy() {
+    for (const [event, f] of this.unlisten) this.model.off(event, f);
+    for (const made of this.built.values()) clearTimeout(made.timer);
+    for (const g of this.graphs) g.view.destroy();
+    this.root.remove();
+  }
+
+  on(event, f) {
+    this.model.on(event, f);
+    this.unlisten.push([event, f]);
+  }
+
+  set(name, value) {
+    this.model.set(name, value);
+    this.model.save_changes();
+  }
+
+  pick(i) { this.set("selected", i); }
+
+  // node i selected (-1: none): the panel, and its path on the Graph tab's drawing
+  select(i) {
+    const nodes = this.data.nodes;
+    this.panel.show(i);
+    const path = i >= 0 && nodes[i] ? this.pathFrom(i) : new Set();
+    for (const g of this.graphs) {
+      if (g.kind !== "graph") continue;
+      g.view.mark(path, i);
+      g.view.reveal(i);
+    }
+    this.root.dataset.selected = String(i);
+  }
+
+  // what the page makers share (see pages.js)
+  context() {
+    return {
+      model: this.model, data: this.data, panel: this.panel,
+      graph: (kind) => this.graph(kind), select: (i) => this.select(i), on: (e, f) => this.on(e, f),
+    };
+  }
+
+  // A GraphView of the run's graph, laid out by Graphviz; `ready` resolves to the view.
+  graph(kind) {
+    const view = new GraphView({
+      onClick: (node, e) => NODE_CLICKS[node.kind]?.(this, node, e),
+      onHover: this.tip.hover,
+    });
+    const started = performance.now();
+    this.chosen ||= chooseDot(this.model, this.data, Math.max(200, this.root.clientWidth || 800));
+    const entry = { kind, view };
+    const saved = kind === "graph" ? this.openedTabs().graph : null; // groups opened before
+    entry.ready = (saved && saved.dot ? Promise.resolve(saved.dot) : this.chosen).then(async (dot) => {
+      const svg = await layout(this.model, dot);
+      view.el.dataset.layoutMs = String(Math.round(performance.now() - started));
+      view.mount(svg, dot);
+      entry.dot = dot;
+      return view;
+    }).catch((err) => {
+      this.failed(view, err);
+      throw err;
+    });
+    this.graphs.push(entry);
+    return entry;
+  }
+
+  // The graph could not be drawn here: say why in a sentence. (gm-failed lets the static
+  // copy show itself again: see render.static_style.)
+  failed(view, err) {
+    this.root.classList.add("gm-failed");
+    view.port.style.height = "auto";
+    view.port.replaceChildren(h("p", {
+      class: "gm-warn",
+      text: `The graph could not be drawn here: ${errorText(err)}. The static copy and the tables still show the run.`,
+    }));
+  }
+
+  openedTabs() {
+    try { return JSON.parse(this.model.get("opened") || "{}"); } catch { return {}; }
+  }
+
+  // A deferred tab (kind "deferred") is made by the kernel when first opened: its made tab
+  // from `opened`, or null while it is not made yet.
+  resolve(tab) {
+    if (tab.kind !== "deferred") return tab;
+    const made = this.openedTabs()[tab.id];
+    return made ? { ...made, id: tab.id, title: tab.title } : null;
+  }
+
+  // ask the kernel for a deferred tab; a line shows meanwhile
+  waiting(tab) {
+    const page = h("div", { class: "gm-page gm-waiting" },
+      h("p", { class: "gm-muted", text: `Making the ${tab.title} view in the kernel…` }));
+    const unanswered = () => {
+      if (!this.resolve(tab)) {
+        page.replaceChildren(h("p", { class: "gm-warn", text: `No kernel answered: the ${tab.title} view is made by the kernel when first opened. Run the cell again to see it.` }));
+      }
+    };
+    let timer = null;
+    try {
+      this.model.send({ type: "open", tab: tab.id });
+      timer = setTimeout(unanswered, ANSWER_WAIT_MS);
+    } catch {
+      unanswered(); // no live kernel (a saved notebook reopened with its widget state)
+    }
+    return { page, waiting: true, timer };
+  }
+
+  make(tab) {
+    const real = this.resolve(tab);
+    if (!real) return this.waiting(tab);
+    const page = PAGES[real.kind];
+    return page ? page(real.payload, this.context()) : { page: h("p", { text: `(no view for ${real.kind})` }) };
+  }
+
+  show(id) {
+    const tab = this.data.tabs.find((t) => t.id === id) || this.data.tabs[0];
+    if (!tab) return;
+    if (!this.built.has(tab.id)) {
+      const made = this.make(tab);
+      made.page.dataset.tab = tab.id;
+      this.pages.append(made.page);
+      this.built.set(tab.id, made);
+    }
+    for (const [other, made] of this.built) made.page.hidden = other !== tab.id;
+    for (const [other, b] of this.buttons) b.setAttribute("aria-selected", other === tab.id ? "true" : "false");
+    this.current = tab.id;
+    this.root.dataset.tab = tab.id;
+    const entry = this.built.get(tab.id).entry;
+    if (entry) entry.show().then(() => { this.root.dataset.drawn = "1"; }).catch(() => {});
+  }
+
+  // the kernel opened a group of a picture grouped by the code: draw the new picture
+  regrouped() {
+    const graph = this.openedTabs().graph;
+    if (!graph || !graph.dot) return;
+    for (const entry of this.graphs) {
+      if (entry.kind !== "graph" || entry.dot === graph.dot) continue;
+      entry.dot = graph.dot;
+      const view = entry.view;
+      entry.ready = layout(this.model, graph.dot).then((svg) => {
+        view.mount(svg, graph.dot);
+        view.view = null;
+        view.initialView("start");
+        this.select(this.model.get("selected"));
+        return view;
+      }).catch((err) => { this.failed(view, err); throw err; });
+    }
+  }
+
+  // the kernel made deferred tabs: replace their waiting pages
+  answered() {
+    this.regrouped();
+    for (const [id, made] of [...this.built]) {
+      const tab = made.waiting && this.data.tabs.find((t) => t.id === id);
+      if (!tab || !this.resolve(tab)) continue;
+      clearTimeout(made.timer);
+      made.page.remove();
+      this.built.delete(id);
+      if (this.current === id) this.show(id);
+    }
+  }
+
+  key(e) {
+    if (e.target instanceof HTMLInputElement && e.target.type !== "range") return;
+    if (e.target instanceof HTMLSelectElement) return;
+    const entry = this.built.get(this.current)?.entry;
+    const g = entry?.view;
+    let handled = entry?.stepper ? entry.stepper.key(e) : false;
+    if (!handled && g) {
+      handled = true;
+      if (e.key === "+" || e.key === "=") g.zoomBy(1.25);
+      else if (e.key === "-" || e.key === "_") g.zoomBy(1 / 1.25);
+      else if (e.key === "0") g.fit();
+      else if (e.key === "Escape") this.pick(-1);
+      else handled = false;
+    }
+    if (handled) { e.preventDefault(); e.stopPropagation(); }
+  }
+}

@@ -1,0 +1,40 @@
+// The tab kinds the kernel sends, each made into a page by a function of (payload, ctx):
+//   -> {page: the element, entry?: {view, ready, show(), stepper?}} (entry: a page with a graph)
+// ctx (made by the live view) has model, data (the run), graph(kind) (a GraphView laid out
+// with the run's DOT, destroyed with the view), select(i) and on(event, f) (a model listener
+// removed with the view). Another kind of tab adds a function to PAGES.
+
+import { codeSpans, h, legend } from "./dom.js";
+import { backwardPage } from "./backward.js";
+import { stepsPage } from "./steps.js";
+import { table } from "./tables.js";
+
+function graphPage(payload, ctx) {
+  const { data, model, panel } = ctx;
+  const page = h("div", { class: "gm-page" });
+  if (data.summary) {
+    page.append(h("p", { class: "gm-summary" }, h("b", { text: data.summary.counts }), h("br"), ...codeSpans(data.summary.note)));
+  }
+  const entry = ctx.graph("graph");
+  entry.view.toolbar.append(panel.picker);
+  page.append(entry.view.el, legend(), panel.info);
+  entry.show = () => entry.ready.then((v) => {
+    if (!v.view) v.initialView(data.summary && data.summary.grouped ? "start" : data.target);
+    ctx.select(model.get("selected"));
+  });
+  return { page, entry };
+}
+
+function htmlPage(payload) {
+  const page = h("div", { class: "gm-page" });
+  page.innerHTML = payload.html; // made by gradmagic's Python with every name escaped
+  return { page };
+}
+
+export const PAGES = {
+  graph: graphPage,
+  backward: backwardPage,
+  steps: stepsPage,
+  table: (payload) => ({ page: h("div", { class: "gm-page" }, table(payload)) }),
+  html: htmlPage,
+};
