@@ -327,6 +327,11 @@ def test_clicking_a_group_in_the_live_view_opens_it_and_keeps_it_opened(ip):
     assert f'"cluster_{gid}"' in graph["dot"]  # drawn as an opened frame
     for kid in summary.groups.children(gid):
         assert (f'"g:{kid}"' if isinstance(kid, str) else f"v{kid} ") in graph["dot"]
+    # a second group opens beside the first: the state keeps both
+    inner = next((k for k in summary.groups.children(gid) if isinstance(k, str)), None)
+    if inner is not None:
+        view._on_msg(view, {"type": "open", "tab": f"group:{inner}"}, [])
+        assert {gid, inner} <= set(json.loads(view.opened)["graph"]["groups"])
     # a group of no run is refused, and nothing changes
     before = view.opened
     view._on_msg(view, {"type": "open", "tab": "group:c99999"}, [])
@@ -345,3 +350,38 @@ def test_a_long_loop_is_drawn_grouped_within_the_drawing_budget(ip):
     text = _svg_text(render.svg(summary.dot))
     assert "line 6" in text
     assert {"w", "x", "s"} <= set(text.split())
+
+
+def test_past_the_call_limit_calls_of_a_function_share_one_record(ip, monkeypatch):
+    from gradmagic.core import sites
+
+    monkeypatch.setattr(sites, "CALL_LIMIT", 5)
+    trace = _run(
+        ip,
+        "%%autograd\ndef f(v):\n    return v * 2.0 + v\nw = 0.5\ns = 0.0\n"
+        "for _ in range(20):\n    s = s + f(w)\ns",
+    )
+    g = Grouping(trace)
+    assert len(g.calls) <= 6  # the cell, 4 calls one by one, the rest in one shared record
+    _assert_tree_is_consistent(g)
+    assert cursor.stack == []
+
+
+def test_a_thread_running_rewritten_code_never_breaks_it(ip):
+    result = ip.run_cell(
+        """%%autograd
+import threading
+def f(v):
+    return v * 2.0
+w = 0.5
+out = []
+ts = [threading.Thread(target=lambda: out.append(f(w))) for _ in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+y = f(w) + w
+y"""
+    )
+    assert result.error_in_exec is None
+    assert len(ip.user_ns["out"]) == 4

@@ -69,7 +69,11 @@ class Cursor:
 
     def leave(self) -> None:
         """The function :meth:`enter` announced returns (or raises): back at its caller."""
-        self.base, self.site = self.stack.pop()
+        stack = self.stack
+        if stack:
+            self.base, self.site = stack.pop()
+        else:  # (rewritten code run from another thread interleaves: never fail the user's code)
+            self.base, self.site = 0, -1
 
     def start(self) -> int:
         """A run starts: forget the calls of earlier runs. Returns the first site it can make."""
