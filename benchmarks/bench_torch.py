@@ -8,13 +8,15 @@
    (``%%autograd --no-check``, as :func:`gradmagic.notebook.torchcell.run` does it, with its
    parse and compile), and the numerical checks alone (whole cell and each op, float64).
    Target: recording + summaries <= 2x the plain cell (printed, not enforced). The same cell
-   under a ``TorchFunctionMode`` that records nothing is timed too: no recording through
-   ``__torch_function__`` costs less.
+   under a ``TorchFunctionMode`` that records nothing is timed too (no recording through
+   ``__torch_function__`` costs less), and under the recorder without its end (names,
+   statistics, health): what the watching costs, and what is left for the end.
 2. **A small GPT** (12 blocks, 8 dims, batch 2 x 8 tokens; forward and loss in the cell, the
    gradients computed by the recorder): the same two ratios, against the plain forward +
    ``backward()``.
-3. **Payload**: the display's HTML (graph image, tables) for GPTs of 2 to 48 blocks: it must
-   stop growing once the tables are cut and the blocks folded.
+3. **Payload**: the static display's HTML (graph image, tables) and the live view's JSON
+   (boxes, tables, the backward stepper's nodes) for GPTs of 2 to 48 blocks: both must stop
+   growing once the tables are cut, the blocks folded and the stepper full.
 
 Times are the best of round-robin repeats with the GC paused (``timing.best``).
 Run: ``python benchmarks/bench_torch.py`` (needs torch).
@@ -65,10 +67,23 @@ def main() -> int:
         with Empty():
             exec(code, ns)
 
+    import ast
+
+    from gradmagic.analysis import torchrun
+
+    assigns = torchrun.assigned_names(ast.parse(step))
+
+    def watched():  # the recorder while the cell runs, without what it does at the end
+        recorder = torchrun.Recorder("<plain>", ns, assigns)
+        with recorder:
+            exec(code, ns)
+        recorder.remove_hooks()
+
     mlp = best(
         {
             "plain": lambda: exec(code, ns),
             "empty mode": empty,
+            "watched": watched,
             "recorded": lambda: torchcell.run(step, ns, quiet),
             "checked": lambda: torchcell.run(step, ns, checked),
         },
@@ -80,6 +95,10 @@ def main() -> int:
     print(
         f"  under an empty TorchFunctionMode        {mlp['empty mode'] * 1e3:8.2f} ms  "
         f"{mlp['empty mode'] / mlp['plain']:5.2f}x  (the floor of a torch-level recording)"
+    )
+    print(
+        f"  under the recorder, nothing at the end   {mlp['watched'] * 1e3:8.2f} ms  "
+        f"{mlp['watched'] / mlp['plain']:5.2f}x  (the per-op bookkeeping and the hooks)"
     )
     ratio = mlp["recorded"] / mlp["plain"]
     print(
@@ -121,13 +140,21 @@ def main() -> int:
     )
 
     # 3. payload
-    print("Display payload (HTML bytes) by model size:")
+    import json
+
+    from gradmagic.views import torchlive
+
+    print("Display payload by model size (static HTML; the live view's JSON):")
     for layers in (2, 12, 48):
         ns = {}
         exec(cells.GPT_SETUP.replace("model = GPT()", f"model = GPT(layers={layers})"), ns)
         run = torchcell.run(cells.GPT_CELL, ns, quiet)
         page = torchview.html_view(run)
-        print(f"  {layers:3d} blocks, {len(run.graph):5d} ops: {len(page):8,d} bytes")
+        live = json.dumps(torchlive.payload(run), separators=(",", ":"))
+        print(
+            f"  {layers:3d} blocks, {len(run.graph):5d} ops: {len(page):8,d} bytes; "
+            f"{len(live):8,d} bytes"
+        )
     return None  # the target is printed, not enforced (as bench_run's)
 
 

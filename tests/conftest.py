@@ -15,6 +15,7 @@ import pytest
 # modules whose tests run together on one worker: module name -> group
 _TOGETHER = {
     "test_browser.py": "browser",
+    "test_browser_torch.py": "browser-torch",
     "test_teaching.py": "teaching",
     "test_homework.py": "grade",
     "test_grade.py": "grade",

@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from .torchrun import _TENSOR, RANDOM, unflatten
+from .torchrecord import _TENSOR, RANDOM, unflatten
 
 __all__ = ["check", "replay", "BUDGET", "EPS"]
 

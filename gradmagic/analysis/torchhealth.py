@@ -1,8 +1,7 @@
 """Signs of a sick network, read from a recorded PyTorch run.
 
 :func:`probes` lists the few reductions the signals need beyond the run's statistics (dead
-ReLU units, saturated tanh units, the size of each parameter update), as tensors on their
-device; :func:`~gradmagic.analysis.torchrun.summarise` reads them back with the statistics,
+ReLU units, saturated tanh units), as tensors on their device; :func:`~gradmagic.analysis.torchrun.summarise` reads them back with the statistics,
 in the same synchronisation. :func:`health` then gathers, for the ops the target depends on:
 
 - ``nonfinite``: the first op whose value holds a nan or inf (with finite inputs), and the
@@ -34,48 +33,84 @@ DEAD = 0.99  # |tanh| above this for every example: a dead tanh unit
 
 
 def probes(rec, graph) -> list:
-    """[(key, tensor of numbers)] the signals need, computed on the device, not yet read."""
+    """[(key, numbers)] the signals need: for a tensor on a GPU, a tensor not yet read back
+    (read with the statistics); for one in the CPU's memory, numpy's answer at once."""
     out = []
     for k in graph:
         op = rec.ops[k]
+        kind = "dead" if op.name in RELU else SATURATING.get(op.name)
+        if kind is None:
+            continue
         t = rec.held(op.outputs[0]).detach()
         if t.ndim < 2 or not t.is_floating_point():
             continue
         flat = t.reshape(t.shape[0], -1)
-        if op.name in RELU:
-            out.append(
-                (("dead", op.outputs[0]), (flat == 0).all(0).to(torch.float64).mean().reshape(1))
-            )
-        elif SATURATING.get(op.name) == "tanh":
-            out.append(
-                (
-                    ("saturated", op.outputs[0]),
-                    (flat.abs() > DEAD).all(0).to(torch.float64).mean().reshape(1),
-                )
-            )
-        elif SATURATING.get(op.name) == "sigmoid":
-            far = (flat < 1 - DEAD) | (flat > DEAD)
-            out.append(
-                (("saturated", op.outputs[0]), far.all(0).to(torch.float64).mean().reshape(1))
-            )
-    for i, pair in rec.updates.items():
-        out.append((("update", i), pair))
+        on_host = flat.device.type == "cpu" and flat.dtype in _NUMPY_FLOATS
+        if on_host:
+            flat = flat.numpy()  # (numpy reads it in place: no dispatch per step)
+        if kind == "dead":
+            hit = flat == 0
+        elif kind == "tanh":
+            hit = abs(flat) > DEAD
+        else:
+            hit = (flat < 1 - DEAD) | (flat > DEAD)
+        units = hit.all(0)
+        share = (
+            np.array([units.mean()])
+            if on_host
+            else (units.sum() / units.shape[0]).to(torch.float64).reshape(1)
+        )
+        out.append((("dead" if kind == "dead" else "saturated", op.outputs[0]), share))
     return out
+
+
+_NUMPY_FLOATS = (torch.float64, torch.float32, torch.float16)
 
 
 def health(run, rec, probed: dict) -> dict:
     """The signals (see the module doc) from the run's statistics and ``probed`` (key →
     numbers read back)."""
-    graph = run.graph
-    in_graph = set(graph)
     marks: dict = {}
 
     def mark(i, word):
         marks.setdefault(i, []).append(word)
 
+    first_value, first_grad = _first_nonfinite(run, mark)
+    dead, saturated = _units(run, probed, mark)
+    params = _params(run, probed, mark)
+    first_use = {}
+    for k in run.graph:
+        for i in run.ops[k].inputs:
+            first_use.setdefault(i, k)
+    depth = [
+        {"value": p["value"], "name": p["name"], "grad_std": float(run.grad_stats[p["value"], 1])}
+        for p in sorted(params, key=lambda p: first_use.get(p["value"], len(run.ops)))
+    ]
+    cuts = _cuts(run, rec, mark)
+    unreached, zero = _reach(run, mark)
+    inplace = [k for k in run.graph if run.ops[k].inplace]
+    for k in inplace:
+        mark(run.ops[k].outputs[0], "written in place")
+    return {
+        "nonfinite": {"value": first_value, "grad": first_grad},
+        "dead": dead,
+        "saturated": saturated,
+        "params": params,
+        "depth": depth,
+        "cuts": cuts,
+        "unreached": unreached,
+        "zero": zero,
+        "inplace": inplace,
+        "marks": marks,
+    }
+
+
+def _first_nonfinite(run, mark) -> tuple:
+    """The first op whose value holds a nan or inf (from finite inputs), and the first one
+    backward reaches whose gradient does."""
     stats, grads = run.stats, run.grad_stats
     first_value = first_grad = None
-    for k in graph:
+    for k in run.graph:
         op = run.ops[k]
         out = op.outputs[0]
         bad_out = stats[out, 4] > 0 and not op.deliberate_inf
@@ -84,7 +119,7 @@ def health(run, rec, probed: dict) -> dict:
             first_value = {"op": k, "value": out, "line": op.line, "name": op.name}
             mark(out, "first nan/inf")
             break
-    for k in reversed(graph):
+    for k in reversed(run.graph):
         op = run.ops[k]
         for i in op.inputs:
             if grads[i, 4] > 0 and not grads[op.outputs[0], 4] > 0:
@@ -93,6 +128,11 @@ def health(run, rec, probed: dict) -> dict:
                 break
         if first_grad:
             break
+    return first_value, first_grad
+
+
+def _units(run, probed, mark) -> tuple:
+    """(dead ReLU outputs, saturated tanh/sigmoid outputs): value → the share of units."""
     dead, saturated = {}, {}
     for (kind, i), value in probed.items():
         if kind == "dead" and value[0] > 0:
@@ -101,12 +141,19 @@ def health(run, rec, probed: dict) -> dict:
         elif kind == "saturated" and value[0] > 0:
             saturated[i] = float(value[0])
             mark(i, f"{value[0]:.0%} units saturated")
-    for i in range(run.n):
-        if not np.isnan(stats[i, 5]) and stats[i, 5] > 0.5 and i not in saturated:
-            mark(i, f"{stats[i, 5]:.0%} saturated")
+    with np.errstate(invalid="ignore"):
+        mostly = np.flatnonzero(run.stats[:, 5] > 0.5)
+    for i in mostly.tolist():
+        if i not in saturated:
+            mark(i, f"{run.stats[i, 5]:.0%} saturated")
+    return dead, saturated
+
+
+def _params(run, probed, mark) -> list:
+    """Each parameter's gradient-to-data and update-to-data ratios."""
     params = []
     for i in run.params:
-        data_std, grad_std = stats[i, 1], grads[i, 1]
+        data_std, grad_std = run.stats[i, 1], run.grad_stats[i, 1]
         with np.errstate(all="ignore"):
             ratio = grad_std / data_std
         update = probed.get(("update", i))
@@ -124,16 +171,14 @@ def health(run, rec, probed: dict) -> dict:
             HEALTHY_UPDATE / 30 <= ratio_update <= HEALTHY_UPDATE * 30
         ):
             mark(i, f"update/data {ratio_update:.1e}")
-    first_use = {}
-    for k in graph:
-        for i in run.ops[k].inputs:
-            first_use.setdefault(i, k)
-    depth = [
-        {"value": p["value"], "name": p["name"], "grad_std": float(grads[p["value"], 1])}
-        for p in sorted(params, key=lambda p: first_use.get(p["value"], len(run.ops)))
-    ]
+    return params
+
+
+def _cuts(run, rec, mark) -> list:
+    """Where a value that depends on a parameter enters the graph without its gradient."""
+    in_graph = set(run.graph)
     cuts = []
-    for k in graph:
+    for k in run.graph:
         op = run.ops[k]
         for i in op.inputs:
             j = run.producer[i]
@@ -149,31 +194,22 @@ def health(run, rec, probed: dict) -> dict:
         if alias is not None and alias[0] is rec.tensors[i] and alias[1].requires_grad:
             cuts.append({"value": i, "op": None, "how": ".data", "line": None})
             mark(i, "cut: .data")
+    return cuts
+
+
+def _reach(run, mark) -> tuple:
+    """(values no gradient reached, values whose gradient is all zeros)."""
     unreached, zero = [], []
-    for i in sorted({i for k in graph for i in run.ops[k].outputs} | set(run.params)):
+    for i in sorted({i for k in run.graph for i in run.ops[k].outputs} | set(run.params)):
         if not run.requires_grad[i]:
             continue
         if not run.reached[i]:
             unreached.append(i)
             mark(i, "no gradient reached it")
-        elif grads[i, 2] == 0:
+        elif run.grad_stats[i, 2] == 0:
             zero.append(i)
             mark(i, "gradient all zero")
-    inplace = [k for k in graph if run.ops[k].inplace]
-    for k in inplace:
-        mark(run.ops[k].outputs[0], "written in place")
-    return {
-        "nonfinite": {"value": first_value, "grad": first_grad},
-        "dead": dead,
-        "saturated": saturated,
-        "params": params,
-        "depth": depth,
-        "cuts": cuts,
-        "unreached": unreached,
-        "zero": zero,
-        "inplace": inplace,
-        "marks": marks,
-    }
+    return unreached, zero
 
 
 def _cut(run, k, limit: int = 10000):

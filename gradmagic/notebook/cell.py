@@ -215,20 +215,14 @@ def execute(
         target = find_target(cell.rewritten, options.target, value, ns)
     except NoTarget as e:  # the names and the cell's value hold plain values
         unfollow(followed)
-        outside = boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
-        if outside and e.args:
-            e.args = (f"{e.args[0]}; {outside[0]}",)
-        boundary.restore(lifter)
-        settled = boundary.settle(
+        _explain_no_target(e, cell, ns, options, run, value, lifter, reach, followed_codes)
+        e.value = boundary.settle(
             ns,
             made=_made(run, lifted, reached),
             bound=_bound(ns, before, lifted),
             reach=reach,
             value=value,
-        )
-        e.value, e.shown = settled.value, cell.final is not None and options.target is None
-        if run is not None and run.cuts and e.args:
-            e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
+        ).value
         raise
     except BaseException:  # an error: no graph to look at, the names hold plain values
         unfollow(followed)
@@ -272,6 +266,18 @@ def execute(
     trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
     boundary.release(settled)
     return trace
+
+
+def _explain_no_target(e, cell, ns, options, run, value, lifter, reach, followed_codes) -> None:
+    """Say in ``e`` why a cell that has no target computed nothing to look at (math the
+    rewrite did not reach, a cut), and put back the numbers it read (``lifter``)."""
+    outside = boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
+    if outside and e.args:
+        e.args = (f"{e.args[0]}; {outside[0]}",)
+    boundary.restore(lifter)
+    e.shown = cell.final is not None and options.target is None
+    if run is not None and run.cuts and e.args:
+        e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
 
 
 def follow(ns, reach) -> list:
@@ -535,6 +541,7 @@ INTERNALS = frozenset(
         "gradmagic.notebook.math_calls",
         "gradmagic.notebook.torchcell",
         "gradmagic.analysis.torchrun",
+        "gradmagic.analysis.torchrecord",
     ]
 )
 """Modules whose frames a traceback leaves out (every module of ``core``, and what rewritten

@@ -2,7 +2,7 @@
 
 When a cell's numbers are PyTorch tensors, torch is the engine and the cell is
 not rewritten: its code is compiled as the shell would compile it and runs in
-the user's namespace under a :class:`~gradmagic.analysis.torchrun.Recorder`, so
+the user's namespace under a :class:`~gradmagic.analysis.torchrecord.Recorder`, so
 its outputs, tensors, random numbers and module state are those of a plain run.
 
 :func:`wants_torch` decides before the cell runs, from the cell's text and the

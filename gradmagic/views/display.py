@@ -36,16 +36,18 @@ def register(shell) -> None:
 
     formatter.for_type(Trace, lambda trace: mimebundle(trace, publish=publish))
     formatter.for_type(CheckReport, _report_bundle)
-    formatter.for_type_by_name(*_TORCH_RUN, _torch_bundle)  # by name: torch stays unimported
+    formatter.for_type_by_name(  # by name: torch stays unimported
+        *_TORCH_RUN, lambda run: _torch_bundle(run, publish)
+    )
 
 
 _TORCH_RUN = ("gradmagic.analysis.torchrun", "TorchRun")
 
 
-def _torch_bundle(run) -> dict:
-    from .torchview import mimebundle as torch_mimebundle
+def _torch_bundle(run, publish=None) -> dict:
+    from .torchlive import mimebundle as torch_mimebundle
 
-    return torch_mimebundle(run)
+    return torch_mimebundle(run, publish)
 
 
 def unregister(shell) -> None:

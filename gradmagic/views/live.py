@@ -68,21 +68,49 @@ class LiveView(anywidget.AnyWidget):
     step = traitlets.Int(0).tag(sync=True)
     tab = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, *args, source=None, deferred=None, grouped_view=None, **kwargs):
+    def __init__(self, *args, source=None, deferred=None, answer=None, grouped_view=None, **kwargs):
         """``source()`` gives the run or None (a weak reference: ``Out`` and
         ``gradmagic.last`` keep it, the view never does); ``deferred`` maps a tab id to
-        ``make(trace) -> tab``; ``grouped_view`` lists the groups the first picture opened,
-        when it is drawn grouped by the code."""
+        ``make(trace) -> tab``; ``answer(run, message)`` answers the browser's other
+        messages (see :meth:`ask`); ``grouped_view`` lists the groups the first picture
+        opened, when it is drawn grouped by the code."""
         super().__init__(*args, **kwargs)
         self._source = source
         self._deferred = dict(deferred or {})
+        self._answer = answer
         self._grouped = grouped_view
-        if self._deferred or grouped_view is not None:
+        if self._deferred or answer is not None or grouped_view is not None:
             self.on_msg(self._on_msg)
 
     def _on_msg(self, widget, content, buffers):
-        if isinstance(content, dict) and content.get("type") == "open":
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "open" and (self._deferred or self._grouped is not None):
             self.open_tab(str(content.get("tab", "")))
+        elif self._answer is not None:
+            self.ask(content)
+
+    def ask(self, content: dict) -> dict | None:
+        """The answer to a message of the browser: a new payload (a dict with ``kind``)
+        replaces ``data`` (the view draws itself again), anything else is sent back as a
+        custom message. An error is an answer too: the kernel goes on."""
+        run = self._source() if self._source is not None else None
+        if run is None:
+            reply = {"type": "error", "error": "This run is no longer in memory."}
+        else:
+            try:
+                reply = self._answer(run, content)
+            except Exception as exc:  # noqa: BLE001 - a view must not break the kernel
+                reply = {"type": "error", "error": f"{type(exc).__name__}: {exc}"}
+        if reply is None:
+            return None
+        if "kind" in reply:  # (the boxes are numbered anew: nothing stays selected)
+            with self.hold_sync():
+                self.selected, self.step = -1, 0
+                self.data = json.dumps(reply, separators=(",", ":"))
+        else:
+            self.send(reply)
+        return reply
 
     def open_group(self, gid: str) -> dict | None:
         """Open the group ``gid`` of a picture grouped by the code: the new picture's DOT

@@ -48,12 +48,14 @@ def _esc(text: str) -> str:
     return render.escape_string(text)
 
 
-def to_dot(run, max_nodes: int | None = None, open=()) -> str:
+def to_dot(run, max_nodes: int | None = None, open=(), lay=None, ids=None) -> str:
     """DOT of the run's graph: ops as records (name, shape, value and gradient sizes),
-    modules and folded blocks as boxes, parameters and inputs as leaves."""
+    modules and folded blocks as boxes, parameters and inputs as leaves. ``lay``: the
+    layout when the caller made it; ``ids``: box key → the DOT node's name (else the key)."""
     opts = run.options
     max_nodes = max_nodes or getattr(opts, "max_nodes", 150) or 150
-    lay = layout(run, max_nodes, open)
+    lay = layout(run, max_nodes, open) if lay is None else lay
+    ids = ids or {}
     marks = run.health.get("marks", {})
     rankdir = getattr(opts, "rankdir", "LR") or "LR"
     lines = [
@@ -96,10 +98,11 @@ def to_dot(run, max_nodes: int | None = None, open=()) -> str:
         rows.extend(words[:3])
         label = "\\n".join(_esc(r) for r in rows if r)
         lines.append(
-            f'"{key}" [label="{label}", color="{colour}", penwidth={width}, fillcolor="{fill}"];'
+            f'"{ids.get(key, key)}" [label="{label}", color="{colour}", penwidth={width}, '
+            f'fillcolor="{fill}"];'
         )
     for a, b in lay.edges:
-        lines.append(f'"{a}" -> "{b}";')
+        lines.append(f'"{ids.get(a, a)}" -> "{ids.get(b, b)}";')
     lines.append("}")
     return "\n".join(lines)
 
@@ -307,12 +310,14 @@ def _answers(run):
     return run.expect(expect) if expect else None
 
 
-def html_view(run, open=()) -> str:
+def html_view(run, open=(), mark_run: str = "") -> str:
     """The whole display as HTML; ``open`` names modules to draw opened
-    (``["model.blocks.3"]``)."""
+    (``["model.blocks.3"]``); ``mark_run`` marks it (``data-gm-run``) so that the live view
+    shown with it can hide it."""
     colour = {"pass": "#16a34a", "fail": _FAIL, "none": "#374151"}
     mark = {"pass": "✓ ", "fail": "✗ ", "none": ""}
-    parts = [f"<div class='gradmagic-torch'><p><b>{html.escape(headline(run))}</b></p>"]
+    tag = f' data-gm-run="{html.escape(mark_run)}"' if mark_run else ""
+    parts = [f"<div class='gradmagic-torch'{tag}><p><b>{html.escape(headline(run))}</b></p>"]
     parts += [f"<div style='color:{_WARN}'>{html.escape(w)}</div>" for w in run.warnings]
     for status, text in check_lines(run):
         s = status if status in colour else "none"
@@ -356,9 +361,9 @@ def text_view(run) -> str:
     return "\n".join(lines)
 
 
-def mimebundle(run) -> dict:
-    """The run's display: HTML (graph, checks, health, tables) and text."""
-    return {"text/plain": text_view(run), "text/html": html_view(run)}
+def mimebundle(run, mark_run: str = "") -> dict:
+    """The run's static display: HTML (graph, checks, health, tables) and text."""
+    return {"text/plain": text_view(run), "text/html": html_view(run, mark_run=mark_run)}
 
 
 def _count(n: int, noun: str) -> str:

@@ -16,12 +16,28 @@
 //   stepper.js    the stepper of the stepped tabs
 //   panel.js      the node picker, side panel and hover box
 //   tables.js     sortable tables
+//   torch.js      a PyTorch run: its Graph and Backward pages, a module opened by a click
+//
+// A new `data` (the kernel drew the run again: a module opened) makes the view anew.
 
-import { LiveView } from "./liveview.js";
+import { LiveView, NODE_CLICKS } from "./liveview.js";
+import { PAGES } from "./pages.js";
+import { TORCH_CLICKS, TORCH_PAGES } from "./torch.js";
+
+Object.assign(PAGES, TORCH_PAGES);
+Object.assign(NODE_CLICKS, TORCH_CLICKS);
 
 function render({ model, el }) {
-  const view = new LiveView(model, el);
-  return () => view.destroy();
+  let view = new LiveView(model, el);
+  const again = () => {
+    view.destroy();
+    view = new LiveView(model, el);
+  };
+  model.on("change:data", again);
+  return () => {
+    model.off("change:data", again);
+    view.destroy();
+  };
 }
 
 export default { render };

@@ -1,0 +1,551 @@
+"""Watching a PyTorch cell run, without changing it: :class:`Recorder`.
+
+A ``TorchFunctionMode`` sees every torch call (``x @ W``, ``F.cross_entropy``, ``h.tanh()``)
+and keeps a reference to the inputs and outputs of those that concern the gradient; global
+module hooks say which ``nn.Module`` each call ran in; a wrapper of
+``autograd.Function.apply`` records custom Functions as one op each. Tensor hooks keep the
+gradients: on the leaves from the start, on the other values when a ``backward()`` starts
+(or just before an in-place write changes them). While the cell runs nothing is computed
+on its tensors, except a copy of what an in-place write is about to change, so its
+outputs, tensors, random numbers and module state are those of a plain run. Everything
+else waits for the cell's end (:func:`gradmagic.analysis.torchrun.finish`).
+
+This module imports torch; nothing imports it unless a cell uses torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import sys
+from dataclasses import dataclass
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+__all__ = ["Recorder", "Op", "assigned_names", "flatten", "unflatten", "RANDOM"]
+
+
+# torch calls that are not operations on values: read an attribute, ask a size, print, run
+# backward, switch grad mode
+_NOT_OPS = frozenset(
+    {
+        "backward",
+        "register_hook",
+        "retain_grad",
+        "requires_grad_",
+        "size",
+        "dim",
+        "numel",
+        "item",
+        "tolist",
+        "numpy",
+        "__repr__",
+        "__format__",
+        "__str__",
+        "__len__",
+        "__bool__",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__hash__",
+        "__iter__",
+        "__contains__",
+        "_set_grad_enabled",
+        "is_grad_enabled",
+        "data_ptr",
+        "stride",
+        "storage_offset",
+        "is_contiguous",
+        "element_size",
+        "untyped_storage",
+        "__reduce_ex__",
+        "__deepcopy__",
+        "grad",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "cpu",
+        "_is_view",
+        "manual_seed",
+        "__array__",
+        "__dlpack__",
+        "__eq_hash__",
+        "equal",
+        "allclose",
+    }
+)
+# ops whose result is random: the checks take what they made as given
+RANDOM = frozenset(
+    {
+        "dropout",
+        "dropout_",
+        "rand",
+        "randn",
+        "randint",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "randperm",
+        "multinomial",
+        "bernoulli",
+        "bernoulli_",
+        "normal",
+        "normal_",
+        "uniform_",
+        "exponential_",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+        "dropout1d",
+        "dropout2d",
+        "dropout3d",
+        "poisson",
+    }
+)
+
+
+def assigned_names(tree: ast.AST) -> dict:
+    """Line → the names its assignment binds (``a, b = ...``, ``x += ...``), at the
+    cell's top level (loops and ``with`` blocks included, function bodies not)."""
+    out: dict = {}
+
+    def names(target):
+        if isinstance(target, ast.Name):
+            yield target.id
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                yield from names(t)
+        elif isinstance(target, ast.Starred):
+            yield from names(target.value)
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    out.setdefault(node.lineno, []).extend(names(t))
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+                out.setdefault(node.lineno, []).extend(names(node.target))
+            elif isinstance(
+                node, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)
+            ):
+                for part in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, part, []) or [])
+                for handler in getattr(node, "handlers", []) or []:
+                    visit(handler.body)
+
+    visit(getattr(tree, "body", []))
+    return out
+
+
+def _op_name(func) -> str:
+    """``TensorBase.matmul`` → ``matmul``; ``__rmul__`` → ``rmul``; a getter → ``.name``."""
+    name = getattr(func, "__name__", None) or type(func).__name__
+    if name == "__get__":
+        owner = getattr(func, "__self__", None)
+        return "." + getattr(owner, "__name__", "attr")
+    if name.startswith("__") and name.endswith("__") and len(name) > 4:
+        return name[2:-2]
+    return name
+
+
+def _inplace(name: str) -> bool:
+    """Whether an op of this name writes into its first argument (``add_``,
+    ``_foreach_add_``, ``+=``, ``x[i] = v``)."""
+    return (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS
+
+
+_INPLACE_DUNDERS = frozenset(
+    {
+        "iadd",
+        "isub",
+        "imul",
+        "itruediv",
+        "ifloordiv",
+        "imod",
+        "ipow",
+        "imatmul",
+        "iand",
+        "ior",
+        "ixor",
+        "ilshift",
+        "irshift",
+        "setitem",
+    }
+)
+
+
+@dataclass
+class Op:
+    """One recorded torch call: what it was, what went in and came out, where it ran."""
+
+    name: str  # "matmul", "tanh", "cross_entropy", a custom Function's class name
+    inputs: tuple  # value indices of the tensors that went in, in argument order
+    outputs: tuple  # value indices of the tensors that came out
+    module: tuple  # ids of the nn.Modules it ran inside, outermost first
+    line: int | None  # the cell's line that made it (None: not found)
+    grad_enabled: bool
+    inplace: bool
+    func: object = None  # what to call to replay it (the checks); dropped after them
+    spec: object = None  # the arguments' pytree spec with the tensors taken out
+    consts: tuple = ()  # the arguments' leaves, each tensor replaced by _TENSOR
+    custom: bool = False  # a custom autograd.Function
+
+    @property
+    def consts_key(self) -> tuple:
+        """The op's non-tensor arguments, as far as they can be compared (None where not)."""
+        out = []
+        for c in self.consts:
+            try:
+                hash(c)
+                out.append(c if c is not _TENSOR else "T")
+            except TypeError:
+                out.append(repr(c)[:40])
+        return tuple(out)
+
+    @property
+    def deliberate_inf(self) -> bool:
+        """A non-finite number among its arguments (``masked_fill(mask, -inf)``): the
+        infinities it makes are meant."""
+        return any(isinstance(c, float) and not math.isfinite(c) for c in self.consts)
+
+
+_TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
+_KINDS: dict = {}  # torch function → (its op name, writes in place, not an op)
+_AUTOGRAD_GRAD = torch.autograd.grad
+_SEQUENCES = (list, tuple)
+
+
+def flatten(args, kwargs) -> tuple:
+    """An op's arguments as one list (a list or tuple argument spread, one level: ``cat``,
+    ``stack``, ``_foreach_*``) and what :func:`unflatten` needs to rebuild them."""
+    leaves, shape = [], []
+    for a in (*args, *kwargs.values()):
+        if type(a) in _SEQUENCES:
+            shape.append((type(a), len(a)))
+            leaves.extend(a)
+        else:
+            shape.append(None)
+            leaves.append(a)
+    return leaves, (tuple(shape), len(args), tuple(kwargs))
+
+
+def unflatten(leaves, spec) -> tuple:
+    """``(args, kwargs)`` from :func:`flatten`'s output."""
+    shape, n_args, keys = spec
+    values, at = [], 0
+    for s in shape:
+        if s is None:
+            values.append(leaves[at])
+            at += 1
+        else:
+            values.append(s[0](leaves[at : at + s[1]]))
+            at += s[1]
+    return tuple(values[:n_args]), dict(zip(keys, values[n_args:]))
+
+
+class Recorder(TorchFunctionMode):
+    """Watches a cell run: every torch call, the gradients, the modules. See the module doc.
+
+    ``with Recorder(filename, ns, assigns) as rec: exec(cell)``; then :meth:`finish`.
+    """
+
+    def __init__(self, filename: str, ns: dict, assigns: dict):
+        super().__init__()
+        self.filename = filename
+        self.ns = ns
+        self.assigns = assigns
+        self.tensors: list = []  # value index → the tensor (kept alive: ids stay unique)
+        self.version: list = []  # value index → the tensor's _version when it was made
+        self.producer: list = []  # value index → the op that made it, -1 for a leaf
+        self.labels: dict = {}  # value index → name
+        self.index_of: dict = {}  # id(tensor) → its latest value index
+        self.ops: list[Op] = []
+        self.grads: dict = {}  # value index → gradient (from a hook)
+        self.hooked: set = set()
+        self.leaf_hooks: dict = {}  # id → leaf tensor with a hook
+        self.pending: list = []  # values that require a gradient and have no hook yet
+        self.handles: list = []
+        self.stack: tuple = ()
+        self.modules: dict = {}  # id → module (kept alive while the run is recorded)
+        # value index of a parameter → [it, its value before its first in-place update, that
+        # update once it is written again]: measured with the run's other statistics
+        self.updates: dict = {}
+        self.updated: dict = {}  # id(parameter) → its value index in updates
+        self.backward_lines: list = []
+        self.saved: dict = {}  # value index → what it held before an in-place write
+        self.data_of: dict = {}  # id(p.data) → (p.data, p): writes through .data update p
+        self.inside = 0  # > 0 inside a custom Function's forward: its ops are not recorded
+        self.last_line = None
+        self._cell_frame = None
+
+    # ------------------------------------------------------------------ watching
+    def __enter__(self):
+        self._hooks = (
+            torch.nn.modules.module.register_module_forward_pre_hook(self._enter_module),
+            torch.nn.modules.module.register_module_forward_hook(self._leave_module),
+        )
+        self._apply = torch.autograd.Function.__dict__["apply"]
+        recorder = self
+
+        def apply(cls, *args, **kwargs):
+            if recorder.inside:
+                return recorder._apply.__get__(None, cls)(*args, **kwargs)
+            recorder.inside += 1
+            try:
+                out = recorder._apply.__get__(None, cls)(*args, **kwargs)
+            finally:
+                recorder.inside -= 1
+            recorder._record(cls.apply, cls.__name__, args, kwargs, out, custom=cls)
+            return out
+
+        torch.autograd.Function.apply = classmethod(apply)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            torch.autograd.Function.apply = self._apply
+            for h in self._hooks:
+                h.remove()
+            self._flush_line(None)
+
+    def _enter_module(self, module, args):
+        self.modules[id(module)] = module
+        self.stack = self.stack + (id(module),)
+
+    def _leave_module(self, module, args, output):
+        if self.stack and self.stack[-1] == id(module):
+            self.stack = self.stack[:-1]
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.inside:
+            return func(*args, **kwargs)
+        try:
+            name, inplace, skip = _KINDS[func]
+        except (KeyError, TypeError):
+            name = _op_name(func)
+            inplace, skip = _inplace(name), name in _NOT_OPS or name.startswith(".")
+            try:
+                _KINDS[func] = name, inplace, skip
+            except TypeError:  # (a function that cannot be a key)
+                pass
+        if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)
+            inplace = True
+        if name == "backward" or func is _AUTOGRAD_GRAD:
+            self._hook_pending()
+        if inplace and args:
+            before = self._before_write(args[0])
+            out = func(*args, **kwargs)
+            if before:
+                self._after_write(before)
+        else:
+            out = func(*args, **kwargs)
+        if skip:
+            if name == "backward":
+                self.backward_lines.append(self._line())
+            elif name == ".data" and isinstance(out, torch.Tensor) and args:
+                self.data_of[id(out)] = (out, args[0])
+            return out
+        self._record(func, name, args, kwargs, out, inplace=inplace)
+        return out
+
+    def _before_write(self, written) -> list:
+        """Copies of the recorded values an in-place write is about to change (``p -= lr *
+        p.grad``, ``p.data += ...``, ``torch._foreach_add_(params, ...)``, ``h[0] = 0``): each
+        value keeps what the ops that read it saw."""
+        found = []
+        for t in written if isinstance(written, (list, tuple)) else (written,):
+            if not isinstance(t, torch.Tensor):
+                continue
+            alias = self.data_of.get(id(t))
+            through_data = alias is not None and alias[0] is t
+            p = alias[1] if through_data else t
+            update = self.updates.get(self.updated.get(id(p), -1))
+            if update is not None and update[0] is p and update[2] is None:
+                update[2] = p.detach() - update[1]  # written again: its first update, now
+            for q in (p, p._base):  # a write into a view writes into its base too
+                if q is None:
+                    continue
+                i = self.index_of.get(id(q))
+                if i is not None and self.tensors[i] is q and i not in self.saved:
+                    found.append((i, q, q.detach().clone(), through_data))
+                    if i in self._pending_set():  # its gradient: from the node that made it
+                        self._hook(q, i)
+        return found
+
+    def _after_write(self, found) -> None:
+        """Keep the copies, and note a parameter's first update (a write under no_grad or
+        through ``.data``): its size is measured when the run's statistics are taken."""
+        for i, p, old, through_data in found:
+            self.saved[i] = old
+            if (
+                p.requires_grad
+                and p.is_leaf
+                and p.is_floating_point()
+                and (through_data or not torch.is_grad_enabled())
+                and id(p) not in self.updated
+            ):
+                self.updates[i] = [p, old, None]
+                self.updated[id(p)] = i
+
+    def _line(self):
+        """The cell's line running now; labels the names the line before it assigned."""
+        f = sys._getframe(2)
+        filename = self.filename
+        while f is not None and f.f_code.co_filename != filename:
+            f = f.f_back
+        if f is None:
+            return None
+        line = f.f_lineno
+        if f.f_code.co_name == "<module>" and line != self.last_line:
+            self._flush_line(line)
+        return line
+
+    def _flush_line(self, line):
+        names = self.assigns.get(self.last_line)
+        self.last_line = line
+        if names:
+            ns, index_of = self.ns, self.index_of
+            for name in names:
+                t = ns.get(name)
+                i = index_of.get(id(t)) if isinstance(t, torch.Tensor) else None
+                if i is not None and self.tensors[i] is t:
+                    self.labels[i] = name
+
+    def held(self, i):
+        """Value ``i`` as the ops that read it saw it (a copy if it was written over since)."""
+        saved = self.saved.get(i)
+        return self.tensors[i] if saved is None else saved
+
+    def _value(self, t) -> int:
+        """The value index of tensor ``t`` as an input (a new leaf if unseen)."""
+        i = self.index_of.get(id(t))
+        if i is not None and self.tensors[i] is t:
+            return i
+        return self._new(t, -1)
+
+    def _new(self, t, producer: int) -> int:
+        i = len(self.tensors)
+        self.tensors.append(t)
+        self.version.append(t._version)
+        self.producer.append(producer)
+        self.index_of[id(t)] = i
+        if producer < 0 and t.requires_grad and t.is_leaf and id(t) not in self.leaf_hooks:
+            self._hook(t, i, leaf=True)  # this run's gradient (.grad may hold older ones too)
+        return i
+
+    def _pending_set(self) -> set:
+        return set(self.pending) - self.hooked
+
+    def _hook_pending(self) -> None:
+        """Hooks on the values made so far that take a gradient (a backward is starting).
+        A value written over in place got its hook before the write."""
+        tensors, index_of, hooked, version = self.tensors, self.index_of, self.hooked, self.version
+        for j in self.pending:
+            t = tensors[j]
+            # (a view written over through its base is stale: no hook, torch may crash on it)
+            if j not in hooked and index_of.get(id(t)) == j and t._version == version[j]:
+                self._hook(t, j)
+        self.pending = []
+
+    def _hook(self, t, i, leaf=False):
+        grads = self.grads
+        if leaf:  # a parameter updated in place is a new value: the latest one gets it
+            key, index_of = id(t), self.index_of
+            self.leaf_hooks[key] = t
+
+            def keep(g):
+                grads[index_of[key]] = g
+        else:
+
+            def keep(g):
+                grads[i] = g
+
+        try:
+            self.handles.append(t.register_hook(keep))
+            self.hooked.add(i)
+        except RuntimeError:  # a tensor that cannot take a hook (an inference tensor)
+            pass
+
+    def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
+        if not self._concerns(args, kwargs, out):
+            return
+        leaves, spec = flatten(args, kwargs)
+        line = self._line()
+        tensors, consts, inputs = [], [], []
+        for x in leaves:
+            if isinstance(x, torch.Tensor):
+                tensors.append(x)
+                inputs.append(self._value(x))
+                consts.append(_TENSOR)
+            else:
+                consts.append(x)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        if inplace and tensors and not any(isinstance(o, torch.Tensor) for o in outs):
+            outs = (tensors[0],)  # x[i] = v returns None: x is what it made
+        k = len(self.ops)
+        outputs = []
+        grad_enabled = torch.is_grad_enabled()
+        for o in outs:
+            if not isinstance(o, torch.Tensor):
+                continue
+            j = (
+                self._new(o, k)
+                if not (inplace and outputs == [] and tensors and o is tensors[0])
+                else self._rewritten(o, k, inputs[0])
+            )
+            outputs.append(j)
+            if o.requires_grad and o.is_leaf:  # torch.randn(..., requires_grad=True): a leaf
+                if id(o) not in self.leaf_hooks:
+                    self._hook(o, j, leaf=True)
+            elif o.requires_grad and grad_enabled:
+                self.pending.append(j)  # hooked when a backward starts (see _hook_pending)
+        if not outputs:
+            return
+        self.ops.append(
+            Op(
+                name,
+                tuple(inputs),
+                tuple(outputs),
+                self.stack,
+                line,
+                grad_enabled,
+                inplace,
+                func,
+                spec,
+                tuple(consts),
+                custom is not None,
+            )
+        )
+
+    def _concerns(self, args, kwargs, out) -> bool:
+        """Whether an op matters to the gradient: it reads a tensor that requires one or one
+        made by a recorded op (what depends on a parameter, through detach and no_grad too),
+        or makes a tensor that requires one. Others (sampling a batch, indexing the data,
+        a learning rate times a gradient) leave the tensors they make as leaves."""
+        index_of, tensors, producer = self.index_of, self.tensors, self.producer
+        for a in (*args, *kwargs.values()) if kwargs else args:
+            for x in a if type(a) in _SEQUENCES else (a,):
+                if isinstance(x, torch.Tensor):
+                    if x.requires_grad:
+                        return True
+                    i = index_of.get(id(x))
+                    if i is not None and tensors[i] is x and producer[i] >= 0:
+                        return True
+        for o in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(o, torch.Tensor) and o.requires_grad:
+                return True
+        return False
+
+    def _rewritten(self, t, k, old) -> int:
+        """An in-place write: the tensor holds a new value (the old value's row keeps the
+        tensor, whose ``_version`` then says it was written over)."""
+        return self._new(t, k)
+
+    # ------------------------------------------------------------------ the end
+    def remove_hooks(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []

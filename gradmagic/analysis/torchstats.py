@@ -1,0 +1,262 @@
+"""The statistics of a recorded PyTorch run's values and gradients, in one batched pass.
+
+:func:`summarise` reduces every shown tensor (and its gradient, and each parameter's
+in-place update) on its device and reads the numbers back with one synchronisation;
+:func:`keep_full` keeps the small values and gradients whole on the host (for ``--expect``
+and the full tensor on demand).
+
+This module imports torch; nothing imports it unless a cell uses torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .torchhealth import _NUMPY_FLOATS, SATURATED, SATURATING
+
+__all__ = ["summarise", "keep_full", "to_numpy", "KEEP_BYTES", "KEEP_ONE", "STAT_NAMES"]
+
+KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
+KEEP_ONE = 1 << 20  # the largest single tensor kept whole
+STAT_NAMES = ("mean", "std", "absmax", "zero", "nonfinite", "saturated")
+
+
+def to_numpy(x):
+    """A tensor (on any device, requiring a gradient or not) as a float numpy array; anything
+    else as it is."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", torch.float64).numpy()
+    return x
+
+
+def summarise(rec, shown: list, extra=()) -> tuple:
+    """Statistics of the values ``shown``, of their gradients and of the parameters' in-place
+    updates, in one batched pass: ``(stats, grad_stats, extra, host, updates)``.
+
+    The floating tensors are concatenated into one float64 buffer on their device; its
+    pieces are reduced together (segment sums of the numbers, their squares and their
+    non-zeros, a segment maximum of the magnitudes) and everything, with the 1-d tensors
+    ``extra``, is read back in one copy to the host. ``host`` maps a row (value ``i``, or
+    ``~i`` for its gradient) to its numbers on the host when the whole buffer is at most
+    :data:`KEEP_BYTES` (else None). ``updates`` maps a parameter's value index to (the std
+    of its first update, the std of its value before). Rows of values that are not floating
+    point (indices) are nan. A tensor holding a nan or an inf is summarised again without
+    them, which costs a second read only then.
+    """
+    n = len(rec.tensors)
+    stats = np.full((n, len(STAT_NAMES)), np.nan)
+    grad_stats = np.full((n, len(STAT_NAMES)), np.nan)
+    parts, rows, sat_kind = _pieces(rec, shown)
+    if not parts:
+        return stats, grad_stats, [e.detach().cpu().numpy() for e in extra], None, {}
+    table, extra_host, host = _reduce(parts, sat_kind, extra)
+    by_row = {}
+    for r, key in enumerate(rows):
+        if isinstance(key, tuple):
+            by_row[key] = table[r]
+        elif key >= 0:
+            stats[key] = table[r]
+        else:
+            grad_stats[~key] = table[r]
+    updates = {}
+    for i in rec.updates:
+        old = by_row.get(("old", i))
+        old_std = (old if old is not None else stats[i])[1]
+        updates[i] = np.array([by_row[("update", i)][1], old_std])
+    if host is not None:
+        host = {key: value for key, value in zip(rows, host) if not isinstance(key, tuple)}
+    return stats, grad_stats, extra_host, host, updates
+
+
+def _pieces(rec, shown) -> tuple:
+    """The flat tensors to summarise, their rows (``i``, ``~i``, ``("update", i)``,
+    ``("old", i)``) and which saturation each value is measured for."""
+    parts, rows, sat_kind = [], [], []
+    for i in shown:
+        t = rec.held(i)
+        if t.is_floating_point() and t.numel():
+            parts.append(t.detach().reshape(-1))
+            rows.append(i)
+            k = rec.producer[i]
+            sat_kind.append(SATURATING.get(rec.ops[k].name, "") if k >= 0 else "")
+        g = rec.grads.get(i)
+        if g is not None and g.is_floating_point() and g.numel():
+            parts.append(g.detach().reshape(-1))
+            rows.append(~i)
+            sat_kind.append("")
+    in_shown = set(rows)
+    for i, (p, old, update) in rec.updates.items():
+        if update is None:
+            update = p.detach() - old
+        parts.append(update.reshape(-1))
+        rows.append(("update", i))
+        sat_kind.append("")
+        if i not in in_shown:
+            parts.append(old.reshape(-1))
+            rows.append(("old", i))
+            sat_kind.append("")
+    return parts, rows, sat_kind
+
+
+def _reduce(parts, sat_kind, extra) -> tuple:
+    """(a row of statistics per part, the ``extra`` tensors on the host, each part's numbers
+    on the host or None): the device's work and the one read back."""
+    device = parts[0].device
+    if any(p.device != device for p in parts):
+        parts = [p.to(device) for p in parts]
+    sizes = [p.numel() for p in parts]
+    saturating = [r for r, kind in enumerate(sat_kind) if kind]
+    reduce = _on_host if device.type == "cpu" else _on_device
+    sums, extra_host, x, pieces = reduce(parts, sizes, saturating, sat_kind, extra)
+    s1, norm2, nonzero, absmax = sums[:4]
+    sat = np.full(len(parts), np.nan)
+    sat[saturating] = sums[4][: len(saturating)]
+    size = np.array(sizes, dtype=np.float64)
+    finite_count = size.copy()
+    bad = np.flatnonzero(~np.isfinite(norm2))
+    if bad.size:  # nan or inf inside: the statistics of the finite entries
+        finite_count[bad], s1[bad], norm2[bad], absmax[bad] = _finite_only(pieces, bad).T
+    table = _table(s1, norm2, nonzero, absmax, sat, size, finite_count)
+    host = None
+    if x is not None:
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        host = [x[offsets[r] : offsets[r + 1]] for r in range(len(parts))]
+    return table, extra_host, host
+
+
+def _on_host(parts, sizes, saturating, sat_kind, extra) -> tuple:
+    """The reductions of tensors in the CPU's memory: numpy's ``reduceat`` over one float64
+    buffer reads each number once per column, where torch pays a dispatch per piece."""
+    x = np.concatenate([_numpy(p) for p in parts], dtype=np.float64)
+    offsets = np.zeros(len(sizes), dtype=np.intp)
+    np.cumsum(sizes[:-1], out=offsets[1:])
+    magnitude = np.abs(x)
+    sums = [
+        np.add.reduceat(x, offsets),
+        np.sqrt(np.add.reduceat(x * x, offsets)),
+        np.add.reduceat((x != 0).astype(np.float64), offsets),
+        np.maximum.reduceat(magnitude, offsets),
+    ]
+    hits = []
+    for r in saturating:
+        piece = x[offsets[r] : offsets[r] + sizes[r]]
+        far = np.abs(piece) if sat_kind[r] == "tanh" else np.abs(piece - 0.5) + 0.5
+        hits.append(np.count_nonzero(far > SATURATED))
+    sums.append(np.array(hits, dtype=np.float64))
+    extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
+    pieces = torch.from_numpy(x).split(sizes)
+    return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces
+
+
+def _plain(e):
+    """One of the ``extra`` numbers: a tensor as numpy (numpy as it is)."""
+    return _numpy(e.detach()) if isinstance(e, torch.Tensor) else e
+
+
+def _numpy(t) -> np.ndarray:
+    """A CPU tensor's numbers without a copy (bfloat16, which numpy lacks: as float64)."""
+    return (t if t.dtype in _NUMPY_FLOATS else t.to(torch.float64)).numpy()
+
+
+def _on_device(parts, sizes, saturating, sat_kind, extra) -> tuple:
+    """The reductions on the tensors' device (a GPU): segment reductions over one buffer,
+    read back with one synchronisation."""
+    device = parts[0].device
+    x = torch.cat(parts).to(torch.float64)
+    pieces = x.split(sizes)
+    lengths = torch.tensor(sizes, device=device)
+    columns = [
+        torch.segment_reduce(x, "sum", lengths=lengths),
+        torch.segment_reduce(x * x, "sum", lengths=lengths).sqrt(),
+        torch.segment_reduce((x != 0).to(x.dtype), "sum", lengths=lengths),
+        torch.segment_reduce(x.abs(), "max", lengths=lengths),
+    ]
+    for r in saturating:
+        p = pieces[r]
+        far = p.abs() if sat_kind[r] == "tanh" else (p - 0.5).abs() + 0.5
+        columns.append((far > SATURATED).sum(dtype=torch.float64).reshape(1))
+    extra = [torch.as_tensor(e, device=device) for e in extra]
+    flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1) for e in extra])
+    keep = x.numel() * 8 <= KEEP_BYTES
+    host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
+    m = len(parts)
+    sums = list(host_all[: 4 * m].reshape(4, m)) + [host_all[4 * m : 4 * m + len(saturating)]]
+    at = 4 * m + len(saturating)
+    extra_host = []
+    for e in extra:
+        extra_host.append(host_all[at : at + e.numel()])
+        at += e.numel()
+    return sums, extra_host, (x.cpu().numpy() if keep else None), pieces
+
+
+def _finite_only(pieces, bad) -> np.ndarray:
+    """(count, sum, norm, max |x|) of the finite entries of each piece in ``bad``."""
+    again = []
+    for r in bad.tolist():
+        p = pieces[r]
+        ok = torch.isfinite(p)
+        f = torch.where(ok, p, 0.0)
+        again.append(
+            torch.stack(
+                [ok.sum(dtype=torch.float64), f.sum(), torch.linalg.vector_norm(f), f.abs().max()]
+            )
+        )
+    return torch.stack(again).cpu().numpy()
+
+
+def _table(s1, norm2, nonzero, absmax, sat, size, finite_count) -> np.ndarray:
+    """The rows of :data:`STAT_NAMES` from the sums read back."""
+    with np.errstate(all="ignore"):
+        mean = s1 / finite_count
+        squares = norm2 * norm2
+        spread = squares - s1 * mean
+        # what is left of a constant tensor's spread is rounding: 0
+        spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
+        var = spread / np.maximum(finite_count - 1, 1)
+        return np.stack(
+            [
+                mean,
+                np.sqrt(var),
+                absmax,
+                1 - nonzero / size,
+                (size - finite_count) / size,
+                sat / size,
+            ],
+            axis=1,
+        )
+
+
+def keep_full(rec, shown: list, target: int, host) -> dict:
+    """Values and gradients kept whole on the host for ``--expect`` and ``run.value``
+    (value index → (value, gradient), numpy, float64 for floats): from the summaries'
+    buffer when it was read back whole, else the named ones first, each at most
+    :data:`KEEP_ONE` bytes, :data:`KEEP_BYTES` in all."""
+    full = {}
+    if host is not None:
+        for i in shown:
+            t = rec.held(i)
+            value = host.get(i)
+            if value is None:  # integers (indices), empty tensors
+                if t.numel() * 8 > KEEP_ONE:
+                    continue
+                value = t.detach().cpu().numpy().reshape(-1)
+            grad = host.get(~i)
+            full[i] = (value.reshape(t.shape), None if grad is None else grad.reshape(t.shape))
+        return full
+    spent = 0
+    order = sorted(
+        shown, key=lambda i: (i != target, not rec.labels.get(i) and rec.producer[i] >= 0)
+    )
+    for i in order:
+        t = rec.held(i)
+        size = t.numel() * 8
+        if size > KEEP_ONE or spent + 2 * size > KEEP_BYTES:
+            continue
+        g = rec.grads.get(i)
+        full[i] = (
+            to_numpy(t) if t.is_floating_point() else t.detach().cpu().numpy(),
+            to_numpy(g) if g is not None else None,
+        )
+        spent += 2 * size
+    return full
