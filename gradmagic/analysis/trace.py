@@ -38,11 +38,13 @@ COLUMNS = (
     "kink",
     "finite",
     "constant",
+    "site",
 )
 """The per-node numpy columns of a :class:`Trace`."""
 
 _DATA, _GRAD, _LABEL = attrgetter("data"), attrgetter("grad"), attrgetter("label")
 _OP, _A, _B = attrgetter("_op"), attrgetter("_a"), attrgetter("_b")
+_SITE = attrgetter("_site")
 
 
 def _IDENTITY(x):
@@ -129,6 +131,7 @@ class Trace:
         source: str | None = None,
         options: Options | dict | None = None,
         warnings: list | None = None,
+        sites: tuple | None = None,
     ):
         if walk is not None:
             order = walk.order
@@ -147,6 +150,7 @@ class Trace:
                 np.fromiter(map(id, (bindings or {}).values()), np.int64, len(names))
             ).tolist()
             del self._ids  # only needed while reading the live graph
+        self._sites_of(order, sites)
         self.bindings = {name: i for name, i in zip(names, found) if i >= 0}
         # names bound to nodes the target does not depend on (explanations.walk greys them)
         values = list((bindings or {}).values())
@@ -164,6 +168,28 @@ class Trace:
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot
+    def _sites_of(self, order, sites) -> None:
+        """``site`` and ``calls``: where in the code each node was made (``core.sites``).
+
+        ``sites`` is ``(first, calls, functions)`` from the run that made the graph: its
+        first site, its call records ``(base, function id, caller's site)`` and the
+        rewritten functions by id (``(name, filename, lines)``). Sites become offsets from
+        ``first`` (-1: made before the run or outside rewritten code).
+        """
+        n = self.n
+        self.calls: list = []
+        self.functions: dict = {}
+        if sites is None:
+            self.site = np.full(n, -1, dtype=np.int32)
+            return
+        first, calls, functions = sites
+        raw = np.fromiter(map(_SITE, order), np.int64, n) - first
+        raw[(raw < 0) | (raw > np.iinfo(np.int32).max)] = -1
+        self.site = raw.astype(np.int32)
+        self.calls = [(b - first, f, p - first if p >= first else -1) for b, f, p in calls]
+        used = {f for _, f, _ in calls}
+        self.functions = {f: functions[f] for f in used}
+
     def _from_walk(self, w) -> None:
         """Fill the columns from a :class:`~gradmagic.core.engine.Walk` of the graph.
 

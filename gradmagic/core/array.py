@@ -45,6 +45,7 @@ import numpy as np
 
 from . import number_nodes as _numbers
 from .engine import SCALAR_NODES, Value, state
+from .sites import cursor
 from . import tensor as _t
 from .tensor import Tensor, TENSOR_OPS
 
@@ -84,6 +85,7 @@ class Array(np.ndarray):
     _grad = None
     label = ""
     _op = _a = _b = _mark = _params = None
+    _site = -1
     requires_grad = False
     _kids = None  # weak references to the nodes computed from this one (for in-place writes)
 
@@ -340,6 +342,7 @@ class Scalar64(np.float64):
     _grad = None
     label = ""
     _op = _a = _b = _mark = _params = None
+    _site = -1
     requires_grad = False
 
     @property
@@ -603,6 +606,7 @@ def _link(op, exact, a, b=None, params=None):
     else:
         return exact
     out._op, out._a, out._b, out._params = op, a, b, params
+    out._site = cursor.site
     out.requires_grad = True
     _t._used(a, out)
     if b is not None:

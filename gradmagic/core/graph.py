@@ -77,6 +77,7 @@ class GraphNode:
     """
 
     __slots__ = ()
+    _site = -1  # where the magic made it (core.sites); a class's own slot overrides it
 
     # ---------------------------------------------------------------- graph facts
     @property

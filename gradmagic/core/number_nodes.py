@@ -26,6 +26,7 @@ from . import graph as _graph
 from .engine import Value
 from .graph import GraphNode, state
 from .ops import OPS, real
+from .sites import cursor
 
 __all__ = ["Float", "Int", "Float64", "SCALARS", "constant", "with_data", "plain", "DEFER"]
 
@@ -48,7 +49,7 @@ class Float(GraphNode, float):
     numbers. ``data`` is the plain float; a node's number never changes.
     """
 
-    __slots__ = ("grad", "label", "_op", "_a", "_b", "_mark")
+    __slots__ = ("grad", "label", "_op", "_a", "_b", "_mark", "_site")
 
     # numpy scalars (np.float32(2) * x) leave the operation to the node, which computes
     # it as plain Python would with the plain number (numpy would read a float
@@ -62,6 +63,7 @@ class Float(GraphNode, float):
         self.grad = 0.0
         self.label = ""
         self._op = self._a = self._b = self._mark = None
+        self._site = cursor.site
         return self
 
     def __reduce_ex__(self, protocol):  # copies and pickles are plain floats
@@ -87,6 +89,7 @@ class Int(GraphNode, int):
         self.grad = 0.0
         self.label = ""
         self._op = self._a = self._b = self._mark = None
+        self._site = cursor.site
         return self
 
     def __reduce_ex__(self, protocol):
@@ -114,6 +117,7 @@ class Float64(np.float64):
         self.grad = 0.0
         self.label = ""
         self._op = self._a = self._b = self._mark = None
+        self._site = cursor.site
         return self
 
     def __reduce_ex__(self, protocol):
@@ -157,6 +161,7 @@ def _number_node(r, op, a, b):
     out.grad = 0.0
     out.label = ""
     out._mark = None
+    out._site = cursor.site
     out._op = op
     if a.__class__ not in SCALAR_NODES:  # a plain operand: a constant leaf
         a = constant(a)
@@ -515,12 +520,14 @@ def _float_fast(general, op, method, swap: bool):
         out.grad = 0.0
         out.label = ""
         out._mark = None
+        out._site = site = cursor.site
         out._op = op
         if cls is _FLOAT:  # a plain operand: a constant leaf
             other = _new_float(Float, other)
             other.grad = 0.0
             other.label = ""
             other._op = other._a = other._b = other._mark = None
+            other._site = site
         if swap:
             out._a = other
             out._b = self
