@@ -182,7 +182,7 @@ def assert_this_process_untouched():
     assert judging.expect is check.expect and sys.modules["gradmagic.grade"] is grade_module
     assert sys.modules["gradmagic.analysis.check"] is check
     assert CheckReport.__dict__["passed"].fget.__module__ == "gradmagic.analysis.check"
-    assert engine.Value.backward.__module__ == "gradmagic.core.engine"
+    assert engine.Value.backward.__module__ == "gradmagic.core.graph"
     assert builtins.float is FLOAT and builtins.isinstance is ISINSTANCE
 
 

@@ -398,3 +398,28 @@ def test_an_optimizer_step_with_dropout_and_in_place_ops_runs_as_without_the_mag
     ratios = [p["update_to_data"] for p in run.health["params"]]
     assert all(r is not None and 0 < r < 1 for r in ratios), ratios
     assert run.health["inplace"]  # relu(inplace=True) and out[:, 0] *= 2
+
+
+def test_a_torch_cell_with_no_target_runs_plain_and_says_so(capsys):
+    """A cell that ends in a loop has nothing to differentiate: it runs as plain PyTorch
+    (torch's own calls, no recorder between them) and the magic says why."""
+    setup = "import torch\nwords = ['emma', 'olivia', 'ava'] * 50"
+    cell = (
+        "N = torch.zeros((27, 27), dtype=torch.int32)\n"
+        "modes = []\n"
+        "for w in words:\n"
+        "    chs = ['.'] + list(w) + ['.']\n"
+        "    for a, b in zip(chs, chs[1:]):\n"
+        "        i = 0 if a == '.' else ord(a) - 96\n"
+        "        j = 0 if b == '.' else ord(b) - 96\n"
+        "        N[i, j] += 1\n"
+        "    modes.append(torch.overrides.has_torch_function_variadic(N))\n"
+    )
+    plain, magic = shells(setup)
+    assert plain.run_cell(cell).success
+    capsys.readouterr()
+    magic.run_cell(f"%%autograd\n{cell}")
+    shown = capsys.readouterr()
+    assert "does not end with an expression" in shown.out + shown.err
+    assert_same_state(plain, magic, ["N", "modes"])
+    assert int(magic.user_ns["N"].sum()) == sum(len(w) + 1 for w in plain.user_ns["words"])
