@@ -49,7 +49,7 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     grad_stats = np.full((n, len(STAT_NAMES)), np.nan)
     parts, rows, sat_kind = _pieces(rec, shown)
     if not parts:
-        return stats, grad_stats, [e.detach().cpu().numpy() for e in extra], None, {}
+        return stats, grad_stats, [np.asarray(_plain(e)) for e in extra], None, {}
     table, extra_host, host = _reduce(parts, sat_kind, extra)
     by_row = {}
     for r, key in enumerate(rows):
@@ -176,8 +176,10 @@ def _flatten(parts):
 
 
 def _plain(e):
-    """One of the ``extra`` numbers: a tensor as numpy (numpy as it is)."""
-    return _numpy(e.detach()) if isinstance(e, torch.Tensor) else e
+    """One of the ``extra`` numbers: a tensor as numpy, a function's answer, numpy as it is."""
+    if isinstance(e, torch.Tensor):
+        return _numpy(e.detach())
+    return e() if callable(e) else e
 
 
 def _numpy(t) -> np.ndarray:
@@ -203,7 +205,7 @@ def _on_device(parts, sizes, saturating, sat_kind, extra) -> tuple:
         p = pieces[r]
         far = p.abs() if sat_kind[r] == "tanh" else (p - 0.5).abs() + 0.5
         columns.append((far > SATURATED).sum(dtype=torch.float64).reshape(1))
-    extra = [torch.as_tensor(e, device=device) for e in extra]
+    extra = [torch.as_tensor(e() if callable(e) else e, device=device) for e in extra]
     flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1) for e in extra])
     keep = x.numel() * 8 <= KEEP_BYTES
     host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
