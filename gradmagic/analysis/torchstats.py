@@ -45,8 +45,7 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     them, which costs a second read only then.
     """
     n = len(rec.tensors)
-    stats = np.full((n, len(STAT_NAMES)), np.nan)
-    grad_stats = np.full((n, len(STAT_NAMES)), np.nan)
+    stats, grad_stats = np.full((2, n, len(STAT_NAMES)), np.nan)
     parts, rows, sat_kind = _pieces(rec, shown)
     if not parts:
         return stats, grad_stats, [np.asarray(_plain(e)) for e in extra], None, {}
@@ -122,8 +121,10 @@ def _reduce(parts, sat_kind, extra) -> tuple:
     table = _table(s1, norm2, nonzero, absmax, sat, size, finite_count)
     host = None
     if x is not None:
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
-        host = [x[offsets[r] : offsets[r + 1]] for r in range(len(parts))]
+        host, at = [], 0
+        for size in sizes:
+            host.append(x[at : at + size])
+            at += size
     return table, extra_host, host
 
 
