@@ -14,6 +14,11 @@ reference run in the same process.
 4. **The engine**: micrograd's demo step (100 points) at least 15x faster than micrograd's
    own with the GC on, at most 150 bytes a node (``bench_engine.py`` measures them).
 5. **A kept trace**: at most 48 bytes a node (tracemalloc, the live graph not counted).
+6. **Code with nothing to show**: makemore's bigram count (plain loops over ints counting
+   the character bigrams of 32,000 names into a 27 x 27 numpy array, and into a torch
+   tensor where torch is installed) under ``%%autograd`` against the same cell run plainly
+   through the same shell. The names are made up, seeded: 3 to 9 letters each. Budget: at
+   most 3x.
 
 Each time is the best of several calls, taken alternately with its reference so that
 background load hits both; the machine's load average is printed beside them. A cell is
@@ -47,6 +52,7 @@ EVERY_LEAF_RATIO = 5.0  # every leaf checked, micrograd's demo at one point
 ENGINE_SPEEDUP = 15.0  # micrograd's demo step time over ours, GC on
 ENGINE_BYTES = 150.0
 TRACE_BYTES = 48.0
+PLAIN_RATIO = 3.0  # a cell with nothing to show under the magic, over the same cell plainly
 
 LOOP = bench_run.LOOP
 
@@ -141,6 +147,55 @@ SHAPES = {
 }
 
 
+# ------------------------------------------------------------------ 6. the bigram cell
+BIGRAMS = """
+N = {zeros}((27, 27), dtype={dtype})
+chars = sorted(set(''.join(words)))
+stoi = {{s: i + 1 for i, s in enumerate(chars)}}
+stoi['.'] = 0
+for w in words:
+    chs = ['.'] + list(w) + ['.']
+    for ch1, ch2 in zip(chs, chs[1:]):
+        ix1 = stoi[ch1]
+        ix2 = stoi[ch2]
+        N[ix1, ix2] += 1
+"""
+
+
+def _names(count: int = 32_000) -> list:
+    import random
+
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choices(letters, k=rng.randint(3, 9))) for _ in range(count)]
+
+
+def bigrams(shell, library: str, repeat: int) -> dict:
+    """The bigram cell plainly and under the magic, through the same shell (wall clock)."""
+    zeros, dtype = {"numpy": ("np.zeros", "np.int32"), "torch": ("torch.zeros", "torch.int32")}[
+        library
+    ]
+    shell.run_cell("import numpy as np" if library == "numpy" else "import torch")
+    cell = BIGRAMS.format(zeros=zeros, dtype=dtype)
+    shell.user_ns["words"] = _names()
+    counts = {}
+
+    def run(prefix):
+        def go():
+            with contextlib.redirect_stdout(io.StringIO()):
+                result = shell.run_cell(prefix + cell)
+            assert result.success, result.error_in_exec
+            counts[prefix] = int(shell.user_ns["N"].sum())
+
+        return go
+
+    times = best({"plain": run(""), "magic": run("%%autograd\n")}, repeat)
+    assert counts[""] == counts["%%autograd\n"], counts  # the same counts both ways
+    for name in ("N", "chars", "stoi", "words", "w", "chs", "ch1", "ch2", "ix1", "ix2"):
+        shell.user_ns.pop(name, None)
+    return times
+
+
 # ------------------------------------------------------------------ the report
 def _mark(ok: bool) -> str:
     return "ok" if ok else "MISSED"
@@ -230,6 +285,27 @@ def main(argv=None) -> bool:
         f"\n### 5. A kept trace: {per_node:.1f} bytes a node (budget <= {TRACE_BYTES:g}: "
         f"{_mark(met)})"
     )
+
+    print(f"\n### 6. The bigram cell, a cell with nothing to show (budget {PLAIN_RATIO:g}x)\n")
+    print("| into | plain | %%autograd | ratio | |")
+    print("| --- | --- | --- | --- | --- |")
+    libraries = ["numpy"]
+    try:
+        import torch  # noqa: F401
+
+        libraries.append("torch")
+    except ImportError:
+        print("(torch is not installed: the tensor row is left out)\n")
+    for library in libraries:
+        t = bigrams(shell, library, 3 if library == "numpy" else 2)
+        ratio = t["magic"] / t["plain"]
+        met = ratio <= PLAIN_RATIO
+        ok &= met
+        print(
+            f"| {'a numpy array' if library == 'numpy' else 'a torch tensor'} | {t['plain']:.2f} s | {t['magic']:.2f} s | {ratio:.2f}x "
+            f"| {_mark(met)} |",
+            flush=True,
+        )
     print(f"\nevery budget: {_mark(ok)}")
     return ok
 

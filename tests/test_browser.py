@@ -284,6 +284,8 @@ FONT_SIZES = """(root) => {
 }"""
 
 
+SVG_TEXT = "root => [...root.querySelectorAll('.gm-port svg text')].map(t => t.textContent)"
+
 IN_VIEW = """g => {
   const r = g.getBoundingClientRect(), p = g.closest('.gm-port').getBoundingClientRect();
   return r.left >= p.left && r.right <= p.right && r.top >= p.top && r.bottom <= p.bottom;
@@ -331,10 +333,12 @@ def test_live_view(server, browser):
     walk, tensor, loop, recurrence, neuron, fxy = (views.nth(k) for k in range(6))
     # the 20-step tanh recurrence (206 nodes) asks for --max-nodes 300, but its weights feed every
     # step: whole, its layout is past the drawing budget (4-5 s of Graphviz on a loaded machine),
-    # so it is summarised, and says why
+    # so it is drawn grouped by its lines, and says why; its inputs are drawn with their gradients
     recurrence.scroll_into_view_if_needed()
     assert "Too big to lay out whole" in recurrence.locator(".gm-summary").inner_text()
-    assert recurrence.locator("svg g.node[data-kind=v]").count() >= 20
+    assert recurrence.locator("svg g.node.gm-group").count() >= 2
+    drawn = " ".join(recurrence.evaluate(SVG_TEXT))
+    assert {"w1", "w2", "b", "c", "h", "s"} <= set(drawn.split())
     assert int(recurrence.locator(".gm-graph").first.get_attribute("data-layout-ms")) < 5000
     assert time.monotonic() - started < 60
 
@@ -705,4 +709,81 @@ def test_the_tour_opens_with_live_views_from_its_saved_state(server, browser):
     assert page.locator(".gradmagic-static:visible").count() == 0  # each run once: live
     views.first.scroll_into_view_if_needed()
     _shot(views.first, "tour-saved-state.png", docs=True)
+    page.close()
+
+
+BIG_LOOP = """%%autograd
+w = 0.999
+x = 0.001
+s = 1.0
+for i in range(50000):
+    s = s * w + x
+s"""
+
+
+def test_big_runs_open_grouped_by_their_code(server, browser):
+    """The ~2,700-node MLP and a 10^5-node loop open grouped by their calls and lines, with
+    every parameter drawn with its gradient at >= 10 px; a click opens a group, in place."""
+    import nbformat
+
+    app, base, token, nbdir = server
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(c) for c in ("%load_ext gradmagic\nimport math", MLP, BIG_LOOP)
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.metadata["language_info"] = {"name": "python"}
+    nbformat.write(nb, nbdir / "big.ipynb")
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # (?reset: JupyterLab would reopen the notebooks an earlier test left open beside it)
+    _open(page, _url(app, base, token, "big.ipynb") + ("&reset" if app == "jupyterlab" else ""))
+    _run_all(page)
+    views = _views(page, 2, timeout=240_000)
+    mlp, loop = views.nth(0), views.nth(1)
+
+    mlp.scroll_into_view_if_needed()
+    assert "grouped by the code" in mlp.locator(".gm-summary").inner_text()
+    text = mlp.evaluate(SVG_TEXT)
+    joined = " ".join(text)
+    for table in ("model.layers[0].neurons", "model.layers[1].neurons", "model.layers[2].neurons"):
+        assert table in joined
+    # 3x15 + 15x15 + 15 weights, 31 biases, the 12 numbers of xs and the 4 of ys: each shown
+    # with its gradient
+    assert sum(t.startswith("∇") for t in text) == 45 + 225 + 15 + 31 + 12 + 4
+    assert "MLP.__call__" in joined
+    assert min(_sizes(mlp)) >= MIN_PX - 0.05
+    _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
+
+    # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
+    boxes = mlp.locator("svg g.node.gm-group")
+    assert boxes.count() >= 2
+    # (the first screen shows the start of the picture, the inputs: the box is clicked where
+    # it is, as a pointer press and release on it)
+    boxes.last.evaluate(
+        "g => { const o = {bubbles: true, button: 0, clientX: 1, clientY: 1};"
+        " g.dispatchEvent(new PointerEvent('pointerdown', o));"
+        " g.dispatchEvent(new PointerEvent('pointerup', o)); }"
+    )
+    page.wait_for_function(
+        "n => document.querySelectorAll('.gm-root')[1 - 1]"
+        ".querySelectorAll('svg g.cluster').length > n",
+        arg=mlp.locator("svg g.cluster").count(),
+        timeout=60_000,
+    )
+    assert sum(t.startswith("∇") for t in mlp.evaluate(SVG_TEXT)) == 332
+    _shot(mlp, f"grouped-mlp-opened-{app}.png", docs=app == "jupyterlab")
+
+    loop.scroll_into_view_if_needed()
+    text = " ".join(loop.evaluate(SVG_TEXT))
+    assert "line 6" in text
+    assert {"w", "x", "s"} <= set(text.split())
+    assert min(_sizes(loop)) >= MIN_PX - 0.05
+    _shot(loop, f"grouped-loop-{app}.png", docs=app == "jupyterlab")
+    assert not [e for e in errors if "gradmagic" in e.lower() or "gm-" in e], errors
     page.close()

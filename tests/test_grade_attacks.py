@@ -28,6 +28,7 @@ from gradmagic.analysis.check import CheckReport
 from gradmagic.core import engine
 
 grade_module = importlib.import_module("gradmagic.grade")
+judging = importlib.import_module("gradmagic.grade._judging")  # where the grader's expect is read
 
 WALK = "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f\nL"
 WRONG = "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f + (a - 2.0)\nL"
@@ -46,7 +47,7 @@ PASSING = (
 # name → (code before the submission, code after it, outcome wrong, outcome(s) right)
 ATTACKS = {
     "patch grade's expect": (
-        PASSING + "sys.modules['gradmagic.grade'].expect = fake\n"
+        PASSING + "sys.modules['gradmagic.grade._judging'].expect = fake\n"
         "import gradmagic.analysis.check as c\nc.expect = fake\n",
         "",
         "wrong",
@@ -178,10 +179,10 @@ def assert_graded_correctly_next():
 def assert_this_process_untouched():
     import builtins
 
-    assert grade_module.expect is check.expect and sys.modules["gradmagic.grade"] is grade_module
+    assert judging.expect is check.expect and sys.modules["gradmagic.grade"] is grade_module
     assert sys.modules["gradmagic.analysis.check"] is check
     assert CheckReport.__dict__["passed"].fget.__module__ == "gradmagic.analysis.check"
-    assert engine.Value.backward.__module__ == "gradmagic.core.engine"
+    assert engine.Value.backward.__module__ == "gradmagic.core.graph"
     assert builtins.float is FLOAT and builtins.isinstance is ISINSTANCE
 
 
@@ -321,12 +322,12 @@ def test_the_environment_is_clean(monkeypatch):
 def test_the_in_process_mode_is_not_isolated():
     """isolate=False is what the flag says: an attack there reaches this process (so it is
     documented as unsafe for untrusted code); the test undoes the damage."""
-    real = grade_module.expect
+    real = judging.expect
     try:
         grade(ATTACKS["patch grade's expect"][0] + WRONG, RIGHT, isolate=False)
-        assert grade_module.expect is not real
+        assert judging.expect is not real
     finally:
-        grade_module.expect = real
+        judging.expect = real
         check.expect = real
     assert not grade(WRONG, RIGHT, isolate=False).passed
 

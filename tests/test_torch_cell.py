@@ -433,3 +433,28 @@ def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
         assert run.dtypes[i] == str(g.dtype).replace("torch.", "")
         assert run.grad_stats[i, 0] == pytest.approx(g.double().mean().item(), rel=1e-6)
         assert run.grad_stats[i, 2] == pytest.approx(g.double().abs().max().item(), rel=1e-6)
+
+
+def test_a_torch_cell_with_no_target_runs_plain_and_says_so(capsys):
+    """A cell that ends in a loop has nothing to differentiate: it runs as plain PyTorch
+    (torch's own calls, no recorder between them) and the magic says why."""
+    setup = "import torch\nwords = ['emma', 'olivia', 'ava'] * 50"
+    cell = (
+        "N = torch.zeros((27, 27), dtype=torch.int32)\n"
+        "modes = []\n"
+        "for w in words:\n"
+        "    chs = ['.'] + list(w) + ['.']\n"
+        "    for a, b in zip(chs, chs[1:]):\n"
+        "        i = 0 if a == '.' else ord(a) - 96\n"
+        "        j = 0 if b == '.' else ord(b) - 96\n"
+        "        N[i, j] += 1\n"
+        "    modes.append(torch.overrides.has_torch_function_variadic(N))\n"
+    )
+    plain, magic = shells(setup)
+    assert plain.run_cell(cell).success
+    capsys.readouterr()
+    magic.run_cell(f"%%autograd\n{cell}")
+    shown = capsys.readouterr()
+    assert "does not end with an expression" in shown.out + shown.err
+    assert_same_state(plain, magic, ["N", "modes"])
+    assert int(magic.user_ns["N"].sum()) == sum(len(w) + 1 for w in plain.user_ns["words"])

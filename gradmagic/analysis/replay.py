@@ -81,13 +81,15 @@ def rounding_scale(trace) -> float:
     with np.errstate(all="ignore"):
         terms = (trace.grad * trace.data)[ops]
         terms = terms[np.isfinite(terms)]
-        total = float(np.dot(terms, terms))
+        # sums of squares, not np.dot: BLAS wakes its threads for a long vector, which on a
+        # busy machine costs far more than the sum
+        total = float(np.square(terms).sum())
         for i, data in trace.tensor_data.items():
             grad = trace.tensor_grad.get(i)
             if ops[i] and grad is not None:
                 t = np.ravel(np.asarray(grad, dtype=float) * np.asarray(data, dtype=float))
                 t = t[np.isfinite(t)]
-                total += float(np.dot(t, t))
+                total += float(np.square(t).sum())
     return math.sqrt(total) if math.isfinite(total) else math.inf
 
 

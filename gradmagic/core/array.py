@@ -1,7 +1,7 @@
 """Arrays that are nodes: what ``%%autograd`` makes of a float array.
 
 A float64 array the cell reads or makes is an :class:`Array`: a subclass of
-``numpy.ndarray`` (named ``ndarray``, as :class:`~gradmagic.core.engine.Float`
+``numpy.ndarray`` (named ``ndarray``, as :class:`~gradmagic.core.number_nodes.Float`
 is named ``float``) that also carries the links of a tensor node of the graph
 (``_op``, ``_a``, ``_b``, ``_params``, ``grad``, ``label``), the protocol
 :class:`~gradmagic.core.tensor.Tensor` has. A 0-d result (``np.sum(W)``,
@@ -43,8 +43,9 @@ import weakref
 
 import numpy as np
 
-from . import engine as _engine
+from . import number_nodes as _numbers
 from .engine import SCALAR_NODES, Value, state
+from .sites import cursor
 from . import tensor as _t
 from .tensor import Tensor, TENSOR_OPS
 
@@ -84,6 +85,7 @@ class Array(np.ndarray):
     _grad = None
     label = ""
     _op = _a = _b = _mark = _params = None
+    _site = -1
     requires_grad = False
     _kids = None  # weak references to the nodes computed from this one (for in-place writes)
 
@@ -340,6 +342,7 @@ class Scalar64(np.float64):
     _grad = None
     label = ""
     _op = _a = _b = _mark = _params = None
+    _site = -1
     requires_grad = False
 
     @property
@@ -482,13 +485,13 @@ def _pv(x):
     if cls is Tensor or cls is Value:
         return x.data
     if cls in _SCALARS:  # a number node: its plain number (numpy would defer to it)
-        return _engine.plain(x)
+        return _numbers.plain(x)
     if cls is list or cls is tuple:
         return _deep_plain(x)
     return x
 
 
-_SCALARS = _engine.SCALARS
+_SCALARS = _numbers.SCALARS
 
 
 def _deep_plain(x):
@@ -603,6 +606,7 @@ def _link(op, exact, a, b=None, params=None):
     else:
         return exact
     out._op, out._a, out._b, out._params = op, a, b, params
+    out._site = cursor.site
     out.requires_grad = True
     _t._used(a, out)
     if b is not None:
@@ -1017,7 +1021,7 @@ class _quiet_graph:
 
 # --------------------------------------------------------------------------- numbers, lists as nodes
 _PACK, _CONCAT = TENSOR_OPS["pack"], TENSOR_OPS["concatenate"]
-_FLOAT_NODES = frozenset({_engine.Float, _engine.Float64, Value})
+_FLOAT_NODES = frozenset({_numbers.Float, _numbers.Float64, Value})
 
 
 def _float_node(x) -> bool:
@@ -1247,7 +1251,7 @@ _t._ARRAY_CLASSES.update(_ARRAYS)
 _t._WRITABLE.add(Array)
 _t._array_result = _link
 _t._function_rule = tensor_function
-_engine.DEFER.add(Scalar64)
+_numbers.DEFER.add(Scalar64)
 
 
 def _number_ufunc(self, ufunc, method, *inputs, **kwargs):
@@ -1261,6 +1265,6 @@ def _number_ufunc(self, ufunc, method, *inputs, **kwargs):
     return _ufunc(ufunc, method, inputs, kwargs)
 
 
-for _cls in (_engine.Float, _engine.Int, _engine.Float64):
+for _cls in (_numbers.Float, _numbers.Int, _numbers.Float64):
     _cls.__array_ufunc__ = _number_ufunc
 del _cls

@@ -156,8 +156,8 @@ def _mod(x, y):
 def _pow(x, y):
     try:
         r = x**y
-    except ZeroDivisionError:  # 0 ** negative
-        return INF
+    except ZeroDivisionError:  # 0 ** negative: inf, signed as -0.0 ** an odd power (IEEE)
+        return math.copysign(INF, x) if y % 2 == 1 else INF
     except OverflowError:
         if _too_big(x) or _too_big(y):  # not a float overflow: see the module notes
             raise
@@ -240,7 +240,9 @@ def _sigmoid(x):
 
 
 def _np_sigmoid(x):
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
+    # the float forward's formula, so that the replay computes the same numbers
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _np_log(x):

@@ -98,6 +98,7 @@ class Tensor:
         "requires_grad",
         "__weakref__",
     )
+    _site = -1  # where the magic made it (core.sites): the explicit engine's tensors have none
 
     def __init__(self, data, label: str = "", requires_grad: bool = True):
         if not isinstance(label, str):

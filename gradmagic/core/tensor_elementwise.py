@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ops import _torch_floordiv
-from .tensor_op import TensorOp, _g, _lift, _quiet
+from .tensor_op import TensorOp, _same_grad, _lift, _quiet
 
 
 def _pairwise(f):
@@ -83,7 +83,7 @@ def _torch_where(torch):
     return lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y)
 
 
-def _neg_g(g, out, *args):
+def _negated_grad(g, out, *args):
     return -g
 
 
@@ -154,7 +154,7 @@ OPS = [
         "+",
         2,
         np.add,
-        (_g, _g),
+        (_same_grad, _same_grad),
         _pairwise(np.add),
         "∂(a+b)/∂a = 1, ∂(a+b)/∂b = 1",
         method="__add__",
@@ -165,7 +165,7 @@ OPS = [
         "-",
         2,
         np.subtract,
-        (_g, _neg_g),
+        (_same_grad, _negated_grad),
         _pairwise(np.subtract),
         "∂(a−b)/∂a = 1, ∂(a−b)/∂b = −1",
         method="__sub__",
@@ -221,7 +221,7 @@ OPS = [
         "%",
         2,
         _quiet(np.mod),
-        (_g, _quiet(_mod_dy)),
+        (_same_grad, _quiet(_mod_dy)),
         _quiet(_pairwise(np.mod)),
         "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋",
         kink=_on_a_jump,
@@ -274,7 +274,7 @@ OPS = [
         "neg",
         1,
         np.negative,
-        (_neg_g,),
+        (_negated_grad,),
         np.negative,
         "∂(−a)/∂a = −1",
         display="−",

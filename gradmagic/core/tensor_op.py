@@ -77,7 +77,7 @@ def _lift(*xs):
 
 
 # --------------------------------------------------------------------------- the table
-def _g(g, out, *args):
+def _same_grad(g, out, *args):
     return g
 
 

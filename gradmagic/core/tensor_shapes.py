@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tensor_op import TensorOp, _g, _kw_torch
+from .tensor_op import TensorOp, _same_grad, _kw_torch
 
 
 # --------------------------------------------------------------------------- shape ops
@@ -254,7 +254,7 @@ def _pad_torch(torch, x, pad_width, mode):
 
 OPS = [
     # moving elements around
-    TensorOp("copy", 1, np.copy, (_g,), np.copy, "∂copy(a)/∂a = 1", torch="clone"),
+    TensorOp("copy", 1, np.copy, (_same_grad,), np.copy, "∂copy(a)/∂a = 1", torch="clone"),
     TensorOp(
         "reshape",
         1,

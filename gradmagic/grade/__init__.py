@@ -56,7 +56,7 @@ from ..analysis.check import expected_pairs
 from . import _sandbox
 from ._sandbox import SandboxUnavailable
 from ._collect import FILENAME, _cut, _run_isolated, collect
-from ._judge import GradeReport, _MAX_TEXT, _judge, clean
+from ._judging import GradeReport, _MAX_TEXT, _judge, clean
 
 
 __all__ = [

@@ -124,48 +124,8 @@ def command(uid: int | None) -> list:
     ``uid``: run by root, the uid the child drops to (None: it does not drop).
     """
     args = [_bwrap(), "--die-with-parent", "--new-session", "--as-pid-1"]
-    if os.geteuid() == 0:
-        # no user namespace: the child becomes a plain unprivileged user of the host,
-        # which the process limit counts apart from everyone else
-        args += [
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-drop",
-            "ALL",
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-        ]
-    else:
-        args += [
-            "--unshare-all",
-            "--unshare-user",
-            "--uid",
-            str(SANDBOX_UID),
-            "--gid",
-            str(SANDBOX_UID),
-            "--disable-userns",
-        ]
-    # the private /tmp first: a Python installation under the host's /tmp is bound over it
-    args += ["--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp"]
-    ancestors = set()
-    for path in _binds():
-        args += ["--ro-bind", path, path]
-        parent = os.path.dirname(path)
-        while parent != "/":
-            ancestors.add(parent)
-            parent = os.path.dirname(parent)
-    for folder in sorted(ancestors - {"/tmp"}):  # bwrap copies a host folder's mode (/root: 0700)
-        args += ["--chmod", "0755", folder]
-    for path in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path) and not any(_under(path, p) for p in _binds()):
-            args += ["--ro-bind", path, path]
+    args += _namespace_args()
+    args += _binds_args()
     args += [
         "--ro-bind-try",
         "/etc/ld.so.cache",
@@ -195,6 +155,60 @@ def command(uid: int | None) -> list:
         "--remount-ro",
         "/",
     ]
+    return args
+
+
+def _namespace_args() -> list:
+    """bwrap's namespaces and identity: a user namespace of its own, or (run by root) none."""
+    args = []
+    if os.geteuid() == 0:
+        # no user namespace: the child becomes a plain unprivileged user of the host,
+        # which the process limit counts apart from everyone else
+        args += [
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+        ]
+    else:
+        args += [
+            "--unshare-all",
+            "--unshare-user",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--disable-userns",
+        ]
+    return args
+
+
+def _binds_args() -> list:
+    """A private /tmp, then the host's folders the child sees, read-only."""
+    args = []
+    # the private /tmp first: a Python installation under the host's /tmp is bound over it
+    args += ["--size", str(TMP_SIZE), "--perms", "1777", "--tmpfs", "/tmp"]
+    ancestors = set()
+    for path in _binds():
+        args += ["--ro-bind", path, path]
+        parent = os.path.dirname(path)
+        while parent != "/":
+            ancestors.add(parent)
+            parent = os.path.dirname(parent)
+    for folder in sorted(ancestors - {"/tmp"}):  # bwrap copies a host folder's mode (/root: 0700)
+        args += ["--chmod", "0755", folder]
+    for path in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path) and not any(_under(path, p) for p in _binds()):
+            args += ["--ro-bind", path, path]
     return args
 
 

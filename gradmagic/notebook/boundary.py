@@ -27,9 +27,9 @@ import types
 
 import numpy as np
 
-from ..core import engine
+from ..core import engine, number_nodes
 from ..core.array import Array, Scalar64, plain_array
-from ..core.engine import SCALARS
+from ..core.number_nodes import SCALARS
 from ..core.tensor import Tensor
 
 __all__ = [
@@ -143,7 +143,7 @@ def plain_of(v, made: dict):
         return v.data[()] if v.data.ndim == 0 else v.data
     if cls is Array or cls is Scalar64:
         return plain_array(v)
-    return engine.plain(v)
+    return number_nodes.plain(v)
 
 
 def roots(ns, names) -> set:
@@ -615,7 +615,7 @@ class _Lifter:
                 return new
             new = self.arrays[id(e)] = self.new_leaf(e, "")
         else:
-            new = engine.constant(e)
+            new = number_nodes.constant(e)
         self.made[id(new)] = (new, e)
         self.paths[id(new)] = (new, path)
         self.budget -= 1

@@ -24,10 +24,11 @@ from ..analysis.trace import Trace
 from ..core import engine
 from ..core.array import Array
 from ..core.engine import Value, state
+from ..core.sites import FUNCTIONS, cursor
 from . import boundary
 from . import runtime as _runtime
 from .math_calls import DISPATCHED_NAMES
-from .rewrite import RUNTIME, Rewritten, rewrite
+from .rewrite import RUNTIME, SITE, Rewritten, rewrite
 
 
 # --------------------------------------------------------------------------- running a cell
@@ -203,25 +204,25 @@ def execute(
     try:
         lifter = boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
         with _runtime.recording(cell.filename) as run:
-            _run_code(cell.code, global_ns, ns)
-            value = _run_code(cell.final, global_ns, ns) if cell.final else None
+            first = cursor.start()
+            cursor.enter(cell.rewritten.function)
+            try:
+                _run_code(cell.code, global_ns, ns)
+                cursor.site = cursor.base + cell.rewritten.final_site
+                value = _run_code(cell.final, global_ns, ns) if cell.final else None
+            finally:
+                cursor.leave()
         target = find_target(cell.rewritten, options.target, value, ns)
     except NoTarget as e:  # the names and the cell's value hold plain values
         unfollow(followed)
-        outside = boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
-        if outside and e.args:
-            e.args = (f"{e.args[0]}; {outside[0]}",)
-        boundary.restore(lifter)
-        settled = boundary.settle(
+        _explain_no_target(e, cell, ns, options, run, value, lifter, reach, followed_codes)
+        e.value = boundary.settle(
             ns,
             made=_made(run, lifted, reached),
             bound=_bound(ns, before, lifted),
             reach=reach,
             value=value,
-        )
-        e.value, e.shown = settled.value, cell.final is not None and options.target is None
-        if run is not None and run.cuts and e.args:
-            e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
+        ).value
         raise
     except BaseException:  # an error: no graph to look at, the names hold plain values
         unfollow(followed)
@@ -257,6 +258,7 @@ def execute(
         float_conversions=converted + len(run.cuts),
         source=cell.source,
         options=options,
+        sites=(first, cursor.calls_since(first), FUNCTIONS),
         warnings=cut_warnings(run.cuts, converted)
         + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
         + _unsettled(settled),
@@ -264,6 +266,18 @@ def execute(
     trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
     boundary.release(settled)
     return trace
+
+
+def _explain_no_target(e, cell, ns, options, run, value, lifter, reach, followed_codes) -> None:
+    """Say in ``e`` why a cell that has no target computed nothing to look at (math the
+    rewrite did not reach, a cut), and put back the numbers it read (``lifter``)."""
+    outside = boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
+    if outside and e.args:
+        e.args = (f"{e.args[0]}; {outside[0]}",)
+    boundary.restore(lifter)
+    e.shown = cell.final is not None and options.target is None
+    if run is not None and run.cuts and e.args:
+        e.args = (f"{e.args[0]}; {_cuts_text(run.cuts)}",)
 
 
 def follow(ns, reach) -> list:
@@ -312,12 +326,14 @@ def _rewritten(f, plain, math_names):
         return False
     try:
         source = textwrap.dedent(inspect.getsource(f))
+        qualname = getattr(code, "co_qualname", code.co_name)
         rw = rewrite(
             source,
             filename=code.co_filename,
             first_line=code.co_firstlineno,
             plain_names=plain,
             math_names=math_names,
+            scope=qualname[: -len(code.co_name)].replace("<locals>.", ""),
         )
         module = compile(rw.module, code.co_filename, "exec", dont_inherit=True)
     except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
@@ -409,10 +425,13 @@ def find_target(rw: Rewritten, name, value, ns):
 
 # --------------------------------------------------------------------------- steps
 def _link(code: types.CodeType) -> types.CodeType:
-    """``code`` with the :data:`~gradmagic.notebook.rewrite.RUNTIME` placeholder made the runtime module."""
+    """``code`` with the placeholders :data:`~gradmagic.notebook.rewrite.RUNTIME` and
+    :data:`~gradmagic.notebook.rewrite.SITE` made the runtime module and the site cursor."""
     consts = tuple(
         _runtime
         if type(c) is str and c == RUNTIME
+        else cursor
+        if type(c) is str and c == SITE
         else _link(c)
         if isinstance(c, types.CodeType)
         else c

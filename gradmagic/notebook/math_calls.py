@@ -26,7 +26,8 @@ from . import runtime as _runtime
 from ..core import array as _array
 from ..core import engine
 from ..core.array import Scalar64
-from ..core.engine import SCALAR_NODES, SCALARS, Int, Value, with_data
+from ..core.engine import SCALAR_NODES, Value
+from ..core.number_nodes import SCALARS, Int, with_data
 from ..core.ops import OPS
 from ..core.tensor import Tensor
 from ..core.tensor import has_rule as tensor_has_rule

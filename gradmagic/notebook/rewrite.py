@@ -59,6 +59,7 @@ import ast
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ..core.sites import function_id
 from .cell_facts import (
     MATH_NAMES,
     _Facts,
@@ -73,10 +74,12 @@ from .cell_facts import (
 )
 
 
-__all__ = ["RUNTIME", "MATH_NAMES", "Rewritten", "rewrite"]
+__all__ = ["RUNTIME", "SITE", "MATH_NAMES", "Rewritten", "rewrite"]
 
 RUNTIME = "\x00gradmagic.notebook.runtime"
 """Placeholder constant standing for :mod:`gradmagic.notebook.runtime` in rewritten code."""
+SITE = "\x00gradmagic.core.sites.cursor"
+"""Placeholder constant standing for :data:`gradmagic.core.sites.cursor` in rewritten code."""
 
 
 _DISPLAY = frozenset({"print", "repr", "str", "format", "ascii", "display"})
@@ -162,10 +165,18 @@ class Rewritten:
     target: str | None
     reads: frozenset
     names: frozenset = frozenset()  # every name the cell mentions (read, bound or deleted)
+    function: int = -1  # the cell's id in core.sites.FUNCTIONS (its top-level statements)
+    final_site: int = 0  # the site offset of the final expression
 
 
 def rewrite(
-    source: str, *, filename: str = "<cell>", first_line: int = 1, plain_names=(), math_names=()
+    source: str,
+    *,
+    filename: str = "<cell>",
+    first_line: int = 1,
+    plain_names=(),
+    math_names=(),
+    scope: str = "",
 ) -> Rewritten:
     """Rewrite ``source`` (see the module docstring); raises ``SyntaxError``.
 
@@ -174,7 +185,8 @@ def rewrite(
     to library objects (modules, functions and classes from packages), whose
     calls get plain literals; ``math_names`` are further names bound to math
     functions (``e = math.exp``). Names the cell itself imports or defines
-    are found here.
+    are found here. ``scope`` prefixes the names of the functions defined in
+    ``source`` in their sites (``"Neuron."`` for a method's text).
     """
     tree = ast.parse("\n" * (first_line - 1) + source, filename)
     names = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
@@ -186,7 +198,123 @@ def rewrite(
     final = None
     if isinstance(last, ast.Expr):
         final = ast.Expression(body=tree.body.pop().value)
-    return Rewritten(tree, final, target, frozenset(rw.reads - facts.mutated), names)
+    sites = _Sites(filename, scope)
+    tree.body = sites.block(tree.body)
+    final_site = sites.line(last.lineno) if final is not None else 0
+    function = function_id("<cell>", filename, tuple(sites.lines))
+    return Rewritten(
+        tree, final, target, frozenset(rw.reads - facts.mutated), names, function, final_site
+    )
+
+
+# --------------------------------------------------------------------------- sites
+def _site_set(k: int, like) -> ast.stmt:
+    """``SITE.site = SITE.base + k``, placed at ``like``."""
+    base = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), "base", ast.Load()))
+    value = _at(like, ast.BinOp(base, ast.Add(), _at(like, ast.Constant(k))))
+    store = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), "site", ast.Store()))
+    return _at(like, ast.Assign([store], value))
+
+
+def _site_call(method: str, like, *args) -> ast.stmt:
+    func = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), method, ast.Load()))
+    call = ast.Call(func, [_at(like, ast.Constant(a)) for a in args], [])
+    return _at(like, ast.Expr(_at(like, call)))
+
+
+_NO_NODES = (ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal, ast.Import)
+
+
+def _quiet(stmt) -> bool:
+    """A statement that makes no node: no site to set before it."""
+    if isinstance(stmt, _NO_NODES) or isinstance(stmt, ast.ImportFrom):
+        return True
+    if isinstance(stmt, ast.Expr):
+        v = stmt.value
+        if isinstance(v, ast.Constant):  # a docstring
+            return True
+        f = v.func if isinstance(v, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Constant):
+            return f.value.value == RUNTIME and f.attr == "lab"  # a label
+    return False
+
+
+def _makes_generator(fn) -> bool:
+    """``fn``'s own body yields or awaits (its frame is left and resumed)."""
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return True
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+class _Sites:
+    """Sets the site before each statement of one function (or cell): see core.sites.
+
+    Each function it meets inside gets a :class:`_Sites` of its own, and its body is
+    wrapped in ``SITE.enter(id)`` / ``try: ... finally: SITE.leave()``. A generator or
+    coroutine is left as it is (its nodes count at its caller's site): its frame is
+    left at each ``yield``, so one enter/leave pair cannot bracket it.
+    """
+
+    def __init__(self, filename: str, scope: str = ""):
+        self.filename = filename
+        self.scope = scope  # "Neuron." for the methods of class Neuron
+        self.lines: dict = {}  # source line → its site offset
+
+    def line(self, lineno: int) -> int:
+        return self.lines.setdefault(lineno, len(self.lines))
+
+    def block(self, stmts: list) -> list:
+        out = []
+        previous = None  # the line set before the previous simple statement
+        for s in stmts:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.function(s)
+            elif isinstance(s, ast.ClassDef):
+                scope, self.scope = self.scope, f"{self.scope}{s.name}."
+                try:
+                    s.body = self.block(s.body)
+                finally:
+                    self.scope = scope
+            simple = not hasattr(s, "body")
+            defines = isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            if not (defines or _quiet(s) or simple and s.lineno == previous):
+                out.append(_site_set(self.line(s.lineno), s))
+            previous = s.lineno if simple else None
+            out.append(s)
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(s, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        setattr(s, field, self.block(inner))
+            for h in getattr(s, "handlers", ()):
+                h.body = self.block(h.body)
+            for case in getattr(s, "cases", ()):
+                case.body = self.block(case.body)
+        return out
+
+    def function(self, fn) -> None:
+        if isinstance(fn, ast.AsyncFunctionDef) or _makes_generator(fn):
+            return
+        name = f"{self.scope}{fn.name}"
+        inner = _Sites(self.filename, f"{name}.")
+        body = fn.body
+        doc = []
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            doc = [body[0]]  # the docstring stays first
+            body = body[1:]
+        if not body:
+            return
+        body = inner.block(body)
+        k = function_id(name, self.filename, tuple(inner.lines))
+        first = body[0]
+        wrapped = _at(first, ast.Try(body, [], [], [_site_call("leave", first)]))
+        fn.body = doc + [_site_call("enter", first, k), wrapped]
 
 
 def _singleton(node) -> bool:

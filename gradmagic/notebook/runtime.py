@@ -25,8 +25,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..core import engine
-from ..core.engine import SCALAR_NODES, SCALARS, Float, Int, Value, constant
+from ..core import engine, number_nodes
+from ..core.engine import SCALAR_NODES, Value
+from ..core.number_nodes import SCALARS, Float, Int, constant
 from ..core import array as _array
 from ..core.array import Array, Scalar64, array_leaf
 from ..core.tensor import Tensor
@@ -145,7 +146,7 @@ def new_leaf(x, name: str):
         leaf.label = name
         return leaf
     if cls in _EXACT_NUMBERS or cls in SCALARS:
-        leaf = constant(engine.plain(x) if cls in SCALARS else x)
+        leaf = constant(number_nodes.plain(x) if cls in SCALARS else x)
         leaf.label = name
         return leaf
     if cls is Value:
@@ -163,7 +164,7 @@ def shown(x):
     Tensors is passed as it is (it may change before it is printed).
     """
     if type(x) in SCALARS:
-        return engine.plain(x)
+        return number_nodes.plain(x)
     return _shown(x, {})
 
 
@@ -340,7 +341,7 @@ def prepare_call(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
-_FLOAT_NODES = frozenset({Float, engine.Float64})
+_FLOAT_NODES = frozenset({Float, number_nodes.Float64})
 
 
 def _has_float_node(xs, depth: int = 0) -> bool:
@@ -630,7 +631,10 @@ def same(a, b) -> bool:
         return True
     if type(a) is not Int and type(b) is not Int:
         return False
-    a, b = engine.plain(a) if type(a) is Int else a, engine.plain(b) if type(b) is Int else b
+    a, b = (
+        number_nodes.plain(a) if type(a) is Int else a,
+        number_nodes.plain(b) if type(b) is Int else b,
+    )
     return type(a) is int and type(b) is int and a == b and -5 <= a <= 256
 
 
@@ -642,7 +646,7 @@ def type_of(*args):
     x = args[0]
     kind = type(x)
     if kind in SCALARS:
-        return type(engine.plain(x))
+        return type(number_nodes.plain(x))
     if kind is Tensor:
         return type(x.data[()]) if x.data.ndim == 0 else type(x.data)
     if kind is Array:

@@ -110,6 +110,9 @@ def run(
 
     global_ns = ns if global_ns is None else global_ns
     code, final_code, assigned, assigns = _compiled(source, filename, first_line, compiler)
+    if options.target is None and final_code is None and assigned is None:
+        exec(code, global_ns, ns)  # no target can come of it: a plain run, nothing recorded
+        raise NoTensorTarget(_NO_TARGET)
     recorder = torchrun.Recorder(filename, ns, assigns)
     value = None
     try:
@@ -128,14 +131,8 @@ def run(
         value, what = ns[name], name
     elif final_code is not None:
         what = "the cell's value"
-    elif assigned is not None:
+    else:  # (the name the last statement assigns)
         value, what = ns.get(assigned), assigned
-    else:
-        recorder.remove_hooks()
-        raise NoTensorTarget(
-            "the cell does not end with an expression or an assignment; end "
-            "it with one, or name the target with -t NAME"
-        )
     if not isinstance(value, torch.Tensor):
         recorder.remove_hooks()
         raise NoTensorTarget(
@@ -161,6 +158,10 @@ def run(
     return result
 
 
+_NO_TARGET = (
+    "the cell does not end with an expression or an assignment; end "
+    "it with one, or name the target with -t NAME"
+)
 _COMPILED: OrderedDict = OrderedDict()  # the cells compiled last (see _compiled)
 _KEEP = 32
 

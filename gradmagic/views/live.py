@@ -20,6 +20,9 @@ import anywidget
 import traitlets
 from ipywidgets import widget_serialization
 
+from ..analysis.groups import Grouping
+from . import grouped
+
 __all__ = ["LiveView", "VizLibrary", "library"]
 
 STATIC = Path(__file__).with_name("static")
@@ -65,22 +68,24 @@ class LiveView(anywidget.AnyWidget):
     step = traitlets.Int(0).tag(sync=True)
     tab = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, *args, source=None, deferred=None, answer=None, **kwargs):
+    def __init__(self, *args, source=None, deferred=None, answer=None, grouped_view=None, **kwargs):
         """``source()`` gives the run or None (a weak reference: ``Out`` and
         ``gradmagic.last`` keep it, the view never does); ``deferred`` maps a tab id to
         ``make(trace) -> tab``; ``answer(run, message)`` answers the browser's other
-        messages (see :meth:`ask`)."""
+        messages (see :meth:`ask`); ``grouped_view`` lists the groups the first picture
+        opened, when it is drawn grouped by the code."""
         super().__init__(*args, **kwargs)
         self._source = source
         self._deferred = dict(deferred or {})
         self._answer = answer
-        if self._deferred or answer is not None:
+        self._grouped = grouped_view
+        if self._deferred or answer is not None or grouped_view is not None:
             self.on_msg(self._on_msg)
 
     def _on_msg(self, widget, content, buffers):
         if not isinstance(content, dict):
             return
-        if content.get("type") == "open" and self._deferred:
+        if content.get("type") == "open" and (self._deferred or self._grouped is not None):
             self.open_tab(str(content.get("tab", "")))
         elif self._answer is not None:
             self.ask(content)
@@ -107,8 +112,37 @@ class LiveView(anywidget.AnyWidget):
             self.send(reply)
         return reply
 
+    def open_group(self, gid: str) -> dict | None:
+        """Open the group ``gid`` of a picture grouped by the code: the new picture's DOT
+        and its opened groups go into ``opened["graph"]`` (kept with the widget's state, so a
+        saved notebook shows the groups that were opened)."""
+        trace = self._source() if self._source is not None else None
+        if self._grouped is None or trace is None:
+            return None
+        opened = json.loads(self.opened)
+        graph = opened.get("graph") or {"id": "graph", "groups": self._grouped}
+        groups = set(graph["groups"])
+        if gid in groups:
+            return graph
+        grouping = Grouping(trace)
+        try:
+            grouping.group(gid)
+        except (ValueError, IndexError, KeyError):  # not a group of this run
+            return None
+        groups.add(gid)
+        graph = {
+            "id": "graph",
+            "groups": sorted(groups),
+            "dot": grouped.grouped_dot(trace, grouping, groups),
+        }
+        opened["graph"] = graph
+        self.opened = json.dumps(opened, separators=(",", ":"))
+        return graph
+
     def open_tab(self, ident: str) -> dict | None:
         """Make the deferred tab ``ident`` and add it to ``opened`` (once)."""
+        if ident.startswith("group:"):
+            return self.open_group(ident[len("group:") :])
         opened = json.loads(self.opened)
         if ident in opened:
             return opened[ident]

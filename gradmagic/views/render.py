@@ -180,6 +180,11 @@ def graph_html(
             f'<p style="margin:0 0 4px 0"><b>{html.escape(summary.counts)}</b><br>'
             f"{md_code(summary.note)}</p>"
         )
+    if dot is None and summary is not None and summary.dot is not None:
+        dot = summary.dot  # a picture grouped by the code: text kept at 10 px, the rest scrolls
+        shrink = GROUPED_SHRINK
+    else:
+        shrink = SHRINK
     if dot is not None:
         source = dot
     elif "rankdir" in dot_options or dot_options.get("path") or dot_options.get("current"):
@@ -199,7 +204,7 @@ def graph_html(
             cache[source] = image
     parts.append(
         f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
-        f"{fit(image)}</div>"
+        f"{fit(image, shrink)}</div>"
     )
     parts.append(legend_html())
     return "".join(parts)
@@ -236,10 +241,11 @@ def choose_dot(trace, report=None, *, subset=None, fold=None, cache=None, **opti
 
 
 SHRINK = 2.5  # an inline drawing is scaled down at most this much to fit the width
+GROUPED_SHRINK = 1.3  # ... a grouped picture (10 pt text stays 10 px): it scrolls instead
 _WIDTH = re.compile(r'<svg width="([\d.]+)pt"')
 
 
-def fit(image: str) -> str:
+def fit(image: str, shrink: float = SHRINK) -> str:
     """An inline drawing as an ``<img>`` that shrinks to the output's width, at most ``SHRINK`` times.
 
     For the teaching views' display objects. An ``<img>`` with an SVG data URI, as the
@@ -250,7 +256,7 @@ def fit(image: str) -> str:
     size = "max-width:100%"
     if match is not None:
         width = float(match.group(1))
-        size = f"width:{width:.0f}pt; max-width:100%; min-width:{width / SHRINK:.0f}pt"
+        size = f"width:{width:.0f}pt; max-width:100%; min-width:{width / shrink:.0f}pt"
     return (
         f'<img class="gradmagic-graph" alt="the computation graph" style="{size}; '
         f'height:auto" src="{svg_data_uri(image)}">'

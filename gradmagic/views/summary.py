@@ -27,6 +27,8 @@ class Summary:
     shown: list  # node indices drawn
     counts: str  # e.g. "100,000 nodes: 50,001 leaves, 49,999 operations (+ 49,999)"
     note: str  # why and how to see more
+    dot: str | None = None  # the picture's DOT when it is not the nodes ``shown`` (grouped)
+    groups: object = None  # the analysis.groups.Grouping the picture was made from
 
 
 def node_limit(trace, max_nodes=None) -> int:

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import render, teaching
+from . import grouped, render, teaching
 from ..analysis.graph import backward_steps, children_of
 
 __all__ = [
@@ -491,7 +491,7 @@ def _payload(
     tabs left out of the payload (their entries say ``"deferred": true``). ``gradients`` is
     the Gradients tab when the caller made it (the static copy shows the same table)."""
     if summary is render._SUMMARISE:
-        summary = render.summarise(trace)
+        summary = grouped.summarise(trace)
     fold = render.Folded(trace) if fold is None else fold
     drawn = render.drawn_nodes(trace, summary, fold)
     drawn_set = set(drawn)
@@ -504,6 +504,8 @@ def _payload(
         entry = _node_entry(trace, i, children, fold, status, memo)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
+    if dot is None and summary is not None and summary.dot is not None:
+        dot = summary.dot
     if dot is None:
         subset = summary.shown if summary else None
         ways = render.directions(trace, drawn)
@@ -533,7 +535,9 @@ def _payload(
         "dot": dot,
         # a small graph in both directions: the front-end shows the one that fits its width
         "dots": dots,
-        "summary": None if summary is None else {"counts": summary.counts, "note": summary.note},
+        "summary": None
+        if summary is None
+        else {"counts": summary.counts, "note": summary.note, "grouped": summary.dot is not None},
         "nodes": entries,
         "order": sorted(drawn, reverse=True),  # graph order: the target first
         "tabs": tabs,

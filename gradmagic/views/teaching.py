@@ -33,7 +33,7 @@ from . import render
 from .teaching_parts import (  # noqa: F401 - the views shown here, and their names
     ITEMS,
     ROWS,
-    _p,
+    _paragraph,
     default_input,
     definition,
     expressions,
@@ -95,7 +95,7 @@ def static_section(trace, cache=None) -> str:
     """
     if len(trace.nodes) > STATIC_NODES:
         ins, edges = len(explanations.inputs(trace)), explanations.edge_count(trace)
-        return _p(
+        return _paragraph(
             html.escape(
                 f"{len(trace.nodes):,} nodes, {edges:,} edges, {ins:,} inputs: forward mode needs "
                 f"{ins:,} pass{'es' if ins != 1 else ''} through the graph, reverse mode one. "
@@ -111,7 +111,7 @@ def static_section(trace, cache=None) -> str:
             ("The chain rule as a sum over paths", paths_html(trace, cache=cache, draw=False)),
         ]
     except Exception as exc:  # noqa: BLE001 - a display must not raise
-        return _p(html.escape(f"The teaching views could not be made: {exc}"))
+        return _paragraph(html.escape(f"The teaching views could not be made: {exc}"))
     return "".join(f'<h4 style="margin:6px 0 2px 0">{title}</h4>{body}' for title, body in parts)
 
 
@@ -127,7 +127,7 @@ def _static_teaching(trace, cache=None) -> str:
     if len(trace.nodes) <= limit:
         return static_section(trace, cache)
     ins, edges = len(explanations.inputs(trace)), explanations.edge_count(trace)
-    return _p(
+    return _paragraph(
         html.escape(
             f"{len(trace.nodes):,} nodes, {edges:,} edges, {ins:,} input{'s' if ins != 1 else ''}: "
             f"forward mode needs {ins:,} pass{'es' if ins != 1 else ''} through the graph, reverse "
@@ -224,53 +224,10 @@ def forward_tab(trace, report=None, context=None) -> dict | None:
         return {"id": "forward", "title": "Forward", "kind": "html", "payload": {"html": head}}
     drawn = _drawn(context, trace)
     exprs = expressions(trace)
-    nodes = trace.nodes
     frames = []
     stepped = _stepped_inputs(trace)
     for k, i in enumerate(stepped):
-        t = explanations.jvp(trace, {i: 1.0})
-        x = exprs[i]
-        reached = [j for j, r in enumerate(t.reached) if r]
-        # the pass starts: every drawn node unknown, those not depending on x at 0
-        start = [
-            [j, f"∂/∂{x} " + ("?" if t.reached[j] else "0"), "u" if t.reached[j] else ""]
-            for j in sorted(drawn)
-        ]
-        for s, j in enumerate(reached):
-            if len(frames) >= STEP_FRAMES:
-                break
-            node = nodes[j]
-            if j == i:
-                what = f"seed ∂{x}/∂{x} = 1 (every other input 0)"
-            else:
-                terms = [
-                    f"{fmt(d, 4)}×{fmt(t[p], 4)}"
-                    for p, d in zip(node.parents, node.local)
-                    if t.reached[p]
-                ]
-                if len(terms) > ITEMS:
-                    terms = terms[:ITEMS] + [f"… {len(terms) - ITEMS:,} more"]
-                what = f"{' + '.join(terms)} = {fmt(t[j], 6)}"
-            frames.append(
-                {
-                    "n": j if j in drawn else -1,
-                    "path": [p for p in node.parents if p in drawn and t.reached[p]],
-                    "html": (
-                        f"<b>Pass {k + 1} of {comparison.inputs:,}</b> (∂/∂{_esc(x)}), node "
-                        f"{s + 1} of {len(reached):,}: <code>{_esc(exprs[j])}</code> gets "
-                        f"tangent {_esc(what)}"
-                        + (
-                            f" — the pass ends: ∂{_esc(exprs[trace.target.index])}/∂{_esc(x)}"
-                            f" = {_esc(fmt(t.target, 10))}, backward gave "
-                            f"{_esc(fmt(nodes[i].grad, 10))}"
-                            if s == len(reached) - 1
-                            else ""
-                        )
-                    ),
-                    "ev": (start if s == 0 else [])
-                    + ([[j, f"∂/∂{x} {fmt(t[j])}", ""]] if j in drawn else []),
-                }
-            )
+        _add_pass_frames(frames, trace, exprs, drawn, comparison.inputs, k, i)
     more = comparison.inputs - len(stepped)
     note = " ".join(
         filter(
@@ -297,6 +254,55 @@ def forward_tab(trace, report=None, context=None) -> dict | None:
             "legend": "grad fields show each node's tangent: ? not yet computed",
         },
     }
+
+
+def _add_pass_frames(frames, trace, exprs, drawn, inputs, k, i) -> None:
+    """Add to ``frames`` the steps of the forward pass for input ``i`` (pass ``k`` of ``inputs``),
+    up to ``STEP_FRAMES`` steps in all."""
+    nodes = trace.nodes
+    t = explanations.jvp(trace, {i: 1.0})
+    x = exprs[i]
+    reached = [j for j, r in enumerate(t.reached) if r]
+    # the pass starts: every drawn node unknown, those not depending on x at 0
+    start = [
+        [j, f"∂/∂{x} " + ("?" if t.reached[j] else "0"), "u" if t.reached[j] else ""]
+        for j in sorted(drawn)
+    ]
+    for s, j in enumerate(reached):
+        if len(frames) >= STEP_FRAMES:
+            break
+        node = nodes[j]
+        if j == i:
+            what = f"seed ∂{x}/∂{x} = 1 (every other input 0)"
+        else:
+            terms = [
+                f"{fmt(d, 4)}×{fmt(t[p], 4)}"
+                for p, d in zip(node.parents, node.local)
+                if t.reached[p]
+            ]
+            if len(terms) > ITEMS:
+                terms = terms[:ITEMS] + [f"… {len(terms) - ITEMS:,} more"]
+            what = f"{' + '.join(terms)} = {fmt(t[j], 6)}"
+        frames.append(
+            {
+                "n": j if j in drawn else -1,
+                "path": [p for p in node.parents if p in drawn and t.reached[p]],
+                "html": (
+                    f"<b>Pass {k + 1} of {inputs:,}</b> (∂/∂{_esc(x)}), node "
+                    f"{s + 1} of {len(reached):,}: <code>{_esc(exprs[j])}</code> gets "
+                    f"tangent {_esc(what)}"
+                    + (
+                        f" — the pass ends: ∂{_esc(exprs[trace.target.index])}/∂{_esc(x)}"
+                        f" = {_esc(fmt(t.target, 10))}, backward gave "
+                        f"{_esc(fmt(nodes[i].grad, 10))}"
+                        if s == len(reached) - 1
+                        else ""
+                    )
+                ),
+                "ev": (start if s == 0 else [])
+                + ([[j, f"∂/∂{x} {fmt(t[j])}", ""]] if j in drawn else []),
+            }
+        )
 
 
 def walk_tab(trace, report=None, context=None) -> dict | None:

@@ -18,7 +18,7 @@ from .teaching_parts import (
     _GREY,
     _draw,
     _more,
-    _p,
+    _paragraph,
     _table,
     default_input,
     expressions,
@@ -132,7 +132,7 @@ def forward_html(
     out = ['<div class="gradmagic-forward">']
     if comparison.error is not None:
         out.append(
-            _p(
+            _paragraph(
                 "⚠ " + html.escape(comparison.error) + ". Backward (reverse mode) "
                 "handles tensors; the other teaching views need scalar nodes too."
             )
@@ -140,24 +140,41 @@ def forward_html(
         return "".join(out) + "</div>"
     if comparison.inputs == 0:
         return (
-            out[0] + _p("This run has no inputs (only constants): no tangents to carry.") + "</div>"
+            out[0]
+            + _paragraph("This run has no inputs (only constants): no tangents to carry.")
+            + "</div>"
         )
     exprs = expressions(trace)
+    out += _comparison_parts(trace, exprs, comparison, limit)
+    if not one_pass:  # the widget steps through the passes itself
+        return "".join(out) + "</div>"
+    i = default_input(trace) if input is None else explanations._index(trace, input)
+    out += _pass_parts(trace, exprs, i, step, limit, cache, draw)
+    out.append("</div>")
+    return "".join(out)
+
+
+def _comparison_parts(trace, exprs, comparison, limit) -> list:
+    """The cost of forward against reverse mode, and their agreement on every gradient."""
+    out = []
     for line in _cost_lines(trace, comparison):
         colour = _GOOD if line.startswith("✓") else _BAD if line.startswith("✗") else ""
-        out.append(_p(html.escape(line), colour))
+        out.append(_paragraph(html.escape(line), colour))
     header, rows, colours = _agreement_rows(trace, exprs, comparison, limit)
     out.append(_table(header, rows, colours))
     more = _more(len(rows), comparison.inputs, "inputs")
     if more:
-        out.append(_p(html.escape(more)))
-    if not one_pass:  # the widget steps through the passes itself
-        return "".join(out) + "</div>"
-    i = default_input(trace) if input is None else explanations._index(trace, input)
+        out.append(_paragraph(html.escape(more)))
+    return out
+
+
+def _pass_parts(trace, exprs, i, step, limit, cache, draw) -> list:
+    """One forward pass for input ``i``: its nodes' tangents, up to ``step``, and the drawing."""
+    out = []
     t = explanations.jvp(trace, {i: 1.0})
     reached = [k for k, r in enumerate(t.reached) if r]
     upto = len(reached) if step is None else max(1, min(step, len(reached)))
-    out.append(_p("<b>" + html.escape(_pass_header(trace, exprs, i)) + "</b>"))
+    out.append(_paragraph("<b>" + html.escape(_pass_header(trace, exprs, i)) + "</b>"))
     done = reached[:upto]
     if len(done) > limit:  # the start of the pass and its current end
         head, tail = done[: limit // 2], done[-(limit - limit // 2) :]
@@ -171,7 +188,7 @@ def forward_html(
     if step is not None:
         last = shown[-1]
         out.append(
-            _p(
+            _paragraph(
                 html.escape(
                     f"Step {upto} of {len(reached)}: {last[1]} gets tangent {last[4]} ({last[3]})."
                 )
@@ -187,7 +204,7 @@ def forward_html(
     )
     if step is None and len(reached) < len(trace.nodes):
         out.append(
-            _p(
+            _paragraph(
                 html.escape(
                     f"The other {len(trace.nodes) - len(reached):,} nodes do not "
                     f"depend on {exprs[i]}: their tangent is 0."
@@ -206,8 +223,7 @@ def forward_html(
         out.append(
             _draw(trace, cache, grad_text=grad_text, current=current, path=set(reached[:upto]))
         )
-    out.append("</div>")
-    return "".join(out)
+    return out
 
 
 def forward_text(trace, input=None, limit: int = 20) -> str:

@@ -124,7 +124,7 @@ def default_input(trace):
     return min(ins, key=lambda i: (not nodes[i].label, nodes[i].label, i))
 
 
-def _p(text: str, colour: str = "") -> str:
+def _paragraph(text: str, colour: str = "") -> str:
     style = "margin:2px 0" + (f"; color:{colour}" if colour else "")
     return f'<p style="{style}">{text}</p>'
 
@@ -160,7 +160,7 @@ def _draw(trace, cache, extra_dot: str = "", **options) -> str:
             cache[source] = image
     head = ""
     if summary is not None:
-        head = _p(
+        head = _paragraph(
             html.escape(
                 f"{summary.counts}. Drawn: the nodes nearest the target, the "
                 "named nodes and the highlighted ones."
@@ -185,7 +185,7 @@ def definition(trace, exprs, index: int, width: int = 40) -> str:
     return _compose(trace, node, exprs, prec, width)[0]
 
 
-def _d(text: str) -> str:
+def _in_partial(text: str) -> str:
     """A name inside ∂…/∂…: ``x`` or ``(x·y)``."""
     return text if _factor(text) == text else f"({text})"
 

@@ -16,11 +16,11 @@ from .teaching_parts import (
     _BAD,
     _GOOD,
     _GREY,
-    _d,
+    _in_partial,
     _draw,
     _factor,
     _more,
-    _p,
+    _paragraph,
     _table,
     default_input,
     definition,
@@ -110,8 +110,8 @@ def _zero_lines(trace, exprs, result, limit: int = 5) -> list:
         local = local_text(trace, exprs, child, trace.nodes[child].parents.index(parent))
         out.append(
             f"{what} ({fmt(trace.nodes[parent].data, 6)}) does not depend on {x}: no "
-            f"path, its share ∂{_d(exprs[child])}/∂{_d(exprs[parent])} · "
-            f"∂{_d(exprs[parent])}/∂{x} = {_factor(local)} · 0 = 0"
+            f"path, its share ∂{_in_partial(exprs[child])}/∂{_in_partial(exprs[parent])} · "
+            f"∂{_in_partial(exprs[parent])}/∂{x} = {_factor(local)} · 0 = 0"
         )
     more = _more(min(limit, len(result.zero_terms)), len(result.zero_terms), "branches")
     return out + ([more] if more else [])
@@ -122,10 +122,10 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
     out = ['<div class="gradmagic-paths">']
     i = default_input(trace) if input is None else explanations._index(trace, input)
     if i is None:
-        return out[0] + _p("This run has no inputs (only constants): no paths.") + "</div>"
+        return out[0] + _paragraph("This run has no inputs (only constants): no paths.") + "</div>"
     result = explanations.paths(trace, i)
     if result.error is not None:
-        return out[0] + _p("⚠ " + html.escape(result.error) + ".") + "</div>"
+        return out[0] + _paragraph("⚠ " + html.escape(result.error) + ".") + "</div>"
     exprs = expressions(trace)
     head = _paths_head(trace, exprs, result)
     ok = result.grad == result.total or abs(result.total - result.grad) <= 1e-9 * max(
@@ -133,7 +133,7 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
     )
     for k, line in enumerate(head):
         out.append(
-            _p(
+            _paragraph(
                 ("<b>" + html.escape(line) + "</b>") if k == 0 else html.escape(line),
                 (_GOOD if ok else _BAD) if k == 1 else "",
             )
@@ -143,12 +143,14 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
         out.append(_table(["#", "path", "local derivatives", "numbers", "product"], rows))
         if result.complete and len(result.paths) > 1:
             out.append(
-                _p(html.escape(" + ".join(r[4] for r in rows) + " = " + fmt(result.listed_sum, 10)))
+                _paragraph(
+                    html.escape(" + ".join(r[4] for r in rows) + " = " + fmt(result.listed_sum, 10))
+                )
             )
         rules = _rules(trace, result.paths[0])
         if rules:
             out.append(
-                _p(
+                _paragraph(
                     "<small>Rules used on path 1: " + html.escape("; ".join(rules)) + "</small>",
                     _GREY,
                 )
@@ -156,7 +158,7 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
     zero = _zero_lines(trace, exprs, result)
     if zero:
         out.append(
-            _p(
+            _paragraph(
                 "Branches that do not depend on "
                 + html.escape(exprs[i])
                 + ":<br>"

@@ -9,7 +9,7 @@ import html
 from ..analysis import explanations
 from ..analysis.numbers import fmt
 from . import render
-from .teaching_parts import ITEMS, ROWS, _GREY, _draw, _more, _p, _table, expressions
+from .teaching_parts import ITEMS, ROWS, _GREY, _draw, _more, _paragraph, _table, expressions
 
 
 LINES = 16  # lines of the walk's printout before "… N more lines"
@@ -122,7 +122,7 @@ def walk_html(
     total = len(walk.events)
     out = [
         '<div class="gradmagic-walk">',
-        _p(
+        _paragraph(
             "The depth-first walk of micrograd's <code>build_topo</code>, from the target: "
             "visit a node, walk into each of its inputs, then append it to the order. "
             "Every node lands in the order after all its inputs."
@@ -131,7 +131,7 @@ def walk_html(
     ]
     unnamed = sum(1 for n in nodes if not n.label)
     out.append(
-        _p(
+        _paragraph(
             "<b>As micrograd's lecture prints it</b> (labelled nodes"
             + (
                 f"; the {unnamed:,} unnamed constants and intermediate results are walked "
@@ -146,25 +146,9 @@ def walk_html(
         f'<pre style="margin:2px 0">{html.escape(chr(10).join(_printout(trace, walk)))}</pre>'
     )
     if step is not None:
-        step = max(1, min(step, total))
-        visited, order, (kind, i) = walk.at(step)
-        stack = walk.depth(step)
-        what = (
-            f"visit {exprs[i]} (depth {len(stack) - 1})"
-            if kind == "v"
-            else f"all inputs of {exprs[i]} are done: append it to the order"
-        )
-        out.append(_p(html.escape(f"Step {step} of {total}: {what}.")))
-        out.append(
-            f'<pre style="margin:2px 0">{html.escape("v " + _elide([exprs[k] for k in visited]))}\n'
-            f"{html.escape('t ' + _elide([exprs[k] for k in order]))}</pre>"
-        )
-        if draw:
-            out.append(
-                _draw(trace, cache, extra_dot=_unreached_dot(walk), path=set(stack), current=i)
-            )
+        out += _step_parts(trace, walk, exprs, max(1, min(step, total)), cache, draw)
     out.append(
-        _p(
+        _paragraph(
             html.escape(
                 "Backward processes the reverse of the order: "
                 + " → ".join(_elide_names([exprs[k] for k in walk.backward]))
@@ -174,7 +158,7 @@ def walk_html(
     )
     note = _unreached_note(trace, walk)
     if note:
-        out.append(_p(html.escape(note), _GREY))
+        out.append(_paragraph(html.escape(note), _GREY))
     if step is None and every_step:
         rows = [
             [str(k + 1), exprs[i], "visit" if kind == "v" else "append"]
@@ -183,13 +167,34 @@ def walk_html(
         out.append(
             f"<details><summary>Every step ({total:,})</summary>"
             + _table(["step", "node", "event"], rows)
-            + (_p(html.escape(_more(len(rows), total, "steps"))) if total > limit else "")
+            + (_paragraph(html.escape(_more(len(rows), total, "steps"))) if total > limit else "")
             + "</details>"
         )
         if draw and walk.unreached:
             out.append(_draw(trace, cache, extra_dot=_unreached_dot(walk)))
     out.append("</div>")
     return "".join(out)
+
+
+def _step_parts(trace, walk, exprs, step, cache, draw) -> list:
+    """Step ``step`` of the walk: the event, the visited set and the order so far, the drawing."""
+    total = len(walk.events)
+    out = []
+    visited, order, (kind, i) = walk.at(step)
+    stack = walk.depth(step)
+    what = (
+        f"visit {exprs[i]} (depth {len(stack) - 1})"
+        if kind == "v"
+        else f"all inputs of {exprs[i]} are done: append it to the order"
+    )
+    out.append(_paragraph(html.escape(f"Step {step} of {total}: {what}.")))
+    out.append(
+        f'<pre style="margin:2px 0">{html.escape("v " + _elide([exprs[k] for k in visited]))}\n'
+        f"{html.escape('t ' + _elide([exprs[k] for k in order]))}</pre>"
+    )
+    if draw:
+        out.append(_draw(trace, cache, extra_dot=_unreached_dot(walk), path=set(stack), current=i))
+    return out
 
 
 def _elide_names(names: list, limit: int = ITEMS) -> list:

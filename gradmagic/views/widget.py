@@ -30,7 +30,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from . import render
+from . import grouped, render
 from ..analysis import torchcheck
 from .live import STATIC
 from .tabs import (  # noqa: F401 - the payload's names, importable from here as before
@@ -110,12 +110,14 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "",
         source = weakref.ref(trace)
     except TypeError:  # a trace that takes no weak references: kept
         source = lambda: trace  # noqa: E731
+    groups = getattr(parts.get("summary"), "groups", None)
     view = LiveView(
         lib=library(),
         data=json.dumps(data, separators=(",", ":")),
         tab=first,
         source=source,
         deferred=deferred,
+        grouped_view=sorted(groups.opened_by_default()) if groups is not None else None,
     )
     keep_open(view)
     return view
@@ -199,13 +201,15 @@ class _Drawing(SvgCache):
 def _graph(trace) -> dict:
     """The graph as DOT before the check: ``summary``, ``fold``, ``drawn``, ``ways`` (the
     directions to try), ``dot`` and ``drawing`` (``dot`` already drawing it)."""
-    summary = render.summarise(trace)
+    summary = grouped.summarise(trace)
     fold = render.Folded(trace)
     subset = summary.shown if summary else None
     drawn = render.drawn_nodes(trace, summary, fold)
     ways = render.directions(trace, drawn)
     known = SvgCache()
-    if len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
+    if summary is not None and summary.dot is not None:  # grouped by the code: left to right
+        dot, ways = summary.dot, ("LR",)
+    elif len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
         dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
     else:
         dot = render.to_dot(trace, None, subset=subset, fold=fold, rankdir=ways[0])
@@ -227,7 +231,11 @@ def _checked_graph(trace, report, graph) -> tuple:
     dot, drawing = graph["dot"], graph["drawing"]
     rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
     marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
-    if marked and not set(marked).isdisjoint(graph["drawn"]):
+    if marked and summary is not None and summary.groups is not None:
+        opened = summary.groups.opened_by_default()
+        dot = summary.dot = grouped.grouped_dot(trace, summary.groups, opened, report)
+        drawing = _Drawing(dot)
+    elif marked and not set(marked).isdisjoint(graph["drawn"]):
         dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
         drawing = _Drawing(dot)
     if len(ways) < 2:

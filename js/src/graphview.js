@@ -1,7 +1,8 @@
 // A drawn graph: Graphviz's SVG in a viewport with pan (drag), zoom (buttons, ctrl + wheel),
 // fit, hover and click. Nodes are found by their DOT names: "v12" (value 12), "o12" (the
 // operation that made it), "h12" (a note about it); any other "<letters><digits>" name is
-// reported to onClick too, so a new kind of node needs no change here.
+// reported to onClick too, so a new kind of node needs no change here. A box of a picture
+// grouped by the code is named "g:<group id>" (kind "g", its id the group's).
 // destroy() removes every listener the view added, on its own elements and on window.
 
 import { h } from "./dom.js";
@@ -64,6 +65,8 @@ export class GraphView {
     svg.removeAttribute("width");
     svg.removeAttribute("height");
     svg.setAttribute("class", "gm-svg");
+    this.nodes = new Map(); // (mounted again: a group opened)
+    this.edges = [];
     svg.querySelectorAll("title").forEach((t) => {
       this._index(t.parentNode, t.textContent || "");
       t.remove(); // no "v12" browser tooltips
@@ -77,7 +80,12 @@ export class GraphView {
 
   _index(g, title) {
     const k = nodeKey(title);
-    if (g.classList.contains("node") && k) {
+    const group = /^g:(.+)$/.exec(title.trim()); // a box of a picture grouped by the code
+    if (g.classList.contains("node") && group) {
+      g.dataset.kind = "g";
+      g.dataset.id = group[1];
+      g.classList.add("gm-group");
+    } else if (g.classList.contains("node") && k) {
       g.dataset.kind = k.kind;
       g.dataset.index = k.index;
       g.dataset.id = k.id;
@@ -111,8 +119,12 @@ export class GraphView {
     this.w0 = w;
     this.h0 = height;
     const fits = this.gw * s <= w + 1 && this.gh * s <= height + 1;
-    const b = fits || target === undefined ? null : this.box(target);
-    if (!b) {
+    const b = fits || target === undefined || target === "start" ? null : this.box(target);
+    if (!fits && target === "start") {
+      // a picture grouped by the code: its start, where the inputs and the first groups are
+      this.view = { s, x: 0, y: (this.gh - height / s) / 2 };
+      this.clamp();
+    } else if (!b) {
       this.view = fits || target === undefined
         ? { s, x: (this.gw - w / s) / 2, y: (this.gh - height / s) / 2 }
         : { s, x: 0, y: 0 };

@@ -43,6 +43,8 @@ async function chooseDot(model, data, width) {
 export const NODE_CLICKS = {
   v: (live, node) => live.pick(node.index),
   o: (live, node) => live.pick(node.index),
+  // a group of a picture grouped by the code: the kernel opens it and answers in `opened.graph`
+  g: (live, node) => live.model.send({ type: "open", tab: `group:${node.id}` }),
 };
 
 export class LiveView {
@@ -131,10 +133,12 @@ export class LiveView {
     const started = performance.now();
     this.chosen ||= chooseDot(this.model, this.data, Math.max(200, this.root.clientWidth || 800));
     const entry = { kind, view };
-    entry.ready = this.chosen.then(async (dot) => {
+    const saved = kind === "graph" ? this.openedTabs().graph : null; // groups opened before
+    entry.ready = (saved && saved.dot ? Promise.resolve(saved.dot) : this.chosen).then(async (dot) => {
       const svg = await layout(this.model, dot);
       view.el.dataset.layoutMs = String(Math.round(performance.now() - started));
       view.mount(svg, dot);
+      entry.dot = dot;
       return view;
     }).catch((err) => {
       this.failed(view, err);
@@ -210,8 +214,27 @@ export class LiveView {
     if (entry) entry.show().then(() => { this.root.dataset.drawn = "1"; }).catch(() => {});
   }
 
+  // the kernel opened a group of a picture grouped by the code: draw the new picture
+  regrouped() {
+    const graph = this.openedTabs().graph;
+    if (!graph || !graph.dot) return;
+    for (const entry of this.graphs) {
+      if (entry.kind !== "graph" || entry.dot === graph.dot) continue;
+      entry.dot = graph.dot;
+      const view = entry.view;
+      entry.ready = layout(this.model, graph.dot).then((svg) => {
+        view.mount(svg, graph.dot);
+        view.view = null;
+        view.initialView("start");
+        this.select(this.model.get("selected"));
+        return view;
+      }).catch((err) => { this.failed(view, err); throw err; });
+    }
+  }
+
   // the kernel made deferred tabs: replace their waiting pages
   answered() {
+    this.regrouped();
     for (const [id, made] of [...this.built]) {
       const tab = made.waiting && this.data.tabs.find((t) => t.id === id);
       if (!tab || !this.resolve(tab)) continue;
