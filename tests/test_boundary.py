@@ -330,3 +330,23 @@ def test_names_with_underscores_the_cell_binds_or_uses_are_made_plain(ip):
     }
     for name, value in expected.items():  # the same values, and Python's own int and float
         assert fidelity_corpus.deep_state(ip.user_ns[name]) == fidelity_corpus.deep_state(value)
+
+
+def test_a_value_kept_by_a_cache_is_a_named_constant_in_a_later_cell(ip):
+    # functools.lru_cache keeps the nodes of the first cell where the end-of-cell walk
+    # cannot see them: a later cell that gets them must neither run its backward pass into
+    # the first cell's graph nor show a gradient without saying why it is not the whole one
+    magic(
+        ip,
+        "import functools\n@functools.lru_cache\ndef f(k):\n    return k if k < 2.0 else "
+        "f(k - 1.0) + f(k - 2.0)\nx = 4.0\nf(x)",
+    )
+    first = gradmagic.last
+    assert first.grads["x"] == 5.0 and not first.cut_places
+    x_before = ip.user_ns["x"]
+    grad_before = x_before.grad
+    later = magic(ip, "f(4.0) * 2.0")  # a cache hit: the first cell's node
+    assert "x" not in later.grads and x_before.grad == grad_before
+    assert later.cut_places and "earlier cell" in later.warnings[-1]
+    again = magic(ip, "y = 6.0\nf(y)")  # f(5.0) and f(4.0) hit the cache
+    assert again.cut_places and again.value == 8.0

@@ -229,9 +229,9 @@ def backward(root, seed, walk_=None) -> None:
         if keep:
             grad_append(g)
         op = v._op
-        if op is None:
-            continue
         a = v._a
+        if op is None or a is None:  # a leaf, or a node an earlier cell cut from its parents
+            continue
         b = v._b
         try:
             # the commonest ops written out: the same products as their df, one call fewer
@@ -267,7 +267,7 @@ def _backward_nodes(root, seed, order) -> None:
     root.grad = seed
     for v in reversed(order):
         op = v._op
-        if op is None:
+        if op is None or v._a is None:  # a leaf, or cut from its parents by an earlier cell
             continue
         cls = v.__class__
         if cls not in SCALAR_NODES:

@@ -270,15 +270,22 @@ def settle(ns, *, made: dict, bound: set, walk=None, value=None, reach=None) -> 
     return walker.settled
 
 
-def release(settled: Settled) -> None:
-    """Cut the nodes that names keep from their parents (call it after the trace is made).
+def release(settled: Settled, order=()) -> None:
+    """Cut the nodes that names keep, and every node the magic made in ``order`` (the
+    graph's walk), from their parents (call it after the trace is made).
 
-    A kept node keeps its value, gradient, label and op; only the links that would
-    carry a later backward pass into this cell's graph go."""
+    A node keeps its value, gradient, label and op; only the links that would carry a
+    later backward pass into this cell's graph go, wherever the node is kept, even where
+    the end-of-cell walk cannot see (a ``functools.lru_cache``, a C extension's state).
+    The user's own Values and Tensors keep their links."""
     for v in settled.kept:
         if type(v) is not Tensor and v._a is not None:
             v._a = v._b = None  # (its op stays, for v.op)
     settled.kept = []
+    made = NUMBER_NODES
+    for v in order:
+        if v.__class__ in made:
+            v._a = v._b = None
 
 
 # a path is a tuple: (name,) for a name, (parent path, kind, key) below it

@@ -249,6 +249,7 @@ def execute(
     if settled.named or lifted_named:  # leaves named by the path that reaches them
         walk.named = sorted(set(walk.named).union(settled.named, lifted_named))
     engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
+    stale = _from_earlier_cells(walk)
     converted = state.float_conversions - floats
     trace = Trace(
         target,
@@ -261,11 +262,43 @@ def execute(
         sites=(first, cursor.calls_since(first), FUNCTIONS),
         warnings=cut_warnings(run.cuts, converted)
         + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
-        + _unsettled(settled),
+        + _unsettled(settled)
+        + _stale_warning(stale),
     )
-    trace.mark_cuts(*_runtime.cut_marks(run, walk.order))
-    boundary.release(settled)
+    notes, places = _runtime.cut_marks(run, walk.order)
+    if stale:
+        notes.update(dict.fromkeys(stale, _STALE_NOTE))
+        places = [*places, (None, "a value from an earlier cell")]
+    trace.mark_cuts(notes, places)
+    boundary.release(settled, walk.order)
     return trace
+
+
+_STALE_NOTE = "the cell: a value an earlier cell computed, a constant here"
+
+
+def _from_earlier_cells(walk) -> list:
+    """Positions of the graph's values that an earlier cell computed: the end of that cell
+    cut them from their parents, and this cell reached them where the names did not lend
+    them (a ``functools.lru_cache``, a library object's state)."""
+    if 255 not in walk.codes:  # (the code of an op entry on a node without parents)
+        return []
+    order = walk.order
+    return [
+        i
+        for i, code in enumerate(walk.codes)
+        if code == 255 and order[i]._a is None and order[i]._op is not None
+    ]
+
+
+def _stale_warning(stale) -> list:
+    if not stale:
+        return []
+    return [
+        f"{len(stale)} value(s) computed by an earlier cell (kept by a cache or a library "
+        "object) enter this graph as constants, so no gradient flows through them to what "
+        "they were computed from"
+    ]
 
 
 def _explain_no_target(e, cell, ns, options, run, value, lifter, reach, followed_codes) -> None:
