@@ -400,6 +400,41 @@ def test_an_optimizer_step_with_dropout_and_in_place_ops_runs_as_without_the_mag
     assert run.health["inplace"]  # relu(inplace=True) and out[:, 0] *= 2
 
 
+def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
+    setup = (
+        "import torch\n"
+        "w = torch.linspace(-2, 3, 12, dtype=torch.float64).reshape(3, 4).requires_grad_()\n"
+        "v = torch.linspace(-1, 1, 12).reshape(3, 4).requires_grad_()\n"
+        "b = torch.linspace(0, 1, 4, dtype=torch.bfloat16).requires_grad_()\n"
+    )
+    cell = (
+        "a = w * v\n"
+        "c = (b.float() * v).relu()\n"
+        "r = torch.log(v)\n"
+        "loss = a.sum() + c.sum() + torch.where(r.isfinite(), r, 0).sum()\n"
+    )
+    _, magic = shells(setup)
+    ns = magic.user_ns
+    run = run_magic(magic, cell, "--no-check")
+    for name in ("a", "c", "r"):
+        i = run.index(name)
+        t = ns[name].detach().double()
+        ok = t.isfinite()
+        f = t[ok]
+        assert run.stats[i, 0] == pytest.approx(f.mean().item(), rel=1e-9, abs=1e-12)
+        assert run.stats[i, 1] == pytest.approx(f.std().item(), rel=1e-9, abs=1e-12)
+        assert run.stats[i, 2] == pytest.approx(f.abs().max().item(), rel=1e-12)
+        assert run.stats[i, 3] == pytest.approx((t == 0).double().mean().item())
+        assert run.stats[i, 4] == pytest.approx((~ok).double().mean().item())
+    assert run.stats[run.index("r"), 4] > 0  # log of the negative entries: nan
+    grads = torch.autograd.grad(ns["loss"], [ns["w"], ns["v"], ns["b"]], retain_graph=True)
+    for name, g in zip(("w", "v", "b"), grads):
+        i = run.index(name)
+        assert run.dtypes[i] == str(g.dtype).replace("torch.", "")
+        assert run.grad_stats[i, 0] == pytest.approx(g.double().mean().item(), rel=1e-6)
+        assert run.grad_stats[i, 2] == pytest.approx(g.double().abs().max().item(), rel=1e-6)
+
+
 def test_a_torch_cell_with_no_target_runs_plain_and_says_so(capsys):
     """A cell that ends in a loop has nothing to differentiate: it runs as plain PyTorch
     (torch's own calls, no recorder between them) and the magic says why."""

@@ -91,7 +91,7 @@ class Options:
     max_nodes: int = _option(
         150,
         "draw at most N nodes; larger graphs, and any graph too big to lay out within "
-        "a few seconds, are summarised",
+        "a few seconds, are drawn grouped by the calls and lines of the code",
         metavar="N",
         check=lambda x: "" if x >= 1 else f"must be at least 1, got {x}",
     )

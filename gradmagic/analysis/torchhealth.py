@@ -20,6 +20,8 @@ in the same synchronisation. :func:`health` then gathers, for the ops the target
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
 
@@ -34,7 +36,8 @@ DEAD = 0.99  # |tanh| above this for every example: a dead tanh unit
 
 def probes(rec, graph) -> list:
     """[(key, numbers)] the signals need: for a tensor on a GPU, a tensor not yet read back
-    (read with the statistics); for one in the CPU's memory, numpy's answer at once."""
+    (read with the statistics); for one in the CPU's memory, a function that gives numpy's
+    answer (called with the statistics' own numpy work, which has numpy's code warm)."""
     out = []
     for k in graph:
         op = rec.ops[k]
@@ -45,23 +48,28 @@ def probes(rec, graph) -> list:
         if t.ndim < 2 or not t.is_floating_point():
             continue
         flat = t.reshape(t.shape[0], -1)
-        on_host = flat.device.type == "cpu" and flat.dtype in _NUMPY_FLOATS
-        if on_host:
-            flat = flat.numpy()  # (numpy reads it in place: no dispatch per step)
-        if kind == "dead":
-            hit = flat == 0
-        elif kind == "tanh":
-            hit = abs(flat) > DEAD
+        if flat.device.type == "cpu" and flat.dtype in _NUMPY_FLOATS:
+            # numpy reads it in place, when the statistics are read (see _units_hit)
+            share = partial(_units_hit, flat.numpy(), kind)
         else:
-            hit = (flat < 1 - DEAD) | (flat > DEAD)
-        units = hit.all(0)
-        share = (
-            np.array([units.mean()])
-            if on_host
-            else (units.sum() / units.shape[0]).to(torch.float64).reshape(1)
-        )
+            units = _hit(flat, kind).all(0)
+            share = (units.sum() / units.shape[0]).to(torch.float64).reshape(1)
         out.append((("dead" if kind == "dead" else "saturated", op.outputs[0]), share))
     return out
+
+
+def _hit(flat, kind):
+    """Where a unit is dead (a ReLU's zero) or saturated (tanh, sigmoid), entry by entry."""
+    if kind == "dead":
+        return flat == 0
+    if kind == "tanh":
+        return abs(flat) > DEAD
+    return (flat < 1 - DEAD) | (flat > DEAD)
+
+
+def _units_hit(flat: np.ndarray, kind: str) -> np.ndarray:
+    """The share of units (columns) hit for every example (row), as a 1-element array."""
+    return np.array([_hit(flat, kind).all(0).mean()])
 
 
 _NUMPY_FLOATS = (torch.float64, torch.float32, torch.float16)

@@ -470,6 +470,8 @@ class Recorder(TorchFunctionMode):
             pass
 
     def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
+        if out is None and not inplace:  # (p.grad = None: a setter makes nothing)
+            return
         if not self._concerns(args, kwargs, out):
             return
         leaves, spec = flatten(args, kwargs)

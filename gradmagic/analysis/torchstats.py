@@ -45,11 +45,10 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     them, which costs a second read only then.
     """
     n = len(rec.tensors)
-    stats = np.full((n, len(STAT_NAMES)), np.nan)
-    grad_stats = np.full((n, len(STAT_NAMES)), np.nan)
+    stats, grad_stats = np.full((2, n, len(STAT_NAMES)), np.nan)
     parts, rows, sat_kind = _pieces(rec, shown)
     if not parts:
-        return stats, grad_stats, [e.detach().cpu().numpy() for e in extra], None, {}
+        return stats, grad_stats, [np.asarray(_plain(e)) for e in extra], None, {}
     table, extra_host, host = _reduce(parts, sat_kind, extra)
     by_row = {}
     for r, key in enumerate(rows):
@@ -70,32 +69,34 @@ def summarise(rec, shown: list, extra=()) -> tuple:
 
 
 def _pieces(rec, shown) -> tuple:
-    """The flat tensors to summarise, their rows (``i``, ``~i``, ``("update", i)``,
-    ``("old", i)``) and which saturation each value is measured for."""
+    """The tensors to summarise (as they are: flattened with the others in one call), their
+    rows (``i``, ``~i``, ``("update", i)``, ``("old", i)``) and which saturation each value is
+    measured for."""
     parts, rows, sat_kind = [], [], []
+    held, grads, producer, ops = rec.held, rec.grads, rec.producer, rec.ops
     for i in shown:
-        t = rec.held(i)
+        t = held(i)
         if t.is_floating_point() and t.numel():
-            parts.append(t.detach().reshape(-1))
+            parts.append(t)
             rows.append(i)
-            k = rec.producer[i]
-            sat_kind.append(SATURATING.get(rec.ops[k].name, "") if k >= 0 else "")
-        g = rec.grads.get(i)
+            k = producer[i]
+            sat_kind.append(SATURATING.get(ops[k].name, "") if k >= 0 else "")
+        g = grads.get(i)
         if g is not None and g.is_floating_point() and g.numel():
-            parts.append(g.detach().reshape(-1))
+            parts.append(g)
             rows.append(~i)
             sat_kind.append("")
-    in_shown = set(rows)
-    for i, (p, old, update) in rec.updates.items():
-        if update is None:
-            update = p.detach() - old
-        parts.append(update.reshape(-1))
-        rows.append(("update", i))
-        sat_kind.append("")
-        if i not in in_shown:
-            parts.append(old.reshape(-1))
-            rows.append(("old", i))
-            sat_kind.append("")
+    if rec.updates:
+        in_shown = set(rows)
+        with torch.no_grad():
+            for i, (p, old, update) in rec.updates.items():
+                parts.append(p - old if update is None else update)
+                rows.append(("update", i))
+                sat_kind.append("")
+                if i not in in_shown:
+                    parts.append(old)
+                    rows.append(("old", i))
+                    sat_kind.append("")
     return parts, rows, sat_kind
 
 
@@ -104,7 +105,7 @@ def _reduce(parts, sat_kind, extra) -> tuple:
     on the host or None): the device's work and the one read back."""
     device = parts[0].device
     if any(p.device != device for p in parts):
-        parts = [p.to(device) for p in parts]
+        parts = [p.detach().to(device) for p in parts]
     sizes = [p.numel() for p in parts]
     saturating = [r for r, kind in enumerate(sat_kind) if kind]
     reduce = _on_host if device.type == "cpu" else _on_device
@@ -120,38 +121,66 @@ def _reduce(parts, sat_kind, extra) -> tuple:
     table = _table(s1, norm2, nonzero, absmax, sat, size, finite_count)
     host = None
     if x is not None:
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
-        host = [x[offsets[r] : offsets[r + 1]] for r in range(len(parts))]
+        host, at = [], 0
+        for size in sizes:
+            host.append(x[at : at + size])
+            at += size
     return table, extra_host, host
 
 
 def _on_host(parts, sizes, saturating, sat_kind, extra) -> tuple:
-    """The reductions of tensors in the CPU's memory: numpy's ``reduceat`` over one float64
-    buffer reads each number once per column, where torch pays a dispatch per piece."""
-    x = np.concatenate([_numpy(p) for p in parts], dtype=np.float64)
+    """The reductions of tensors in the CPU's memory: one flattening call, then numpy's
+    ``reduceat`` over one float64 buffer, where torch would pay a dispatch per piece."""
+    dtype = parts[0].dtype
+    with torch.no_grad():
+        if dtype not in _NUMPY_FLOATS or any(p.dtype != dtype for p in parts):
+            parts = [p.to(torch.float64) for p in parts]
+        x = _flatten(parts).numpy().astype(np.float64)
     offsets = np.zeros(len(sizes), dtype=np.intp)
     np.cumsum(sizes[:-1], out=offsets[1:])
     magnitude = np.abs(x)
     sums = [
         np.add.reduceat(x, offsets),
         np.sqrt(np.add.reduceat(x * x, offsets)),
-        np.add.reduceat((x != 0).astype(np.float64), offsets),
+        np.add.reduceat(x != 0, offsets, dtype=np.float64),
         np.maximum.reduceat(magnitude, offsets),
     ]
     hits = []
     for r in saturating:
         piece = x[offsets[r] : offsets[r] + sizes[r]]
-        far = np.abs(piece) if sat_kind[r] == "tanh" else np.abs(piece - 0.5) + 0.5
+        far = magnitude[offsets[r] : offsets[r] + sizes[r]]
+        if sat_kind[r] != "tanh":
+            far = np.abs(piece - 0.5) + 0.5
         hits.append(np.count_nonzero(far > SATURATED))
     sums.append(np.array(hits, dtype=np.float64))
     extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
-    pieces = torch.from_numpy(x).split(sizes)
+    pieces = _Pieces(x, offsets, sizes)
     return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces
 
 
+class _Pieces:
+    """The pieces of the host buffer, made as tensors only when one is asked for (a piece
+    with a nan or an inf)."""
+
+    def __init__(self, x, offsets, sizes):
+        self.x, self.offsets, self.sizes = x, offsets, sizes
+
+    def __getitem__(self, r):
+        start = self.offsets[r]
+        return torch.from_numpy(self.x[start : start + self.sizes[r]])
+
+
+def _flatten(parts):
+    """The tensors' numbers, one after the other, in one 1-d tensor (one call into torch:
+    ``torch.cat`` would need a reshape of each first)."""
+    return torch._utils._flatten_dense_tensors(parts)
+
+
 def _plain(e):
-    """One of the ``extra`` numbers: a tensor as numpy (numpy as it is)."""
-    return _numpy(e.detach()) if isinstance(e, torch.Tensor) else e
+    """One of the ``extra`` numbers: a tensor as numpy, a function's answer, numpy as it is."""
+    if isinstance(e, torch.Tensor):
+        return _numpy(e.detach())
+    return e() if callable(e) else e
 
 
 def _numpy(t) -> np.ndarray:
@@ -163,7 +192,8 @@ def _on_device(parts, sizes, saturating, sat_kind, extra) -> tuple:
     """The reductions on the tensors' device (a GPU): segment reductions over one buffer,
     read back with one synchronisation."""
     device = parts[0].device
-    x = torch.cat(parts).to(torch.float64)
+    with torch.no_grad():
+        x = _flatten([p.to(torch.float64) for p in parts])
     pieces = x.split(sizes)
     lengths = torch.tensor(sizes, device=device)
     columns = [
@@ -176,7 +206,7 @@ def _on_device(parts, sizes, saturating, sat_kind, extra) -> tuple:
         p = pieces[r]
         far = p.abs() if sat_kind[r] == "tanh" else (p - 0.5).abs() + 0.5
         columns.append((far > SATURATED).sum(dtype=torch.float64).reshape(1))
-    extra = [torch.as_tensor(e, device=device) for e in extra]
+    extra = [torch.as_tensor(e() if callable(e) else e, device=device) for e in extra]
     flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1) for e in extra])
     keep = x.numel() * 8 <= KEEP_BYTES
     host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)

@@ -82,8 +82,10 @@ class AutogradMagics(Magics):
     @no_var_expand  # the line is Python (%autograd {'a': x}['a'] * 2), as %time's is
     @line_cell_magic
     def autograd(self, line, cell=None):
-        """Run a cell of plain Python with every number a graph node, then backward().
+        """Run a cell of plain Python with its numbers graph nodes, then backward().
 
+        Every float is a node, and every int the cell names as an input outside
+        a function (n = 3); other ints are data (counts, indices, arguments).
         The numbers are still numbers (float and int subclasses): the cell
         computes, prints and raises as plain Python; %time, !cmd and
         %matplotlib lines work. The cell's last expression (or the name its
