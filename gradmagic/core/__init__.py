@@ -5,3 +5,6 @@ Imports numpy only; nothing here knows about traces, views or notebooks.
 
 # these fill in core.array: the rules of numpy functions on array nodes, the arrays' methods
 from . import array_methods, numpy_linalg, numpy_reductions, numpy_shapes  # noqa: F401
+
+# this fills in core.tensor: numpy's functions on a Tensor
+from . import tensor_functions  # noqa: F401

@@ -571,6 +571,7 @@ INTERNALS = frozenset(
     [f"gradmagic.core.{module.name}" for module in pkgutil.iter_modules(core.__path__)]
     + [
         "gradmagic.notebook.runtime",
+        "gradmagic.notebook.library_calls",
         "gradmagic.notebook.math_calls",
         "gradmagic.notebook.torchcell",
         "gradmagic.analysis.torchrun",

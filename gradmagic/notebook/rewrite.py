@@ -72,82 +72,26 @@ from .cell_facts import (
     _root,
     _target_names,
 )
+from .rewrite_calls import (
+    _DISPLAY_ARGS,
+    _INTS,
+    _PLAIN,
+    _VALUES,
+    RUNTIME,
+    SITE,
+    _at,
+    _call_kind,
+    _dispatched,
+    _is_text,
+    _library_call,
+    _runtime,
+)
+from .rewrite_sites import _Sites
 
 
 __all__ = ["RUNTIME", "SITE", "MATH_NAMES", "Rewritten", "rewrite"]
 
-RUNTIME = "\x00gradmagic.notebook.runtime"
-"""Placeholder constant standing for :mod:`gradmagic.notebook.runtime` in rewritten code."""
-SITE = "\x00gradmagic.core.sites.cursor"
-"""Placeholder constant standing for :data:`gradmagic.core.sites.cursor` in rewritten code."""
-
-
-_DISPLAY = frozenset({"print", "repr", "str", "format", "ascii", "display"})
-_INT_BUILTINS = frozenset(
-    {
-        "range",
-        "enumerate",
-        "chr",
-        "hex",
-        "oct",
-        "bin",
-        "slice",
-        "bytes",
-        "bytearray",
-        "int",
-        "complex",
-    }
-)
-_PLAIN_BUILTINS = frozenset(
-    {
-        "len",
-        "isinstance",
-        "issubclass",
-        "getattr",
-        "setattr",
-        "hasattr",
-        "delattr",
-        "iter",
-        "next",
-        "zip",
-        "map",
-        "filter",
-        "sorted",
-        "reversed",
-        "all",
-        "any",
-        "type",
-        "open",
-        "id",
-        "hash",
-        "ord",
-        "bool",
-        "super",
-        "vars",
-        "dir",
-        "callable",
-        "input",
-        "globals",
-        "locals",
-        "exec",
-        "eval",
-        "compile",
-        "object",
-        "property",
-        "staticmethod",
-        "classmethod",
-        "memoryview",
-        "breakpoint",
-        "dict",
-        "set",
-        "frozenset",
-    }
-)
-
 _BITWISE = (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
-
-# how a call's arguments are treated
-_VALUES, _DISPLAY_ARGS, _INTS, _PLAIN, _LIBRARY = range(5)
 
 
 @dataclass(frozen=True)
@@ -207,116 +151,6 @@ def rewrite(
     )
 
 
-# --------------------------------------------------------------------------- sites
-def _site_set(k: int, like) -> ast.stmt:
-    """``SITE.site = SITE.base + k``, placed at ``like``."""
-    base = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), "base", ast.Load()))
-    value = _at(like, ast.BinOp(base, ast.Add(), _at(like, ast.Constant(k))))
-    store = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), "site", ast.Store()))
-    return _at(like, ast.Assign([store], value))
-
-
-def _site_call(method: str, like, *args) -> ast.stmt:
-    func = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), method, ast.Load()))
-    call = ast.Call(func, [_at(like, ast.Constant(a)) for a in args], [])
-    return _at(like, ast.Expr(_at(like, call)))
-
-
-_NO_NODES = (ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal, ast.Import)
-
-
-def _quiet(stmt) -> bool:
-    """A statement that makes no node: no site to set before it."""
-    if isinstance(stmt, _NO_NODES) or isinstance(stmt, ast.ImportFrom):
-        return True
-    if isinstance(stmt, ast.Expr):
-        v = stmt.value
-        if isinstance(v, ast.Constant):  # a docstring
-            return True
-        f = v.func if isinstance(v, ast.Call) else None
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Constant):
-            return f.value.value == RUNTIME and f.attr == "lab"  # a label
-    return False
-
-
-def _makes_generator(fn) -> bool:
-    """``fn``'s own body yields or awaits (its frame is left and resumed)."""
-    stack = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
-            return True
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        stack.extend(ast.iter_child_nodes(n))
-    return False
-
-
-class _Sites:
-    """Sets the site before each statement of one function (or cell): see core.sites.
-
-    Each function it meets inside gets a :class:`_Sites` of its own, and its body is
-    wrapped in ``SITE.enter(id)`` / ``try: ... finally: SITE.leave()``. A generator or
-    coroutine is left as it is (its nodes count at its caller's site): its frame is
-    left at each ``yield``, so one enter/leave pair cannot bracket it.
-    """
-
-    def __init__(self, filename: str, scope: str = ""):
-        self.filename = filename
-        self.scope = scope  # "Neuron." for the methods of class Neuron
-        self.lines: dict = {}  # source line → its site offset
-
-    def line(self, lineno: int) -> int:
-        return self.lines.setdefault(lineno, len(self.lines))
-
-    def block(self, stmts: list) -> list:
-        out = []
-        previous = None  # the line set before the previous simple statement
-        for s in stmts:
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.function(s)
-            elif isinstance(s, ast.ClassDef):
-                scope, self.scope = self.scope, f"{self.scope}{s.name}."
-                try:
-                    s.body = self.block(s.body)
-                finally:
-                    self.scope = scope
-            simple = not hasattr(s, "body")
-            defines = isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            if not (defines or _quiet(s) or simple and s.lineno == previous):
-                out.append(_site_set(self.line(s.lineno), s))
-            previous = s.lineno if simple else None
-            out.append(s)
-            for field in ("body", "orelse", "finalbody"):
-                inner = getattr(s, field, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                        setattr(s, field, self.block(inner))
-            for h in getattr(s, "handlers", ()):
-                h.body = self.block(h.body)
-            for case in getattr(s, "cases", ()):
-                case.body = self.block(case.body)
-        return out
-
-    def function(self, fn) -> None:
-        if isinstance(fn, ast.AsyncFunctionDef) or _makes_generator(fn):
-            return
-        name = f"{self.scope}{fn.name}"
-        inner = _Sites(self.filename, f"{name}.")
-        body = fn.body
-        doc = []
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            doc = [body[0]]  # the docstring stays first
-            body = body[1:]
-        if not body:
-            return
-        body = inner.block(body)
-        k = function_id(name, self.filename, tuple(inner.lines))
-        first = body[0]
-        wrapped = _at(first, ast.Try(body, [], [], [_site_call("leave", first)]))
-        fn.body = doc + [_site_call("enter", first, k), wrapped]
-
-
 def _singleton(node) -> bool:
     """``None``, ``True``, ``False``, ``...`` or a string: ``x is None`` stays as it is."""
     return isinstance(node, ast.Constant) and not _is_number(node)
@@ -340,31 +174,8 @@ def _is_float(node) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is float
 
 
-def _is_text(node) -> bool:
-    return isinstance(node, ast.JoinedStr) or (
-        isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))
-    )
-
-
 def _is_sequence_display(node) -> bool:
     return _is_text(node) or isinstance(node, (ast.List, ast.Tuple, ast.ListComp))
-
-
-# --------------------------------------------------------------------------- the rewriter
-def _at(like, node):
-    """``node`` placed at ``like``'s position in the user's source."""
-    node.lineno, node.col_offset = like.lineno, like.col_offset
-    node.end_lineno, node.end_col_offset = like.end_lineno, like.end_col_offset
-    return node
-
-
-def _runtime(helper: str, *args, like):
-    """``RUNTIME.helper(*args)``, placed (with any new argument) at ``like``'s position."""
-    func = _at(
-        like, ast.Attribute(value=_at(like, ast.Constant(RUNTIME)), attr=helper, ctx=ast.Load())
-    )
-    args = [a if hasattr(a, "lineno") else _at(like, a) for a in args]
-    return _at(like, ast.Call(func=func, args=args, keywords=[]))
 
 
 def _label(name: str, like) -> ast.stmt:
@@ -628,42 +439,9 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     # ---------------------------------------------------------------- calls
-    def _kind(self, func) -> int:
-        if isinstance(func, ast.Name):
-            name = func.id
-            if name in self.classes:  # the user's own class (a Value of their own): plain numbers
-                return _PLAIN
-            if name in self.defined:
-                return _VALUES
-            if name in _DISPLAY:
-                return _DISPLAY_ARGS
-            if name in _INT_BUILTINS:
-                return _INTS
-            if name in _PLAIN_BUILTINS:
-                return _PLAIN
-            if name in self.math:
-                return _VALUES
-            return _LIBRARY if name in self.plain else _VALUES
-        if isinstance(func, ast.Attribute):
-            root = _root(func)
-            if isinstance(root, ast.Name) and root.id == "get_ipython":
-                # the shell's own syntax (%time, !ls): called as written, since line
-                # magics read the caller's frame (%time defines names there)
-                return _PLAIN
-            if _is_text(root):
-                return _DISPLAY_ARGS if func.attr in ("format", "format_map") else _LIBRARY
-            if _is_library(func, self.plain, self.defined):
-                return _LIBRARY
-        return _VALUES
-
-    def _dispatched(self, func) -> bool:
-        if isinstance(func, ast.Name):
-            return func.id in self.math
-        return isinstance(func, ast.Attribute) and func.attr in MATH_NAMES
-
     def visit_Call(self, node):
-        kind = self._kind(node.func)
-        dispatch = self._dispatched(node.func) and bool(node.args or node.keywords)
+        kind = _call_kind(node.func, self)
+        dispatch = _dispatched(node.func, self.math) and bool(node.args or node.keywords)
         node.func = self._callee(node.func)
         if kind == _VALUES and isinstance(node.func, ast.Name) and node.func.id == "round":
             # round(x, 2): x as usual, the digits a plain int
@@ -693,32 +471,10 @@ class _Rewriter(ast.NodeTransformer):
         else:  # a library call: plain literals, names lifted, adapted at run time
             node.args = [self._visit(a, plain=True) for a in node.args]
             node.keywords = [self._visit(k, plain=True) for k in node.keywords]
-            node = self._library_call(node)
+            node = _library_call(node)
         if dispatch:
             node.func = _runtime("fn", node.func, like=node.func)
         return node
-
-    def _library_call(self, node):
-        """``f(a, k=b)`` → ``RUNTIME.finish_call(RUNTIME.prepare_call(f, a, k=b), RUNTIME.call_function(*RUNTIME.call_args, **RUNTIME.call_kwargs))``:
-        the arguments adapted by ``prepare_call``, the call made from the user's own frame."""
-        prepare = _runtime("prepare_call", node.func, *node.args, like=node)
-        prepare.keywords = node.keywords
-
-        def slot(name):
-            return _at(
-                node,
-                ast.Attribute(value=_at(node, ast.Constant(RUNTIME)), attr=name, ctx=ast.Load()),
-            )
-
-        made = _at(
-            node,
-            ast.Call(
-                func=slot("call_function"),
-                args=[_at(node, ast.Starred(slot("call_args"), ast.Load()))],
-                keywords=[_at(node, ast.keyword(arg=None, value=slot("call_kwargs")))],
-            ),
-        )
-        return _runtime("finish_call", prepare, made, like=node)
 
     def _adapt_args(self, node, adapt):
         args = []
