@@ -732,3 +732,16 @@ def test_every_text_colour_reads_at_wcag_aa_contrast():
     for colour in colours:
         for ground in ("#ffffff", "#f3f4f6", "#dbeafe", "#fde68a", "#e5e7eb"):
             assert _contrast(colour, ground) >= 4.5, (colour, ground)
+
+
+def test_a_green_tick_only_where_a_gradient_was_checked():
+    # inf * y: the only row is flagged (no slope can be measured), so nothing passed a
+    # comparison; the one-line text must not show a tick
+    x, y = Value(float("inf"), label="x"), Value(3.0, label="y")
+    trace = traced(x * y)
+    report = trace.check()
+    assert report.passed and len(report.flagged) == len(report.rows) == 2
+    line = widget.one_line(trace, report)
+    assert "⚠" in line and "✓" not in line
+    fine = traced(Value(2.0, label="a") * Value(3.0, label="b"))
+    assert "✓" in widget.one_line(fine, fine.check())

@@ -451,7 +451,7 @@ def answers_html(report, limit: int = TABLE_ROWS) -> str:
     rows saying so.
     """
     head = answers_head(report)
-    colour = _GOOD if report.passed else LINE["fail"]
+    colour = LINE["fail"] if not report.passed else _GOOD if report.rows else LINE["kink"]
     out = [
         f'<div class="gradmagic-answers"><p style="margin:0; color:{colour}; '
         f'font-size:14px"><b>{html.escape(head[0])}</b></p>',

@@ -320,5 +320,15 @@ def one_line(trace, report=None, expected=None) -> str:
     words = [render.headline(trace)]
     for verdict in (expected, report):
         if verdict is not None:
-            words.append(("✓ " if verdict.passed else "✗ ") + verdict.verdict)
+            words.append(f"{_mark(verdict)} {verdict.verdict}")
     return "  ·  ".join(words)
+
+
+def _mark(verdict) -> str:
+    """✓ only where something was checked and passed: ⚠ where nothing was (flagged rows,
+    or no rows at all), ✗ where something failed."""
+    if not verdict.passed:
+        return "✗"
+    if getattr(verdict, "flagged", 0) or not verdict.rows:
+        return "⚠"
+    return "✓"
