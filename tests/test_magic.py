@@ -719,3 +719,12 @@ def test_an_op_from_the_table_reaches_every_layer(ip):
 
     assert torchcheck.compare(trace).error is None
     assert all(row.agrees for row in torchcheck.compare(trace).rows)
+
+
+def test_a_number_made_by_float_and_named_is_an_input(ip):
+    autograd(ip, "x = float(3)\ny = 2.0\nx * y")
+    trace = gradmagic.last
+    assert trace.grads["x"] == 2.0 and trace.grads["y"] == 3.0
+    assert type(ip.user_ns["x"]).__name__ == "float" and ip.user_ns["x"] == 3.0
+    autograd(ip, "z = float('inf')\nz * 2.0")
+    assert "z" in gradmagic.last.grads

@@ -151,6 +151,16 @@ def rewrite(
     )
 
 
+def _calls_builtin(node, name: str, defined) -> bool:
+    """``node`` is a call of the builtin ``name`` (not one the cell defines)."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == name
+        and name not in defined
+    )
+
+
 def _singleton(node) -> bool:
     """``None``, ``True``, ``False``, ``...`` or a string: ``x is None`` stays as it is."""
     return isinstance(node, ast.Constant) and not _is_number(node)
@@ -491,17 +501,20 @@ class _Rewriter(ast.NodeTransformer):
     # ---------------------------------------------------------------- statements
     def visit_Assign(self, node):
         stores = all(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets)
+        made = False
         if stores and all(self._is_library_object(_root(t)) for t in node.targets):
             # B[1] = x into an array: the number only (counted as a conversion)
             node.value = _runtime("stored", self._visit(node.value, plain=True), like=node.value)
         else:
+            # x = float("nan"), x = float(3): a number the cell names, an input as x = 3.0 is
+            made = not self.scopes and _calls_builtin(node.value, "float", self.defined)
             node.value = self._input_value(node.value)
         names = [n for t in node.targets for n in _target_names(t)]
         node.targets = [self.visit(t) for t in node.targets]
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if names[0] in self.mutated:
                 helper = "changing"
-            elif self._from_library(node.value):
+            elif self._from_library(node.value) or (not stores and made):
                 helper = "leaf"
             else:
                 helper = "labelled"
