@@ -152,12 +152,14 @@ def rewrite(
 
 
 def _calls_builtin(node, name: str, defined) -> bool:
-    """``node`` is a call of the builtin ``name`` (not one the cell defines)."""
+    """``node`` is a call of the builtin ``name`` (not one the cell defines) on literals."""
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == name
         and name not in defined
+        and all(isinstance(a, ast.Constant) for a in node.args)
+        and not node.keywords
     )
 
 
@@ -506,7 +508,7 @@ class _Rewriter(ast.NodeTransformer):
             # B[1] = x into an array: the number only (counted as a conversion)
             node.value = _runtime("stored", self._visit(node.value, plain=True), like=node.value)
         else:
-            # x = float("nan"), x = float(3): a number the cell names, an input as x = 3.0 is
+            # x = float("nan"), x = float(3): a literal the cell names, an input as x = 3.0 is
             made = not self.scopes and _calls_builtin(node.value, "float", self.defined)
             node.value = self._input_value(node.value)
         names = [n for t in node.targets for n in _target_names(t)]
