@@ -24,35 +24,16 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from cells_corpus import MICROGRAD_MLP  # noqa: E402
+
 SECONDS, BYTES = 5.0, 1 << 30
 
-MLP = """
-import math, random
-random.seed(1)
-class Neuron:
-    def __init__(self, nin):
-        self.w = [random.uniform(-1, 1) for _ in range(nin)]
-        self.b = 0.0
-    def __call__(self, x):
-        return math.tanh(sum((wi * xi for wi, xi in zip(self.w, x)), self.b))
-class Layer:
-    def __init__(self, nin, nout):
-        self.neurons = [Neuron(nin) for _ in range(nout)]
-    def __call__(self, x):
-        return [n(x) for n in self.neurons]
-class MLP:
-    def __init__(self, nin, nouts):
-        sz = [nin] + nouts
-        self.layers = [Layer(sz[i], sz[i + 1]) for i in range(len(nouts))]
-    def __call__(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x[0]
-model = MLP(3, [15, 15, 1])
-xs = [[math.sin(i), math.cos(i), 0.5] for i in range(POINTS)]
-ys = [1.0 if i % 2 else -1.0 for i in range(POINTS)]
-loss = sum((model(x) - y) ** 2 for x, y in zip(xs, ys))
-"""
+MLP = (
+    "\nimport math, random\nrandom.seed(1)\n"
+    + MICROGRAD_MLP
+    + "xs = [[math.sin(i), math.cos(i), 0.5] for i in range(POINTS)]\nys = [1.0 if i % 2 else -1.0 for i in range(POINTS)]\nloss = sum((model(x) - y) ** 2 for x, y in zip(xs, ys))\n"
+)
 LOOP = "w = 0.999\nx = 0.001\ns = 1.0\nfor i in range(STEPS):\n    s = s * w + x\ns\n"
 
 CHILD = textwrap.dedent("""

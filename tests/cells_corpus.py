@@ -584,3 +584,28 @@ for t in range(20):
     h = (w1*h + w2*x + b).tanh()
     s = s + h*c
 s"""
+
+
+# micrograd's Neuron, Layer and MLP written in a cell, and a 3-15-15-1 model of them: the
+# big graph of the browser tests and of benchmarks/bench_groups.py
+MICROGRAD_MLP = """class Neuron:
+    def __init__(self, nin):
+        self.w = [random.uniform(-1, 1) for _ in range(nin)]
+        self.b = 0.0
+    def __call__(self, x):
+        return math.tanh(sum((wi * xi for wi, xi in zip(self.w, x)), self.b))
+class Layer:
+    def __init__(self, nin, nout):
+        self.neurons = [Neuron(nin) for _ in range(nout)]
+    def __call__(self, x):
+        return [n(x) for n in self.neurons]
+class MLP:
+    def __init__(self, nin, nouts):
+        sz = [nin] + nouts
+        self.layers = [Layer(sz[i], sz[i + 1]) for i in range(len(nouts))]
+    def __call__(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x[0]
+model = MLP(3, [15, 15, 1])
+"""

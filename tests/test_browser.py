@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cells_corpus import RECURRENCE
+from cells_corpus import MICROGRAD_MLP, RECURRENCE
 
 pytestmark = pytest.mark.browser
 
@@ -80,33 +80,11 @@ f = x**2 * y + y - (-1.0)
 f"""
 
 # a micrograd MLP written in the cell, on four examples: about 2,700 nodes
-MLP = """%%autograd
-import random
-random.seed(1)
-class Neuron:
-    def __init__(self, nin):
-        self.w = [random.uniform(-1, 1) for _ in range(nin)]
-        self.b = 0.0
-    def __call__(self, x):
-        return math.tanh(sum((wi * xi for wi, xi in zip(self.w, x)), self.b))
-class Layer:
-    def __init__(self, nin, nout):
-        self.neurons = [Neuron(nin) for _ in range(nout)]
-    def __call__(self, x):
-        return [n(x) for n in self.neurons]
-class MLP:
-    def __init__(self, nin, nouts):
-        sz = [nin] + nouts
-        self.layers = [Layer(sz[i], sz[i + 1]) for i in range(len(nouts))]
-    def __call__(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x[0]
-model = MLP(3, [15, 15, 1])
-xs = [[2.0, 3.0, -1.0], [3.0, -1.0, 0.5], [0.5, 1.0, 1.0], [1.0, 1.0, -1.0]]
-ys = [1.0, -1.0, -1.0, 1.0]
-loss = sum((model(x) - y) ** 2 for x, y in zip(xs, ys))
-loss"""
+MLP = (
+    "%%autograd\nimport random\nrandom.seed(1)\n"
+    + MICROGRAD_MLP
+    + "xs = [[2.0, 3.0, -1.0], [3.0, -1.0, 0.5], [0.5, 1.0, 1.0], [1.0, 1.0, -1.0]]\nys = [1.0, -1.0, -1.0, 1.0]\nloss = sum((model(x) - y) ** 2 for x, y in zip(xs, ys))\nloss"
+)
 
 
 CELLS = [

@@ -109,11 +109,10 @@ class Settled:
     """What :func:`settle` did: the leaves it named (graph position → name), how many
     objects it visited, and how many it left unvisited past :data:`LIMIT`."""
 
-    __slots__ = ("named", "visited", "unvisited", "kept", "value")
+    __slots__ = ("named", "visited", "unvisited", "value")
 
     def __init__(self):
         self.named: dict[int, str] = {}  # graph position → the path it was named by
-        self.kept: list = []  # nodes of the graph that names keep
         self.value = None
         self.visited = 0
         self.unvisited = 0
@@ -258,11 +257,9 @@ def settle(ns, *, made: dict, bound: set, walk=None, value=None, reach=None) -> 
         if cls in NUMBER_NODES or cls is Tensor:
             if name not in bound:
                 continue  # an earlier cell's node, or an explicit Tensor: left as it is
-            if walk is not None and walk.index(v) >= 0:
-                walker.settled.kept.append(v)
-            else:
+            if walk is None or walk.index(v) < 0:
                 ns[name] = plain_of(v, made)
-            continue
+            continue  # (a node of the graph stays bound, for x.grad; release cuts it)
         new = walker.value(v, (name,), 0)
         if new is not v:
             ns[name] = new
@@ -270,18 +267,14 @@ def settle(ns, *, made: dict, bound: set, walk=None, value=None, reach=None) -> 
     return walker.settled
 
 
-def release(settled: Settled, order=()) -> None:
-    """Cut the nodes that names keep, and every node the magic made in ``order`` (the
-    graph's walk), from their parents (call it after the trace is made).
+def release(order) -> None:
+    """Cut every node the magic made in ``order`` (the graph's walk) from its parents
+    (call it after the trace is made).
 
     A node keeps its value, gradient, label and op; only the links that would carry a
-    later backward pass into this cell's graph go, wherever the node is kept, even where
-    the end-of-cell walk cannot see (a ``functools.lru_cache``, a C extension's state).
-    The user's own Values and Tensors keep their links."""
-    for v in settled.kept:
-        if type(v) is not Tensor and v._a is not None:
-            v._a = v._b = None  # (its op stays, for v.op)
-    settled.kept = []
+    later backward pass into this cell's graph go, wherever the node is kept: by a name,
+    or where the end-of-cell walk cannot see (a ``functools.lru_cache``, a C extension's
+    state). The user's own Values and Tensors keep their links."""
     made = NUMBER_NODES
     for v in order:
         if v.__class__ in made:
@@ -310,7 +303,6 @@ class _Walker:
         self.walk = walk
         self.seen: dict[int, object] = {}  # id → the object's plain stand-in (itself if none)
         self.keep_alive: list = []  # objects whose ids are in seen
-        self.kept: list = []
         self.later: list = []  # (object, path): deep objects, walked from the top again
         self.budget = LIMIT
         self.settled = Settled()

@@ -270,7 +270,7 @@ def execute(
         notes.update(dict.fromkeys(stale, _STALE_NOTE))
         places = [*places, (None, "a value from an earlier cell")]
     trace.mark_cuts(notes, places)
-    boundary.release(settled, walk.order)
+    boundary.release(walk.order)
     return trace
 
 
