@@ -1,5 +1,7 @@
 """The methods of :class:`~gradmagic.core.array.Array` beyond numpy's dispatch.
 
+Indexing, views and reductions give numpy's own result and, while a cell is recorded, link it
+to the array with the op table's entry (``W[0]``, ``W.T``, ``W.reshape(2, 3)``, ``W.sum()``).
 In-place methods (``W.sort()``, ``W.fill(0)``) write the array's memory as numpy does and
 tell the graph; methods with no gradient rule (``W.take(...)``) give numpy's own result with
 the cut reported; the op table's methods a plain ndarray lacks (``W.exp()``, ``W.relu()``)
@@ -13,20 +15,233 @@ import numpy as np
 
 from . import tensor as _t
 from .array import (
+    _COPY,
+    _F64,
+    _GETITEM,
+    _RESHAPE,
     Array,
     Scalar64,
-    _F64,
+    _adopt,
     _cut_result,
     _deep_plain,
     _link,
     _ndarray,
+    _NoValue,
+    _plain_key,
     _pv,
+    _setitem,
+    _tracked,
     _view,
     _write,
     tracking,
 )
 from .engine import state
-from .tensor import TENSOR_OPS
+from .tensor import TENSOR_OPS, Tensor
+
+
+class _ArraySurface:
+    """Array's indexing, views and reductions as numpy has them; copied onto Array below."""
+
+    # ---------------------------------------------------------------- indexing and views
+    def __getitem__(self, key):
+        if not (tracking() and self.requires_grad):
+            return _ndarray.__getitem__(_view(self, _ndarray), _plain_key(key))
+        exact = _ndarray.__getitem__(self, _plain_key(key))
+        try:
+            index, basic = _t._index(key)
+        except (IndexError, TypeError):
+            return _cut_result(exact, "indexing with this key", (self,))
+        return _adopt(exact, _t._apply(_GETITEM, self, None, {"index": index, "basic": basic}))
+
+    def __setitem__(self, key, value):
+        plain_key = _plain_key(key)
+        if not tracking() or not (self.requires_grad or self._a is not None or _tracked(value)):
+            _ndarray.__setitem__(_view(self, _ndarray), plain_key, _pv(value))
+            return
+        _setitem(self, key, plain_key, value)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        if not (tracking() and self.requires_grad):
+            return iter(_view(self, _ndarray))
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def flat(self):
+        return _view(self, _ndarray).flat
+
+    @flat.setter
+    def flat(self, value):
+        def write():
+            _view(self, _ndarray).flat = _deep_plain(value)
+
+        _write(self, "an assignment to .flat", write)
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    @property
+    def mT(self):
+        return np.matrix_transpose(self)
+
+    @property
+    def real(self):
+        return self.view()
+
+    @property
+    def imag(self):
+        return _view(self, _ndarray).imag
+
+    def view(self, *args, **kwargs):
+        if not args and not kwargs:
+            if tracking() and self.requires_grad:
+                return _adopt(
+                    _ndarray.view(self), _t._apply(_RESHAPE, self, None, {"shape": self.shape})
+                )
+            return _view(self, _ndarray).view()
+        return _view(self, _ndarray).view(*args, **kwargs)
+
+    def reshape(self, *shape, order="C", copy=None):
+        plain = _view(self, _ndarray)
+        if not (tracking() and self.requires_grad) or order not in ("C", "A") or copy:
+            exact = plain.reshape(*shape, order=order, copy=copy)
+            return _cut_result(exact, "reshape in this order", (self,)) if tracking() else exact
+        exact = plain.reshape(*shape)
+        if np.may_share_memory(exact, plain):
+            exact = _ndarray.reshape(self, *shape)
+        return _adopt(exact, _t._apply(_RESHAPE, self, None, {"shape": exact.shape}))
+
+    def ravel(self, order="C"):
+        return (
+            self.reshape(-1, order=order)
+            if order in ("C", "A")
+            else _cut_result(_view(self, _ndarray).ravel(order), "ravel in this order", (self,))
+        )
+
+    def flatten(self, order="C"):
+        if not (tracking() and self.requires_grad) or order not in ("C", "A"):
+            return _cut_result(_view(self, _ndarray).flatten(order), "flatten", (self,))
+        return self.copy().reshape(-1)
+
+    def squeeze(self, axis=None):
+        exact = _view(self, _ndarray).squeeze(axis)
+        if not (tracking() and self.requires_grad):
+            return exact
+        return _adopt(
+            _ndarray.reshape(self, exact.shape),
+            _t._apply(_RESHAPE, self, None, {"shape": exact.shape}),
+        )
+
+    def transpose(self, *axes):
+        plain = _view(self, _ndarray)
+        if not (tracking() and self.requires_grad):
+            return plain.transpose(*axes)
+        exact = _ndarray.transpose(self, *axes)
+        node = Tensor.transpose(self, *axes)
+        return _adopt(exact, node)
+
+    def swapaxes(self, axis1, axis2):
+        exact = _view(self, _ndarray).swapaxes(axis1, axis2)
+        if not (tracking() and self.requires_grad):
+            return exact
+        order = list(range(self.ndim))
+        a, b = _t._axes((axis1, axis2), self.ndim) if axis1 != axis2 else (0, 0)
+        order[a], order[b] = order[b], order[a]
+        return self.transpose(order)
+
+    def copy(self, order="C"):
+        exact = _view(self, _ndarray).copy(order)
+        if not (tracking() and self.requires_grad):
+            return exact
+        return _adopt(exact, _t._apply(_COPY, self))
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        exact = _view(self, _ndarray).astype(dtype, order=order, casting=casting, copy=copy)
+        if not (tracking() and self.requires_grad):
+            return exact
+        if exact.dtype != _F64:
+            return _cut_result(exact, f"astype({np.dtype(dtype).name})", (self,))
+        if exact is _view(self, _ndarray) or not copy:
+            return self
+        return _adopt(exact, _t._apply(_COPY, self))
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=True):
+        return np.sum(
+            self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial, where=where
+        )
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+        return np.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, where=where)
+
+    def var(
+        self,
+        axis=None,
+        dtype=None,
+        out=None,
+        ddof=0,
+        keepdims=False,
+        *,
+        where=True,
+        mean=_NoValue,
+        correction=_NoValue,
+    ):
+        return np.var(
+            self,
+            axis=axis,
+            dtype=dtype,
+            out=out,
+            ddof=ddof,
+            keepdims=keepdims,
+            where=where,
+            mean=mean,
+            correction=correction,
+        )
+
+    def std(
+        self,
+        axis=None,
+        dtype=None,
+        out=None,
+        ddof=0,
+        keepdims=False,
+        *,
+        where=True,
+        mean=_NoValue,
+        correction=_NoValue,
+    ):
+        return np.std(
+            self,
+            axis=axis,
+            dtype=dtype,
+            out=out,
+            ddof=ddof,
+            keepdims=keepdims,
+            where=where,
+            mean=mean,
+            correction=correction,
+        )
+
+    def max(self, axis=None, out=None, keepdims=False, initial=_NoValue, where=True):
+        return np.max(self, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
+
+    def min(self, axis=None, out=None, keepdims=False, initial=_NoValue, where=True):
+        return np.min(self, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        return np.cumsum(self, axis=axis, dtype=dtype, out=out)
+
+    def dot(self, b, out=None):
+        return np.dot(self, b, out=out)
+
+    def clip(self, min=None, max=None, out=None, **kwargs):
+        return np.clip(self, min, max, out=out, **kwargs)
+
+
+_t._onto(Array, _ArraySurface)
+del _ArraySurface
 
 
 # mutating methods: numpy's own on the memory, the graph told

@@ -1,0 +1,588 @@
+"""The magic's array nodes: :class:`Array` and :class:`Scalar64`, and how numpy's results
+become nodes.
+
+The classes carry a tensor node's links in their instance dict and show themselves as
+numpy's own (``ndarray``, ``float64``). Here too: an object's plain value (``_pv``), numpy's
+result linked to its inputs with a table entry (``_link``, ``_adopt``) or kept plain with the
+cut reported (``_cut_result``), number nodes and lists of nodes made array nodes
+(``_lift``, ``_packed``), and numpy's warnings reissued at the user's line.
+:mod:`gradmagic.core.array` gives the classes numpy's dispatch and is the import path for
+all of it; :mod:`.array_methods` adds their methods.
+"""
+
+from __future__ import annotations
+
+# bound here, so a cell that rebinds builtins.float (or int, isinstance) changes its own
+# code, as in plain Python, and not the engine's
+from builtins import float, int, isinstance  # noqa: A004
+
+import sys
+import warnings
+import weakref
+
+import numpy as np
+
+from . import number_nodes as _numbers
+from .engine import SCALAR_NODES, Value, state
+from .sites import cursor
+from . import tensor as _t
+from .tensor import Tensor, TENSOR_OPS
+
+__all__ = ["Array", "Scalar64", "array_leaf", "is_array_node", "plain_array"]
+
+_F64 = np.float64
+_ndarray = np.ndarray
+_view = np.ndarray.view
+_float_of = float.__float__
+_NoValue = np._NoValue
+_new_ref = weakref.ref
+
+_SUM, _MEAN, _MAX, _MIN = _t._SUM, _t._MEAN, _t._MAX, _t._MIN
+_COPY, _POW, _DIV, _CUMSUM = _t._COPY, _t._POW, TENSOR_OPS["/"], _t._CUMSUM
+_RESHAPE, _TRANSPOSE, _GETITEM = _t._RESHAPE, _t._TRANSPOSE, _t._GETITEM
+_MAXIMUM, _MINIMUM = _t._MAXIMUM, _t._MINIMUM
+
+
+def tracking() -> bool:
+    """True while a cell is recorded with gradients on: results of nodes are nodes."""
+    return state.recording and state.grad_enabled
+
+
+# --------------------------------------------------------------------------- the classes
+class Array(np.ndarray):
+    """A float64 ``ndarray`` that is a tensor node of the graph (what the magic makes of an array).
+
+    Its type is named ``numpy.ndarray``; ``repr``, ``str``, indexing, views and
+    every numpy function behave as on a plain array. ``data`` is the plain
+    array (a view of the same memory), ``grad`` the gradient after
+    ``backward()``. Arrays numpy makes from it outside a recorded cell are
+    plain ``ndarray``s.
+    """
+
+    # the links live in the instance dict; these are the defaults (a view numpy makes
+    # internally is an unlinked constant until a rule links it)
+    _grad = None
+    label = ""
+    _op = _a = _b = _mark = _params = None
+    _site = -1
+    requires_grad = False
+    _kids = None  # weak references to the nodes computed from this one (for in-place writes)
+
+    @property
+    def data(self):
+        """The numbers as a plain ``ndarray`` (the same memory)."""
+        return _view(self, _ndarray)
+
+    def __repr__(self):
+        return repr(_view(self, _ndarray))
+
+    def __str__(self):
+        return str(_view(self, _ndarray))
+
+    def __reduce_ex__(self, protocol):  # copies and pickles are plain arrays
+        return _view(self, _ndarray).__reduce_ex__(protocol)
+
+    def __reduce__(self):
+        return _view(self, _ndarray).__reduce__()
+
+    def __copy__(self):
+        return _view(self, _ndarray).copy()
+
+    def __deepcopy__(self, memo=None):
+        return _view(self, _ndarray).copy()
+
+    def __array_wrap__(self, arr, context=None, return_scalar=False):
+        arr = _view(arr, _ndarray) if isinstance(arr, _ndarray) else arr
+        return arr[()] if return_scalar else arr
+
+    # numpy's dispatch (__array_ufunc__, __array_function__) is set by core.array, the
+    # methods (indexing, views, reductions, item, tolist) by core.array_methods
+
+
+class Scalar64(np.float64):
+    """A numpy float64 that is a tensor node (a 0-d result of an array node); named ``float64``.
+
+    ``data`` is the number as a 0-d array, as a tensor node's data is an array.
+    Its arithmetic computes numpy's own result and, while a cell is recorded,
+    links it to its operands.
+    """
+
+    # no __slots__: slots on a numpy scalar subclass overlap its data; links live in __dict__
+    _grad = None
+    label = ""
+    _op = _a = _b = _mark = _params = None
+    _site = -1
+    requires_grad = False
+
+    @property
+    def data(self):
+        """The number as a 0-d float64 array."""
+        return np.array(_float_of(self))
+
+    @property
+    def shape(self):
+        return ()
+
+    def __repr__(self):
+        return repr(np.float64(_float_of(self)))
+
+    def __str__(self):
+        return str(np.float64(_float_of(self)))
+
+    def __reduce_ex__(self, protocol):
+        return np.float64, (_float_of(self),)
+
+    def __copy__(self):
+        return np.float64(_float_of(self))
+
+    def __deepcopy__(self, memo=None):
+        return np.float64(_float_of(self))
+
+    def __float__(self):
+        if tracking() and self.requires_grad:
+            state.float_conversions += 1
+        return _float_of(self)
+
+    def item(self, *args):
+        if tracking() and self.requires_grad:
+            _cut(".item() gives a plain Python number, which no node follows", None, "item")
+        return np.float64(_float_of(self)).item(*args)
+
+    __hash__ = np.float64.__hash__
+
+
+_ARRAYS = (Array, Scalar64)
+_NODE_CLASSES = frozenset({Array, Scalar64, Tensor}) | SCALAR_NODES
+_TENSOR_NODES = frozenset({Array, Scalar64, Tensor})
+
+# the tensor protocol (grad, backward, parents, kink, ...) is Tensor's own
+for _name in (
+    "grad",
+    "_zero_grad",
+    "_add_grad",
+    "op",
+    "opdef",
+    "params",
+    "parents",
+    "is_leaf",
+    "topo",
+    "kink",
+    "finite",
+    "local_grads",
+    "backward",
+    "_replay",
+):
+    setattr(Array, _name, Tensor.__dict__[_name])
+    setattr(Scalar64, _name, Tensor.__dict__[_name])
+
+for _cls, _base in ((Array, np.ndarray), (Scalar64, np.float64)):  # named as numpy's
+    _cls.__name__ = _cls.__qualname__ = _base.__name__
+    _cls.__module__ = _base.__module__
+
+
+def _scalar_binary(ufunc, name):
+    """``s <op> other`` for a Scalar64: numpy's own scalar arithmetic, then the link."""
+    method = getattr(np.float64, name)
+    reflected = name.startswith("__r")
+
+    def forward(self, other):
+        cls = other.__class__
+        if cls is Value:
+            return NotImplemented
+        if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
+            return ufunc(other, self) if reflected else ufunc(self, other)
+        r = _numpy(method, (np.float64(_float_of(self)), _pv(other)), {})
+        if r is NotImplemented or not tracking():
+            return r
+        return _link_call(ufunc, r, (other, self) if reflected else (self, other))
+
+    forward.__name__ = name
+    return forward
+
+
+def _scalar_unary(ufunc, name):
+    method = getattr(np.float64, name)
+
+    def forward(self):
+        r = _numpy(method, (np.float64(_float_of(self)),), {})
+        if not tracking():
+            return r
+        return _link_call(ufunc, r, (self,))
+
+    forward.__name__ = name
+    return forward
+
+
+for _name, _uf in (
+    ("add", np.add),
+    ("sub", np.subtract),
+    ("mul", np.multiply),
+    ("truediv", np.true_divide),
+    ("floordiv", np.floor_divide),
+    ("mod", np.remainder),
+    ("pow", np.power),
+):
+    setattr(Scalar64, f"__{_name}__", _scalar_binary(_uf, f"__{_name}__"))
+    setattr(Scalar64, f"__r{_name}__", _scalar_binary(_uf, f"__r{_name}__"))
+for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute)):
+    setattr(Scalar64, f"__{_name}__", _scalar_unary(_uf, f"__{_name}__"))
+del _name, _uf, _cls, _base
+
+
+# --------------------------------------------------------------------------- plain values
+def plain_array(x):
+    """``x``'s plain value: an Array's plain ndarray, a Scalar64's np.float64, else ``x``."""
+    cls = x.__class__
+    if cls is Array:
+        return _view(x, _ndarray)
+    if cls is Scalar64:
+        return np.float64(_float_of(x))
+    return x
+
+
+def _pv(x):
+    """``x`` as numpy would see it with no node: Arrays, Tensors, Values as plain numbers."""
+    cls = x.__class__
+    if cls is Array or cls is Scalar64:
+        return plain_array(x)
+    if cls is Tensor or cls is Value:
+        return x.data
+    if cls in _SCALARS:  # a number node: its plain number (numpy would defer to it)
+        return _numbers.plain(x)
+    if cls is list or cls is tuple:
+        return _deep_plain(x)
+    return x
+
+
+_SCALARS = _numbers.SCALARS
+
+
+def _deep_plain(x):
+    cls = x.__class__
+    if cls is list or cls is tuple:
+        if any(
+            e.__class__ in _TENSOR_NODES
+            or e.__class__ is list
+            or e.__class__ is tuple
+            or e.__class__ is Value
+            for e in x
+        ):
+            return cls(_deep_plain(e) for e in x)
+        return x
+    if cls is dict:
+        return {k: _deep_plain(v) for k, v in x.items()}
+    return _pv(x)
+
+
+def _plain_key(key):
+    cls = key.__class__
+    if cls is tuple:
+        return tuple(_plain_key(k) for k in key)
+    if cls is Array:
+        return _view(key, _ndarray)
+    return key
+
+
+def is_array_node(x) -> bool:
+    return x.__class__ is Array or x.__class__ is Scalar64
+
+
+def _tracked(x) -> bool:
+    cls = x.__class__
+    if cls is Array or cls is Scalar64 or cls is Tensor:
+        return x.requires_grad
+    return cls in SCALAR_NODES
+
+
+def _any_tracked(xs) -> bool:
+    for x in xs:
+        cls = x.__class__
+        if cls is list or cls is tuple:
+            if _any_tracked(x):
+                return True
+        elif _tracked(x):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- making nodes
+def array_leaf(x, label: str = ""):
+    """A fresh leaf viewing ``x``'s memory (a float64 ndarray, or an Array of an earlier run)."""
+    if x.__class__ is not _ndarray:
+        x = _view(x, _ndarray)
+    leaf = _view(x, Array)
+    leaf.label = label
+    leaf.requires_grad = True
+    return leaf
+
+
+def array_constant(x):
+    """A float64 array numpy made in a recorded cell, as an array node needing no gradient."""
+    return _view(x, Array)
+
+
+def _parent(x):
+    """``x`` as a parent of a node: a node itself, or a constant for a number or array."""
+    if x.__class__ in _NODE_CLASSES:
+        return x
+    return _t._operand(x)
+
+
+def _adopt(exact, node):
+    """numpy's result ``exact`` as the node ``node`` (its links; ``exact``'s numbers)."""
+    if node is None or node._op is None:
+        return exact
+    cls = exact.__class__
+    if cls is Array:
+        out = exact
+    elif cls is _ndarray:
+        if exact.dtype != _F64:
+            return exact
+        out = _view(exact, Array)
+    elif cls is np.float64:
+        out = Scalar64(exact)
+    elif cls is Scalar64:  # a node made by the rule itself (a composite): a new one
+        out = Scalar64(_float_of(exact))
+    else:
+        return exact
+    if out.dtype != _F64:
+        return exact
+    out._op, out._a, out._b, out._params = node._op, node._a, node._b, node._params
+    out.requires_grad = True
+    _t._used(out._a, out)
+    if out._b is not None:
+        _t._used(out._b, out)
+    return out
+
+
+def _link(op, exact, a, b=None, params=None):
+    """``exact`` (numpy's result of ``op`` on ``a``, ``b``) as a node linked to them."""
+    cls = exact.__class__
+    if cls is _ndarray:
+        if exact.dtype != _F64:
+            return exact
+        out = Scalar64(exact[()]) if exact.ndim == 0 and _t._ARRAY_CLASSES else _view(exact, Array)
+    elif cls is np.float64:
+        out = Scalar64(exact)
+    elif cls is Array and exact.dtype == _F64:
+        out = exact
+    else:
+        return exact
+    out._op, out._a, out._b, out._params = op, a, b, params
+    out._site = cursor.site
+    out.requires_grad = True
+    _t._used(a, out)
+    if b is not None:
+        _t._used(b, out)
+    return out
+
+
+_UFUNC_OPS = _t._UFUNC_OPS
+_UFUNC_VALUES = _t._UFUNC_VALUES
+_CALL_OPTIONS = frozenset({"out", "casting", "order", "subok", "signature"})
+
+
+def _call_rule(ufunc, inputs, kwargs):
+    """(op, parents) for ``ufunc(*inputs, **kwargs)``, or None if it has no rule."""
+    for k, v in kwargs.items():
+        if k == "dtype":
+            if v is not None and np.dtype(v) != _F64:
+                return None
+        elif k == "where":
+            if v is not True:
+                return None
+        elif k not in _CALL_OPTIONS:
+            return None
+    op = _UFUNC_OPS.get(ufunc)
+    if op is not None:
+        if len(inputs) != op.arity:
+            return None
+        parents = tuple(map(_node_of, inputs))
+    elif ufunc is np.square:
+        op, parents = _POW, (_parent(inputs[0]), _t._constant(np.array(2.0)))
+    elif ufunc is np.positive or ufunc is np.conjugate:
+        op, parents = _COPY, (_parent(inputs[0]),)
+    elif ufunc is np.reciprocal:
+        op, parents = _DIV, (_t._constant(np.array(1.0)), _parent(inputs[0]))
+    else:
+        return None
+    if any(p is None for p in parents):
+        return None
+    return op, parents
+
+
+def _link_call(ufunc, exact, inputs, kwargs=None):
+    """numpy's result of ``ufunc(*inputs)`` as a node, the cut reported if it has no rule."""
+    if ufunc in _UFUNC_VALUES:  # piecewise constant: plain values, no gradient to lose
+        return exact
+    rule = _call_rule(ufunc, inputs, kwargs or {})
+    if rule is None:
+        return _cut_result(exact, f"numpy.{ufunc.__name__}", inputs)
+    kind = getattr(exact, "dtype", _F64)
+    if kind != _F64 and kind.kind in "fc":  # float32 * x is float32, as in numpy: no node
+        return _cut_result(exact, f"numpy.{ufunc.__name__} giving {kind.name}", inputs)
+    op, parents = rule
+    return _link(op, exact, *parents)
+
+
+def _cut_result(exact, what, inputs):
+    """numpy's ``exact`` result of ``what``, which has no gradient rule: the cut reported.
+
+    A new float64 result is an array node needing no gradient, marked as made by
+    the cut (so the graph shows where its numbers came from).
+    """
+    if tracking() and _any_tracked(inputs):
+        node = None
+        if (
+            exact.__class__ is _ndarray
+            and exact.dtype == _F64
+            and not any(exact is x for x in inputs)
+        ):
+            exact = node = _view(exact, Array)
+        elif exact.__class__ is np.float64:
+            exact = node = Scalar64(exact)
+        _cut(f"{what} has no gradient rule: a node entered it as plain numbers", node, what)
+    return exact
+
+
+def _cut(message: str, node=None, what: str = "") -> None:
+    cut = state.cut
+    if cut is not None:
+        try:
+            cut(message, node, what)
+        except TypeError:  # a reporter that takes the message only
+            cut(message)
+
+
+# --------------------------------------------------------------------------- warnings
+_INTERNAL = ("gradmagic.core.", "gradmagic.notebook.runtime", "gradmagic.notebook.math_calls")
+
+
+def _caller():
+    """The first frame outside gradmagic's engine (where numpy would attribute a warning)."""
+    frame = sys._getframe(2)
+    while frame is not None and str(frame.f_globals.get("__name__")).startswith(_INTERNAL):
+        frame = frame.f_back
+    return frame
+
+
+def _numpy(f, args, kwargs):
+    """``f(*args, **kwargs)``, its warnings attributed to the line that called into the array."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = f(*args, **kwargs)
+    if caught:
+        reissue(caught, _caller())
+    return result
+
+
+def reissue(caught, frame) -> None:
+    """Warn again the warnings ``caught``, as raised at ``frame``'s line (as is, without one)."""
+    if frame is None:
+        for w in caught:
+            warnings.warn(w.message, w.category, stacklevel=1)
+        return
+    registry = frame.f_globals.setdefault("__warningregistry__", {})
+    for w in caught:
+        warnings.warn_explicit(
+            w.message,
+            w.category,
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            frame.f_globals.get("__name__"),
+            registry,
+        )
+
+
+# --------------------------------------------------------------------------- numbers, lists as nodes
+_PACK, _CONCAT = TENSOR_OPS["pack"], TENSOR_OPS["concatenate"]
+_FLOAT_NODES = frozenset({_numbers.Float, _numbers.Float64, Value})
+
+
+def _float_node(x) -> bool:
+    """A number node holding a float (an int node's numbers stay ints)."""
+    cls = x.__class__
+    return cls in _FLOAT_NODES and (cls is not Value or x.data.__class__ is not int)
+
+
+def _holds_nodes(x, depth: int = 0) -> bool:
+    """True for a list or tuple (at any depth up to 32) holding a tracked node."""
+    for e in x:
+        cls = e.__class__
+        if cls is list or cls is tuple:
+            if depth < 32 and _holds_nodes(e, depth + 1):
+                return True
+        elif cls in _TENSOR_NODES:
+            if e.requires_grad:
+                return True
+        elif cls in SCALAR_NODES:
+            return True
+    return False
+
+
+def _node_of(x):
+    """``x`` as a parent node: a node as it is, a list holding nodes packed into one array
+    node (numpy's own array of it), a number or plain array a constant; None if numpy
+    would not read it as float numbers."""
+    cls = x.__class__
+    if cls in _NODE_CLASSES:
+        return x
+    if (cls is list or cls is tuple) and _holds_nodes(x):
+        return _packed(x)
+    return _t._operand(x)
+
+
+def _pieces(x, out, plain):
+    for e in x:
+        cls = e.__class__
+        if cls is list or cls is tuple:
+            _pieces(e, out, plain)
+        elif cls in SCALAR_NODES or (cls in _TENSOR_NODES and e.requires_grad):
+            if plain:
+                out.append(_t._constant(np.concatenate(plain)))
+                plain.clear()
+            out.append(e)
+        else:
+            plain.append(np.ravel(np.asarray(_pv(e), dtype=_F64)))
+
+
+def _packed(x):
+    """The array numpy makes of the nested list ``x``, as a node built from its nodes.
+
+    numpy lays the list's items out in order (C order), so the array is their
+    flattened numbers one after the other: a balanced tree of ``pack`` ops,
+    reshaped to numpy's shape. None when numpy's array is not float64.
+    """
+    exact = np.asarray(_deep_plain(x))
+    if exact.dtype != _F64:
+        return None
+    pieces, plain = [], []
+    _pieces(x, pieces, plain)
+    if plain:
+        pieces.append(_t._constant(np.concatenate(plain)))
+    if (
+        sum(max(np.size(p.data), 1) if p.__class__ not in SCALAR_NODES else 1 for p in pieces)
+        != exact.size
+    ):
+        return None
+    while len(pieces) > 1:
+        pieces = [
+            _t._apply(_PACK, pieces[i], pieces[i + 1]) if i + 1 < len(pieces) else pieces[i]
+            for i in range(0, len(pieces), 2)
+        ]
+    node = _t._apply(_RESHAPE, pieces[0], None, {"shape": exact.shape})
+    return _adopt(exact, node)
+
+
+def _lift(x):
+    """A float number node, or a list holding nodes, as an array node (else ``x``)."""
+    cls = x.__class__
+    if cls is list or cls is tuple:
+        if _holds_nodes(x):
+            node = _packed(x)
+            if node is not None:
+                return node
+        return x
+    if _float_node(x):
+        return _link(_COPY, np.float64(_pv(x)), x)
+    return x
