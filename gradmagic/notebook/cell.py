@@ -178,6 +178,28 @@ def _await(coroutine):
     return box["value"]
 
 
+@dataclass
+class _Entry:
+    """What a cell's run starts from and makes: the names it reads (numbers lent as leaves),
+    what they reach, the recorded run, and where its call sites begin."""
+
+    lifted: dict
+    before: dict  # the namespace before the run, to find the names the cell binds
+    reached: dict  # the leaves made of numbers in the data the cell reads
+    reach: set
+    followed: list
+    followed_codes: frozenset
+    lifter: object = None
+    run: object = None
+    first: int = 0
+
+    def made(self):
+        return _made(self.run, self.lifted, self.reached)
+
+    def bound(self, ns):
+        return _bound(ns, self.before, self.lifted)
+
+
 def execute(
     cell: Prepared, ns, options: Options | Mapping | None = None, *, global_ns=None
 ) -> Trace:
@@ -192,19 +214,37 @@ def execute(
     __tracebackhide__ = True
     options = Options.of(options)
     global_ns = ns if global_ns is None else global_ns
-    branches, floats = state.branch_events, state.float_conversions
+    counts = state.branch_events, state.float_conversions
     lifted = lift(ns, cell.rewritten.reads)
-    before = dict(ns)  # to find the names the cell binds
-    run = None
-    reached: dict = {}  # the leaves made of numbers in the data the cell reads
-    value = lifter = None
+    before = dict(ns)
     reach = boundary.roots(ns, cell.rewritten.names)
     followed = follow(ns, reach)
-    followed_codes = frozenset(code for _, code in followed)
+    entry = _Entry(lifted, before, {}, reach, followed, frozenset(c for _, c in followed))
+    target = _run(cell, ns, global_ns, options, entry)
+    unfollow(followed)
+    relabel(ns)
+    data = target.data
+    # one walk of the graph, for backward and the trace (which reuses its lists)
+    walk = engine.walk(target, zero=True)
+    named = bindings(ns)
+    settled = _settle(ns, walk, entry)
+    engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
+    trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
+    boundary.release(walk.order)
+    return trace
+
+
+def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
+    """Run the cell's code, recorded, and return its target; on an error or no target, the
+    names hold plain values again before it is raised."""
+    __tracebackhide__ = True
+    value = None
     try:
-        lifter = boundary.lift_reachable(ns, cell.rewritten.reads, reached, _runtime.new_leaf)
-        with _runtime.recording(cell.filename) as run:
-            first = cursor.start()
+        entry.lifter = boundary.lift_reachable(
+            ns, cell.rewritten.reads, entry.reached, _runtime.new_leaf
+        )
+        with _runtime.recording(cell.filename) as entry.run:
+            entry.first = cursor.start()
             cursor.enter(cell.rewritten.function)
             try:
                 _run_code(cell.code, global_ns, ns)
@@ -212,43 +252,40 @@ def execute(
                 value = _run_code(cell.final, global_ns, ns) if cell.final else None
             finally:
                 cursor.leave()
-        target = find_target(cell.rewritten, options.target, value, ns)
+        return find_target(cell.rewritten, options.target, value, ns)
     except NoTarget as e:  # the names and the cell's value hold plain values
-        unfollow(followed)
-        _explain_no_target(e, cell, ns, options, run, value, lifter, reach, followed_codes)
+        unfollow(entry.followed)
+        _explain_no_target(
+            e, cell, ns, options, entry.run, value, entry.lifter, entry.reach, entry.followed_codes
+        )
         e.value = boundary.settle(
-            ns,
-            made=_made(run, lifted, reached),
-            bound=_bound(ns, before, lifted),
-            reach=reach,
-            value=value,
+            ns, made=entry.made(), bound=entry.bound(ns), reach=entry.reach, value=value
         ).value
         raise
     except BaseException:  # an error: no graph to look at, the names hold plain values
-        unfollow(followed)
-        boundary.restore(lifter)
-        boundary.settle(
-            ns, made=_made(run, lifted, reached), bound=_bound(ns, before, lifted), reach=reach
-        )
+        unfollow(entry.followed)
+        boundary.restore(entry.lifter)
+        boundary.settle(ns, made=entry.made(), bound=entry.bound(ns), reach=entry.reach)
         raise
-    unfollow(followed)
-    relabel(ns)
-    data = target.data
-    # one walk of the graph, for backward and the trace (which reuses its lists)
-    walk = engine.walk(target, zero=True)
-    named = bindings(ns)
-    lifted_named = boundary.name_lifted(lifter, walk, ns)
-    boundary.restore(lifter)
+
+
+def _settle(ns, walk, entry: _Entry):
+    """The cell's end: leaves named by the paths that reach them, every number the names
+    reach plain again (``boundary.settle``)."""
+    lifted_named = boundary.name_lifted(entry.lifter, walk, ns)
+    boundary.restore(entry.lifter)
     settled = boundary.settle(
-        ns,
-        made=_made(run, lifted, reached),
-        bound=_bound(ns, before, lifted),
-        reach=reach,
-        walk=walk,
+        ns, made=entry.made(), bound=entry.bound(ns), reach=entry.reach, walk=walk
     )
     if settled.named or lifted_named:  # leaves named by the path that reaches them
         walk.named = sorted(set(walk.named).union(settled.named, lifted_named))
-    engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
+    return settled
+
+
+def _trace(cell, ns, options, target, walk, named, settled, entry: _Entry, counts) -> Trace:
+    """The Trace of a run after its backward pass, the cuts marked where the user looks."""
+    branches, floats = counts
+    run = entry.run
     stale = _from_earlier_cells(walk)
     converted = state.float_conversions - floats
     trace = Trace(
@@ -259,9 +296,9 @@ def execute(
         float_conversions=converted + len(run.cuts),
         source=cell.source,
         options=options,
-        sites=(first, cursor.calls_since(first), FUNCTIONS),
+        sites=(entry.first, cursor.calls_since(entry.first), FUNCTIONS),
         warnings=cut_warnings(run.cuts, converted)
-        + boundary.unrewritten_math(ns, reach, _MATH_CALLS, _runtime, followed_codes)
+        + boundary.unrewritten_math(ns, entry.reach, _MATH_CALLS, _runtime, entry.followed_codes)
         + _unsettled(settled)
         + _stale_warning(stale),
     )
@@ -270,7 +307,6 @@ def execute(
         notes.update(dict.fromkeys(stale, _STALE_NOTE))
         places = [*places, (None, "a value from an earlier cell")]
     trace.mark_cuts(notes, places)
-    boundary.release(walk.order)
     return trace
 
 
