@@ -145,7 +145,6 @@ def grouped_dot(
     grouping = Grouping(trace) if grouping is None else grouping
     view = grouping.view(opened) if view is None else view
     target = trace.n - 1
-    status = render._failed(report)
     lines = [
         "digraph gradmagic {",
         '  graph [rankdir=LR, bgcolor="transparent", nodesep=0.2, ranksep=0.45, '
@@ -159,7 +158,18 @@ def grouped_dot(
             for i in cells.values():
                 where[f"n{i}"] = f"t{k}"
         lines.append(f"  t{k} [shape=plaintext, label={_table(trace, name, rows, target)}];")
-    body: dict = {None: []}  # frame → its lines
+    body = _frame_bodies(trace, view, target, render._failed(report))
+    lines += body[None]
+    lines += _frames(view, body)
+    lines += _edges(trace, view, where)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _frame_bodies(trace, view: View, target: int, status: dict) -> dict:
+    """The DOT lines of the groups and single values drawn, by the frame they sit in
+    (None: none)."""
+    body: dict = {None: []}
     for g in view.groups:
         fill = render.FILL["target"] if target in view.outputs.get(g.id, []) else "#ffffff"
         attrs = {
@@ -185,11 +195,16 @@ def grouped_dot(
             else:
                 attrs = attrs.replace('label="{', f'label="{{{symbol}|', 1)
         body.setdefault(view.frame_of.get(f"n{i}"), []).append(f"  v{i} [{attrs}];")
+    return body
+
+
+def _frames(view: View, body: dict) -> list:
+    """The opened groups as dashed clusters, nested as they are, each around its lines."""
     kids: dict = {}
     for gid, (_, parent) in view.frames.items():
         kids.setdefault(parent, []).append(gid)
 
-    def frame(gid, depth):
+    def frame(gid):
         group = view.frames[gid][0]
         title = group.title + (
             f" (line {group.line})" if group.kind == "call" and group.line else ""
@@ -201,27 +216,33 @@ def grouped_dot(
         ]
         out += ["  " + x for x in body.get(gid, [])]
         for inner in kids.get(gid, []):
-            out += frame(inner, depth + 1)
+            out += frame(inner)
         out.append("  }")
         return out
 
-    lines += body[None]
+    lines = []
     for gid in kids.get(None, []):
-        lines += frame(gid, 0)
-    edges: dict = {}  # the inputs' edges, one a table
+        lines += frame(gid)
+    return lines
+
+
+def _edges(trace, view: View, where: dict) -> list:
+    """The view's edges, those of one input table merged, thicker and counted when several."""
+    constant = trace.constant
+    edges: dict = {}
     for (a, b), count in view.edges.items():
         if a.startswith("n") and constant[int(a[1:])]:
             continue
         key = (_node_id(a, where), _node_id(b, where))
         edges[key] = edges.get(key, 0) + count
+    lines = []
     for (a, b), count in edges.items():
         attrs = {"penwidth": f"{min(3.0, 1 + 0.4 * len(str(count))):.1f}"} if count > 1 else {}
         if count > 1:
             attrs["label"] = f"{count:,}"
             attrs["fontcolor"] = "#374151"
         lines.append(dot._edge(a, b, attrs or None))
-    lines.append("}")
-    return "\n".join(lines)
+    return lines
 
 
 def summarise(trace, max_nodes=None, report=None):
