@@ -54,30 +54,8 @@ def layout(run, max_nodes: int = 150, open=()) -> Layout:
     opened = {""} | {p for name in open for p in _prefixes(name)}
     folds = _folds(run, graph, paths, opened)
     groups = _group_of(paths, opened, folds)
-    auto = _count(run, groups) <= max_nodes
-    # open modules outside-in, widest first, while the drawing stays within the budget
-    while auto:
-        closed = sorted(
-            {
-                g
-                for g in groups.values()
-                if g
-                and g not in opened
-                and not g.startswith("fold:")
-                and not any(g.startswith(f"{name}.") for name in open)
-            },
-            key=lambda g: (len(_parts(g)), g),
-        )  # (what was opened: one level)
-        grown = False
-        for g in closed:
-            trial = _group_of(paths, opened | {g}, folds)
-            if _count(run, trial) <= max_nodes:
-                opened.add(g)
-                groups = trial
-                grown = True
-                break
-        if not grown:
-            break
+    if _count(run, groups) <= max_nodes:
+        groups = _open_within(run, paths, opened, folds, groups, max_nodes, open)
     by_line = _count(run, groups) > max_nodes
     if by_line:  # the cell's own ops too many: a box per line
         groups = {k: (g if g else f"line:{run.ops[k].line}") for k, g in groups.items()}
@@ -90,6 +68,46 @@ def layout(run, max_nodes: int = 150, open=()) -> Layout:
             box = boxes[key] = _box(run, key, g, k, folds)
         box.ops.append(k)
         box.value = run.ops[k].outputs[0]
+    edges = _edges(run, groups, boxes)
+    drawn_ops = sum(1 for b in boxes.values() if b.kind == "op")
+    note = ""
+    if drawn_ops < len(graph):
+        note = (
+            f"{len(graph)} ops in {len(boxes)} boxes: grouped by module"
+            + (" and by line of the cell" if by_line else "")
+            + "; torchview.html_view(run, open=['a.module.path']) opens one"
+        )
+    return Layout(boxes, sorted(edges), note, opened)
+
+
+def _open_within(run, paths, opened: set, folds, groups, max_nodes: int, open) -> dict:
+    """Modules opened outside-in, widest first, while the drawing stays within the budget
+    (adds them to ``opened``); the groups of the ops then."""
+    while True:
+        closed = sorted(
+            {
+                g
+                for g in groups.values()
+                if g
+                and g not in opened
+                and not g.startswith("fold:")
+                and not any(g.startswith(f"{name}.") for name in open)
+            },
+            key=lambda g: (len(_parts(g)), g),
+        )  # (what was opened: one level)
+        for g in closed:
+            trial = _group_of(paths, opened | {g}, folds)
+            if _count(run, trial) <= max_nodes:
+                opened.add(g)
+                groups = trial
+                break
+        else:
+            return groups
+
+
+def _edges(run, groups, boxes: dict) -> set:
+    """The edges between boxes (adding a leaf box for each input read outside a module)."""
+    graph = run.graph
     edges = set()
     made_by = {}
     for k in graph:
@@ -107,15 +125,7 @@ def layout(run, max_nodes: int = 150, open=()) -> Layout:
                     boxes[there] = Box(there, "leaf", run.name_of(i), value=i)
             if there != here:
                 edges.add((there, here))
-    drawn_ops = sum(1 for b in boxes.values() if b.kind == "op")
-    note = ""
-    if drawn_ops < len(graph):
-        note = (
-            f"{len(graph)} ops in {len(boxes)} boxes: grouped by module"
-            + (" and by line of the cell" if by_line else "")
-            + "; torchview.html_view(run, open=['a.module.path']) opens one"
-        )
-    return Layout(boxes, sorted(edges), note, opened)
+    return edges
 
 
 def _prefixes(path: str):
