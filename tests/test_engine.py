@@ -184,6 +184,28 @@ def test_apply_reports_misuse_clearly():
         apply("+", "a", 1.0)
 
 
+def test_apply_takes_an_op_entry_of_ones_own():
+    """An entry not (yet) in the table: its forward makes the node, its rule the gradient."""
+    import dataclasses
+
+    cube = dataclasses.replace(
+        OPS["exp"], name="cube", f=lambda x: x**3, df=lambda x, out: 3 * x * x
+    )
+    x = Value(1.5, label="x")
+    out = apply(cube, x) * 2.0
+    out.backward()
+    assert out.data == 2 * 1.5**3 and x.grad == pytest.approx(2 * 3 * 1.5**2)
+    assert out.parents[0].opdef is cube and out.parents[0].parents == (x,)
+    same = apply(OPS["*"], Value(2.0), 3)  # the table's own entry: the same node as a * b
+    assert same.data == 6.0 and same.opdef is OPS["*"]
+    with no_grad():
+        assert apply(cube, x).parents == ()
+    with pytest.raises(TypeError, match="takes 1 argument"):
+        apply(cube, x, x)
+    with pytest.raises(TypeError, match="needs numbers or Values"):
+        apply(cube, "a")
+
+
 def test_arithmetic_with_a_non_number_is_a_type_error():
     with pytest.raises(TypeError):
         Value(1.0) + "a"

@@ -511,12 +511,33 @@ for _name in ["lt", "le", "gt", "ge", "eq", "ne"]:
 del _op, _fwd, _name, _rev
 
 
-def apply(name: str, *args) -> Value:
+def _entry_node(op: Op, args) -> Value:
+    """:func:`apply` of an op entry that is not the table's own."""
+    if len(args) != op.arity:
+        raise TypeError(f"op {op.name!r} takes {op.arity} argument(s), got {len(args)}")
+    parents = [_other(a) for a in args]
+    if any(p is None for p in parents):
+        raise TypeError(
+            f"op {op.name!r} needs numbers or Values, got {', '.join(type(a).__name__ for a in args)}"
+        )
+    out = Value(op.f(*[p.data for p in parents]))
+    if state.grad_enabled:
+        out._op, out._a = op, parents[0]
+        out._b = parents[1] if len(parents) > 1 else None
+    return out
+
+
+def apply(name: str | Op, *args) -> Value:
     """The node for op ``name`` of :data:`gradmagic.core.ops.OPS` on ``args``.
 
     Arguments are Values or plain numbers. This is what ``a + b``, ``-a`` or
-    ``a.tanh()`` do, reachable by the op's name (``apply("tanh", a)``).
+    ``a.tanh()`` do, reachable by the op's name (``apply("tanh", a)``). ``name`` may
+    also be an :class:`~gradmagic.core.ops.Op` of your own, such as an entry being
+    written before it joins the table: its node is a Value made with its ``f``,
+    differentiated with its ``df`` and replayed by the check with its ``np``.
     """
+    if isinstance(name, Op):
+        return _entry_node(name, args)
     forward = _FORWARD.get(name)
     if forward is None:
         raise ValueError(f"unknown op {name!r}; the ops are {', '.join(OPS)}")
