@@ -5,7 +5,6 @@ import json
 import math
 import operator
 import sys
-from typing import Callable, NamedTuple
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from gradmagic.core.engine import apply
 from gradmagic.nn import MLP
 from gradmagic.core.ops import OPS
 from gradmagic.analysis.trace import Trace
+from gradmagic.core.tensor import Tensor
 from gradmagic.views.render import report_html
 
 
@@ -163,14 +163,10 @@ def test_numeric_slopes_match_pytorch_float64():
 # --------------------------------------------------------------------------- wrong derivatives
 def made_by(op):
     """``op`` (an op table entry, or a copy with a wrong rule) as a function of Values: the
-    node its forward makes, linked to its parents through the graph protocol
-    (``_op``, ``_a``, ``_b``) that ``GraphNode`` documents."""
+    node :func:`~gradmagic.core.engine.apply` makes with the entry, linked to its parents."""
 
     def make(*parents):
-        out = Value(op.f(*[p.data for p in parents]))
-        out._op, out._a = op, parents[0]
-        out._b = parents[1] if len(parents) > 1 else None
-        return out
+        return apply(op, *parents)
 
     return make
 
@@ -699,37 +695,6 @@ def test_the_grouped_replay_finds_a_wrong_derivative_in_a_network():
 
 
 # --------------------------------------------------------------------------- array leaves
-class GridOp(NamedTuple):
-    """A minimal op entry: the trace keeps it; the check replays ``np``."""
-
-    name: str
-    np: Callable
-    kink: None = None
-
-
-class Grid:
-    """A minimal array node (the contract tensor nodes follow for the trace).
-
-    The trace reads ``data``, ``grad``, ``label``, ``_op``, ``_a``, ``_b``, and of
-    an array node ``requires_grad``, ``params`` and ``kink``; the check replays
-    ``_op.np(*inputs, **params)`` on arrays with a leading perturbation axis.
-    """
-
-    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark")
-    requires_grad = True
-    params = {}
-    kink = False
-
-    def __init__(self, data, label="", parents=(), fn=None, op=""):
-        self.data = data
-        self.grad = np.zeros_like(data, dtype=float)
-        self.label = label
-        self._a = parents[0] if parents else None
-        self._b = parents[1] if len(parents) > 1 else None
-        self._mark = None
-        self._op = GridOp(op or "grid", fn) if parents else None
-
-
 def sampled_elements(trace, index):
     """The flat elements of leaf ``index`` that check() perturbs (seeded)."""
     slots, _ = choose(trace, "auto", 200, 0)
@@ -737,23 +702,18 @@ def sampled_elements(trace, index):
 
 
 def weighted_square_sum(shape, wrong_at=None):
-    """out = sum(W**2 * C): dout/dW = 2 W C."""
+    """out = sum(W**2 * C) on Tensors: dout/dW = 2 W C; ``wrong_at``: that element of W's
+    gradient made 0.5 too large after backward, as a wrong rule would."""
     rng = np.random.default_rng(1)
-    w = Grid(rng.normal(size=shape), "W")
-    c = Grid(rng.uniform(0.5, 1.5, size=shape), "C")
-    axes = tuple(range(1, len(shape) + 1))
-    out = Grid(
-        np.sum(w.data**2 * c.data),
-        "out",
-        (w, c),
-        lambda a, b: np.sum(a**2 * b, axis=axes),
-        op="sumsq",
-    )
-    out.grad = 1.0
-    w.grad = 2 * w.data * c.data
-    c.grad = w.data**2
+    w = Tensor(rng.normal(size=shape), label="W")
+    c = Tensor(rng.uniform(0.5, 1.5, size=shape), label="C")
+    out = (w**2 * c).sum()
+    out.backward()
+    assert np.allclose(w.grad, 2 * w.data * c.data) and np.allclose(c.grad, w.data**2)
     if wrong_at is not None:
-        w.grad[wrong_at] += 0.5
+        grad = w.grad.copy()
+        grad[wrong_at] += 0.5
+        w.grad = grad
     return Trace(out), w
 
 
@@ -865,9 +825,10 @@ def test_with_zero_tolerance_the_worst_element_is_the_largest_difference():
     (r,) = report.rows
     assert r.status == "fail" and r.abs_err == pytest.approx(1.0) and "(2,)" in r.note
     # the check's array row too: element 1 is off by 0.5, element 0 by 0.1
-    w = Grid(np.array([1.0, 2.0, 3.0]), "W")
-    out = Grid(np.sum(w.data**2), "out", (w,), lambda a: np.sum(a**2, axis=1), op="sumsq")
-    out.grad, w.grad = 1.0, 2 * w.data + np.array([0.1, 0.5, 0.0])
+    w = tensor.Tensor([1.0, 2.0, 3.0], label="W")
+    out = (w**2).sum()
+    out.backward()
+    w.grad = w.grad + np.array([0.1, 0.5, 0.0])
     r = row(check(Trace(out), atol=0.0, rtol=0.0), "W")
     assert r.abs_err == pytest.approx(0.5, rel=1e-6)
     assert "worst element (1,)" in r.note
