@@ -97,3 +97,21 @@ def test_a_graph_the_cell_freed_is_said_not_raised():
         "y = w * 2\ny.sum().backward()\nloss = y.sum()\nloss",
     )
     assert run.no_gradients and "cannot be run" in run.warnings[-1]
+
+
+def test_module_names_of_any_length_or_text_are_drawn_escaped_and_clipped():
+    from gradmagic.views import torchlive
+
+    names = ["<img src=x onerror=alert(1)>", 'q"]; "v9" [label="pwn', "x\\", "m" * 3000]
+    run = _record(
+        "import torch, torch.nn as nn\nnames = "
+        + repr(names)
+        + "\nm = nn.ModuleDict({k: nn.Linear(2, 2) for k in names})\nx = torch.randn(3, 2)",
+        "h = x\nfor k in names:\n    h = m[k](h).tanh()\nloss = h.sum()\nloss",
+    )
+    source = torchlive.payload(run)["dot"]
+    assert max(len(line) for line in source.splitlines()) < 400
+    svg = __import__("gradmagic.views.render", fromlist=["svg"]).svg(source)
+    assert "<img" not in svg and "&lt;img src=x" in svg
+    assert "pwn" in svg and 'label="pwn' not in svg.replace("&quot;", '"').split("<text")[0]
+    assert len([t for t in svg.split("<text")[1:] if "linear" in t]) == len(names)
