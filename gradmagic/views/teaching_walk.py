@@ -118,33 +118,8 @@ def walk_html(
     """The topological walk; ``step`` (1-based, over the walk's events) highlights one event."""
     walk = explanations.walk(trace) if walk is None else walk
     exprs = expressions(trace)
-    nodes = trace.nodes
     total = len(walk.events)
-    out = [
-        '<div class="gradmagic-walk">',
-        _paragraph(
-            "The depth-first walk of micrograd's <code>build_topo</code>, from the target: "
-            "visit a node, walk into each of its inputs, then append it to the order. "
-            "Every node lands in the order after all its inputs."
-        ),
-        f'<pre style="margin:2px 0; font-size:11px">{html.escape(BUILD_TOPO)}</pre>',
-    ]
-    unnamed = sum(1 for n in nodes if not n.label)
-    out.append(
-        _paragraph(
-            "<b>As micrograd's lecture prints it</b> (labelled nodes"
-            + (
-                f"; the {unnamed:,} unnamed constants and intermediate results are walked "
-                "too, see the steps"
-                if unnamed
-                else ""
-            )
-            + "):"
-        )
-    )
-    out.append(
-        f'<pre style="margin:2px 0">{html.escape(chr(10).join(_printout(trace, walk)))}</pre>'
-    )
+    out = ['<div class="gradmagic-walk">', *_walk_intro(trace, walk)]
     if step is not None:
         out += _step_parts(trace, walk, exprs, max(1, min(step, total)), cache, draw)
     out.append(
@@ -160,20 +135,51 @@ def walk_html(
     if note:
         out.append(_paragraph(html.escape(note), _GREY))
     if step is None and every_step:
-        rows = [
-            [str(k + 1), exprs[i], "visit" if kind == "v" else "append"]
-            for k, (kind, i) in enumerate(walk.events[:limit])
-        ]
-        out.append(
-            f"<details><summary>Every step ({total:,})</summary>"
-            + _table(["step", "node", "event"], rows)
-            + (_paragraph(html.escape(_more(len(rows), total, "steps"))) if total > limit else "")
-            + "</details>"
-        )
-        if draw and walk.unreached:
-            out.append(_draw(trace, cache, extra_dot=_unreached_dot(walk)))
+        out += _every_step(trace, walk, exprs, limit, cache, draw)
     out.append("</div>")
     return "".join(out)
+
+
+def _walk_intro(trace, walk) -> list:
+    """micrograd's ``build_topo`` and the order it gives, printed as its lecture prints it."""
+    unnamed = sum(1 for n in trace.nodes if not n.label)
+    return [
+        _paragraph(
+            "The depth-first walk of micrograd's <code>build_topo</code>, from the target: "
+            "visit a node, walk into each of its inputs, then append it to the order. "
+            "Every node lands in the order after all its inputs."
+        ),
+        f'<pre style="margin:2px 0; font-size:11px">{html.escape(BUILD_TOPO)}</pre>',
+        _paragraph(
+            "<b>As micrograd's lecture prints it</b> (labelled nodes"
+            + (
+                f"; the {unnamed:,} unnamed constants and intermediate results are walked "
+                "too, see the steps"
+                if unnamed
+                else ""
+            )
+            + "):"
+        ),
+        f'<pre style="margin:2px 0">{html.escape(chr(10).join(_printout(trace, walk)))}</pre>',
+    ]
+
+
+def _every_step(trace, walk, exprs, limit: int, cache, draw: bool) -> list:
+    """The table of every event (up to ``limit``), and the drawing of what is not reached."""
+    total = len(walk.events)
+    rows = [
+        [str(k + 1), exprs[i], "visit" if kind == "v" else "append"]
+        for k, (kind, i) in enumerate(walk.events[:limit])
+    ]
+    out = [
+        f"<details><summary>Every step ({total:,})</summary>"
+        + _table(["step", "node", "event"], rows)
+        + (_paragraph(html.escape(_more(len(rows), total, "steps"))) if total > limit else "")
+        + "</details>"
+    ]
+    if draw and walk.unreached:
+        out.append(_draw(trace, cache, extra_dot=_unreached_dot(walk)))
+    return out
 
 
 def _step_parts(trace, walk, exprs, step, cache, draw) -> list:
