@@ -495,15 +495,8 @@ def _payload(
     fold = render.Folded(trace) if fold is None else fold
     drawn = render.drawn_nodes(trace, summary, fold)
     drawn_set = set(drawn)
-    children = render.children_among(trace, drawn, cap=2 * TERMS)
-    status = render._failed(report)
     context = _Context(trace, drawn_set, fold=fold, expected=expected, torch=torch)
-    entries = {}
-    memo = {}  # each drawn node's local derivatives, read once
-    for i in drawn:
-        entry = _node_entry(trace, i, children, fold, status, memo)
-        entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
-        entries[str(i)] = entry
+    entries = _node_entries(trace, report, drawn, drawn_set, fold)
     if dot is None and summary is not None and summary.dot is not None:
         dot = summary.dot
     if dot is None:
@@ -512,21 +505,7 @@ def _payload(
         dots = {d: render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d) for d in ways}
         dot = dots[ways[0]]
         dots = dots if len(ways) > 1 else None
-    defer = defer and trace.n > EAGER_NODES
-    tabs, deferred = [], {}
-    for make in TAB_MAKERS:
-        if defer and make in DEFERRED and (DEFERRED[make][2] is None or DEFERRED[make][2](trace)):
-            ident, title, _ = DEFERRED[make]
-            deferred[ident] = _deferred(make, drawn_set)
-            tabs.append({"id": ident, "title": title, "kind": "deferred", "payload": None})
-            continue
-        tab = (
-            gradients
-            if make is _gradients_tab and gradients is not None
-            else make(trace, report, context)
-        )
-        if tab:
-            tabs.append(tab)
+    tabs, deferred = _tabs(trace, report, context, defer and trace.n > EAGER_NODES, gradients)
     data = {
         "run": run,  # the static copy shown with this view hides itself (render.static_style)
         "headline": render.headline(trace),
@@ -543,6 +522,38 @@ def _payload(
         "tabs": tabs,
     }
     return data, deferred
+
+
+def _node_entries(trace, report, drawn, drawn_set, fold) -> dict:
+    """The drawn nodes' entries by their index (as a string), their parents among them."""
+    children = render.children_among(trace, drawn, cap=2 * TERMS)
+    status = render._failed(report)
+    entries = {}
+    memo = {}  # each drawn node's local derivatives, read once
+    for i in drawn:
+        entry = _node_entry(trace, i, children, fold, status, memo)
+        entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
+        entries[str(i)] = entry
+    return entries
+
+
+def _tabs(trace, report, context, defer: bool, gradients) -> tuple:
+    """(tabs, deferred): every tab of :data:`TAB_MAKERS`, or its button where ``defer``."""
+    tabs, deferred = [], {}
+    for make in TAB_MAKERS:
+        if defer and make in DEFERRED and (DEFERRED[make][2] is None or DEFERRED[make][2](trace)):
+            ident, title, _ = DEFERRED[make]
+            deferred[ident] = _deferred(make, context["drawn"])
+            tabs.append({"id": ident, "title": title, "kind": "deferred", "payload": None})
+            continue
+        tab = (
+            gradients
+            if make is _gradients_tab and gradients is not None
+            else make(trace, report, context)
+        )
+        if tab:
+            tabs.append(tab)
+    return tabs, deferred
 
 
 def _deferred(make, drawn):
