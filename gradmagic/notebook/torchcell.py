@@ -123,28 +123,11 @@ def run(
     except BaseException:
         recorder.remove_hooks()
         raise
-    name = options.target
-    if name is not None:
-        if name not in ns:
-            recorder.remove_hooks()
-            raise NoTensorTarget(f"-t {name}: no variable {name!r} after the cell ran")
-        value, what = ns[name], name
-    elif final_code is not None:
-        what = "the cell's value"
-    else:  # (the name the last statement assigns)
-        value, what = ns.get(assigned), assigned
-    if not isinstance(value, torch.Tensor):
+    try:
+        value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
+    except NoTensorTarget:
         recorder.remove_hooks()
-        raise NoTensorTarget(
-            f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
-            f"is a {type(value).__name__}, not a torch.Tensor"
-        )
-    if value.numel() != 1:
-        recorder.remove_hooks()
-        raise NoTensorTarget(
-            f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
-            "one number (.sum(), .mean()) to differentiate it"
-        )
+        raise
     try:
         result = torchrun.finish(
             recorder,
@@ -163,6 +146,32 @@ def run(
         recorder.remove_hooks()
     torchrun.release(result)
     return result
+
+
+def _tensor_target(torch, name, value, ns, final_code, assigned):
+    """The cell's target: the variable ``name`` (``-t``), else its last expression's
+    ``value``, else what its last statement assigned; NoTensorTarget unless it is a
+    one-element ``torch.Tensor``."""
+    __tracebackhide__ = True
+    if name is not None:
+        if name not in ns:
+            raise NoTensorTarget(f"-t {name}: no variable {name!r} after the cell ran")
+        value, what = ns[name], name
+    elif final_code is not None:
+        what = "the cell's value"
+    else:  # (the name the last statement assigns)
+        value, what = ns.get(assigned), assigned
+    if not isinstance(value, torch.Tensor):
+        raise NoTensorTarget(
+            f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
+            f"is a {type(value).__name__}, not a torch.Tensor"
+        )
+    if value.numel() != 1:
+        raise NoTensorTarget(
+            f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
+            "one number (.sum(), .mean()) to differentiate it"
+        )
+    return value
 
 
 _NO_TARGET = (
