@@ -334,7 +334,9 @@ class Recorder(TorchFunctionMode):
         if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)
             inplace = True
         if name == "backward" or func is _AUTOGRAD_GRAD:
-            self._hook_pending()
+            # (torch.autograd.grad and backward(inputs=...) stop at tensors whose nodes do
+            # not run: those get tensor hooks, which fire there)
+            self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
         if inplace and args:
             before = self._before_write(args[0])
             out = func(*args, **kwargs)
@@ -439,7 +441,7 @@ class Recorder(TorchFunctionMode):
     def _pending_set(self) -> set:
         return set(self.pending) - self.hooked
 
-    def _hook_pending(self) -> None:
+    def _hook_pending(self, node: bool = True) -> None:
         """Hooks on the values made so far that take a gradient (a backward is starting).
         A value written over in place got its hook before the write."""
         tensors, index_of, hooked, version = self.tensors, self.index_of, self.hooked, self.version
@@ -447,27 +449,41 @@ class Recorder(TorchFunctionMode):
             t = tensors[j]
             # (a view written over through its base is stale: no hook, torch may crash on it)
             if j not in hooked and index_of.get(id(t)) == j and t._version == version[j]:
-                self._hook(t, j)
+                self._hook(t, j, node=node)
         self.pending = []
 
-    def _hook(self, t, i, leaf=False):
+    def _hook(self, t, i, leaf=False, node=False):
         grads = self.grads
-        if leaf:  # a parameter updated in place is a new value: the latest one gets it
-            key, index_of = id(t), self.index_of
-            self.leaf_hooks[key] = t
+        if leaf or not node or t.grad_fn is None:
+            if leaf:  # a parameter updated in place is a new value: the latest one gets it
+                key, index_of = id(t), self.index_of
+                self.leaf_hooks[key] = t
 
-            def keep(g):
-                grads[index_of[key]] = g
-        else:
+                def keep(g):
+                    grads[index_of[key]] = g
+            else:
 
-            def keep(g):
+                def keep(g):
+                    grads[i] = g
+
+            try:
+                self.handles.append(t.register_hook(keep))
+                self.hooked.add(i)
+            except RuntimeError:  # a tensor that cannot take a hook (an inference tensor)
+                pass
+            return
+        # another value: a hook on the autograd node that made it, which receives the
+        # gradients of its outputs (cheaper than a tensor hook, and the node stays the one
+        # that made this value if the tensor is written over in place later)
+        slot = t.output_nr
+
+        def keep_node(grad_inputs, grad_outputs):
+            g = grad_outputs[slot]
+            if g is not None:
                 grads[i] = g
 
-        try:
-            self.handles.append(t.register_hook(keep))
-            self.hooked.add(i)
-        except RuntimeError:  # a tensor that cannot take a hook (an inference tensor)
-            pass
+        self.handles.append(t.grad_fn.register_hook(keep_node))
+        self.hooked.add(i)
 
     def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
         if out is None and not inplace:  # (p.grad = None: a setter makes nothing)

@@ -144,7 +144,7 @@ def _flat(parts, dtype=None):
     """The tensors' numbers, one after the other, in one 1-d tensor (``dtype``: converted
     in the same copy)."""
     with torch.no_grad():
-        flat = torch.cat([p.detach().reshape(-1) for p in parts])
+        flat = torch.cat([p.flatten() for p in parts])
         return flat if dtype is None or flat.dtype == dtype else flat.to(dtype)
 
 
