@@ -17,6 +17,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,7 +78,7 @@ class TorchRun:
     warnings: list = field(default_factory=list)
     health: dict = field(default_factory=dict)
     check: dict | None = None  # the numerical checks (see torchcheck_run)
-    full: dict = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
+    full: Mapping = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
     backward_by_cell: bool = False
     in_place_after: set = field(default_factory=set)  # values written in place after made
     # the autograd nodes in the order backward ran them: (node name, op or -1, value or -1)

@@ -10,6 +10,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import accumulate
 
 import numpy as np
@@ -17,7 +18,7 @@ import torch
 
 from .torchhealth import _NUMPY_FLOATS, SATURATED, SATURATING
 
-__all__ = ["summarise", "keep_full", "to_numpy", "KEEP_BYTES", "KEEP_ONE", "STAT_NAMES"]
+__all__ = ["summarise", "keep_full", "Kept", "to_numpy", "KEEP_BYTES", "KEEP_ONE", "STAT_NAMES"]
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
@@ -37,35 +38,37 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     updates, in one batched pass: ``(stats, grad_stats, extra, host, updates)``.
 
     The floating tensors are concatenated into one buffer on their device; its pieces are
-    reduced together (segment sums of the numbers and their squares, in float64, counts of
-    the non-zeros, segment maxima and minima) and everything, with the 1-d tensors
-    ``extra``, is read back in one copy to the host. ``host`` maps a row (value ``i``, or
-    ``~i`` for its gradient) to its numbers on the host (float64) when the whole buffer is
-    at most :data:`KEEP_BYTES` (else None). ``updates`` maps a parameter's value index to
-    (the std of its first update, the std of its value before). Rows of values that are not
-    floating point (indices) are nan. A tensor holding a nan or an inf is summarised again
-    without them, which costs a second read only then.
+    reduced together (segment sums of the numbers and their squares, accumulated in
+    float64, counts of the non-zeros, segment maxima and minima) and everything, with the
+    1-d tensors ``extra``, is read back in one copy to the host. ``host`` maps a row (value
+    ``i``, or ``~i`` for its gradient) to its numbers on the host (1-d, in the buffer's
+    float type) when the whole buffer is at most :data:`KEEP_BYTES` (else None).
+    ``updates`` maps a parameter's value index to (the std of its first update, the std of
+    its value before). Rows of values that are not floating point (indices) are nan. A
+    tensor holding a nan or an inf is summarised again without them, which costs a second
+    read only then.
     """
     n = len(rec.tensors)
     stats, grad_stats = np.full((2, n, len(STAT_NAMES)), np.nan)
     parts, rows, sat_kind, pairs = _pieces(rec, shown)
     if not parts:
         return stats, grad_stats, [np.asarray(_plain(e)) for e in extra], None, {}
-    table, extra_host, host, moved = _reduce(parts, sat_kind, extra, len(pairs))
+    with np.errstate(all="ignore"):  # (once: a nan's statistics are nan, by design)
+        table, extra_host, host, moved = _reduce(parts, sat_kind, extra, len(pairs))
     by_row = {}
     for r, key in enumerate(rows):
         if type(key) is tuple:
-            by_row[key] = table[r]
+            by_row[key] = r
         elif key >= 0:
             stats[key] = table[r]
         else:
             grad_stats[~key] = table[r]
     updates = {}
-    for i, spread in zip(pairs, moved):
-        updates[i] = np.array([spread, by_row[("old", i)][1]])
+    for (i, before), spread in zip(pairs, moved):
+        updates[i] = np.array([spread, table[before, 1]])
     for i in rec.updates:
         if i not in updates:
-            updates[i] = np.array([by_row[("update", i)][1], by_row[("old", i)][1]])
+            updates[i] = table[[by_row[("update", i)], by_row[("old", i)]], 1]
     if host is not None:
         host = {key: value for key, value in zip(rows, host) if type(key) is not tuple}
     return stats, grad_stats, extra_host, host, updates
@@ -73,41 +76,53 @@ def summarise(rec, shown: list, extra=()) -> tuple:
 
 def _pieces(rec, shown) -> tuple:
     """The tensors to summarise (as they are: flattened with the others in one call), their
-    rows (``i``, ``~i``, ``("now", i)``, ``("old", i)``, ``("update", i)``), which
-    saturation each value is measured for, and the parameters whose update is measured as
-    the difference of two pieces: the last ``2 * len(pairs)`` pieces are those parameters
-    now, then before (the difference is taken on the buffer: no torch call per parameter)."""
+    rows (``i``, ``~i``, ``("update", i)``, ``("old", i)``), which saturation each value is
+    measured for, and ``pairs``: (parameter, its row before the update) for the parameters
+    whose update is the difference of two pieces. The last ``2 * len(pairs)`` pieces are
+    those parameters now (rows ``("now", i)``), then before (the value's own row, when the
+    value shown is the copy kept before the write): the difference is taken on the buffer,
+    with no torch call per parameter."""
     parts, rows, sat_kind = [], [], []
-    held, grads, producer, ops = rec.held, rec.grads, rec.producer, rec.ops
+    held, grads, producer, ops, saved = rec.held, rec.grads, rec.producer, rec.ops, rec.saved
+    reuse = {}  # value index → the update whose "before" is that value's piece
+    for i, (p, old, update) in rec.updates.items():
+        if update is None and saved.get(i) is old and p.dtype == old.dtype and old.numel():
+            reuse[i] = p
+    last = []  # (value index, its piece, its saturation): the "before" pieces, at the end
     for i in shown:
         t = held(i)
         if t.is_floating_point() and t.numel():
-            parts.append(t)
-            rows.append(i)
             k = producer[i]
-            sat_kind.append(SATURATING.get(ops[k].name, "") if k >= 0 else "")
+            kind = SATURATING.get(ops[k].name, "") if k >= 0 else ""
+            if i in reuse:
+                last.append((i, t, kind))
+            else:
+                parts.append(t)
+                rows.append(i)
+                sat_kind.append(kind)
         g = grads.get(i)
         if g is not None and g.is_floating_point() and g.numel():
             parts.append(g)
             rows.append(~i)
             sat_kind.append("")
-    pairs, now, before = [], [], []
     for i, (p, old, update) in rec.updates.items():
-        if update is None and p.dtype == old.dtype and p.shape == old.shape and p.numel():
-            pairs.append(i)
-            now.append(p)
-            before.append(old)
+        if any(j == i for j, _, _ in last):
             continue
         with torch.no_grad():
             parts.append(update if update is not None else p.detach() - old)
         parts.append(old)
         rows.extend((("update", i), ("old", i)))
         sat_kind.extend(("", ""))
-    parts.extend(now)
-    parts.extend(before)
-    rows.extend(("now", i) for i in pairs)
-    rows.extend(("old", i) for i in pairs)
-    sat_kind.extend("" for _ in range(2 * len(pairs)))
+    pairs = []
+    for i, _, _ in last:
+        parts.append(reuse[i])
+        rows.append(("now", i))
+        sat_kind.append("")
+    for i, t, kind in last:
+        pairs.append((i, len(parts)))
+        parts.append(t)
+        rows.append(i)
+        sat_kind.append(kind)
     return parts, rows, sat_kind, pairs
 
 
@@ -150,18 +165,20 @@ def _flat(parts, dtype=None):
 
 def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple:
     """The reductions of tensors in the CPU's memory: one concatenation, then numpy's
-    ``reduceat`` over one float64 buffer, where torch would pay a dispatch per piece."""
+    ``reduceat`` over the one buffer (sums accumulated in float64), where torch would pay a
+    dispatch per piece."""
     flat = _flat(parts)
     x = (flat if flat.dtype in _NUMPY_FLOATS else flat.to(torch.float64)).numpy()
-    x = x.astype(np.float64, copy=False)
+    if x.dtype == np.float16:
+        x = x.astype(np.float32)
     starts = np.array(offsets[:-1], dtype=np.intp)
-    maxima = np.maximum.reduceat(x, starts)
-    minima = np.minimum.reduceat(x, starts)
+    square = np.square(x, dtype=np.float64)
     sums = [
-        np.add.reduceat(x, starts),
-        np.sqrt(np.add.reduceat(x * x, starts)),
+        np.add.reduceat(x, starts, dtype=np.float64),
+        np.sqrt(np.add.reduceat(square, starts)),
         np.add.reduceat(x != 0, starts, dtype=np.float64),
-        np.maximum(maxima, -minima),  # max |x| without a pass making |x|
+        # max |x| without a pass making |x|
+        np.maximum(np.maximum.reduceat(x, starts), -np.minimum.reduceat(x, starts)),
     ]
     hits = []
     for r in saturating:
@@ -174,8 +191,9 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple
         m = len(sizes)
         now, before, end = offsets[m - 2 * pairs], offsets[m - pairs], offsets[m]
         d = x[now:before] - x[before:end]
-        at = np.array(offsets[m - 2 * pairs : m - pairs], dtype=np.intp) - now
-        moved = _spread(np.add.reduceat(d, at), np.add.reduceat(d * d, at), sizes[m - pairs :])
+        at = starts[m - 2 * pairs : m - pairs] - now
+        s1 = np.add.reduceat(d, at, dtype=np.float64)
+        moved = _spread(s1, np.add.reduceat(np.square(d, dtype=np.float64), at), sizes[m - pairs :])
     extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
     pieces = _Pieces(x, offsets)
     return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces, moved
@@ -184,10 +202,9 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple
 def _spread(s1, s2, sizes) -> np.ndarray:
     """The std of pieces from their sums and sums of squares (as :func:`_table` does it)."""
     count = np.array(sizes, dtype=np.float64)
-    with np.errstate(all="ignore"):
-        spread = s2 - s1 * (s1 / count)
-        spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(count) * s2] = 0
-        return np.sqrt(spread / np.maximum(count - 1, 1))
+    spread = s2 - s1 * (s1 / count)
+    spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(count) * s2] = 0
+    return np.sqrt(spread / np.maximum(count - 1, 1))
 
 
 class _Pieces:
@@ -198,7 +215,7 @@ class _Pieces:
         self.x, self.offsets = x, offsets
 
     def __getitem__(self, r):
-        return torch.from_numpy(self.x[self.offsets[r] : self.offsets[r + 1]])
+        return torch.from_numpy(self.x[self.offsets[r] : self.offsets[r + 1]]).double()
 
 
 def _plain(e):
@@ -271,44 +288,38 @@ def _finite_only(pieces, bad) -> np.ndarray:
 
 
 def _table(s1, norm2, nonzero, absmax, sat, size, finite_count) -> np.ndarray:
-    """The rows of :data:`STAT_NAMES` from the sums read back."""
-    with np.errstate(all="ignore"):
-        mean = s1 / finite_count
-        squares = norm2 * norm2
-        spread = squares - s1 * mean
-        # what is left of a constant tensor's spread is rounding: 0
-        spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
-        var = spread / np.maximum(finite_count - 1, 1)
-        return np.stack(
-            [
-                mean,
-                np.sqrt(var),
-                absmax,
-                1 - nonzero / size,
-                (size - finite_count) / size,
-                sat / size,
-            ],
-            axis=1,
-        )
+    """The rows of :data:`STAT_NAMES` from the sums read back (under the caller's
+    ``np.errstate``: an empty or all-nan piece's statistics are nan)."""
+    mean = s1 / finite_count
+    squares = norm2 * norm2
+    spread = squares - s1 * mean
+    # what is left of a constant tensor's spread is rounding: 0
+    spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
+    var = spread / np.maximum(finite_count - 1, 1)
+    return np.stack(
+        [mean, np.sqrt(var), absmax, 1 - nonzero / size, (size - finite_count) / size, sat / size],
+        axis=1,
+    )
 
 
-def keep_full(rec, shown: list, target: int, host) -> dict:
+def keep_full(rec, shown: list, target: int, host) -> Mapping:
     """Values and gradients kept whole on the host for ``--expect`` and ``run.value``
     (value index → (value, gradient), numpy, float64 for floats): from the summaries'
-    buffer when it was read back whole, else the named ones first, each at most
-    :data:`KEEP_ONE` bytes, :data:`KEEP_BYTES` in all."""
-    full = {}
+    buffer when it was read back whole (each shaped and made float64 when asked for),
+    else the named ones first, each at most :data:`KEEP_ONE` bytes, :data:`KEEP_BYTES` in
+    all."""
+    full: dict = {}
     if host is not None:
+        shapes = {}
         for i in shown:
             t = rec.held(i)
-            value = host.get(i)
-            if value is None:  # integers (indices), empty tensors
+            if i not in host:  # integers (indices), empty tensors
                 if t.numel() * 8 > KEEP_ONE:
                     continue
-                value = t.detach().cpu().numpy().reshape(-1)
-            grad = host.get(~i)
-            full[i] = (value.reshape(t.shape), None if grad is None else grad.reshape(t.shape))
-        return full
+                full[i] = (t.detach().cpu().numpy(), None)
+            else:
+                shapes[i] = t.shape
+        return Kept(host, shapes, full)
     spent = 0
     order = sorted(
         shown, key=lambda i: (i != target, not rec.labels.get(i) and rec.producer[i] >= 0)
@@ -325,3 +336,38 @@ def keep_full(rec, shown: list, target: int, host) -> dict:
         )
         spent += 2 * size
     return full
+
+
+class Kept(Mapping):
+    """value index → (value, gradient) as numpy arrays, made from the summaries' host
+    buffer when first asked for (a view of it, shaped; float64 as the rest of the run)."""
+
+    def __init__(self, host: dict, shapes: dict, made: dict):
+        self._host, self._shapes, self._made = host, shapes, made
+
+    def __getitem__(self, i):
+        made = self._made.get(i)
+        if made is not None:
+            return made
+        shape = self._shapes[i]  # (KeyError: not kept)
+        grad = self._host.get(~i)
+        made = (
+            _float64(self._host[i]).reshape(shape),
+            None if grad is None else _float64(grad).reshape(shape),
+        )
+        self._made[i] = made
+        return made
+
+    def __contains__(self, i):
+        return i in self._shapes or i in self._made
+
+    def __iter__(self):
+        yield from self._made.keys() - self._shapes.keys()
+        yield from self._shapes
+
+    def __len__(self):
+        return len(self._shapes) + len(self._made.keys() - self._shapes.keys())
+
+
+def _float64(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype == np.float64 else x.astype(np.float64)
