@@ -543,6 +543,8 @@ class Recorder(TorchFunctionMode):
         made by a recorded op (what depends on a parameter, through detach and no_grad too),
         or makes a tensor that requires one. Others (sampling a batch, indexing the data,
         a learning rate times a gradient) leave the tensors they make as leaves."""
+        if type(out) is torch.Tensor and out.requires_grad:  # (most ops: no look at the args)
+            return True
         index_of, tensors, producer = self.index_of, self.tensors, self.producer
         for a in (*args, *kwargs.values()) if kwargs else args:
             for x in a if type(a) in _SEQUENCES else (a,):
