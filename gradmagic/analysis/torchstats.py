@@ -38,11 +38,10 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     updates, in one batched pass: ``(stats, grad_stats, extra, host, updates)``.
 
     The floating tensors are concatenated into one buffer on their device; its pieces are
-    reduced together (segment sums of the numbers and their squares, accumulated in
-    float64, counts of the non-zeros, segment maxima and minima) and everything, with the
+    reduced together (segment sums of the numbers and their squares in float64, counts of
+    the non-zeros, segment maxima and minima) and everything, with the
     1-d tensors ``extra``, is read back in one copy to the host. ``host`` maps a row (value
-    ``i``, or ``~i`` for its gradient) to its numbers on the host (1-d, in the buffer's
-    float type) when the whole buffer is at most :data:`KEEP_BYTES` (else None).
+    ``i``, or ``~i`` for its gradient) to its numbers on the host (1-d, float64) when the whole buffer is at most :data:`KEEP_BYTES` (else None).
     ``updates`` maps a parameter's value index to (the std of its first update, the std of
     its value before). Rows of values that are not floating point (indices) are nan. A
     tensor holding a nan or an inf is summarised again without them, which costs a second
@@ -86,7 +85,12 @@ def _pieces(rec, shown) -> tuple:
     held, grads, producer, ops, saved = rec.held, rec.grads, rec.producer, rec.ops, rec.saved
     reuse = {}  # value index → the update whose "before" is that value's piece
     for i, (p, old, update) in rec.updates.items():
-        if update is None and saved.get(i) is old and p.dtype == old.dtype and old.numel():
+        if (
+            update is None
+            and saved.get(i) is old
+            and (p.dtype, p.shape) == (old.dtype, old.shape)
+            and old.numel()
+        ):
             reuse[i] = p
     last = []  # (value index, its piece, its saturation): the "before" pieces, at the end
     for i in shown:
@@ -105,8 +109,9 @@ def _pieces(rec, shown) -> tuple:
             parts.append(g)
             rows.append(~i)
             sat_kind.append("")
+    paired = {j for j, _, _ in last}
     for i, (p, old, update) in rec.updates.items():
-        if any(j == i for j, _, _ in last):
+        if i in paired:
             continue
         with torch.no_grad():
             parts.append(update if update is not None else p.detach() - old)
@@ -165,17 +170,15 @@ def _flat(parts, dtype=None):
 
 def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple:
     """The reductions of tensors in the CPU's memory: one concatenation, then numpy's
-    ``reduceat`` over the one buffer (sums accumulated in float64), where torch would pay a
-    dispatch per piece."""
+    ``reduceat`` over one float64 buffer, where torch would pay a dispatch per piece."""
     flat = _flat(parts)
+    # one float64 copy first: numpy's reductions that cast as they go cost twice as much
     x = (flat if flat.dtype in _NUMPY_FLOATS else flat.to(torch.float64)).numpy()
-    if x.dtype == np.float16:
-        x = x.astype(np.float32)
+    x = x.astype(np.float64)
     starts = np.array(offsets[:-1], dtype=np.intp)
-    square = np.square(x, dtype=np.float64)
     sums = [
-        np.add.reduceat(x, starts, dtype=np.float64),
-        np.sqrt(np.add.reduceat(square, starts)),
+        np.add.reduceat(x, starts),
+        np.sqrt(np.add.reduceat(x * x, starts)),
         np.add.reduceat(x != 0, starts, dtype=np.float64),
         # max |x| without a pass making |x|
         np.maximum(np.maximum.reduceat(x, starts), -np.minimum.reduceat(x, starts)),
@@ -192,8 +195,7 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple
         now, before, end = offsets[m - 2 * pairs], offsets[m - pairs], offsets[m]
         d = x[now:before] - x[before:end]
         at = starts[m - 2 * pairs : m - pairs] - now
-        s1 = np.add.reduceat(d, at, dtype=np.float64)
-        moved = _spread(s1, np.add.reduceat(np.square(d, dtype=np.float64), at), sizes[m - pairs :])
+        moved = _spread(np.add.reduceat(d, at), np.add.reduceat(d * d, at), sizes[m - pairs :])
     extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
     pieces = _Pieces(x, offsets)
     return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces, moved
@@ -215,7 +217,7 @@ class _Pieces:
         self.x, self.offsets = x, offsets
 
     def __getitem__(self, r):
-        return torch.from_numpy(self.x[self.offsets[r] : self.offsets[r + 1]]).double()
+        return torch.from_numpy(self.x[self.offsets[r] : self.offsets[r + 1]])
 
 
 def _plain(e):
