@@ -650,3 +650,21 @@ def test_dot_runs_with_bounded_memory(monkeypatch):
     monkeypatch.setattr(drawing, "DOT_BYTES", 30 << 20)  # too little for this graph's layout
     with pytest.raises(render.DrawError, match="dot ran out of its 30 MB of memory"):
         drawing.dot_once(render.to_dot(chain(200)))
+
+
+def test_a_name_of_any_length_is_drawn_clipped_with_its_end_kept():
+    from gradmagic.analysis.trace import Trace
+    from gradmagic.core.engine import backward, walk
+
+    long = "w" * 3000
+    x = Value(2.0, long + "[17]")
+    y = x * 3.0
+    y.label = "y"
+    w = walk(y, zero=True)
+    backward(y, 1.0, w)
+    source = render.to_dot(Trace(y, walk=w))
+    assert max(len(line) for line in source.splitlines()) < 400
+    assert "…" in source and "[17]" in source
+    svg = render.svg(source)
+    widths = [float(v) for v in re.findall(r'<svg width="([0-9.]+)pt', svg)]
+    assert widths and widths[0] < 1200

@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from .torchrecord import _TENSOR, RANDOM, unflatten
+from .torchrecord import _TENSOR, RANDOM, unflatten, version_of
 
 __all__ = ["check", "replay", "BUDGET", "EPS"]
 
@@ -210,7 +210,7 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
     if op.name in RANDOM:
         return {"status": "skipped", "why": "random: taken as it came"}
     changed = [
-        i for i in op.inputs if rec.tensors[i]._version != rec.version[i] and i not in rec.saved
+        i for i in op.inputs if version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved
     ]
     if changed:
         return {"status": "skipped", "why": "an input was written over in place afterwards"}

@@ -95,7 +95,7 @@ def health(run, rec, probed: dict) -> dict:
         for p in sorted(params, key=lambda p: first_use.get(p["value"], len(run.ops)))
     ]
     cuts = _cuts(run, rec, mark)
-    unreached, zero = _reach(run, mark)
+    unreached, zero = ([], []) if run.no_gradients else _reach(run, mark)
     inplace = [k for k in run.graph if run.ops[k].inplace]
     for k in inplace:
         mark(run.ops[k].outputs[0], "written in place")

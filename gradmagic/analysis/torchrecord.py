@@ -243,6 +243,15 @@ def unflatten(leaves, spec) -> tuple:
     return tuple(values[:n_args]), dict(zip(keys, values[n_args:]))
 
 
+def version_of(t) -> int:
+    """How often ``t`` was written in place (``t._version``); -1 for an inference tensor,
+    which keeps no count."""
+    try:
+        return t._version
+    except RuntimeError:
+        return -1
+
+
 class Recorder(TorchFunctionMode):
     """Watches a cell run: every torch call, the gradients, the modules. See the module doc.
 
@@ -431,7 +440,10 @@ class Recorder(TorchFunctionMode):
     def _new(self, t, producer: int) -> int:
         i = len(self.tensors)
         self.tensors.append(t)
-        self.version.append(t._version)
+        try:
+            self.version.append(t._version)
+        except RuntimeError:  # an inference tensor keeps no count (see version_of)
+            self.version.append(-1)
         self.producer.append(producer)
         self.index_of[id(t)] = i
         if producer < 0 and t.requires_grad and t.is_leaf and id(t) not in self.leaf_hooks:
@@ -448,7 +460,7 @@ class Recorder(TorchFunctionMode):
         for j in self.pending:
             t = tensors[j]
             # (a view written over through its base is stale: no hook, torch may crash on it)
-            if j not in hooked and index_of.get(id(t)) == j and t._version == version[j]:
+            if j not in hooked and index_of.get(id(t)) == j and version_of(t) == version[j]:
                 self._hook(t, j, node=node)
         self.pending = []
 

@@ -25,7 +25,7 @@ import torch
 
 from .torchbackward import backward_order
 from .torchhealth import health, probes
-from .torchrecord import Op, Recorder, assigned_names
+from .torchrecord import Op, Recorder, assigned_names, version_of
 from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
@@ -80,6 +80,7 @@ class TorchRun:
     check: dict | None = None  # the numerical checks (see torchcheck_run)
     full: Mapping = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
     backward_by_cell: bool = False
+    no_gradients: bool = False  # the cell ran no backward and the magic could run none
     in_place_after: set = field(default_factory=set)  # values written in place after made
     # the autograd nodes in the order backward ran them: (node name, op or -1, value or -1)
     backward: list = field(default_factory=list)
@@ -208,8 +209,9 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     """
     t_index = rec._value(target)
     ran_backward = t_index in rec.grads
+    not_computed = None
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
-        _gradients(rec, target)
+        not_computed = _gradients(rec, target)
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:
         rec.grads[t_index] = torch.ones_like(target)
@@ -227,28 +229,76 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
             "the target was computed before this cell ran, so none of its "
             "ops were recorded: run the cell that computes it under the magic"
         )
+    if not_computed:
+        run.warnings.append(not_computed)
+        run.no_gradients = True
     probed = {key: value for (key, _), value in zip(probe, probed)}
     probed.update((("update", i), pair) for i, pair in updates.items())
     run.health = health(run, rec, probed)
     return run
 
 
-def _gradients(rec: Recorder, target) -> None:
+def _gradients(rec: Recorder, target):
     """Every value's gradient in one ``torch.autograd.grad`` call, as inputs (no hook
-    needed); the leaves' and the written-over values' hooks keep theirs as it passes."""
+    needed); the leaves' and the written-over values' hooks keep theirs as it passes.
+
+    The cell did not ask for a backward pass, so none is run where it would do something
+    the user can see: call a hook of theirs, fill the ``.grad`` of a tensor that retains
+    it. Returns the reason gradients are not shown, or None."""
+    yours = _what_a_backward_would_run(rec)
+    if yours:
+        return (
+            "the cell did not run backward, and running it would run "
+            f"{', '.join(yours)}: no gradient is shown (call backward() on the "
+            "target in the cell to see them)"
+        )
     values = [
         j
         for j in rec.pending
         if j not in rec.hooked
         and rec.index_of.get(id(rec.tensors[j])) == j
-        and rec.tensors[j]._version == rec.version[j]
+        and version_of(rec.tensors[j]) == rec.version[j]
     ]
     inputs = [rec.tensors[j] for j in values] + list(rec.leaf_hooks.values())
-    if target.numel() == 1 and inputs:
+    if target.numel() != 1 or not inputs:
+        return None
+    try:
         got = torch.autograd.grad(target, inputs, retain_graph=True, allow_unused=True)
-        for j, g in zip(values, got):
-            if g is not None:
-                rec.grads[j] = g
+    except RuntimeError as e:  # the cell's own backward freed the graph, or torch refuses
+        return f"the cell did not run backward through the target, and it cannot be run: {e}"
+    for j, g in zip(values, got):
+        if g is not None:
+            rec.grads[j] = g
+    return None
+
+
+def _what_a_backward_would_run(rec: Recorder) -> list:
+    """What of the user's a backward pass through the recorded graph would run: their
+    gradient hooks on tensors and modules, ``retain_grad()`` (it fills ``.grad``)."""
+    from torch.nn.modules import module as torch_module
+
+    found = []
+    for j, t in enumerate(rec.tensors):
+        ours = j in rec.hooked or rec.leaf_hooks.get(id(t)) is t
+        hooks = getattr(t, "_backward_hooks", None)
+        if hooks and len(hooks) > ours:
+            found.append(f"a hook on {_label(rec, j)}")
+        elif not t.is_leaf and t.retains_grad:
+            found.append(f"{_label(rec, j)}.retain_grad()")
+    for m in rec.modules.values():
+        if m._backward_hooks or m._backward_pre_hooks:
+            found.append(f"a backward hook of a {type(m).__name__}")
+    if torch_module._global_backward_hooks or torch_module._global_backward_pre_hooks:
+        found.append("a global module backward hook")
+    return list(dict.fromkeys(found))[:4]
+
+
+def _label(rec: Recorder, j: int) -> str:
+    t = rec.tensors[j]
+    named = rec.labels.get(j) or next(
+        (k for k, v in rec.ns.items() if v is t and not k.startswith("_")), None
+    )
+    return named or "a tensor"
 
 
 def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> TorchRun:
@@ -283,7 +333,7 @@ def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> Torc
         leaves=leaves,
         params=[i for i in leaves if rec.tensors[i].requires_grad and rec.tensors[i].is_leaf],
         in_place_after={
-            i for i in shown if rec.tensors[i]._version != rec.version[i] and i not in rec.saved
+            i for i in shown if version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved
         },
     )
 

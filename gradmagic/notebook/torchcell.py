@@ -145,15 +145,22 @@ def run(
             f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
             "one number (.sum(), .mean()) to differentiate it"
         )
-    result = torchrun.finish(
-        recorder,
-        value,
-        source=source if source_text is None else source_text,
-        options=options,
-        ns=ns,
-    )
-    if not options.no_check:
-        result.check = torchcheck_run.check(result, recorder, eps=None)
+    try:
+        result = torchrun.finish(
+            recorder,
+            value,
+            source=source if source_text is None else source_text,
+            options=options,
+            ns=ns,
+        )
+        if not options.no_check:
+            result.check = torchcheck_run.check(result, recorder, eps=None)
+    except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
+        raise NoTensorTarget(
+            f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
+        ) from e
+    finally:
+        recorder.remove_hooks()
     torchrun.release(result)
     return result
 

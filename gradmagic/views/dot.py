@@ -18,10 +18,23 @@ from ..analysis.numbers import all_finite, dims
 from .formatting import FILL, LINE, column_text, figure, fmt
 
 
+LABEL_CHARS = 80  # a drawn line of text at most (a name can be any length)
+
+
+def clip(text) -> str:
+    """``text`` cut to ``LABEL_CHARS`` characters in the middle (the end of ``w[17]`` or
+    ``layer.weight`` tells names apart), the cut marked with "…"."""
+    text = str(text)
+    if len(text) <= LABEL_CHARS:
+        return text
+    half = LABEL_CHARS // 2
+    return text[:half] + "…" + text[len(text) - (LABEL_CHARS - half - 1) :]
+
+
 def escape_record(text: str) -> str:
-    """``text`` as one field of a Graphviz record label (inside a quoted string)."""
+    """``text`` as one field of a Graphviz record label (inside a quoted string), clipped."""
     out = []
-    for ch in str(text):
+    for ch in clip(text):
         if ch in '\\{}|<>"':
             out.append("\\" + ch)
         elif ch in "\n\r\t":
@@ -32,8 +45,10 @@ def escape_record(text: str) -> str:
 
 
 def escape_string(text: str) -> str:
-    """``text`` inside a quoted DOT string (not a record)."""
-    return str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ").replace("\r", " ")
+    """``text`` inside a quoted DOT string (not a record), clipped."""
+    return (
+        clip(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ").replace("\r", " ")
+    )
 
 
 def op_entry(trace, index: int):

@@ -59,7 +59,7 @@ def _natural(text: str) -> list:
 
 def _cell(text: str, **attrs) -> str:
     extra = "".join(f' {k.upper()}="{v}"' for k, v in attrs.items())
-    return f"<TD{extra}>{html.escape(text)}</TD>"
+    return f"<TD{extra}>{html.escape(dot.clip(text))}</TD>"
 
 
 _GRAD = "#1e3a8a"  # a gradient's text: dark blue, 9:1 on the input colour
@@ -74,7 +74,7 @@ def _table(trace, name: str, rows: dict, target: int) -> str:
         fill = render.FILL["target"]
     blocks = [columns[a : a + COLUMNS] for a in range(0, len(columns), COLUMNS)] or [[]]
     width = min(len(columns), COLUMNS) + (1 if any(rows) else 0)
-    out = [f'<TR><TD COLSPAN="{width}" ALIGN="LEFT"><B>{html.escape(name)}</B></TD></TR>']
+    out = [f'<TR><TD COLSPAN="{width}" ALIGN="LEFT"><B>{html.escape(dot.clip(name))}</B></TD></TR>']
     for block in blocks:
         out += _rows(trace, rows, block, any(rows))
     return (

@@ -127,13 +127,15 @@ def _graph_html(run, open=()) -> str:
 
 def headline(run) -> str:
     how = (
-        "the cell's own backward()"
+        "no gradients (see the note)"
+        if run.no_gradients
+        else "gradients from the cell's own backward()"
         if run.backward_by_cell
-        else "torch.autograd.grad (the cell's .grad left untouched)"
+        else "gradients from torch.autograd.grad (the cell's .grad left untouched)"
     )
     return (
         f"PyTorch run: target {run.name_of(run.target)} = {_g(run.value)}; "
-        f"{_count(len(run.graph), 'op')}, {_count(len(run.params), 'parameter')}; gradients from {how}"
+        f"{_count(len(run.graph), 'op')}, {_count(len(run.params), 'parameter')}; {how}"
     )
 
 

@@ -1,0 +1,117 @@
+"""PyTorch cells (tests/torch_corpus.py) run plainly and under ``%%autograd``, each way in a
+process of its own: what a user can see must be the same, the random generators included."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+import torch_corpus  # noqa: E402
+
+HERE = Path(__file__).parent
+
+
+def _run(mode: str, options: str) -> list:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "torch_corpus.py"), mode, *options.split()],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _differences(plain: list, magic: list, shown: bool = False) -> list:
+    """What differs; with ``shown`` (the view on) not what a magic cell printed, which
+    includes the view's text."""
+    found = []
+    for name, cells_a, cells_b in zip(torch_corpus.SEQUENCES, plain, magic):
+        cells = torch_corpus.SEQUENCES[name]
+        for i, (a, b) in enumerate(zip(cells_a, cells_b)):
+            for key in a:
+                if shown and key == "printed" and cells[i][0] == "magic" and b["error"] is None:
+                    continue
+                if a[key] != b[key]:
+                    found.append(f"{name}, cell {i}, {key}: {a[key]!r:.300} vs {b[key]!r:.300}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return _run("plain", "")
+
+
+@pytest.mark.parametrize("options", ["-q", "-q --no-check", ""])
+def test_torch_cells_run_as_without_the_magic(plain, options):
+    magic = _run("magic", options)
+    assert len(magic) == len(plain) == len(torch_corpus.SEQUENCES)
+    assert _differences(plain, magic, shown="-q" not in options) == []
+
+
+def test_the_corpus_would_see_a_difference(plain):
+    """The comparison is not blind: one cell's .grad changed is found."""
+    changed = json.loads(json.dumps(plain))
+    names = changed[0][2]["names"]
+    names["W1"]["tensor"]["grad"] = "0" * 16
+    assert _differences(plain, changed)
+
+
+def _record(setup: str, cell: str):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    assert shell.run_cell(setup).success
+    result = shell.run_cell(f"%%autograd -q\n{cell}")
+    assert result.success, result.error_in_exec
+    return gradmagic.last
+
+
+def test_a_backward_the_cell_did_not_ask_for_is_not_run_where_it_would_show():
+    setup = "import torch\nx = torch.randn(3, requires_grad=True)\ncalls = []\n"
+    run = _record(
+        setup + "h = x.register_hook(lambda g: calls.append(1))",
+        "y = (x * 2).tanh()\ny.retain_grad()\nloss = y.sum()\nloss",
+    )
+    assert run.no_gradients
+    assert "retain_grad()" in run.warnings[-1] and "a hook on x" in run.warnings[-1]
+    # and with nothing of the user's on the way, the gradients are computed
+    run = _record(setup, "loss = (x * 2).tanh().sum()\nloss")
+    mean = float(run.grad_stats[run.params[0], 0])
+    assert not run.no_gradients and math.isfinite(mean) and mean != 0
+
+
+def test_a_graph_the_cell_freed_is_said_not_raised():
+    run = _record(
+        "import torch\nw = torch.randn(3, requires_grad=True)",
+        "y = w * 2\ny.sum().backward()\nloss = y.sum()\nloss",
+    )
+    assert run.no_gradients and "cannot be run" in run.warnings[-1]
+
+
+def test_module_names_of_any_length_or_text_are_drawn_escaped_and_clipped():
+    from gradmagic.views import torchlive
+
+    names = ["<img src=x onerror=alert(1)>", 'q"]; "v9" [label="pwn', "x\\", "m" * 3000]
+    run = _record(
+        "import torch, torch.nn as nn\nnames = "
+        + repr(names)
+        + "\nm = nn.ModuleDict({k: nn.Linear(2, 2) for k in names})\nx = torch.randn(3, 2)",
+        "h = x\nfor k in names:\n    h = m[k](h).tanh()\nloss = h.sum()\nloss",
+    )
+    source = torchlive.payload(run)["dot"]
+    assert max(len(line) for line in source.splitlines()) < 400
+    svg = __import__("gradmagic.views.render", fromlist=["svg"]).svg(source)
+    assert "<img" not in svg and "&lt;img src=x" in svg
+    assert "pwn" in svg and 'label="pwn' not in svg.replace("&quot;", '"').split("<text")[0]
+    assert len([t for t in svg.split("<text")[1:] if "linear" in t]) == len(names)
