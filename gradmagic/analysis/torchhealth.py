@@ -69,7 +69,8 @@ def _hit(flat, kind):
 
 def _units_hit(flat: np.ndarray, kind: str) -> np.ndarray:
     """The share of units (columns) hit for every example (row), as a 1-element array."""
-    return np.array([_hit(flat, kind).all(0).mean()])
+    units = _hit(flat, kind).all(0)
+    return np.array([np.count_nonzero(units) / max(units.size, 1)])  # (not .mean(): slower)
 
 
 _NUMPY_FLOATS = (torch.float64, torch.float32, torch.float16)
