@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import math
 import sys
+import types
 from dataclasses import dataclass
 
 import torch
@@ -212,6 +213,40 @@ class Op:
 _TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
 _KINDS: dict = {}  # torch function → (its op name, writes in place, not an op)
 _AUTOGRAD_GRAD = torch.autograd.grad
+
+
+def _at(func, args, kwargs):
+    __tracebackhide__ = True
+    return func(*args, **kwargs)  # noqa: E702
+
+
+_AT = _at.__code__  # one line: a copy moved to another file and line runs there
+_OVERRIDES = torch.overrides.__file__
+_CALLS: dict = {}  # (code, line) -> _at as if written there
+CALL_NAME = "__gradmagic_call__"
+
+
+def call_from(frame):
+    """A function that calls ``func(*args, **kwargs)`` as if from ``frame``'s line.
+
+    A warning torch raises names the Python line that called it (``F.mse_loss``: "Using a
+    target size ..."); under the recorder that line would be the recorder's own, shown as
+    gradmagic's and counted once for every line of the cell. Called through this function,
+    it names the line it names without the recorder, in that line's module. A frame of
+    ``handle_torch_function`` stands for the public function that called it: the line is
+    that function's caller."""
+    if frame.f_code.co_filename == _OVERRIDES and frame.f_back and frame.f_back.f_back:
+        frame = frame.f_back.f_back
+    code, line = frame.f_code, frame.f_lineno or frame.f_code.co_firstlineno
+    call = _CALLS.get((code, line))
+    if call is None:
+        if len(_CALLS) >= 4096:
+            _CALLS.clear()
+        moved = _AT.replace(co_filename=code.co_filename, co_firstlineno=line, co_name=CALL_NAME)
+        call = _CALLS[code, line] = types.FunctionType(moved, frame.f_globals)
+    return call
+
+
 _SEQUENCES = (list, tuple)
 
 
@@ -331,6 +366,7 @@ class Recorder(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.inside:
             return func(*args, **kwargs)
+        call = call_from(sys._getframe(1))
         try:
             name, inplace, skip = _KINDS[func]
         except (KeyError, TypeError):
@@ -348,11 +384,11 @@ class Recorder(TorchFunctionMode):
             self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
         if inplace and args:
             before = self._before_write(args[0])
-            out = func(*args, **kwargs)
+            out = call(func, args, kwargs)
             if before:
                 self._after_write(before)
         else:
-            out = func(*args, **kwargs)
+            out = call(func, args, kwargs)
         if skip:
             if name == "backward":
                 self.backward_lines.append(self._line())
