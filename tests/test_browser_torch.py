@@ -74,6 +74,8 @@ def _check(browser, app, base, token):
     views = browser_tests._views(page, 2)
     gpt, bad = views.nth(0), views.nth(1)
     assert "PyTorch run: target loss" in gpt.locator(".gm-headline").inner_text()
+    key = gpt.locator(".gm-legend").first.inner_text()  # this graph's words, not a scalar graph's
+    assert "parameter" in key and "folded" in key and "kink" not in key and "operation" not in key
 
     # the twelve blocks are one box; a click opens it one level (the kernel draws it again)
     fold = gpt.locator("g.node[data-kind='m']", has_text="Block x 12")

@@ -211,6 +211,45 @@ def test_names_statistics_and_gradients_are_torchs_own():
     assert run.stats[run.index("hprebn"), 5] != run.stats[run.index("hprebn"), 5]  # not tanh
 
 
+_HOOKED_CELL = """
+x = torch.linspace(-2, 2, 12, dtype=torch.float64).reshape(3, 4)
+w = torch.linspace(0.5, 1.5, 4, dtype=torch.float64, requires_grad=True)
+a = x * w
+b, c = a.split(2, dim=1)
+h = torch.tanh(b) * c
+{end}
+loss
+"""
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        "loss = (h ** 2).sum()\nloss.backward()",  # hooks on the nodes that made the values
+        "loss = (h ** 2).sum()\ngs = torch.autograd.grad(loss, [a, w], retain_graph=True)",
+        "loss = (h ** 2).sum()\nloss.backward(inputs=[a, w])",  # stops at a: tensor hooks
+    ],
+)
+def test_gradients_of_values_are_torchs_whatever_the_backward_call(end):
+    _, magic = shells("import torch")
+    run = run_magic(magic, _HOOKED_CELL.format(end=end))
+    ns = magic.user_ns
+    # the same graph again, each value's gradient kept by torch itself
+    x, w = ns["x"], ns["w"].detach().clone().requires_grad_(True)
+    a = x * w
+    a.retain_grad()
+    b, c = a.split(2, dim=1)
+    b.retain_grad()
+    c.retain_grad()
+    h = torch.tanh(b) * c
+    h.retain_grad()
+    (h**2).sum().backward()
+    for name, t in (("a", a), ("b", b), ("c", c), ("h", h), ("w", w)):
+        if "inputs=" in end and name in ("b", "c", "h"):
+            continue  # (backward stopped at a: those values' nodes ran, not theirs to show)
+        np.testing.assert_array_equal(run.full[run.index(name)][1], t.grad.numpy(), err_msg=name)
+
+
 def test_a_small_gpt_is_grouped_by_module_with_its_blocks_folded():
     from gradmagic.analysis.torchgraph import layout
     from gradmagic.views import torchview

@@ -147,6 +147,16 @@ _seq(
     (P, "print(len(seen), calls, h.grad.sum().item(), x.grad)"),
 )
 _seq(
+    "warnings raised by torch",
+    (P, "a = torch.randn(3, requires_grad=True)\nlin = nn.Linear(3, 1)"),
+    (
+        M,
+        "l = F.mse_loss(a, torch.randn(3, 1))\nz = torch.range(0, 2)\nl = l + F.mse_loss(lin(a), torch.randn(2))\nl",
+    ),
+    (M, "v = float(a[0])\nl = (a * v).sum()\nl"),
+    (P, "l2 = F.mse_loss(a, torch.randn(3, 1))"),
+)
+_seq(
     "grad modes in the cell",
     (P, "w = torch.randn(3, requires_grad=True)"),
     (
@@ -278,6 +288,11 @@ def _globals() -> dict:
     }
 
 
+def _where(w) -> str:
+    """Where a warning says it comes from: the cell, else the file's name."""
+    return "the cell" if w.filename.startswith("<ipython-input") else w.filename.rsplit("/", 1)[-1]
+
+
 def _traceback_lines(text: str) -> list:
     """The lines of a shown error a user reads: the message and the user's own line."""
     import re
@@ -321,7 +336,9 @@ def run(mode: str, options: str = "-q") -> list:
                     if error is None
                     else _traceback_lines(out),
                     "error": None if error is None else f"{type(error).__name__}: {error}",
-                    "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
+                    "warnings": sorted(
+                        {f"{w.category.__name__}: {w.message} ({_where(w)})" for w in caught}
+                    ),
                     "names": {
                         k: summary(v)
                         for k, v in shell.user_ns.items()

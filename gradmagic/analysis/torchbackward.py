@@ -28,7 +28,7 @@ def backward_order(rec, target, graph, limit: int = STEPS) -> tuple:
     root = getattr(target, "grad_fn", None)
     if root is None:
         return [], 0
-    feeds = _feeds(root)
+    feeds, nexts = _feeds(root)
     made_by = _made_by(rec, graph)
     ready = [(-_sequence(root), 0, root)]
     count = 1
@@ -40,7 +40,7 @@ def backward_order(rec, target, graph, limit: int = STEPS) -> tuple:
         if k < 0 and name != "AccumulateGrad":
             k = inside.get(id(node), -1)
         steps.append((name, k, i))
-        for nxt, _ in _next(node):
+        for nxt in nexts.get(id(node), ()):
             key = id(nxt)
             if key not in feeds:
                 continue
@@ -52,27 +52,30 @@ def backward_order(rec, target, graph, limit: int = STEPS) -> tuple:
     return steps, len(feeds) + 1
 
 
-def _next(node):
+def _next(node) -> list:
     try:
-        return [(n, i) for n, i in node.next_functions if n is not None]
+        return [n for n, _ in node.next_functions if n is not None]
     except (AttributeError, RuntimeError):
         return []
 
 
-def _feeds(root) -> dict:
-    """id(node) → how many edges reach it from ``root``'s graph (at most :data:`WALK` nodes)."""
+def _feeds(root) -> tuple:
+    """(id(node) → how many edges reach it from ``root``'s graph, id(node) → the nodes it
+    feeds), over at most :data:`WALK` nodes. The second map holds the nodes, so they stay
+    alive while their ids are keys."""
     feeds: dict = {}
+    nexts: dict = {}
     seen, todo = {id(root)}, [root]
-    keep = [root]  # (the nodes stay alive while their ids are keys)
     while todo and len(seen) < WALK:
         node = todo.pop()
-        for nxt, _ in _next(node):
-            feeds[id(nxt)] = feeds.get(id(nxt), 0) + 1
-            if id(nxt) not in seen:
-                seen.add(id(nxt))
-                keep.append(nxt)
+        nexts[id(node)] = after = _next(node)
+        for nxt in after:
+            key = id(nxt)
+            feeds[key] = feeds.get(key, 0) + 1
+            if key not in seen:
+                seen.add(key)
                 todo.append(nxt)
-    return feeds
+    return feeds, nexts
 
 
 def _sequence(node) -> int:

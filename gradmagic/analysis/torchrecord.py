@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import math
 import sys
+import types
 from dataclasses import dataclass
 
 import torch
@@ -212,6 +213,40 @@ class Op:
 _TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
 _KINDS: dict = {}  # torch function → (its op name, writes in place, not an op)
 _AUTOGRAD_GRAD = torch.autograd.grad
+
+
+def _at(func, args, kwargs):
+    __tracebackhide__ = True
+    return func(*args, **kwargs)  # noqa: E702
+
+
+_AT = _at.__code__  # one line: a copy moved to another file and line runs there
+_OVERRIDES = torch.overrides.__file__
+_CALLS: dict = {}  # (code, line) -> _at as if written there
+CALL_NAME = "__gradmagic_call__"
+
+
+def call_from(frame):
+    """A function that calls ``func(*args, **kwargs)`` as if from ``frame``'s line.
+
+    A warning torch raises names the Python line that called it (``F.mse_loss``: "Using a
+    target size ..."); under the recorder that line would be the recorder's own, shown as
+    gradmagic's and counted once for every line of the cell. Called through this function,
+    it names the line it names without the recorder, in that line's module. A frame of
+    ``handle_torch_function`` stands for the public function that called it: the line is
+    that function's caller."""
+    if frame.f_code.co_filename == _OVERRIDES and frame.f_back and frame.f_back.f_back:
+        frame = frame.f_back.f_back
+    code, line = frame.f_code, frame.f_lineno or frame.f_code.co_firstlineno
+    call = _CALLS.get((code, line))
+    if call is None:
+        if len(_CALLS) >= 4096:
+            _CALLS.clear()
+        moved = _AT.replace(co_filename=code.co_filename, co_firstlineno=line, co_name=CALL_NAME)
+        call = _CALLS[code, line] = types.FunctionType(moved, frame.f_globals)
+    return call
+
+
 _SEQUENCES = (list, tuple)
 
 
@@ -331,6 +366,7 @@ class Recorder(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.inside:
             return func(*args, **kwargs)
+        call = call_from(sys._getframe(1))
         try:
             name, inplace, skip = _KINDS[func]
         except (KeyError, TypeError):
@@ -343,14 +379,16 @@ class Recorder(TorchFunctionMode):
         if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)
             inplace = True
         if name == "backward" or func is _AUTOGRAD_GRAD:
-            self._hook_pending()
+            # (torch.autograd.grad and backward(inputs=...) stop at tensors whose nodes do
+            # not run: those get tensor hooks, which fire there)
+            self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
         if inplace and args:
             before = self._before_write(args[0])
-            out = func(*args, **kwargs)
+            out = call(func, args, kwargs)
             if before:
                 self._after_write(before)
         else:
-            out = func(*args, **kwargs)
+            out = call(func, args, kwargs)
         if skip:
             if name == "backward":
                 self.backward_lines.append(self._line())
@@ -451,7 +489,7 @@ class Recorder(TorchFunctionMode):
     def _pending_set(self) -> set:
         return set(self.pending) - self.hooked
 
-    def _hook_pending(self) -> None:
+    def _hook_pending(self, node: bool = True) -> None:
         """Hooks on the values made so far that take a gradient (a backward is starting).
         A value written over in place got its hook before the write."""
         tensors, index_of, hooked, version = self.tensors, self.index_of, self.hooked, self.version
@@ -459,27 +497,41 @@ class Recorder(TorchFunctionMode):
             t = tensors[j]
             # (a view written over through its base is stale: no hook, torch may crash on it)
             if j not in hooked and index_of.get(id(t)) == j and version_of(t) == version[j]:
-                self._hook(t, j)
+                self._hook(t, j, node=node)
         self.pending = []
 
-    def _hook(self, t, i, leaf=False):
+    def _hook(self, t, i, leaf=False, node=False):
         grads = self.grads
-        if leaf:  # a parameter updated in place is a new value: the latest one gets it
-            key, index_of = id(t), self.index_of
-            self.leaf_hooks[key] = t
+        if leaf or not node or t.grad_fn is None:
+            if leaf:  # a parameter updated in place is a new value: the latest one gets it
+                key, index_of = id(t), self.index_of
+                self.leaf_hooks[key] = t
 
-            def keep(g):
-                grads[index_of[key]] = g
-        else:
+                def keep(g):
+                    grads[index_of[key]] = g
+            else:
 
-            def keep(g):
+                def keep(g):
+                    grads[i] = g
+
+            try:
+                self.handles.append(t.register_hook(keep))
+                self.hooked.add(i)
+            except RuntimeError:  # a tensor that cannot take a hook (an inference tensor)
+                pass
+            return
+        # another value: a hook on the autograd node that made it, which receives the
+        # gradients of its outputs (cheaper than a tensor hook, and the node stays the one
+        # that made this value if the tensor is written over in place later)
+        slot = t.output_nr
+
+        def keep_node(grad_inputs, grad_outputs):
+            g = grad_outputs[slot]
+            if g is not None:
                 grads[i] = g
 
-        try:
-            self.handles.append(t.register_hook(keep))
-            self.hooked.add(i)
-        except RuntimeError:  # a tensor that cannot take a hook (an inference tensor)
-            pass
+        self.handles.append(t.grad_fn.register_hook(keep_node))
+        self.hooked.add(i)
 
     def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
         if out is None and not inplace:  # (p.grad = None: a setter makes nothing)
@@ -539,6 +591,8 @@ class Recorder(TorchFunctionMode):
         made by a recorded op (what depends on a parameter, through detach and no_grad too),
         or makes a tensor that requires one. Others (sampling a batch, indexing the data,
         a learning rate times a gradient) leave the tensors they make as leaves."""
+        if type(out) is torch.Tensor and out.requires_grad:  # (most ops: no look at the args)
+            return True
         index_of, tensors, producer = self.index_of, self.tensors, self.producer
         for a in (*args, *kwargs.values()) if kwargs else args:
             for x in a if type(a) in _SEQUENCES else (a,):

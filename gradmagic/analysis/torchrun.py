@@ -17,6 +17,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,7 +78,7 @@ class TorchRun:
     warnings: list = field(default_factory=list)
     health: dict = field(default_factory=dict)
     check: dict | None = None  # the numerical checks (see torchcheck_run)
-    full: dict = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
+    full: Mapping = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
     backward_by_cell: bool = False
     no_gradients: bool = False  # the cell ran no backward and the magic could run none
     in_place_after: set = field(default_factory=set)  # values written in place after made
@@ -317,7 +318,7 @@ def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> Torc
     return TorchRun(
         source="",
         target=t_index,
-        names=_names(rec, ns),
+        names=_names(rec, ns, shown),
         shapes=[tuple(t.shape) for t in rec.tensors],
         dtypes=[str(t.dtype).replace("torch.", "") for t in rec.tensors],
         producer=np.array(rec.producer, dtype=np.int32),
@@ -365,14 +366,17 @@ def graph_values(rec, graph) -> list:
     return sorted(out)
 
 
-def _names(rec: Recorder, ns) -> list:
-    """Each value's name: the cell's assignment that bound it, else a name it has in the
-    namespace (``W1``, ``model.blocks.0.attn.c_attn.weight``, ``layers[2].gamma``)."""
+def _names(rec: Recorder, ns, shown) -> list:
+    """Each value's name: the cell's assignment that bound it, else, for the values
+    ``shown``, a name it has in the namespace (``W1``, ``model.blocks.0.attn.c_attn.weight``,
+    ``layers[2].gamma``)."""
     names = [""] * len(rec.tensors)
     for i, name in rec.labels.items():
         names[i] = name
     wanted: dict = {}  # id → the unnamed values of that tensor (an in-place write: several)
-    for i, t in enumerate(rec.tensors):
+    tensors = rec.tensors
+    for i in shown:
+        t = tensors[i]
         if not names[i] and (
             rec.producer[i] < 0 or rec.index_of.get(id(t)) == i or rec.ops[rec.producer[i]].inplace
         ):

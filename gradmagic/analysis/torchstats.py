@@ -10,12 +10,15 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from itertools import accumulate
+
 import numpy as np
 import torch
 
 from .torchhealth import _NUMPY_FLOATS, SATURATED, SATURATING
 
-__all__ = ["summarise", "keep_full", "to_numpy", "KEEP_BYTES", "KEEP_ONE", "STAT_NAMES"]
+__all__ = ["summarise", "keep_full", "Kept", "to_numpy", "KEEP_BYTES", "KEEP_ONE", "STAT_NAMES"]
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
@@ -34,82 +37,114 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     """Statistics of the values ``shown``, of their gradients and of the parameters' in-place
     updates, in one batched pass: ``(stats, grad_stats, extra, host, updates)``.
 
-    The floating tensors are concatenated into one float64 buffer on their device; its
-    pieces are reduced together (segment sums of the numbers, their squares and their
-    non-zeros, a segment maximum of the magnitudes) and everything, with the 1-d tensors
-    ``extra``, is read back in one copy to the host. ``host`` maps a row (value ``i``, or
-    ``~i`` for its gradient) to its numbers on the host when the whole buffer is at most
-    :data:`KEEP_BYTES` (else None). ``updates`` maps a parameter's value index to (the std
-    of its first update, the std of its value before). Rows of values that are not floating
-    point (indices) are nan. A tensor holding a nan or an inf is summarised again without
-    them, which costs a second read only then.
+    The floating tensors are concatenated into one buffer on their device; its pieces are
+    reduced together (segment sums of the numbers and their squares in float64, counts of
+    the non-zeros, segment maxima and minima) and everything, with the
+    1-d tensors ``extra``, is read back in one copy to the host. ``host`` maps a row (value
+    ``i``, or ``~i`` for its gradient) to its numbers on the host (1-d, float64) when the whole buffer is at most :data:`KEEP_BYTES` (else None).
+    ``updates`` maps a parameter's value index to (the std of its first update, the std of
+    its value before). Rows of values that are not floating point (indices) are nan. A
+    tensor holding a nan or an inf is summarised again without them, which costs a second
+    read only then.
     """
     n = len(rec.tensors)
     stats, grad_stats = np.full((2, n, len(STAT_NAMES)), np.nan)
-    parts, rows, sat_kind = _pieces(rec, shown)
+    parts, rows, sat_kind, pairs = _pieces(rec, shown)
     if not parts:
         return stats, grad_stats, [np.asarray(_plain(e)) for e in extra], None, {}
-    table, extra_host, host = _reduce(parts, sat_kind, extra)
+    with np.errstate(all="ignore"):  # (once: a nan's statistics are nan, by design)
+        table, extra_host, host, moved = _reduce(parts, sat_kind, extra, len(pairs))
     by_row = {}
     for r, key in enumerate(rows):
-        if isinstance(key, tuple):
-            by_row[key] = table[r]
+        if type(key) is tuple:
+            by_row[key] = r
         elif key >= 0:
             stats[key] = table[r]
         else:
             grad_stats[~key] = table[r]
     updates = {}
+    for (i, before), spread in zip(pairs, moved):
+        updates[i] = np.array([spread, table[before, 1]])
     for i in rec.updates:
-        old = by_row.get(("old", i))
-        old_std = (old if old is not None else stats[i])[1]
-        updates[i] = np.array([by_row[("update", i)][1], old_std])
+        if i not in updates:
+            updates[i] = table[[by_row[("update", i)], by_row[("old", i)]], 1]
     if host is not None:
-        host = {key: value for key, value in zip(rows, host) if not isinstance(key, tuple)}
+        host = {key: value for key, value in zip(rows, host) if type(key) is not tuple}
     return stats, grad_stats, extra_host, host, updates
 
 
 def _pieces(rec, shown) -> tuple:
     """The tensors to summarise (as they are: flattened with the others in one call), their
-    rows (``i``, ``~i``, ``("update", i)``, ``("old", i)``) and which saturation each value is
-    measured for."""
+    rows (``i``, ``~i``, ``("update", i)``, ``("old", i)``), which saturation each value is
+    measured for, and ``pairs``: (parameter, its row before the update) for the parameters
+    whose update is the difference of two pieces. The last ``2 * len(pairs)`` pieces are
+    those parameters now (rows ``("now", i)``), then before (the value's own row, when the
+    value shown is the copy kept before the write): the difference is taken on the buffer,
+    with no torch call per parameter."""
     parts, rows, sat_kind = [], [], []
-    held, grads, producer, ops = rec.held, rec.grads, rec.producer, rec.ops
+    held, grads, producer, ops, saved = rec.held, rec.grads, rec.producer, rec.ops, rec.saved
+    reuse = {}  # value index → the update whose "before" is that value's piece
+    for i, (p, old, update) in rec.updates.items():
+        if (
+            update is None
+            and saved.get(i) is old
+            and (p.dtype, p.shape) == (old.dtype, old.shape)
+            and old.numel()
+        ):
+            reuse[i] = p
+    last = []  # (value index, its piece, its saturation): the "before" pieces, at the end
     for i in shown:
         t = held(i)
         if t.is_floating_point() and t.numel():
-            parts.append(t)
-            rows.append(i)
             k = producer[i]
-            sat_kind.append(SATURATING.get(ops[k].name, "") if k >= 0 else "")
+            kind = SATURATING.get(ops[k].name, "") if k >= 0 else ""
+            if i in reuse:
+                last.append((i, t, kind))
+            else:
+                parts.append(t)
+                rows.append(i)
+                sat_kind.append(kind)
         g = grads.get(i)
         if g is not None and g.is_floating_point() and g.numel():
             parts.append(g)
             rows.append(~i)
             sat_kind.append("")
-    if rec.updates:
-        in_shown = set(rows)
+    paired = {j for j, _, _ in last}
+    for i, (p, old, update) in rec.updates.items():
+        if i in paired:
+            continue
         with torch.no_grad():
-            for i, (p, old, update) in rec.updates.items():
-                parts.append(p - old if update is None else update)
-                rows.append(("update", i))
-                sat_kind.append("")
-                if i not in in_shown:
-                    parts.append(old)
-                    rows.append(("old", i))
-                    sat_kind.append("")
-    return parts, rows, sat_kind
+            parts.append(update if update is not None else p.detach() - old)
+        parts.append(old)
+        rows.extend((("update", i), ("old", i)))
+        sat_kind.extend(("", ""))
+    pairs = []
+    for i, _, _ in last:
+        parts.append(reuse[i])
+        rows.append(("now", i))
+        sat_kind.append("")
+    for i, t, kind in last:
+        pairs.append((i, len(parts)))
+        parts.append(t)
+        rows.append(i)
+        sat_kind.append(kind)
+    return parts, rows, sat_kind, pairs
 
 
-def _reduce(parts, sat_kind, extra) -> tuple:
+def _reduce(parts, sat_kind, extra, pairs: int) -> tuple:
     """(a row of statistics per part, the ``extra`` tensors on the host, each part's numbers
-    on the host or None): the device's work and the one read back."""
+    on the host or None, the std of each of the last ``pairs`` parts minus the ``pairs``
+    before it): the device's work and the one read back."""
     device = parts[0].device
     if any(p.device != device for p in parts):
         parts = [p.detach().to(device) for p in parts]
     sizes = [p.numel() for p in parts]
+    offsets = list(accumulate(sizes, initial=0))
     saturating = [r for r, kind in enumerate(sat_kind) if kind]
     reduce = _on_host if device.type == "cpu" else _on_device
-    sums, extra_host, x, pieces = reduce(parts, sizes, saturating, sat_kind, extra)
+    sums, extra_host, x, pieces, moved = reduce(
+        parts, sizes, offsets, saturating, sat_kind, extra, pairs
+    )
     s1, norm2, nonzero, absmax = sums[:4]
     sat = np.full(len(parts), np.nan)
     sat[saturating] = sums[4][: len(saturating)]
@@ -121,59 +156,68 @@ def _reduce(parts, sat_kind, extra) -> tuple:
     table = _table(s1, norm2, nonzero, absmax, sat, size, finite_count)
     host = None
     if x is not None:
-        host, at = [], 0
-        for size in sizes:
-            host.append(x[at : at + size])
-            at += size
-    return table, extra_host, host
+        host = [x[offsets[r] : offsets[r + 1]] for r in range(len(sizes))]
+    return table, extra_host, host, moved
 
 
-def _on_host(parts, sizes, saturating, sat_kind, extra) -> tuple:
-    """The reductions of tensors in the CPU's memory: one flattening call, then numpy's
-    ``reduceat`` over one float64 buffer, where torch would pay a dispatch per piece."""
-    dtype = parts[0].dtype
+def _flat(parts, dtype=None):
+    """The tensors' numbers, one after the other, in one 1-d tensor (``dtype``: converted
+    in the same copy)."""
     with torch.no_grad():
-        if dtype not in _NUMPY_FLOATS or any(p.dtype != dtype for p in parts):
-            parts = [p.to(torch.float64) for p in parts]
-        x = _flatten(parts).numpy().astype(np.float64)
-    offsets = np.zeros(len(sizes), dtype=np.intp)
-    np.cumsum(sizes[:-1], out=offsets[1:])
-    magnitude = np.abs(x)
+        flat = torch.cat([p.flatten() for p in parts])
+        return flat if dtype is None or flat.dtype == dtype else flat.to(dtype)
+
+
+def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple:
+    """The reductions of tensors in the CPU's memory: one concatenation, then numpy's
+    ``reduceat`` over one float64 buffer, where torch would pay a dispatch per piece."""
+    flat = _flat(parts)
+    # one float64 copy first: numpy's reductions that cast as they go cost twice as much
+    x = (flat if flat.dtype in _NUMPY_FLOATS else flat.to(torch.float64)).numpy()
+    x = x.astype(np.float64)
+    starts = np.array(offsets[:-1], dtype=np.intp)
     sums = [
-        np.add.reduceat(x, offsets),
-        np.sqrt(np.add.reduceat(x * x, offsets)),
-        np.add.reduceat(x != 0, offsets, dtype=np.float64),
-        np.maximum.reduceat(magnitude, offsets),
+        np.add.reduceat(x, starts),
+        np.sqrt(np.add.reduceat(x * x, starts)),
+        np.add.reduceat(x != 0, starts, dtype=np.float64),
+        # max |x| without a pass making |x|
+        np.maximum(np.maximum.reduceat(x, starts), -np.minimum.reduceat(x, starts)),
     ]
     hits = []
     for r in saturating:
-        piece = x[offsets[r] : offsets[r] + sizes[r]]
-        far = magnitude[offsets[r] : offsets[r] + sizes[r]]
-        if sat_kind[r] != "tanh":
-            far = np.abs(piece - 0.5) + 0.5
+        piece = x[offsets[r] : offsets[r + 1]]
+        far = np.abs(piece) if sat_kind[r] == "tanh" else np.abs(piece - 0.5) + 0.5
         hits.append(np.count_nonzero(far > SATURATED))
     sums.append(np.array(hits, dtype=np.float64))
+    moved = []
+    if pairs:  # the parameters now minus before: the updates, their spread
+        m = len(sizes)
+        now, before, end = offsets[m - 2 * pairs], offsets[m - pairs], offsets[m]
+        d = x[now:before] - x[before:end]
+        at = starts[m - 2 * pairs : m - pairs] - now
+        moved = _spread(np.add.reduceat(d, at), np.add.reduceat(d * d, at), sizes[m - pairs :])
     extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
-    pieces = _Pieces(x, offsets, sizes)
-    return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces
+    pieces = _Pieces(x, offsets)
+    return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces, moved
+
+
+def _spread(s1, s2, sizes) -> np.ndarray:
+    """The std of pieces from their sums and sums of squares (as :func:`_table` does it)."""
+    count = np.array(sizes, dtype=np.float64)
+    spread = s2 - s1 * (s1 / count)
+    spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(count) * s2] = 0
+    return np.sqrt(spread / np.maximum(count - 1, 1))
 
 
 class _Pieces:
     """The pieces of the host buffer, made as tensors only when one is asked for (a piece
     with a nan or an inf)."""
 
-    def __init__(self, x, offsets, sizes):
-        self.x, self.offsets, self.sizes = x, offsets, sizes
+    def __init__(self, x, offsets):
+        self.x, self.offsets = x, offsets
 
     def __getitem__(self, r):
-        start = self.offsets[r]
-        return torch.from_numpy(self.x[start : start + self.sizes[r]])
-
-
-def _flatten(parts):
-    """The tensors' numbers, one after the other, in one 1-d tensor (one call into torch:
-    ``torch.cat`` would need a reshape of each first)."""
-    return torch._utils._flatten_dense_tensors(parts)
+        return torch.from_numpy(self.x[self.offsets[r] : self.offsets[r + 1]])
 
 
 def _plain(e):
@@ -188,12 +232,11 @@ def _numpy(t) -> np.ndarray:
     return (t if t.dtype in _NUMPY_FLOATS else t.to(torch.float64)).numpy()
 
 
-def _on_device(parts, sizes, saturating, sat_kind, extra) -> tuple:
+def _on_device(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple:
     """The reductions on the tensors' device (a GPU): segment reductions over one buffer,
     read back with one synchronisation."""
     device = parts[0].device
-    with torch.no_grad():
-        x = _flatten([p.to(torch.float64) for p in parts])
+    x = _flat(parts, torch.float64)
     pieces = x.split(sizes)
     lengths = torch.tensor(sizes, device=device)
     columns = [
@@ -206,18 +249,29 @@ def _on_device(parts, sizes, saturating, sat_kind, extra) -> tuple:
         p = pieces[r]
         far = p.abs() if sat_kind[r] == "tanh" else (p - 0.5).abs() + 0.5
         columns.append((far > SATURATED).sum(dtype=torch.float64).reshape(1))
+    m = len(sizes)
+    if pairs:  # the parameters now minus before: sums and sums of squares of the updates
+        now, before, end = offsets[m - 2 * pairs], offsets[m - pairs], offsets[m]
+        d = x[now:before] - x[before:end]
+        lengths = torch.tensor(sizes[m - pairs :], device=device)
+        columns.append(torch.segment_reduce(d, "sum", lengths=lengths))
+        columns.append(torch.segment_reduce(d * d, "sum", lengths=lengths))
     extra = [torch.as_tensor(e() if callable(e) else e, device=device) for e in extra]
     flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1) for e in extra])
     keep = x.numel() * 8 <= KEEP_BYTES
     host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
-    m = len(parts)
     sums = list(host_all[: 4 * m].reshape(4, m)) + [host_all[4 * m : 4 * m + len(saturating)]]
     at = 4 * m + len(saturating)
+    moved = []
+    if pairs:
+        s1, s2 = host_all[at : at + pairs], host_all[at + pairs : at + 2 * pairs]
+        moved = _spread(s1, s2, sizes[m - pairs :])
+        at += 2 * pairs
     extra_host = []
     for e in extra:
         extra_host.append(host_all[at : at + e.numel()])
         at += e.numel()
-    return sums, extra_host, (x.cpu().numpy() if keep else None), pieces
+    return sums, extra_host, (x.cpu().numpy() if keep else None), pieces, moved
 
 
 def _finite_only(pieces, bad) -> np.ndarray:
@@ -236,44 +290,38 @@ def _finite_only(pieces, bad) -> np.ndarray:
 
 
 def _table(s1, norm2, nonzero, absmax, sat, size, finite_count) -> np.ndarray:
-    """The rows of :data:`STAT_NAMES` from the sums read back."""
-    with np.errstate(all="ignore"):
-        mean = s1 / finite_count
-        squares = norm2 * norm2
-        spread = squares - s1 * mean
-        # what is left of a constant tensor's spread is rounding: 0
-        spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
-        var = spread / np.maximum(finite_count - 1, 1)
-        return np.stack(
-            [
-                mean,
-                np.sqrt(var),
-                absmax,
-                1 - nonzero / size,
-                (size - finite_count) / size,
-                sat / size,
-            ],
-            axis=1,
-        )
+    """The rows of :data:`STAT_NAMES` from the sums read back (under the caller's
+    ``np.errstate``: an empty or all-nan piece's statistics are nan)."""
+    mean = s1 / finite_count
+    squares = norm2 * norm2
+    spread = squares - s1 * mean
+    # what is left of a constant tensor's spread is rounding: 0
+    spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
+    var = spread / np.maximum(finite_count - 1, 1)
+    return np.stack(
+        [mean, np.sqrt(var), absmax, 1 - nonzero / size, (size - finite_count) / size, sat / size],
+        axis=1,
+    )
 
 
-def keep_full(rec, shown: list, target: int, host) -> dict:
+def keep_full(rec, shown: list, target: int, host) -> Mapping:
     """Values and gradients kept whole on the host for ``--expect`` and ``run.value``
     (value index → (value, gradient), numpy, float64 for floats): from the summaries'
-    buffer when it was read back whole, else the named ones first, each at most
-    :data:`KEEP_ONE` bytes, :data:`KEEP_BYTES` in all."""
-    full = {}
+    buffer when it was read back whole (each shaped and made float64 when asked for),
+    else the named ones first, each at most :data:`KEEP_ONE` bytes, :data:`KEEP_BYTES` in
+    all."""
+    full: dict = {}
     if host is not None:
+        shapes = {}
         for i in shown:
             t = rec.held(i)
-            value = host.get(i)
-            if value is None:  # integers (indices), empty tensors
+            if i not in host:  # integers (indices), empty tensors
                 if t.numel() * 8 > KEEP_ONE:
                     continue
-                value = t.detach().cpu().numpy().reshape(-1)
-            grad = host.get(~i)
-            full[i] = (value.reshape(t.shape), None if grad is None else grad.reshape(t.shape))
-        return full
+                full[i] = (t.detach().cpu().numpy(), None)
+            else:
+                shapes[i] = t.shape
+        return Kept(host, shapes, full)
     spent = 0
     order = sorted(
         shown, key=lambda i: (i != target, not rec.labels.get(i) and rec.producer[i] >= 0)
@@ -290,3 +338,38 @@ def keep_full(rec, shown: list, target: int, host) -> dict:
         )
         spent += 2 * size
     return full
+
+
+class Kept(Mapping):
+    """value index → (value, gradient) as numpy arrays, made from the summaries' host
+    buffer when first asked for (a view of it, shaped; float64 as the rest of the run)."""
+
+    def __init__(self, host: dict, shapes: dict, made: dict):
+        self._host, self._shapes, self._made = host, shapes, made
+
+    def __getitem__(self, i):
+        made = self._made.get(i)
+        if made is not None:
+            return made
+        shape = self._shapes[i]  # (KeyError: not kept)
+        grad = self._host.get(~i)
+        made = (
+            _float64(self._host[i]).reshape(shape),
+            None if grad is None else _float64(grad).reshape(shape),
+        )
+        self._made[i] = made
+        return made
+
+    def __contains__(self, i):
+        return i in self._shapes or i in self._made
+
+    def __iter__(self):
+        yield from self._made.keys() - self._shapes.keys()
+        yield from self._shapes
+
+    def __len__(self):
+        return len(self._shapes) + len(self._made.keys() - self._shapes.keys())
+
+
+def _float64(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype == np.float64 else x.astype(np.float64)

@@ -603,6 +603,7 @@ def cut_warnings(cuts, converted: int) -> list[str]:
     return warnings
 
 
+CALL = "__gradmagic_call__"  # the frame that calls torch as from the user's line (torchrecord)
 INTERNALS = frozenset(
     [f"gradmagic.core.{module.name}" for module in pkgutil.iter_modules(core.__path__)]
     + [
@@ -628,7 +629,8 @@ def user_traceback(tb, filename: str):
         return tb
     frames = []
     while start is not None:
-        if start.tb_frame.f_globals.get("__name__") not in INTERNALS:
+        frame = start.tb_frame
+        if frame.f_globals.get("__name__") not in INTERNALS and frame.f_code.co_name != CALL:
             frames.append(start)
         start = start.tb_next
     out = None

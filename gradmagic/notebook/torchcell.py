@@ -137,7 +137,9 @@ def run(
             ns=ns,
         )
         if not options.no_check:
-            result.check = torchcheck_run.check(result, recorder, eps=None)
+            with warnings.catch_warnings():  # the check replays the cell's ops: their
+                warnings.simplefilter("ignore")  # warnings were the cell's, shown once
+                result.check = torchcheck_run.check(result, recorder, eps=None)
     except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
         raise NoTensorTarget(
             f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"

@@ -44,11 +44,24 @@ export function errorText(err) {
   return String(err);
 }
 
+const keyItem = (cls, text) => h("span", { class: "gm-key" }, h("span", { class: `gm-swatch ${cls}` }), text);
+
 // The colour key under a drawn graph.
 export function legend() {
-  const item = (cls, text) => h("span", { class: "gm-key" }, h("span", { class: `gm-swatch ${cls}` }), text);
+  const item = keyItem;
   return h("div", { class: "gm-legend" },
     item("gm-sw-leaf", "input (leaf)"), item("gm-sw-constant", "constant"), item("gm-sw-value", "value"),
     item("gm-sw-op", "operation"), item("gm-sw-target", "target"), item("gm-sw-fail", "fails the check"),
     item("gm-sw-kink", "kink"), item("gm-sw-nonfinite", "nan / inf"), item("gm-sw-path", "path to the target"));
+}
+
+// The colour key under a PyTorch run's graph: what its boxes and borders mean.
+export function torchLegend() {
+  const item = keyItem;
+  return h("div", { class: "gm-legend" },
+    item("gm-sw-leaf", "parameter (requires grad)"), item("gm-sw-constant", "data, no gradient"),
+    item("gm-sw-value", "a torch call's result"), item("gm-sw-module", "module or line (click: open)"),
+    item("gm-sw-fold", "repeated blocks, folded"), item("gm-sw-target", "target"),
+    item("gm-sw-fail", "gradient wrong (check)"), item("gm-sw-nonfinite", "nan / inf"),
+    item("gm-sw-warn", "health sign (dead, saturated, cut, update size)"));
 }

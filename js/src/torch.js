@@ -8,7 +8,7 @@
 // The kernel answers a "layout" message with a new `data` (the view draws itself again) and
 // a "tensor" message with a custom message.
 
-import { h } from "./dom.js";
+import { h, torchLegend } from "./dom.js";
 import { PAGES } from "./pages.js";
 import { Stepper } from "./stepper.js";
 
@@ -27,6 +27,9 @@ function openModules(model, data, extra) {
 function graphPage(payload, ctx) {
   const { model, data } = ctx;
   const made = PAGES.graph(payload, ctx);
+  // (the shared key speaks of scalar graphs: this graph's boxes are torch calls and modules)
+  const key = made.page.querySelector(".gm-legend");
+  if (key) key.replaceWith(torchLegend());
   const whole = h("pre", { class: "gm-full gm-torch-tensor", hidden: true });
   const ask = h("button", { class: "gm-btn gm-torch-whole", text: "show the whole tensor" });
   const status = h("span", { class: "gm-muted" });
