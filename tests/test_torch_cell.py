@@ -474,6 +474,52 @@ def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
         assert run.grad_stats[i, 2] == pytest.approx(g.double().abs().max().item(), rel=1e-6)
 
 
+@pytest.mark.parametrize("rows", [3, 1200])  # (1200 x 40: past torchstats.BIG, reduced alone)
+def test_statistics_of_small_and_big_tensors_match_float64(rows):
+    from gradmagic.analysis import torchstats
+
+    assert (rows * 40 >= torchstats.BIG) == (rows > 3)
+    setup = (
+        "import torch\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        f"w = (torch.randn({rows}, 40, generator=g) * 1e-3 + 5).requires_grad_()\n"
+        f"d = torch.randn({rows}, 40, generator=g, dtype=torch.float64).requires_grad_()\n"
+        f"b = torch.randn({rows}, 40, generator=g).to(torch.bfloat16).requires_grad_()\n"
+    )
+    cell = (
+        "flat = w * 0 + 2.5\n"  # a constant: std 0, not rounding
+        "h = torch.tanh(w * 3 - 15 + b.float())\n"
+        "r = torch.log(h + 0.5)\n"  # nan where h < -0.5
+        "z = torch.relu(d) * w.double()\n"
+        "loss = flat.sum() + h.sum() + torch.where(r.isfinite(), r, 0).sum() + z.sum()\n"
+        "loss\n"
+    )
+    _, magic = shells(setup)
+    ns = magic.user_ns
+    run = run_magic(magic, cell, "--no-check")
+    for name in ("flat", "h", "r", "z", "w", "d", "b"):
+        i = run.index(name)
+        t = ns[name].detach().double()
+        ok = t.isfinite()
+        f = t[ok]
+        assert run.stats[i, 0] == pytest.approx(f.mean().item(), rel=1e-7, abs=1e-12), name
+        assert run.stats[i, 1] == pytest.approx(f.std().item(), rel=1e-6, abs=1e-12), name
+        assert run.stats[i, 2] == pytest.approx(f.abs().max().item(), rel=1e-12), name
+        assert run.stats[i, 3] == pytest.approx((t == 0).double().mean().item()), name
+        assert run.stats[i, 4] == pytest.approx((~ok).double().mean().item()), name
+    assert run.stats[run.index("flat"), 1] == 0
+    assert run.stats[run.index("r"), 4] > 0
+    h = ns["h"].detach().double()
+    assert run.stats[run.index("h"), 5] == pytest.approx((h.abs() > 0.97).double().mean().item())
+    grads = torch.autograd.grad(ns["loss"], [ns["w"], ns["d"], ns["h"]], retain_graph=True)
+    for name, g in zip(("w", "d", "h"), grads):
+        i = run.index(name)
+        assert run.grad_stats[i, 1] == pytest.approx(g.double().std().item(), rel=1e-6), name
+        # named values are kept whole at any size up to torchstats.KEEP_ONE
+        np.testing.assert_allclose(run.full[i][1], g.double().numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(run.full[i][0], ns[name].detach().double().numpy())
+
+
 def test_a_torch_cell_with_no_target_runs_plain_and_says_so(capsys):
     """A cell that ends in a loop has nothing to differentiate: it runs as plain PyTorch
     (torch's own calls, no recorder between them) and the magic says why."""
