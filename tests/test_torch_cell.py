@@ -520,6 +520,24 @@ def test_statistics_of_small_and_big_tensors_match_float64(rows):
         np.testing.assert_array_equal(run.full[i][0], ns[name].detach().double().numpy())
 
 
+def test_the_checks_stay_within_their_time_budget(monkeypatch):
+    """The whole-cell check is predicted from the cell's own time, and an op's check is
+    not started when it would not fit: with no time at all, nothing is checked, and the
+    run says why instead of showing a tick."""
+    from gradmagic.analysis import torchcheck_run
+
+    _, magic = shells(cells.MLP_SETUP)
+    run = run_magic(magic, cells.MLP_FORWARD)
+    assert run.check["whole"]["status"] == "pass"
+    assert run.check["ops"] and not any("not checked" in n for n in run.check["notes"])
+    monkeypatch.setattr(torchcheck_run, "BUDGET", 0.0)
+    run = run_magic(magic, cells.MLP_FORWARD)
+    assert run.check["whole"]["status"] == "skipped"
+    assert "float64 would take about" in run.check["whole"]["why"]
+    assert not run.check["ops"]
+    assert "were not checked one by one" in run.check["notes"][0]
+
+
 def test_a_torch_cell_with_no_target_runs_plain_and_says_so(capsys):
     """A cell that ends in a loop has nothing to differentiate: it runs as plain PyTorch
     (torch's own calls, no recorder between them) and the magic says why."""

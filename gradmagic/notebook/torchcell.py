@@ -17,6 +17,7 @@ import ast
 import re
 import sys
 import types
+import time
 import warnings
 from collections import OrderedDict
 
@@ -115,6 +116,7 @@ def run(
         raise NoTensorTarget(_NO_TARGET)
     recorder = torchrun.Recorder(filename, ns, assigns)
     value = None
+    started = time.perf_counter()
     try:
         with recorder:
             exec(code, global_ns, ns)
@@ -123,6 +125,7 @@ def run(
     except BaseException:
         recorder.remove_hooks()
         raise
+    ran = time.perf_counter() - started
     try:
         value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
     except NoTensorTarget:
@@ -139,7 +142,7 @@ def run(
         if not options.no_check:
             with warnings.catch_warnings():  # the check replays the cell's ops: their
                 warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-                result.check = torchcheck_run.check(result, recorder, eps=None)
+                result.check = torchcheck_run.check(result, recorder, eps=None, ran=ran)
     except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
         raise NoTensorTarget(
             f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
