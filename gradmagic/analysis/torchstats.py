@@ -155,7 +155,7 @@ def _reduce(parts, sat_kind, extra, pairs: int) -> tuple:
     small = [r for r in range(m) if r not in set(big)] if big else list(range(m))
     # per part: mean, variance, max |x|, non-zeros, saturated
     columns = np.full((5, m), np.nan)
-    pieces: dict = {}
+    pieces = _Parts(parts)
     host = None
     moved: list = []
     extra_host = None
@@ -173,14 +173,13 @@ def _reduce(parts, sat_kind, extra, pairs: int) -> tuple:
         columns[0, small], columns[1, small] = _moments(s1, norm2, np.array(sub_sizes, float))
         columns[2, small], columns[3, small] = absmax, nonzero
         columns[4, [small[q] for q in saturating]] = sums[4][: len(saturating)]
-        pieces.update((r, sub_pieces[q]) for q, r in enumerate(small))
+        pieces.reduced(small, sub_pieces)
         if x is not None:
             host = [None] * m
             for q, r in enumerate(small):
                 host[r] = x[offsets[q] : offsets[q + 1]]
     if big:
         columns[:, big] = _alone([parts[r] for r in big], [sat_kind[r] for r in big]).T
-        pieces.update((r, parts[r].detach()) for r in big)
     if extra_host is None:
         extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
     mean, var, absmax, nonzero, sat = columns
@@ -257,23 +256,20 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple
     """The reductions of tensors in the CPU's memory: one concatenation, then numpy's
     ``reduceat`` over one float64 buffer, where torch would pay a dispatch per piece."""
     flat = _flat(parts)
-    own = (flat if flat.dtype in _NUMPY_FLOATS else flat.to(torch.float64)).numpy()
+    # one float64 copy first: numpy's reductions that cast as they go cost twice as much
+    x = (flat if flat.dtype in _NUMPY_FLOATS else flat.to(torch.float64)).numpy()
+    x = x.astype(np.float64)
     starts = np.array(offsets[:-1], dtype=np.intp)
-    # counts and extremes on the numbers as they are; the sums on one float64 copy (numpy's
-    # reductions that cast as they go cost twice as much)
-    nonzero = np.add.reduceat((own != 0).view(np.int8), starts, dtype=np.int64)
-    # max |x| without a pass making |x|
-    absmax = np.maximum(np.maximum.reduceat(own, starts), -np.minimum.reduceat(own, starts))
-    x = own.astype(np.float64)
     sums = [
         np.add.reduceat(x, starts),
         np.sqrt(np.add.reduceat(x * x, starts)),
-        nonzero.astype(np.float64),
-        absmax.astype(np.float64),
+        np.add.reduceat(x != 0, starts, dtype=np.float64),
+        # max |x| without a pass making |x|
+        np.maximum(np.maximum.reduceat(x, starts), -np.minimum.reduceat(x, starts)),
     ]
     hits = []
     for r in saturating:
-        piece = own[offsets[r] : offsets[r + 1]]
+        piece = x[offsets[r] : offsets[r + 1]]
         far = np.abs(piece) if sat_kind[r] == "tanh" else np.abs(piece - 0.5) + 0.5
         hits.append(np.count_nonzero(far > SATURATED))
     sums.append(np.array(hits, dtype=np.float64))
@@ -292,6 +288,22 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple
 def _spread(s1, s2, sizes) -> np.ndarray:
     """The std of pieces from their sums and sums of squares."""
     return np.sqrt(_moments(s1, np.sqrt(s2), np.array(sizes, dtype=np.float64))[1])
+
+
+class _Parts:
+    """Part ``r`` as a tensor, for the few whose statistics are taken again (a nan or an
+    inf inside): its piece of the reduced buffer if it went there, else itself."""
+
+    def __init__(self, parts):
+        self.parts, self.at, self.buffer = parts, {}, None
+
+    def reduced(self, rows, buffer_pieces) -> None:
+        self.at = {r: q for q, r in enumerate(rows)}
+        self.buffer = buffer_pieces
+
+    def __getitem__(self, r):
+        q = self.at.get(r)
+        return self.parts[r].detach() if q is None else self.buffer[q]
 
 
 class _Pieces:
