@@ -338,6 +338,39 @@ def test_clicking_a_group_in_the_live_view_opens_it_and_keeps_it_opened(ip):
     assert view.opened == before
 
 
+def test_a_frame_clicked_closes_its_group_and_what_was_opened_inside_it(ip):
+    import json
+
+    pytest.importorskip("anywidget")
+    from gradmagic.views import grouped, widget
+
+    trace = _run(ip, MLP.replace("--max-nodes 20", ""))
+    summary = grouped.summarise(trace)
+    view = widget.TraceWidget(trace, summary=summary, dot=summary.dot)
+    first = summary.groups.opened_by_default()
+    closed = [x.id for x in summary.groups.view(first).groups]
+    gid = next(x for x in closed if any(isinstance(k, str) for k in summary.groups.children(x)))
+    inner = next(k for k in summary.groups.children(gid) if isinstance(k, str))
+    view._on_msg(view, {"type": "open", "tab": f"group:{gid}"}, [])
+    view._on_msg(view, {"type": "open", "tab": f"group:{inner}"}, [])
+    assert {gid, inner} <= set(json.loads(view.opened)["graph"]["groups"])
+    # the frame's title says a click closes it
+    assert "click to close" in json.loads(view.opened)["graph"]["dot"]
+    view._on_msg(view, {"type": "close", "group": gid}, [])
+    graph = json.loads(view.opened)["graph"]
+    assert set(graph["groups"]) == set(first)  # the group and the one inside it closed
+    assert f'"cluster_{gid}"' not in graph["dot"] and f'"cluster_{inner}"' not in graph["dot"]
+    assert f'"g:{gid}"' in graph["dot"]  # a box again
+    # a group the first picture opened closes too; an unknown one changes nothing
+    if first:
+        some = sorted(first)[0]
+        view._on_msg(view, {"type": "close", "group": some}, [])
+        assert some not in json.loads(view.opened)["graph"]["groups"]
+    before = view.opened
+    view._on_msg(view, {"type": "close", "group": "c99999"}, [])
+    assert view.opened == before
+
+
 def test_a_long_loop_is_drawn_grouped_within_the_drawing_budget(ip):
     from gradmagic.views import grouped, render
 
@@ -348,8 +381,47 @@ def test_a_long_loop_is_drawn_grouped_within_the_drawing_budget(ip):
     assert trace.n > 100_000
     summary = grouped.summarise(trace)
     text = _svg_text(render.svg(summary.dot))
-    assert "line 6" in text
+    assert "line 6 × 50,000" in text  # the folded loop says how many times it ran
     assert {"w", "x", "s"} <= set(text.split())
+
+
+def test_a_looped_line_counts_its_runs_only_when_each_item_runs_it(ip):
+    """The count is the loop's length, added up over the loops that ran it (a loop in a
+    loop, a function called twice), and absent where an iteration may end early or the
+    length is not known without running the user's code."""
+    trace = _run(
+        ip,
+        """%%autograd
+def inner(v, n):
+    for _ in range(n):
+        v = v * 1.01
+    return v
+w = 0.5
+s = 0.0
+for i in [1, 2, 3]:
+    s = s + inner(w, 4)
+    for j in range(i):
+        s = s - w
+for k in range(7):
+    if k > 2:
+        break
+    s = s * w
+for x in iter([1.0, 2.0]):
+    s = s + x * w
+s""",
+    )
+    g = Grouping(trace)
+    runs: dict = {}  # (function, source line) → the runs its line groups count
+    for c in range(len(g.calls)):
+        for k in range(g._lines_of(g.calls[c][1])):
+            key = (g._name(c), g._source_line(c, k))
+            runs[key] = runs.get(key, 0) + g.group(f"c{c}.{k}").runs
+    assert runs[("inner", 4)] == 3 * 4  # three calls, four runs each
+    assert runs[("<cell>", 9)] == 3
+    assert runs[("<cell>", 11)] == 1 + 2 + 3  # a loop in a loop: every run counted
+    assert runs[("<cell>", 15)] == 0  # a break: not counted
+    assert runs[("<cell>", 17)] == 0  # an iterator: its length unknown
+    assert cursor.stack == []
 
 
 def test_past_the_call_limit_calls_of_a_function_share_one_record(ip, monkeypatch):

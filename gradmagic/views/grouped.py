@@ -115,8 +115,13 @@ def _rows(trace, rows: dict, columns: list, named_rows: bool) -> list:
     return out
 
 
+def _title(group) -> str:
+    """A group's title; a line in a loop says how many times it ran (``line 6 × 400``)."""
+    return f"{group.title} × {group.runs:,}" if group.runs > 1 else group.title
+
+
 def _group_label(trace, group, view: View) -> str:
-    lines = [group.title]
+    lines = [_title(group)]
     where = f"line {group.line} · " if group.line is not None and group.kind != "line" else ""
     lines.append(f"{where}{group.size:,} node{'s' if group.size != 1 else ''}")
     ins, outs = view.inputs.get(group.id, []), view.outputs.get(group.id, [])
@@ -206,13 +211,15 @@ def _frames(view: View, body: dict) -> list:
 
     def frame(gid):
         group = view.frames[gid][0]
-        title = group.title + (
+        title = _title(group) + (
             f" (line {group.line})" if group.kind == "call" and group.line else ""
         )
+        # (the × says a click closes it: the live view finds the frame by its name)
         out = [
             f'  subgraph "cluster_{gid}" {{',
-            f'    label="{render.escape_string(title)}"; labeljust=l; style="dashed,rounded"; '
-            f'color="{render.LINE["plain"]}"; fontcolor="#111827";',
+            f'    label="{render.escape_string(title)}  ×"; labeljust=l; style="dashed,rounded"; '
+            f'color="{render.LINE["plain"]}"; fontcolor="#111827"; '
+            f'tooltip="{render.escape_string(title)}: click to close";',
         ]
         out += ["  " + x for x in body.get(gid, [])]
         for inner in kids.get(gid, []):
@@ -263,6 +270,6 @@ def summarise(trace, max_nodes=None, report=None):
         f"{why}: drawn grouped by the code that made it. A box is a call of a function or a "
         "line of the cell, with how many nodes it holds; a dashed frame is a group opened. "
         f"Every input is drawn with its gradient ({len(view.params):,} of them). Click a box "
-        "to open it."
+        "to open it, a frame's title to close it."
     )
     return summary

@@ -87,6 +87,8 @@ class LiveView(anywidget.AnyWidget):
             return
         if content.get("type") == "open" and (self._deferred or self._grouped is not None):
             self.open_tab(str(content.get("tab", "")))
+        elif content.get("type") == "close" and self._grouped is not None:
+            self.close_group(str(content.get("group", "")))
         elif self._answer is not None:
             self.ask(content)
 
@@ -130,6 +132,39 @@ class LiveView(anywidget.AnyWidget):
         except (ValueError, IndexError, KeyError):  # not a group of this run
             return None
         groups.add(gid)
+        graph = {
+            "id": "graph",
+            "groups": sorted(groups),
+            "dot": grouped.grouped_dot(trace, grouping, groups),
+        }
+        opened["graph"] = graph
+        self.opened = json.dumps(opened, separators=(",", ":"))
+        return graph
+
+    def close_group(self, gid: str) -> dict | None:
+        """Close the opened group ``gid`` and every group opened inside it: its frame is
+        drawn as one box again."""
+        trace = self._source() if self._source is not None else None
+        if self._grouped is None or trace is None:
+            return None
+        opened = json.loads(self.opened)
+        graph = opened.get("graph") or {"id": "graph", "groups": self._grouped}
+        groups = set(graph["groups"])
+        if gid not in groups:
+            return graph
+        grouping = Grouping(trace)
+        frames = grouping.view(groups).frames  # opened id → (group, the frame around it)
+
+        def within(g) -> bool:
+            seen = set()
+            while g is not None and g not in seen:
+                if g == gid:
+                    return True
+                seen.add(g)
+                g = frames.get(g, (None, None))[1]
+            return False
+
+        groups = {g for g in groups if not within(g)}
         graph = {
             "id": "graph",
             "groups": sorted(groups),

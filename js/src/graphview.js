@@ -25,7 +25,8 @@ function parseSvg(text) {
   return document.importNode(doc.documentElement, true);
 }
 
-const nodeOf = (target) => (target && target.closest ? target.closest("g.node") : null);
+// a node, or the frame of an opened group (a click on its title or border closes it)
+const nodeOf = (target) => (target && target.closest ? target.closest("g.node, g.gm-frame") : null);
 
 export class GraphView {
   // onClick({id, kind, index}, event): a node was clicked (not dragged);
@@ -81,7 +82,12 @@ export class GraphView {
   _index(g, title) {
     const k = nodeKey(title);
     const group = /^g:(.+)$/.exec(title.trim()); // a box of a picture grouped by the code
-    if (g.classList.contains("node") && group) {
+    const frame = /^cluster_(.+)$/.exec(title.trim()); // a group opened: its dashed frame
+    if (g.classList.contains("cluster") && frame) {
+      g.dataset.kind = "f";
+      g.dataset.id = frame[1];
+      g.classList.add("gm-frame");
+    } else if (g.classList.contains("node") && group) {
       g.dataset.kind = "g";
       g.dataset.id = group[1];
       g.classList.add("gm-group");

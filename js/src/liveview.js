@@ -45,6 +45,8 @@ export const NODE_CLICKS = {
   o: (live, node) => live.pick(node.index),
   // a group of a picture grouped by the code: the kernel opens it and answers in `opened.graph`
   g: (live, node) => live.model.send({ type: "open", tab: `group:${node.id}` }),
+  // the frame of an opened group: the kernel closes it (and what was opened inside it)
+  f: (live, node) => live.model.send({ type: "close", group: node.id }),
 };
 
 export class LiveView {
