@@ -42,6 +42,7 @@ class Group:
     title: str  # "Neuron.__call__", "line 12", "Neuron.__call__ × 9", "line 12: 1-150"
     line: int | None  # the source line (a call: the line that called it)
     size: int  # nodes inside, at any depth
+    runs: int = 0  # a line in a loop: how many times it ran (0: not counted)
 
 
 @dataclass
@@ -185,7 +186,8 @@ class Grouping:
         if kind == "line":
             line = self._source_line(call, k)
             title = f"line {line}" if line is not None else "made elsewhere"
-            return Group(base, "line", title, line, self._line_size(call, k))
+            runs = getattr(self.trace, "runs", {}).get(self.calls[call][0] + k, 0)
+            return Group(base, "line", title, line, self._line_size(call, k), runs)
         calls = self._bundle(call, k, function)
         name = self.functions.get(function, ("?",))[0]
         size = sum(int(self.call_size[c]) for c in calls)

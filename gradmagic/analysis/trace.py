@@ -171,18 +171,21 @@ class Trace:
     def _sites_of(self, order, sites) -> None:
         """``site`` and ``calls``: where in the code each node was made (``core.sites``).
 
-        ``sites`` is ``(first, calls, functions)`` from the run that made the graph: its
-        first site, its call records ``(base, function id, caller's site)`` and the
-        rewritten functions by id (``(name, filename, lines)``). Sites become offsets from
-        ``first`` (-1: made before the run or outside rewritten code).
+        ``sites`` is ``(first, calls, functions[, runs])`` from the run that made the graph:
+        its first site, its call records ``(base, function id, caller's site)``, the
+        rewritten functions by id (``(name, filename, lines)``) and how many times each
+        looped statement ran (site → count, ``runs``). Sites become offsets from ``first``
+        (-1: made before the run or outside rewritten code).
         """
         n = self.n
         self.calls: list = []
         self.functions: dict = {}
+        self.runs: dict = {}
         if sites is None:
             self.site = np.full(n, -1, dtype=np.int32)
             return
-        first, calls, functions = sites
+        first, calls, functions, *rest = sites
+        self.runs = {site - first: count for site, count in (rest[0] if rest else {}).items()}
         raw = np.fromiter(map(_SITE, order), np.int64, n) - first
         raw[(raw < 0) | (raw > np.iinfo(np.int32).max)] = -1
         self.site = raw.astype(np.int32)

@@ -41,7 +41,7 @@ def function_id(name: str, filename: str, lines: tuple) -> int:
 class Cursor:
     """The site nodes are made at now, and the calls a run went through."""
 
-    __slots__ = ("site", "base", "next", "stack", "calls", "shared")
+    __slots__ = ("site", "base", "next", "stack", "calls", "shared", "runs")
 
     def __init__(self):
         self.site = -1  # no site: made outside rewritten code
@@ -50,6 +50,7 @@ class Cursor:
         self.stack = []  # (base, site) of the callers
         self.calls = []  # (base, function id, the caller's site), bases growing
         self.shared = {}  # function id → its base once a run has too many calls
+        self.runs = {}  # site → how many times its statement ran in a loop (see loop())
 
     def enter(self, function: int) -> None:
         """A rewritten function (or cell) starts: its statements' sites get a new base."""
@@ -67,6 +68,16 @@ class Cursor:
                 calls.append((base, function, -1))
         self.base = base
 
+    def loop(self, ks: tuple, items):
+        """A ``for`` loop over ``items`` starts: each statement ``ks`` of its body will run
+        once an item. Counted only where the length is known without running user code
+        (a range, tuple or list); ``items`` is given back as it is."""
+        if type(items) in _SIZED:
+            n, runs, base = len(items), self.runs, self.base
+            for k in ks:
+                runs[base + k] = runs.get(base + k, 0) + n
+        return items
+
     def leave(self) -> None:
         """The function :meth:`enter` announced returns (or raises): back at its caller."""
         stack = self.stack
@@ -79,12 +90,19 @@ class Cursor:
         """A run starts: forget the calls of earlier runs. Returns the first site it can make."""
         self.calls = []
         self.shared = {}
+        self.runs = {}
         return self.next
+
+    def runs_since(self, first: int) -> dict:
+        """How many times each looped statement of the run whose sites start at ``first`` ran."""
+        return {site: n for site, n in self.runs.items() if site >= first}
 
     def calls_since(self, first: int) -> list:
         """The call records of the run whose sites start at ``first``."""
         return [c for c in self.calls if c[0] >= first]
 
+
+_SIZED = (range, tuple, list)
 
 cursor = Cursor()
 

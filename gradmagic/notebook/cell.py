@@ -296,7 +296,12 @@ def _trace(cell, ns, options, target, walk, named, settled, entry: _Entry, count
         float_conversions=converted + len(run.cuts),
         source=cell.source,
         options=options,
-        sites=(entry.first, cursor.calls_since(entry.first), FUNCTIONS),
+        sites=(
+            entry.first,
+            cursor.calls_since(entry.first),
+            FUNCTIONS,
+            cursor.runs_since(entry.first),
+        ),
         warnings=cut_warnings(run.cuts, converted)
         + boundary.unrewritten_math(ns, entry.reach, _MATH_CALLS, _runtime, entry.followed_codes)
         + _unsettled(settled)

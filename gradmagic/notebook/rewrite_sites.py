@@ -57,6 +57,23 @@ def _makes_generator(fn) -> bool:
     return False
 
 
+_EARLY = (ast.Break, ast.Continue, ast.Return, ast.Raise, ast.Yield, ast.YieldFrom, ast.Await)
+
+
+def _leaves_early(body: list) -> bool:
+    """A statement in ``body`` (not in a function or class it defines) may end an
+    iteration before the body's end."""
+    stack = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, _EARLY):
+            return True
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
 class _Sites:
     """Sets the site before each statement of one function (or cell): see core.sites.
 
@@ -92,6 +109,8 @@ class _Sites:
                 out.append(_site_set(self.line(s.lineno), s))
             previous = s.lineno if simple else None
             out.append(s)
+            if isinstance(s, ast.For):
+                self.count_runs(s)
             for field in ("body", "orelse", "finalbody"):
                 inner = getattr(s, field, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
@@ -102,6 +121,23 @@ class _Sites:
             for case in getattr(s, "cases", ()):
                 case.body = self.block(case.body)
         return out
+
+    def count_runs(self, loop: ast.For) -> None:
+        """``for x in SITE.loop(ks, items)``: the statements ``ks`` its body runs once an
+        item are counted (a grouped picture says how many times a line ran). Only a body
+        that runs to its end each time: no break, continue, return or raise in it."""
+        ks = tuple(
+            dict.fromkeys(
+                self.line(b.lineno)
+                for b in loop.body
+                if not hasattr(b, "body") and not _quiet(b) and not isinstance(b, ast.If)
+            )
+        )
+        if not ks or _leaves_early(loop.body):
+            return
+        func = _at(loop.iter, ast.Attribute(_at(loop.iter, ast.Constant(SITE)), "loop", ast.Load()))
+        ks_node = _at(loop.iter, ast.Constant(ks))
+        loop.iter = _at(loop.iter, ast.Call(func, [ks_node, loop.iter], []))
 
     def function(self, fn) -> None:
         if isinstance(fn, ast.AsyncFunctionDef) or _makes_generator(fn):
