@@ -26,6 +26,32 @@ function parseSvg(text) {
 }
 
 // a node, or the frame of an opened group (a click on its title or border closes it)
+const FIELD_PAD = 6; // graph units a field's text may grow past the text Graphviz sized it for
+
+// `text` in the SVG text `t`, shortened in its middle ("∂/∂model…[0].b ?") when it is wider
+// than `room` (the field Graphviz drew for the first text), so that it never runs over the
+// fields beside it; the whole text is its tooltip. (Hidden, nothing can be measured: as is.)
+function fitText(t, text, room) {
+  t.textContent = text;
+  if (!(room > FIELD_PAD) || t.getComputedTextLength() <= room) return;
+  let lo = 0;
+  let hi = text.length;
+  const cut = (n) => {
+    const head = Math.ceil(n / 3);
+    return `${text.slice(0, head)}…${text.slice(text.length - (n - head))}`;
+  };
+  while (lo < hi) { // the most characters that fit
+    const mid = (lo + hi + 1) >> 1;
+    t.textContent = cut(mid);
+    if (t.getComputedTextLength() <= room) lo = mid;
+    else hi = mid - 1;
+  }
+  t.textContent = cut(lo);
+  const tip = document.createElementNS("http://www.w3.org/2000/svg", "title");
+  tip.textContent = text;
+  t.appendChild(tip);
+}
+
 const nodeOf = (target) => (target && target.closest ? target.closest("g.node, g.gm-frame") : null);
 
 export class GraphView {
@@ -127,8 +153,17 @@ export class GraphView {
     const fits = this.gw * s <= w + 1 && this.gh * s <= height + 1;
     const b = fits || target === undefined || target === "start" ? null : this.box(target);
     if (!fits && target === "start") {
-      // a picture grouped by the code: its start, where the inputs and the first groups are
-      this.view = { s, x: 0, y: (this.gh - height / s) / 2 };
+      // a picture grouped by the code: its start, where the inputs and the first groups are,
+      // at the height of the groups (a model's tables of inputs can be far taller than the
+      // flow of its code), and far enough right that the first group shows beside them
+      const boxes = [...this.svg.querySelectorAll("g.gm-group")].map((g) => this.centre(g));
+      const ys = boxes.map((b) => b.y).sort((a, b) => a - b);
+      const first = boxes.reduce((a, b) => (b.x - b.w / 2 < a ? b.x - b.w / 2 : a), Infinity);
+      this.view = {
+        s,
+        x: Number.isFinite(first) ? Math.max(0, first - 0.6 * w / s) : 0,
+        y: ys.length ? ys[ys.length >> 1] - height / 2 / s : (this.gh - height / s) / 2,
+      };
       this.clamp();
     } else if (!b) {
       this.view = fits || target === undefined
@@ -148,7 +183,11 @@ export class GraphView {
   // graph-unit centre and size of node `index`'s record (or its operation's)
   box(index) {
     const g = this.nodes.get(index)?.v || this.nodes.get(index)?.o;
-    if (!g || !this.root) return null;
+    return g && this.root ? this.centre(g) : null;
+  }
+
+  // graph-unit centre and size of the drawn element `g`
+  centre(g) {
     const b = g.getBBox();
     const m = this.root.transform.baseVal.consolidate()?.matrix;
     const cx = b.x + b.width / 2;
@@ -305,7 +344,12 @@ export class GraphView {
     const last = texts[texts.length - 1];
     if (!last) return;
     if (last.dataset.orig === undefined) last.dataset.orig = last.textContent;
-    last.textContent = text === null ? last.dataset.orig : text;
+    if (!last.dataset.room) { // the width of the text the field was drawn for, once shown
+      last.textContent = last.dataset.orig;
+      const w = last.getComputedTextLength();
+      if (w > 0) last.dataset.room = String(w + FIELD_PAD);
+    }
+    fitText(last, text === null ? last.dataset.orig : text, Number(last.dataset.room));
     g.classList.toggle("gm-partial", state === "p");
     g.classList.toggle("gm-unknown", state === "u");
   }
