@@ -270,6 +270,21 @@ IN_VIEW = """g => {
 }"""
 
 
+OVERLAPS = """page => {
+  // texts of one drawn node on one line that run into each other (more than 1 px)
+  const out = [];
+  for (const g of page.querySelectorAll('svg g.node')) {
+    const rs = [...g.querySelectorAll('text')].map(t => [t.getBoundingClientRect(), t.textContent])
+      .filter(([r]) => r.width).sort((a, b) => a[0].left - b[0].left);
+    for (let i = 0; i + 1 < rs.length; i++) {
+      const [a, ta] = rs[i], [b, tb] = rs[i + 1];
+      if (Math.abs(a.top - b.top) < 2 && a.right > b.left + 1) out.push(ta + ' | ' + tb);
+    }
+  }
+  return out;
+}"""
+
+
 def _window_listeners(page, kind: str) -> int:
     """How many ``kind`` listeners window has (Chromium's DevTools protocol)."""
     cdp = page.context.new_cdp_session(page)
@@ -736,11 +751,14 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert sum(t.startswith("∇") for t in text) == 45 + 225 + 15 + 31 + 12 + 4
     assert "MLP.__call__" in joined
     assert min(_sizes(mlp)) >= MIN_PX - 0.05
+    # nothing in the view is wider than the output area
+    assert mlp.evaluate("r => r.scrollWidth <= r.clientWidth + 1")
     _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
 
     # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
     boxes = mlp.locator("svg g.node.gm-group")
     assert boxes.count() >= 2
+    opened = boxes.last.get_attribute("data-id")
     # (the first screen shows the start of the picture, the inputs: the box is clicked where
     # it is, as a pointer press and release on it)
     boxes.last.evaluate(
@@ -757,9 +775,40 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert sum(t.startswith("∇") for t in mlp.evaluate(SVG_TEXT)) == 332
     _shot(mlp, f"grouped-mlp-opened-{app}.png", docs=app == "jupyterlab")
 
+    # a click on the opened group's frame (its title ends in ×) closes it: a box again
+    frame = mlp.locator(f"svg g.gm-frame[data-id='{opened}']")
+    assert frame.locator("text").last.text_content().strip().endswith("×")
+    frame.locator("text").last.evaluate(
+        "t => { const o = {bubbles: true, button: 0, clientX: 1, clientY: 1};"
+        " t.dispatchEvent(new PointerEvent('pointerdown', o));"
+        " t.dispatchEvent(new PointerEvent('pointerup', o)); }"
+    )
+    page.wait_for_function(
+        "id => !document.querySelectorAll('.gm-root')[0]"
+        ".querySelector(`svg g.gm-frame[data-id='${id}']`)",
+        arg=opened,
+        timeout=60_000,
+    )
+    assert mlp.locator(f"svg g.node.gm-group[data-id='{opened}']").count() == 1
+
+    # the forward stepper writes long tangents ("∂/∂model.layers[0].neurons[0].b ?") in the
+    # grad fields: shortened to their field, they never run over the value beside them
+    mlp.locator(".gm-tab", has_text="Forward").click()
+    forward = mlp.locator(".gm-page[data-tab='forward']")
+    forward.locator(".gm-next").first.wait_for(timeout=120_000)
+    forward.locator(".gm-next").first.click()
+    page.wait_for_function(
+        "() => document.querySelectorAll(\".gm-page[data-tab='forward'] g.node text\").length",
+        timeout=60_000,
+    )
+    time.sleep(0.5)
+    overlaps = forward.evaluate(OVERLAPS)
+    assert overlaps == [], overlaps[:5]
+    assert forward.locator("g.node text title").count() >= 1  # a shortened one: whole in its tip
+
     loop.scroll_into_view_if_needed()
     text = " ".join(loop.evaluate(SVG_TEXT))
-    assert "line 6" in text
+    assert "line 6 × 50,000" in text  # the folded loop says how many times it ran
     assert {"w", "x", "s"} <= set(text.split())
     assert min(_sizes(loop)) >= MIN_PX - 0.05
     _shot(loop, f"grouped-loop-{app}.png", docs=app == "jupyterlab")

@@ -153,17 +153,8 @@ export class GraphView {
     const fits = this.gw * s <= w + 1 && this.gh * s <= height + 1;
     const b = fits || target === undefined || target === "start" ? null : this.box(target);
     if (!fits && target === "start") {
-      // a picture grouped by the code: its start, where the inputs and the first groups are,
-      // at the height of the groups (a model's tables of inputs can be far taller than the
-      // flow of its code), and far enough right that the first group shows beside them
-      const boxes = [...this.svg.querySelectorAll("g.gm-group")].map((g) => this.centre(g));
-      const ys = boxes.map((b) => b.y).sort((a, b) => a - b);
-      const first = boxes.reduce((a, b) => (b.x - b.w / 2 < a ? b.x - b.w / 2 : a), Infinity);
-      this.view = {
-        s,
-        x: Number.isFinite(first) ? Math.max(0, first - 0.6 * w / s) : 0,
-        y: ys.length ? ys[ys.length >> 1] - height / 2 / s : (this.gh - height / s) / 2,
-      };
+      // a picture grouped by the code: its start, where the inputs and the first groups are
+      this.view = { s, x: 0, y: (this.gh - height / s) / 2 };
       this.clamp();
     } else if (!b) {
       this.view = fits || target === undefined
