@@ -14,6 +14,7 @@ import io
 import json
 import random
 import sys
+import threading
 import warnings
 
 P, M = "plain", "magic"
@@ -193,6 +194,281 @@ _seq(
     (P, "print(w, loss, net.count)"),
 )
 
+# Cells in the manner of widely read PyTorch code (a small GPT's attention block, the MNIST
+# convnet, an LSTM language model, a VAE, a DCGAN step, a linear regression), written here at tiny
+# sizes, and cells that try to break the recorder.
+_seq(
+    "a GPT block: causal self-attention, LayerNorm, GELU, AdamW, clipping, a schedule",
+    (
+        P,
+        "class Attn(nn.Module):\n    def __init__(s, d, h, T):\n        super().__init__()\n"
+        "        s.qkv = nn.Linear(d, 3 * d); s.proj = nn.Linear(d, d); s.h = h\n"
+        "        s.drop = nn.Dropout(0.1)\n"
+        "        s.register_buffer('bias', torch.tril(torch.ones(T, T)).view(1, 1, T, T))\n"
+        "    def forward(s, x):\n        B, T, C = x.size()\n"
+        "        q, k, v = s.qkv(x).split(C, dim=2)\n"
+        "        q, k, v = [t.view(B, T, s.h, C // s.h).transpose(1, 2) for t in (q, k, v)]\n"
+        "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))\n"
+        "        att = att.masked_fill(s.bias[:, :, :T, :T] == 0, float('-inf'))\n"
+        "        att = s.drop(F.softmax(att, dim=-1))\n"
+        "        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)\n        return s.proj(y)\n"
+        "class Block(nn.Module):\n    def __init__(s, d, h, T):\n        super().__init__()\n"
+        "        s.ln1 = nn.LayerNorm(d); s.attn = Attn(d, h, T); s.ln2 = nn.LayerNorm(d)\n"
+        "        s.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d), nn.Dropout(0.1))\n"
+        "    def forward(s, x):\n        x = x + s.attn(s.ln1(x))\n        return x + s.mlp(s.ln2(x))\n"
+        "class GPT(nn.Module):\n    def __init__(s, V=11, d=8, h=2, T=6, L=2):\n        super().__init__()\n"
+        "        s.wte = nn.Embedding(V, d); s.wpe = nn.Embedding(T, d)\n"
+        "        s.blocks = nn.ModuleList([Block(d, h, T) for _ in range(L)])\n"
+        "        s.ln_f = nn.LayerNorm(d); s.head = nn.Linear(d, V, bias=False)\n"
+        "        s.wte.weight = s.head.weight\n"
+        "    def forward(s, idx, targets=None):\n        b, t = idx.size()\n"
+        "        pos = torch.arange(0, t, dtype=torch.long, device=idx.device).unsqueeze(0)\n"
+        "        x = s.wte(idx) + s.wpe(pos)\n        for blk in s.blocks: x = blk(x)\n"
+        "        logits = s.head(s.ln_f(x))\n"
+        "        loss = None if targets is None else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)\n"
+        "        return logits, loss\n"
+        "model = GPT()\n"
+        "decay = [p for n, p in model.named_parameters() if p.dim() >= 2]\n"
+        "nodecay = [p for n, p in model.named_parameters() if p.dim() < 2]\n"
+        "opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': nodecay, 'weight_decay': 0.0}], lr=1e-3, betas=(0.9, 0.95))\n"
+        "sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)\n"
+        "idx = torch.randint(0, 11, (3, 6)); tgt = torch.randint(0, 11, (3, 6)); tgt[0, :2] = -1",
+    ),
+    (
+        M,
+        "model.train()\nlogits, loss = model(idx, tgt)\nopt.zero_grad(set_to_none=True)\nloss.backward()\n"
+        "norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nopt.step()\nsched.step()\nloss",
+    ),
+    (P, "print(sched.get_last_lr(), norm, model.head.weight.grad.abs().sum())"),
+    (
+        M,
+        "model.eval()\nwith torch.no_grad():\n    logits, _ = model(idx[:, :4])\n"
+        "    probs = F.softmax(logits[:, -1, :] / 0.8, dim=-1)\n    v, _ = torch.topk(probs, 3)\n"
+        "    nxt = torch.multinomial(probs, num_samples=1)\nlogits2, loss2 = model(idx, tgt)\nloss2",
+    ),
+    (P, "print(nxt.flatten(), loss2.grad_fn is not None, model.training)"),
+)
+_seq(
+    "the MNIST convnet: conv, max-pool, dropout, log-softmax, Adadelta, StepLR",
+    (
+        P,
+        "class Net(nn.Module):\n    def __init__(s):\n        super().__init__()\n"
+        "        s.conv1 = nn.Conv2d(1, 4, 3, 1); s.conv2 = nn.Conv2d(4, 8, 3, 1)\n"
+        "        s.dropout1 = nn.Dropout(0.25); s.fc1 = nn.Linear(8 * 2 * 2, 16); s.fc2 = nn.Linear(16, 10)\n"
+        "    def forward(s, x):\n        x = F.relu(s.conv1(x))\n        x = F.relu(s.conv2(x))\n"
+        "        x = F.max_pool2d(x, 2)\n        x = s.dropout1(x)\n        x = torch.flatten(x, 1)\n"
+        "        x = F.relu(s.fc1(x))\n        return F.log_softmax(s.fc2(x), dim=1)\n"
+        "net = Net()\nopt = torch.optim.Adadelta(net.parameters(), lr=1.0)\n"
+        "sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)\n"
+        "data = torch.randn(4, 1, 8, 8); target = torch.randint(0, 10, (4,))",
+    ),
+    (
+        M,
+        "net.train()\nopt.zero_grad()\noutput = net(data)\nloss = F.nll_loss(output, target)\n"
+        "loss.backward()\nopt.step()\nsched.step()\nloss",
+    ),
+    (
+        M,
+        "net.eval()\ntest_loss = 0\ncorrect = 0\nwith torch.no_grad():\n    output = net(data)\n"
+        "    test_loss += F.nll_loss(output, target, reduction='sum').item()\n"
+        "    pred = output.argmax(dim=1, keepdim=True)\n"
+        "    correct += pred.eq(target.view_as(pred)).sum().item()\n"
+        "print(f'{test_loss:.4f} {correct}')\nloss = F.nll_loss(net(data), target)\nloss",
+    ),
+    (P, "print(opt.state_dict()['param_groups'][0]['lr'], net.conv1.weight.grad is None)"),
+)
+_seq(
+    "an LSTM language model: embedding, LSTM, hidden state detached, clip_grad_norm_, manual SGD",
+    (
+        P,
+        "class RNNModel(nn.Module):\n    def __init__(s, ntoken=12, ninp=6, nhid=5, nlayers=2):\n"
+        "        super().__init__()\n        s.drop = nn.Dropout(0.2); s.encoder = nn.Embedding(ntoken, ninp)\n"
+        "        s.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=0.2); s.decoder = nn.Linear(nhid, ntoken)\n"
+        "        s.nhid, s.nlayers = nhid, nlayers\n"
+        "    def forward(s, input, hidden):\n        emb = s.drop(s.encoder(input))\n"
+        "        output, hidden = s.rnn(emb, hidden)\n        output = s.drop(output)\n"
+        "        decoded = s.decoder(output).view(-1, 12)\n        return F.log_softmax(decoded, dim=1), hidden\n"
+        "    def init_hidden(s, bsz):\n        w = next(s.parameters())\n"
+        "        return (w.new_zeros(s.nlayers, bsz, s.nhid), w.new_zeros(s.nlayers, bsz, s.nhid))\n"
+        "def repackage_hidden(h):\n    if isinstance(h, torch.Tensor):\n        return h.detach()\n"
+        "    return tuple(repackage_hidden(v) for v in h)\n"
+        "model = RNNModel()\nsource = torch.randint(0, 12, (5, 3)); targets = torch.randint(0, 12, (15,))\n"
+        "hidden = model.init_hidden(3)\ncriterion = nn.NLLLoss()",
+    ),
+    (
+        M,
+        "model.train()\nhidden = repackage_hidden(hidden)\nmodel.zero_grad()\n"
+        "output, hidden = model(source, hidden)\nloss = criterion(output, targets)\nloss.backward()\n"
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)\nfor p in model.parameters():\n"
+        "    p.data.add_(p.grad, alpha=-20)\nloss",
+    ),
+    (
+        P,
+        "print(hidden[0].sum().item(), hidden[0].requires_grad, model.rnn.weight_hh_l0.grad.norm())",
+    ),
+    (
+        M,
+        "gru = nn.GRU(6, 4, batch_first=True, bidirectional=True)\nseq = torch.randn(2, 5, 6)\n"
+        "out, hn = gru(seq)\npacked = nn.utils.rnn.pack_padded_sequence(seq, torch.tensor([5, 3]), batch_first=True)\n"
+        "pout, _ = gru(packed)\nunp, lens = nn.utils.rnn.pad_packed_sequence(pout, batch_first=True)\n"
+        "loss = out.pow(2).mean() + unp.sum() * 0.01\nloss",
+    ),
+    (P, "print(lens, hn.shape, out.grad_fn is not None)"),
+)
+_seq(
+    "a VAE: reparameterisation, BCE, KL, and a DCGAN step: BatchNorm2d, ConvTranspose2d, BCELoss",
+    (
+        P,
+        "class VAE(nn.Module):\n    def __init__(s):\n        super().__init__()\n"
+        "        s.fc1 = nn.Linear(16, 8); s.fc21 = nn.Linear(8, 2); s.fc22 = nn.Linear(8, 2)\n"
+        "        s.fc3 = nn.Linear(2, 8); s.fc4 = nn.Linear(8, 16)\n"
+        "    def reparameterize(s, mu, logvar):\n        std = torch.exp(0.5 * logvar)\n"
+        "        eps = torch.randn_like(std)\n        return mu + eps * std\n"
+        "    def forward(s, x):\n        h1 = F.relu(s.fc1(x.view(-1, 16)))\n        mu, logvar = s.fc21(h1), s.fc22(h1)\n"
+        "        z = s.reparameterize(mu, logvar)\n        return torch.sigmoid(s.fc4(F.relu(s.fc3(z)))), mu, logvar\n"
+        "vae = VAE()\nvopt = torch.optim.Adam(vae.parameters(), lr=1e-3)\nx = torch.rand(3, 1, 4, 4)\n"
+        "netG = nn.Sequential(nn.ConvTranspose2d(3, 4, 4, 1, 0, bias=False), nn.BatchNorm2d(4), nn.ReLU(True),\n"
+        "    nn.ConvTranspose2d(4, 1, 4, 2, 1, bias=False), nn.Tanh())\n"
+        "netD = nn.Sequential(nn.Conv2d(1, 4, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),\n"
+        "    nn.Conv2d(4, 1, 4, 1, 0, bias=False), nn.Sigmoid())\n"
+        "def weights_init(m):\n    if m.__class__.__name__.find('Conv') != -1:\n        nn.init.normal_(m.weight.data, 0.0, 0.02)\n"
+        "    elif m.__class__.__name__.find('BatchNorm') != -1:\n        nn.init.normal_(m.weight.data, 1.0, 0.02)\n"
+        "        nn.init.constant_(m.bias.data, 0)\nnetG.apply(weights_init); netD.apply(weights_init)\n"
+        "criterion = nn.BCELoss()\noptD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))\n"
+        "optG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))\nreal = torch.randn(2, 1, 8, 8).tanh()",
+    ),
+    (
+        M,
+        "vopt.zero_grad()\nrecon, mu, logvar = vae(x)\nBCE = F.binary_cross_entropy(recon, x.view(-1, 16), reduction='sum')\n"
+        "KLD = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())\nloss = BCE + KLD\nloss.backward()\nvopt.step()\nloss",
+    ),
+    (
+        M,
+        "netD.zero_grad()\nlabel = torch.full((2,), 1.0)\noutput = netD(real).view(-1)\nerrD_real = criterion(output, label)\n"
+        "errD_real.backward()\nnoise = torch.randn(2, 3, 1, 1)\nfake = netG(noise)\nlabel.fill_(0.0)\n"
+        "output = netD(fake.detach()).view(-1)\nerrD_fake = criterion(output, label)\nerrD_fake.backward()\noptD.step()\n"
+        "netG.zero_grad()\nlabel.fill_(1.0)\noutput = netD(fake).view(-1)\nerrG = criterion(output, label)\n"
+        "errG.backward()\noptG.step()\nerrG",
+    ),
+    (P, "print(netG[1].running_var, label, errD_real.item() + errD_fake.item())"),
+)
+_seq(
+    "regression, SGD with momentum and weight decay, schedulers, double backward, torch.func",
+    (
+        P,
+        "W_target = torch.randn(3, 1) * 5\nb_target = torch.randn(1) * 5\n"
+        "def make_features(x):\n    x = x.unsqueeze(1)\n    return torch.cat([x ** i for i in range(1, 4)], 1)\n"
+        "fc = nn.Linear(3, 1)\nsgd = torch.optim.SGD(fc.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4, nesterov=True)\n"
+        "plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(sgd, patience=0)\n"
+        "onecycle_model = nn.Linear(2, 1)\noc_opt = torch.optim.SGD(onecycle_model.parameters(), lr=0.1)\n"
+        "onecycle = torch.optim.lr_scheduler.OneCycleLR(oc_opt, max_lr=0.1, total_steps=10)",
+    ),
+    (
+        M,
+        "random_x = torch.randn(8)\nbatch_x = make_features(random_x)\nbatch_y = batch_x.mm(W_target) + b_target.item()\n"
+        "fc.zero_grad()\noutput = F.smooth_l1_loss(fc(batch_x), batch_y)\nloss = output.item()\noutput.backward()\n"
+        "for param in fc.parameters():\n    param.data.add_(-0.1 * param.grad)\nsgd.step()\nplateau.step(loss)\noutput",
+    ),
+    (P, "print(fc.weight, sgd.state_dict()['state'], plateau.num_bad_epochs)"),
+    (
+        M,
+        "x = torch.tensor([0.3, -1.2], dtype=torch.float64, requires_grad=True)\ny = (x.sin() * x ** 2).sum()\n"
+        "g, = torch.autograd.grad(y, x, create_graph=True)\nhvp, = torch.autograd.grad(g.sum(), x)\n"
+        "from torch.func import grad as fgrad, vmap\ngx = vmap(fgrad(lambda t: t.sin() * t))(x.detach())\n"
+        "oc_opt.zero_grad()\nocl = onecycle_model(torch.ones(2)).sum()\nocl.backward()\noc_opt.step()\nonecycle.step()\n"
+        "pen = (g ** 2).sum() + y\npen",
+    ),
+    (P, "print(hvp, gx, onecycle.get_last_lr(), x.grad)"),
+)
+_seq(
+    "norms, pooling, embeddings and less common dtypes",
+    (
+        P,
+        "gn = nn.GroupNorm(2, 4); inn = nn.InstanceNorm1d(4, affine=True, track_running_stats=True)\n"
+        "bn = nn.BatchNorm2d(4, momentum=None); emb = nn.EmbeddingBag(10, 4, mode='mean')\n"
+        "cx = torch.randn(3, dtype=torch.complex64, requires_grad=True)\n"
+        "img = torch.randn(2, 4, 6, 6)",
+    ),
+    (
+        M,
+        "h = gn(img)\nh = F.avg_pool2d(h, 2) + F.adaptive_max_pool2d(h, 3)\nh = bn(h)\n"
+        "s = inn(h.flatten(2))\nbag = emb(torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 3]))\n"
+        "mask = h > 0\ncounts = mask.sum()\nidx = torch.nonzero(mask[0, 0])\n"
+        "z = (cx * cx.conj()).real.sum()\nloss = s.pow(2).mean() + bag.sum() + z + h[mask].mean()\nloss",
+    ),
+    (
+        P,
+        "print(bn.running_mean, bn.num_batches_tracked, inn.running_var, counts, idx.dtype, cx.grad)",
+    ),
+    (
+        M,
+        "bn.eval()\ninn.eval()\nh = bn(img)\nq = torch.distributions.Normal(h.mean(), h.std())\n"
+        "lp = q.log_prob(torch.zeros(3)).sum()\ncat = torch.distributions.Categorical(logits=emb.weight[0])\n"
+        "smp = cat.sample((4,))\nent = cat.entropy()\nloss = lp + ent + inn(h.flatten(2)).sum()\nloss",
+    ),
+    (P, "print(smp, bn.training, torch.rand(1))"),
+)
+_seq(
+    "hooks, detach, requires_grad_, forward hooks, a custom Function with two outputs",
+    (
+        P,
+        "class MulAdd(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a, b, k):\n"
+        "        ctx.k = k\n        ctx.save_for_backward(a, b)\n        return a * b * k, a + b\n"
+        "    @staticmethod\n    def backward(ctx, gm, gs):\n        a, b = ctx.saved_tensors\n"
+        "        return gm * b * ctx.k + gs, gm * a * ctx.k + gs, None\n"
+        "lin = nn.Linear(3, 3)\nacts = {}\n"
+        "fh = lin.register_forward_hook(lambda m, i, o: acts.__setitem__('lin', o.detach()))\n"
+        "ph = lin.register_forward_pre_hook(lambda m, i: (i[0] * 2,))\n"
+        "a = torch.randn(3).requires_grad_()\nb = torch.randn(3)",
+    ),
+    (
+        M,
+        "b.requires_grad_(True)\nm, s = MulAdd.apply(a, b, 3.0)\nfrozen = m.detach()\nfrozen += 1\n"
+        "o = lin(s)\nloss = (m * o).sum() + frozen.sum()\nloss.backward()\nloss",
+    ),
+    (P, "print(acts['lin'], a.grad, b.grad, lin.weight.grad, frozen._version, m._version)"),
+    (P, "fh.remove()\nph.remove()\nlin.weight.requires_grad_(False)"),
+    (M, "loss = lin(a).sum()\nloss"),
+    (P, "print(lin.weight.grad, a.grad, lin._forward_hooks)"),
+)
+_seq(
+    "hostile cells: raising in a forward, rebinding torch, patching Tensor, own modes",
+    (
+        P,
+        "class Boom(nn.Module):\n    def __init__(s):\n        super().__init__()\n        s.l = nn.Linear(2, 2)\n"
+        "    def forward(s, x):\n        y = s.l(x)\n        if y.sum() > -1e9:\n            raise KeyboardInterrupt('stop')\n        return y\n"
+        "boom = Boom()\nw = torch.randn(2, requires_grad=True)\n"
+        "from torch.overrides import TorchFunctionMode\n"
+        "class Count(TorchFunctionMode):\n    n = 0\n    def __torch_function__(s, func, types, args=(), kwargs=None):\n"
+        "        Count.n += 1\n        return func(*args, **(kwargs or {}))\n"
+        "class Tagged(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})",
+    ),
+    (M, "out = boom(w)\nout.sum()"),
+    (P, "print(w.grad, boom.l.weight.grad, len(boom._forward_hooks))"),
+    (M, "with Count():\n    y = (w * 3).sin()\nloss = y.sum()\nloss"),
+    (P, "print(Count.n, y.grad_fn is not None)"),
+    (M, "t = torch.randn(2).as_subclass(Tagged)\nt.requires_grad_()\nloss = (t * w).sum()\nloss"),
+    (P, "print(type(t).__name__, type(loss).__name__)"),
+    (
+        M,
+        "orig = torch.Tensor.add\ntorch.Tensor.add = lambda s, o: orig(s, o) * 1\nloss = w.add(w).sum()\ntorch.Tensor.add = orig\nloss",
+    ),
+    (P, "print(torch.Tensor.add is orig, w.add(w))"),
+    (
+        M,
+        "import threading\nres = []\nth = threading.Thread(target=lambda: res.append((w * 2).sum()))\nth.start(); th.join()\nloss = res[0] + w.sum()\nloss",
+    ),
+    (P, "print(res[0].grad_fn is not None)"),
+    (
+        M,
+        "hnd = nn.modules.module.register_module_forward_hook(lambda m, i, o: None)\nloss = boom.l(w).sum()\nhnd.remove()\nloss",
+    ),
+    (M, "import torch as tt\ndel torch\nloss = (tt.ones(2, requires_grad=True) * 2).sum()\nloss"),
+    (P, "torch = tt\nprint(loss)"),
+    (M, "x = torch.tensor([1.0, 2.0], requires_grad=True)\nloss = (x.exp() ** 400).sum()\nloss"),
+)
+
 
 def _h(b: bytes) -> str:
     return hashlib.sha1(b).hexdigest()[:16]
@@ -262,6 +538,8 @@ def summary(v, depth: int = 0):
         return {type(v).__name__: repr(v)}
     if isinstance(v, type) or callable(v):
         return {"callable": type(v).__name__, "name": getattr(v, "__qualname__", "?")}
+    if isinstance(v, threading.Thread):  # (its ids are the operating system's)
+        return {"thread": v.name.split(" ")[-1], "alive": v.is_alive()}
     if type(v).__name__ == "RemovableHandle":  # (its id counts every hook torch ever made)
         return {"handle": sorted(k for k in vars(v) if k != "id")}
     if hasattr(v, "__dict__") and not isinstance(v, type(sys)):

@@ -11,8 +11,10 @@ float64 copies), so the cell's tensors, random numbers and modules are untouched
   A wrong backward is caught at its op. Custom ``autograd.Function`` s go first, then the
   others in the order they ran, within a time budget.
 
-Ops whose result is random (dropout) are taken as recorded; ops whose inputs were written
-over in place after they ran are not checked one by one (what they read is gone), and say so.
+Ops whose result is random (dropout, a recurrent layer's dropout while training) are taken
+as recorded by the whole-cell check; ops whose inputs were written over in place after they ran are not checked one by
+one (what they read is gone), and say so. Every replay draws its random numbers from a seed of
+its own, the same for each of an op's calls, and the cell's generators are left as they were.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import torch
 
 from .torchrecord import _TENSOR, RANDOM, unflatten, version_of
 
-__all__ = ["check", "replay", "BUDGET", "EPS"]
+__all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
 
 EPS = 1e-6  # float64 step of both checks
 BUDGET = 1.0  # seconds the per-op checks may take in all
@@ -79,13 +81,44 @@ def _call(op, tensors):
     return out
 
 
+# recurrent layers take their dropout probability and then the training flag
+_RECURRENT = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+
+
+def _is_random(op) -> bool:
+    """The op's result depends on the random generator: a random op, or a recurrent layer
+    with dropout between its layers while training."""
+    if op.name in RANDOM:
+        return True
+    if op.name not in _RECURRENT:
+        return False
+    c = op.consts
+    return any(type(c[i]) is float and c[i] > 0 and c[i + 1] is True for i in range(len(c) - 1))
+
+
+def rng_kept():
+    """A context in which torch's generators (the CPU's, and each GPU's in use) may be drawn
+    from: on leaving it they are as they were."""
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    return torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else [])
+
+
+def _seeded(f, *args):
+    """``f(*args)`` with torch's generators seeded the same way each time, so an op that
+    draws random numbers draws the same ones on each call; the generators are left as they
+    were."""
+    with rng_kept():
+        torch.manual_seed(0)
+        return f(*args)
+
+
 def replay(run, rec, leaf_values: dict):
     """The target's value computed again from ``leaf_values`` (value index → tensor) through
     the ops of ``run.graph``; every other input as recorded, in float64."""
     env = dict(leaf_values)
     for k in run.graph:
         op = rec.ops[k]
-        if op.name in RANDOM:
+        if _is_random(op):
             for j in op.outputs:
                 env[j] = _f64(rec.held(j))
             continue
@@ -180,12 +213,18 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
         v = {i: _random_like(x0[i], gen) for i in params}
         with torch.enable_grad():
             xs = {i: x.clone().requires_grad_(True) for i, x in x0.items()}
-            f = replay(run, rec, xs)
+            f = _seeded(replay, run, rec, xs)
+            if not f.requires_grad:
+                return {
+                    "status": "skipped",
+                    "why": "the target reaches the parameters only through random ops, "
+                    "taken as they came",
+                }
             grads = torch.autograd.grad(f.sum(), [xs[i] for i in params], allow_unused=True)
         analytic = sum(float((g * v[i]).sum()) for i, g in zip(params, grads) if g is not None)
         with torch.no_grad():
-            fp = float(replay(run, rec, {i: x0[i] + eps * v[i] for i in params}).sum())
-            fm = float(replay(run, rec, {i: x0[i] - eps * v[i] for i in params}).sum())
+            fp = float(_seeded(replay, run, rec, {i: x0[i] + eps * v[i] for i in params}).sum())
+            fm = float(_seeded(replay, run, rec, {i: x0[i] - eps * v[i] for i in params}).sum())
             f0 = float(f.detach().sum())
     except Exception as e:  # noqa: BLE001 - an op that cannot be replayed: say which
         return {"status": "skipped", "why": f"the replay failed: {type(e).__name__}: {e}"}
@@ -207,7 +246,7 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
 
 def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
     op = rec.ops[k]
-    if op.name in RANDOM:
+    if op.name in RANDOM:  # (a recurrent layer's dropout is checked: each call draws alike)
         return {"status": "skipped", "why": "random: taken as it came"}
     changed = [
         i for i in op.inputs if version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved
@@ -228,7 +267,7 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
         def f(tensors):
             if op.inplace:  # it writes into its first input: a copy of it, made inside
                 tensors = [tensors[0].clone()] + list(tensors[1:])
-            out = _call(op, tensors)
+            out = _seeded(_call, op, tensors)
             outs = out if isinstance(out, (tuple, list)) else (out,)
             return [o for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point()]
 

@@ -223,7 +223,7 @@ class AutogradMagics(Magics):
             if not options.quiet:
                 print(f"%%autograd: {e}")
             return None
-        except Exception as e:
+        except (Exception, KeyboardInterrupt) as e:  # shown from the user's line on
             return self._fail(e, filename, whole_cell)
         session.last = run
         return None if options.quiet else run

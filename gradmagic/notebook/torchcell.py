@@ -129,17 +129,10 @@ def run(
         recorder.remove_hooks()
         raise
     try:
-        result = torchrun.finish(
-            recorder,
-            value,
-            source=source if source_text is None else source_text,
-            options=options,
-            ns=ns,
-        )
-        if not options.no_check:
-            with warnings.catch_warnings():  # the check replays the cell's ops: their
-                warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-                result.check = torchcheck_run.check(result, recorder, eps=None)
+        with torchcheck_run.rng_kept():  # (what follows draws no number of the cell's)
+            result = _finish(
+                torchrun, torchcheck_run, recorder, value, source, source_text, options, ns
+            )
     except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
         raise NoTensorTarget(
             f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
@@ -147,6 +140,22 @@ def run(
     finally:
         recorder.remove_hooks()
     torchrun.release(result)
+    return result
+
+
+def _finish(torchrun, torchcheck_run, recorder, value, source, source_text, options, ns):
+    """The run's summaries and, unless told not to, its checks."""
+    result = torchrun.finish(
+        recorder,
+        value,
+        source=source if source_text is None else source_text,
+        options=options,
+        ns=ns,
+    )
+    if not options.no_check:
+        with warnings.catch_warnings():  # the check replays the cell's ops: their
+            warnings.simplefilter("ignore")  # warnings were the cell's, shown once
+            result.check = torchcheck_run.check(result, recorder, eps=None)
     return result
 
 
