@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -54,6 +55,33 @@ def test_torch_cells_run_as_without_the_magic(plain, options):
     magic = _run("magic", options)
     assert len(magic) == len(plain) == len(torch_corpus.SEQUENCES)
     assert _differences(plain, magic, shown="-q" not in options) == []
+
+
+def test_no_gradient_of_the_corpus_is_called_wrong():
+    """What the checks say of real code's gradients is true: nothing correct is shown red."""
+    magic = _run("magic", "")
+    failed = [
+        f"{name}, cell {i}: {c['shown']}"
+        for name, cells in zip(torch_corpus.SEQUENCES, magic)
+        for i, c in enumerate(cells)
+        if c.get("shown")
+        and (
+            c["shown"]["whole"]["status"] == "fail" or any(" fail" in o for o in c["shown"]["ops"])
+        )
+    ]
+    assert failed == []
+    checked = [c for cells in magic for c in cells if c.get("shown")]
+    assert sum(c["shown"]["whole"]["status"] == "pass" for c in checked) >= 30
+
+
+@pytest.mark.parametrize("name, i", torch_corpus.GRADIENT_CELLS)
+def test_the_gradients_shown_are_plain_pytorchs(name, i):
+    found = torch_corpus.gradients(name, i)
+    assert len(found) >= 1
+    for key, (shown, plain) in found.items():
+        assert (shown is None) == (plain is None), key
+        if shown is not None:
+            np.testing.assert_array_equal(shown, plain, err_msg=key)
 
 
 def test_the_corpus_would_see_a_difference(plain):

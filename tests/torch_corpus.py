@@ -469,6 +469,89 @@ _seq(
     (M, "x = torch.tensor([1.0, 2.0], requires_grad=True)\nloss = (x.exp() ** 400).sum()\nloss"),
 )
 
+# (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
+# cells that run backward set the gradients to None first, so .grad is that backward's
+GRADIENT_CELLS = [
+    ("makemore MLP with hand-written BatchNorm", 2),
+    ("makemore MLP with hand-written BatchNorm", 4),
+    ("nn.Module training with Adam, BatchNorm and Dropout", 2),
+    ("forward-only cells leave .grad alone", 2),
+    ("a custom autograd.Function", 3),
+    ("a GPT block: causal self-attention, LayerNorm, GELU, AdamW, clipping, a schedule", 2),
+    ("a GPT block: causal self-attention, LayerNorm, GELU, AdamW, clipping, a schedule", 4),
+    ("the MNIST convnet: conv, max-pool, dropout, log-softmax, Adadelta, StepLR", 2),
+    ("the MNIST convnet: conv, max-pool, dropout, log-softmax, Adadelta, StepLR", 3),
+    (
+        "an LSTM language model: embedding, LSTM, hidden state detached, clip_grad_norm_, manual SGD",
+        2,
+    ),
+    (
+        "an LSTM language model: embedding, LSTM, hidden state detached, clip_grad_norm_, manual SGD",
+        4,
+    ),
+    (
+        "a VAE: reparameterisation, BCE, KL, and a DCGAN step: BatchNorm2d, ConvTranspose2d, BCELoss",
+        2,
+    ),
+    ("norms, pooling, embeddings and less common dtypes", 2),
+    ("norms, pooling, embeddings and less common dtypes", 4),
+]
+
+
+def _resolve(ns, name):
+    """The object a shown name (``model.blocks.0.attn.qkv.weight``) means in ``ns``."""
+    head, *rest = name.split(".")
+    obj = ns[head]
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
+
+
+def gradients(name: str, i: int) -> dict:
+    """Shown name → (the gradient the magic showed, plain PyTorch's) for every leaf that takes
+    a gradient of sequence ``name``'s magic cell ``i``: plain PyTorch's is the leaf's .grad
+    right after the cell's backward() if it runs one, else ``torch.autograd.grad`` of its last expression."""
+    import ast
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+    import torch
+
+    cells = SEQUENCES[name]
+    found = {}
+    for mode in (M, P):
+        shell = InteractiveShell()
+        shell.run_line_magic("load_ext", "gradmagic")
+        for _, cell in cells[:i]:
+            assert shell.run_cell(cell).success
+        cell = cells[i][1]
+        if mode == M:
+            assert shell.run_cell(f"%%autograd -q --no-check\n{cell}").success
+            run = gradmagic.last
+            shown = {run.names[j]: run.full.get(j, (None, None))[1] for j in run.params}
+        else:
+            body = ast.parse(cell).body
+            ran_backward = [n for n, st in enumerate(body) if ".backward(" in ast.unparse(st)]
+            if ran_backward:  # (up to it: what follows, clipping say, may change .grad)
+                cell = "\n".join(ast.unparse(st) for st in body[: ran_backward[-1] + 1])
+            assert shell.run_cell(cell).success
+            target = None if ran_backward else shell.ev(ast.unparse(body[-1]))
+            for key, g in shown.items():
+                try:
+                    leaf = _resolve(shell.user_ns, key)
+                except (KeyError, AttributeError):
+                    continue
+                if ran_backward:
+                    plain = leaf.grad
+                else:
+                    plain = torch.autograd.grad(target, leaf, retain_graph=True, allow_unused=True)[
+                        0
+                    ]
+                found[key] = (g, None if plain is None else plain.detach().numpy())
+        shell.clear_instance()
+    return found
+
 
 def _h(b: bytes) -> str:
     return hashlib.sha1(b).hexdigest()[:16]
@@ -584,9 +667,28 @@ def _traceback_lines(text: str) -> list:
     ]
 
 
+def _shown(run) -> dict | None:
+    """What the magic said of the cell's gradients: the checks' verdicts that are not passes
+    (not compared with a plain run; the tests read them)."""
+    if run is None or getattr(run, "check", None) is None:
+        return None
+    check = run.check
+    return {
+        "whole": {k: check["whole"].get(k) for k in ("status", "why")},
+        "ops": sorted(
+            {
+                f"{run.ops[k].name}: {r['status']} {r.get('why', '')}".strip()
+                for k, r in check["ops"].items()
+                if r["status"] != "pass"
+            }
+        ),
+    }
+
+
 def run(mode: str, options: str = "-q") -> list:
     from IPython.core.interactiveshell import InteractiveShell
 
+    import gradmagic
     import torch
 
     torch.set_num_threads(1)
@@ -625,6 +727,8 @@ def run(mode: str, options: str = "-q") -> list:
                     "globals": _globals(),
                 }
             )
+            if kind == M and mode == M:
+                seen[-1]["shown"] = _shown(gradmagic.last)
         results.append(seen)
         shell.clear_instance()
     return results
