@@ -468,6 +468,75 @@ _seq(
     (P, "torch = tt\nprint(loss)"),
     (M, "x = torch.tensor([1.0, 2.0], requires_grad=True)\nloss = (x.exp() ** 400).sum()\nloss"),
 )
+_seq(
+    "copies, saving and loading, tracing, data loaders, dtype changes",
+    (
+        P,
+        "import copy, io\nfrom torch.utils.data import TensorDataset, DataLoader\n"
+        "policy = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))\n"
+        "ds = TensorDataset(torch.randn(6, 3), torch.randn(6, 2))\n"
+        "dl = DataLoader(ds, batch_size=3, shuffle=True)\nopt = torch.optim.SGD(policy.parameters(), lr=0.1, momentum=0.9)",
+    ),
+    (
+        M,
+        "target_net = copy.deepcopy(policy)\nema = copy.deepcopy(policy)\nfor xb, yb in dl:\n"
+        "    opt.zero_grad()\n    loss = F.mse_loss(policy(xb), yb) + 0.1 * target_net(xb).detach().pow(2).mean()\n"
+        "    loss.backward()\n    opt.step()\n"
+        "    with torch.no_grad():\n        for pe, pp in zip(ema.parameters(), policy.parameters()):\n"
+        "            pe.mul_(0.9).add_(pp, alpha=0.1)\nbuf = io.BytesIO()\ntorch.save(policy, buf)\n"
+        "torch.save(policy.state_dict(), io.BytesIO())\nloss",
+    ),
+    (
+        P,
+        "buf.seek(0)\nback = torch.load(buf, weights_only=False)\nprint(back(torch.ones(1, 3)), len(back._forward_hooks), len(target_net[0]._forward_hooks))",
+    ),
+    (
+        M,
+        "target_net.load_state_dict(policy.state_dict())\ntraced = torch.jit.trace(target_net, torch.randn(2, 3))\n"
+        "d64 = copy.deepcopy(policy).double()\nfrom torch.func import functional_call\n"
+        "params = {k: v.detach().requires_grad_() for k, v in policy.named_parameters()}\n"
+        "out = functional_call(policy, params, (torch.ones(2, 3),))\n"
+        "loss = out.sum() + d64(torch.ones(1, 3, dtype=torch.float64)).sum().float() + traced(torch.ones(1, 3)).sum()\nloss",
+    ),
+    (
+        P,
+        "print(traced(torch.ones(1, 3)), d64[0].weight.dtype, params['0.weight'].grad, [len(m._forward_hooks) for m in d64.modules()])",
+    ),
+    (
+        M,
+        "torch.set_default_dtype(torch.float64)\nz = torch.randn(3, requires_grad=True)\nloss = (z * 2).sum()\nloss",
+    ),
+    (P, "print(torch.get_default_dtype(), z.dtype)\ntorch.set_default_dtype(torch.float32)"),
+)
+_seq(
+    "modes and hooks left behind by the cell, anomaly mode, errors in backward",
+    (
+        P,
+        "from torch.overrides import TorchFunctionMode\n"
+        "class Log(TorchFunctionMode):\n    seen = []\n    def __torch_function__(s, func, types, args=(), kwargs=None):\n"
+        "        Log.seen.append(getattr(func, '__name__', '?'))\n        return func(*args, **(kwargs or {}))\n"
+        "class Bad(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        raise RuntimeError('bad backward')\n"
+        "w = torch.randn(3, requires_grad=True)",
+    ),
+    (M, "mode = Log()\nmode.__enter__()\nloss = (w * 2).sum()\nloss"),
+    (P, "mode.__exit__(None, None, None)\nprint(len(Log.seen) > 0, sorted(set(Log.seen))[:3])"),
+    (
+        M,
+        "with torch.autograd.set_detect_anomaly(True):\n    loss = (w.exp() * 3).sum()\n    loss.backward()\nloss",
+    ),
+    (M, "y = Bad.apply(w).sum()\ny.backward()\ny"),
+    (P, "print(w.grad)"),
+    (
+        M,
+        "import warnings\nclass Warn(nn.Module):\n    def forward(s, x):\n        warnings.warn('careful')\n        return x * 2\nloss = Warn()(w).sum()\nloss",
+    ),
+    (
+        M,
+        "big = torch.randn(1500, 1500, requires_grad=True)\nloss = (big @ big).tanh().mean()\nloss",
+    ),
+)
+
 
 # (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
 # cells that run backward set the gradients to None first, so .grad is that backward's
@@ -636,6 +705,7 @@ def summary(v, depth: int = 0):
 def _globals() -> dict:
     import numpy as np
     import torch
+    from torch.nn.modules import module
     from torch.overrides import _get_current_function_mode_stack
 
     state = np.random.get_state()
@@ -645,7 +715,15 @@ def _globals() -> dict:
         "random rng": _h(repr(random.getstate()).encode()),
         "grad enabled": torch.is_grad_enabled(),
         "default dtype": str(torch.get_default_dtype()),
-        "function modes": len(_get_current_function_mode_stack()),
+        "function modes": [type(m).__name__ for m in _get_current_function_mode_stack()],
+        "global module hooks": [
+            len(getattr(module, name))
+            for name in sorted(vars(module))
+            if name.startswith("_global_") and name.endswith("hooks")
+        ],
+        "Function.apply": getattr(
+            torch.autograd.Function.__dict__["apply"], "__func__", None
+        ).__qualname__,
     }
 
 

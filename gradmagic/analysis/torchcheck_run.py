@@ -58,6 +58,7 @@ KINKS = frozenset(
     }
 )
 _LOW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+_TO_LOW_FLOAT = frozenset({"float", "half", "bfloat16"})  # methods that cast to one of them
 
 
 def _f64(t):
@@ -68,6 +69,8 @@ def _f64(t):
 def _call(op, tensors):
     """Op ``op`` called again with ``tensors`` in place of the ones it was given (and float64
     in place of a lower float dtype argument)."""
+    if op.name in _TO_LOW_FLOAT and tensors and tensors[0].is_floating_point():
+        return tensors[0]  # (x.float() of a float64 replay stays float64)
     it = iter(tensors)
     leaves = [
         next(it)

@@ -16,6 +16,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 from __future__ import annotations
 
 import ast
+import contextlib
 import math
 import sys
 import types
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["Recorder", "Op", "assigned_names", "flatten", "unflatten", "RANDOM"]
+__all__ = ["Recorder", "Op", "assigned_names", "flatten", "unflatten", "RANDOM", "modes_set_aside"]
 
 
 # torch calls that are not operations on values: read an attribute, ask a size, print, run
@@ -103,6 +104,34 @@ RANDOM = frozenset(
         "poisson",
     }
 )
+
+
+def _leave(mode) -> None:
+    """Take ``mode`` off torch's function-mode stack wherever it is: the modes a cell entered
+    and did not leave stay above it, in their order."""
+    from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
+
+    if not any(m is mode for m in _get_current_function_mode_stack()):
+        return
+    above = []
+    while (top := _pop_mode()) is not mode:
+        above.append(top)
+    for m in reversed(above):
+        _push_mode(m)
+
+
+@contextlib.contextmanager
+def modes_set_aside():
+    """The function modes on torch's stack (a user's) are off while inside, so they see
+    none of the ops run here; they are back, in their order, on leaving."""
+    from torch.overrides import _len_torch_function_stack, _pop_mode, _push_mode
+
+    modes = [_pop_mode() for _ in range(_len_torch_function_stack())]
+    try:
+        yield
+    finally:
+        for m in reversed(modes):
+            _push_mode(m)
 
 
 def assigned_names(tree: ast.AST) -> dict:
@@ -347,7 +376,7 @@ class Recorder(TorchFunctionMode):
 
     def __exit__(self, *exc):
         try:
-            return super().__exit__(*exc)
+            _leave(self)  # (not a pop: the cell may have entered a mode and kept it)
         finally:
             torch.autograd.Function.apply = self._apply
             for h in self._hooks:

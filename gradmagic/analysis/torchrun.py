@@ -25,7 +25,7 @@ import torch
 
 from .torchbackward import backward_order
 from .torchhealth import health, probes
-from .torchrecord import Op, Recorder, assigned_names, version_of
+from .torchrecord import Op, Recorder, assigned_names, modes_set_aside, version_of
 from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Op",
     "assigned_names",
     "finish",
+    "modes_set_aside",
     "release",
     "summarise",
     "to_numpy",

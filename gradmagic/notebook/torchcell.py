@@ -129,7 +129,8 @@ def run(
         recorder.remove_hooks()
         raise
     try:
-        with torchcheck_run.rng_kept():  # (what follows draws no number of the cell's)
+        # what follows draws no number of the cell's, and no mode of the user's sees it
+        with torchcheck_run.rng_kept(), torchrun.modes_set_aside():
             result = _finish(
                 torchrun, torchcheck_run, recorder, value, source, source_text, options, ns
             )
