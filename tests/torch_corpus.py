@@ -727,9 +727,12 @@ def _globals() -> dict:
     }
 
 
-def _where(w) -> str:
-    """Where a warning says it comes from: the cell, else the file's name."""
-    return "the cell" if w.filename.startswith("<ipython-input") else w.filename.rsplit("/", 1)[-1]
+def _where(w, header: int) -> str:
+    """Where a warning says it comes from: the cell's line (counted without the magic's
+    ``header`` line), else the file's name."""
+    if w.filename.startswith("<ipython-input"):
+        return f"the cell, line {w.lineno - header}"
+    return w.filename.rsplit("/", 1)[-1]
 
 
 def _traceback_lines(text: str) -> list:
@@ -795,7 +798,8 @@ def run(mode: str, options: str = "-q") -> list:
                     else _traceback_lines(out),
                     "error": None if error is None else f"{type(error).__name__}: {error}",
                     "warnings": sorted(
-                        {f"{w.category.__name__}: {w.message} ({_where(w)})" for w in caught}
+                        f"{w.category.__name__}: {w.message} ({_where(w, text != cell)})"
+                        for w in caught
                     ),
                     "names": {
                         k: summary(v)

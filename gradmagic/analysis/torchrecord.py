@@ -244,12 +244,10 @@ _KINDS: dict = {}  # torch function → (its op name, writes in place, not an op
 _AUTOGRAD_GRAD = torch.autograd.grad
 
 
-def _at(func, args, kwargs):
-    __tracebackhide__ = True
-    return func(*args, **kwargs)  # noqa: E702
-
-
-_AT = _at.__code__  # one line: a copy moved to another file and line runs there
+# the call is on the function's first line: a copy of its code moved to another file and line
+# calls from there (a def's body would be a line or more below the line it is moved to)
+_at = lambda func, args, kwargs: func(*args, **kwargs)  # noqa: E731
+_AT = _at.__code__
 _OVERRIDES = torch.overrides.__file__
 _CALLS: dict = {}  # (code, line) -> _at as if written there
 CALL_NAME = "__gradmagic_call__"
