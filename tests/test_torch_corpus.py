@@ -143,3 +143,40 @@ def test_module_names_of_any_length_or_text_are_drawn_escaped_and_clipped():
     assert "<img" not in svg and "&lt;img src=x" in svg
     assert "pwn" in svg and 'label="pwn' not in svg.replace("&quot;", '"').split("<text")[0]
     assert len([t for t in svg.split("<text")[1:] if "linear" in t]) == len(names)
+
+
+def test_a_cell_that_would_hold_too_much_runs_plain_and_says_so(monkeypatch, capsys):
+    """A loop of steps whose graphs a plain run frees would stay alive in the record: past
+    its budget the record stops and lets go, and the cell runs on as it is."""
+    import torch
+    from IPython.core.interactiveshell import InteractiveShell
+    from torch.overrides import _get_current_function_mode_stack
+
+    import gradmagic
+    from gradmagic.analysis import torchrecord
+
+    monkeypatch.setattr(torchrecord, "HOLD_BYTES", 1 << 20)
+    setup = "import torch\ntorch.manual_seed(0)\nW = torch.randn(64, 64, requires_grad=True)"
+    cell = (
+        "acc = 0.0\nfor i in range(100):\n    acc += float((torch.randn(64, 64) @ W).tanh()"
+        ".mean().detach())\nloss = (W * acc).sum()\nloss"
+    )
+    values = []
+    for header in ("", "%%autograd\n"):
+        shell = InteractiveShell()
+        shell.run_line_magic("load_ext", "gradmagic")
+        assert shell.run_cell(setup).success
+        result = shell.run_cell(header + cell)
+        assert result.success
+        values.append((shell.user_ns["acc"], result.result))
+        if header:
+            assert gradmagic.last is None
+            assert "stopped at line 4" in capsys.readouterr().out
+            assert not shell.user_ns["W"]._backward_hooks
+            assert _get_current_function_mode_stack() == []
+            assert torch.autograd.Function.__dict__["apply"].__func__.__qualname__ == (
+                "Function.apply"
+            )
+        shell.clear_instance()
+    (acc, shown), (acc_m, shown_m) = values
+    assert acc == acc_m and torch.equal(shown, shown_m)

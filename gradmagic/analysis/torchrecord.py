@@ -25,7 +25,16 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["Recorder", "Op", "assigned_names", "flatten", "unflatten", "RANDOM", "modes_set_aside"]
+__all__ = [
+    "Recorder",
+    "Op",
+    "assigned_names",
+    "flatten",
+    "unflatten",
+    "RANDOM",
+    "HOLD_BYTES",
+    "modes_set_aside",
+]
 
 
 # torch calls that are not operations on values: read an attribute, ask a size, print, run
@@ -77,6 +86,7 @@ _NOT_OPS = frozenset(
         "allclose",
     }
 )
+HOLD_BYTES = 1 << 30  # bytes of tensors the record may keep alive
 # ops whose result is random: the checks take what they made as given
 RANDOM = frozenset(
     {
@@ -242,6 +252,7 @@ class Op:
 _TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
 _KINDS: dict = {}  # torch function → (its op name, writes in place, not an op)
 _AUTOGRAD_GRAD = torch.autograd.grad
+_TRACING = torch._C._get_tracing_state
 
 
 # the call is on the function's first line: a copy of its code moved to another file and line
@@ -346,6 +357,11 @@ class Recorder(TorchFunctionMode):
         self.saved: dict = {}  # value index → what it held before an in-place write
         self.data_of: dict = {}  # id(p.data) → (p.data, p): writes through .data update p
         self.inside = 0  # > 0 inside a custom Function's forward: its ops are not recorded
+        # the record keeps every tensor it saw alive: past ``budget`` bytes of them (a loop
+        # of steps whose graphs a plain run frees), it stops and lets go
+        self.budget = HOLD_BYTES
+        self.made_bytes = 0
+        self.stopped_at = None  # the cell's line where the recording stopped
         self.last_line = None
         self._cell_frame = None
 
@@ -501,6 +517,8 @@ class Recorder(TorchFunctionMode):
         return self._new(t, -1)
 
     def _new(self, t, producer: int) -> int:
+        if _TRACING() is None:  # (under torch.jit.trace a size is a traced value)
+            self.made_bytes += t.nelement() * t.element_size()
         i = len(self.tensors)
         self.tensors.append(t)
         try:
@@ -612,6 +630,17 @@ class Recorder(TorchFunctionMode):
                 custom is not None,
             )
         )
+        if self.made_bytes > self.budget:
+            self._stop(line)
+
+    def _stop(self, line) -> None:
+        """Record nothing more, and let go of what was recorded (the cell runs on plain)."""
+        self.stopped_at = line
+        self.inside += 1  # (never taken back: every op and Function.apply passes through)
+        self.remove_hooks()
+        self.tensors, self.saved, self.grads, self.ops = [], {}, {}, []
+        self.index_of, self.pending, self.updates, self.updated = {}, [], {}, {}
+        self.leaf_hooks, self.data_of, self.modules = {}, {}, {}
 
     def _concerns(self, args, kwargs, out) -> bool:
         """Whether an op matters to the gradient: it reads a tensor that requires one or one

@@ -27,7 +27,13 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 class NoTensorTarget(Exception):
-    """The PyTorch cell ran but its target is not a tensor; the message says why."""
+    """The PyTorch cell ran but nothing of it can be shown; the message says why.
+
+    ``value`` is the cell's value, and ``shown`` says whether plain Python would show it
+    (the cell ends with an expression)."""
+
+    value = None
+    shown = False
 
 
 def wants_torch(source: str, ns) -> bool:
@@ -123,21 +129,29 @@ def run(
     except BaseException:
         recorder.remove_hooks()
         raise
+    cell_value = value
     try:
-        value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
-    except NoTensorTarget:
-        recorder.remove_hooks()
-        raise
-    try:
-        # what follows draws no number of the cell's, and no mode of the user's sees it
-        with torchcheck_run.rng_kept(), torchrun.modes_set_aside():
-            result = _finish(
-                torchrun, torchcheck_run, recorder, value, source, source_text, options, ns
+        if recorder.stopped_at is not None:
+            raise NoTensorTarget(
+                f"the cell made more than {recorder.budget / 2**20:,.0f} MB of tensors, which "
+                f"the record would keep alive: it stopped at line {recorder.stopped_at} and "
+                "shows nothing (the cell ran as it is; run fewer steps or smaller tensors "
+                "under the magic to see them)"
             )
-    except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
-        raise NoTensorTarget(
-            f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
-        ) from e
+        value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
+        try:
+            # what follows draws no number of the cell's, and no mode of the user's sees it
+            with torchcheck_run.rng_kept(), torchrun.modes_set_aside():
+                result = _finish(
+                    torchrun, torchcheck_run, recorder, value, source, source_text, options, ns
+                )
+        except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
+            raise NoTensorTarget(
+                f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
+            ) from e
+    except NoTensorTarget as e:  # (what plain Python shows of the cell, it still shows)
+        e.value, e.shown = cell_value, final_code is not None
+        raise
     finally:
         recorder.remove_hooks()
     torchrun.release(result)
