@@ -31,6 +31,8 @@ __all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
 
 EPS = 1e-6  # float64 step of both checks
 BUDGET = 1.0  # seconds the per-op checks may take in all
+WHOLE_SECONDS = 2.0  # a cell that ran longer has no whole-cell check
+OP_ELEMENTS = 1 << 22  # numbers in an op's tensors past which it is not checked alone
 KINKS = frozenset(
     {
         "relu",
@@ -146,8 +148,13 @@ def _random_like(t, gen):
     return torch.randn(t.shape, generator=gen, dtype=torch.float64)
 
 
-def check(run, rec, eps=None, budget: float = BUDGET) -> dict:
+def check(run, rec, eps=None, budget: float = BUDGET, cell_seconds: float = 0.0) -> dict:
     """``{"whole": {...}, "ops": {op index: {...}}, "notes": [...]}`` (see the module doc).
+
+    ``cell_seconds`` is how long the cell ran: the whole-cell check replays it three times
+    in float64, so past :data:`WHOLE_SECONDS` it is not made; an op whose tensors hold more
+    than :data:`OP_ELEMENTS` numbers is not checked alone (one replay of it could outlast
+    the budget).
 
     Each result has ``analytic``, ``numeric``, ``error`` (relative) and ``status``:
     ``pass``, ``fail``, ``kink`` (a mismatch at an op with a kink), ``skipped`` (with
@@ -157,7 +164,15 @@ def check(run, rec, eps=None, budget: float = BUDGET) -> dict:
     atol = getattr(run.options, "atol", 1e-5)
     rtol = getattr(run.options, "rtol", 1e-3)
     gen = torch.Generator().manual_seed(0)  # its own: the cell's random numbers stay as they are
-    result = {"whole": _whole(run, rec, eps, atol, rtol, gen), "ops": {}, "notes": []}
+    if cell_seconds > WHOLE_SECONDS:
+        whole = {
+            "status": "skipped",
+            "why": f"the cell ran for {cell_seconds:.1f} s: its float64 replay, three times "
+            "over, would take several times that",
+        }
+    else:
+        whole = _whole(run, rec, eps, atol, rtol, gen)
+    result = {"whole": whole, "ops": {}, "notes": []}
     order = sorted(run.graph, key=lambda k: (not rec.ops[k].custom, k))
     start, done, alike = time.perf_counter(), 0, {}
     for k in order:
@@ -265,6 +280,12 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
     ]
     if changed:
         return {"status": "skipped", "why": "an input was written over in place afterwards"}
+    size = sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
+    if size > OP_ELEMENTS:
+        return {
+            "status": "skipped",
+            "why": f"too big to replay within the budget ({size:,} numbers)",
+        }
     try:
         xs = [_f64(rec.held(i)) for i in op.inputs]
         diff = [

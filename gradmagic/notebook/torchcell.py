@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import time
 import types
 import warnings
 from collections import OrderedDict
@@ -122,10 +123,12 @@ def run(
     recorder = torchrun.Recorder(filename, ns, assigns)
     value = None
     try:
+        started = time.perf_counter()
         with recorder:
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
+        seconds = time.perf_counter() - started
     except BaseException:
         recorder.remove_hooks()
         raise
@@ -142,9 +145,13 @@ def run(
         try:
             # what follows draws no number of the cell's, and no mode of the user's sees it
             with torchcheck_run.rng_kept(), torchrun.modes_set_aside():
-                result = _finish(
-                    torchrun, torchcheck_run, recorder, value, source, source_text, options, ns
-                )
+                result = _finish(torchrun, recorder, value, source, source_text, options, ns)
+                if not options.no_check:
+                    with warnings.catch_warnings():  # the check replays the cell's ops: their
+                        warnings.simplefilter("ignore")  # warnings were the cell's, shown once
+                        result.check = torchcheck_run.check(
+                            result, recorder, eps=None, cell_seconds=seconds
+                        )
         except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
             raise NoTensorTarget(
                 f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
@@ -158,8 +165,8 @@ def run(
     return result
 
 
-def _finish(torchrun, torchcheck_run, recorder, value, source, source_text, options, ns):
-    """The run's summaries and, unless told not to, its checks."""
+def _finish(torchrun, recorder, value, source, source_text, options, ns):
+    """The run's summaries."""
     result = torchrun.finish(
         recorder,
         value,
@@ -167,10 +174,6 @@ def _finish(torchrun, torchcheck_run, recorder, value, source, source_text, opti
         options=options,
         ns=ns,
     )
-    if not options.no_check:
-        with warnings.catch_warnings():  # the check replays the cell's ops: their
-            warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-            result.check = torchcheck_run.check(result, recorder, eps=None)
     return result
 
 
