@@ -7,7 +7,8 @@
    the cell under the recorder with its statistics, names, module groups and health signals
    (``%%autograd --no-check``, as :func:`gradmagic.notebook.torchcell.run` does it, with its
    parse and compile), and the numerical checks alone (whole cell and each op, float64).
-   Target: recording + summaries <= 2x the plain cell (printed, not enforced). The same cell
+   Target: recording + summaries <= 2x the plain cell (printed, not enforced). The same
+   step with 200 and 512 hidden units (batch 32 and 256) shows how the ratio moves with size. The same cell
    under a ``TorchFunctionMode`` that records nothing is timed too (no recording through
    ``__torch_function__`` costs less), and under the recorder without its end (names,
    statistics, health): what the watching costs, and what is left for the end.
@@ -145,6 +146,29 @@ def main() -> int:
             "and torch calls on ~50 pieces of a few thousand numbers each: each costs "
             "microseconds of dispatch, not arithmetic, and runs with cold caches (each call "
             "is timed after gc.collect(), as a notebook cell starts after other work)."
+        )
+
+    # 1b. the same step at bigger sizes: the statistics grow with the numbers, the rest not
+    print("  the same step, bigger (recorded + summaries / plain):")
+    for hidden, rows in ((200, 32), (512, 256)):
+        big: dict = {}
+        exec(
+            cells.MLP_SETUP.replace(
+                "n_hidden, batch = 27, 3, 10, 64, 32",
+                f"n_hidden, batch = 27, 3, 10, {hidden}, {rows}",
+            ),
+            big,
+        )
+        times = best(
+            {
+                "plain": lambda: exec(code, big),
+                "recorded": lambda: torchcell.run(step, big, quiet),
+            },
+            repeat=10,
+        )
+        print(
+            f"    {hidden:3d} hidden units, batch {rows:3d}: plain {times['plain'] * 1e3:6.2f} ms, "
+            f"recorded {times['recorded'] * 1e3:6.2f} ms  {times['recorded'] / times['plain']:5.2f}x"
         )
 
     # 2. the GPT

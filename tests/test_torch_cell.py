@@ -439,6 +439,20 @@ def test_an_optimizer_step_with_dropout_and_in_place_ops_runs_as_without_the_mag
     assert run.health["inplace"]  # relu(inplace=True) and out[:, 0] *= 2
 
 
+def assert_statistics(run, ns, names, rel):
+    """The run's statistics of ``names`` are float64 torch's of their finite entries."""
+    for name in names:
+        i = run.index(name)
+        t = ns[name].detach().double()
+        ok = t.isfinite()
+        f = t[ok]
+        assert run.stats[i, 0] == pytest.approx(f.mean().item(), rel=rel, abs=1e-12), name
+        assert run.stats[i, 1] == pytest.approx(f.std().item(), rel=rel, abs=1e-12), name
+        assert run.stats[i, 2] == pytest.approx(f.abs().max().item(), rel=1e-12), name
+        assert run.stats[i, 3] == pytest.approx((t == 0).double().mean().item()), name
+        assert run.stats[i, 4] == pytest.approx((~ok).double().mean().item()), name
+
+
 def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
     setup = (
         "import torch\n"
@@ -455,16 +469,7 @@ def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
     _, magic = shells(setup)
     ns = magic.user_ns
     run = run_magic(magic, cell, "--no-check")
-    for name in ("a", "c", "r"):
-        i = run.index(name)
-        t = ns[name].detach().double()
-        ok = t.isfinite()
-        f = t[ok]
-        assert run.stats[i, 0] == pytest.approx(f.mean().item(), rel=1e-9, abs=1e-12)
-        assert run.stats[i, 1] == pytest.approx(f.std().item(), rel=1e-9, abs=1e-12)
-        assert run.stats[i, 2] == pytest.approx(f.abs().max().item(), rel=1e-12)
-        assert run.stats[i, 3] == pytest.approx((t == 0).double().mean().item())
-        assert run.stats[i, 4] == pytest.approx((~ok).double().mean().item())
+    assert_statistics(run, ns, ("a", "c", "r"), rel=1e-9)
     assert run.stats[run.index("r"), 4] > 0  # log of the negative entries: nan
     grads = torch.autograd.grad(ns["loss"], [ns["w"], ns["v"], ns["b"]], retain_graph=True)
     for name, g in zip(("w", "v", "b"), grads):
@@ -472,6 +477,61 @@ def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
         assert run.dtypes[i] == str(g.dtype).replace("torch.", "")
         assert run.grad_stats[i, 0] == pytest.approx(g.double().mean().item(), rel=1e-6)
         assert run.grad_stats[i, 2] == pytest.approx(g.double().abs().max().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("rows", [3, 1200])  # (1200 x 40: past torchstats.BIG, reduced alone)
+def test_statistics_of_small_and_big_tensors_match_float64(rows):
+    from gradmagic.analysis import torchstats
+
+    assert (rows * 40 >= torchstats.BIG) == (rows > 3)
+    setup = (
+        "import torch\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        f"w = (torch.randn({rows}, 40, generator=g) * 1e-3 + 5).requires_grad_()\n"
+        f"d = torch.randn({rows}, 40, generator=g, dtype=torch.float64).requires_grad_()\n"
+        f"b = torch.randn({rows}, 40, generator=g).to(torch.bfloat16).requires_grad_()\n"
+    )
+    cell = (
+        "flat = w * 0 + 2.5\n"  # a constant: std 0, not rounding
+        "h = torch.tanh(w * 3 - 15 + b.float())\n"
+        "r = torch.log(h + 0.5)\n"  # nan where h < -0.5
+        "z = torch.relu(d) * w.double()\n"
+        "loss = flat.sum() + h.sum() + torch.where(r.isfinite(), r, 0).sum() + z.sum()\n"
+        "loss\n"
+    )
+    _, magic = shells(setup)
+    ns = magic.user_ns
+    run = run_magic(magic, cell, "--no-check")
+    assert_statistics(run, ns, ("flat", "h", "r", "z", "w", "d", "b"), rel=1e-6)
+    assert run.stats[run.index("flat"), 1] == 0
+    assert run.stats[run.index("r"), 4] > 0
+    h = ns["h"].detach().double()
+    assert run.stats[run.index("h"), 5] == pytest.approx((h.abs() > 0.97).double().mean().item())
+    grads = torch.autograd.grad(ns["loss"], [ns["w"], ns["d"], ns["h"]], retain_graph=True)
+    for name, g in zip(("w", "d", "h"), grads):
+        i = run.index(name)
+        assert run.grad_stats[i, 1] == pytest.approx(g.double().std().item(), rel=1e-6), name
+        # named values are kept whole at any size up to torchstats.KEEP_ONE
+        np.testing.assert_allclose(run.full[i][1], g.double().numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(run.full[i][0], ns[name].detach().double().numpy())
+
+
+def test_the_checks_stay_within_their_time_budget(monkeypatch):
+    """The whole-cell check is predicted from the cell's own time, and an op's check is
+    not started when it would not fit: with no time at all, nothing is checked, and the
+    run says why instead of showing a tick."""
+    from gradmagic.analysis import torchcheck_run
+
+    _, magic = shells(cells.MLP_SETUP)
+    run = run_magic(magic, cells.MLP_FORWARD)
+    assert run.check["whole"]["status"] == "pass"
+    assert run.check["ops"] and not any("not checked" in n for n in run.check["notes"])
+    monkeypatch.setattr(torchcheck_run, "BUDGET", 0.0)
+    run = run_magic(magic, cells.MLP_FORWARD)
+    assert run.check["whole"]["status"] == "skipped"
+    assert "float64 would take about" in run.check["whole"]["why"]
+    assert not run.check["ops"]
+    assert "were not checked one by one" in run.check["notes"][0]
 
 
 def test_a_torch_cell_with_no_target_runs_plain_and_says_so(capsys):

@@ -30,8 +30,8 @@ from .torchrecord import _TENSOR, RANDOM, unflatten, version_of
 __all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
 
 EPS = 1e-6  # float64 step of both checks
-BUDGET = 1.0  # seconds the per-op checks may take in all
-WHOLE_SECONDS = 2.0  # a cell that ran longer has no whole-cell check
+BUDGET = 1.0  # seconds the per-op checks may take in all (and the whole check, predicted)
+WHOLE_COST = 4  # the whole check's time over the cell's: float64 replays, with a backward
 OP_ELEMENTS = 1 << 22  # numbers in an op's tensors past which it is not checked alone
 KINKS = frozenset(
     {
@@ -148,38 +148,44 @@ def _random_like(t, gen):
     return torch.randn(t.shape, generator=gen, dtype=torch.float64)
 
 
-def check(run, rec, eps=None, budget: float = BUDGET, cell_seconds: float = 0.0) -> dict:
+def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> dict:
     """``{"whole": {...}, "ops": {op index: {...}}, "notes": [...]}`` (see the module doc).
 
-    ``cell_seconds`` is how long the cell ran: the whole-cell check replays it three times
-    in float64, so past :data:`WHOLE_SECONDS` it is not made; an op whose tensors hold more
-    than :data:`OP_ELEMENTS` numbers is not checked alone (one replay of it could outlast
-    the budget).
+    Time is bounded by ``budget`` (seconds): the whole-cell check, which replays the cell
+    about four times in float64, is skipped when the cell took ``ran`` seconds and four
+    times that is more than the budget; an op is not started when the longest op check so
+    far would not fit in what is left of it (before the first, half the whole check's time
+    stands for one). An op whose tensors hold more than :data:`OP_ELEMENTS` numbers is not
+    checked alone (one replay of it could outlast the budget).
 
     Each result has ``analytic``, ``numeric``, ``error`` (relative) and ``status``:
     ``pass``, ``fail``, ``kink`` (a mismatch at an op with a kink), ``skipped`` (with
     ``why``). A pass needs ``|a - n| <= atol + rtol |n|`` with the run's tolerances.
     """
     eps = eps or getattr(run.options, "eps", EPS) or EPS
+    budget = BUDGET if budget is None else budget
     atol = getattr(run.options, "atol", 1e-5)
     rtol = getattr(run.options, "rtol", 1e-3)
     gen = torch.Generator().manual_seed(0)  # its own: the cell's random numbers stay as they are
-    if cell_seconds > WHOLE_SECONDS:
+    start = time.perf_counter()
+    if ran * WHOLE_COST > budget:
         whole = {
             "status": "skipped",
-            "why": f"the cell ran for {cell_seconds:.1f} s: its float64 replay, three times "
-            "over, would take several times that",
+            "why": f"the cell took {ran:.2g} s; replaying it in float64 would take about "
+            f"{ran * WHOLE_COST:.2g} s, over the checks' {budget:g} s",
         }
     else:
         whole = _whole(run, rec, eps, atol, rtol, gen)
     result = {"whole": whole, "ops": {}, "notes": []}
     order = sorted(run.graph, key=lambda k: (not rec.ops[k].custom, k))
-    start, done, alike = time.perf_counter(), 0, {}
+    # until an op check is timed, one is guessed at half the whole check (one big op)
+    done, alike, longest = 0, {}, (time.perf_counter() - start) / 2
     for k in order:
-        if time.perf_counter() - start > budget:
+        now = time.perf_counter()
+        if now - start + longest > budget:
             result["notes"].append(
                 f"{len(order) - done} of {len(order)} ops were not checked "
-                f"one by one (the {budget:g} s budget ran out)"
+                f"one by one (they would go past the {budget:g} s budget)"
             )
             break
         done += 1
@@ -192,6 +198,7 @@ def check(run, rec, eps=None, budget: float = BUDGET, cell_seconds: float = 0.0)
             continue
         alike[key] = k
         result["ops"][k] = _one(run, rec, k, eps, atol, rtol, gen)
+        longest = max(longest, time.perf_counter() - now)
     same = sum(1 for r in result["ops"].values() if "like" in r)
     if same:
         result["notes"].append(

@@ -22,6 +22,7 @@ __all__ = ["summarise", "keep_full", "Kept", "to_numpy", "KEEP_BYTES", "KEEP_ONE
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
+BIG = 1 << 14  # numbers in a CPU tensor reduced where it lies, not copied into the buffer
 STAT_NAMES = ("mean", "std", "absmax", "zero", "nonfinite", "saturated")
 
 
@@ -69,7 +70,11 @@ def summarise(rec, shown: list, extra=()) -> tuple:
         if i not in updates:
             updates[i] = table[[by_row[("update", i)], by_row[("old", i)]], 1]
     if host is not None:
-        host = {key: value for key, value in zip(rows, host) if type(key) is not tuple}
+        host = {
+            key: value
+            for key, value in zip(rows, host)
+            if type(key) is not tuple and value is not None
+        }
     return stats, grad_stats, extra_host, host, updates
 
 
@@ -89,7 +94,7 @@ def _pieces(rec, shown) -> tuple:
             update is None
             and saved.get(i) is old
             and (p.dtype, p.shape) == (old.dtype, old.shape)
-            and old.numel()
+            and 0 < old.numel() < BIG
         ):
             reuse[i] = p
     last = []  # (value index, its piece, its saturation): the "before" pieces, at the end
@@ -134,30 +139,109 @@ def _pieces(rec, shown) -> tuple:
 def _reduce(parts, sat_kind, extra, pairs: int) -> tuple:
     """(a row of statistics per part, the ``extra`` tensors on the host, each part's numbers
     on the host or None, the std of each of the last ``pairs`` parts minus the ``pairs``
-    before it): the device's work and the one read back."""
+    before it): the device's work and the one read back.
+
+    On the CPU a part of :data:`BIG` numbers or more is reduced where it lies
+    (:func:`_alone`): copying it into the shared buffer would cost more than the calls
+    saved. The last ``2 * pairs`` parts are never big (see :func:`_pieces`)."""
     device = parts[0].device
     if any(p.device != device for p in parts):
         parts = [p.detach().to(device) for p in parts]
+    m = len(parts)
     sizes = [p.numel() for p in parts]
-    offsets = list(accumulate(sizes, initial=0))
-    saturating = [r for r, kind in enumerate(sat_kind) if kind]
-    reduce = _on_host if device.type == "cpu" else _on_device
-    sums, extra_host, x, pieces, moved = reduce(
-        parts, sizes, offsets, saturating, sat_kind, extra, pairs
-    )
-    s1, norm2, nonzero, absmax = sums[:4]
-    sat = np.full(len(parts), np.nan)
-    sat[saturating] = sums[4][: len(saturating)]
+    big = []
+    if device.type == "cpu":
+        big = [r for r in range(m - 2 * pairs) if sizes[r] >= BIG]
+    small = [r for r in range(m) if r not in set(big)] if big else list(range(m))
+    # per part: mean, variance, max |x|, non-zeros, saturated
+    columns = np.full((5, m), np.nan)
+    pieces = _Parts(parts)
+    host = None
+    moved: list = []
+    extra_host = None
+    if small:
+        sub = [parts[r] for r in small]
+        sub_sizes = [sizes[r] for r in small]
+        offsets = list(accumulate(sub_sizes, initial=0))
+        kinds = [sat_kind[r] for r in small]
+        saturating = [q for q, kind in enumerate(kinds) if kind]
+        reduce = _on_host if device.type == "cpu" else _on_device
+        sums, extra_host, x, sub_pieces, moved = reduce(
+            sub, sub_sizes, offsets, saturating, kinds, extra, pairs
+        )
+        s1, norm2, nonzero, absmax = sums[:4]
+        columns[0, small], columns[1, small] = _moments(s1, norm2, np.array(sub_sizes, float))
+        columns[2, small], columns[3, small] = absmax, nonzero
+        columns[4, [small[q] for q in saturating]] = sums[4][: len(saturating)]
+        pieces.reduced(small, sub_pieces)
+        if x is not None:
+            host = [None] * m
+            for q, r in enumerate(small):
+                host[r] = x[offsets[q] : offsets[q + 1]]
+    if big:
+        columns[:, big] = _alone([parts[r] for r in big], [sat_kind[r] for r in big]).T
+    if extra_host is None:
+        extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
+    mean, var, absmax, nonzero, sat = columns
     size = np.array(sizes, dtype=np.float64)
     finite_count = size.copy()
-    bad = np.flatnonzero(~np.isfinite(norm2))
+    bad = np.flatnonzero(~np.isfinite(var))
     if bad.size:  # nan or inf inside: the statistics of the finite entries
-        finite_count[bad], s1[bad], norm2[bad], absmax[bad] = _finite_only(pieces, bad).T
-    table = _table(s1, norm2, nonzero, absmax, sat, size, finite_count)
-    host = None
-    if x is not None:
-        host = [x[offsets[r] : offsets[r + 1]] for r in range(len(sizes))]
+        finite_count[bad], s1, norm2, absmax[bad] = _finite_only(pieces, bad).T
+        mean[bad], var[bad] = _moments(s1, norm2, finite_count[bad])
+    table = np.stack(
+        [
+            mean,
+            np.sqrt(var),
+            absmax,
+            1 - nonzero / size,
+            (size - finite_count) / size,
+            sat / size,
+        ],
+        axis=1,
+    )
     return table, extra_host, host, moved
+
+
+def _moments(s1, norm2, count) -> tuple:
+    """(mean, variance) from sums and square roots of the sums of squares (float64; under
+    the caller's ``np.errstate``: an empty or all-nan piece's are nan)."""
+    mean = s1 / count
+    squares = norm2 * norm2
+    spread = squares - s1 * mean
+    # what is left of a constant tensor's spread is rounding: 0
+    spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(count) * squares] = 0
+    return mean, spread / np.maximum(count - 1, 1)
+
+
+def _alone(parts, sat_kind) -> np.ndarray:
+    """(mean, variance, max |x|, non-zeros, saturated) of each big CPU tensor, reduced where
+    it lies: the variance about the mean (no cancellation), the counts by numpy on the
+    tensor's own memory (torch's comparisons into booleans cost more here)."""
+    out = np.full((len(parts), 5), np.nan)
+    with torch.no_grad():
+        for r, (p, kind) in enumerate(zip(parts, sat_kind)):
+            p = p.detach()
+            if p.dtype not in (torch.float32, torch.float64):
+                p = p.float()
+            n = p.numel()
+            mean = p.sum(dtype=torch.float64) / n
+            d = p - mean.to(p.dtype)
+            centred = d.sum()
+            lo, hi = torch.aminmax(p)
+            # (torch's sum adds in a cascade: float32 squares keep about 7 digits)
+            var = ((d * d).sum() - centred * centred / n) / max(n - 1, 1)
+            a = p.numpy(force=True)  # (a view of its memory; a copy only for a neg view)
+            out[r, :4] = (
+                float(mean),
+                float(var),
+                max(float(hi), -float(lo)),
+                np.count_nonzero(a != 0),
+            )
+            if kind:
+                far = np.abs(a) if kind == "tanh" else np.abs(a - 0.5) + 0.5
+                out[r, 4] = np.count_nonzero(far > SATURATED)
+    return out
 
 
 def _flat(parts, dtype=None):
@@ -202,11 +286,24 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple
 
 
 def _spread(s1, s2, sizes) -> np.ndarray:
-    """The std of pieces from their sums and sums of squares (as :func:`_table` does it)."""
-    count = np.array(sizes, dtype=np.float64)
-    spread = s2 - s1 * (s1 / count)
-    spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(count) * s2] = 0
-    return np.sqrt(spread / np.maximum(count - 1, 1))
+    """The std of pieces from their sums and sums of squares."""
+    return np.sqrt(_moments(s1, np.sqrt(s2), np.array(sizes, dtype=np.float64))[1])
+
+
+class _Parts:
+    """Part ``r`` as a tensor, for the few whose statistics are taken again (a nan or an
+    inf inside): its piece of the reduced buffer if it went there, else itself."""
+
+    def __init__(self, parts):
+        self.parts, self.at, self.buffer = parts, {}, None
+
+    def reduced(self, rows, buffer_pieces) -> None:
+        self.at = {r: q for q, r in enumerate(rows)}
+        self.buffer = buffer_pieces
+
+    def __getitem__(self, r):
+        q = self.at.get(r)
+        return self.parts[r].detach() if q is None else self.buffer[q]
 
 
 class _Pieces:
@@ -283,92 +380,80 @@ def _finite_only(pieces, bad) -> np.ndarray:
         f = torch.where(ok, p, 0.0)
         again.append(
             torch.stack(
-                [ok.sum(dtype=torch.float64), f.sum(), torch.linalg.vector_norm(f), f.abs().max()]
+                [
+                    ok.sum(dtype=torch.float64),
+                    f.sum(dtype=torch.float64),
+                    torch.linalg.vector_norm(f, dtype=torch.float64),
+                    f.abs().max().to(torch.float64),
+                ]
             )
         )
     return torch.stack(again).cpu().numpy()
 
 
-def _table(s1, norm2, nonzero, absmax, sat, size, finite_count) -> np.ndarray:
-    """The rows of :data:`STAT_NAMES` from the sums read back (under the caller's
-    ``np.errstate``: an empty or all-nan piece's statistics are nan)."""
-    mean = s1 / finite_count
-    squares = norm2 * norm2
-    spread = squares - s1 * mean
-    # what is left of a constant tensor's spread is rounding: 0
-    spread[spread <= 4 * np.finfo(np.float64).eps * np.sqrt(finite_count) * squares] = 0
-    var = spread / np.maximum(finite_count - 1, 1)
-    return np.stack(
-        [mean, np.sqrt(var), absmax, 1 - nonzero / size, (size - finite_count) / size, sat / size],
-        axis=1,
-    )
-
-
 def keep_full(rec, shown: list, target: int, host) -> Mapping:
-    """Values and gradients kept whole on the host for ``--expect`` and ``run.value``
-    (value index → (value, gradient), numpy, float64 for floats): from the summaries'
-    buffer when it was read back whole (each shaped and made float64 when asked for),
-    else the named ones first, each at most :data:`KEEP_ONE` bytes, :data:`KEEP_BYTES` in
-    all."""
-    full: dict = {}
-    if host is not None:
-        shapes = {}
-        for i in shown:
-            t = rec.held(i)
-            if i not in host:  # integers (indices), empty tensors
-                if t.numel() * 8 > KEEP_ONE:
-                    continue
-                full[i] = (t.detach().cpu().numpy(), None)
-            else:
-                shapes[i] = t.shape
-        return Kept(host, shapes, full)
-    spent = 0
-    order = sorted(
-        shown, key=lambda i: (i != target, not rec.labels.get(i) and rec.producer[i] >= 0)
-    )
+    """Values and gradients kept whole for ``--expect`` and ``run.value`` (value index →
+    (value, gradient), numpy, float64 for floats, made when first asked for). Those in the
+    summaries' host buffer cost nothing more; the others are copied as they are now, the
+    target first, then the named values and the leaves, each at most :data:`KEEP_ONE`
+    bytes, :data:`KEEP_BYTES` in all; a big unnamed value (:data:`BIG` numbers or more) is
+    not kept."""
+    host = host or {}
+    shapes, copies, spent = {}, {}, 0
+    labels, producer = rec.labels, rec.producer
+    order = sorted(shown, key=lambda i: (i != target, not labels.get(i) and producer[i] >= 0))
     for i in order:
         t = rec.held(i)
-        size = t.numel() * 8
-        if size > KEEP_ONE or spent + 2 * size > KEEP_BYTES:
+        if i in host:
+            shapes[i] = t.shape
             continue
-        g = rec.grads.get(i)
-        full[i] = (
-            to_numpy(t) if t.is_floating_point() else t.detach().cpu().numpy(),
-            to_numpy(g) if g is not None else None,
-        )
+        named = i == target or labels.get(i) or producer[i] < 0
+        size = t.numel() * 8
+        if size > KEEP_ONE or spent + 2 * size > KEEP_BYTES or (t.numel() >= BIG and not named):
+            continue
+        g = rec.grads.get(i) if t.is_floating_point() else None
+        with torch.no_grad():
+            copies[i] = (t.detach().clone(), None if g is None else g.detach().clone())
         spent += 2 * size
-    return full
+    return Kept(host, shapes, copies)
 
 
 class Kept(Mapping):
-    """value index → (value, gradient) as numpy arrays, made from the summaries' host
-    buffer when first asked for (a view of it, shaped; float64 as the rest of the run)."""
+    """value index → (value, gradient) as numpy arrays, made when first asked for: from the
+    summaries' host buffer (a view of it, shaped) or from a copy of the tensors."""
 
-    def __init__(self, host: dict, shapes: dict, made: dict):
-        self._host, self._shapes, self._made = host, shapes, made
+    def __init__(self, host: dict, shapes: dict, copies: dict):
+        self._host, self._shapes, self._copies = host, shapes, copies
+        self._made: dict = {}
 
     def __getitem__(self, i):
         made = self._made.get(i)
         if made is not None:
             return made
-        shape = self._shapes[i]  # (KeyError: not kept)
-        grad = self._host.get(~i)
-        made = (
-            _float64(self._host[i]).reshape(shape),
-            None if grad is None else _float64(grad).reshape(shape),
-        )
+        copy = self._copies.get(i)
+        if copy is not None:
+            t, g = copy
+            value = to_numpy(t) if t.is_floating_point() else t.cpu().numpy()
+            made = (value, None if g is None else to_numpy(g))
+        else:
+            shape = self._shapes[i]  # (KeyError: not kept)
+            grad = self._host.get(~i)
+            made = (
+                _float64(self._host[i]).reshape(shape),
+                None if grad is None else _float64(grad).reshape(shape),
+            )
         self._made[i] = made
         return made
 
     def __contains__(self, i):
-        return i in self._shapes or i in self._made
+        return i in self._shapes or i in self._copies
 
     def __iter__(self):
-        yield from self._made.keys() - self._shapes.keys()
+        yield from self._copies
         yield from self._shapes
 
     def __len__(self):
-        return len(self._shapes) + len(self._made.keys() - self._shapes.keys())
+        return len(self._shapes) + len(self._copies)
 
 
 def _float64(x: np.ndarray) -> np.ndarray:

@@ -128,7 +128,7 @@ def run(
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
-        seconds = time.perf_counter() - started
+        ran = time.perf_counter() - started
     except BaseException:
         recorder.remove_hooks()
         raise
@@ -149,9 +149,7 @@ def run(
                 if not options.no_check:
                     with warnings.catch_warnings():  # the check replays the cell's ops: their
                         warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-                        result.check = torchcheck_run.check(
-                            result, recorder, eps=None, cell_seconds=seconds
-                        )
+                        result.check = torchcheck_run.check(result, recorder, eps=None, ran=ran)
         except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
             raise NoTensorTarget(
                 f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
