@@ -537,6 +537,31 @@ _seq(
     ),
 )
 
+_seq(
+    "torch patched by the user before the cell",
+    (
+        P,
+        "calls = []\norig_mean, orig_grad, orig_abs = torch.Tensor.mean, torch.autograd.grad, torch.Tensor.abs\n"
+        "def counted_mean(self, *a, **k):\n    calls.append('mean')\n    return orig_mean(self, *a, **k)\n"
+        "def counted_grad(*a, **k):\n    calls.append('grad')\n    return orig_grad(*a, **k)\n"
+        "torch.Tensor.mean = counted_mean\ntorch.autograd.grad = counted_grad\n"
+        "torch.Tensor.abs = lambda self: orig_abs(self) * 2\n"
+        "w = torch.randn(4, requires_grad=True)",
+    ),
+    (M, "loss = (w.tanh() * 3).mean()\nloss"),
+    (P, "print(calls)"),
+    (M, "h = w.abs() + 1\nloss = h.log().mean()\nloss.backward()\nloss"),
+    (
+        M,
+        "torch.Tensor.abs = property(lambda self: (lambda: orig_abs(self) * 2))\n"
+        "h2 = w.abs()\nloss = h2.sum()\nloss",
+    ),
+    (
+        P,
+        "print(calls, w.grad)\ntorch.Tensor.mean, torch.autograd.grad, torch.Tensor.abs = orig_mean, orig_grad, orig_abs",
+    ),
+)
+
 
 # (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
 # cells that run backward set the gradients to None first, so .grad is that backward's

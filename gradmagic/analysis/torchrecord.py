@@ -144,6 +144,52 @@ def modes_set_aside():
             _push_mode(m)
 
 
+def _users(obj) -> bool:
+    """``obj`` (a function, or a property's getter) was not written in torch."""
+    obj = getattr(obj, "fget", obj)
+    module = getattr(obj, "__module__", None)
+    return isinstance(module, str) and module.split(".")[0] != "torch"
+
+
+def _shipped(func):
+    """The function torch's C core runs for ``func``. A mode is handed the public attribute
+    (``torch.Tensor.mean``): if the user replaced it, that is their function, which calls
+    torch's, which comes back here. Calling theirs would run it twice (once from
+    their call, once from here); torch's is what the plain run calls at this point."""
+    if callable(func) and not _users(func):
+        return func
+    for name, value in vars(torch.Tensor).items():
+        if value is func:
+            base = getattr(torch._C.TensorBase, name, None)
+            return base if callable(base) else func
+    return func
+
+
+@contextlib.contextmanager
+def torch_as_shipped():
+    """Tensor methods of torch's C core that a user replaced (``torch.Tensor.mean = ...``),
+    and ``torch.autograd.grad`` if replaced after this module was loaded, are torch's own
+    while inside, so the magic's own work calls none of the user's code; they are the
+    user's again on leaving."""
+    tensor, base = torch.Tensor, torch._C.TensorBase
+    patched = {
+        name: value
+        for name, value in list(vars(tensor).items())
+        if _users(value) and hasattr(base, name)
+    }
+    grad = torch.autograd.grad
+    try:
+        for name in patched:
+            delattr(tensor, name)
+        if grad is not _AUTOGRAD_GRAD and _users(grad) and not _users(_AUTOGRAD_GRAD):
+            torch.autograd.grad = _AUTOGRAD_GRAD
+        yield
+    finally:
+        torch.autograd.grad = grad
+        for name, value in patched.items():
+            setattr(tensor, name, value)
+
+
 def assigned_names(tree: ast.AST) -> dict:
     """Line → the names its assignment binds (``a, b = ...``, ``x += ...``), at the
     cell's top level (loops and ``with`` blocks included, function bodies not)."""
@@ -250,7 +296,8 @@ class Op:
 
 
 _TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
-_KINDS: dict = {}  # torch function → (its op name, writes in place, not an op)
+# torch function → (its op name, writes in place, not an op, the function to call)
+_KINDS: dict = {}
 _AUTOGRAD_GRAD = torch.autograd.grad
 _TRACING = torch._C._get_tracing_state
 
@@ -411,12 +458,13 @@ class Recorder(TorchFunctionMode):
             return func(*args, **kwargs)
         call = call_from(sys._getframe(1))
         try:
-            name, inplace, skip = _KINDS[func]
+            name, inplace, skip, func = _KINDS[func]
         except (KeyError, TypeError):
+            given, func = func, _shipped(func)
             name = _op_name(func)
             inplace, skip = _inplace(name), name in _NOT_OPS or name.startswith(".")
             try:
-                _KINDS[func] = name, inplace, skip
+                _KINDS[given] = name, inplace, skip, func
             except TypeError:  # (a function that cannot be a key)
                 pass
         if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)

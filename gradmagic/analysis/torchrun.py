@@ -25,7 +25,14 @@ import torch
 
 from .torchbackward import backward_order
 from .torchhealth import health, probes
-from .torchrecord import Op, Recorder, assigned_names, modes_set_aside, version_of
+from .torchrecord import (
+    Op,
+    Recorder,
+    assigned_names,
+    modes_set_aside,
+    torch_as_shipped,
+    version_of,
+)
 from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
@@ -36,6 +43,7 @@ __all__ = [
     "finish",
     "modes_set_aside",
     "release",
+    "torch_as_shipped",
     "summarise",
     "to_numpy",
     "KEEP_BYTES",

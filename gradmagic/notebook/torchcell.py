@@ -143,8 +143,13 @@ def run(
             )
         value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
         try:
-            # what follows draws no number of the cell's, and no mode of the user's sees it
-            with torchcheck_run.rng_kept(), torchrun.modes_set_aside():
+            # what follows draws no number of the cell's, and no mode or patch of the
+            # user's sees it
+            with (
+                torchcheck_run.rng_kept(),
+                torchrun.modes_set_aside(),
+                torchrun.torch_as_shipped(),
+            ):
                 result = _finish(torchrun, recorder, value, source, source_text, options, ns)
                 if not options.no_check:
                     with warnings.catch_warnings():  # the check replays the cell's ops: their
