@@ -72,6 +72,10 @@ def test_no_gradient_of_the_corpus_is_called_wrong():
     assert failed == []
     checked = [c for cells in magic for c in cells if c.get("shown")]
     assert sum(c["shown"]["whole"]["status"] == "pass" for c in checked) >= 30
+    # and every view is drawn: the live view's bundle, no error
+    views = [c["view"] for cells in magic for c in cells if "view" in c]
+    assert len(views) >= 40
+    assert {v for v in views if "widget-view+json" not in v} == set()
 
 
 @pytest.mark.parametrize("name, i", torch_corpus.GRADIENT_CELLS)

@@ -791,6 +791,19 @@ def _shown(run) -> dict | None:
     }
 
 
+def _view(shell, run) -> str:
+    """What displaying the magic's view of ``run`` gave: its kinds of output, or the error."""
+    shown = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(shown), contextlib.redirect_stderr(shown):
+            data, _ = shell.display_formatter.format(run)
+    except Exception as e:  # noqa: BLE001 - what the test reports
+        return f"{type(e).__name__}: {e}"
+    if "Traceback" in shown.getvalue() or "Error" in shown.getvalue():
+        return shown.getvalue()[-2000:]
+    return " ".join(sorted(data))
+
+
 def run(mode: str, options: str = "-q") -> list:
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -836,10 +849,12 @@ def run(mode: str, options: str = "-q") -> list:
             )
             if kind == M and mode == M:
                 seen[-1]["shown"] = _shown(gradmagic.last)
+                if gradmagic.last is not None and "-q" not in options.split():
+                    seen[-1]["view"] = _view(shell, gradmagic.last)
         results.append(seen)
         shell.clear_instance()
     return results
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1], " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "-q")))
+    print(json.dumps(run(sys.argv[1], " ".join(sys.argv[2:]))))  # (no options: the view on)
