@@ -200,3 +200,49 @@ def test_the_checks_of_a_long_cell_or_a_big_op_are_not_made(monkeypatch):
     assert whole["status"] == "skipped" and "replaying it in float64" in whole["why"]
     why = {run.ops[k].name: r.get("why", r["status"]) for k, r in ops.items()}
     assert why["matmul"].startswith("too big to replay") and why["mul"] == "pass"
+
+
+def test_the_gradients_shown_match_central_differences_in_float64():
+    """An attention block with a LayerNorm and a custom Function, in float64: each shown
+    gradient entry against a central difference of the plain function."""
+    import torch
+
+    setup = (
+        "import torch, torch.nn.functional as F, math\n"
+        "class Cube(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n        return x ** 3\n    @staticmethod\n"
+        "    def backward(ctx, g):\n        x, = ctx.saved_tensors\n        return 3 * x * x * g\n"
+        "g = torch.Generator().manual_seed(3)\n"
+        "x = torch.randn(2, 4, 6, dtype=torch.float64, generator=g)\n"
+        "Wq = torch.randn(6, 6, dtype=torch.float64, generator=g).requires_grad_()\n"
+        "Wk = torch.randn(6, 6, dtype=torch.float64, generator=g).requires_grad_()\n"
+        "gamma = torch.ones(6, dtype=torch.float64, requires_grad=True)\n"
+        "def f(Wq, Wk, gamma):\n    q, k = x @ Wq, x @ Wk\n"
+        "    att = (q @ k.transpose(-2, -1) / math.sqrt(6)).masked_fill("
+        "torch.triu(torch.ones(4, 4, dtype=torch.bool), 1), float('-inf')).softmax(-1)\n"
+        "    h = F.layer_norm(att @ x, (6,), weight=gamma)\n    return Cube.apply(h).tanh().mean()"
+    )
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    assert shell.run_cell(setup).success
+    assert shell.run_cell("%%autograd -q\nloss = f(Wq, Wk, gamma)\nloss").success
+    run, ns = gradmagic.last, shell.user_ns
+    leaves = {"Wq": ns["Wq"], "Wk": ns["Wk"], "gamma": ns["gamma"]}
+    f, eps = ns["f"], 1e-6
+    compared = 0
+    for name, leaf in leaves.items():
+        shown = run.grads[name]
+        with torch.no_grad():
+            for j in range(0, leaf.numel(), 5):
+                args = {k: v.detach().clone() for k, v in leaves.items()}
+                args[name].view(-1)[j] += eps
+                up = float(f(**args))
+                args[name].view(-1)[j] -= 2 * eps
+                down = float(f(**args))
+                assert abs(shown.reshape(-1)[j] - (up - down) / (2 * eps)) < 1e-7, (name, j)
+                compared += 1
+    assert compared > 10 and run.check["whole"]["status"] == "pass"
