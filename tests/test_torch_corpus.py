@@ -246,3 +246,18 @@ def test_the_gradients_shown_match_central_differences_in_float64():
                 assert abs(shown.reshape(-1)[j] - (up - down) / (2 * eps)) < 1e-7, (name, j)
                 compared += 1
     assert compared > 10 and run.check["whole"]["status"] == "pass"
+
+
+def test_ops_after_a_forward_that_raised_are_not_put_in_its_module():
+    run = _record(
+        "import torch, torch.nn as nn\nclass Boom(nn.Module):\n    def __init__(s):\n"
+        "        super().__init__()\n        s.l = nn.Linear(2, 2)\n    def forward(s, x):\n"
+        "        y = s.l(x)\n        raise ValueError('no')\n"
+        "boom = Boom(); lin = nn.Linear(2, 2); w = torch.randn(2, requires_grad=True)",
+        "try:\n    boom(w)\nexcept ValueError:\n    pass\nloss = (lin(w) * 2).sum()\nloss",
+    )
+    assert [(run.ops[k].name, run.op_modules[k]) for k in run.graph] == [
+        ("linear", "lin"),
+        ("mul", ""),
+        ("sum", ""),
+    ]

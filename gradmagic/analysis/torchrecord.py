@@ -416,7 +416,10 @@ class Recorder(TorchFunctionMode):
     def __enter__(self):
         self._hooks = (
             torch.nn.modules.module.register_module_forward_pre_hook(self._enter_module),
-            torch.nn.modules.module.register_module_forward_hook(self._leave_module),
+            # (always: a forward that raises leaves its module too)
+            torch.nn.modules.module.register_module_forward_hook(
+                self._leave_module, always_call=True
+            ),
         )
         self._apply = torch.autograd.Function.__dict__["apply"]
         recorder = self
@@ -449,8 +452,11 @@ class Recorder(TorchFunctionMode):
         self.stack = self.stack + (id(module),)
 
     def _leave_module(self, module, args, output):
-        if self.stack and self.stack[-1] == id(module):
-            self.stack = self.stack[:-1]
+        stack = self.stack
+        if stack and stack[-1] == id(module):
+            self.stack = stack[:-1]
+        elif id(module) in stack:  # (a module inside it raised, and was left without a word)
+            self.stack = stack[: len(stack) - 1 - stack[::-1].index(id(module))]
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
