@@ -261,3 +261,24 @@ def test_ops_after_a_forward_that_raised_are_not_put_in_its_module():
         ("mul", ""),
         ("sum", ""),
     ]
+
+
+@pytest.mark.parametrize(
+    "cell, said",
+    [
+        ("(w * 1j).sum()", "complex tensor"),
+        ("torch.nested.nested_tensor([w.detach(), torch.ones(3)])", "nested tensor"),
+        ("torch.empty(1, device='meta')", "meta tensor"),
+    ],
+)
+def test_a_target_the_magic_cannot_show_is_said_and_the_value_kept(cell, said, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    assert shell.run_cell("import torch\nw = torch.randn(2, requires_grad=True)").success
+    capsys.readouterr()
+    result = shell.run_cell(f"%%autograd\n{cell}")
+    assert result.success and said in capsys.readouterr().out
+    assert type(result.result).__name__ == "Tensor"
+    shell.clear_instance()

@@ -198,6 +198,16 @@ def _tensor_target(torch, name, value, ns, final_code, assigned):
             f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
             f"is a {type(value).__name__}, not a torch.Tensor"
         )
+    if value.layout != torch.strided or value.is_nested or value.is_meta:
+        kind = "meta" if value.is_meta else "nested" if value.is_nested else str(value.layout)
+        raise NoTensorTarget(
+            f"{what} is a {kind} tensor; the magic shows dense tensors that hold their numbers"
+        )
+    if value.is_complex():
+        raise NoTensorTarget(
+            f"{what} is a complex tensor; a gradient is taken of a real number "
+            "(.real, .abs(), or a real loss of it)"
+        )
     if value.numel() != 1:
         raise NoTensorTarget(
             f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
