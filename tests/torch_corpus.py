@@ -167,6 +167,15 @@ _seq(
     (M, "with torch.inference_mode():\n    inf = w * 3\nloss = (w * w).sum()\nloss"),
     (M, "y = w * 2\ny.sum().backward()\nloss = y.sum()\nloss"),
     (P, "print(inf.is_inference(), w.grad)"),
+    (M, "loss = (w * 2).sum()\ntorch.set_grad_enabled(False)\nloss"),
+    (P, "print(torch.is_grad_enabled(), loss.grad_fn is not None)\ntorch.set_grad_enabled(True)"),
+    (M, "torch.autograd.set_detect_anomaly(True)\nloss = (w.sin() * 2).sum()\nloss"),
+    (P, "print(torch.is_anomaly_enabled())\ntorch.autograd.set_detect_anomaly(False)"),
+    (M, "torch.use_deterministic_algorithms(True)\nloss = (w @ w)\nloss"),
+    (
+        P,
+        "print(torch.are_deterministic_algorithms_enabled())\ntorch.use_deterministic_algorithms(False)",
+    ),
 )
 _seq(
     "classes, closures and data structures",
@@ -466,6 +475,13 @@ _seq(
     ),
     (M, "import torch as tt\ndel torch\nloss = (tt.ones(2, requires_grad=True) * 2).sum()\nloss"),
     (P, "torch = tt\nprint(loss)"),
+    (
+        P,
+        "seen_g = []\ngh = nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 2)\n"
+        "gp = nn.modules.module.register_module_forward_pre_hook(lambda m, i: seen_g.append(type(m).__name__))",
+    ),
+    (M, "loss = boom.l(w).sum()\nloss"),
+    (P, "print(seen_g, loss)\ngh.remove()\ngp.remove()"),
     (M, "x = torch.tensor([1.0, 2.0], requires_grad=True)\nloss = (x.exp() ** 400).sum()\nloss"),
 )
 _seq(
