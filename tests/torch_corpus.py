@@ -578,6 +578,31 @@ _seq(
     ),
 )
 
+_seq(
+    "transformer layers, fused attention, autocast, weight norm, parametrizations",
+    (
+        P,
+        "enc = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, batch_first=True)\n"
+        "mha = nn.MultiheadAttention(8, 2, batch_first=True)\nsrc = torch.randn(2, 5, 8)\n"
+        "wn = nn.utils.parametrizations.weight_norm(nn.Linear(8, 3))\n"
+        "sn = nn.utils.parametrizations.spectral_norm(nn.Linear(8, 3))\n"
+        "opt = torch.optim.AdamW(list(enc.parameters()) + list(wn.parameters()), lr=1e-3, foreach=False)",
+    ),
+    (
+        M,
+        "enc.eval()\nwith torch.no_grad():\n    fast = enc(src)\nenc.train()\nout = enc(src)\n"
+        "a, att_w = mha(src, src, src, need_weights=True)\n"
+        "q = k = v = src.view(2, 5, 2, 4).transpose(1, 2)\n"
+        "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n    lowp = wn(src).float()\n"
+        "loss = out.pow(2).mean() + a.sum() + y.sum() + lowp.mean() + sn(src).sum()\n"
+        "opt.zero_grad()\nloss.backward()\nopt.step()\nloss",
+    ),
+    (P, "print(fast.sum().item(), att_w.sum().item(), wn.parametrizations.weight.original0.grad)"),
+    (M, "enc.eval()\nfast2 = enc(src)\nloss = fast2.sum()\nloss"),
+    (P, "print(fast2.grad_fn is not None, sn.parametrizations.weight[0]._u.sum())"),
+)
+
 
 # (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
 # cells that run backward set the gradients to None first, so .grad is that backward's

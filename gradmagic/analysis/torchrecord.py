@@ -86,6 +86,12 @@ _NOT_OPS = frozenset(
         "allclose",
     }
 )
+# modules with a fused path torch takes only when no mode is on and no gradient is wanted
+_FAST_PATH = (
+    torch.nn.TransformerEncoderLayer,
+    torch.nn.TransformerEncoder,
+    torch.nn.MultiheadAttention,
+)
 HOLD_BYTES = 1 << 30  # bytes of tensors the record may keep alive
 # ops whose result is random: the checks take what they made as given
 RANDOM = frozenset(
@@ -409,6 +415,7 @@ class Recorder(TorchFunctionMode):
         self.budget = HOLD_BYTES
         self.made_bytes = 0
         self.stopped_at = None  # the cell's line where the recording stopped
+        self.aside = None  # id of the module our mode stepped aside for (see _fast)
         self.last_line = None
         self._cell_frame = None
 
@@ -450,8 +457,37 @@ class Recorder(TorchFunctionMode):
     def _enter_module(self, module, args):
         self.modules[id(module)] = module
         self.stack = self.stack + (id(module),)
+        if self.aside is None and isinstance(module, _FAST_PATH) and self._fast(module, args):
+            self._step_aside(module)
+
+    def _fast(self, module, args) -> bool:
+        """The module may take torch's fused fast path (no gradient is wanted through it), which
+        torch does not take while a mode is on: ours steps aside so that it does (the ops in
+        it take no gradient, so nothing of the record is lost)."""
+        from torch.overrides import _get_current_function_mode_stack
+
+        stack = _get_current_function_mode_stack()
+        if not stack or stack[-1] is not self:  # (a mode of the user's: no fast path plainly)
+            return False
+        if not torch.is_grad_enabled():
+            return True
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return not any(t.requires_grad for t in (*module.parameters(), *tensors))
+
+    def _step_aside(self, module) -> None:
+        from torch.overrides import _pop_mode
+
+        _pop_mode()
+        self.aside = id(module)
+        self.inside += 1
 
     def _leave_module(self, module, args, output):
+        if self.aside == id(module):
+            from torch.overrides import _push_mode
+
+            _push_mode(self)
+            self.aside = None
+            self.inside -= 1
         stack = self.stack
         if stack and stack[-1] == id(module):
             self.stack = stack[:-1]
