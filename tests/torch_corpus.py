@@ -603,6 +603,27 @@ _seq(
     (P, "print(fast2.grad_fn is not None, sn.parametrizations.weight[0]._u.sum())"),
 )
 
+_seq(
+    "jacobians, hessians, gradient accumulation, backward with inputs",
+    (
+        P,
+        "net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))\nX = torch.randn(8, 3)\nopt = torch.optim.SGD(net.parameters(), lr=0.1)",
+    ),
+    (
+        M,
+        "from torch.autograd.functional import jacobian, hessian\nx0 = torch.randn(3, requires_grad=True)\n"
+        "J = jacobian(lambda v: net(v).tanh(), x0)\nH = hessian(lambda v: net(v).sum(), x0.detach())\n"
+        "jr = torch.func.jacrev(lambda v: v.sin() * 2)(x0.detach())\nloss = net(x0).sum() + J.sum() * 0.1\nloss",
+    ),
+    (P, "print(J.shape, H.shape, jr.diagonal(), x0.grad)"),
+    (
+        M,
+        "opt.zero_grad()\nfor chunk in X.split(4):\n    part = net(chunk).pow(2).mean() / 2\n    part.backward()\n"
+        "w0 = net[0].weight\nextra = (net(X).sum() * w0.sum())\nextra.backward(inputs=[w0])\nopt.step()\npart",
+    ),
+    (P, "print(net[0].weight.grad.sum().item(), net[2].bias.grad)"),
+)
+
 
 # (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
 # cells that run backward set the gradients to None first, so .grad is that backward's
