@@ -282,3 +282,16 @@ def test_a_target_the_magic_cannot_show_is_said_and_the_value_kept(cell, said, c
     assert result.success and said in capsys.readouterr().out
     assert type(result.result).__name__ == "Tensor"
     shell.clear_instance()
+
+
+def test_a_tensor_made_out_of_the_records_sight_is_said():
+    run = _record(
+        "import torch, torch.nn as nn\nnet = nn.Linear(3, 2)\n"
+        "traced = torch.jit.trace(net, torch.randn(1, 3))\nx = torch.randn(4, 3)",
+        "out = traced(x)\nloss = (out * 2).sum()\nloss",
+    )
+    assert any("out was made by ops the record did not see" in w for w in run.warnings)
+    run = _record(
+        "import torch\nw = torch.randn(3, requires_grad=True)", "loss = (w * 2).sum()\nloss"
+    )
+    assert not any("did not see" in w for w in run.warnings)

@@ -238,6 +238,14 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
             "the target was computed before this cell ran, so none of its "
             "ops were recorded: run the cell that computes it under the magic"
         )
+    unseen = [i for i in run.leaves if rec.tensors[i].grad_fn is not None]
+    if unseen and graph:
+        names = ", ".join(run.name_of(i) for i in unseen[:3]) + (", ..." if len(unseen) > 3 else "")
+        run.warnings.append(
+            f"{names} {'was' if len(unseen) == 1 else 'were'} made by ops the record did not "
+            "see (in an earlier cell, or inside a torch.jit module): the graph and its "
+            "gradients start there, not at what made them"
+        )
     if not_computed:
         run.warnings.append(not_computed)
         run.no_gradients = True
