@@ -55,11 +55,12 @@ def test_torch_cells_run_as_without_the_magic(plain, options):
     magic = _run("magic", options)
     assert len(magic) == len(plain) == len(torch_corpus.SEQUENCES)
     assert _differences(plain, magic, shown="-q" not in options) == []
+    if options == "":  # (the checks are made and the view is on: one run serves both)
+        _no_gradient_is_called_wrong(magic)
 
 
-def test_no_gradient_of_the_corpus_is_called_wrong():
+def _no_gradient_is_called_wrong(magic):
     """What the checks say of real code's gradients is true: nothing correct is shown red."""
-    magic = _run("magic", "")
     failed = [
         f"{name}, cell {i}: {c['shown']}"
         for name, cells in zip(torch_corpus.SEQUENCES, magic)
