@@ -806,7 +806,7 @@ def _globals() -> dict:
         "global module hooks": [
             len(getattr(module, name))
             for name in sorted(vars(module))
-            if name.startswith("_global_") and name.endswith("hooks")
+            if name.startswith("_global_") and hasattr(getattr(module, name), "__len__")
         ],
         "Function.apply": getattr(
             torch.autograd.Function.__dict__["apply"], "__func__", None
