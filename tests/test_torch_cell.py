@@ -439,6 +439,20 @@ def test_an_optimizer_step_with_dropout_and_in_place_ops_runs_as_without_the_mag
     assert run.health["inplace"]  # relu(inplace=True) and out[:, 0] *= 2
 
 
+def assert_statistics(run, ns, names, rel):
+    """The run's statistics of ``names`` are float64 torch's of their finite entries."""
+    for name in names:
+        i = run.index(name)
+        t = ns[name].detach().double()
+        ok = t.isfinite()
+        f = t[ok]
+        assert run.stats[i, 0] == pytest.approx(f.mean().item(), rel=rel, abs=1e-12), name
+        assert run.stats[i, 1] == pytest.approx(f.std().item(), rel=rel, abs=1e-12), name
+        assert run.stats[i, 2] == pytest.approx(f.abs().max().item(), rel=1e-12), name
+        assert run.stats[i, 3] == pytest.approx((t == 0).double().mean().item()), name
+        assert run.stats[i, 4] == pytest.approx((~ok).double().mean().item()), name
+
+
 def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
     setup = (
         "import torch\n"
@@ -455,16 +469,7 @@ def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
     _, magic = shells(setup)
     ns = magic.user_ns
     run = run_magic(magic, cell, "--no-check")
-    for name in ("a", "c", "r"):
-        i = run.index(name)
-        t = ns[name].detach().double()
-        ok = t.isfinite()
-        f = t[ok]
-        assert run.stats[i, 0] == pytest.approx(f.mean().item(), rel=1e-9, abs=1e-12)
-        assert run.stats[i, 1] == pytest.approx(f.std().item(), rel=1e-9, abs=1e-12)
-        assert run.stats[i, 2] == pytest.approx(f.abs().max().item(), rel=1e-12)
-        assert run.stats[i, 3] == pytest.approx((t == 0).double().mean().item())
-        assert run.stats[i, 4] == pytest.approx((~ok).double().mean().item())
+    assert_statistics(run, ns, ("a", "c", "r"), rel=1e-9)
     assert run.stats[run.index("r"), 4] > 0  # log of the negative entries: nan
     grads = torch.autograd.grad(ns["loss"], [ns["w"], ns["v"], ns["b"]], retain_graph=True)
     for name, g in zip(("w", "v", "b"), grads):
@@ -497,16 +502,7 @@ def test_statistics_of_small_and_big_tensors_match_float64(rows):
     _, magic = shells(setup)
     ns = magic.user_ns
     run = run_magic(magic, cell, "--no-check")
-    for name in ("flat", "h", "r", "z", "w", "d", "b"):
-        i = run.index(name)
-        t = ns[name].detach().double()
-        ok = t.isfinite()
-        f = t[ok]
-        assert run.stats[i, 0] == pytest.approx(f.mean().item(), rel=1e-7, abs=1e-12), name
-        assert run.stats[i, 1] == pytest.approx(f.std().item(), rel=1e-6, abs=1e-12), name
-        assert run.stats[i, 2] == pytest.approx(f.abs().max().item(), rel=1e-12), name
-        assert run.stats[i, 3] == pytest.approx((t == 0).double().mean().item()), name
-        assert run.stats[i, 4] == pytest.approx((~ok).double().mean().item()), name
+    assert_statistics(run, ns, ("flat", "h", "r", "z", "w", "d", "b"), rel=1e-6)
     assert run.stats[run.index("flat"), 1] == 0
     assert run.stats[run.index("r"), 4] > 0
     h = ns["h"].detach().double()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -54,6 +55,38 @@ def test_torch_cells_run_as_without_the_magic(plain, options):
     magic = _run("magic", options)
     assert len(magic) == len(plain) == len(torch_corpus.SEQUENCES)
     assert _differences(plain, magic, shown="-q" not in options) == []
+    if options == "":  # (the checks are made and the view is on: one run serves both)
+        _no_gradient_is_called_wrong(magic)
+
+
+def _no_gradient_is_called_wrong(magic):
+    """What the checks say of real code's gradients is true: nothing correct is shown red."""
+    failed = [
+        f"{name}, cell {i}: {c['shown']}"
+        for name, cells in zip(torch_corpus.SEQUENCES, magic)
+        for i, c in enumerate(cells)
+        if c.get("shown")
+        and (
+            c["shown"]["whole"]["status"] == "fail" or any(" fail" in o for o in c["shown"]["ops"])
+        )
+    ]
+    assert failed == []
+    checked = [c for cells in magic for c in cells if c.get("shown")]
+    assert sum(c["shown"]["whole"]["status"] == "pass" for c in checked) >= 30
+    # and every view is drawn: the live view's bundle, no error
+    views = [c["view"] for cells in magic for c in cells if "view" in c]
+    assert len(views) >= 40
+    assert {v for v in views if "widget-view+json" not in v} == set()
+
+
+@pytest.mark.parametrize("name, i", torch_corpus.GRADIENT_CELLS)
+def test_the_gradients_shown_are_plain_pytorchs(name, i):
+    found = torch_corpus.gradients(name, i)
+    assert len(found) >= 1
+    for key, (shown, plain) in found.items():
+        assert (shown is None) == (plain is None), key
+        if shown is not None:
+            np.testing.assert_array_equal(shown, plain, err_msg=key)
 
 
 def test_the_corpus_would_see_a_difference(plain):
@@ -115,3 +148,151 @@ def test_module_names_of_any_length_or_text_are_drawn_escaped_and_clipped():
     assert "<img" not in svg and "&lt;img src=x" in svg
     assert "pwn" in svg and 'label="pwn' not in svg.replace("&quot;", '"').split("<text")[0]
     assert len([t for t in svg.split("<text")[1:] if "linear" in t]) == len(names)
+
+
+def test_a_cell_that_would_hold_too_much_runs_plain_and_says_so(monkeypatch, capsys):
+    """A loop of steps whose graphs a plain run frees would stay alive in the record: past
+    its budget the record stops and lets go, and the cell runs on as it is."""
+    import torch
+    from IPython.core.interactiveshell import InteractiveShell
+    from torch.overrides import _get_current_function_mode_stack
+
+    import gradmagic
+    from gradmagic.analysis import torchrecord
+
+    monkeypatch.setattr(torchrecord, "HOLD_BYTES", 1 << 20)
+    setup = "import torch\ntorch.manual_seed(0)\nW = torch.randn(64, 64, requires_grad=True)"
+    cell = (
+        "acc = 0.0\nfor i in range(100):\n    acc += float((torch.randn(64, 64) @ W).tanh()"
+        ".mean().detach())\nloss = (W * acc).sum()\nloss"
+    )
+    values = []
+    for header in ("", "%%autograd\n"):
+        shell = InteractiveShell()
+        shell.run_line_magic("load_ext", "gradmagic")
+        assert shell.run_cell(setup).success
+        result = shell.run_cell(header + cell)
+        assert result.success
+        values.append((shell.user_ns["acc"], result.result))
+        if header:
+            assert gradmagic.last is None
+            assert "stopped at line 4" in capsys.readouterr().out
+            assert not shell.user_ns["W"]._backward_hooks
+            assert _get_current_function_mode_stack() == []
+            assert torch.autograd.Function.__dict__["apply"].__func__.__qualname__ == (
+                "Function.apply"
+            )
+        shell.clear_instance()
+    (acc, shown), (acc_m, shown_m) = values
+    assert acc == acc_m and torch.equal(shown, shown_m)
+
+
+def test_the_checks_of_a_long_cell_or_a_big_op_are_not_made(monkeypatch):
+    """Their float64 replays would take many times the cell's own time: they say so."""
+    from gradmagic.analysis import torchcheck_run
+
+    monkeypatch.setattr(torchcheck_run, "WHOLE_COST", 1e9)
+    monkeypatch.setattr(torchcheck_run, "OP_ELEMENTS", 100)
+    run = _record(
+        "import torch\nW = torch.randn(8, 8, requires_grad=True)\nv = torch.randn(3, requires_grad=True)",
+        "loss = (W @ W).tanh().sum() + (v * 2).sum()\nloss",
+    )
+    whole, ops = run.check["whole"], run.check["ops"]
+    assert whole["status"] == "skipped" and "replaying it in float64" in whole["why"]
+    why = {run.ops[k].name: r.get("why", r["status"]) for k, r in ops.items()}
+    assert why["matmul"].startswith("too big to replay") and why["mul"] == "pass"
+
+
+def test_the_gradients_shown_match_central_differences_in_float64():
+    """An attention block with a LayerNorm and a custom Function, in float64: each shown
+    gradient entry against a central difference of the plain function."""
+    import torch
+
+    setup = (
+        "import torch, torch.nn.functional as F, math\n"
+        "class Cube(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n        return x ** 3\n    @staticmethod\n"
+        "    def backward(ctx, g):\n        x, = ctx.saved_tensors\n        return 3 * x * x * g\n"
+        "g = torch.Generator().manual_seed(3)\n"
+        "x = torch.randn(2, 4, 6, dtype=torch.float64, generator=g)\n"
+        "Wq = torch.randn(6, 6, dtype=torch.float64, generator=g).requires_grad_()\n"
+        "Wk = torch.randn(6, 6, dtype=torch.float64, generator=g).requires_grad_()\n"
+        "gamma = torch.ones(6, dtype=torch.float64, requires_grad=True)\n"
+        "def f(Wq, Wk, gamma):\n    q, k = x @ Wq, x @ Wk\n"
+        "    att = (q @ k.transpose(-2, -1) / math.sqrt(6)).masked_fill("
+        "torch.triu(torch.ones(4, 4, dtype=torch.bool), 1), float('-inf')).softmax(-1)\n"
+        "    h = F.layer_norm(att @ x, (6,), weight=gamma)\n    return Cube.apply(h).tanh().mean()"
+    )
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    assert shell.run_cell(setup).success
+    assert shell.run_cell("%%autograd -q\nloss = f(Wq, Wk, gamma)\nloss").success
+    run, ns = gradmagic.last, shell.user_ns
+    leaves = {"Wq": ns["Wq"], "Wk": ns["Wk"], "gamma": ns["gamma"]}
+    f, eps = ns["f"], 1e-6
+    compared = 0
+    for name, leaf in leaves.items():
+        shown = run.grads[name]
+        with torch.no_grad():
+            for j in range(0, leaf.numel(), 5):
+                args = {k: v.detach().clone() for k, v in leaves.items()}
+                args[name].view(-1)[j] += eps
+                up = float(f(**args))
+                args[name].view(-1)[j] -= 2 * eps
+                down = float(f(**args))
+                assert abs(shown.reshape(-1)[j] - (up - down) / (2 * eps)) < 1e-7, (name, j)
+                compared += 1
+    assert compared > 10 and run.check["whole"]["status"] == "pass"
+
+
+def test_ops_after_a_forward_that_raised_are_not_put_in_its_module():
+    run = _record(
+        "import torch, torch.nn as nn\nclass Boom(nn.Module):\n    def __init__(s):\n"
+        "        super().__init__()\n        s.l = nn.Linear(2, 2)\n    def forward(s, x):\n"
+        "        y = s.l(x)\n        raise ValueError('no')\n"
+        "boom = Boom(); lin = nn.Linear(2, 2); w = torch.randn(2, requires_grad=True)",
+        "try:\n    boom(w)\nexcept ValueError:\n    pass\nloss = (lin(w) * 2).sum()\nloss",
+    )
+    assert [(run.ops[k].name, run.op_modules[k]) for k in run.graph] == [
+        ("linear", "lin"),
+        ("mul", ""),
+        ("sum", ""),
+    ]
+
+
+@pytest.mark.parametrize(
+    "cell, said",
+    [
+        ("(w * 1j).sum()", "complex tensor"),
+        ("torch.nested.nested_tensor([w.detach(), torch.ones(3)])", "nested tensor"),
+        ("torch.empty(1, device='meta')", "meta tensor"),
+    ],
+)
+def test_a_target_the_magic_cannot_show_is_said_and_the_value_kept(cell, said, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    assert shell.run_cell("import torch\nw = torch.randn(2, requires_grad=True)").success
+    capsys.readouterr()
+    result = shell.run_cell(f"%%autograd\n{cell}")
+    assert result.success and said in capsys.readouterr().out
+    assert type(result.result).__name__ == "Tensor"
+    shell.clear_instance()
+
+
+def test_a_tensor_made_out_of_the_records_sight_is_said():
+    run = _record(
+        "import torch, torch.nn as nn\nnet = nn.Linear(3, 2)\n"
+        "traced = torch.jit.trace(net, torch.randn(1, 3))\nx = torch.randn(4, 3)",
+        "out = traced(x)\nloss = (out * 2).sum()\nloss",
+    )
+    assert any("out was made by ops the record did not see" in w for w in run.warnings)
+    run = _record(
+        "import torch\nw = torch.randn(3, requires_grad=True)", "loss = (w * 2).sum()\nloss"
+    )
+    assert not any("did not see" in w for w in run.warnings)

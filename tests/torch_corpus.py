@@ -14,6 +14,7 @@ import io
 import json
 import random
 import sys
+import threading
 import warnings
 
 P, M = "plain", "magic"
@@ -166,6 +167,15 @@ _seq(
     (M, "with torch.inference_mode():\n    inf = w * 3\nloss = (w * w).sum()\nloss"),
     (M, "y = w * 2\ny.sum().backward()\nloss = y.sum()\nloss"),
     (P, "print(inf.is_inference(), w.grad)"),
+    (M, "loss = (w * 2).sum()\ntorch.set_grad_enabled(False)\nloss"),
+    (P, "print(torch.is_grad_enabled(), loss.grad_fn is not None)\ntorch.set_grad_enabled(True)"),
+    (M, "torch.autograd.set_detect_anomaly(True)\nloss = (w.sin() * 2).sum()\nloss"),
+    (P, "print(torch.is_anomaly_enabled())\ntorch.autograd.set_detect_anomaly(False)"),
+    (M, "torch.use_deterministic_algorithms(True)\nloss = (w @ w)\nloss"),
+    (
+        P,
+        "print(torch.are_deterministic_algorithms_enabled())\ntorch.use_deterministic_algorithms(False)",
+    ),
 )
 _seq(
     "classes, closures and data structures",
@@ -192,6 +202,511 @@ _seq(
     ),
     (P, "print(w, loss, net.count)"),
 )
+
+# Cells in the manner of widely read PyTorch code (a small GPT's attention block, the MNIST
+# convnet, an LSTM language model, a VAE, a DCGAN step, a linear regression), written here at tiny
+# sizes, and cells that try to break the recorder.
+_seq(
+    "a GPT block: causal self-attention, LayerNorm, GELU, AdamW, clipping, a schedule",
+    (
+        P,
+        "class Attn(nn.Module):\n    def __init__(s, d, h, T):\n        super().__init__()\n"
+        "        s.qkv = nn.Linear(d, 3 * d); s.proj = nn.Linear(d, d); s.h = h\n"
+        "        s.drop = nn.Dropout(0.1)\n"
+        "        s.register_buffer('bias', torch.tril(torch.ones(T, T)).view(1, 1, T, T))\n"
+        "    def forward(s, x):\n        B, T, C = x.size()\n"
+        "        q, k, v = s.qkv(x).split(C, dim=2)\n"
+        "        q, k, v = [t.view(B, T, s.h, C // s.h).transpose(1, 2) for t in (q, k, v)]\n"
+        "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))\n"
+        "        att = att.masked_fill(s.bias[:, :, :T, :T] == 0, float('-inf'))\n"
+        "        att = s.drop(F.softmax(att, dim=-1))\n"
+        "        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)\n        return s.proj(y)\n"
+        "class Block(nn.Module):\n    def __init__(s, d, h, T):\n        super().__init__()\n"
+        "        s.ln1 = nn.LayerNorm(d); s.attn = Attn(d, h, T); s.ln2 = nn.LayerNorm(d)\n"
+        "        s.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d), nn.Dropout(0.1))\n"
+        "    def forward(s, x):\n        x = x + s.attn(s.ln1(x))\n        return x + s.mlp(s.ln2(x))\n"
+        "class GPT(nn.Module):\n    def __init__(s, V=11, d=8, h=2, T=6, L=2):\n        super().__init__()\n"
+        "        s.wte = nn.Embedding(V, d); s.wpe = nn.Embedding(T, d)\n"
+        "        s.blocks = nn.ModuleList([Block(d, h, T) for _ in range(L)])\n"
+        "        s.ln_f = nn.LayerNorm(d); s.head = nn.Linear(d, V, bias=False)\n"
+        "        s.wte.weight = s.head.weight\n"
+        "    def forward(s, idx, targets=None):\n        b, t = idx.size()\n"
+        "        pos = torch.arange(0, t, dtype=torch.long, device=idx.device).unsqueeze(0)\n"
+        "        x = s.wte(idx) + s.wpe(pos)\n        for blk in s.blocks: x = blk(x)\n"
+        "        logits = s.head(s.ln_f(x))\n"
+        "        loss = None if targets is None else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)\n"
+        "        return logits, loss\n"
+        "model = GPT()\n"
+        "decay = [p for n, p in model.named_parameters() if p.dim() >= 2]\n"
+        "nodecay = [p for n, p in model.named_parameters() if p.dim() < 2]\n"
+        "opt = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': nodecay, 'weight_decay': 0.0}], lr=1e-3, betas=(0.9, 0.95))\n"
+        "sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)\n"
+        "idx = torch.randint(0, 11, (3, 6)); tgt = torch.randint(0, 11, (3, 6)); tgt[0, :2] = -1",
+    ),
+    (
+        M,
+        "model.train()\nlogits, loss = model(idx, tgt)\nopt.zero_grad(set_to_none=True)\nloss.backward()\n"
+        "norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nopt.step()\nsched.step()\nloss",
+    ),
+    (P, "print(sched.get_last_lr(), norm, model.head.weight.grad.abs().sum())"),
+    (
+        M,
+        "model.eval()\nwith torch.no_grad():\n    logits, _ = model(idx[:, :4])\n"
+        "    probs = F.softmax(logits[:, -1, :] / 0.8, dim=-1)\n    v, _ = torch.topk(probs, 3)\n"
+        "    nxt = torch.multinomial(probs, num_samples=1)\nlogits2, loss2 = model(idx, tgt)\nloss2",
+    ),
+    (P, "print(nxt.flatten(), loss2.grad_fn is not None, model.training)"),
+)
+_seq(
+    "the MNIST convnet: conv, max-pool, dropout, log-softmax, Adadelta, StepLR",
+    (
+        P,
+        "class Net(nn.Module):\n    def __init__(s):\n        super().__init__()\n"
+        "        s.conv1 = nn.Conv2d(1, 4, 3, 1); s.conv2 = nn.Conv2d(4, 8, 3, 1)\n"
+        "        s.dropout1 = nn.Dropout(0.25); s.fc1 = nn.Linear(8 * 2 * 2, 16); s.fc2 = nn.Linear(16, 10)\n"
+        "    def forward(s, x):\n        x = F.relu(s.conv1(x))\n        x = F.relu(s.conv2(x))\n"
+        "        x = F.max_pool2d(x, 2)\n        x = s.dropout1(x)\n        x = torch.flatten(x, 1)\n"
+        "        x = F.relu(s.fc1(x))\n        return F.log_softmax(s.fc2(x), dim=1)\n"
+        "net = Net()\nopt = torch.optim.Adadelta(net.parameters(), lr=1.0)\n"
+        "sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)\n"
+        "data = torch.randn(4, 1, 8, 8); target = torch.randint(0, 10, (4,))",
+    ),
+    (
+        M,
+        "net.train()\nopt.zero_grad()\noutput = net(data)\nloss = F.nll_loss(output, target)\n"
+        "loss.backward()\nopt.step()\nsched.step()\nloss",
+    ),
+    (
+        M,
+        "net.eval()\ntest_loss = 0\ncorrect = 0\nwith torch.no_grad():\n    output = net(data)\n"
+        "    test_loss += F.nll_loss(output, target, reduction='sum').item()\n"
+        "    pred = output.argmax(dim=1, keepdim=True)\n"
+        "    correct += pred.eq(target.view_as(pred)).sum().item()\n"
+        "print(f'{test_loss:.4f} {correct}')\nloss = F.nll_loss(net(data), target)\nloss",
+    ),
+    (P, "print(opt.state_dict()['param_groups'][0]['lr'], net.conv1.weight.grad is None)"),
+)
+_seq(
+    "an LSTM language model: embedding, LSTM, hidden state detached, clip_grad_norm_, manual SGD",
+    (
+        P,
+        "class RNNModel(nn.Module):\n    def __init__(s, ntoken=12, ninp=6, nhid=5, nlayers=2):\n"
+        "        super().__init__()\n        s.drop = nn.Dropout(0.2); s.encoder = nn.Embedding(ntoken, ninp)\n"
+        "        s.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=0.2); s.decoder = nn.Linear(nhid, ntoken)\n"
+        "        s.nhid, s.nlayers = nhid, nlayers\n"
+        "    def forward(s, input, hidden):\n        emb = s.drop(s.encoder(input))\n"
+        "        output, hidden = s.rnn(emb, hidden)\n        output = s.drop(output)\n"
+        "        decoded = s.decoder(output).view(-1, 12)\n        return F.log_softmax(decoded, dim=1), hidden\n"
+        "    def init_hidden(s, bsz):\n        w = next(s.parameters())\n"
+        "        return (w.new_zeros(s.nlayers, bsz, s.nhid), w.new_zeros(s.nlayers, bsz, s.nhid))\n"
+        "def repackage_hidden(h):\n    if isinstance(h, torch.Tensor):\n        return h.detach()\n"
+        "    return tuple(repackage_hidden(v) for v in h)\n"
+        "model = RNNModel()\nsource = torch.randint(0, 12, (5, 3)); targets = torch.randint(0, 12, (15,))\n"
+        "hidden = model.init_hidden(3)\ncriterion = nn.NLLLoss()",
+    ),
+    (
+        M,
+        "model.train()\nhidden = repackage_hidden(hidden)\nmodel.zero_grad()\n"
+        "output, hidden = model(source, hidden)\nloss = criterion(output, targets)\nloss.backward()\n"
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)\nfor p in model.parameters():\n"
+        "    p.data.add_(p.grad, alpha=-20)\nloss",
+    ),
+    (
+        P,
+        "print(hidden[0].sum().item(), hidden[0].requires_grad, model.rnn.weight_hh_l0.grad.norm())",
+    ),
+    (
+        M,
+        "gru = nn.GRU(6, 4, batch_first=True, bidirectional=True)\nseq = torch.randn(2, 5, 6)\n"
+        "out, hn = gru(seq)\npacked = nn.utils.rnn.pack_padded_sequence(seq, torch.tensor([5, 3]), batch_first=True)\n"
+        "pout, _ = gru(packed)\nunp, lens = nn.utils.rnn.pad_packed_sequence(pout, batch_first=True)\n"
+        "loss = out.pow(2).mean() + unp.sum() * 0.01\nloss",
+    ),
+    (P, "print(lens, hn.shape, out.grad_fn is not None)"),
+)
+_seq(
+    "a VAE: reparameterisation, BCE, KL, and a DCGAN step: BatchNorm2d, ConvTranspose2d, BCELoss",
+    (
+        P,
+        "class VAE(nn.Module):\n    def __init__(s):\n        super().__init__()\n"
+        "        s.fc1 = nn.Linear(16, 8); s.fc21 = nn.Linear(8, 2); s.fc22 = nn.Linear(8, 2)\n"
+        "        s.fc3 = nn.Linear(2, 8); s.fc4 = nn.Linear(8, 16)\n"
+        "    def reparameterize(s, mu, logvar):\n        std = torch.exp(0.5 * logvar)\n"
+        "        eps = torch.randn_like(std)\n        return mu + eps * std\n"
+        "    def forward(s, x):\n        h1 = F.relu(s.fc1(x.view(-1, 16)))\n        mu, logvar = s.fc21(h1), s.fc22(h1)\n"
+        "        z = s.reparameterize(mu, logvar)\n        return torch.sigmoid(s.fc4(F.relu(s.fc3(z)))), mu, logvar\n"
+        "vae = VAE()\nvopt = torch.optim.Adam(vae.parameters(), lr=1e-3)\nx = torch.rand(3, 1, 4, 4)\n"
+        "netG = nn.Sequential(nn.ConvTranspose2d(3, 4, 4, 1, 0, bias=False), nn.BatchNorm2d(4), nn.ReLU(True),\n"
+        "    nn.ConvTranspose2d(4, 1, 4, 2, 1, bias=False), nn.Tanh())\n"
+        "netD = nn.Sequential(nn.Conv2d(1, 4, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),\n"
+        "    nn.Conv2d(4, 1, 4, 1, 0, bias=False), nn.Sigmoid())\n"
+        "def weights_init(m):\n    if m.__class__.__name__.find('Conv') != -1:\n        nn.init.normal_(m.weight.data, 0.0, 0.02)\n"
+        "    elif m.__class__.__name__.find('BatchNorm') != -1:\n        nn.init.normal_(m.weight.data, 1.0, 0.02)\n"
+        "        nn.init.constant_(m.bias.data, 0)\nnetG.apply(weights_init); netD.apply(weights_init)\n"
+        "criterion = nn.BCELoss()\noptD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))\n"
+        "optG = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))\nreal = torch.randn(2, 1, 8, 8).tanh()",
+    ),
+    (
+        M,
+        "vopt.zero_grad()\nrecon, mu, logvar = vae(x)\nBCE = F.binary_cross_entropy(recon, x.view(-1, 16), reduction='sum')\n"
+        "KLD = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())\nloss = BCE + KLD\nloss.backward()\nvopt.step()\nloss",
+    ),
+    (
+        M,
+        "netD.zero_grad()\nlabel = torch.full((2,), 1.0)\noutput = netD(real).view(-1)\nerrD_real = criterion(output, label)\n"
+        "errD_real.backward()\nnoise = torch.randn(2, 3, 1, 1)\nfake = netG(noise)\nlabel.fill_(0.0)\n"
+        "output = netD(fake.detach()).view(-1)\nerrD_fake = criterion(output, label)\nerrD_fake.backward()\noptD.step()\n"
+        "netG.zero_grad()\nlabel.fill_(1.0)\noutput = netD(fake).view(-1)\nerrG = criterion(output, label)\n"
+        "errG.backward()\noptG.step()\nerrG",
+    ),
+    (P, "print(netG[1].running_var, label, errD_real.item() + errD_fake.item())"),
+)
+_seq(
+    "regression, SGD with momentum and weight decay, schedulers, double backward, torch.func",
+    (
+        P,
+        "W_target = torch.randn(3, 1) * 5\nb_target = torch.randn(1) * 5\n"
+        "def make_features(x):\n    x = x.unsqueeze(1)\n    return torch.cat([x ** i for i in range(1, 4)], 1)\n"
+        "fc = nn.Linear(3, 1)\nsgd = torch.optim.SGD(fc.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4, nesterov=True)\n"
+        "plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(sgd, patience=0)\n"
+        "onecycle_model = nn.Linear(2, 1)\noc_opt = torch.optim.SGD(onecycle_model.parameters(), lr=0.1)\n"
+        "onecycle = torch.optim.lr_scheduler.OneCycleLR(oc_opt, max_lr=0.1, total_steps=10)",
+    ),
+    (
+        M,
+        "random_x = torch.randn(8)\nbatch_x = make_features(random_x)\nbatch_y = batch_x.mm(W_target) + b_target.item()\n"
+        "fc.zero_grad()\noutput = F.smooth_l1_loss(fc(batch_x), batch_y)\nloss = output.item()\noutput.backward()\n"
+        "for param in fc.parameters():\n    param.data.add_(-0.1 * param.grad)\nsgd.step()\nplateau.step(loss)\noutput",
+    ),
+    (P, "print(fc.weight, sgd.state_dict()['state'], plateau.num_bad_epochs)"),
+    (
+        M,
+        "x = torch.tensor([0.3, -1.2], dtype=torch.float64, requires_grad=True)\ny = (x.sin() * x ** 2).sum()\n"
+        "g, = torch.autograd.grad(y, x, create_graph=True)\nhvp, = torch.autograd.grad(g.sum(), x)\n"
+        "from torch.func import grad as fgrad, vmap\ngx = vmap(fgrad(lambda t: t.sin() * t))(x.detach())\n"
+        "oc_opt.zero_grad()\nocl = onecycle_model(torch.ones(2)).sum()\nocl.backward()\noc_opt.step()\nonecycle.step()\n"
+        "pen = (g ** 2).sum() + y\npen",
+    ),
+    (P, "print(hvp, gx, onecycle.get_last_lr(), x.grad)"),
+)
+_seq(
+    "norms, pooling, embeddings and less common dtypes",
+    (
+        P,
+        "gn = nn.GroupNorm(2, 4); inn = nn.InstanceNorm1d(4, affine=True, track_running_stats=True)\n"
+        "bn = nn.BatchNorm2d(4, momentum=None); emb = nn.EmbeddingBag(10, 4, mode='mean')\n"
+        "cx = torch.randn(3, dtype=torch.complex64, requires_grad=True)\n"
+        "img = torch.randn(2, 4, 6, 6)",
+    ),
+    (
+        M,
+        "h = gn(img)\nh = F.avg_pool2d(h, 2) + F.adaptive_max_pool2d(h, 3)\nh = bn(h)\n"
+        "s = inn(h.flatten(2))\nbag = emb(torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 3]))\n"
+        "mask = h > 0\ncounts = mask.sum()\nidx = torch.nonzero(mask[0, 0])\n"
+        "z = (cx * cx.conj()).real.sum()\nloss = s.pow(2).mean() + bag.sum() + z + h[mask].mean()\nloss",
+    ),
+    (
+        P,
+        "print(bn.running_mean, bn.num_batches_tracked, inn.running_var, counts, idx.dtype, cx.grad)",
+    ),
+    (
+        M,
+        "bn.eval()\ninn.eval()\nh = bn(img)\nq = torch.distributions.Normal(h.mean(), h.std())\n"
+        "lp = q.log_prob(torch.zeros(3)).sum()\ncat = torch.distributions.Categorical(logits=emb.weight[0])\n"
+        "smp = cat.sample((4,))\nent = cat.entropy()\nloss = lp + ent + inn(h.flatten(2)).sum()\nloss",
+    ),
+    (P, "print(smp, bn.training, torch.rand(1))"),
+)
+_seq(
+    "hooks, detach, requires_grad_, forward hooks, a custom Function with two outputs",
+    (
+        P,
+        "class MulAdd(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, a, b, k):\n"
+        "        ctx.k = k\n        ctx.save_for_backward(a, b)\n        return a * b * k, a + b\n"
+        "    @staticmethod\n    def backward(ctx, gm, gs):\n        a, b = ctx.saved_tensors\n"
+        "        return gm * b * ctx.k + gs, gm * a * ctx.k + gs, None\n"
+        "lin = nn.Linear(3, 3)\nacts = {}\n"
+        "fh = lin.register_forward_hook(lambda m, i, o: acts.__setitem__('lin', o.detach()))\n"
+        "ph = lin.register_forward_pre_hook(lambda m, i: (i[0] * 2,))\n"
+        "a = torch.randn(3).requires_grad_()\nb = torch.randn(3)",
+    ),
+    (
+        M,
+        "b.requires_grad_(True)\nm, s = MulAdd.apply(a, b, 3.0)\nfrozen = m.detach()\nfrozen += 1\n"
+        "o = lin(s)\nloss = (m * o).sum() + frozen.sum()\nloss.backward()\nloss",
+    ),
+    (P, "print(acts['lin'], a.grad, b.grad, lin.weight.grad, frozen._version, m._version)"),
+    (P, "fh.remove()\nph.remove()\nlin.weight.requires_grad_(False)"),
+    (M, "loss = lin(a).sum()\nloss"),
+    (P, "print(lin.weight.grad, a.grad, lin._forward_hooks)"),
+)
+_seq(
+    "hostile cells: raising in a forward, rebinding torch, patching Tensor, own modes",
+    (
+        P,
+        "class Boom(nn.Module):\n    def __init__(s):\n        super().__init__()\n        s.l = nn.Linear(2, 2)\n"
+        "    def forward(s, x):\n        y = s.l(x)\n        if y.sum() > -1e9:\n            raise KeyboardInterrupt('stop')\n        return y\n"
+        "boom = Boom()\nw = torch.randn(2, requires_grad=True)\n"
+        "from torch.overrides import TorchFunctionMode\n"
+        "class Count(TorchFunctionMode):\n    n = 0\n    def __torch_function__(s, func, types, args=(), kwargs=None):\n"
+        "        Count.n += 1\n        return func(*args, **(kwargs or {}))\n"
+        "class Tagged(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})",
+    ),
+    (M, "out = boom(w)\nout.sum()"),
+    (P, "print(w.grad, boom.l.weight.grad, len(boom._forward_hooks))"),
+    (M, "with Count():\n    y = (w * 3).sin()\nloss = y.sum()\nloss"),
+    (P, "print(Count.n, y.grad_fn is not None)"),
+    (M, "t = torch.randn(2).as_subclass(Tagged)\nt.requires_grad_()\nloss = (t * w).sum()\nloss"),
+    (P, "print(type(t).__name__, type(loss).__name__)"),
+    (
+        M,
+        "orig = torch.Tensor.add\ntorch.Tensor.add = lambda s, o: orig(s, o) * 1\nloss = w.add(w).sum()\ntorch.Tensor.add = orig\nloss",
+    ),
+    (P, "print(torch.Tensor.add is orig, w.add(w))"),
+    (
+        M,
+        "import threading\nres = []\nth = threading.Thread(target=lambda: res.append((w * 2).sum()))\nth.start(); th.join()\nloss = res[0] + w.sum()\nloss",
+    ),
+    (P, "print(res[0].grad_fn is not None)"),
+    (
+        M,
+        "hnd = nn.modules.module.register_module_forward_hook(lambda m, i, o: None)\nloss = boom.l(w).sum()\nhnd.remove()\nloss",
+    ),
+    (M, "import torch as tt\ndel torch\nloss = (tt.ones(2, requires_grad=True) * 2).sum()\nloss"),
+    (P, "torch = tt\nprint(loss)"),
+    (
+        P,
+        "seen_g = []\ngh = nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 2)\n"
+        "gp = nn.modules.module.register_module_forward_pre_hook(lambda m, i: seen_g.append(type(m).__name__))",
+    ),
+    (M, "loss = boom.l(w).sum()\nloss"),
+    (P, "print(seen_g, loss)\ngh.remove()\ngp.remove()"),
+    (M, "x = torch.tensor([1.0, 2.0], requires_grad=True)\nloss = (x.exp() ** 400).sum()\nloss"),
+)
+_seq(
+    "copies, saving and loading, tracing, data loaders, dtype changes",
+    (
+        P,
+        "import copy, io\nfrom torch.utils.data import TensorDataset, DataLoader\n"
+        "policy = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))\n"
+        "ds = TensorDataset(torch.randn(6, 3), torch.randn(6, 2))\n"
+        "dl = DataLoader(ds, batch_size=3, shuffle=True)\nopt = torch.optim.SGD(policy.parameters(), lr=0.1, momentum=0.9)",
+    ),
+    (
+        M,
+        "target_net = copy.deepcopy(policy)\nema = copy.deepcopy(policy)\nfor xb, yb in dl:\n"
+        "    opt.zero_grad()\n    loss = F.mse_loss(policy(xb), yb) + 0.1 * target_net(xb).detach().pow(2).mean()\n"
+        "    loss.backward()\n    opt.step()\n"
+        "    with torch.no_grad():\n        for pe, pp in zip(ema.parameters(), policy.parameters()):\n"
+        "            pe.mul_(0.9).add_(pp, alpha=0.1)\nbuf = io.BytesIO()\ntorch.save(policy, buf)\n"
+        "torch.save(policy.state_dict(), io.BytesIO())\nloss",
+    ),
+    (
+        P,
+        "buf.seek(0)\nback = torch.load(buf, weights_only=False)\nprint(back(torch.ones(1, 3)), len(back._forward_hooks), len(target_net[0]._forward_hooks))",
+    ),
+    (
+        M,
+        "target_net.load_state_dict(policy.state_dict())\ntraced = torch.jit.trace(target_net, torch.randn(2, 3))\n"
+        "d64 = copy.deepcopy(policy).double()\nfrom torch.func import functional_call\n"
+        "params = {k: v.detach().requires_grad_() for k, v in policy.named_parameters()}\n"
+        "out = functional_call(policy, params, (torch.ones(2, 3),))\n"
+        "loss = out.sum() + d64(torch.ones(1, 3, dtype=torch.float64)).sum().float() + traced(torch.ones(1, 3)).sum()\nloss",
+    ),
+    (
+        P,
+        "print(traced(torch.ones(1, 3)), d64[0].weight.dtype, params['0.weight'].grad, [len(m._forward_hooks) for m in d64.modules()])",
+    ),
+    (
+        M,
+        "torch.set_default_dtype(torch.float64)\nz = torch.randn(3, requires_grad=True)\nloss = (z * 2).sum()\nloss",
+    ),
+    (P, "print(torch.get_default_dtype(), z.dtype)\ntorch.set_default_dtype(torch.float32)"),
+)
+_seq(
+    "modes and hooks left behind by the cell, anomaly mode, errors in backward",
+    (
+        P,
+        "from torch.overrides import TorchFunctionMode\n"
+        "class Log(TorchFunctionMode):\n    seen = []\n    def __torch_function__(s, func, types, args=(), kwargs=None):\n"
+        "        Log.seen.append(getattr(func, '__name__', '?'))\n        return func(*args, **(kwargs or {}))\n"
+        "class Bad(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return x * 2\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        raise RuntimeError('bad backward')\n"
+        "w = torch.randn(3, requires_grad=True)",
+    ),
+    (M, "mode = Log()\nmode.__enter__()\nloss = (w * 2).sum()\nloss"),
+    (P, "mode.__exit__(None, None, None)\nprint(len(Log.seen) > 0, sorted(set(Log.seen))[:3])"),
+    (
+        M,
+        "with torch.autograd.set_detect_anomaly(True):\n    loss = (w.exp() * 3).sum()\n    loss.backward()\nloss",
+    ),
+    (M, "y = Bad.apply(w).sum()\ny.backward()\ny"),
+    (P, "print(w.grad)"),
+    (
+        M,
+        "import warnings\nclass Warn(nn.Module):\n    def forward(s, x):\n        warnings.warn('careful')\n        return x * 2\nloss = Warn()(w).sum()\nloss",
+    ),
+    (
+        M,
+        "big = torch.randn(1500, 1500, requires_grad=True)\nloss = (big @ big).tanh().mean()\nloss",
+    ),
+)
+
+_seq(
+    "torch patched by the user before the cell",
+    (
+        P,
+        "calls = []\norig_mean, orig_grad, orig_abs = torch.Tensor.mean, torch.autograd.grad, torch.Tensor.abs\n"
+        "def counted_mean(self, *a, **k):\n    calls.append('mean')\n    return orig_mean(self, *a, **k)\n"
+        "def counted_grad(*a, **k):\n    calls.append('grad')\n    return orig_grad(*a, **k)\n"
+        "torch.Tensor.mean = counted_mean\ntorch.autograd.grad = counted_grad\n"
+        "torch.Tensor.abs = lambda self: orig_abs(self) * 2\n"
+        "w = torch.randn(4, requires_grad=True)",
+    ),
+    (M, "loss = (w.tanh() * 3).mean()\nloss"),
+    (P, "print(calls)"),
+    (M, "h = w.abs() + 1\nloss = h.log().mean()\nloss.backward()\nloss"),
+    (
+        M,
+        "torch.Tensor.abs = property(lambda self: (lambda: orig_abs(self) * 2))\n"
+        "h2 = w.abs()\nloss = h2.sum()\nloss",
+    ),
+    (
+        P,
+        "print(calls, w.grad)\ntorch.Tensor.mean, torch.autograd.grad, torch.Tensor.abs = orig_mean, orig_grad, orig_abs",
+    ),
+)
+
+_seq(
+    "transformer layers, fused attention, autocast, weight norm, parametrizations",
+    (
+        P,
+        "enc = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, batch_first=True)\n"
+        "mha = nn.MultiheadAttention(8, 2, batch_first=True)\nsrc = torch.randn(2, 5, 8)\n"
+        "wn = nn.utils.parametrizations.weight_norm(nn.Linear(8, 3))\n"
+        "sn = nn.utils.parametrizations.spectral_norm(nn.Linear(8, 3))\n"
+        "opt = torch.optim.AdamW(list(enc.parameters()) + list(wn.parameters()), lr=1e-3, foreach=False)",
+    ),
+    (
+        M,
+        "enc.eval()\nwith torch.no_grad():\n    fast = enc(src)\nenc.train()\nout = enc(src)\n"
+        "a, att_w = mha(src, src, src, need_weights=True)\n"
+        "q = k = v = src.view(2, 5, 2, 4).transpose(1, 2)\n"
+        "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n    lowp = wn(src).float()\n"
+        "loss = out.pow(2).mean() + a.sum() + y.sum() + lowp.mean() + sn(src).sum()\n"
+        "opt.zero_grad()\nloss.backward()\nopt.step()\nloss",
+    ),
+    (P, "print(fast.sum().item(), att_w.sum().item(), wn.parametrizations.weight.original0.grad)"),
+    (M, "enc.eval()\nfast2 = enc(src)\nloss = fast2.sum()\nloss"),
+    (P, "print(fast2.grad_fn is not None, sn.parametrizations.weight[0]._u.sum())"),
+)
+
+_seq(
+    "jacobians, hessians, gradient accumulation, backward with inputs",
+    (
+        P,
+        "net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))\nX = torch.randn(8, 3)\nopt = torch.optim.SGD(net.parameters(), lr=0.1)",
+    ),
+    (
+        M,
+        "from torch.autograd.functional import jacobian, hessian\nx0 = torch.randn(3, requires_grad=True)\n"
+        "J = jacobian(lambda v: net(v).tanh(), x0)\nH = hessian(lambda v: net(v).sum(), x0.detach())\n"
+        "jr = torch.func.jacrev(lambda v: v.sin() * 2)(x0.detach())\nloss = net(x0).sum() + J.sum() * 0.1\nloss",
+    ),
+    (P, "print(J.shape, H.shape, jr.diagonal(), x0.grad)"),
+    (
+        M,
+        "opt.zero_grad()\nfor chunk in X.split(4):\n    part = net(chunk).pow(2).mean() / 2\n    part.backward()\n"
+        "w0 = net[0].weight\nextra = (net(X).sum() * w0.sum())\nextra.backward(inputs=[w0])\nopt.step()\npart",
+    ),
+    (P, "print(net[0].weight.grad.sum().item(), net[2].bias.grad)"),
+)
+
+
+# (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
+# cells that run backward set the gradients to None first, so .grad is that backward's
+GRADIENT_CELLS = [
+    ("makemore MLP with hand-written BatchNorm", 2),
+    ("makemore MLP with hand-written BatchNorm", 4),
+    ("nn.Module training with Adam, BatchNorm and Dropout", 2),
+    ("forward-only cells leave .grad alone", 2),
+    ("a custom autograd.Function", 3),
+    ("a GPT block: causal self-attention, LayerNorm, GELU, AdamW, clipping, a schedule", 2),
+    ("a GPT block: causal self-attention, LayerNorm, GELU, AdamW, clipping, a schedule", 4),
+    ("the MNIST convnet: conv, max-pool, dropout, log-softmax, Adadelta, StepLR", 2),
+    ("the MNIST convnet: conv, max-pool, dropout, log-softmax, Adadelta, StepLR", 3),
+    (
+        "an LSTM language model: embedding, LSTM, hidden state detached, clip_grad_norm_, manual SGD",
+        2,
+    ),
+    (
+        "an LSTM language model: embedding, LSTM, hidden state detached, clip_grad_norm_, manual SGD",
+        4,
+    ),
+    (
+        "a VAE: reparameterisation, BCE, KL, and a DCGAN step: BatchNorm2d, ConvTranspose2d, BCELoss",
+        2,
+    ),
+    ("norms, pooling, embeddings and less common dtypes", 2),
+    ("norms, pooling, embeddings and less common dtypes", 4),
+]
+
+
+def _resolve(ns, name):
+    """The object a shown name (``model.blocks.0.attn.qkv.weight``) means in ``ns``."""
+    head, *rest = name.split(".")
+    obj = ns[head]
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
+
+
+def gradients(name: str, i: int) -> dict:
+    """Shown name → (the gradient the magic showed, plain PyTorch's) for every leaf that takes
+    a gradient of sequence ``name``'s magic cell ``i``: plain PyTorch's is the leaf's .grad
+    right after the cell's backward() if it runs one, else ``torch.autograd.grad`` of its last expression."""
+    import ast
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+    import torch
+
+    cells = SEQUENCES[name]
+    found = {}
+    for mode in (M, P):
+        shell = InteractiveShell()
+        shell.run_line_magic("load_ext", "gradmagic")
+        for _, cell in cells[:i]:
+            assert shell.run_cell(cell).success
+        cell = cells[i][1]
+        if mode == M:
+            assert shell.run_cell(f"%%autograd -q --no-check\n{cell}").success
+            run = gradmagic.last
+            shown = {run.names[j]: run.full.get(j, (None, None))[1] for j in run.params}
+        else:
+            body = ast.parse(cell).body
+            ran_backward = [n for n, st in enumerate(body) if ".backward(" in ast.unparse(st)]
+            if ran_backward:  # (up to it: what follows, clipping say, may change .grad)
+                cell = "\n".join(ast.unparse(st) for st in body[: ran_backward[-1] + 1])
+            assert shell.run_cell(cell).success
+            target = None if ran_backward else shell.ev(ast.unparse(body[-1]))
+            for key, g in shown.items():
+                try:
+                    leaf = _resolve(shell.user_ns, key)
+                except (KeyError, AttributeError):
+                    continue
+                if ran_backward:
+                    plain = leaf.grad
+                else:
+                    plain = torch.autograd.grad(target, leaf, retain_graph=True, allow_unused=True)[
+                        0
+                    ]
+                found[key] = (g, None if plain is None else plain.detach().numpy())
+        shell.clear_instance()
+    return found
 
 
 def _h(b: bytes) -> str:
@@ -262,6 +777,8 @@ def summary(v, depth: int = 0):
         return {type(v).__name__: repr(v)}
     if isinstance(v, type) or callable(v):
         return {"callable": type(v).__name__, "name": getattr(v, "__qualname__", "?")}
+    if isinstance(v, threading.Thread):  # (its ids are the operating system's)
+        return {"thread": v.name.split(" ")[-1], "alive": v.is_alive()}
     if type(v).__name__ == "RemovableHandle":  # (its id counts every hook torch ever made)
         return {"handle": sorted(k for k in vars(v) if k != "id")}
     if hasattr(v, "__dict__") and not isinstance(v, type(sys)):
@@ -275,6 +792,7 @@ def summary(v, depth: int = 0):
 def _globals() -> dict:
     import numpy as np
     import torch
+    from torch.nn.modules import module
     from torch.overrides import _get_current_function_mode_stack
 
     state = np.random.get_state()
@@ -284,13 +802,24 @@ def _globals() -> dict:
         "random rng": _h(repr(random.getstate()).encode()),
         "grad enabled": torch.is_grad_enabled(),
         "default dtype": str(torch.get_default_dtype()),
-        "function modes": len(_get_current_function_mode_stack()),
+        "function modes": [type(m).__name__ for m in _get_current_function_mode_stack()],
+        "global module hooks": [
+            len(getattr(module, name))
+            for name in sorted(vars(module))
+            if name.startswith("_global_") and hasattr(getattr(module, name), "__len__")
+        ],
+        "Function.apply": getattr(
+            torch.autograd.Function.__dict__["apply"], "__func__", None
+        ).__qualname__,
     }
 
 
-def _where(w) -> str:
-    """Where a warning says it comes from: the cell, else the file's name."""
-    return "the cell" if w.filename.startswith("<ipython-input") else w.filename.rsplit("/", 1)[-1]
+def _where(w, header: int) -> str:
+    """Where a warning says it comes from: the cell's line (counted without the magic's
+    ``header`` line), else the file's name."""
+    if w.filename.startswith("<ipython-input"):
+        return f"the cell, line {w.lineno - header}"
+    return w.filename.rsplit("/", 1)[-1]
 
 
 def _traceback_lines(text: str) -> list:
@@ -306,9 +835,41 @@ def _traceback_lines(text: str) -> list:
     ]
 
 
+def _shown(run) -> dict | None:
+    """What the magic said of the cell's gradients: the checks' verdicts that are not passes
+    (not compared with a plain run; the tests read them)."""
+    if run is None or getattr(run, "check", None) is None:
+        return None
+    check = run.check
+    return {
+        "whole": {k: check["whole"].get(k) for k in ("status", "why")},
+        "ops": sorted(
+            {
+                f"{run.ops[k].name}: {r['status']} {r.get('why', '')}".strip()
+                for k, r in check["ops"].items()
+                if r["status"] != "pass"
+            }
+        ),
+    }
+
+
+def _view(shell, run) -> str:
+    """What displaying the magic's view of ``run`` gave: its kinds of output, or the error."""
+    shown = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(shown), contextlib.redirect_stderr(shown):
+            data, _ = shell.display_formatter.format(run)
+    except Exception as e:  # noqa: BLE001 - what the test reports
+        return f"{type(e).__name__}: {e}"
+    if "Traceback" in shown.getvalue() or "Error" in shown.getvalue():
+        return shown.getvalue()[-2000:]
+    return " ".join(sorted(data))
+
+
 def run(mode: str, options: str = "-q") -> list:
     from IPython.core.interactiveshell import InteractiveShell
 
+    import gradmagic
     import torch
 
     torch.set_num_threads(1)
@@ -337,7 +898,8 @@ def run(mode: str, options: str = "-q") -> list:
                     else _traceback_lines(out),
                     "error": None if error is None else f"{type(error).__name__}: {error}",
                     "warnings": sorted(
-                        {f"{w.category.__name__}: {w.message} ({_where(w)})" for w in caught}
+                        f"{w.category.__name__}: {w.message} ({_where(w, text != cell)})"
+                        for w in caught
                     ),
                     "names": {
                         k: summary(v)
@@ -347,10 +909,14 @@ def run(mode: str, options: str = "-q") -> list:
                     "globals": _globals(),
                 }
             )
+            if kind == M and mode == M:
+                seen[-1]["shown"] = _shown(gradmagic.last)
+                if gradmagic.last is not None and "-q" not in options.split():
+                    seen[-1]["view"] = _view(shell, gradmagic.last)
         results.append(seen)
         shell.clear_instance()
     return results
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1], " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "-q")))
+    print(json.dumps(run(sys.argv[1], " ".join(sys.argv[2:]))))  # (no options: the view on)

@@ -11,8 +11,10 @@ float64 copies), so the cell's tensors, random numbers and modules are untouched
   A wrong backward is caught at its op. Custom ``autograd.Function`` s go first, then the
   others in the order they ran, within a time budget.
 
-Ops whose result is random (dropout) are taken as recorded; ops whose inputs were written
-over in place after they ran are not checked one by one (what they read is gone), and say so.
+Ops whose result is random (dropout, a recurrent layer's dropout while training) are taken
+as recorded by the whole-cell check; ops whose inputs were written over in place after they ran are not checked one by
+one (what they read is gone), and say so. Every replay draws its random numbers from a seed of
+its own, the same for each of an op's calls, and the cell's generators are left as they were.
 """
 
 from __future__ import annotations
@@ -20,15 +22,17 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
 import torch
 
 from .torchrecord import _TENSOR, RANDOM, unflatten, version_of
 
-__all__ = ["check", "replay", "BUDGET", "EPS"]
+__all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
 
 EPS = 1e-6  # float64 step of both checks
 BUDGET = 1.0  # seconds the per-op checks may take in all (and the whole check, predicted)
 WHOLE_COST = 4  # the whole check's time over the cell's: float64 replays, with a backward
+OP_ELEMENTS = 1 << 22  # numbers in an op's tensors past which it is not checked alone
 KINKS = frozenset(
     {
         "relu",
@@ -56,6 +60,7 @@ KINKS = frozenset(
     }
 )
 _LOW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+_TO_LOW_FLOAT = frozenset({"float", "half", "bfloat16"})  # methods that cast to one of them
 
 
 def _f64(t):
@@ -66,6 +71,8 @@ def _f64(t):
 def _call(op, tensors):
     """Op ``op`` called again with ``tensors`` in place of the ones it was given (and float64
     in place of a lower float dtype argument)."""
+    if op.name in _TO_LOW_FLOAT and tensors and tensors[0].is_floating_point():
+        return tensors[0]  # (x.float() of a float64 replay stays float64)
     it = iter(tensors)
     leaves = [
         next(it)
@@ -80,13 +87,44 @@ def _call(op, tensors):
     return out
 
 
+# recurrent layers take their dropout probability and then the training flag
+_RECURRENT = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+
+
+def _is_random(op) -> bool:
+    """The op's result depends on the random generator: a random op, or a recurrent layer
+    with dropout between its layers while training."""
+    if op.name in RANDOM:
+        return True
+    if op.name not in _RECURRENT:
+        return False
+    c = op.consts
+    return any(type(c[i]) is float and c[i] > 0 and c[i + 1] is True for i in range(len(c) - 1))
+
+
+def rng_kept():
+    """A context in which torch's generators (the CPU's, and each GPU's in use) may be drawn
+    from: on leaving it they are as they were."""
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    return torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else [])
+
+
+def _seeded(f, *args):
+    """``f(*args)`` with torch's generators seeded the same way each time, so an op that
+    draws random numbers draws the same ones on each call; the generators are left as they
+    were."""
+    with rng_kept():
+        torch.manual_seed(0)
+        return f(*args)
+
+
 def replay(run, rec, leaf_values: dict):
     """The target's value computed again from ``leaf_values`` (value index → tensor) through
     the ops of ``run.graph``; every other input as recorded, in float64."""
     env = dict(leaf_values)
     for k in run.graph:
         op = rec.ops[k]
-        if op.name in RANDOM:
+        if _is_random(op):
             for j in op.outputs:
                 env[j] = _f64(rec.held(j))
             continue
@@ -117,7 +155,8 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
     about four times in float64, is skipped when the cell took ``ran`` seconds and four
     times that is more than the budget; an op is not started when the longest op check so
     far would not fit in what is left of it (before the first, half the whole check's time
-    stands for one).
+    stands for one). An op whose tensors hold more than :data:`OP_ELEMENTS` numbers is not
+    checked alone (one replay of it could outlast the budget).
 
     Each result has ``analytic``, ``numeric``, ``error`` (relative) and ``status``:
     ``pass``, ``fail``, ``kink`` (a mismatch at an op with a kink), ``skipped`` (with
@@ -184,8 +223,15 @@ def _kind(run, rec, k) -> tuple:
 
 
 def _verdict(a, n, atol, rtol, kinked=False) -> dict:
+    if not (math.isfinite(a) and math.isfinite(n)):  # (an overflow, or inf times zero)
+        return {
+            "analytic": a,
+            "numeric": n,
+            "status": "skipped",
+            "why": f"not finite in float64 (analytic {a:.6g}, numeric {n:.6g}): no verdict",
+        }
     err = abs(a - n)
-    ok = err <= atol + rtol * abs(n) or (math.isnan(a) and math.isnan(n))
+    ok = err <= atol + rtol * abs(n)
     rel = err / max(abs(n), abs(a), 1e-300)
     status = "pass" if ok else ("kink" if kinked else "fail")
     return {"analytic": a, "numeric": n, "error": rel, "status": status}
@@ -200,18 +246,25 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
         v = {i: _random_like(x0[i], gen) for i in params}
         with torch.enable_grad():
             xs = {i: x.clone().requires_grad_(True) for i, x in x0.items()}
-            f = replay(run, rec, xs)
+            f = _seeded(replay, run, rec, xs)
+            if not f.requires_grad:
+                return {
+                    "status": "skipped",
+                    "why": "the target reaches the parameters only through random ops, "
+                    "taken as they came",
+                }
             grads = torch.autograd.grad(f.sum(), [xs[i] for i in params], allow_unused=True)
         analytic = sum(float((g * v[i]).sum()) for i, g in zip(params, grads) if g is not None)
         with torch.no_grad():
-            fp = float(replay(run, rec, {i: x0[i] + eps * v[i] for i in params}).sum())
-            fm = float(replay(run, rec, {i: x0[i] - eps * v[i] for i in params}).sum())
+            fp = float(_seeded(replay, run, rec, {i: x0[i] + eps * v[i] for i in params}).sum())
+            fm = float(_seeded(replay, run, rec, {i: x0[i] - eps * v[i] for i in params}).sum())
             f0 = float(f.detach().sum())
     except Exception as e:  # noqa: BLE001 - an op that cannot be replayed: say which
         return {"status": "skipped", "why": f"the replay failed: {type(e).__name__}: {e}"}
     numeric = (fp - fm) / (2 * eps)
     out = _verdict(analytic, numeric, atol, rtol)
-    recorded = float(run.stats[run.target, 0])
+    value = run.value  # (the kept value: the stats' mean of an inf is not inf)
+    recorded = float(np.sum(value)) if np.size(value) else float(run.stats[run.target, 0])
     out["replayed"] = f0
     if not math.isfinite(recorded):
         out["status"] = "skipped"
@@ -227,13 +280,19 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
 
 def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
     op = rec.ops[k]
-    if op.name in RANDOM:
+    if op.name in RANDOM:  # (a recurrent layer's dropout is checked: each call draws alike)
         return {"status": "skipped", "why": "random: taken as it came"}
     changed = [
         i for i in op.inputs if version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved
     ]
     if changed:
         return {"status": "skipped", "why": "an input was written over in place afterwards"}
+    size = sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
+    if size > OP_ELEMENTS:
+        return {
+            "status": "skipped",
+            "why": f"too big to replay within the budget ({size:,} numbers)",
+        }
     try:
         xs = [_f64(rec.held(i)) for i in op.inputs]
         diff = [
@@ -248,7 +307,7 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
         def f(tensors):
             if op.inplace:  # it writes into its first input: a copy of it, made inside
                 tensors = [tensors[0].clone()] + list(tensors[1:])
-            out = _call(op, tensors)
+            out = _seeded(_call, op, tensors)
             outs = out if isinstance(out, (tuple, list)) else (out,)
             return [o for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point()]
 

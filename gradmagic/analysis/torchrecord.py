@@ -16,6 +16,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 from __future__ import annotations
 
 import ast
+import contextlib
 import math
 import sys
 import types
@@ -24,7 +25,16 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["Recorder", "Op", "assigned_names", "flatten", "unflatten", "RANDOM"]
+__all__ = [
+    "Recorder",
+    "Op",
+    "assigned_names",
+    "flatten",
+    "unflatten",
+    "RANDOM",
+    "HOLD_BYTES",
+    "modes_set_aside",
+]
 
 
 # torch calls that are not operations on values: read an attribute, ask a size, print, run
@@ -76,6 +86,13 @@ _NOT_OPS = frozenset(
         "allclose",
     }
 )
+# modules with a fused path torch takes only when no mode is on and no gradient is wanted
+_FAST_PATH = (
+    torch.nn.TransformerEncoderLayer,
+    torch.nn.TransformerEncoder,
+    torch.nn.MultiheadAttention,
+)
+HOLD_BYTES = 1 << 30  # bytes of tensors the record may keep alive
 # ops whose result is random: the checks take what they made as given
 RANDOM = frozenset(
     {
@@ -103,6 +120,80 @@ RANDOM = frozenset(
         "poisson",
     }
 )
+
+
+def _leave(mode) -> None:
+    """Take ``mode`` off torch's function-mode stack wherever it is: the modes a cell entered
+    and did not leave stay above it, in their order."""
+    from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
+
+    if not any(m is mode for m in _get_current_function_mode_stack()):
+        return
+    above = []
+    while (top := _pop_mode()) is not mode:
+        above.append(top)
+    for m in reversed(above):
+        _push_mode(m)
+
+
+@contextlib.contextmanager
+def modes_set_aside():
+    """The function modes on torch's stack (a user's) are off while inside, so they see
+    none of the ops run here; they are back, in their order, on leaving."""
+    from torch.overrides import _len_torch_function_stack, _pop_mode, _push_mode
+
+    modes = [_pop_mode() for _ in range(_len_torch_function_stack())]
+    try:
+        yield
+    finally:
+        for m in reversed(modes):
+            _push_mode(m)
+
+
+def _users(obj) -> bool:
+    """``obj`` (a function, or a property's getter) was not written in torch."""
+    obj = getattr(obj, "fget", obj)
+    module = getattr(obj, "__module__", None)
+    return isinstance(module, str) and module.split(".")[0] != "torch"
+
+
+def _shipped(func):
+    """The function torch's C core runs for ``func``. A mode is handed the public attribute
+    (``torch.Tensor.mean``): if the user replaced it, that is their function, which calls
+    torch's, which comes back here. Calling theirs would run it twice (once from
+    their call, once from here); torch's is what the plain run calls at this point."""
+    if callable(func) and not _users(func):
+        return func
+    for name, value in vars(torch.Tensor).items():
+        if value is func:
+            base = getattr(torch._C.TensorBase, name, None)
+            return base if callable(base) else func
+    return func
+
+
+@contextlib.contextmanager
+def torch_as_shipped():
+    """Tensor methods of torch's C core that a user replaced (``torch.Tensor.mean = ...``),
+    and ``torch.autograd.grad`` if replaced after this module was loaded, are torch's own
+    while inside, so the magic's own work calls none of the user's code; they are the
+    user's again on leaving."""
+    tensor, base = torch.Tensor, torch._C.TensorBase
+    patched = {
+        name: value
+        for name, value in list(vars(tensor).items())
+        if _users(value) and hasattr(base, name)
+    }
+    grad = torch.autograd.grad
+    try:
+        for name in patched:
+            delattr(tensor, name)
+        if grad is not _AUTOGRAD_GRAD and _users(grad) and not _users(_AUTOGRAD_GRAD):
+            torch.autograd.grad = _AUTOGRAD_GRAD
+        yield
+    finally:
+        torch.autograd.grad = grad
+        for name, value in patched.items():
+            setattr(tensor, name, value)
 
 
 def assigned_names(tree: ast.AST) -> dict:
@@ -211,16 +302,16 @@ class Op:
 
 
 _TENSOR = object()  # where a tensor stood among an op's arguments (Op.consts)
-_KINDS: dict = {}  # torch function → (its op name, writes in place, not an op)
+# torch function → (its op name, writes in place, not an op, the function to call)
+_KINDS: dict = {}
 _AUTOGRAD_GRAD = torch.autograd.grad
+_TRACING = torch._C._get_tracing_state
 
 
-def _at(func, args, kwargs):
-    __tracebackhide__ = True
-    return func(*args, **kwargs)  # noqa: E702
-
-
-_AT = _at.__code__  # one line: a copy moved to another file and line runs there
+# the call is on the function's first line: a copy of its code moved to another file and line
+# calls from there (a def's body would be a line or more below the line it is moved to)
+_at = lambda func, args, kwargs: func(*args, **kwargs)  # noqa: E731
+_AT = _at.__code__
 _OVERRIDES = torch.overrides.__file__
 _CALLS: dict = {}  # (code, line) -> _at as if written there
 CALL_NAME = "__gradmagic_call__"
@@ -319,6 +410,12 @@ class Recorder(TorchFunctionMode):
         self.saved: dict = {}  # value index → what it held before an in-place write
         self.data_of: dict = {}  # id(p.data) → (p.data, p): writes through .data update p
         self.inside = 0  # > 0 inside a custom Function's forward: its ops are not recorded
+        # the record keeps every tensor it saw alive: past ``budget`` bytes of them (a loop
+        # of steps whose graphs a plain run frees), it stops and lets go
+        self.budget = HOLD_BYTES
+        self.made_bytes = 0
+        self.stopped_at = None  # the cell's line where the recording stopped
+        self.aside = None  # id of the module our mode stepped aside for (see _fast)
         self.last_line = None
         self._cell_frame = None
 
@@ -326,7 +423,10 @@ class Recorder(TorchFunctionMode):
     def __enter__(self):
         self._hooks = (
             torch.nn.modules.module.register_module_forward_pre_hook(self._enter_module),
-            torch.nn.modules.module.register_module_forward_hook(self._leave_module),
+            # (always: a forward that raises leaves its module too)
+            torch.nn.modules.module.register_module_forward_hook(
+                self._leave_module, always_call=True
+            ),
         )
         self._apply = torch.autograd.Function.__dict__["apply"]
         recorder = self
@@ -347,7 +447,7 @@ class Recorder(TorchFunctionMode):
 
     def __exit__(self, *exc):
         try:
-            return super().__exit__(*exc)
+            _leave(self)  # (not a pop: the cell may have entered a mode and kept it)
         finally:
             torch.autograd.Function.apply = self._apply
             for h in self._hooks:
@@ -357,10 +457,42 @@ class Recorder(TorchFunctionMode):
     def _enter_module(self, module, args):
         self.modules[id(module)] = module
         self.stack = self.stack + (id(module),)
+        if self.aside is None and isinstance(module, _FAST_PATH) and self._fast(module, args):
+            self._step_aside(module)
+
+    def _fast(self, module, args) -> bool:
+        """The module may take torch's fused fast path (no gradient is wanted through it), which
+        torch does not take while a mode is on: ours steps aside so that it does (the ops in
+        it take no gradient, so nothing of the record is lost)."""
+        from torch.overrides import _get_current_function_mode_stack
+
+        stack = _get_current_function_mode_stack()
+        if not stack or stack[-1] is not self:  # (a mode of the user's: no fast path plainly)
+            return False
+        if not torch.is_grad_enabled():
+            return True
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return not any(t.requires_grad for t in (*module.parameters(), *tensors))
+
+    def _step_aside(self, module) -> None:
+        from torch.overrides import _pop_mode
+
+        _pop_mode()
+        self.aside = id(module)
+        self.inside += 1
 
     def _leave_module(self, module, args, output):
-        if self.stack and self.stack[-1] == id(module):
-            self.stack = self.stack[:-1]
+        if self.aside == id(module):
+            from torch.overrides import _push_mode
+
+            _push_mode(self)
+            self.aside = None
+            self.inside -= 1
+        stack = self.stack
+        if stack and stack[-1] == id(module):
+            self.stack = stack[:-1]
+        elif id(module) in stack:  # (a module inside it raised, and was left without a word)
+            self.stack = stack[: len(stack) - 1 - stack[::-1].index(id(module))]
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -368,12 +500,13 @@ class Recorder(TorchFunctionMode):
             return func(*args, **kwargs)
         call = call_from(sys._getframe(1))
         try:
-            name, inplace, skip = _KINDS[func]
+            name, inplace, skip, func = _KINDS[func]
         except (KeyError, TypeError):
+            given, func = func, _shipped(func)
             name = _op_name(func)
             inplace, skip = _inplace(name), name in _NOT_OPS or name.startswith(".")
             try:
-                _KINDS[func] = name, inplace, skip
+                _KINDS[given] = name, inplace, skip, func
             except TypeError:  # (a function that cannot be a key)
                 pass
         if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)
@@ -474,6 +607,8 @@ class Recorder(TorchFunctionMode):
         return self._new(t, -1)
 
     def _new(self, t, producer: int) -> int:
+        if _TRACING() is None:  # (under torch.jit.trace a size is a traced value)
+            self.made_bytes += t.nelement() * t.element_size()
         i = len(self.tensors)
         self.tensors.append(t)
         try:
@@ -585,6 +720,17 @@ class Recorder(TorchFunctionMode):
                 custom is not None,
             )
         )
+        if self.made_bytes > self.budget:
+            self._stop(line)
+
+    def _stop(self, line) -> None:
+        """Record nothing more, and let go of what was recorded (the cell runs on plain)."""
+        self.stopped_at = line
+        self.inside += 1  # (never taken back: every op and Function.apply passes through)
+        self.remove_hooks()
+        self.tensors, self.saved, self.grads, self.ops = [], {}, {}, []
+        self.index_of, self.pending, self.updates, self.updated = {}, [], {}, {}
+        self.leaf_hooks, self.data_of, self.modules = {}, {}, {}
 
     def _concerns(self, args, kwargs, out) -> bool:
         """Whether an op matters to the gradient: it reads a tensor that requires one or one

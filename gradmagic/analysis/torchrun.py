@@ -25,7 +25,14 @@ import torch
 
 from .torchbackward import backward_order
 from .torchhealth import health, probes
-from .torchrecord import Op, Recorder, assigned_names, version_of
+from .torchrecord import (
+    Op,
+    Recorder,
+    assigned_names,
+    modes_set_aside,
+    torch_as_shipped,
+    version_of,
+)
 from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
@@ -34,7 +41,9 @@ __all__ = [
     "Op",
     "assigned_names",
     "finish",
+    "modes_set_aside",
     "release",
+    "torch_as_shipped",
     "summarise",
     "to_numpy",
     "KEEP_BYTES",
@@ -228,6 +237,14 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         run.warnings.append(
             "the target was computed before this cell ran, so none of its "
             "ops were recorded: run the cell that computes it under the magic"
+        )
+    unseen = [i for i in run.leaves if rec.tensors[i].grad_fn is not None]
+    if unseen and graph:
+        names = ", ".join(run.name_of(i) for i in unseen[:3]) + (", ..." if len(unseen) > 3 else "")
+        run.warnings.append(
+            f"{names} {'was' if len(unseen) == 1 else 'were'} made by ops the record did not "
+            "see (in an earlier cell, or inside a torch.jit module): the graph and its "
+            "gradients start there, not at what made them"
         )
     if not_computed:
         run.warnings.append(not_computed)

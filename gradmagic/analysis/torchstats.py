@@ -22,7 +22,7 @@ __all__ = ["summarise", "keep_full", "Kept", "to_numpy", "KEEP_BYTES", "KEEP_ONE
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
-BIG = 1 << 13  # numbers in a CPU tensor reduced where it lies, not copied into the buffer
+BIG = 1 << 14  # numbers in a CPU tensor reduced where it lies, not copied into the buffer
 STAT_NAMES = ("mean", "std", "absmax", "zero", "nonfinite", "saturated")
 
 
@@ -141,9 +141,9 @@ def _reduce(parts, sat_kind, extra, pairs: int) -> tuple:
     on the host or None, the std of each of the last ``pairs`` parts minus the ``pairs``
     before it): the device's work and the one read back.
 
-    On the CPU a part of :data:`BIG` numbers or more is reduced where it lies, by torch
-    (float64 accumulators): copying it into the shared buffer would cost more than the
-    calls saved. The last ``2 * pairs`` parts are never big (see :func:`_pieces`)."""
+    On the CPU a part of :data:`BIG` numbers or more is reduced where it lies
+    (:func:`_alone`): copying it into the shared buffer would cost more than the calls
+    saved. The last ``2 * pairs`` parts are never big (see :func:`_pieces`)."""
     device = parts[0].device
     if any(p.device != device for p in parts):
         parts = [p.detach().to(device) for p in parts]
@@ -231,7 +231,7 @@ def _alone(parts, sat_kind) -> np.ndarray:
             lo, hi = torch.aminmax(p)
             # (torch's sum adds in a cascade: float32 squares keep about 7 digits)
             var = ((d * d).sum() - centred * centred / n) / max(n - 1, 1)
-            a = p.numpy()
+            a = p.numpy(force=True)  # (a view of its memory; a copy only for a neg view)
             out[r, :4] = (
                 float(mean),
                 float(var),

@@ -89,7 +89,6 @@ from .array_nodes import (  # noqa: F401
     array_leaf,
     is_array_node,
     plain_array,
-    reissue,
     tracking,
 )
 

@@ -472,26 +472,8 @@ def _numpy(f, args, kwargs):
         warnings.simplefilter("always")
         result = f(*args, **kwargs)
     if caught:
-        reissue(caught, _caller())
+        _numbers.reissue(caught, _caller())
     return result
-
-
-def reissue(caught, frame) -> None:
-    """Warn again the warnings ``caught``, as raised at ``frame``'s line (as is, without one)."""
-    if frame is None:
-        for w in caught:
-            warnings.warn(w.message, w.category, stacklevel=1)
-        return
-    registry = frame.f_globals.setdefault("__warningregistry__", {})
-    for w in caught:
-        warnings.warn_explicit(
-            w.message,
-            w.category,
-            frame.f_code.co_filename,
-            frame.f_lineno,
-            frame.f_globals.get("__name__"),
-            registry,
-        )
 
 
 # --------------------------------------------------------------------------- numbers, lists as nodes

@@ -241,18 +241,26 @@ def _at_caller(f, *args):
         _warnings.simplefilter("always")
         r = f(*args)
     if caught:
-        frame = _sys._getframe(2)
-        registry = frame.f_globals.setdefault("__warningregistry__", {})
-        for w in caught:
-            _warnings.warn_explicit(
-                w.message,
-                w.category,
-                frame.f_code.co_filename,
-                frame.f_lineno,
-                frame.f_globals.get("__name__"),
-                registry,
-            )
+        reissue(caught, _sys._getframe(2))
     return r
+
+
+def reissue(caught, frame) -> None:
+    """Warn again the warnings ``caught``, as raised at ``frame``'s line (as is, without one)."""
+    if frame is None:
+        for w in caught:
+            _warnings.warn(w.message, w.category, stacklevel=1)
+        return
+    registry = frame.f_globals.setdefault("__warningregistry__", {})
+    for w in caught:
+        _warnings.warn_explicit(
+            w.message,
+            w.category,
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            frame.f_globals.get("__name__"),
+            registry,
+        )
 
 
 def _finite_as_floats(pyop, x, y) -> bool:

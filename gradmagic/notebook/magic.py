@@ -219,11 +219,11 @@ class AutogradMagics(Magics):
                 global_ns=self.shell.user_global_ns,
                 source_text=source,
             )
-        except torchcell.NoTensorTarget as e:
+        except torchcell.NoTensorTarget as e:  # the cell's value, as plain Python shows it
             if not options.quiet:
                 print(f"%%autograd: {e}")
-            return None
-        except Exception as e:
+            return e.value if e.shown else None
+        except (Exception, KeyboardInterrupt) as e:  # shown from the user's line on
             return self._fail(e, filename, whole_cell)
         session.last = run
         return None if options.quiet else run

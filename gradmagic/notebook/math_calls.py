@@ -24,7 +24,7 @@ import numpy as np
 
 from . import runtime as _runtime
 from ..core import array as _array
-from ..core import engine
+from ..core import engine, number_nodes
 from ..core.array import Scalar64
 from ..core.engine import SCALAR_NODES, Value
 from ..core.number_nodes import SCALARS, Int, with_data
@@ -106,7 +106,7 @@ def _warning_at_caller(f):
             warnings.simplefilter("always")
             result = f(*args, **kwargs)
         if caught:
-            _array.reissue(caught, sys._getframe(2))
+            number_nodes.reissue(caught, sys._getframe(2))
         return result
 
     return call

@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import types
 import time
+import types
 import warnings
 from collections import OrderedDict
 
@@ -28,7 +28,13 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 class NoTensorTarget(Exception):
-    """The PyTorch cell ran but its target is not a tensor; the message says why."""
+    """The PyTorch cell ran but nothing of it can be shown; the message says why.
+
+    ``value`` is the cell's value, and ``shown`` says whether plain Python would show it
+    (the cell ends with an expression)."""
+
+    value = None
+    shown = False
 
 
 def wants_torch(source: str, ns) -> bool:
@@ -116,40 +122,61 @@ def run(
         raise NoTensorTarget(_NO_TARGET)
     recorder = torchrun.Recorder(filename, ns, assigns)
     value = None
-    started = time.perf_counter()
     try:
+        started = time.perf_counter()
         with recorder:
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
+        ran = time.perf_counter() - started
     except BaseException:
         recorder.remove_hooks()
         raise
-    ran = time.perf_counter() - started
+    cell_value = value
     try:
+        if recorder.stopped_at is not None:
+            raise NoTensorTarget(
+                f"the cell made more than {recorder.budget / 2**20:,.0f} MB of tensors, which "
+                f"the record would keep alive: it stopped at line {recorder.stopped_at} and "
+                "shows nothing (the cell ran as it is; run fewer steps or smaller tensors "
+                "under the magic to see them)"
+            )
         value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
-    except NoTensorTarget:
-        recorder.remove_hooks()
+        try:
+            # what follows draws no number of the cell's, and no mode or patch of the
+            # user's sees it
+            with (
+                torchcheck_run.rng_kept(),
+                torchrun.modes_set_aside(),
+                torchrun.torch_as_shipped(),
+            ):
+                result = _finish(torchrun, recorder, value, source, source_text, options, ns)
+                if not options.no_check:
+                    with warnings.catch_warnings():  # the check replays the cell's ops: their
+                        warnings.simplefilter("ignore")  # warnings were the cell's, shown once
+                        result.check = torchcheck_run.check(result, recorder, eps=None, ran=ran)
+        except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
+            raise NoTensorTarget(
+                f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
+            ) from e
+    except NoTensorTarget as e:  # (what plain Python shows of the cell, it still shows)
+        e.value, e.shown = cell_value, final_code is not None
         raise
-    try:
-        result = torchrun.finish(
-            recorder,
-            value,
-            source=source if source_text is None else source_text,
-            options=options,
-            ns=ns,
-        )
-        if not options.no_check:
-            with warnings.catch_warnings():  # the check replays the cell's ops: their
-                warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-                result.check = torchcheck_run.check(result, recorder, eps=None, ran=ran)
-    except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
-        raise NoTensorTarget(
-            f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
-        ) from e
     finally:
         recorder.remove_hooks()
     torchrun.release(result)
+    return result
+
+
+def _finish(torchrun, recorder, value, source, source_text, options, ns):
+    """The run's summaries."""
+    result = torchrun.finish(
+        recorder,
+        value,
+        source=source if source_text is None else source_text,
+        options=options,
+        ns=ns,
+    )
     return result
 
 
@@ -170,6 +197,16 @@ def _tensor_target(torch, name, value, ns, final_code, assigned):
         raise NoTensorTarget(
             f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
             f"is a {type(value).__name__}, not a torch.Tensor"
+        )
+    if value.layout != torch.strided or value.is_nested or value.is_meta:
+        kind = "meta" if value.is_meta else "nested" if value.is_nested else str(value.layout)
+        raise NoTensorTarget(
+            f"{what} is a {kind} tensor; the magic shows dense tensors that hold their numbers"
+        )
+    if value.is_complex():
+        raise NoTensorTarget(
+            f"{what} is a complex tensor; a gradient is taken of a real number "
+            "(.real, .abs(), or a real loss of it)"
         )
     if value.numel() != 1:
         raise NoTensorTarget(
