@@ -118,12 +118,10 @@ class LiveView(anywidget.AnyWidget):
         """Open the group ``gid`` of a picture grouped by the code: the new picture's DOT
         and its opened groups go into ``opened["graph"]`` (kept with the widget's state, so a
         saved notebook shows the groups that were opened)."""
-        trace = self._source() if self._source is not None else None
-        if self._grouped is None or trace is None:
+        state = self._grouped_state()
+        if state is None:
             return None
-        opened = json.loads(self.opened)
-        graph = opened.get("graph") or {"id": "graph", "groups": self._grouped}
-        groups = set(graph["groups"])
+        trace, graph, groups = state
         if gid in groups:
             return graph
         grouping = Grouping(trace)
@@ -131,25 +129,15 @@ class LiveView(anywidget.AnyWidget):
             grouping.group(gid)
         except (ValueError, IndexError, KeyError):  # not a group of this run
             return None
-        groups.add(gid)
-        graph = {
-            "id": "graph",
-            "groups": sorted(groups),
-            "dot": grouped.grouped_dot(trace, grouping, groups),
-        }
-        opened["graph"] = graph
-        self.opened = json.dumps(opened, separators=(",", ":"))
-        return graph
+        return self._redraw(trace, grouping, groups | {gid})
 
     def close_group(self, gid: str) -> dict | None:
         """Close the opened group ``gid`` and every group opened inside it: its frame is
         drawn as one box again."""
-        trace = self._source() if self._source is not None else None
-        if self._grouped is None or trace is None:
+        state = self._grouped_state()
+        if state is None:
             return None
-        opened = json.loads(self.opened)
-        graph = opened.get("graph") or {"id": "graph", "groups": self._grouped}
-        groups = set(graph["groups"])
+        trace, graph, groups = state
         if gid not in groups:
             return graph
         grouping = Grouping(trace)
@@ -164,7 +152,20 @@ class LiveView(anywidget.AnyWidget):
                 g = frames.get(g, (None, None))[1]
             return False
 
-        groups = {g for g in groups if not within(g)}
+        return self._redraw(trace, grouping, {g for g in groups if not within(g)})
+
+    def _grouped_state(self):
+        """(the run, the grouped picture now, its opened groups), or None when the view
+        draws no grouped picture (or its run is gone)."""
+        trace = self._source() if self._source is not None else None
+        if self._grouped is None or trace is None:
+            return None
+        graph = json.loads(self.opened).get("graph") or {"id": "graph", "groups": self._grouped}
+        return trace, graph, set(graph["groups"])
+
+    def _redraw(self, trace, grouping, groups: set) -> dict:
+        """The grouped picture with ``groups`` opened, kept in ``opened["graph"]``."""
+        opened = json.loads(self.opened)
         graph = {
             "id": "graph",
             "groups": sorted(groups),
