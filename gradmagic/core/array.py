@@ -59,6 +59,7 @@ from .array_nodes import (  # noqa: F401
     _MIN,
     _MINIMUM,
     _NoValue,
+    plain_options,
     _RESHAPE,
     _SUM,
     _TENSOR_NODES,
@@ -276,18 +277,8 @@ def _reduce_rule(ufunc, method, inputs, kwargs):
         return None
     x = inputs[0]
     axis = kwargs.get("axis", 0)
-    for k, v in kwargs.items():
-        if k == "dtype":
-            if v is not None and np.dtype(v) != _F64:
-                return None
-        elif k == "where":
-            if v is not True:
-                return None
-        elif k == "initial":
-            if v is not _NoValue:
-                return None
-        elif k not in ("axis", "keepdims", "out"):
-            return None
+    if not plain_options(kwargs, ("axis", "keepdims", "out", "initial")):
+        return None
     if method == "reduce":
         op = {np.add: _SUM, np.maximum: _MAX, np.minimum: _MIN}.get(ufunc)
         if op is None:

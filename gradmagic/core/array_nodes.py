@@ -382,17 +382,26 @@ _UFUNC_VALUES = _t._UFUNC_VALUES
 _CALL_OPTIONS = frozenset({"out", "casting", "order", "subok", "signature"})
 
 
-def _call_rule(ufunc, inputs, kwargs):
-    """(op, parents) for ``ufunc(*inputs, **kwargs)``, or None if it has no rule."""
+def plain_options(kwargs, allowed) -> bool:
+    """Whether a ufunc's keyword arguments ask for nothing its rule does not do: a float64
+    (or no) dtype, ``where=True``, no ``initial`` (where ``allowed`` has it), and otherwise
+    only keys in ``allowed``."""
     for k, v in kwargs.items():
         if k == "dtype":
             if v is not None and np.dtype(v) != _F64:
-                return None
+                return False
         elif k == "where":
             if v is not True:
-                return None
-        elif k not in _CALL_OPTIONS:
-            return None
+                return False
+        elif k not in allowed or (k == "initial" and v is not _NoValue):
+            return False
+    return True
+
+
+def _call_rule(ufunc, inputs, kwargs):
+    """(op, parents) for ``ufunc(*inputs, **kwargs)``, or None if it has no rule."""
+    if not plain_options(kwargs, _CALL_OPTIONS):
+        return None
     op = _UFUNC_OPS.get(ufunc)
     if op is not None:
         if len(inputs) != op.arity:
