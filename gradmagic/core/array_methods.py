@@ -27,6 +27,7 @@ from .array import (
     _link,
     _ndarray,
     _NoValue,
+    _numpy,
     _plain_key,
     _pv,
     _setitem,
@@ -158,7 +159,11 @@ class _ArraySurface:
         return _adopt(exact, _t._apply(_COPY, self))
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        exact = _view(self, _ndarray).astype(dtype, order=order, casting=casting, copy=copy)
+        exact = _numpy(
+            _ndarray.astype,
+            (_view(self, _ndarray), dtype),
+            {"order": order, "casting": casting, "copy": copy},
+        )
         if not (tracking() and self.requires_grad):
             return exact
         if exact.dtype != _F64:
@@ -252,7 +257,9 @@ def _mutator(name):
         result = [None]
 
         def write():
-            result[0] = base(_view(self, _ndarray), *_deep_plain(args), **_deep_plain(kwargs))
+            result[0] = _numpy(
+                base, (_view(self, _ndarray), *_deep_plain(args)), _deep_plain(kwargs)
+            )
 
         _write(self, f".{name}()", write, args)
         return result[0]
@@ -271,7 +278,7 @@ def _plain_method(name, values: bool):
     base = getattr(np.ndarray, name)
 
     def method(self, *args, **kwargs):
-        result = base(_view(self, _ndarray), *_deep_plain(args), **_deep_plain(kwargs))
+        result = _numpy(base, (_view(self, _ndarray), *_deep_plain(args)), _deep_plain(kwargs))
         if values or not tracking():
             return result
         return _cut_result(result, f".{name}()", (self,))

@@ -475,13 +475,27 @@ def _caller():
     return frame
 
 
+_PACKAGE = __file__.rsplit("/core/", 1)[0] + "/"  # gradmagic's own files
+_REGISTRIES: dict = {}  # file -> the registry of the warnings numpy's own code raised there
+
+
 def _numpy(f, args, kwargs):
-    """``f(*args, **kwargs)``, its warnings attributed to the line that called into the array."""
+    """``f(*args, **kwargs)``, its warnings where numpy puts them in a plain cell.
+
+    numpy names the innermost Python frame: the line that called into the array when ``f``
+    is numpy's C code (here that frame is the magic's own), numpy's Python code otherwise
+    (``prod`` warns in ``numpy/_core/_methods.py``), which is kept.
+    """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = f(*args, **kwargs)
-    if caught:
-        _numbers.reissue(caught, _caller())
+    for w in caught:
+        if str(w.filename).startswith(_PACKAGE):
+            _numbers.reissue([w], _caller())
+        else:
+            module = str(w.filename).rsplit("/", 1)[-1].removesuffix(".py")
+            registry = _REGISTRIES.setdefault(w.filename, {})
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, module, registry)
     return result
 
 
