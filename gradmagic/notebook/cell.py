@@ -489,6 +489,11 @@ def find_target(rw: Rewritten, name, value, ns):
         raise NoTarget(
             f"{what} is {_describe(value)}, not a Value, so there is nothing to differentiate"
         )
+    if isinstance(value, int) and value._op is None:  # `n = 26`: a setting, not a function
+        raise NoTarget(
+            f"{what} is {_describe(value)} the cell set and did not compute, "
+            "so there is nothing to differentiate"
+        )
     if isinstance(value.data, np.ndarray) and value.data.size != 1:
         raise NoTarget(
             f"{what} is a tensor of shape {value.data.shape}; reduce it "
@@ -650,4 +655,5 @@ def _describe(value) -> str:
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
-    return f"a {type(value).__name__} ({text})"
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({text})"
