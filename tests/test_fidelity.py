@@ -370,3 +370,48 @@ def test_transforms_added_to_the_shell_are_still_applied(ip):
         assert _shell_syntax(ip, "a = one\nb = a")[0] == "a = 1\nb = a\n"
     finally:
         ip.input_transformer_manager.line_transforms.remove(upper)
+
+
+# --------------------------------------------------------------------------- found in real code
+def test_numpys_warnings_from_an_arrays_methods_name_the_users_line(ip):
+    """``astype`` and the methods with no gradient rule warn as numpy does, at the cell's line
+    (numpy-100's ``np.array([np.nan]).astype(int)``), not inside the magic."""
+    import warnings
+
+    body = (
+        "import numpy as np\nA = np.array([np.nan, 1e300])\n"
+        "i = A.astype(int)\np = A[1:].repeat(2).prod()\nq = np.prod(A[1:] * A[1:])\n"
+        "s = np.sum(np.array([1e308, 1e308]))\nA.astype(float)[0]"
+    )
+    seen = []
+    for text in (body, f"%%autograd -q\n{body}"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert ip.run_cell(text).success
+        shift = text.startswith("%%")  # the magic's line is the cell's first
+        seen.append(
+            [
+                (str(w.message), w.lineno - shift)
+                if w.filename.startswith("<ipython-input")
+                else (str(w.message), w.filename.rsplit("/", 1)[-1], w.lineno)
+                for w in caught
+            ]
+        )
+    assert seen[0][0] == ("invalid value encountered in cast", 3)  # numpy's own reduce: its file
+    assert seen[0][1][:2] == ("overflow encountered in reduce", "_methods.py")
+    assert len(seen[0]) == 4 and seen[1] == seen[0]  # each once, where plain numpy puts it
+
+
+def test_a_cell_that_only_sets_an_int_leaves_a_plain_int(ip, capsys):
+    """``max_distance = 26`` (a setting, as pytudes' ibol.py has it) computes nothing: no
+    trace, and the name is Python's own int for every later cell."""
+    import gradmagic
+
+    assert ip.run_cell("%%autograd -q\nmax_distance = 26").success
+    assert gradmagic.last is None and type(ip.user_ns["max_distance"]) is int
+    assert ip.run_cell("k = type(max_distance) is int").success and ip.user_ns["k"] is True
+    result = ip.run_cell("%%autograd -q\nn = 7\nn", store_history=True)
+    assert result.result == 7 and type(ip.user_ns["n"]) is int
+    # an int the cell computes is still differentiated
+    assert ip.run_cell("%%autograd -q\nm = 3\nm * m").success
+    assert gradmagic.last.grads["m"] == 6
