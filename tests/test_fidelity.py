@@ -415,3 +415,26 @@ def test_a_cell_that_only_sets_an_int_leaves_a_plain_int(ip, capsys):
     # an int the cell computes is still differentiated
     assert ip.run_cell("%%autograd -q\nm = 3\nm * m").success
     assert gradmagic.last.grads["m"] == 6
+
+
+def test_a_method_using_private_names_runs_followed_in_a_magic_cell(ip):
+    """A class a plain cell defined is followed (its methods rewritten) while a magic cell
+    runs: ``self.__q`` must still be the mangled ``self._S__q`` (keon/algorithms'
+    SegmentTree), and the gradient flows through the private method."""
+    import math
+
+    import gradmagic
+
+    assert ip.run_cell(
+        "import math\nclass S:\n    def __init__(self, w):\n        self.__w = w\n"
+        "    def __q(self, x):\n        __k = 2\n        return math.tanh(x * self.__w) * __k\n"
+        "    def q(self, x):\n        def inner(y):\n            return self.__q(y)\n"
+        "        return inner(x)\ns = S(0.5)"
+    ).success
+    result = ip.run_cell("%%autograd -q\nx = 0.3\ny = s.q(x)\ny")
+    assert result.success, result.error_in_exec
+    slope = 1 - math.tanh(0.15) ** 2
+    grads = gradmagic.last.grads
+    assert grads["x"] == pytest.approx(2 * 0.5 * slope)
+    assert grads["s._S__w"] == pytest.approx(2 * 0.3 * slope)
+    assert ip.run_cell("v = s.q(0.3)").success and type(ip.user_ns["v"]) is float

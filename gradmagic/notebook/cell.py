@@ -409,7 +409,7 @@ def _rewritten(f, plain, math_names):
             math_names=math_names,
             scope=qualname[: -len(code.co_name)].replace("<locals>.", ""),
         )
-        module = compile(rw.module, code.co_filename, "exec", dont_inherit=True)
+        module = compile(_mangle(rw.module, qualname), code.co_filename, "exec", dont_inherit=True)
     except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
         return False
     for c in module.co_consts:
@@ -421,6 +421,34 @@ def _rewritten(f, plain, math_names):
                 new = new.replace(co_qualname=code.co_qualname)
             return new
     return False
+
+
+def _mangle(tree, qualname: str):
+    """``tree`` with the private names (``self.__x``) of a method's text mangled as Python
+    does inside its class (``self._Cls__x``): compiled alone, the text is outside the class."""
+    parts = qualname.split(".")
+    classes = [p for p, after in zip(parts, parts[1:]) if after != "<locals>" and p != "<locals>"]
+    owner = classes[-1].lstrip("_") if classes else ""
+    if not owner:
+        return tree
+
+    def private(name: str) -> bool:
+        return name.startswith("__") and not name.endswith("__") and "." not in name
+
+    top = tree.body  # the method itself keeps its name, as its code does
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            node.attr = f"_{owner}{node.attr}"
+        elif isinstance(node, ast.Name) and private(node.id):
+            node.id = f"_{owner}{node.id}"
+        elif isinstance(node, ast.arg) and private(node.arg):
+            node.arg = f"_{owner}{node.arg}"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and (
+            private(node.name) and node not in top
+        ):
+            node.name = f"_{owner}{node.name}"
+    return tree
 
 
 _MATH_CALLS = frozenset(DISPATCHED_NAMES) - {"float", "isinstance", "pow"}
