@@ -193,17 +193,43 @@ def _before_write(arr, force: bool = False):
         if arr._b is not None:
             _t._used(arr._b, old)
     if kids:
+        d["_kids"] = None
         for ref in kids:
             kid = ref()
             if kid is None:
+                continue
+            if _views(kid, arr):
+                _keep_view(kid, arr, old)
                 continue
             if kid._a is arr:
                 kid._a = old
             if kid._b is arr:
                 kid._b = old
             _t._used(old, kid)
-        d["_kids"] = None
     return old
+
+
+def _views(kid, arr) -> bool:
+    """``kid`` is an array node whose numbers are ``arr``'s memory (``arr.T``, ``arr[0]``)."""
+    return kid.__class__ is Array and np.may_share_memory(
+        _view(kid, _ndarray), _view(arr, _ndarray)
+    )
+
+
+def _keep_view(kid, arr, old) -> None:
+    """Before a write into ``arr``: ``kid`` views its memory, so its numbers change with it.
+
+    What was computed from ``kid`` used its old numbers: a snapshot of ``kid`` (made from
+    ``old``, ``arr``'s snapshot) takes its place there; ``kid`` itself stays a view of
+    ``arr`` and follows the write, as numpy's view does."""
+    kid_old = _before_write(kid, force=True)
+    if kid_old is not None:
+        if kid_old._a is arr:
+            kid_old._a = old
+        if kid_old._b is arr:
+            kid_old._b = old
+        _t._used(old, kid_old)
+    _t._used(arr, kid)
 
 
 def _after_write(arr, old, what: str, inputs=()) -> None:
