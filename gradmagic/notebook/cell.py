@@ -215,7 +215,9 @@ def execute(
     options = Options.of(options)
     global_ns = ns if global_ns is None else global_ns
     counts = state.branch_events, state.float_conversions
-    lifted = lift(ns, cell.rewritten.reads)
+    # an array the cell writes into is an input too: its leaf views the user's memory
+    written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
+    lifted = lift(ns, cell.rewritten.reads.union(written))
     before = dict(ns)
     reach = boundary.roots(ns, cell.rewritten.names)
     followed = follow(ns, reach)

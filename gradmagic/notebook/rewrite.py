@@ -111,6 +111,7 @@ class Rewritten:
     names: frozenset = frozenset()  # every name the cell mentions (read, bound or deleted)
     function: int = -1  # the cell's id in core.sites.FUNCTIONS (its top-level statements)
     final_site: int = 0  # the site offset of the final expression
+    written: frozenset = frozenset()  # names read whose items the cell assigns (W[0] = v)
 
 
 def rewrite(
@@ -147,7 +148,14 @@ def rewrite(
     final_site = sites.line(last.lineno) if final is not None else 0
     function = function_id("<cell>", filename, tuple(sites.lines))
     return Rewritten(
-        tree, final, target, frozenset(rw.reads - facts.mutated), names, function, final_site
+        tree,
+        final,
+        target,
+        frozenset(rw.reads - facts.mutated),
+        names,
+        function,
+        final_site,
+        frozenset(rw.reads & facts.mutated),
     )
 
 
