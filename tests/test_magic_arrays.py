@@ -65,6 +65,19 @@ CELLS = [  # (name, cell, the array the cell reads); L is the target
     ("scalar_nodes", "s = W.sum()\nt = s * 2.0 + s ** 2\nL = t / (1.0 + np.exp(-s))"),
     ("mixed_with_numbers", "x = 2.0\nA = np.ones(3) * x\nL = (A * W).sum() * x"),
     ("cumsum_atleast", "L = np.cumsum(W)[-1] * np.atleast_2d(W)[0, 2] + np.sum(W.ravel() ** 3)"),
+    # a view used, then the array it views written in place: what was computed from the
+    # view keeps its old numbers (a training loop's `dz @ W2.T` before `W2 -= lr * g`)
+    ("view_then_write", "x = W * 1.0\nd = x * W[::-1]\nW -= 0.5\nL = (d * d).sum()"),
+    ("view_of_view_then_write", "V = W.reshape(3, 1).T\nd = V * V[:, ::-1]\nW *= 3.0\nL = d.sum()"),
+    (
+        "named_view_then_setitem",
+        "V = W[1:]\nd = (V * V).sum()\nW[1] = 7.0\nL = d + (V * W[1:]).sum()",
+    ),
+    (
+        "training_step",
+        "A = np.outer(W, W)\nfor _ in range(2):\n    g = A @ W.T\n    W -= 0.1 * g\n"
+        "L = (A @ W).sum()",
+    ),
 ]
 
 
@@ -196,3 +209,23 @@ def test_an_array_times_a_number_node_is_a_float_array(ip):
     ip.user_ns["np"] = np
     assert autograd(ip, "x = 2.0\nA = np.ones(3) * x\nL = A.sum()").success
     assert ip.user_ns["A"].dtype == np.float64 and ip.user_ns["x"].grad == 3.0
+
+
+def test_an_array_the_cell_writes_into_is_still_an_input(ip):
+    """``W[1] = 7.0`` in the cell: ``W`` is lent as a leaf all the same (it views the user's
+    memory, which the write changes as in plain Python), so the gradient reaches it."""
+    original = np.array([0.3, -1.2, 0.8])
+    ip.user_ns.update(np=np, W=original)
+    assert autograd(ip, "V = W[:2]\nd = (V * V).sum()\nW[1] = 7.0\nL = d * W.sum()").success
+    assert original.tolist() == [0.3, 7.0, 0.8]  # the user's own memory was written
+    assert np.shares_memory(ip.user_ns["W"], original)
+
+    def f(w):
+        return float(
+            plain_run(
+                "V = W[:2]\nd = (V * V).sum()\nW[1] = 7.0\nL = d * W.sum()", {"np": np, "W": w}
+            )["L"]
+        )
+
+    W0 = np.array([0.3, -1.2, 0.8])
+    np.testing.assert_allclose(leaf(gradmagic.last, "W"), central(f, W0), rtol=1e-6, atol=1e-8)
