@@ -230,7 +230,10 @@ def execute(
     walk = engine.walk(target, zero=True)
     named = bindings(ns)
     settled = _settle(ns, walk, entry)
-    engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
+    # the gradients' nan and inf are the trace's to show; numpy's warnings about them would
+    # name code the cell never ran (the max of an array holding nan divides by zero winners)
+    with np.errstate(all="ignore"):
+        engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
     boundary.release(walk.order)
     return trace
