@@ -438,3 +438,20 @@ def test_a_method_using_private_names_runs_followed_in_a_magic_cell(ip):
     assert grads["x"] == pytest.approx(2 * 0.5 * slope)
     assert grads["s._S__w"] == pytest.approx(2 * 0.3 * slope)
     assert ip.run_cell("v = s.q(0.3)").success and type(ip.user_ns["v"]) is float
+
+
+def test_backward_through_nan_warns_nothing_a_plain_cell_does_not(ip):
+    """``np.max`` of an array holding nan (numpy's own example): the gradient's rule divides
+    by the number of winners, none here, but that is the trace's nan to show, not a warning
+    from code the cell never ran."""
+    import warnings
+
+    body = "m = np.max(b)\nm"
+    seen = []
+    for text in (body, f"%%autograd -q\n{body}"):
+        ip.run_cell("import numpy as np\nb = np.arange(5, dtype=float)\nb[2] = np.nan")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert ip.run_cell(text).success
+        seen.append([str(w.message) for w in caught])
+    assert seen[1] == seen[0]
