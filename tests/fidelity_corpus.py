@@ -58,6 +58,7 @@ class Outcome:
     printed: str
     error: str | None
     names: dict  # name -> (repr, type)
+    warned: tuple = ()  # (category, message, where): the cell's line, or a library file
 
 
 @dataclass
@@ -281,8 +282,8 @@ class Runner:
         printed = io.StringIO()
         shell.showtraceback = _quiet
         try:
-            with contextlib.redirect_stdout(printed), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with contextlib.redirect_stdout(printed), warnings.catch_warnings(record=True) as ws:
+                warnings.simplefilter("always")
                 result = shell.run_cell(text, store_history=False)
         finally:
             del shell.showtraceback
@@ -302,6 +303,9 @@ class Runner:
             _ADDRESS.sub("0x?", printed.getvalue()),
             None if error is None else _ADDRESS.sub("0x?", f"{type(error).__name__}: {error}"),
             names,
+            # a ResourceWarning is the collector closing an earlier example's file: its
+            # timing is the collector's, not the cell's
+            tuple(_warned(w, mode == "magic") for w in ws if w.category is not ResourceWarning),
         )
         ns.pop(VALUE, None)
         state.pop(VALUE, None)
@@ -310,6 +314,14 @@ class Runner:
             state,
             (random.getstate(), np.random.get_state(), np.geterr(), np.geterrcall()),
         )
+
+
+def _warned(w, magic: bool):
+    """A warning as the user sees it: its category, message and the cell's line (the
+    magic's own line counted out) or the file that raised it."""
+    name = str(w.filename)
+    where = w.lineno - magic if name.startswith("<ipython-input") else os.path.basename(name)
+    return (w.category.__name__, _ADDRESS.sub("0x?", str(w.message)), where)
 
 
 def _kept(v):
@@ -368,7 +380,7 @@ def report(total, differences):
     """Print the differing examples and the rate."""
     for d in differences:
         print(f"--- {d.where}\n{d.source.rstrip()}")
-        for field in ("printed", "error", "names"):
+        for field in ("printed", "error", "names", "warned"):
             p, m = getattr(d.plain, field), getattr(d.magic, field)
             if p != m:
                 if field == "names":
