@@ -164,6 +164,23 @@ def test_errors_are_the_cells_own_and_leave_nothing_behind(capsys):
     assert "reduce it to one number" in capsys.readouterr().out
 
 
+def test_a_cell_whose_record_outgrows_its_memory_runs_on_plainly(capsys, monkeypatch):
+    from gradmagic.notebook import memory
+
+    monkeypatch.setattr(memory, "MOST", 40 << 20)  # (a loop of ~10^5 ops passes it)
+    loop = "s = torch.tensor(0.0)\nfor i in range(300000):\n    s = s * 0.999 + w\nt = 1\ns\n"
+    setup = "import torch\nw = torch.tensor(0.5, requires_grad=True)"
+    plain, magic = shells(setup)
+    assert plain.run_cell(loop).success
+    result = magic.run_cell("%%autograd\n" + loop)
+    assert result.success  # the cell ran to its end, as plainly
+    shown = capsys.readouterr().out
+    assert "made the process more than 40 MB bigger" in shown and "stopped at line 4" in shown
+    assert_same_state(plain, magic, ["s", "t", "w", "i"])
+    assert not torch.overrides._get_current_function_mode_stack()
+    assert run_magic(magic, "v = w * 3\nv") is not None  # the next cell is recorded
+
+
 def test_import_gradmagic_does_not_import_torch():
     code = (
         "import sys, gradmagic, gradmagic.views.display, gradmagic.notebook.magic\n"

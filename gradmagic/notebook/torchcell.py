@@ -21,6 +21,8 @@ import types
 import warnings
 from collections import OrderedDict
 
+from . import memory
+
 __all__ = ["wants_torch", "run", "NoTensorTarget"]
 
 
@@ -122,9 +124,15 @@ def run(
         raise NoTensorTarget(_NO_TARGET)
     recorder = torchrun.Recorder(filename, ns, assigns)
     value = None
+    full: list = []
+
+    def stop(limit):  # (the process outgrew its bound: the record stops at the next op)
+        full.append(limit)
+        recorder.budget = -1
+
     try:
         started = time.perf_counter()
-        with recorder:
+        with recorder, memory.bounded(stop):
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
@@ -135,11 +143,15 @@ def run(
     cell_value = value
     try:
         if recorder.stopped_at is not None:
+            made = (
+                f"made the process more than {full[0] / 2**20:,.0f} MB bigger"
+                if full
+                else f"made more than {recorder.budget / 2**20:,.0f} MB of tensors"
+            )
             raise NoTensorTarget(
-                f"the cell made more than {recorder.budget / 2**20:,.0f} MB of tensors, which "
-                f"the record would keep alive: it stopped at line {recorder.stopped_at} and "
-                "shows nothing (the cell ran as it is; run fewer steps or smaller tensors "
-                "under the magic to see them)"
+                f"the cell {made}, which the record would keep alive: it stopped at line "
+                f"{recorder.stopped_at} and shows nothing (the cell ran as it is; run fewer "
+                "steps or smaller tensors under the magic to see them)"
             )
         value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
         try:
