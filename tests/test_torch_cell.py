@@ -181,6 +181,37 @@ def test_a_cell_whose_record_outgrows_its_memory_runs_on_plainly(capsys, monkeyp
     assert run_magic(magic, "v = w * 3\nv") is not None  # the next cell is recorded
 
 
+ACCUMULATE_SETUP = """
+import torch
+W = torch.tensor([[0.5, -1.0], [2.0, 0.3]], requires_grad=True)
+batches = (torch.tensor([1.0, 2.0]), torch.tensor([-1.0, 0.5]))
+"""
+ACCUMULATE = "for xb in batches:\n    loss = (W @ xb).tanh().sum()\n    loss.backward()\nloss\n"
+
+
+def test_a_grad_that_adds_up_passes_is_said_to_differ_from_the_gradient_shown():
+    plain, magic = shells(ACCUMULATE_SETUP)
+    assert plain.run_cell(ACCUMULATE).success
+    run = run_magic(magic, ACCUMULATE, "-q")
+    assert_same_state(plain, magic, ["W", "loss"])
+    # shown: the target's own gradient (the last batch's), not .grad's sum of both
+    W, xb = plain.user_ns["W"], plain.user_ns["batches"][1]
+    (own,) = torch.autograd.grad((W @ xb).tanh().sum(), [W])
+    np.testing.assert_allclose(run.grads["W"], own.numpy(), rtol=1e-6)
+    assert not np.allclose(run.grads["W"], W.grad.numpy())
+    assert run.warnings == [
+        "W: .grad adds up the 2 backward passes of this cell that reached it; the gradient "
+        "shown is that of the target alone"
+    ]
+    # .grad not zeroed since: it held a gradient before this cell's pass
+    run = run_magic(magic, "loss = (W @ batches[0]).sum()\nloss.backward()\nloss", "-q")
+    assert len(run.warnings) == 1 and "W: .grad already held a gradient" in run.warnings[0]
+    # zeroed first, one pass: .grad is the gradient shown, nothing to say
+    run = run_magic(magic, "W.grad = None\nloss = (W @ batches[0]).sum()\nloss.backward()\nloss")
+    assert run.warnings == [] and run.grads["W"].tolist() == [[1.0, 2.0], [1.0, 2.0]]
+    assert magic.user_ns["W"].grad.tolist() == [[1.0, 2.0], [1.0, 2.0]]
+
+
 def test_import_gradmagic_does_not_import_torch():
     code = (
         "import sys, gradmagic, gradmagic.views.display, gradmagic.notebook.magic\n"

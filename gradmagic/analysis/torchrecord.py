@@ -399,6 +399,9 @@ class Recorder(TorchFunctionMode):
         self.grads: dict = {}  # value index → gradient (from a hook)
         self.hooked: set = set()
         self.leaf_hooks: dict = {}  # id → leaf tensor with a hook
+        # id of a leaf → the backward passes that reached it, and whether its .grad held a
+        # gradient before the first (both make .grad differ from the gradient shown)
+        self.passes: dict = {}
         self.pending: list = []  # values that require a gradient and have no hook yet
         self.handles: list = []
         self.stack: tuple = ()
@@ -645,11 +648,14 @@ class Recorder(TorchFunctionMode):
         grads = self.grads
         if leaf or not node or t.grad_fn is None:
             if leaf:  # a parameter updated in place is a new value: the latest one gets it
-                key, index_of = id(t), self.index_of
+                key, index_of, passes = id(t), self.index_of, self.passes
                 self.leaf_hooks[key] = t
 
                 def keep(g):
                     grads[index_of[key]] = g
+                    count, held = passes.get(key, (0, False))
+                    # (a leaf's hook runs before torch adds g into its .grad)
+                    passes[key] = (count + 1, held or (count == 0 and t.grad is not None))
             else:
 
                 def keep(g):
