@@ -212,6 +212,20 @@ def test_a_grad_that_adds_up_passes_is_said_to_differ_from_the_gradient_shown():
     assert magic.user_ns["W"].grad.tolist() == [[1.0, 2.0], [1.0, 2.0]]
 
 
+def test_complex_values_are_said_not_to_be_summarised():
+    setup = (
+        "import torch\nz = torch.tensor([1+2j, -0.5+0.3j], requires_grad=True)\n"
+        "w = torch.tensor([0.7, -1.2], requires_grad=True)"
+    )
+    cell = "loss = (z * w).abs().pow(2).sum()\nloss.backward()\nloss\n"
+    plain, magic = shells(setup)
+    assert plain.run_cell(cell).success
+    run = run_magic(magic, cell, "-q")
+    assert_same_state(plain, magic, ["z", "w", "loss"])
+    assert any(note.startswith("z, ") and "complex numbers" in note for note in run.warnings)
+    np.testing.assert_allclose(run.grads["w"], plain.user_ns["w"].grad.numpy(), rtol=1e-6)
+
+
 def test_import_gradmagic_does_not_import_torch():
     code = (
         "import sys, gradmagic, gradmagic.views.display, gradmagic.notebook.magic\n"

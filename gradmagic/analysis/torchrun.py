@@ -247,6 +247,12 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
             "see (in an earlier cell, or inside a torch.jit module): the graph and its "
             "gradients start there, not at what made them"
         )
+    complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
+    if complex_:
+        run.warnings.append(
+            f"{_listed(complex_)}: complex numbers, whose statistics and gradients are not "
+            "shown (the statistics are of real numbers; .grad and the tensors hold them)"
+        )
     if not_computed:
         run.warnings.append(not_computed)
         run.no_gradients = True
