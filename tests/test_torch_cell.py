@@ -226,6 +226,26 @@ def test_complex_values_are_said_not_to_be_summarised():
     np.testing.assert_allclose(run.grads["w"], plain.user_ns["w"].grad.numpy(), rtol=1e-6)
 
 
+def test_a_write_through_a_detached_alias_leaves_what_was_shown_true():
+    setup = (
+        "import torch\nW = torch.tensor([[0.5, -1.0], [2.0, 0.3]], requires_grad=True)\n"
+        "x = torch.tensor([1.0, 2.0])"
+    )
+    cell = "h = W @ x\nd = h.detach()\nd += 1\ny = (h * 2).sum()\ny.backward()\ny\n"
+    plain, magic = shells(setup)
+    assert plain.run_cell(cell).success
+    run = run_magic(magic, cell, "-q")
+    assert_same_state(plain, magic, ["h", "d", "y", "W"])
+    made = (plain.user_ns["W"] @ plain.user_ns["x"]).detach().numpy()  # what the matmul made
+    np.testing.assert_array_equal(run.full[run.index("h")][0], made)
+    assert run.full[run.index("h")][0].tolist() != plain.user_ns["h"].tolist()  # (h changed)
+    assert any(
+        note.startswith("h was written in place through its detach() at line 4")
+        for note in run.warnings
+    )
+    assert run.check["whole"]["status"] != "fail"
+
+
 def test_import_gradmagic_does_not_import_torch():
     code = (
         "import sys, gradmagic, gradmagic.views.display, gradmagic.notebook.magic\n"

@@ -413,6 +413,8 @@ class Recorder(TorchFunctionMode):
         self.backward_lines: list = []
         self.saved: dict = {}  # value index → what it held before an in-place write
         self.data_of: dict = {}  # id(p.data) → (p.data, p): writes through .data update p
+        self.detached: set = set()  # ids of the tensors in data_of made by detach()
+        self.alias_writes: list = []  # (line, value index) of writes through detach()
         self.inside = 0  # > 0 inside a custom Function's forward: its ops are not recorded
         # the record keeps every tensor it saw alive: past ``budget`` bytes of them (a loop
         # of steps whose graphs a plain run frees), it stops and lets go
@@ -526,6 +528,9 @@ class Recorder(TorchFunctionMode):
                 self._after_write(before)
         else:
             out = call(func, args, kwargs)
+        if name == "detach" and type(out) is torch.Tensor and args:
+            self.data_of[id(out)] = (out, args[0])  # (same memory: a write there is one here)
+            self.detached.add(id(out))
         if skip:
             if name == "backward":
                 self.backward_lines.append(self._line())
@@ -554,7 +559,10 @@ class Recorder(TorchFunctionMode):
             update = self.updates.get(self.updated.get(id(p), -1))
             if update is not None and update[0] is p and update[2] is None:
                 update[2] = p.detach() - update[1]  # written again: its first update, now
-            for q in (p, p._base):  # a write into a view writes into its base too
+            if through_data and id(t) in self.detached and id(p) in index_of:
+                self.alias_writes.append((self._line(), index_of[id(p)]))
+            # a write into a view writes into its base too; one through an alias, into both
+            for q in (p, p._base, t) if through_data else (p, p._base):
                 if q is None:
                     continue
                 i = self.index_of.get(id(q))

@@ -247,6 +247,13 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
             "see (in an earlier cell, or inside a torch.jit module): the graph and its "
             "gradients start there, not at what made them"
         )
+    for line, i in dict((i, (line, i)) for line, i in rec.alias_writes).values():
+        if i in shown:
+            run.warnings.append(
+                f"{run.name_of(i)} was written in place through its detach() at line {line}: "
+                "what is shown of it is what it held before, and the float64 replay of the "
+                "whole cell cannot follow such a write"
+            )
     complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
     if complex_:
         run.warnings.append(
