@@ -25,14 +25,8 @@ import torch
 
 from .torchbackward import backward_order
 from .torchhealth import health, probes
-from .torchrecord import (
-    Op,
-    Recorder,
-    assigned_names,
-    modes_set_aside,
-    torch_as_shipped,
-    version_of,
-)
+from .torchcalls import Op, assigned_names, modes_set_aside, torch_as_shipped, version_of
+from .torchrecord import Recorder
 from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
