@@ -90,6 +90,9 @@ def _check(browser, app, base, token):
     gpt = browser_tests._views(page, 2).nth(0)
     assert gpt.locator("g.node").count() > boxes
     assert gpt.locator("g.node", has_text="model.blocks.0.attn").count() >= 1
+    # drawn again, it opens where the opened block is (the target is far from it)
+    inside = gpt.locator("g.node", has_text="model.blocks.0.")
+    assert any(inside.nth(k).evaluate(browser_tests.IN_VIEW) for k in range(inside.count()))
     browser_tests._shot(gpt, f"torch-view-{app}.png", docs=app == "jupyterlab")
 
     # a box's statistics on click, and its whole tensor from the kernel (the whole graph

@@ -206,9 +206,10 @@ export class GraphView {
     return Math.round(Math.max(MIN_ROOM, Math.min(MAX_HEIGHT, screenHeight() - around - 8)));
   }
 
-  // graph-unit centre and size of node `index`'s record (or its operation's)
+  // graph-unit centre and size of node `index`'s record (or its operation's, or its box)
   box(index) {
-    const g = this.nodes.get(index)?.v || this.nodes.get(index)?.o;
+    const kinds = this.nodes.get(index);
+    const g = kinds && (kinds.v || kinds.o || Object.values(kinds)[0]);
     return g && this.root ? this.extent(g) : null;
   }
 

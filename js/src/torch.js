@@ -71,6 +71,17 @@ function graphPage(payload, ctx) {
   ctx.on("change:selected", update);
   update();
   made.page.append(actions, whole);
+  // drawn again with a module opened by a click: it opens where that module is, not at the
+  // target (the module may be far from it)
+  const opened = data.open && data.open.length ? data.open[data.open.length - 1] : "";
+  const inside = opened && Object.keys(data.nodes).find((i) => (data.nodes[i].name || "").includes(opened));
+  if (inside !== undefined && inside !== "") {
+    const show = made.entry.show;
+    made.entry.show = () => made.entry.ready.then((v) => {
+      const first = !v.view;
+      return show().then(() => { if (first) v.centreOn(Number(inside)); });
+    });
+  }
   return made;
 }
 
