@@ -868,9 +868,11 @@ SCREEN = """r => {
 THEMES = Path("settings") / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
 
 
-@pytest.mark.parametrize("theme", ["light", "dark"])
-def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme):
-    """On a 1280 x 900 screen, every tab of the ~2,700-node MLP and of the walk-through fits
+@pytest.mark.parametrize(
+    "theme, width, height", [("light", 1280, 900), ("dark", 1280, 900), ("light", 800, 700)]
+)
+def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, width, height):
+    """On a 1280 x 900 screen (and a small 800 x 700 one), every tab of the ~2,700-node MLP and of the walk-through fits
     the notebook's panel (no taller, no wider), with text of 10 px or more at a contrast of
     4.5:1 or more, in JupyterLab's light and dark themes; the grouped picture opens on its
     groups, not inside a table of inputs."""
@@ -888,9 +890,9 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme):
         "display_name": "Python 3",
         "language": "python",
     }
-    name = f"fit-{theme}.ipynb"
+    name = f"fit-{theme}-{height}.ipynb"
     nbformat.write(nb, nbdir / name)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page = browser.new_page(viewport={"width": width, "height": height})
     try:
         _open(page, _url(app, base, token, name) + ("&reset" if app == "jupyterlab" else ""))
         assert page.evaluate("document.body.dataset.jpThemeLight") == (
@@ -903,7 +905,7 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme):
         groups = mlp.locator("svg g.node.gm-group")
         assert groups.count() >= 2
         assert any(groups.nth(k).evaluate(IN_VIEW) for k in range(groups.count()))
-        _shot(mlp, f"grouped-start-{theme}-{app}.png")
+        _shot(mlp, f"grouped-start-{theme}-{height}-{app}.png")
         for k, cell in ((0, "mlp"), (1, "walk-through")):
             view = views.nth(k)
             view.scroll_into_view_if_needed()
@@ -914,7 +916,7 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme):
                 if shown.locator(".gm-port").count():
                     shown.locator(".gm-port svg").wait_for(timeout=60_000)
                 time.sleep(0.3)
-                where = f"{cell} {tab} ({theme})"
+                where = f"{cell} {tab} ({theme}, {width} x {height})"
                 screen = view.evaluate(SCREEN)
                 assert view.bounding_box()["height"] <= screen, (where, screen)
                 assert view.evaluate("r => r.scrollWidth <= r.clientWidth + 1"), where

@@ -11,7 +11,7 @@ export const MIN_TEXT_PX = 10; // never draw text smaller than this by default
 export const FONT_PT = 10; // the DOT's fontsize (graph units are points)
 export const MAX_HEIGHT = 560; // px: the graph's viewport height at most
 const MIN_HEIGHT = 140;
-const MIN_ROOM = 220; // px: a short screen still gets a graph this tall
+const MIN_ROOM = 120; // px: a short screen still gets a graph this tall
 
 // The part of the window a notebook shows its cells in: the window less the front-end's own
 // bars (menu, toolbar, status bar). Read from the window only: the view does not look into
@@ -164,17 +164,14 @@ export class GraphView {
     const fits = this.gw * s <= w + 1 && this.gh * s <= height + 1;
     const b = fits || target === undefined || target === "start" ? null : this.box(target);
     if (!fits && target === "start") {
-      // a picture grouped by the code: its start, at the height of the groups (the flow of
-      // the code; a model's tables of inputs can be far taller than it), far enough right
-      // that the first group shows beside the inputs that feed it
+      // a picture grouped by the code: its start, around its first group (the flow of the
+      // code; a model's tables of inputs can be far taller than it), far enough right that
+      // the group shows beside the inputs that feed it
       const boxes = [...this.svg.querySelectorAll("g.gm-group")].map((g) => this.extent(g));
-      const ys = boxes.map((e) => e.y).sort((a, c) => a - c);
-      const left = Math.min(...boxes.map((e) => e.x - e.w / 2));
-      this.view = {
-        s,
-        x: boxes.length ? left - 0.6 * w / s : 0,
-        y: boxes.length ? ys[ys.length >> 1] - height / 2 / s : (this.gh - height / s) / 2,
-      };
+      const first = boxes.reduce((a, e) => (!a || e.x - e.w / 2 < a.x - a.w / 2 ? e : a), null);
+      this.view = first
+        ? { s, x: first.x + first.w / 2 + 24 / s - Math.max(0.6 * w / s, first.w + 48 / s), y: first.y - height / 2 / s }
+        : { s, x: 0, y: (this.gh - height / s) / 2 };
       this.clamp();
     } else if (!b) {
       this.view = fits || target === undefined
