@@ -339,6 +339,7 @@ def call_from(frame):
 
 
 _SEQUENCES = (list, tuple)
+_PLAIN = frozenset({int, float, bool, type(None), slice})  # (never tensors: no isinstance)
 
 
 def flatten(args, kwargs) -> tuple:
@@ -536,6 +537,11 @@ class Recorder(TorchFunctionMode):
         p.grad``, ``p.data += ...``, ``torch._foreach_add_(params, ...)``, ``h[0] = 0``): each
         value keeps what the ops that read it saw."""
         found = []
+        index_of = self.index_of
+        if type(written) is torch.Tensor and id(written) not in index_of:
+            base = written._base  # (a write into a view of nothing recorded: nothing to keep)
+            if id(written) not in self.data_of and (base is None or id(base) not in index_of):
+                return found
         for t in written if isinstance(written, (list, tuple)) else (written,):
             if not isinstance(t, torch.Tensor):
                 continue
@@ -742,12 +748,15 @@ class Recorder(TorchFunctionMode):
         index_of, tensors, producer = self.index_of, self.tensors, self.producer
         for a in (*args, *kwargs.values()) if kwargs else args:
             for x in a if type(a) in _SEQUENCES else (a,):
-                if isinstance(x, torch.Tensor):
-                    if x.requires_grad:
-                        return True
-                    i = index_of.get(id(x))
-                    if i is not None and tensors[i] is x and producer[i] >= 0:
-                        return True
+                if type(x) in _PLAIN or not isinstance(x, torch.Tensor):
+                    continue
+                if x.requires_grad:
+                    return True
+                i = index_of.get(id(x))
+                if i is not None and tensors[i] is x and producer[i] >= 0:
+                    return True
+        if type(out) is torch.Tensor:
+            return False  # (its requires_grad is read above)
         for o in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(o, torch.Tensor) and o.requires_grad:
                 return True

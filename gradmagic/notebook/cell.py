@@ -25,7 +25,7 @@ from ..core import engine
 from ..core.array import Array
 from ..core.engine import Value, state
 from ..core.sites import FUNCTIONS, cursor
-from . import boundary
+from . import boundary, memory
 from . import runtime as _runtime
 from .math_calls import DISPATCHED_NAMES
 from .rewrite import RUNTIME, SITE, Rewritten, rewrite
@@ -243,7 +243,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
         entry.lifter = boundary.lift_reachable(
             ns, cell.rewritten.reads, entry.reached, _runtime.new_leaf
         )
-        with _runtime.recording(cell.filename) as entry.run:
+        with _runtime.recording(cell.filename) as entry.run, memory.bounded():
             entry.first = cursor.start()
             cursor.enter(cell.rewritten.function)
             try:
