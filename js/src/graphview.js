@@ -17,7 +17,7 @@ const MIN_ROOM = 120; // px: a short screen still gets a graph this tall
 // bars (menu, toolbar, status bar). Read from the window only: the view does not look into
 // the page around it.
 const APP_BARS = 120;
-function screenHeight() {
+export function screenHeight() {
   return (window.innerHeight >= 300 ? window.innerHeight : 900) - APP_BARS;
 }
 
