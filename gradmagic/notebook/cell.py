@@ -608,7 +608,7 @@ def cut_warnings(cuts, converted: int) -> list[str]:
     return warnings
 
 
-CALL = "__gradmagic_call__"  # the frame that calls torch as from the user's line (torchrecord)
+CALL = "__gradmagic_call__"  # the frame that calls torch as from the user's line (torchcalls)
 INTERNALS = frozenset(
     [f"gradmagic.core.{module.name}" for module in pkgutil.iter_modules(core.__path__)]
     + [
@@ -618,6 +618,7 @@ INTERNALS = frozenset(
         "gradmagic.notebook.torchcell",
         "gradmagic.analysis.torchrun",
         "gradmagic.analysis.torchrecord",
+        "gradmagic.analysis.torchcalls",
     ]
 )
 """Modules whose frames a traceback leaves out (every module of ``core``, and what rewritten

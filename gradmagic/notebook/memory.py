@@ -36,7 +36,7 @@ class GraphMemoryError(MemoryError):
             return str(self.args[0])
         return (
             f"%%autograd stopped the cell: its graph had made the process more than "
-            f"{_watch.limit / 2**30:.1f} GB bigger. Each number a recorded cell computes is "
+            f"{_watch.limit / 2**20:,.0f} MB bigger. Each number a recorded cell computes is "
             "kept until the cell ends; run this cell without %%autograd, or on less data"
         )
 
@@ -83,7 +83,8 @@ class _Watch:
     def __init__(self):
         self.lock = threading.Lock()
         self.wake = threading.Event()
-        self.active: tuple | None = None  # (the cell's thread id, the size not to pass)
+        # (the cell's thread id, the size not to pass, what to call there instead of raising)
+        self.active: tuple | None = None
         self.limit = MOST
         self.thread: threading.Thread | None = None
 
@@ -96,7 +97,10 @@ class _Watch:
                 with self.lock:
                     active = self.active
                     if active is not None and (_size() or 0) > active[1]:
-                        _raise_in(active[0], GraphMemoryError)
+                        if active[2] is None:
+                            _raise_in(active[0], GraphMemoryError)
+                        else:
+                            active[2](self.limit)
                         self.active = None  # (once: the cell is stopping)
 
 
@@ -109,8 +113,11 @@ _take_back.argtypes = (ctypes.c_ulong, ctypes.c_void_p)
 
 
 @contextmanager
-def bounded():
-    """Run the block with the process's growth bounded (see the module's notes)."""
+def bounded(on_limit=None):
+    """Run the block with the process's growth bounded (see the module's notes).
+
+    ``on_limit(limit)``: called (from the watcher's thread) instead of stopping the block,
+    for a recording that can stop itself and let the cell run on (a PyTorch cell's)."""
     start = _size()
     if start is None:
         yield
@@ -119,7 +126,7 @@ def bounded():
     outer = _watch.active
     _watch.limit = limit()
     with _watch.lock:
-        _watch.active = (me, start + _watch.limit)
+        _watch.active = (me, start + _watch.limit, on_limit)
     if _watch.thread is None:
         _watch.thread = threading.Thread(target=_watch.run, name="gradmagic-memory", daemon=True)
         _watch.thread.start()
