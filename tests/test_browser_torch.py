@@ -80,6 +80,7 @@ def _check(browser, app, base, token):
     # the twelve blocks are one box; a click opens it one level (the kernel draws it again)
     fold = gpt.locator("g.node[data-kind='m']", has_text="Block x 12")
     fold.wait_for(timeout=30_000)
+    assert fold.evaluate(browser_tests.IN_VIEW)  # the picture opens where the fold is
     boxes = gpt.locator("g.node").count()
     fold.click()
     page.wait_for_function(
