@@ -825,3 +825,110 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     _shot(loop, f"grouped-loop-{app}.png", docs=app == "jupyterlab")
     assert not [e for e in errors if "gradmagic" in e.lower() or "gm-" in e], errors
     page.close()
+
+
+CONTRAST = """root => {
+  // the lowest contrast ratio (WCAG) of the view's HTML texts against what is behind them
+  const parse = c => { const m = (c.match(/[\\d.]+/g) || [0, 0, 0, 0]).map(Number); return m.length > 3 ? m : [...m, 1]; };
+  const lin = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = ([r, g, b]) => 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+  const behind = e => {
+    const layers = [];
+    for (let x = e; x; x = x.parentElement) {
+      const c = parse(getComputedStyle(x).backgroundColor);
+      if (c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let out = [255, 255, 255];
+    for (const c of layers.reverse()) out = out.map((v, i) => v * (1 - c[3]) + c[i] * c[3]);
+    return out;
+  };
+  let worst = [99, ''];
+  for (const e of root.querySelectorAll('*')) {
+    if (e.closest('svg') || !e.offsetParent) continue;
+    if (![...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) continue;
+    const bg = behind(e), f = parse(getComputedStyle(e).color);
+    const fg = bg.map((v, i) => v * (1 - f[3]) + f[i] * f[3]);
+    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    if (ratio < worst[0]) worst = [ratio, e.textContent.trim().slice(0, 60)];
+  }
+  return worst;
+}"""
+
+# the height of the panel that scrolls the notebook (its nearest ancestor that scrolls
+# vertically: the output box, which only scrolls sideways, is passed over)
+SCREEN = """r => {
+  for (let e = r.parentElement; e; e = e.parentElement) {
+    const y = getComputedStyle(e).overflowY;
+    if ((y === 'auto' || y === 'scroll') && e.scrollHeight > e.clientHeight + 1) return e.clientHeight;
+  }
+  return innerHeight;
+}"""
+
+THEMES = Path("settings") / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
+
+
+@pytest.mark.parametrize(
+    "theme, width, height", [("light", 1280, 900), ("dark", 1280, 900), ("light", 800, 700)]
+)
+def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, width, height):
+    """On a 1280 x 900 screen (and a small 800 x 700 one), every tab of the ~2,700-node MLP and of the walk-through fits
+    the notebook's panel (no taller, no wider), with text of 10 px or more at a contrast of
+    4.5:1 or more, in JupyterLab's light and dark themes; the grouped picture opens on its
+    groups, not inside a table of inputs."""
+    import nbformat
+
+    app, base, token, nbdir = server
+    themes = nbdir.parent / THEMES
+    if theme == "dark":
+        themes.write_text(json.dumps({"theme": "JupyterLab Dark"}))
+    nb = nbformat.v4.new_notebook()
+    cells = ("%load_ext gradmagic\nimport math", MLP, WALKTHROUGH)
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    name = f"fit-{theme}-{height}.ipynb"
+    nbformat.write(nb, nbdir / name)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        _open(page, _url(app, base, token, name) + ("&reset" if app == "jupyterlab" else ""))
+        assert page.evaluate("document.body.dataset.jpThemeLight") == (
+            "false" if theme == "dark" else "true"
+        )
+        _run_all(page)
+        views = _views(page, 2, timeout=240_000)
+        mlp = views.nth(0)
+        mlp.scroll_into_view_if_needed()
+        groups = mlp.locator("svg g.node.gm-group")
+        assert groups.count() >= 2
+        assert any(groups.nth(k).evaluate(IN_VIEW) for k in range(groups.count()))
+        _shot(mlp, f"grouped-start-{theme}-{height}-{app}.png")
+        for k, cell in ((0, "mlp"), (1, "walk-through")):
+            view = views.nth(k)
+            view.scroll_into_view_if_needed()
+            for tab in [t.strip() for t in view.locator(".gm-tab").all_text_contents()]:
+                view.locator(".gm-tab", has_text=tab).click()
+                shown = view.locator(f".gm-page[data-tab={tab.lower()}]:not(.gm-waiting)")
+                shown.wait_for(timeout=90_000)
+                if shown.locator(".gm-port").count():
+                    shown.locator(".gm-port svg").wait_for(timeout=60_000)
+                time.sleep(0.3)
+                where = f"{cell} {tab} ({theme}, {width} x {height})"
+                screen = view.evaluate(SCREEN)
+                assert view.bounding_box()["height"] <= screen, (where, screen)
+                assert view.evaluate("r => r.scrollWidth <= r.clientWidth + 1"), where
+                assert min(_sizes(view)) >= MIN_PX - 0.05, where
+                ratio, text = view.evaluate(CONTRAST)
+                assert ratio >= 4.5, (where, ratio, text)
+        if theme == "dark":  # the walk-through's cell, code and view, as a user sees it
+            walk = views.nth(1)
+            walk.locator(".gm-tab", has_text="Graph").click()
+            page.mouse.move(0, 0)
+            cell = walk.locator("xpath=ancestor::div[contains(@class, 'jp-Cell')][1]")
+            _shot(cell, f"dark-theme-{app}.png", docs=app == "jupyterlab")
+    finally:
+        themes.unlink(missing_ok=True)
+        page.close()

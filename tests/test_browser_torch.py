@@ -80,6 +80,7 @@ def _check(browser, app, base, token):
     # the twelve blocks are one box; a click opens it one level (the kernel draws it again)
     fold = gpt.locator("g.node[data-kind='m']", has_text="Block x 12")
     fold.wait_for(timeout=30_000)
+    assert fold.evaluate(browser_tests.IN_VIEW)  # the picture opens where the fold is
     boxes = gpt.locator("g.node").count()
     fold.click()
     page.wait_for_function(
@@ -90,6 +91,9 @@ def _check(browser, app, base, token):
     gpt = browser_tests._views(page, 2).nth(0)
     assert gpt.locator("g.node").count() > boxes
     assert gpt.locator("g.node", has_text="model.blocks.0.attn").count() >= 1
+    # drawn again, it opens where the opened block is (the target is far from it)
+    inside = gpt.locator("g.node", has_text="model.blocks.0.")
+    assert any(inside.nth(k).evaluate(browser_tests.IN_VIEW) for k in range(inside.count()))
     browser_tests._shot(gpt, f"torch-view-{app}.png", docs=app == "jupyterlab")
 
     # a box's statistics on click, and its whole tensor from the kernel (the whole graph

@@ -335,6 +335,13 @@ STATIC_STYLE = (
 )
 
 
+# The copy is drawn on white in every theme, as the live view is: its picture (a transparent
+# SVG with dark text) and its coloured table rows are made for a light page.
+STATIC_CARD = (
+    "background:#fff; color:#111827; color-scheme:light; padding:4px 6px; border-radius:4px"
+)
+
+
 def static_style(run: str) -> str:
     """:data:`STATIC_STYLE`, and for front-ends with other output boxes (VS Code, Colab) the
     copy of run ``run`` hidden while the page holds that run's live view (its root carries
@@ -369,7 +376,7 @@ def static_html(
     """
     mark = f' data-gm-run="{html.escape(run)}"' if run else ""
     out = [
-        f'<div class="gradmagic gradmagic-static"{mark}>',
+        f'<div class="gradmagic gradmagic-static"{mark} style="{STATIC_CARD}">',
         static_style(run) if run else "",
         f'<p style="margin:0 0 4px 0"><b>{html.escape(headline(trace))}</b></p>',
     ]

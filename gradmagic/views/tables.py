@@ -316,6 +316,7 @@ _STATUS_FILL = {
     "unresolved": "#f3f4f6",
 }
 _GOOD = "#166534"
+_FLAGGED = "#c2410c"  # text: the kink orange made dark enough to read (4.5:1 on white)
 
 
 def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
@@ -330,7 +331,7 @@ def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     colour = (
         LINE["fail"]
         if not report.passed
-        else LINE["kink"]
+        else _FLAGGED
         if report.flagged or not report.rows
         else _GOOD
     )
@@ -451,7 +452,7 @@ def answers_html(report, limit: int = TABLE_ROWS) -> str:
     rows saying so.
     """
     head = answers_head(report)
-    colour = LINE["fail"] if not report.passed else _GOOD if report.rows else LINE["kink"]
+    colour = LINE["fail"] if not report.passed else _GOOD if report.rows else _FLAGGED
     out = [
         f'<div class="gradmagic-answers"><p style="margin:0; color:{colour}; '
         f'font-size:14px"><b>{html.escape(head[0])}</b></p>',

@@ -154,7 +154,7 @@ def _stats(row) -> dict | None:
 
 def _checks_html(run) -> dict:
     """The checks (the wrong op's line red) and the health signals, as HTML."""
-    colour = {"pass": "#16a34a", "fail": "#dc2626"}
+    colour = {"pass": torchview.PASS_TEXT, "fail": "#dc2626"}
     mark = {"pass": "✓ ", "fail": "✗ "}
     lines = torchview.check_lines(run)
     parts = [

@@ -20,6 +20,8 @@ __all__ = ["mimebundle", "to_dot", "html_view", "text_view", "ROWS"]
 
 ROWS = 100  # rows of a table before it is cut
 _FAIL, _NONFINITE, _WARN = "#dc2626", "#7c3aed", "#ea580c"
+# text on white at 4.5:1 or more (WCAG AA): darker than the green and orange of the marks
+PASS_TEXT, WARN_TEXT = "#166534", "#c2410c"
 
 
 def _g(x) -> str:
@@ -316,11 +318,11 @@ def html_view(run, open=(), mark_run: str = "") -> str:
     """The whole display as HTML; ``open`` names modules to draw opened
     (``["model.blocks.3"]``); ``mark_run`` marks it (``data-gm-run``) so that the live view
     shown with it can hide it."""
-    colour = {"pass": "#16a34a", "fail": _FAIL, "none": "#374151"}
+    colour = {"pass": PASS_TEXT, "fail": _FAIL, "none": "#374151"}
     mark = {"pass": "✓ ", "fail": "✗ ", "none": ""}
     tag = f' data-gm-run="{html.escape(mark_run)}"' if mark_run else ""
     parts = [f"<div class='gradmagic-torch'{tag}><p><b>{html.escape(headline(run))}</b></p>"]
-    parts += [f"<div style='color:{_WARN}'>{html.escape(w)}</div>" for w in run.warnings]
+    parts += [f"<div style='color:{WARN_TEXT}'>{html.escape(w)}</div>" for w in run.warnings]
     for status, text in check_lines(run):
         s = status if status in colour else "none"
         parts.append(f"<div style='color:{colour[s]}'>{mark[s]}{html.escape(text)}</div>")

@@ -11,6 +11,16 @@ export const MIN_TEXT_PX = 10; // never draw text smaller than this by default
 export const FONT_PT = 10; // the DOT's fontsize (graph units are points)
 export const MAX_HEIGHT = 560; // px: the graph's viewport height at most
 const MIN_HEIGHT = 140;
+const MIN_ROOM = 120; // px: a short screen still gets a graph this tall
+
+// The part of the window a notebook shows its cells in: the window less the front-end's own
+// bars (menu, toolbar, status bar). Read from the window only: the view does not look into
+// the page around it.
+const APP_BARS = 120;
+export function screenHeight() {
+  return (window.innerHeight >= 300 ? window.innerHeight : 900) - APP_BARS;
+}
+
 const MAX_FIT = 4 / 3; // fitting never enlarges past this
 const DRAG_PX = 4; // a press that moves less is a click
 
@@ -139,7 +149,8 @@ export class GraphView {
     if (!this.svg) return;
     const w = Math.max(200, this.port.clientWidth || 800);
     const least = MIN_TEXT_PX / FONT_PT;
-    const tall = (s) => Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, this.gh * s + 8));
+    const most = this.room();
+    const tall = (s) => Math.min(most, Math.max(MIN_HEIGHT, this.gh * s + 8));
     let s = Math.min(w / this.gw, MAX_FIT);
     let height = tall(s);
     s = Math.min(s, (height - 8) / this.gh);
@@ -153,8 +164,14 @@ export class GraphView {
     const fits = this.gw * s <= w + 1 && this.gh * s <= height + 1;
     const b = fits || target === undefined || target === "start" ? null : this.box(target);
     if (!fits && target === "start") {
-      // a picture grouped by the code: its start, where the inputs and the first groups are
-      this.view = { s, x: 0, y: (this.gh - height / s) / 2 };
+      // a picture grouped by the code: its start, around its first group (the flow of the
+      // code; a model's tables of inputs can be far taller than it), far enough right that
+      // the group shows beside the inputs that feed it
+      const boxes = [...this.svg.querySelectorAll("g.gm-group")].map((g) => this.extent(g));
+      const first = boxes.reduce((a, e) => (!a || e.x - e.w / 2 < a.x - a.w / 2 ? e : a), null);
+      this.view = first
+        ? { s, x: first.x + first.w / 2 + 24 / s - Math.max(0.6 * w / s, first.w + 48 / s), y: first.y - height / 2 / s }
+        : { s, x: 0, y: (this.gh - height / s) / 2 };
       this.clamp();
     } else if (!b) {
       this.view = fits || target === undefined
@@ -171,14 +188,30 @@ export class GraphView {
     this.apply();
   }
 
-  // graph-unit centre and size of node `index`'s record (or its operation's)
+  // The viewport's height at most: MAX_HEIGHT, less where the screen is shorter than the
+  // whole view would be (a stepped tab's texts above the graph, a short window), so that the
+  // view, from its headline to its legend, fits on the screen that scrolls it.
+  room() {
+    const root = this.el.closest(".gm-root");
+    if (!root || !this.el.isConnected) return MAX_HEIGHT;
+    let around = root.getBoundingClientRect().height - this.port.getBoundingClientRect().height;
+    // a stepped tab's text changes at every step: room for it at its tallest
+    for (const t of this.el.closest(".gm-page")?.querySelectorAll(".gm-steptext") || []) {
+      const most = parseFloat(getComputedStyle(t).maxHeight);
+      if (most > t.offsetHeight) around += most - t.offsetHeight;
+    }
+    return Math.round(Math.max(MIN_ROOM, Math.min(MAX_HEIGHT, screenHeight() - around - 8)));
+  }
+
+  // graph-unit centre and size of node `index`'s record (or its operation's, or its box)
   box(index) {
-    const g = this.nodes.get(index)?.v || this.nodes.get(index)?.o;
-    return g && this.root ? this.centre(g) : null;
+    const kinds = this.nodes.get(index);
+    const g = kinds && (kinds.v || kinds.o || Object.values(kinds)[0]);
+    return g && this.root ? this.extent(g) : null;
   }
 
   // graph-unit centre and size of the drawn element `g`
-  centre(g) {
+  extent(g) {
     const b = g.getBBox();
     const m = this.root.transform.baseVal.consolidate()?.matrix;
     const cx = b.x + b.width / 2;
@@ -217,7 +250,7 @@ export class GraphView {
     this.apply();
   }
 
-  centre(index) {
+  centreOn(index) {
     const p = this.box(index);
     if (!p || !this.view) return;
     const { s } = this.view;
@@ -245,7 +278,7 @@ export class GraphView {
 
   // centre node `index` if it is out of view
   reveal(index) {
-    if (index >= 0 && this.svg && !this.visible(index)) this.centre(index);
+    if (index >= 0 && this.svg && !this.visible(index)) this.centreOn(index);
   }
 
   _listen() {

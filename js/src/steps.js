@@ -2,6 +2,7 @@
 // each a node being processed, a path to highlight, its text and the grad-field events.
 
 import { h, legend } from "./dom.js";
+import { screenHeight } from "./graphview.js";
 import { Stepper } from "./stepper.js";
 
 function drawFrame(view, frames, k) {
@@ -11,6 +12,17 @@ function drawFrame(view, frames, k) {
   view.mark(new Set([...(f.path || []), ...(f.n >= 0 ? [f.n] : [])]), -1, "gm-path");
   view.setCurrent(f.n);
   view.reveal(f.n);
+}
+
+// The head scrolls inside a short box so that the tab fits a screen; where the tab leaves
+// room on the screen (a small graph), the head takes it, up to its whole height.
+function unfold(head, text, page) {
+  const root = page.closest(".gm-root");
+  if (!root || head.scrollHeight <= head.clientHeight) return;
+  const most = parseFloat(getComputedStyle(text).maxHeight);
+  const grows = most > text.offsetHeight ? most - text.offsetHeight : 0;
+  const spare = screenHeight() - root.getBoundingClientRect().height - grows - 8;
+  if (spare > 0) head.style.maxHeight = `${Math.min(head.scrollHeight, head.clientHeight + spare)}px`;
 }
 
 export function stepsPage(payload, ctx) {
@@ -34,7 +46,13 @@ export function stepsPage(payload, ctx) {
   const page = h("div", { class: "gm-page" }, head, stepper.el,
     payload.legend ? h("p", { class: "gm-muted", text: payload.legend }) : null,
     text, entry.view.el, legend(), payload.note ? h("p", { class: "gm-note", text: payload.note }) : null);
-  entry.show = () => entry.ready.then((v) => { if (!v.view) v.initialView(ctx.data.target); show(); });
+  entry.show = () => entry.ready.then((v) => {
+    if (!v.view) {
+      v.initialView(ctx.data.target);
+      unfold(head, text, page);
+    }
+    show();
+  });
   entry.stepper = stepper;
   return { page, entry };
 }

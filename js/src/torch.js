@@ -71,6 +71,20 @@ function graphPage(payload, ctx) {
   ctx.on("change:selected", update);
   update();
   made.page.append(actions, whole);
+  // A picture too big for the output opens at the target; drawn again with a module opened
+  // by a click, it opens where that module is instead, and a picture with repeated blocks
+  // folded where the fold is (what a click opens), when they are out of view there.
+  const opened = data.open && data.open.length ? data.open[data.open.length - 1] : "";
+  const focus = Object.keys(data.nodes).find((i) => (opened
+    ? (data.nodes[i].name || "").includes(opened)
+    : data.nodes[i].op === "fold"));
+  if (focus !== undefined) {
+    const show = made.entry.show;
+    made.entry.show = () => made.entry.ready.then((v) => {
+      const first = !v.view;
+      return show().then(() => { if (first) v.reveal(Number(focus)); });
+    });
+  }
   return made;
 }
 
