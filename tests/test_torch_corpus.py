@@ -296,3 +296,49 @@ def test_a_tensor_made_out_of_the_records_sight_is_said():
         "import torch\nw = torch.randn(3, requires_grad=True)", "loss = (w * 2).sum()\nloss"
     )
     assert not any("did not see" in w for w in run.warnings)
+
+
+def test_a_complex_parameter_is_shown_with_its_gradient_and_named_as_left_out_of_the_check():
+    """The whole-cell check moves only real parameters: a pass must not read as covering a
+    complex one, and the complex gradient is kept whole (not cut to its real part)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+    from gradmagic.views import torchview
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    name = "complex parameters: a phase filter beside a real bias"
+    for _, cell in torch_corpus.SEQUENCES[name][:2]:
+        assert shell.run_cell(cell).success
+    assert shell.run_cell(f"%%autograd -q\n{torch_corpus.SEQUENCES[name][2][1]}").success
+    run = gradmagic.last
+    names = [run.names[j] for j in run.params]
+    assert names == ["ph.w", "ph.b"]
+    assert run.check["whole"]["status"] == "pass"
+    assert run.check["whole"]["left_out"] == ["ph.w"]
+    assert any(
+        "Complex parameters left out" in t and "ph.w" in t for _, t in torchview.check_lines(run)
+    )
+    shown = run.full[run.params[0]][1]
+    assert np.iscomplexobj(shown)
+    np.testing.assert_array_equal(shown, shell.user_ns["ph"].w.grad.numpy())
+    shell.clear_instance()
+
+
+def test_a_leaf_reached_by_several_backward_passes_shows_their_sum_and_says_so():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    name = "several backward passes: two losses, retain_graph, autograd.grad first"
+    assert shell.run_cell(torch_corpus.SEQUENCES[name][0][1]).success
+    assert shell.run_cell(f"%%autograd -q\n{torch_corpus.SEQUENCES[name][1][1]}").success
+    run = gradmagic.last
+    assert any("sum of the cell's backward passes (up to 2)" in w for w in run.warnings)
+    for j in run.params:
+        leaf = torch_corpus._resolve(shell.user_ns, run.names[j])
+        np.testing.assert_allclose(run.full[j][1], leaf.grad.numpy(), rtol=1e-6)
+    shell.clear_instance()

@@ -398,6 +398,10 @@ class Recorder(TorchFunctionMode):
         self.grads: dict = {}  # value index → gradient (from a hook)
         self.hooked: set = set()
         self.leaf_hooks: dict = {}  # id → leaf tensor with a hook
+        # a leaf's gradient over several passes: the backward passes' sum (what its .grad
+        # gained); a torch.autograd.grad pass (which writes no .grad) only if none ran
+        self.pass_kind = "backward"
+        self.leaf_passes: dict = {}  # leaf value index → backward passes that reached it
         self.pending: list = []  # values that require a gradient and have no hook yet
         self.handles: list = []
         self.stack: tuple = ()
@@ -514,6 +518,7 @@ class Recorder(TorchFunctionMode):
         if name == "backward" or func is _AUTOGRAD_GRAD:
             # (torch.autograd.grad and backward(inputs=...) stop at tensors whose nodes do
             # not run: those get tensor hooks, which fire there)
+            self.pass_kind = "backward" if name == "backward" else "grad"
             self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
         if inplace and args:
             before = self._before_write(args[0])
@@ -635,6 +640,20 @@ class Recorder(TorchFunctionMode):
                 self._hook(t, j, node=node)
         self.pending = []
 
+    def _keep_leaf(self, i, g) -> None:
+        grads, passes = self.grads, self.leaf_passes
+        n = passes.get(i, 0)
+        if self.pass_kind == "backward":
+            passes[i] = n + 1
+            if n and i in grads:
+                try:
+                    g = grads[i] + g
+                except RuntimeError:  # (layouts that do not add: the last pass's, counted)
+                    pass
+            grads[i] = g
+        elif not n:
+            grads[i] = g
+
     def _hook(self, t, i, leaf=False, node=False):
         grads = self.grads
         if leaf or not node or t.grad_fn is None:
@@ -643,7 +662,11 @@ class Recorder(TorchFunctionMode):
                 self.leaf_hooks[key] = t
 
                 def keep(g):
-                    grads[index_of[key]] = g
+                    self._keep_leaf(index_of[key], g)
+            elif t.grad_fn is None:
+
+                def keep(g):
+                    self._keep_leaf(i, g)
             else:
 
                 def keep(g):

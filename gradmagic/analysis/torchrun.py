@@ -246,6 +246,17 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
             "see (in an earlier cell, or inside a torch.jit module): the graph and its "
             "gradients start there, not at what made them"
         )
+    several = [i for i in run.params if rec.leaf_passes.get(i, 0) > 1]
+    if several:
+        names = ", ".join(run.name_of(i) for i in several[:3]) + (
+            ", ..." if len(several) > 3 else ""
+        )
+        most = max(rec.leaf_passes[i] for i in several)
+        run.warnings.append(
+            f"{names}: the gradient shown is the sum of the cell's backward passes (up to "
+            f"{most}), what .grad gained in it, not the target's alone; the whole-cell check "
+            "is of the target's"
+        )
     if not_computed:
         run.warnings.append(not_computed)
         run.no_gradients = True
