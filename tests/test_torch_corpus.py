@@ -342,3 +342,25 @@ def test_a_leaf_reached_by_several_backward_passes_shows_their_sum_and_says_so()
         leaf = torch_corpus._resolve(shell.user_ns, run.names[j])
         np.testing.assert_allclose(run.full[j][1], leaf.grad.numpy(), rtol=1e-6)
     shell.clear_instance()
+
+
+def test_an_op_that_read_a_value_written_through_data_is_not_checked_with_the_old_value():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    cells = torch_corpus.SEQUENCES["writes through .data and a detached alias between ops"]
+    for _, cell in cells[:2]:
+        assert shell.run_cell(cell).success
+    assert shell.run_cell(f"%%autograd -q\n{cells[2][1]}").success
+    run = gradmagic.last
+    ops = run.check["ops"]
+    muls = [k for k in sorted(ops) if run.ops[k].name == "mul"]
+    assert len(muls) == 2  # v = wd * 1.0, then v * v after the write
+    square = muls[1:]
+    assert ops[square[0]]["status"] == "skipped"
+    assert "before this op read it" in ops[square[0]]["why"]
+    assert run.check["whole"]["status"] == "skipped"
+    shell.clear_instance()

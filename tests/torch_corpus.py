@@ -659,6 +659,15 @@ _seq(
 )
 
 
+_seq(
+    "writes through .data and a detached alias between ops",
+    (P, "wd = torch.randn(3, requires_grad=True)"),
+    (M, "v = wd * 1.0\nv.data.mul_(2)\nz = (v * v).sum()\nz"),
+    (M, "m = wd * 2\nfrozen = m.detach()\nfrozen += 1\ny = (m * 3).sum()\ny"),
+    (P, "print(v, frozen, z.item(), y.item())"),
+)
+
+
 # (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
 # cells that run backward set the gradients to None first, so .grad is that backward's
 GRADIENT_CELLS = [

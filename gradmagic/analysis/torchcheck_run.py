@@ -309,6 +309,14 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
     ]
     if changed:
         return {"status": "skipped", "why": "an input was written over in place afterwards"}
+    # (an input written over before this op read it, through .data or a detached alias: the
+    # kept copy is what its maker gave, not what this op saw)
+    if any(rec.written_at.get(i, k + 1) <= k for i in op.inputs):
+        return {
+            "status": "skipped",
+            "why": "an input was written over in place (through .data or a detached "
+            "alias) before this op read it",
+        }
     size = sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
     if size > OP_ELEMENTS:
         return {

@@ -401,6 +401,7 @@ class Recorder(TorchFunctionMode):
         # a leaf's gradient over several passes: the backward passes' sum (what its .grad
         # gained); a torch.autograd.grad pass (which writes no .grad) only if none ran
         self.pass_kind = "backward"
+        self.written_at: dict = {}  # value index → how many ops ran before it was written over
         self.leaf_passes: dict = {}  # leaf value index → backward passes that reached it
         self.pending: list = []  # values that require a gradient and have no hook yet
         self.handles: list = []
@@ -565,6 +566,7 @@ class Recorder(TorchFunctionMode):
         through ``.data``): its size is measured when the run's statistics are taken."""
         for i, p, old, through_data in found:
             self.saved[i] = old
+            self.written_at[i] = len(self.ops)  # (ops from here on read the new contents)
             if (
                 p.requires_grad
                 and p.is_leaf
