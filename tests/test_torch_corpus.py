@@ -363,4 +363,5 @@ def test_an_op_that_read_a_value_written_through_data_is_not_checked_with_the_ol
     assert ops[square[0]]["status"] == "skipped"
     assert "before this op read it" in ops[square[0]]["why"]
     assert run.check["whole"]["status"] == "skipped"
+    assert "v was written over (through .data" in run.check["whole"]["why"]
     shell.clear_instance()

@@ -293,9 +293,23 @@ def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
         out["why"] = f"the target is {recorded}"
     elif not math.isclose(f0, recorded, rel_tol=1e-3, abs_tol=1e-6):
         out["status"] = "skipped"
+        written = sorted(
+            {
+                run.name_of(i)
+                for k in run.graph
+                for i in rec.ops[k].inputs
+                if rec.written_at.get(i, k + 1) <= k
+            }
+        )
+        missed = (
+            f"{_few(written)} {'was' if len(written) == 1 else 'were'} written over (through "
+            ".data or a detached alias) before being read, which the replay does not follow"
+            if written
+            else "the recording missed something"
+        )
         out["why"] = (
-            f"the float64 replay gives {f0:.6g}, the cell gave {recorded:.6g}: the "
-            "recording missed something, so this check would not be about the cell"
+            f"the float64 replay gives {f0:.6g}, the cell gave {recorded:.6g}: {missed}, "
+            "so this check would not be about the cell"
         )
     return out
 
