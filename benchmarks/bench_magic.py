@@ -6,6 +6,10 @@
    the same source run directly on Values (the engine alone). Target: ratio
    about 1 for arithmetic; an assignment also labels its node, a cost per
    assignment, shown by a loop with one short statement per iteration.
+3. A loop reading 2,000 elements of a numpy array (``s += W[i, j]``), the run
+   without the check (``gradmagic.autograd(..., check=False)``), for arrays of
+   10^2 to 10^6 numbers: the time should not grow with the array, since each
+   read adds into the array's gradient in place.
 The whole run through an IPython shell (run, backward, Trace, check,
 display) is measured by ``bench_run.py``.
 
@@ -104,6 +108,22 @@ def bench_loop(source: str, n: int = 20000) -> float:
     return t_rewritten / t_direct
 
 
+def bench_element_reads(reads: int = 2000) -> dict:
+    """Seconds of the run of a loop reading ``reads`` elements, by the array's size."""
+    import numpy as np
+
+    from gradmagic import autograd
+
+    rng = np.random.default_rng(0)
+    run = autograd("s = 0.0\nfor i, j in idx:\n    s += W[i, j]\ns\n", check=False)
+    times = {}
+    for side in (10, 100, 1000):
+        W = rng.random((side, side))
+        idx = [tuple(map(int, ij)) for ij in rng.integers(0, side, (reads, 2))]
+        times[side * side] = min(timed(lambda: run(W=W, idx=idx)) for _ in range(3))
+    return times
+
+
 def main() -> None:
     ms, ratio = bench_rewrite()
     status = "ok" if ms < REWRITE_BUDGET_MS else "OVER BUDGET"
@@ -118,6 +138,11 @@ def main() -> None:
     print(
         f"short loop, 2 ops per assignment (labelling shows): "
         f"{bench_loop(SHORT_LOOP):.2f}x the engine alone"
+    )
+    reads = bench_element_reads()
+    print(
+        "2,000 element reads of an array, the run without the check: "
+        + ", ".join(f"{seconds * 1e3:.0f} ms at {n:,} numbers" for n, seconds in reads.items())
     )
     print("the whole run through IPython (run, backward, Trace, check, display): see bench_run.py")
 

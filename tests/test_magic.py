@@ -479,6 +479,25 @@ def test_an_exception_shows_the_users_line_only(ip, capsys):
     assert gradmagic.last is None
 
 
+def test_a_cell_whose_graph_outgrows_its_memory_is_stopped_at_its_line(ip, capsys, monkeypatch):
+    from gradmagic.notebook import memory
+
+    monkeypatch.setattr(memory, "MOST", 40 << 20)  # (a loop of ~10^5 steps passes it)
+    ip.user_ns["w"] = 0.5
+    loop = "s = 0.0\nfor i in range(3 * 10**6):\n    s = s * 0.999 + w\nt = 1"
+    result = autograd(ip, loop, options="")
+    assert isinstance(result.error_in_exec, memory.GraphMemoryError) and not result.success
+    shown = capsys.readouterr().out
+    assert "----> 4     s = s * 0.999 + w" in shown and "stopped the cell" in shown
+    assert "memory.py" not in shown and "run_cell_magic" not in shown
+    # the names hold plain values, as after Ctrl-C; later cells run as usual
+    assert type(ip.user_ns["s"]) is float and type(ip.user_ns["i"]) is int
+    assert ip.user_ns["w"] == 0.5 and type(ip.user_ns["w"]) is float and "t" not in ip.user_ns
+    assert ip.run_cell("u = s * 2").success and type(ip.user_ns["u"]) is float
+    assert autograd(ip, "v = w * 3.0\nv").success  # the next recorded cell is not stopped
+    assert gradmagic.last.grads["w"] == 3.0
+
+
 def test_the_traceback_names_the_cell_by_its_prompt_number(ip, capsys):
     result = autograd(ip, "a = 1.0\nb = a / nope", options="", store_history=True)
     assert f"Cell In[{result.execution_count}], line 3" in capsys.readouterr().out

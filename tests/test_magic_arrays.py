@@ -83,6 +83,43 @@ def test_array_cells_give_the_gradient_of_the_plain_cell(ip, name, cell):
     assert trace.check().passed
 
 
+ELEMENT_READS = """
+V = W * 1.0
+s = 0.0
+for k in range(len(idx)):
+    i, j = idx[k]
+    s += V[i, j] * W[j % 6, i % 8]
+R = V.reshape(48)  # (its gradient reaches V first, and becomes V's own)
+L = R.sum() * 0.5 + s + W[[0, 0, 5], [1, 1, 7]].sum() + np.tanh(W[W > 0.9]).sum()
+L = L + (W[2, 1:4] ** 2).sum()
+"""
+
+
+def test_element_reads_of_a_bigger_array_give_the_gradient_of_the_plain_cell(ip):
+    # (a few elements of a big array are added into its gradient in place: the other
+    # nodes sharing that gradient's memory must keep theirs)
+    rng = np.random.default_rng(5)
+    W0 = rng.random((6, 8))
+    idx = [(int(i), int(j)) for i, j in rng.integers(0, 6, (40, 2))] + [(1, 2)] * 3
+    ip.user_ns.update(np=np, W=W0.copy(), idx=idx)
+    assert autograd(ip, ELEMENT_READS).success
+    trace = gradmagic.last
+
+    def f(w):
+        return float(plain_run(ELEMENT_READS, {"np": np, "W": w, "idx": idx})["L"])
+
+    assert trace.value == pytest.approx(f(W0), rel=1e-13)
+    np.testing.assert_allclose(leaf(trace, "W"), central(f, W0), rtol=1e-6, atol=1e-8)
+    dV = np.full((6, 8), 0.5)
+    for i, j in idx:
+        dV[i, j] += W0[j % 6, i % 8]
+    (v,) = [n for n in trace.nodes if n.label == "V"]
+    (r,) = [n for n in trace.nodes if n.label == "R"]
+    np.testing.assert_allclose(v.grad, dV, rtol=1e-12)
+    assert r.grad.tolist() == [0.5] * 48
+    assert trace.check().passed
+
+
 def test_a_write_with_no_rule_is_done_and_reported(ip):
     ip.user_ns.update(np=np)
     assert autograd(

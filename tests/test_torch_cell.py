@@ -164,6 +164,88 @@ def test_errors_are_the_cells_own_and_leave_nothing_behind(capsys):
     assert "reduce it to one number" in capsys.readouterr().out
 
 
+def test_a_cell_whose_record_outgrows_its_memory_runs_on_plainly(capsys, monkeypatch):
+    from gradmagic.notebook import memory
+
+    monkeypatch.setattr(memory, "MOST", 40 << 20)  # (a loop of ~10^5 ops passes it)
+    loop = "s = torch.tensor(0.0)\nfor i in range(300000):\n    s = s * 0.999 + w\nt = 1\ns\n"
+    setup = "import torch\nw = torch.tensor(0.5, requires_grad=True)"
+    plain, magic = shells(setup)
+    assert plain.run_cell(loop).success
+    result = magic.run_cell("%%autograd\n" + loop)
+    assert result.success  # the cell ran to its end, as plainly
+    shown = capsys.readouterr().out
+    assert "made the process more than 40 MB bigger" in shown and "stopped at line 4" in shown
+    assert_same_state(plain, magic, ["s", "t", "w", "i"])
+    assert not torch.overrides._get_current_function_mode_stack()
+    assert run_magic(magic, "v = w * 3\nv") is not None  # the next cell is recorded
+
+
+ACCUMULATE_SETUP = """
+import torch
+W = torch.tensor([[0.5, -1.0], [2.0, 0.3]], requires_grad=True)
+batches = (torch.tensor([1.0, 2.0]), torch.tensor([-1.0, 0.5]))
+"""
+ACCUMULATE = "for xb in batches:\n    loss = (W @ xb).tanh().sum()\n    loss.backward()\nloss\n"
+
+
+def test_a_grad_that_adds_up_passes_is_said_to_differ_from_the_gradient_shown():
+    plain, magic = shells(ACCUMULATE_SETUP)
+    assert plain.run_cell(ACCUMULATE).success
+    run = run_magic(magic, ACCUMULATE, "-q")
+    assert_same_state(plain, magic, ["W", "loss"])
+    # shown: the target's own gradient (the last batch's), not .grad's sum of both
+    W, xb = plain.user_ns["W"], plain.user_ns["batches"][1]
+    (own,) = torch.autograd.grad((W @ xb).tanh().sum(), [W])
+    np.testing.assert_allclose(run.grads["W"], own.numpy(), rtol=1e-6)
+    assert not np.allclose(run.grads["W"], W.grad.numpy())
+    assert run.warnings == [
+        "W: .grad adds up the 2 backward passes of this cell that reached it; the gradient "
+        "shown is that of the target alone"
+    ]
+    # .grad not zeroed since: it held a gradient before this cell's pass
+    run = run_magic(magic, "loss = (W @ batches[0]).sum()\nloss.backward()\nloss", "-q")
+    assert len(run.warnings) == 1 and "W: .grad already held a gradient" in run.warnings[0]
+    # zeroed first, one pass: .grad is the gradient shown, nothing to say
+    run = run_magic(magic, "W.grad = None\nloss = (W @ batches[0]).sum()\nloss.backward()\nloss")
+    assert run.warnings == [] and run.grads["W"].tolist() == [[1.0, 2.0], [1.0, 2.0]]
+    assert magic.user_ns["W"].grad.tolist() == [[1.0, 2.0], [1.0, 2.0]]
+
+
+def test_complex_values_are_said_not_to_be_summarised():
+    setup = (
+        "import torch\nz = torch.tensor([1+2j, -0.5+0.3j], requires_grad=True)\n"
+        "w = torch.tensor([0.7, -1.2], requires_grad=True)"
+    )
+    cell = "loss = (z * w).abs().pow(2).sum()\nloss.backward()\nloss\n"
+    plain, magic = shells(setup)
+    assert plain.run_cell(cell).success
+    run = run_magic(magic, cell, "-q")
+    assert_same_state(plain, magic, ["z", "w", "loss"])
+    assert any(note.startswith("z, ") and "complex numbers" in note for note in run.warnings)
+    np.testing.assert_allclose(run.grads["w"], plain.user_ns["w"].grad.numpy(), rtol=1e-6)
+
+
+def test_a_write_through_a_detached_alias_leaves_what_was_shown_true():
+    setup = (
+        "import torch\nW = torch.tensor([[0.5, -1.0], [2.0, 0.3]], requires_grad=True)\n"
+        "x = torch.tensor([1.0, 2.0])"
+    )
+    cell = "h = W @ x\nd = h.detach()\nd += 1\ny = (h * 2).sum()\ny.backward()\ny\n"
+    plain, magic = shells(setup)
+    assert plain.run_cell(cell).success
+    run = run_magic(magic, cell, "-q")
+    assert_same_state(plain, magic, ["h", "d", "y", "W"])
+    made = (plain.user_ns["W"] @ plain.user_ns["x"]).detach().numpy()  # what the matmul made
+    np.testing.assert_array_equal(run.full[run.index("h")][0], made)
+    assert run.full[run.index("h")][0].tolist() != plain.user_ns["h"].tolist()  # (h changed)
+    assert any(
+        note.startswith("h was written in place through its detach() at line 4")
+        for note in run.warnings
+    )
+    assert run.check["whole"]["status"] != "fail"
+
+
 def test_import_gradmagic_does_not_import_torch():
     code = (
         "import sys, gradmagic, gradmagic.views.display, gradmagic.notebook.magic\n"

@@ -694,11 +694,6 @@ GRADIENT_CELLS = [
     ),
     ("norms, pooling, embeddings and less common dtypes", 2),
     ("norms, pooling, embeddings and less common dtypes", 4),
-    ("complex parameters: a phase filter beside a real bias", 2),
-    ("jacobians, hessians, gradient accumulation, backward with inputs", 4),
-    ("several backward passes: two losses, retain_graph, autograd.grad first", 1),
-    ("several backward passes: two losses, retain_graph, autograd.grad first", 2),
-    ("several backward passes: two losses, retain_graph, autograd.grad first", 3),
 ]
 
 

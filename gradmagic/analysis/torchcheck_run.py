@@ -25,7 +25,7 @@ import time
 import numpy as np
 import torch
 
-from .torchrecord import _TENSOR, RANDOM, unflatten, version_of
+from .torchcalls import _TENSOR, RANDOM, unflatten, version_of
 
 __all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
 

@@ -25,14 +25,8 @@ import torch
 
 from .torchbackward import backward_order
 from .torchhealth import health, probes
-from .torchrecord import (
-    Op,
-    Recorder,
-    assigned_names,
-    modes_set_aside,
-    torch_as_shipped,
-    version_of,
-)
+from .torchcalls import Op, assigned_names, modes_set_aside, torch_as_shipped, version_of
+from .torchrecord import Recorder
 from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
@@ -218,6 +212,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     """
     t_index = rec._value(target)
     ran_backward = t_index in rec.grads
+    passes = dict(rec.passes)  # (the cell's own: not the gradients computed below)
     not_computed = None
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
         not_computed = _gradients(rec, target)
@@ -246,24 +241,60 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
             "see (in an earlier cell, or inside a torch.jit module): the graph and its "
             "gradients start there, not at what made them"
         )
-    several = [i for i in run.params if rec.leaf_passes.get(i, 0) > 1]
-    if several:
-        names = ", ".join(run.name_of(i) for i in several[:3]) + (
-            ", ..." if len(several) > 3 else ""
-        )
-        most = max(rec.leaf_passes[i] for i in several)
+    for line, i in dict((i, (line, i)) for line, i in rec.alias_writes).values():
+        if i in shown:
+            run.warnings.append(
+                f"{run.name_of(i)} was written in place through its detach() at line {line}: "
+                "what is shown of it is what it held before, and the float64 replay of the "
+                "whole cell cannot follow such a write"
+            )
+    complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
+    if complex_:
         run.warnings.append(
-            f"{names}: the gradient shown is the sum of the cell's backward passes (up to "
-            f"{most}), what .grad gained in it, not the target's alone; the whole-cell check "
-            "is of the target's"
+            f"{_listed(complex_)}: complex numbers, whose statistics and gradients are not "
+            "shown (the statistics are of real numbers; .grad and the tensors hold them)"
         )
     if not_computed:
         run.warnings.append(not_computed)
         run.no_gradients = True
+    elif passes:
+        run.warnings.extend(_grad_not_shown(rec, run, passes))
     probed = {key: value for (key, _), value in zip(probe, probed)}
     probed.update((("update", i), pair) for i, pair in updates.items())
     run.health = health(run, rec, probed)
     return run
+
+
+def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict) -> list:
+    """Notes on the leaves whose ``.grad`` is not the gradient shown: it adds up several
+    backward passes of the cell (gradient accumulation), or one made before the cell."""
+    again, held = {}, []
+    for key, (count, before) in passes.items():
+        t = rec.leaf_hooks.get(key)
+        i = rec.index_of.get(key)
+        if t is None or i is None or t.grad is None:  # (zeroed or set to None since)
+            continue
+        name = run.name_of(i)
+        if count > 1:
+            again.setdefault(count, []).append(name)
+        if before:
+            held.append(name)
+    notes = [
+        f"{_listed(names)}: .grad adds up the {count} backward passes of this cell that "
+        "reached it; the gradient shown is that of the target alone"
+        for count, names in sorted(again.items())
+    ]
+    if held:
+        notes.append(
+            f"{_listed(held)}: .grad already held a gradient when this cell's backward "
+            "reached it (it was not zeroed), and adds the target's to it: the gradient shown "
+            "is the target's alone"
+        )
+    return notes
+
+
+def _listed(names: list) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _gradients(rec: Recorder, target):

@@ -411,7 +411,7 @@ def keep_full(rec, shown: list, target: int, host) -> Mapping:
         size = t.numel() * 8
         if size > KEEP_ONE or spent + 2 * size > KEEP_BYTES or (t.numel() >= BIG and not named):
             continue
-        g = rec.grads.get(i) if t.is_floating_point() or t.is_complex() else None
+        g = rec.grads.get(i) if t.is_floating_point() else None
         with torch.no_grad():
             copies[i] = (t.detach().clone(), None if g is None else g.detach().clone())
         spent += 2 * size
@@ -434,11 +434,7 @@ class Kept(Mapping):
         if copy is not None:
             t, g = copy
             value = to_numpy(t) if t.is_floating_point() else t.cpu().numpy()
-            # (a complex gradient kept whole: to float64 would drop its imaginary part)
-            made = (
-                value,
-                None if g is None else g.cpu().numpy() if g.is_complex() else to_numpy(g),
-            )
+            made = (value, None if g is None else to_numpy(g))
         else:
             shape = self._shapes[i]  # (KeyError: not kept)
             grad = self._host.get(~i)

@@ -159,6 +159,7 @@ _TENSOR_NODES = frozenset({Array, Scalar64, Tensor})
 for _name in (
     "grad",
     "_zero_grad",
+    "_grad_to_add_into",
     "_add_grad",
     "op",
     "opdef",

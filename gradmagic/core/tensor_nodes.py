@@ -79,6 +79,7 @@ class Tensor:
         "_mark",
         "_params",
         "requires_grad",
+        "_owned_grad",
         "__weakref__",
     )
     _site = -1  # where the magic made it (core.sites): the explicit engine's tensors have none
@@ -117,7 +118,16 @@ class Tensor:
         self._grad = g
 
     def _zero_grad(self) -> None:
-        self._grad = None
+        self._grad = self._owned_grad = None
+
+    def _grad_to_add_into(self) -> np.ndarray:
+        """This node's gradient as an array of its own, to add contributions into in place
+        (made, or copied, the first time: a first contribution may be another node's)."""
+        g = self._grad
+        if g is None or g is not getattr(self, "_owned_grad", None):
+            g = np.zeros(self.data.shape) if g is None else np.array(g, dtype=_F64)
+            self._grad = self._owned_grad = g
+        return g
 
     def _add_grad(self, g, upstream) -> None:
         """Add one gradient contribution ``g`` (of this tensor's shape).

@@ -26,15 +26,29 @@ class TensorOp(OpBase):
     op's params as keyword arguments, as ``f`` does.
     """
 
+    # ``scatter(gx, g, **params)``, for an op whose gradient lands on a few elements of
+    # its input (``x[i, j]``): adds ``g`` into the input's gradient ``gx`` in place
+    _scatter = None
+
     def vjp(self, node) -> None:
         """Add ``node``'s gradient, pulled back through this op, into its parents.
 
         Called by :func:`gradmagic.core.engine.backward`. A parent that does not
         need a gradient (a constant tensor) is skipped; a scalar ``Value``
-        parent receives the sum of its share as a float.
+        parent receives the sum of its share as a float. A few elements picked
+        from a big array are added into its gradient in place: a loop reading
+        ``W[i, j]`` would otherwise make and add a ``W``-sized array per read.
         """
         params = node._params or _NO_PARAMS
         a, b = node._a, node._b
+        if (
+            self._scatter is not None
+            and a.__class__ not in SCALAR_NODES
+            and a.requires_grad
+            and node.data.size * 8 <= a.data.size
+        ):
+            self._scatter(a._grad_to_add_into(), node.grad, **params)
+            return
         args = (a.data,) if b is None else (a.data, b.data)
         for parent, rule in zip((a, b), self.df):
             if parent.__class__ in SCALAR_NODES:

@@ -38,6 +38,13 @@ def _getitem_dx(g, out, x, index, basic):
     return gx
 
 
+def _getitem_scatter(gx, g, index, basic):
+    if basic:
+        gx[index] += g
+    else:
+        np.add.at(gx, index, g)
+
+
 def _getitem_batched(x, index, basic):
     # where each output element comes from, as flat positions in one copy
     where = np.arange(x[0].size).reshape(x.shape[1:])[index]
@@ -406,3 +413,7 @@ OPS = [
         torch=_kw_torch(lambda torch, x, y: torch.cat((x.reshape(-1), y.reshape(-1)))),
     ),
 ]
+
+for _op in OPS:
+    if _op.name == "getitem":
+        object.__setattr__(_op, "_scatter", _getitem_scatter)

@@ -25,7 +25,7 @@ from ..core import engine
 from ..core.array import Array
 from ..core.engine import Value, state
 from ..core.sites import FUNCTIONS, cursor
-from . import boundary
+from . import boundary, memory
 from . import runtime as _runtime
 from .math_calls import DISPATCHED_NAMES
 from .rewrite import RUNTIME, SITE, Rewritten, rewrite
@@ -243,7 +243,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
         entry.lifter = boundary.lift_reachable(
             ns, cell.rewritten.reads, entry.reached, _runtime.new_leaf
         )
-        with _runtime.recording(cell.filename) as entry.run:
+        with _runtime.recording(cell.filename) as entry.run, memory.bounded():
             entry.first = cursor.start()
             cursor.enter(cell.rewritten.function)
             try:
@@ -608,7 +608,7 @@ def cut_warnings(cuts, converted: int) -> list[str]:
     return warnings
 
 
-CALL = "__gradmagic_call__"  # the frame that calls torch as from the user's line (torchrecord)
+CALL = "__gradmagic_call__"  # the frame that calls torch as from the user's line (torchcalls)
 INTERNALS = frozenset(
     [f"gradmagic.core.{module.name}" for module in pkgutil.iter_modules(core.__path__)]
     + [
@@ -618,6 +618,7 @@ INTERNALS = frozenset(
         "gradmagic.notebook.torchcell",
         "gradmagic.analysis.torchrun",
         "gradmagic.analysis.torchrecord",
+        "gradmagic.analysis.torchcalls",
     ]
 )
 """Modules whose frames a traceback leaves out (every module of ``core``, and what rewritten

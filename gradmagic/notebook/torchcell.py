@@ -21,6 +21,8 @@ import types
 import warnings
 from collections import OrderedDict
 
+from . import memory
+
 __all__ = ["wants_torch", "run", "NoTensorTarget"]
 
 
@@ -122,9 +124,15 @@ def run(
         raise NoTensorTarget(_NO_TARGET)
     recorder = torchrun.Recorder(filename, ns, assigns)
     value = None
+    full: list = []  # (the memory bound, once the process outgrew it)
+
+    def stop(limit):  # (the record stops at its next op)
+        full.append(limit)
+        recorder.budget = -1
+
     try:
         started = time.perf_counter()
-        with recorder:
+        with recorder, memory.bounded(stop):
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
@@ -135,12 +143,7 @@ def run(
     cell_value = value
     try:
         if recorder.stopped_at is not None:
-            raise NoTensorTarget(
-                f"the cell made more than {recorder.budget / 2**20:,.0f} MB of tensors, which "
-                f"the record would keep alive: it stopped at line {recorder.stopped_at} and "
-                "shows nothing (the cell ran as it is; run fewer steps or smaller tensors "
-                "under the magic to see them)"
-            )
+            raise NoTensorTarget(_stopped(recorder, full))
         value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
         try:
             # what follows draws no number of the cell's, and no mode or patch of the
@@ -166,6 +169,20 @@ def run(
         recorder.remove_hooks()
     torchrun.release(result)
     return result
+
+
+def _stopped(recorder, full: list) -> str:
+    """Why the record stopped, and where (``full``: the memory bound, if it was that)."""
+    made = (
+        f"made the process more than {full[0] / 2**20:,.0f} MB bigger"
+        if full
+        else f"made more than {recorder.budget / 2**20:,.0f} MB of tensors"
+    )
+    return (
+        f"the cell {made}, which the record would keep alive: it stopped at line "
+        f"{recorder.stopped_at} and shows nothing (the cell ran as it is; run fewer "
+        "steps or smaller tensors under the magic to see them)"
+    )
 
 
 def _finish(torchrun, recorder, value, source, source_text, options, ns):

@@ -1,0 +1,140 @@
+"""A bound on the memory a recorded cell may take: :func:`bounded`.
+
+Every number a recorded cell computes is a node that stays alive until the cell ends, so a
+loop that plain Python runs in constant memory grows the process by about 150 bytes an
+operation under the magic: 10^8 operations would take more memory than most machines have,
+and the kernel, with every variable in it, would be killed. While a cell runs, a watcher
+thread reads the process's size every few hundredths of a second; once the cell has grown
+it by more than :func:`limit` bytes, the watcher raises :class:`GraphMemoryError` in the
+cell's thread, as Ctrl-C raises KeyboardInterrupt. The magic then shows it at the user's
+line, and the names keep plain values. Where the process's size cannot be read (no
+``/proc``, no ``resource``), cells are not bounded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+__all__ = ["GraphMemoryError", "bounded", "limit"]
+
+# bytes a cell's run may add, at most (backward and the trace take about as much again);
+# less when the machine has less free
+MOST = 1 << 30
+POLL = 0.05  # seconds between two readings of the process's size
+
+
+class GraphMemoryError(MemoryError):
+    """The graph of a recorded cell grew past the memory the magic lets it take."""
+
+    def __str__(self) -> str:
+        if self.args:
+            return str(self.args[0])
+        return (
+            f"%%autograd stopped the cell: its graph had made the process more than "
+            f"{_watch.limit / 2**20:,.0f} MB bigger. Each number a recorded cell computes is "
+            "kept until the cell ends; run this cell without %%autograd, or on less data"
+        )
+
+
+def _pages() -> int | None:
+    """The process's resident size in bytes, or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _peak() -> int | None:
+    """The process's largest resident size so far, in bytes (macOS, other Unixes)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_size = _pages if _pages() is not None else _peak
+
+
+def limit() -> int:
+    """The bytes a cell's run may add now: :data:`MOST`, or a quarter of the memory the
+    machine has free, if that is less."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return min(MOST, int(line.split()[1]) * 1024 // 4)
+    except (OSError, ValueError, IndexError):
+        pass
+    return MOST
+
+
+class _Watch:
+    """The watcher: one daemon thread for the process, awake only while a cell runs."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        # (the cell's thread id, the size not to pass, what to call there instead of raising)
+        self.active: tuple | None = None
+        self.limit = MOST
+        self.thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            while self.active is not None:
+                time.sleep(POLL)
+                with self.lock:
+                    active = self.active
+                    if active is not None and (_size() or 0) > active[1]:
+                        if active[2] is None:
+                            _raise_in(active[0], GraphMemoryError)
+                        else:
+                            active[2](self.limit)
+                        self.active = None  # (once: the cell is stopping)
+
+
+_watch = _Watch()
+# (two function objects: one passes an exception, the other NULL, which takes it back)
+_raise_in = ctypes.pythonapi["PyThreadState_SetAsyncExc"]
+_raise_in.argtypes = (ctypes.c_ulong, ctypes.py_object)
+_take_back = ctypes.pythonapi["PyThreadState_SetAsyncExc"]
+_take_back.argtypes = (ctypes.c_ulong, ctypes.c_void_p)
+
+
+@contextmanager
+def bounded(on_limit=None):
+    """Run the block with the process's growth bounded (see the module's notes).
+
+    ``on_limit(limit)``: called (from the watcher's thread) instead of stopping the block,
+    for a recording that can stop itself and let the cell run on (a PyTorch cell's)."""
+    start = _size()
+    if start is None:
+        yield
+        return
+    me = threading.get_ident()
+    outer = _watch.active
+    _watch.limit = limit()
+    with _watch.lock:
+        _watch.active = (me, start + _watch.limit, on_limit)
+    if _watch.thread is None:
+        _watch.thread = threading.Thread(target=_watch.run, name="gradmagic-memory", daemon=True)
+        _watch.thread.start()
+    _watch.wake.set()
+    try:
+        yield
+    finally:
+        with _watch.lock:
+            _watch.active = outer
+            if outer is None:  # an exception set and not raised yet: taken back
+                _take_back(me, None)
