@@ -296,3 +296,67 @@ def test_a_tensor_made_out_of_the_records_sight_is_said():
         "import torch\nw = torch.randn(3, requires_grad=True)", "loss = (w * 2).sum()\nloss"
     )
     assert not any("did not see" in w for w in run.warnings)
+
+
+def test_a_complex_parameter_is_named_as_left_out_of_the_whole_cell_check():
+    """The whole-cell check moves only real parameters: a pass must not read as covering a
+    complex one."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+    from gradmagic.views import torchview
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    name = "complex parameters: a phase filter beside a real bias"
+    for _, cell in torch_corpus.SEQUENCES[name][:2]:
+        assert shell.run_cell(cell).success
+    assert shell.run_cell(f"%%autograd -q\n{torch_corpus.SEQUENCES[name][2][1]}").success
+    run = gradmagic.last
+    names = [run.names[j] for j in run.params]
+    assert names == ["ph.w", "ph.b"]
+    assert run.check["whole"]["status"] == "pass"
+    assert run.check["whole"]["left_out"] == ["ph.w"]
+    assert any(
+        "Complex parameters left out" in t and "ph.w" in t for _, t in torchview.check_lines(run)
+    )
+    assert any("complex numbers" in w and "ph.w" in w for w in run.warnings)
+    shell.clear_instance()
+
+
+def test_a_leaf_reached_by_several_backward_passes_is_said():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    name = "several backward passes: two losses, retain_graph, autograd.grad first"
+    assert shell.run_cell(torch_corpus.SEQUENCES[name][0][1]).success
+    assert shell.run_cell(f"%%autograd -q\n{torch_corpus.SEQUENCES[name][1][1]}").success
+    run = gradmagic.last
+    assert any(".grad adds up the 2 backward passes" in w for w in run.warnings)
+    shell.clear_instance()
+
+
+def test_an_op_that_read_a_value_written_through_data_is_not_checked_with_the_old_value():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import gradmagic
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    cells = torch_corpus.SEQUENCES["writes through .data and a detached alias between ops"]
+    for _, cell in cells[:2]:
+        assert shell.run_cell(cell).success
+    assert shell.run_cell(f"%%autograd -q\n{cells[2][1]}").success
+    run = gradmagic.last
+    ops = run.check["ops"]
+    muls = [k for k in sorted(ops) if run.ops[k].name == "mul"]
+    assert len(muls) == 2  # v = wd * 1.0, then v * v after the write
+    square = muls[1:]
+    assert ops[square[0]]["status"] == "skipped"
+    assert "before this op read it" in ops[square[0]]["why"]
+    assert run.check["whole"]["status"] == "skipped"
+    assert "v was written over (through .data" in run.check["whole"]["why"]
+    shell.clear_instance()

@@ -625,6 +625,49 @@ _seq(
 )
 
 
+_seq(
+    "complex parameters: a phase filter beside a real bias",
+    (
+        P,
+        "class Phase(nn.Module):\n    def __init__(s):\n        super().__init__()\n"
+        "        s.w = nn.Parameter(torch.randn(4, dtype=torch.cfloat))\n        s.b = nn.Parameter(torch.zeros(4))\n"
+        "    def forward(s, x):\n        return (torch.fft.fft(x) * s.w).abs() + s.b\n"
+        "ph = Phase()\nsig = torch.randn(3, 4)",
+    ),
+    (M, "ph.zero_grad(set_to_none=True)\nloss = ph(sig).pow(2).mean()\nloss.backward()\nloss"),
+    (P, "print(ph.w.grad, ph.b.grad)"),
+)
+
+
+_seq(
+    "several backward passes: two losses, retain_graph, autograd.grad first",
+    (
+        M,
+        "lin = nn.Linear(3, 2)\nXs = torch.randn(6, 3)\nl1 = lin(Xs).sum()\nl2 = lin(Xs).pow(2).mean()\n"
+        "l1.backward()\nl2.backward()\nl2",
+    ),
+    (
+        M,
+        "lin.zero_grad()\nl3 = lin(Xs).tanh().sum()\nl3.backward(retain_graph=True)\nl3.backward()\nl3",
+    ),
+    (
+        M,
+        "lin.zero_grad()\nl4 = lin(Xs).pow(2).sum()\n(gw,) = torch.autograd.grad(l4, lin.weight, retain_graph=True)\n"
+        "l4.backward()\nl4",
+    ),
+    (P, "print(lin.weight.grad, lin.bias.grad, gw)"),
+)
+
+
+_seq(
+    "writes through .data and a detached alias between ops",
+    (P, "wd = torch.randn(3, requires_grad=True)"),
+    (M, "v = wd * 1.0\nv.data.mul_(2)\nz = (v * v).sum()\nz"),
+    (M, "m = wd * 2\nfrozen = m.detach()\nfrozen += 1\ny = (m * 3).sum()\ny"),
+    (P, "print(v, frozen, z.item(), y.item())"),
+)
+
+
 # (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
 # cells that run backward set the gradients to None first, so .grad is that backward's
 GRADIENT_CELLS = [

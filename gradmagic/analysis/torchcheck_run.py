@@ -243,8 +243,26 @@ def _verdict(a, n, atol, rtol, kinked=False) -> dict:
 
 def _whole(run, rec, eps, atol, rtol, gen) -> dict:
     params = [i for i in run.params if rec.tensors[i].is_floating_point()]
+    # (a complex parameter is not moved by a real direction: named, so that a pass is not
+    # read as covering it)
+    left_out = [run.name_of(i) for i in run.params if not rec.tensors[i].is_floating_point()]
     if not params:
-        return {"status": "skipped", "why": "no parameter requires a gradient"}
+        why = "no parameter requires a gradient"
+        if left_out:
+            why = f"its parameters are complex ({_few(left_out)}), not moved by this check"
+        return {"status": "skipped", "why": why}
+    out = _whole_real(run, rec, params, eps, atol, rtol, gen)
+    if left_out:
+        out["left_out"] = left_out
+    return out
+
+
+def _few(names: list, n: int = 5) -> str:
+    shown = ", ".join(names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
     try:
         x0 = {i: _f64(rec.held(i)) for i in params}
         v = {i: _random_like(x0[i], gen) for i in params}
@@ -275,9 +293,23 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
         out["why"] = f"the target is {recorded}"
     elif not math.isclose(f0, recorded, rel_tol=1e-3, abs_tol=1e-6):
         out["status"] = "skipped"
+        written = sorted(
+            {
+                run.name_of(i)
+                for k in run.graph
+                for i in rec.ops[k].inputs
+                if rec.written_at.get(i, k + 1) <= k
+            }
+        )
+        missed = (
+            f"{_few(written)} {'was' if len(written) == 1 else 'were'} written over (through "
+            ".data or a detached alias) before being read, which the replay does not follow"
+            if written
+            else "the recording missed something"
+        )
         out["why"] = (
-            f"the float64 replay gives {f0:.6g}, the cell gave {recorded:.6g}: the "
-            "recording missed something, so this check would not be about the cell"
+            f"the float64 replay gives {f0:.6g}, the cell gave {recorded:.6g}: {missed}, "
+            "so this check would not be about the cell"
         )
     return out
 
@@ -291,6 +323,14 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
     ]
     if changed:
         return {"status": "skipped", "why": "an input was written over in place afterwards"}
+    # (an input written over before this op read it, through .data or a detached alias: the
+    # kept copy is what its maker gave, not what this op saw)
+    if any(rec.written_at.get(i, k + 1) <= k for i in op.inputs):
+        return {
+            "status": "skipped",
+            "why": "an input was written over in place (through .data or a detached "
+            "alias) before this op read it",
+        }
     size = sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
     if size > OP_ELEMENTS:
         return {

@@ -73,6 +73,7 @@ class Recorder(TorchFunctionMode):
         # id of a leaf → the backward passes that reached it, and whether its .grad held a
         # gradient before the first (both make .grad differ from the gradient shown)
         self.passes: dict = {}
+        self.written_at: dict = {}  # value index → how many ops ran before it was written over
         self.pending: list = []  # values that require a gradient and have no hook yet
         self.handles: list = []
         self.stack: tuple = ()
@@ -248,6 +249,7 @@ class Recorder(TorchFunctionMode):
         through ``.data``): its size is measured when the run's statistics are taken."""
         for i, p, old, through_data in found:
             self.saved[i] = old
+            self.written_at[i] = len(self.ops)  # (ops from here on read the new contents)
             if (
                 p.requires_grad
                 and p.is_leaf

@@ -158,6 +158,16 @@ def check_lines(run) -> list:
                 f"(relative error {whole['error']:.1e})",
             )
         )
+    if whole.get("left_out"):
+        out.append(
+            (
+                "none",
+                "Complex parameters left out of the whole-cell check: "
+                + ", ".join(whole["left_out"][:5])
+                + (f" and {len(whole['left_out']) - 5} more" if len(whole["left_out"]) > 5 else "")
+                + ".",
+            )
+        )
     ops = run.check["ops"]
     counts = {}
     for r in ops.values():
