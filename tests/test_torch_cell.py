@@ -212,6 +212,33 @@ def test_a_grad_that_adds_up_passes_is_said_to_differ_from_the_gradient_shown():
     assert magic.user_ns["W"].grad.tolist() == [[1.0, 2.0], [1.0, 2.0]]
 
 
+def test_a_leaf_whose_last_pass_was_not_the_targets_shows_no_gradient():
+    plain, magic = shells(ACCUMULATE_SETUP)
+    W, (x1, x2) = magic.user_ns["W"], magic.user_ns["batches"]
+    magic.user_ns.update(x1=x1, x2=x2)
+    cell = (
+        "W.grad = None\nl1 = (W @ batches[0]).tanh().sum()\nl2 = (W @ batches[1]).pow(2).sum()\n"
+        "{}.backward()\n{}.backward()\nl2\n"
+    )
+    run = run_magic(magic, cell.format("l2", "l1"), "-q")  # the target's pass, then another
+    assert "W" not in run.grads
+    assert run.warnings == [
+        "W: the last backward pass to reach it did not begin at the target, so its gradient "
+        "of the target is not known and not shown"
+    ]
+    run = run_magic(magic, cell.format("l1", "l2"), "-q")  # the target's pass last: shown
+    (own,) = torch.autograd.grad((W @ x2).pow(2).sum(), [W])
+    np.testing.assert_allclose(run.grads["W"], own.numpy(), rtol=1e-6)
+    # a gradient asked of torch.autograd.grad adds to no .grad: one pass, nothing to say
+    run = run_magic(
+        magic,
+        "W.grad = None\nl1 = (W @ x1).tanh().sum()\n"
+        "g, = torch.autograd.grad(l1, [W], retain_graph=True)\nl1.backward()\nl1",
+        "-q",
+    )
+    assert run.warnings == [] and np.allclose(run.grads["W"], W.grad.numpy())
+
+
 def test_complex_values_are_said_not_to_be_summarised():
     setup = (
         "import torch\nz = torch.tensor([1+2j, -0.5+0.3j], requires_grad=True)\n"

@@ -73,6 +73,8 @@ class Recorder(TorchFunctionMode):
         # id of a leaf → the backward passes that reached it, and whether its .grad held a
         # gradient before the first (both make .grad differ from the gradient shown)
         self.passes: dict = {}
+        self.leaf_root: dict = {}  # id of a leaf → what the pass that gave its gradient began at
+        self.pass_root: tuple = (None, True)  # (what the running pass began at, adds to .grad)
         self.written_at: dict = {}  # value index → how many ops ran before it was written over
         self.pending: list = []  # values that require a gradient and have no hook yet
         self.handles: list = []
@@ -193,6 +195,8 @@ class Recorder(TorchFunctionMode):
             # (torch.autograd.grad and backward(inputs=...) stop at tensors whose nodes do
             # not run: those get tensor hooks, which fire there)
             self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
+            root = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+            self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
         if inplace and args:
             before = self._before_write(args[0])
             out = call(func, args, kwargs)
@@ -329,14 +333,17 @@ class Recorder(TorchFunctionMode):
         grads = self.grads
         if leaf or not node or t.grad_fn is None:
             if leaf:  # a parameter updated in place is a new value: the latest one gets it
-                key, index_of, passes = id(t), self.index_of, self.passes
+                key, index_of, passes, rec = id(t), self.index_of, self.passes, self
                 self.leaf_hooks[key] = t
 
                 def keep(g):
                     grads[index_of[key]] = g
-                    count, held = passes.get(key, (0, False))
-                    # (a leaf's hook runs before torch adds g into its .grad)
-                    passes[key] = (count + 1, held or (count == 0 and t.grad is not None))
+                    root, accumulates = rec.pass_root
+                    rec.leaf_root[key] = root  # (whose gradient the kept one is)
+                    if accumulates:
+                        count, held = passes.get(key, (0, False))
+                        # (a leaf's hook runs before torch adds g into its .grad)
+                        passes[key] = (count + 1, held or (count == 0 and t.grad is not None))
             else:
 
                 def keep(g):

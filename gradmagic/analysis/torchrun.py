@@ -215,7 +215,9 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     passes = dict(rec.passes)  # (the cell's own: not the gradients computed below)
     not_computed = None
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
+        rec.pass_root = (target, False)
         not_computed = _gradients(rec, target)
+    others = _not_the_targets(rec, target)
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:
         rec.grads[t_index] = torch.ones_like(target)
@@ -258,22 +260,41 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         run.warnings.append(not_computed)
         run.no_gradients = True
     elif passes:
-        run.warnings.extend(_grad_not_shown(rec, run, passes))
+        run.warnings.extend(_grad_not_shown(rec, run, passes, set(others)))
+    if others and not not_computed:
+        run.warnings.append(
+            f"{_listed([run.name_of(i) for i in others])}: the last backward pass to reach "
+            "it did not begin at the target, so its gradient of the target is not known and "
+            "not shown"
+        )
     probed = {key: value for (key, _), value in zip(probe, probed)}
     probed.update((("update", i), pair) for i, pair in updates.items())
     run.health = health(run, rec, probed)
     return run
 
 
-def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict) -> list:
+def _not_the_targets(rec: Recorder, target) -> list:
+    """The leaves whose kept gradient came from a pass that did not begin at ``target``
+    (``l2.backward(); l1.backward()`` with ``l2`` the target): forgotten; their indices."""
+    dropped = []
+    for key, root in rec.leaf_root.items():
+        roots = root if isinstance(root, (list, tuple)) else (root,)
+        i = rec.index_of.get(key)
+        if i is not None and not any(r is target for r in roots) and i in rec.grads:
+            del rec.grads[i]
+            dropped.append(i)
+    return dropped
+
+
+def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) -> list:
     """Notes on the leaves whose ``.grad`` is not the gradient shown: it adds up several
     backward passes of the cell (gradient accumulation), or one made before the cell."""
     again, held = {}, []
     for key, (count, before) in passes.items():
         t = rec.leaf_hooks.get(key)
         i = rec.index_of.get(key)
-        if t is None or i is None or t.grad is None:  # (zeroed or set to None since)
-            continue
+        if t is None or i is None or t.grad is None or i in unknown:  # (zeroed since, or
+            continue  # its gradient of the target not known)
         name = run.name_of(i)
         if count > 1:
             again.setdefault(count, []).append(name)
