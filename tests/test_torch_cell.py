@@ -290,6 +290,14 @@ def test_a_plain_python_cell_still_takes_gradmagics_own_engine():
 
     assert magic.run_cell("%%autograd\nb = a * 3 + 1\nb\n").success
     assert isinstance(gradmagic.last, Trace)
+    # names that hold tensors from before, bound again by the cell before it reads them
+    magic.run_cell("import numpy as np\nW = torch.ones(2)\nx = torch.ones(2)")
+    cell = "W = np.array([1.0, 2.0])\nx = 0.5\nL = (W * x).sum()\nL\n"
+    assert magic.run_cell("%%autograd\n" + cell).success
+    assert isinstance(gradmagic.last, Trace) and gradmagic.last.grads["x"] == 3.0
+    magic.run_cell("W = torch.ones(2, requires_grad=True)")
+    assert magic.run_cell("%%autograd\nL = (W * 2.0).sum()\nL").success  # reads a tensor
+    assert not isinstance(gradmagic.last, Trace)
 
 
 # --------------------------------------------------------------------------- the record

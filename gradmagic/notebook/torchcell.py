@@ -52,16 +52,25 @@ def wants_torch(source: str, ns) -> bool:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return False
-    loaded = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            if any(a.name.split(".")[0] == "torch" for a in node.names):
-                return True
-        elif isinstance(node, ast.ImportFrom):
-            if (node.module or "").split(".")[0] == "torch" and not node.level:
-                return True
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            loaded.add(node.id)
+    loaded, bound = set(), set()  # (a name the cell binds before reading it is its own)
+    for statement in tree.body:
+        stored = set()
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Import):
+                if any(a.name.split(".")[0] == "torch" for a in node.names):
+                    return True
+            elif isinstance(node, ast.ImportFrom):
+                if (node.module or "").split(".")[0] == "torch" and not node.level:
+                    return True
+            elif isinstance(node, ast.Name):
+                if isinstance(node.ctx, ast.Load):
+                    if node.id not in bound:
+                        loaded.add(node.id)
+                else:
+                    stored.add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stored.add(node.name)
+        bound |= stored
     if torch is None:
         return False
     return any(name in ns and _of_torch(ns[name], torch) for name in loaded)
