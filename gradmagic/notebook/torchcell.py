@@ -124,7 +124,7 @@ def run(
     """
     __tracebackhide__ = True
     import torch
-    from ..analysis import torchrun, torchcheck_run
+    from ..analysis import torchrun
 
     global_ns = ns if global_ns is None else global_ns
     code, final_code, assigned, assigns = _compiled(source, filename, first_line, compiler)
@@ -155,18 +155,7 @@ def run(
             raise NoTensorTarget(_stopped(recorder, full))
         value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
         try:
-            # what follows draws no number of the cell's, and no mode or patch of the
-            # user's sees it
-            with (
-                torchcheck_run.rng_kept(),
-                torchrun.modes_set_aside(),
-                torchrun.torch_as_shipped(),
-            ):
-                result = _finish(torchrun, recorder, value, source, source_text, options, ns)
-                if not options.no_check:
-                    with warnings.catch_warnings():  # the check replays the cell's ops: their
-                        warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-                        result.check = torchcheck_run.check(result, recorder, eps=None, ran=ran)
+            result = _finished(recorder, value, source, source_text, options, ns, ran)
         except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
             raise NoTensorTarget(
                 f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
@@ -177,6 +166,20 @@ def run(
     finally:
         recorder.remove_hooks()
     torchrun.release(result)
+    return result
+
+
+def _finished(recorder, value, source, source_text, options, ns, ran):
+    """The run's summaries and checks; what they do draws no number of the cell's, and no
+    mode or patch of the user's sees it."""
+    from ..analysis import torchcheck_run, torchrun
+
+    with torchcheck_run.rng_kept(), torchrun.modes_set_aside(), torchrun.torch_as_shipped():
+        result = _finish(torchrun, recorder, value, source, source_text, options, ns)
+        if not options.no_check:
+            with warnings.catch_warnings():  # the check replays the cell's ops: their
+                warnings.simplefilter("ignore")  # warnings were the cell's, shown once
+                result.check = torchcheck_run.check(result, recorder, eps=None, ran=ran)
     return result
 
 
