@@ -201,7 +201,12 @@ def _cuts(run, rec, mark) -> list:
                 mark(i, f"cut: {how}")
     for i in run.leaves:  # x.data: the same numbers, without the gradient
         alias = rec.data_of.get(id(rec.tensors[i]))
-        if alias is not None and alias[0] is rec.tensors[i] and alias[1].requires_grad:
+        if (
+            alias is not None
+            and alias[0] is rec.tensors[i]
+            and alias[2] == ".data"
+            and alias[1].requires_grad
+        ):
             cuts.append({"value": i, "op": None, "how": ".data", "line": None})
             mark(i, "cut: .data")
     return cuts

@@ -86,8 +86,9 @@ class Recorder(TorchFunctionMode):
         self.updated: dict = {}  # id(parameter) → its value index in updates
         self.backward_lines: list = []
         self.saved: dict = {}  # value index → what it held before an in-place write
-        self.data_of: dict = {}  # id(p.data) → (p.data, p): writes through .data update p
-        self.detached: set = set()  # ids of the tensors in data_of made by detach()
+        # id(p.data) → (p.data, p, ".data"), id(h.detach()) → (that, h, "detach()"): the same
+        # memory, so a write through the alias is a write into its source
+        self.data_of: dict = {}
         self.alias_writes: list = []  # (line, value index) of writes through detach()
         self.inside = 0  # > 0 inside a custom Function's forward: its ops are not recorded
         # the record keeps every tensor it saw alive: past ``budget`` bytes of them (a loop
@@ -205,13 +206,12 @@ class Recorder(TorchFunctionMode):
         else:
             out = call(func, args, kwargs)
         if name == "detach" and type(out) is torch.Tensor and args:
-            self.data_of[id(out)] = (out, args[0])  # (same memory: a write there is one here)
-            self.detached.add(id(out))
+            self.data_of[id(out)] = (out, args[0], "detach()")
         if skip:
             if name == "backward":
                 self.backward_lines.append(self._line())
             elif name == ".data" and isinstance(out, torch.Tensor) and args:
-                self.data_of[id(out)] = (out, args[0])
+                self.data_of[id(out)] = (out, args[0], ".data")
             return out
         self._record(func, name, args, kwargs, out, inplace=inplace)
         return out
@@ -235,7 +235,7 @@ class Recorder(TorchFunctionMode):
             update = self.updates.get(self.updated.get(id(p), -1))
             if update is not None and update[0] is p and update[2] is None:
                 update[2] = p.detach() - update[1]  # written again: its first update, now
-            if through_data and id(t) in self.detached and id(p) in index_of:
+            if through_data and alias[2] == "detach()" and id(p) in index_of:
                 self.alias_writes.append((self._line(), index_of[id(p)]))
             # a write into a view writes into its base too; one through an alias, into both
             for q in (p, p._base, t) if through_data else (p, p._base):

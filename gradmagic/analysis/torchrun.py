@@ -247,8 +247,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         if i in shown:
             run.warnings.append(
                 f"{run.name_of(i)} was written in place through its detach() at line {line}: "
-                "what is shown of it is what it held before, and the float64 replay of the "
-                "whole cell cannot follow such a write"
+                "what is shown of it is what the op that made it gave"
             )
     complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
     if complex_:
