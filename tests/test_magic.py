@@ -498,6 +498,39 @@ def test_a_cell_whose_graph_outgrows_its_memory_is_stopped_at_its_line(ip, capsy
     assert gradmagic.last.grads["w"] == 3.0
 
 
+@pytest.mark.parametrize(
+    "swallow",
+    [
+        # a gc callback runs Python code between two lines of the cell: the stop can land in
+        # it and be printed as unraisable instead of stopping the cell
+        "import gc\ngc.callbacks.append(lambda phase, info: [0] * 8)\n",
+        "",
+    ],
+    ids=["gc callback", "plain"],
+)
+def test_a_memory_stop_is_neither_swallowed_nor_taken_for_the_cells_error(
+    ip, capsys, monkeypatch, swallow
+):
+    import gc
+
+    from gradmagic.notebook import memory
+
+    monkeypatch.setattr(memory, "MOST", 40 << 20)
+    monkeypatch.setattr(gc, "callbacks", list(gc.callbacks))
+    ip.user_ns["w"] = 0.5
+    # the cell's own handlers are for its own errors: plainly, none is raised here
+    loop = (
+        swallow + "s, caught = 0.0, 0\nfor i in range(3 * 10**6):\n"
+        "    try:\n        s = s * 0.999 + w\n"
+        "    except Exception:\n        caught += 1\n    except MemoryError:\n        caught += 1\n"
+        "t = 1"
+    )
+    result = autograd(ip, loop, options="")
+    assert isinstance(result.error_in_exec, memory.GraphMemoryError), result.error_in_exec
+    assert ip.user_ns["caught"] == 0 and ip.user_ns["i"] < 3 * 10**6 - 1
+    assert "stopped the cell" in capsys.readouterr().out
+
+
 def test_the_traceback_names_the_cell_by_its_prompt_number(ip, capsys):
     result = autograd(ip, "a = 1.0\nb = a / nope", options="", store_history=True)
     assert f"Cell In[{result.execution_count}], line 3" in capsys.readouterr().out

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ..notebook.memory import GraphMemoryError
 from . import _sandbox
 
 FILENAME = "<graded cell>"
@@ -149,7 +150,7 @@ def _error_data(exc: BaseException) -> dict:
         message = str(exc).strip()
     except Exception:  # noqa: BLE001 - a student's exception whose str() fails
         message = "(its message could not be printed)"
-    kind = "memory" if isinstance(exc, MemoryError) else "exception"
+    kind = "memory" if isinstance(exc, (MemoryError, GraphMemoryError)) else "exception"
     return {"kind": kind, "type": type(exc).__name__, "message": message, "line": _line_of(exc)}
 
 

@@ -32,6 +32,7 @@ from ..views import display
 from .expect import parse_expect
 from .cell_text import _ends_with_semicolon, _shell_syntax
 from .cell import INTERNALS, NoTarget, Prepared, execute, find_target, prepare, user_traceback
+from .memory import GraphMemoryError
 
 
 __all__ = [
@@ -200,7 +201,7 @@ class AutogradMagics(Magics):
             if not options.quiet:
                 print(f"%%autograd: {e}")
             return e.value if e.shown else None
-        except (Exception, KeyboardInterrupt) as e:  # shown from the user's line on
+        except (Exception, KeyboardInterrupt, GraphMemoryError) as e:  # from the user's line
             return self._fail(e, filename, whole_cell)
         session.last = trace
         return None if options.quiet else trace
@@ -223,7 +224,7 @@ class AutogradMagics(Magics):
             if not options.quiet:
                 print(f"%%autograd: {e}")
             return e.value if e.shown else None
-        except (Exception, KeyboardInterrupt) as e:  # shown from the user's line on
+        except (Exception, KeyboardInterrupt, GraphMemoryError) as e:  # from the user's line
             return self._fail(e, filename, whole_cell)
         session.last = run
         return None if options.quiet else run

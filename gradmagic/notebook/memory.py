@@ -6,7 +6,8 @@ operation under the magic: 10^8 operations would take more memory than most mach
 and the kernel, with every variable in it, would be killed. While a cell runs, a watcher
 thread reads the process's size every few hundredths of a second; once the cell has grown
 it by more than :func:`limit` bytes, the watcher raises :class:`GraphMemoryError` in the
-cell's thread, as Ctrl-C raises KeyboardInterrupt. The magic then shows it at the user's
+cell's thread, as Ctrl-C raises KeyboardInterrupt, and again every half second while the
+cell runs on (when code between its lines swallowed it). The magic then shows it at the user's
 line, and the names keep plain values. Where the process's size cannot be read (no
 ``/proc``, no ``resource``), cells are not bounded.
 """
@@ -26,10 +27,17 @@ __all__ = ["GraphMemoryError", "bounded", "limit"]
 # less when the machine has less free
 MOST = 1 << 30
 POLL = 0.05  # seconds between two readings of the process's size
+# polls before the exception is raised again in a cell still running: code that runs
+# between two lines of the cell (a gc callback, a __del__, an ``except Exception``) can
+# swallow it, as it can swallow KeyboardInterrupt
+AGAIN = 10
 
 
-class GraphMemoryError(MemoryError):
-    """The graph of a recorded cell grew past the memory the magic lets it take."""
+class GraphMemoryError(BaseException):
+    """The graph of a recorded cell grew past the memory the magic lets it take.
+
+    Like KeyboardInterrupt, it is not an ``Exception``: the cell's own ``except Exception``
+    or ``except MemoryError`` would take the magic's stop for an error of its own code."""
 
     def __str__(self) -> str:
         if self.args:
@@ -92,16 +100,21 @@ class _Watch:
         while True:
             self.wake.wait()
             self.wake.clear()
+            wait = 0  # (polls until the exception is raised again)
             while self.active is not None:
                 time.sleep(POLL)
                 with self.lock:
                     active = self.active
-                    if active is not None and (_size() or 0) > active[1]:
-                        if active[2] is None:
-                            _raise_in(active[0], GraphMemoryError)
-                        else:
-                            active[2](self.limit)
-                        self.active = None  # (once: the cell is stopping)
+                    if active is None or (_size() or 0) <= active[1]:
+                        continue
+                    if active[2] is not None:
+                        active[2](self.limit)
+                        self.active = None  # (once: the recording stops itself)
+                    elif wait == 0:
+                        _raise_in(active[0], GraphMemoryError)
+                        wait = AGAIN
+                    else:
+                        wait -= 1
 
 
 _watch = _Watch()
