@@ -359,4 +359,18 @@ def test_an_op_that_read_a_value_written_through_data_is_not_checked_with_the_ol
     assert "before this op read it" in ops[square[0]]["why"]
     assert run.check["whole"]["status"] == "skipped"
     assert "v was written over (through .data" in run.check["whole"]["why"]
+    # and the view marks the op that read it, and the value whose shown numbers are the maker's
+    from gradmagic.views import torchlive, torchview
+
+    marks = run.health["marks"]
+    assert run.health["read_written"] == square
+    assert "read a value written over" in marks[run.ops[square[0]].outputs[0]]
+    assert "written over before read" in marks[run.ops[muls[0]].outputs[0]]
+    assert "read a value written over" not in marks.get(run.ops[muls[0]].outputs[0], [])
+    said = [t for t in torchview.health_lines(run) if "written over" in t]
+    assert said == [
+        "mul at line 4 read v after it was written over (through .data or a detached alias): "
+        "the value shown for it is what its maker gave, not what this op read"
+    ]
+    assert "read a value written over" in torchlive.payload(run)["dot"]
     shell.clear_instance()

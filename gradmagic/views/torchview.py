@@ -221,6 +221,18 @@ def health_lines(run) -> list:
         out.append("Gradient all zero: " + ", ".join(run.name_of(i) for i in h["zero"][:10]))
     if h.get("inplace"):
         out.append(f"{len(h['inplace'])} in-place write(s) in the graph")
+    for k in h.get("read_written", [])[:10]:
+        op = run.ops[k]
+        over = [
+            i
+            for i in dict.fromkeys(op.inputs)
+            if "written over before read" in h["marks"].get(i, [])
+        ]
+        out.append(
+            f"{op.name} at line {op.line} read {', '.join(run.name_of(i) for i in over[:3])} "
+            "after it was written over (through .data or a detached alias): the value shown "
+            "for it is what its maker gave, not what this op read"
+        )
     return out
 
 
