@@ -374,3 +374,26 @@ def test_an_op_that_read_a_value_written_through_data_is_not_checked_with_the_ol
     ]
     assert "read a value written over" in torchlive.payload(run)["dot"]
     shell.clear_instance()
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "v = w * 1\nv.add_(1)\nloss = v.sum()\nloss",
+        "v = w * 1\nv += w\nloss = v.sum()\nloss",
+        "v = w * 1\nu = F.relu(v, inplace=True)\nloss = u.sum()\nloss",
+        "m = torch.outer(w, w).masked_fill_(torch.eye(5, dtype=torch.bool), 0.0)\nloss = m.sum()\nloss",
+    ],
+)
+def test_an_in_place_op_is_checked_and_not_taken_for_a_write_out_of_sight(cell):
+    """The op that writes in place read the old contents: its own gradient is checked, and
+    nothing is marked as having read a value written over."""
+    run = _record(
+        "import torch, torch.nn.functional as F\nw = torch.randn(5, requires_grad=True)", cell
+    )
+    ops = run.check["ops"]
+    assert {run.ops[k].name: r["status"] for k, r in ops.items()}.keys() >= {"sum"}
+    assert all(r["status"] == "pass" for r in ops.values()), ops
+    assert run.check["whole"]["status"] == "pass"
+    assert run.health["read_written"] == []
+    assert not any("written over" in w for ws in run.health["marks"].values() for w in ws)

@@ -198,22 +198,23 @@ class Recorder(TorchFunctionMode):
             self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
             root = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
             self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
+        before = None
         if inplace and args:
             before = self._before_write(args[0])
-            out = call(func, args, kwargs)
-            if before:
-                self._after_write(before)
-        else:
-            out = call(func, args, kwargs)
+        out = call(func, args, kwargs)
         if name == "detach" and type(out) is torch.Tensor and args:
             self.data_of[id(out)] = (out, args[0], "detach()")
         if skip:
+            if before:
+                self._after_write(before)
             if name == "backward":
                 self.backward_lines.append(self._line())
             elif name == ".data" and isinstance(out, torch.Tensor) and args:
                 self.data_of[id(out)] = (out, args[0], ".data")
             return out
         self._record(func, name, args, kwargs, out, inplace=inplace)
+        if before:  # (after the op that wrote is recorded: it read the old contents)
+            self._after_write(before)
         return out
 
     def _before_write(self, written) -> list:
