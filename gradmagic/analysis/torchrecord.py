@@ -200,7 +200,7 @@ class Recorder(TorchFunctionMode):
             self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
         before = None
         if inplace and args:
-            before = self._before_write(args[0])
+            before = self._before_write(args[0], None if skip else (args[1:], kwargs))
         out = call(func, args, kwargs)
         if name == "detach" and type(out) is torch.Tensor and args:
             self.data_of[id(out)] = (out, args[0], "detach()")
@@ -217,16 +217,21 @@ class Recorder(TorchFunctionMode):
             self._after_write(before)
         return out
 
-    def _before_write(self, written) -> list:
+    def _before_write(self, written, rest=None) -> list:
         """Copies of the recorded values an in-place write is about to change (``p -= lr *
         p.grad``, ``p.data += ...``, ``torch._foreach_add_(params, ...)``, ``h[0] = 0``): each
-        value keeps what the ops that read it saw."""
+        value keeps what the ops that read it saw. ``rest``: the op's other arguments, when
+        it is to be recorded."""
         found = []
         index_of = self.index_of
         if type(written) is torch.Tensor and id(written) not in index_of:
             base = written._base  # (a write into a view of nothing recorded: nothing to keep)
             if id(written) not in self.data_of and (base is None or id(base) not in index_of):
-                return found
+                if rest is None or not self._concerns(*rest, None):
+                    return found
+                # a tensor seen first as what a recorded op writes into (torch.zeros(n)
+                # .index_add_(0, i, h)): a leaf that keeps what it held before the write
+                self._value(written)
         for t in written if isinstance(written, (list, tuple)) else (written,):
             if not isinstance(t, torch.Tensor):
                 continue
