@@ -811,9 +811,12 @@ _seq(
     ),
     (P, "print(torch.autograd.grad(loss, w)[0].isnan().sum().item(), masked._version)"),
 )
-_seq(
+GRAD_MODES = (
     "grad-mode plumbing: requires_grad_ toggled, no_grad decorator, inference tensors, "
-    "frozen parameters, load_state_dict mid-cell",
+    "frozen parameters, load_state_dict mid-cell"
+)
+_seq(
+    GRAD_MODES,
     (
         P,
         "import copy\nnet = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))\n"
@@ -911,6 +914,18 @@ GRADIENT_CELLS = [
     ),
     ("norms, pooling, embeddings and less common dtypes", 2),
     ("norms, pooling, embeddings and less common dtypes", 4),
+    (MAKEMORE4, 2),
+    (MAKEMORE4, 4),
+    ("a ResNet basic block: BatchNorm2d in train then eval, a downsample, in-place ReLU", 2),
+    ("a ResNet basic block: BatchNorm2d in train then eval, a downsample, in-place ReLU", 4),
+    ("weight tying, gather, scatter, index_add_, masked_fill_, einsum, where with a nan branch", 2),
+    ("weight tying, gather, scatter, index_add_, masked_fill_, einsum, where with a nan branch", 4),
+    (GRAD_MODES, 2),
+    (GRAD_MODES, 4),
+    ("hooks the user set and removes later, and activation checkpointing", 2),
+    ("hooks the user set and removes later, and activation checkpointing", 5),
+    ("hooks the user set and removes later, and activation checkpointing", 7),
+    ("a stack of 12 identical blocks in an nn.ModuleList", 2),
 ]
 
 

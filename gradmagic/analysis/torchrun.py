@@ -210,7 +210,8 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     ``torch.autograd.grad`` (``retain_graph=True``: the graph stays as the cell left it, and no
     ``.grad`` is written). Then the hooks are removed and the statistics taken.
     """
-    t_index = rec._value(target)
+    given = target
+    t_index, target = _target(rec, target)
     ran_backward = t_index in rec.grads
     passes = dict(rec.passes)  # (the cell's own: not the gradients computed below)
     not_computed = None
@@ -224,8 +225,13 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     graph = _ancestors(rec, t_index)
     shown = sorted(set(graph_values(rec, graph)) | {t_index})
     probe = probes(rec, graph)
-    stats, grad_stats, probed, host, updates = summarise(rec, shown, [t for _, t in probe])
+    with torch._C.DisableTorchFunctionSubclass():  # (the numbers held, not a subclass's)
+        stats, grad_stats, probed, host, updates = summarise(rec, shown, [t for _, t in probe])
     run = _snapshot(rec, t_index, graph, shown, ns or rec.ns)
+    if given is not target and not run.names[t_index]:  # (a subclass alias: the user's name)
+        run.names[t_index] = next(
+            (k for k, v in (ns or rec.ns).items() if v is given and not k.startswith("_")), ""
+        )
     run.source, run.options, run.backward_by_cell = source, options, ran_backward
     run.stats, run.grad_stats = stats, grad_stats
     run.full = keep_full(rec, shown, t_index, host)
@@ -315,6 +321,34 @@ def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) ->
 
 def _listed(names: list) -> str:
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _target(rec: Recorder, target) -> tuple:
+    """(the target's value index, the target as a plain tensor). A subclass's methods are
+    not called on it: what it is judged by is the numbers it holds and the graph it is on,
+    whatever its ``__torch_function__`` says. A subclass alias of a recorded value
+    (``loss.as_subclass(T)``) is that value."""
+    if type(target) in (torch.Tensor, torch.nn.Parameter):
+        return rec._value(target), target
+    with torch._C.DisableTorchFunctionSubclass():
+        plain = torch.Tensor.as_subclass(target, torch.Tensor)
+        i = rec.index_of.get(id(target))
+        if i is not None and rec.tensors[i] is target:
+            return i, plain
+        node = plain.grad_fn
+        while type(node).__name__ == "AliasBackward0":  # (as_subclass's own node)
+            node = node.next_functions[0][0]
+        if node is not None:
+            for j in range(len(rec.tensors) - 1, -1, -1):
+                t = rec.tensors[j]
+                if (
+                    t.grad_fn is node
+                    and t.output_nr == plain.output_nr
+                    and t.shape == plain.shape
+                    and t.data_ptr() == plain.data_ptr()
+                ):
+                    return j, plain
+        return rec._value(plain), plain
 
 
 def _gradients(rec: Recorder, target):
