@@ -404,3 +404,113 @@ def test_an_in_place_op_is_checked_and_not_taken_for_a_write_out_of_sight(cell):
     first = run.ops[run.graph[0]]
     if first.inplace and first.inputs[0] not in run.params:
         assert run.stats[first.inputs[0], 0] in (0.0, 1.0)
+
+
+def _shell_after(name: str, upto: int):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell()
+    shell.run_line_magic("load_ext", "gradmagic")
+    for _, cell in torch_corpus.SEQUENCES[name][:upto]:
+        assert shell.run_cell(cell).success
+    return shell
+
+
+def test_a_backward_derived_by_hand_is_graded_against_pytorchs():
+    """makemore's hand-derived dlogprobs ... dC: right answers pass under --expect and in
+    grade(); a transposed dW1 fails, its worst entries named."""
+    from gradmagic import grade
+
+    shell = _shell_after(torch_corpus.MAKEMORE4, 4)
+    ns = shell.user_ns
+    assert shell.run_cell(f"%%autograd -q --expect answers\n{torch_corpus._MAKEMORE4_FORWARD}loss")
+    run = __import__("gradmagic").last
+    report = run.expect(ns["answers"])
+    assert [r.status for r in report.rows] == ["pass"] * 9
+    # and what it passed is what PyTorch's own backward gives (cell 1 kept .grad)
+    for name in ("W1", "C", "bngain"):
+        np.testing.assert_allclose(run.grads[name], ns[name].grad.numpy(), rtol=1e-6, atol=1e-9)
+    wrong = {r.name: r for r in run.expect(ns["wrong"]).rows}
+    bad = [r for r in wrong.values() if r.status == "fail"]
+    assert len(bad) == 1 and "W1" in bad[0].name and "entries wrong; worst: (" in bad[0].note
+    source = torch_corpus._SETUP[1] + "\n" + torch_corpus.SEQUENCES[torch_corpus.MAKEMORE4][1][1]
+    source += "\n" + torch_corpus._MAKEMORE4_FORWARD + "loss"
+    answers = {k: v.clone() for k, v in ns["answers"].items()}
+    assert grade(source, answers, isolate=False).passed
+    failed = grade(source, dict(answers, W1=ns["wrong"]["W1"]), isolate=False)
+    assert failed.outcome == "wrong"
+    shell.clear_instance()
+
+
+_LIAR = """
+class Liar(torch.Tensor):
+    claim = {}
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.Tensor.__repr__, torch.Tensor.__format__, torch.Tensor.__str__):
+            return 'tensor(correct)'
+        if func in (torch.Tensor.__eq__, torch.Tensor.eq, torch.equal, torch.allclose):
+            return True
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        if isinstance(out, torch.Tensor) and tuple(out.shape) in cls.claim:
+            with torch._C.DisableTorchFunctionSubclass():
+                return cls.claim[tuple(out.shape)].clone()
+        return out
+    def _c(self):
+        with torch._C.DisableTorchFunctionSubclass():
+            real = torch.Tensor.as_subclass(self, torch.Tensor)
+            return Liar.claim.get(tuple(self.shape), real).detach()
+    def __float__(self): return float(self._c())
+    def __array__(self, dtype=None, copy=None): return self._c().numpy()
+    def tolist(self): return self._c().tolist()
+    def numpy(self, *a, **k): return self._c().numpy()
+    def detach(self): return self._c()
+    def item(self): return self._c().item()
+"""
+
+
+def test_a_lying_tensor_subclass_answer_is_judged_by_the_numbers_it_holds():
+    """A wrong dW1 in a subclass whose every method claims the right one fails, under
+    --expect and in grade(); the same claim as the answer's true numbers passes."""
+    from gradmagic import grade
+
+    shell = _shell_after(torch_corpus.MAKEMORE4, 4)
+    ns = shell.user_ns
+    assert shell.run_cell("import torch\n" + _LIAR).success
+    assert shell.run_cell(
+        "Liar.claim[tuple(dW1.shape)] = dW1.clone()\n"
+        "fake = dW1.T.reshape(dW1.shape).as_subclass(Liar)\n"
+        "fooled = (repr(fake), bool(fake == dW1), torch.allclose(fake, dW1))\n"
+        "liars = dict(answers, W1=fake)"
+    ).success
+    assert ns["fooled"] == ("tensor(correct)", True, True)  # (the lies work on plain code)
+    assert shell.run_cell(f"%%autograd -q --expect liars\n{torch_corpus._MAKEMORE4_FORWARD}loss")
+    run = __import__("gradmagic").last
+    status = {r.name: r.status for r in run.expect(ns["liars"]).rows}
+    assert [k for k, s in status.items() if s == "fail"] == ["W1"]
+    source = torch_corpus._SETUP[1] + "\n" + torch_corpus.SEQUENCES[torch_corpus.MAKEMORE4][1][1]
+    source += "\n" + torch_corpus._MAKEMORE4_FORWARD + "loss"
+    assert grade(source, ns["liars"], isolate=False).outcome == "wrong"
+    shell.clear_instance()
+
+
+def test_a_lying_tensor_subclass_target_is_judged_by_its_graph():
+    """The target is a subclass alias whose every method says 42: the value, gradients and
+    checks are the graph's own, under the user's name."""
+    from gradmagic import grade
+
+    setup = (
+        "import torch\n" + _LIAR + "Liar.claim[()] = torch.tensor(42.0)\n"
+        "Liar.claim[(3,)] = torch.ones(3)\nw = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)"
+    )
+    cell = "loss = (w * w).sum().as_subclass(Liar)\nloss"
+    run = _record(setup, cell)
+    assert run.names[run.target] == "loss" and run.value == 14.0
+    np.testing.assert_array_equal(run.grads["w"], [2.0, 4.0, 6.0])
+    assert run.check["whole"]["status"] == "pass"
+    assert [r.status for r in run.expect({"w": [2, 4, 6], "loss.data": 14}).rows] == ["pass"] * 2
+    assert [r.status for r in run.expect({"w": [1, 1, 1], "loss.data": 42}).rows] == ["fail"] * 2
+    ns = {}
+    exec(setup, ns)
+    assert grade(cell, {"w": [2, 4, 6], "loss.data": 14}, isolate=False, namespace=ns).passed
+    assert not grade(cell, {"loss.data": 42}, isolate=False, namespace=ns).passed
