@@ -514,3 +514,45 @@ def test_a_lying_tensor_subclass_target_is_judged_by_its_graph():
     exec(setup, ns)
     assert grade(cell, {"w": [2, 4, 6], "loss.data": 14}, isolate=False, namespace=ns).passed
     assert not grade(cell, {"loss.data": 42}, isolate=False, namespace=ns).passed
+
+
+def test_names_with_markup_escapes_and_huge_text_are_shown_as_short_plain_text():
+    import json
+
+    from gradmagic.analysis.torchgraph import NAME_CHARS
+    from gradmagic.views import render, torchlive, torchview
+
+    name = "names and reprs with markup, escapes and huge text"
+    shell = _shell_after(name, 2)
+    assert shell.run_cell(f"%%autograd -q\n{torch_corpus.SEQUENCES[name][2][1]}").success
+    run = __import__("gradmagic").last
+    assert any(n.startswith("odd.<script>") for n in run.names)  # (kept whole in the run)
+    page = torchview.html_view(run)
+    text = torchview.text_view(run) + "\n".join(t for _, t in torchview.check_lines(run))
+    live = torchlive.payload(run)
+    shown = json.dumps(live)
+    for out in (page, text, shown):
+        assert "\x1b" not in out and "\\u001b" not in out
+        assert "z" * (NAME_CHARS + 1) not in out
+    assert "<script>" not in page and "&lt;script&gt;alert(1)" in page
+    assert "<b onmouseover" not in page and "<img src=x" not in page + shown
+    assert "<script" not in live["tabs"][2]["payload"]  # (the one tab that is html)
+    svg = render.svg(live["dot"])
+    assert "<script" not in svg and "&lt;script&gt;" in svg
+    assert len(shown) < 40_000 and len(page) < 60_000
+    strings = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        elif isinstance(x, str):
+            strings.append(x)
+
+    walk({k: v for k, v in live.items() if k != "dot"})
+    walk(live["tabs"][:2] + live["tabs"][3:])
+    assert max(len(s) for s in strings if "<div" not in s) <= 200
+    shell.clear_instance()

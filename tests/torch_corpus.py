@@ -887,6 +887,52 @@ _seq(
     (P, "print(deep.blocks[0].fc.weight.grad.norm(), deep.blocks[11].ln.weight.grad.sum())"),
 )
 
+_seq(
+    "errors raised in the user's own hooks, forward and backward",
+    (
+        P,
+        "lin = nn.Linear(3, 2)\nw = torch.randn(3, requires_grad=True)\n"
+        "def bad_forward(m, args, out):\n    raise ValueError('from my forward hook')\n"
+        "def bad_backward(m, gi, go):\n    raise KeyError('from my module backward hook')",
+    ),
+    (M, "h = lin.register_forward_hook(bad_forward)\nout = lin(w)\nloss = out.sum()\nloss"),
+    (P, "h.remove()\nprint(len(lin._forward_hooks), 'out' in dir())"),
+    (
+        M,
+        "th = w.register_hook(lambda g: g / 0 if g.sum() > 1e9 else 1 / 0)\nloss = (w * 2).sum()\nloss.backward()\nloss",
+    ),
+    (P, "th.remove()\nprint(w.grad, loss.item())"),
+    (
+        M,
+        "hb = lin.register_full_backward_hook(bad_backward)\nloss = lin(w).tanh().sum()\nloss.backward()\nloss",
+    ),
+    (P, "hb.remove()\nprint(w.grad, lin.weight.grad)"),
+    (M, "w.grad = None\nloss = (lin(w) * 3).sum()\nloss.backward()\nloss"),
+    (P, "print(w.grad, len(lin._backward_hooks), len(w._backward_hooks or {}))"),
+)
+_seq(
+    "names and reprs with markup, escapes and huge text",
+    (
+        P,
+        "class Odd(nn.Module):\n    def __init__(s):\n        super().__init__()\n"
+        "        s.register_parameter('<script>alert(1)</script>', nn.Parameter(torch.randn(3)))\n"
+        "        s.register_buffer('\\x1b[31mred\\x1b[0m', torch.ones(3))\n"
+        "        s.add_module('<b onmouseover=x>' + 'z' * 5000, nn.Linear(3, 3))\n"
+        "    def forward(s, x):\n"
+        "        p = getattr(s, '<script>alert(1)</script>')\n"
+        "        b = getattr(s, '\\x1b[31mred\\x1b[0m')\n"
+        "        return getattr(s, '<b onmouseover=x>' + 'z' * 5000)(x * p + b)\n"
+        "    def extra_repr(s):\n        return '<img src=x onerror=alert(2)>' * 1000\n"
+        "odd = Odd()\nx = torch.randn(2, 3)",
+    ),
+    (
+        M,
+        "odd.zero_grad()\n_tag = torch.randn(3, requires_grad=True)\n"
+        "loss = (odd(x) * _tag).pow(2).mean()\nloss.backward()\nloss",
+    ),
+    (P, "print(getattr(odd, '<script>alert(1)</script>').grad.shape, repr(odd)[:40])"),
+)
+
 
 # (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
 # cells that run backward set the gradients to None first, so .grad is that backward's

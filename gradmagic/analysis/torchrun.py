@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .torchbackward import backward_order
+from .torchgraph import shown_name
 from .torchhealth import health, probes
 from .torchcalls import Op, assigned_names, modes_set_aside, torch_as_shipped, version_of
 from .torchrecord import Recorder
@@ -103,9 +104,10 @@ class TorchRun:
         return len(self.names)
 
     def name_of(self, i: int) -> str:
-        """Value ``i``'s name: the user's, else its op (``tanh``), else its shape."""
+        """Value ``i``'s name as shown: the user's (control characters spelled out, cut at
+        :data:`NAME_CHARS`), else its op (``tanh``), else its shape."""
         if self.names[i]:
-            return self.names[i]
+            return shown_name(self.names[i])
         k = self.producer[i]
         if k >= 0:
             return f"({self.ops[k].name})"
@@ -116,9 +118,11 @@ class TorchRun:
         for i in range(self.n - 1, -1, -1):
             if self.names[i] == name:
                 return i
+        named = sorted(set(filter(None, self.names)))
+        more = f" and {len(named) - 20} more" if len(named) > 20 else ""
         raise KeyError(
-            f"no value is named {name!r}; named values: "
-            f"{', '.join(sorted(set(filter(None, self.names)))) or 'none'}"
+            f"no value is named {shown_name(str(name))!r}; named values: "
+            f"{', '.join(shown_name(n) for n in named[:20]) or 'none'}{more}"
         )
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import math
 
-from ..analysis.torchgraph import layout
+from ..analysis.torchgraph import layout, shown_name
 from . import render
 
 __all__ = ["mimebundle", "to_dot", "html_view", "text_view", "ROWS"]
@@ -67,11 +67,11 @@ def to_dot(run, max_nodes: int | None = None, open=(), lay=None, ids=None) -> st
     ]
     for key, box in lay.boxes.items():
         i = box.value
-        head = box.title
+        head = shown_name(box.title)
         if box.kind == "op":
-            name = run.names[i]
-            module = run.op_modules[box.ops[0]]
-            what = f"{module}: {box.title}" if module else box.title
+            name = run.names[i] and run.name_of(i)
+            module = shown_name(run.op_modules[box.ops[0]])
+            what = f"{module}: {head}" if module else head
             head = f"{name} = {what}" if name else what
         rows = [head, _shape(run, i) if i is not None else ""]
         if i is not None and not math.isnan(run.stats[i, 1]):
@@ -288,9 +288,9 @@ def op_rows(run) -> tuple:
         rows.append(
             (
                 op.line,
-                run.op_modules[k],
+                shown_name(run.op_modules[k]),
                 op.name,
-                run.names[i],
+                run.names[i] and run.name_of(i),
                 _shape(run, i),
                 _g(s[0]),
                 _g(s[1]),
