@@ -556,3 +556,21 @@ def test_names_with_markup_escapes_and_huge_text_are_shown_as_short_plain_text()
     walk(live["tabs"][:2] + live["tabs"][3:])
     assert max(len(s) for s in strings if "<div" not in s) <= 200
     shell.clear_instance()
+
+
+def test_a_stack_of_twelve_identical_blocks_is_folded_and_opens():
+    from gradmagic.views import torchlive
+
+    name = "a stack of 12 identical blocks in an nn.ModuleList"
+    shell = _shell_after(name, 2)
+    assert shell.run_cell(f"%%autograd -q\n{torch_corpus.SEQUENCES[name][2][1]}").success
+    run = __import__("gradmagic").last
+    nodes = list(torchlive.payload(run)["nodes"].values())
+    folds = [n for n in nodes if n["op"] == "fold"]
+    assert [n["name"] for n in folds] == ["deep.blocks.0-11  Blk x 12"]
+    assert "Blk x 12" in torchlive.payload(run)["dot"]
+    # a click opens its first block, one level; the other eleven stay folded
+    assert folds[0]["opens"] == "deep.blocks.0"
+    opened = [n["name"] for n in torchlive.payload(run, open=["deep.blocks.0"])["nodes"].values()]
+    assert "deep.blocks.0.fc  (Linear)" in opened and "deep.blocks.1-11  Blk x 11" in opened
+    shell.clear_instance()
