@@ -574,3 +574,43 @@ def test_a_stack_of_twelve_identical_blocks_is_folded_and_opens():
     opened = [n["name"] for n in torchlive.payload(run, open=["deep.blocks.0"])["nodes"].values()]
     assert "deep.blocks.0.fc  (Linear)" in opened and "deep.blocks.1-11  Blk x 11" in opened
     shell.clear_instance()
+
+
+@pytest.mark.parametrize(
+    "setup, cell, ops",
+    [
+        (
+            "net = nn.Sequential(*[nn.Linear(2, 2) for _ in range(5000)])\nx = torch.randn(3, 2)",
+            "net.zero_grad()\nloss = net(x).pow(2).mean()\nloss.backward()\nloss",
+            5002,
+        ),
+        (
+            "w = torch.randn(4, requires_grad=True)",
+            "acc = w\nfor i in range(20000):\n    acc = acc * 1.0000001\nloss = acc.sum()\nloss",
+            20001,
+        ),
+    ],
+    ids=["10^4 parameter tensors", "2*10^4 tiny ops"],
+)
+def test_a_huge_model_or_cell_gives_a_bounded_view_that_says_what_it_left_out(setup, cell, ops):
+    import json
+
+    from gradmagic.views import torchlive, torchview
+
+    run = _record("import torch, torch.nn as nn\ntorch.manual_seed(0)\n" + setup, cell)
+    assert len(run.graph) == ops
+    live = torchlive.payload(run)
+    assert len(json.dumps(live)) < 150_000 and len(torchview.html_view(run)) < 150_000
+    assert len(live["nodes"]) <= 150
+    tabs = {t["id"]: t["payload"] for t in live["tabs"]}
+    assert tabs["ops"]["note"] == f"{ops - torchview.ROWS} more ops not shown."
+    assert len(tabs["ops"]["rows"]) == torchview.ROWS
+    assert tabs["backward"]["note"].startswith("The stepper covers the first 1,000 of ")
+    if len(run.params) > torchview.ROWS:
+        assert (
+            tabs["params"]["note"]
+            == f"{len(run.params) - torchview.ROWS} more parameters not shown."
+        )
+        assert len(tabs["params"]["rows"]) == torchview.ROWS
+    # (the whole-cell check is made or said to be too long, as the machine's speed has it)
+    assert run.check["whole"]["status"] in ("pass", "skipped")

@@ -211,6 +211,9 @@ def _params(run) -> dict:
             "1e-3 is healthy."
         ],
         "magnitude": [2, 3, 4, 5],
+        "note": f"{len(rows) - torchview.ROWS} more parameters not shown."
+        if len(rows) > torchview.ROWS
+        else "",
     }
 
 
