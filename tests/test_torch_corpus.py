@@ -614,3 +614,22 @@ def test_a_huge_model_or_cell_gives_a_bounded_view_that_says_what_it_left_out(se
         assert len(tabs["params"]["rows"]) == torchview.ROWS
     # (the whole-cell check is made or said to be too long, as the machine's speed has it)
     assert run.check["whole"]["status"] in ("pass", "skipped")
+
+
+def test_a_nan_gradient_through_where_is_shown_marked_and_not_called_wrong():
+    """torch.where(w > 0, w.sqrt(), 0): the branch not taken still sends 0 * inf = nan back
+    to w, in plain PyTorch as here; the view marks it, and sqrt's check gives no verdict."""
+    name = next(k for k in torch_corpus.SEQUENCES if k.startswith("weight tying"))
+    shell = _shell_after(name, 4)
+    assert shell.run_cell(f"%%autograd -q\n{torch_corpus.SEQUENCES[name][4][1]}").success
+    run = __import__("gradmagic").last
+    i = run.index("w")
+    assert "first nan/inf gradient" in run.health["marks"][i]
+    assert run.health["nonfinite"]["grad"]["name"] == "sqrt"
+    shown = run.grads["w"]
+    plain = shell.ev("torch.autograd.grad(loss, w)[0].numpy()")
+    np.testing.assert_array_equal(shown, plain)
+    assert np.isnan(shown).any()
+    sqrt = [r for k, r in run.check["ops"].items() if run.ops[k].name == "sqrt"]
+    assert sqrt[0]["status"] == "skipped" and "no verdict" in sqrt[0]["why"]
+    shell.clear_instance()
