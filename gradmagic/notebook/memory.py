@@ -94,6 +94,7 @@ class _Watch:
         # (the cell's thread id, the size not to pass, what to call there instead of raising)
         self.active: tuple | None = None
         self.limit = MOST
+        self.fired = False  # (a stop was raised in the block that runs)
         self.thread: threading.Thread | None = None
 
     def run(self) -> None:
@@ -112,17 +113,28 @@ class _Watch:
                         self.active = None  # (once: the recording stops itself)
                     elif wait == 0:
                         _raise_in(active[0], GraphMemoryError)
+                        self.fired = True
                         wait = AGAIN
                     else:
                         wait -= 1
 
 
 _watch = _Watch()
-# (two function objects: one passes an exception, the other NULL, which takes it back)
 _raise_in = ctypes.pythonapi["PyThreadState_SetAsyncExc"]
 _raise_in.argtypes = (ctypes.c_ulong, ctypes.py_object)
-_take_back = ctypes.pythonapi["PyThreadState_SetAsyncExc"]
-_take_back.argtypes = (ctypes.c_ulong, ctypes.c_void_p)
+
+
+def _drain() -> None:
+    """Meet here, and drop, a stop raised in a block that has ended without meeting it.
+
+    The interpreter looks for an exception raised from another thread at a backward jump.
+    Taking it back instead (``PyThreadState_SetAsyncExc`` with NULL) would leave CPython's
+    eval breaker set for good, and a profiler or debugger started later would spin on it."""
+    try:
+        for _ in range(2):
+            pass
+    except GraphMemoryError:
+        pass
 
 
 @contextmanager
@@ -140,6 +152,7 @@ def bounded(on_limit=None):
     _watch.limit = limit()
     with _watch.lock:
         _watch.active = (me, start + _watch.limit, on_limit)
+        _watch.fired = False
     if _watch.thread is None:
         _watch.thread = threading.Thread(target=_watch.run, name="gradmagic-memory", daemon=True)
         _watch.thread.start()
@@ -149,5 +162,6 @@ def bounded(on_limit=None):
     finally:
         with _watch.lock:
             _watch.active = outer
-            if outer is None:  # an exception set and not raised yet: taken back
-                _take_back(me, None)
+            fired, _watch.fired = _watch.fired, False
+        if fired and outer is None:
+            _drain()
