@@ -45,7 +45,8 @@ class GraphMemoryError(BaseException):
         return (
             f"%%autograd stopped the cell: its graph had made the process more than "
             f"{_watch.limit / 2**20:,.0f} MB bigger. Each number a recorded cell computes is "
-            "kept until the cell ends; run this cell without %%autograd, or on less data"
+            "kept until the cell ends; run this cell without %%autograd, or on less data, or "
+            "give it more room with --max-memory GB"
         )
 
 
@@ -72,9 +73,11 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _size = _pages if _pages() is not None else _peak
 
 
-def limit() -> int:
-    """The bytes a cell's run may add now: :data:`MOST`, or a quarter of the memory the
-    machine has free, if that is less."""
+def limit(most: float | None = None) -> int:
+    """The bytes a cell's run may add now: ``most`` gigabytes when given (``--max-memory``),
+    else :data:`MOST`, or a quarter of the memory the machine has free, if that is less."""
+    if most is not None:
+        return int(most * 2**30)
     try:
         with open("/proc/meminfo", "rb") as f:
             for line in f:
@@ -138,8 +141,9 @@ def _drain() -> None:
 
 
 @contextmanager
-def bounded(on_limit=None):
-    """Run the block with the process's growth bounded (see the module's notes).
+def bounded(on_limit=None, most: float | None = None):
+    """Run the block with the process's growth bounded (see the module's notes); ``most``:
+    the bound in gigabytes, if the user gave one.
 
     ``on_limit(limit)``: called (from the watcher's thread) instead of stopping the block,
     for a recording that can stop itself and let the cell run on (a PyTorch cell's)."""
@@ -149,7 +153,7 @@ def bounded(on_limit=None):
         return
     me = threading.get_ident()
     outer = _watch.active
-    _watch.limit = limit()
+    _watch.limit = limit(most)
     with _watch.lock:
         _watch.active = (me, start + _watch.limit, on_limit)
         _watch.fired = False
