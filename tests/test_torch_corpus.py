@@ -633,3 +633,27 @@ def test_a_nan_gradient_through_where_is_shown_marked_and_not_called_wrong():
     sqrt = [r for k, r in run.check["ops"].items() if run.ops[k].name == "sqrt"]
     assert sqrt[0]["status"] == "skipped" and "no verdict" in sqrt[0]["why"]
     shell.clear_instance()
+
+
+def test_a_scatter_that_writes_twice_to_one_place_is_not_called_wrong():
+    """scatter with a repeated index: one write lands, yet PyTorch sends the place's gradient
+    to each; neither check calls that a wrong backward, and both say why."""
+    setup = "import torch\ntorch.manual_seed(0)\nw = torch.randn(5, 4, requires_grad=True)"
+    weights = "torch.arange(12.).view(3, 4)"
+    run = _record(
+        setup,
+        "spread = torch.zeros(3, 4).scatter(0, torch.tensor([[0, 1, 2, 0]] * 5), w * 2)\n"
+        f"loss = (spread * {weights}).sum()\nloss",
+    )
+    ops = {run.ops[k].name: r for k, r in run.check["ops"].items()}
+    assert ops["scatter"]["status"] == "skipped" and "several entries" in ops["scatter"]["why"]
+    assert run.check["whole"]["status"] == "skipped"
+    assert "not the derivative of what ran" in run.check["whole"]["why"]
+    # a scatter of distinct places is checked as any op
+    run = _record(
+        setup,
+        "perm = torch.tensor([[0, 1, 2, 0], [1, 2, 0, 1], [2, 0, 1, 2]])\n"
+        f"spread = torch.zeros(3, 4).scatter(0, perm, w[:3] * 2)\nloss = (spread * {weights}).sum()\nloss",
+    )
+    ops = {run.ops[k].name: r for k, r in run.check["ops"].items()}
+    assert ops["scatter"]["status"] == "pass" and run.check["whole"]["status"] == "pass"
