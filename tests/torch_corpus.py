@@ -933,6 +933,22 @@ _seq(
     (P, "print(getattr(odd, '<script>alert(1)</script>').grad.shape, repr(odd)[:40])"),
 )
 
+_seq(
+    "a tensor subclass that counts the calls it sees, as parameter and as target",
+    (
+        P,
+        "class Counted(torch.Tensor):\n    calls = []\n    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        cls.calls.append(getattr(func, '__name__', '?'))\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})\n"
+        "wc = torch.randn(3, 2).as_subclass(Counted).requires_grad_()\nxc = torch.randn(4, 3)",
+    ),
+    (M, "Counted.calls.clear()\nhc = (xc @ wc).tanh()\nlc = hc.sum()\nlc.backward()\nlc"),
+    (P, "print(len(Counted.calls), sorted(set(Counted.calls)), type(lc).__name__, wc.grad.sum())"),
+    (M, "Counted.calls.clear()\nlc2 = (xc @ wc).sum().as_subclass(Counted)\nlc2"),
+    (P, "print(len(Counted.calls), sorted(set(Counted.calls)))"),
+)
+
 
 # (sequence, cell): magic cells whose shown gradients are compared with plain PyTorch's; the
 # cells that run backward set the gradients to None first, so .grad is that backward's

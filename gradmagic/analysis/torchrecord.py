@@ -15,6 +15,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import torch
@@ -48,6 +49,19 @@ _FAST_PATH = (
     torch.nn.MultiheadAttention,
 )
 HOLD_BYTES = 1 << 30  # bytes of tensors the record may keep alive
+
+
+def _plainly(method):
+    """``method`` run with tensor subclasses' ``__torch_function__`` off: the record's own
+    reading of the cell's tensors (hooks, sizes, copies) is no call a subclass of the
+    user's should see."""
+
+    @functools.wraps(method)
+    def run(*args, **kwargs):
+        with torch._C.DisableTorchFunctionSubclass():
+            return method(*args, **kwargs)
+
+    return run
 
 
 class Recorder(TorchFunctionMode):
@@ -217,6 +231,7 @@ class Recorder(TorchFunctionMode):
             self._after_write(before)
         return out
 
+    @_plainly
     def _before_write(self, written, rest=None) -> list:
         """Copies of the recorded values an in-place write is about to change (``p -= lr *
         p.grad``, ``p.data += ...``, ``torch._foreach_add_(params, ...)``, ``h[0] = 0``): each
@@ -254,6 +269,7 @@ class Recorder(TorchFunctionMode):
                         self._hook(q, i)
         return found
 
+    @_plainly
     def _after_write(self, found) -> None:
         """Keep the copies, and note a parameter's first update (a write under no_grad or
         through ``.data``): its size is measured when the run's statistics are taken."""
@@ -324,6 +340,7 @@ class Recorder(TorchFunctionMode):
     def _pending_set(self) -> set:
         return set(self.pending) - self.hooked
 
+    @_plainly
     def _hook_pending(self, node: bool = True) -> None:
         """Hooks on the values made so far that take a gradient (a backward is starting).
         A value written over in place got its hook before the write."""
@@ -374,6 +391,7 @@ class Recorder(TorchFunctionMode):
         self.handles.append(t.grad_fn.register_hook(keep_node))
         self.hooked.add(i)
 
+    @_plainly
     def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
         if out is None and not inplace:  # (p.grad = None: a setter makes nothing)
             return
