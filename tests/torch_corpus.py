@@ -988,6 +988,8 @@ GRADIENT_CELLS = [
     ("hooks the user set and removes later, and activation checkpointing", 5),
     ("hooks the user set and removes later, and activation checkpointing", 7),
     ("a stack of 12 identical blocks in an nn.ModuleList", 2),
+    ("a tensor subclass that counts the calls it sees, as parameter and as target", 2),
+    ("a tensor subclass that counts the calls it sees, as parameter and as target", 4),
 ]
 
 

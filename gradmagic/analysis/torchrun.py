@@ -222,7 +222,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
         rec.pass_root = (target, False)
         not_computed = _gradients(rec, target)
-    others = _not_the_targets(rec, target)
+    others = _not_the_targets(rec, target, given)
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:
         rec.grads[t_index] = torch.ones_like(target)
@@ -282,14 +282,15 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     return run
 
 
-def _not_the_targets(rec: Recorder, target) -> list:
+def _not_the_targets(rec: Recorder, *target) -> list:
     """The leaves whose kept gradient came from a pass that did not begin at ``target``
-    (``l2.backward(); l1.backward()`` with ``l2`` the target): forgotten; their indices."""
+    (``l2.backward(); l1.backward()`` with ``l2`` the target; the target as the cell has it,
+    and as a plain tensor): forgotten; their indices."""
     dropped = []
     for key, root in rec.leaf_root.items():
         roots = root if isinstance(root, (list, tuple)) else (root,)
         i = rec.index_of.get(key)
-        if i is not None and not any(r is target for r in roots) and i in rec.grads:
+        if i is not None and not any(r is t for r in roots for t in target) and i in rec.grads:
             del rec.grads[i]
             dropped.append(i)
     return dropped
@@ -339,19 +340,27 @@ def _target(rec: Recorder, target) -> tuple:
         i = rec.index_of.get(id(target))
         if i is not None and rec.tensors[i] is target:
             return i, plain
-        node = plain.grad_fn
-        while type(node).__name__ == "AliasBackward0":  # (as_subclass's own node)
+        # (as_subclass makes an alias node, and so may a subclass for each op's result:
+        # the recorded value is the nearest one down the chain of aliases)
+        nodes, node = [], plain.grad_fn
+        while node is not None and len(nodes) < 8:
+            nodes.append(node)
+            if type(node).__name__ != "AliasBackward0" or not node.next_functions:
+                break
             node = node.next_functions[0][0]
-        if node is not None:
-            for j in range(len(rec.tensors) - 1, -1, -1):
-                t = rec.tensors[j]
-                if (
-                    t.grad_fn is node
-                    and t.output_nr == plain.output_nr
-                    and t.shape == plain.shape
-                    and t.data_ptr() == plain.data_ptr()
-                ):
-                    return j, plain
+        rank = {id(n): r for r, n in enumerate(nodes)}
+        best = None
+        for j, t in enumerate(rec.tensors):
+            r = rank.get(id(t.grad_fn))
+            if (
+                r is not None
+                and (best is None or r <= best[0])
+                and t.shape == plain.shape
+                and t.data_ptr() == plain.data_ptr()
+            ):
+                best = (r, j)
+        if best is not None:
+            return best[1], plain
         return rec._value(plain), plain
 
 
