@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,8 +47,22 @@ def _differences(plain: list, magic: list, shown: bool = False) -> list:
 
 
 @pytest.fixture(scope="module")
-def plain():
-    return _run("plain", "")
+def plain(tmp_path_factory):
+    """The plain run, made once per test session: xdist's workers share it through their
+    session's folder (each would otherwise run the whole corpus plainly)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _run("plain", "")
+    import fcntl
+    import hashlib
+
+    shared = tmp_path_factory.getbasetemp().parent  # (this session's, one for all workers)
+    key = hashlib.sha1(Path(torch_corpus.__file__).read_bytes()).hexdigest()[:16]
+    path = shared / f"torch-corpus-plain-{key}.json"
+    with open(shared / "torch-corpus-plain.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            path.write_text(json.dumps(_run("plain", "")))
+    return json.loads(path.read_text())
 
 
 @pytest.mark.parametrize("options", ["-q", "-q --no-check", ""])
