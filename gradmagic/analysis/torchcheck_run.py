@@ -343,35 +343,35 @@ def _writes_twice(rec, op) -> bool:
     return bool((ordered.narrow(dim, 1, n - 1) == ordered.narrow(dim, 0, n - 1)).any())
 
 
-def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
-    op = rec.ops[k]
+def _not_checked(run, rec, k, op) -> str:
+    """Why op ``k`` cannot be checked alone, or ""."""
     if op.name in RANDOM:  # (a recurrent layer's dropout is checked: each call draws alike)
-        return {"status": "skipped", "why": "random: taken as it came"}
+        return "random: taken as it came"
     if op.name in _SCATTERS and _writes_twice(rec, op):
-        return {
-            "status": "skipped",
-            "why": "it writes several entries of src to one place: which one lands is "
-            "not specified, and PyTorch gives each of them the place's gradient",
-        }
-    changed = [
-        i for i in op.inputs if version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved
-    ]
-    if changed:
-        return {"status": "skipped", "why": "an input was written over in place afterwards"}
+        return (
+            "it writes several entries of src to one place: which one lands is "
+            "not specified, and PyTorch gives each of them the place's gradient"
+        )
+    if any(version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved for i in op.inputs):
+        return "an input was written over in place afterwards"
     # (an input written over before this op read it, through .data or a detached alias: the
     # kept copy is what its maker gave, not what this op saw)
     if any(rec.written_at.get(i, k + 1) <= k for i in op.inputs):
-        return {
-            "status": "skipped",
-            "why": "an input was written over in place (through .data or a detached "
-            "alias) before this op read it",
-        }
+        return (
+            "an input was written over in place (through .data or a detached "
+            "alias) before this op read it"
+        )
     size = sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
     if size > OP_ELEMENTS:
-        return {
-            "status": "skipped",
-            "why": f"too big to replay within the budget ({size:,} numbers)",
-        }
+        return f"too big to replay within the budget ({size:,} numbers)"
+    return ""
+
+
+def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
+    op = rec.ops[k]
+    why = _not_checked(run, rec, k, op)
+    if why:
+        return {"status": "skipped", "why": why}
     try:
         xs = [_f64(rec.held(i)) for i in op.inputs]
         diff = [

@@ -240,31 +240,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     run.stats, run.grad_stats = stats, grad_stats
     run.full = keep_full(rec, shown, t_index, host)
     run.backward, run.backward_total = backward_order(rec, target, graph)
-    if not graph and target.grad_fn is not None:
-        run.warnings.append(
-            "the target was computed before this cell ran, so none of its "
-            "ops were recorded: run the cell that computes it under the magic"
-        )
-    unseen = [i for i in run.leaves if rec.tensors[i].grad_fn is not None]
-    if unseen and graph:
-        names = ", ".join(run.name_of(i) for i in unseen[:3]) + (", ..." if len(unseen) > 3 else "")
-        run.warnings.append(
-            f"{names} {'was' if len(unseen) == 1 else 'were'} made by ops the record did not "
-            "see (in an earlier cell, or inside a torch.jit module): the graph and its "
-            "gradients start there, not at what made them"
-        )
-    for line, i in dict((i, (line, i)) for line, i in rec.alias_writes).values():
-        if i in shown:
-            run.warnings.append(
-                f"{run.name_of(i)} was written in place through its detach() at line {line}: "
-                "what is shown of it is what the op that made it gave"
-            )
-    complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
-    if complex_:
-        run.warnings.append(
-            f"{_listed(complex_)}: complex numbers, whose statistics and gradients are not "
-            "shown (the statistics are of real numbers; .grad and the tensors hold them)"
-        )
+    run.warnings.extend(_record_warnings(rec, run, target, graph, shown))
     if not_computed:
         run.warnings.append(not_computed)
         run.no_gradients = True
@@ -280,6 +256,37 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     probed.update((("update", i), pair) for i, pair in updates.items())
     run.health = health(run, rec, probed)
     return run
+
+
+def _record_warnings(rec: Recorder, run: TorchRun, target, graph, shown) -> list:
+    """What the record could not see, or shows other than the numbers hold."""
+    warnings: list = []
+    if not graph and target.grad_fn is not None:
+        warnings.append(
+            "the target was computed before this cell ran, so none of its "
+            "ops were recorded: run the cell that computes it under the magic"
+        )
+    unseen = [i for i in run.leaves if rec.tensors[i].grad_fn is not None]
+    if unseen and graph:
+        names = ", ".join(run.name_of(i) for i in unseen[:3]) + (", ..." if len(unseen) > 3 else "")
+        warnings.append(
+            f"{names} {'was' if len(unseen) == 1 else 'were'} made by ops the record did not "
+            "see (in an earlier cell, or inside a torch.jit module): the graph and its "
+            "gradients start there, not at what made them"
+        )
+    for line, i in dict((i, (line, i)) for line, i in rec.alias_writes).values():
+        if i in shown:
+            warnings.append(
+                f"{run.name_of(i)} was written in place through its detach() at line {line}: "
+                "what is shown of it is what the op that made it gave"
+            )
+    complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
+    if complex_:
+        warnings.append(
+            f"{_listed(complex_)}: complex numbers, whose statistics and gradients are not "
+            "shown (the statistics are of real numbers; .grad and the tensors hold them)"
+        )
+    return warnings
 
 
 def _not_the_targets(rec: Recorder, *target) -> list:
