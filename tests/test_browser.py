@@ -460,6 +460,19 @@ def test_live_view(server, browser):
     assert "a += -2 × -3 = 6" in back.locator(".gm-steptext").inner_text()
     _shot(walk, "backward.png")
 
+    # a reused input's running sum ("grad -2 so far"): its field was laid out for it, whole
+    fxy.locator(".gm-tab", has_text="Backward").click()
+    fxy_back = fxy.locator(".gm-page[data-tab=backward]")
+    fxy_back.locator("svg").wait_for()
+    seen = []
+    for _ in range(int(fxy_back.locator(".gm-stepno").inner_text().split()[-1])):
+        fxy_back.get_by_title("next step (→)").click()
+        time.sleep(0.2)
+        seen += fxy.evaluate(SVG_TEXT)
+    assert any(t.endswith(" so far") for t in seen), seen
+    assert not [t for t in seen if "…" in t], seen
+    walk.scroll_into_view_if_needed()
+
     # --- the teaching tabs (#16): build_topo's walk stepped with the keyboard, forward mode,
     # the paths of the chain rule
     walk.locator(".gm-tab", has_text="Walk").click()
@@ -476,6 +489,10 @@ def test_live_view(server, browser):
     )
     assert "visit d" in topo.locator(".gm-steptext").inner_text()
     assert topo.locator("svg g.gm-current").count() >= 1
+    # "not visited", "visited #2": the fields were laid out for them, nothing is shortened
+    fields = topo.evaluate(SVG_TEXT)
+    assert "not visited" in fields and "visited #2" in fields, fields
+    assert not [t for t in fields if "…" in t], fields
     assert min(_sizes(walk)) >= MIN_PX
     assert not topo.inner_text().rstrip().endswith("null")  # no empty note written as text
     _shot(walk, "walk.png")

@@ -84,6 +84,7 @@ export class GraphView {
     this.edges = []; // {g, from, to}
     this.view = null; // {x, y, s}: the top-left corner in graph units, and px per unit
     this.drag = null;
+    this.grads = null; // index -> its gradient's text, where the field was drawn wider
     this._listen();
   }
 
@@ -367,9 +368,11 @@ export class GraphView {
     const texts = g.querySelectorAll("text");
     const last = texts[texts.length - 1];
     if (!last) return;
-    if (last.dataset.orig === undefined) last.dataset.orig = last.textContent;
+    if (last.dataset.drawn === undefined) last.dataset.drawn = last.textContent;
+    // (a field drawn wider than its gradient, for a stepped tab's texts: see fields.js)
+    if (last.dataset.orig === undefined) last.dataset.orig = this.grads?.get(index) ?? last.textContent;
     if (!last.dataset.room) { // the width of the text the field was drawn for, once shown
-      last.textContent = last.dataset.orig;
+      last.textContent = last.dataset.drawn;
       const w = last.getComputedTextLength();
       if (w > 0) last.dataset.room = String(w + FIELD_PAD);
     }
