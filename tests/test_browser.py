@@ -882,6 +882,13 @@ SCREEN = """r => {
   return innerHeight;
 }"""
 
+# the check table's verdicts (mark, status and why) lie inside its scrolling box, unscrolled
+VERDICTS_IN_VIEW = """p => {
+  const box = p.querySelector('.gm-scroll').getBoundingClientRect();
+  const cells = [...p.querySelectorAll('tbody td.gm-wrap')];
+  return cells.length > 0 && cells.every(c => c.getBoundingClientRect().right <= box.right + 1);
+}"""
+
 THEMES = Path("settings") / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
 
 
@@ -940,6 +947,8 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
                 assert min(_sizes(view)) >= MIN_PX - 0.05, where
                 ratio, text = view.evaluate(CONTRAST)
                 assert ratio >= 4.5, (where, ratio, text)
+                if tab == "Check":  # every verdict in view without scrolling sideways
+                    assert shown.evaluate(VERDICTS_IN_VIEW), where
         if theme == "dark":  # the walk-through's cell, code and view, as a user sees it
             walk = views.nth(1)
             walk.locator(".gm-tab", has_text="Graph").click()
