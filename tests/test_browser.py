@@ -285,6 +285,19 @@ OVERLAPS = """page => {
 }"""
 
 
+# the drawn nodes the graph's viewport cuts at its left edge (a table of inputs opened mid-row)
+CUT_AT_LEFT = """root => {
+  const port = root.querySelector('.gm-page[data-tab=graph] .gm-port').getBoundingClientRect();
+  const out = [];
+  for (const g of root.querySelectorAll('.gm-page[data-tab=graph] svg g.node')) {
+    const r = g.getBoundingClientRect();
+    const shown = r.right > port.left && r.left < port.right && r.bottom > port.top && r.top < port.bottom;
+    if (shown && r.left < port.left - 1) out.push(g.textContent.trim().slice(0, 40));
+  }
+  return out;
+}"""
+
+
 def _window_listeners(page, kind: str) -> int:
     """How many ``kind`` listeners window has (Chromium's DevTools protocol)."""
     cdp = page.context.new_cdp_session(page)
@@ -789,6 +802,8 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert min(_sizes(mlp)) >= MIN_PX - 0.05
     # nothing in the view is wider than the output area
     assert mlp.evaluate("r => r.scrollWidth <= r.clientWidth + 1")
+    # the first screen shows the tables of inputs from their left edge
+    assert mlp.evaluate(CUT_AT_LEFT) == []
     _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
 
     # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
@@ -929,6 +944,7 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
         groups = mlp.locator("svg g.node.gm-group")
         assert groups.count() >= 2
         assert any(groups.nth(k).evaluate(IN_VIEW) for k in range(groups.count()))
+        assert mlp.evaluate(CUT_AT_LEFT) == [], (theme, width)
         _shot(mlp, f"grouped-start-{theme}-{height}-{app}.png")
         for k, cell in ((0, "mlp"), (1, "walk-through")):
             view = views.nth(k)

@@ -170,9 +170,7 @@ export class GraphView {
       // the group shows beside the inputs that feed it
       const boxes = [...this.svg.querySelectorAll("g.gm-group")].map((g) => this.extent(g));
       const first = boxes.reduce((a, e) => (!a || e.x - e.w / 2 < a.x - a.w / 2 ? e : a), null);
-      this.view = first
-        ? { s, x: first.x + first.w / 2 + 24 / s - Math.max(0.6 * w / s, first.w + 48 / s), y: first.y - height / 2 / s }
-        : { s, x: 0, y: (this.gh - height / s) / 2 };
+      this.view = first ? this.startAt(first, s, w, height) : { s, x: 0, y: (this.gh - height / s) / 2 };
       this.clamp();
     } else if (!b) {
       this.view = fits || target === undefined
@@ -187,6 +185,23 @@ export class GraphView {
       this.clamp();
     }
     this.apply();
+  }
+
+  // The start of a picture grouped by the code: its first group in view, and left of it the
+  // inputs that feed it (the tables of a model's parameters) from their left edge, and from
+  // the top of the highest one, where the window holds them with the group; else the group
+  // at the right, as much of the inputs as fits beside it.
+  startAt(first, s, w, height) {
+    const right = first.x + first.w / 2 + 24 / s; // the group's right edge, with a margin
+    const pad = 8 / s;
+    let y = first.y - height / 2 / s;
+    const beside = [...this.svg.querySelectorAll("g.node")].map((g) => this.extent(g)).filter((e) =>
+      e.x + e.w / 2 <= first.x - first.w / 2 && e.y + e.h / 2 > y && e.y - e.h / 2 < y + height / s);
+    const left = Math.min(first.x - first.w / 2, ...beside.map((e) => e.x - e.w / 2)) - pad;
+    const x = right - left <= w / s ? left : right - w / s;
+    const top = Math.min(first.y - first.h / 2, ...beside.map((e) => e.y - e.h / 2)) - pad;
+    if (top < y && first.y + first.h / 2 + pad <= top + height / s) y = top;
+    return { s, x, y };
   }
 
   // The viewport's height at most: MAX_HEIGHT, less where the screen is shorter than the
