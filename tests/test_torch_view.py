@@ -142,6 +142,12 @@ def test_the_wrong_custom_backward_is_red_in_the_live_view():
     assert "gm-check-fail" in checks and "BadTanh" in checks
     ops = tab(data, "ops")
     assert "fail" in ops["classes"]
+    # the verdict beside the op's name (a narrow output shows it unscrolled), the figures after
+    columns = ops["columns"]
+    assert columns[:6] == ["box", "line", "module", "op", "name", "check"]
+    (row,) = [r for r, c in zip(ops["rows"], ops["classes"]) if c == "fail"]
+    assert row[3] == "BadTanh" and row[5] == "fail"
+    assert [columns[c] for c in ops["magnitude"]] == ["mean", "std", "max|x|", "∇ std", "∇ max"]
 
 
 def test_a_torch_run_shows_the_live_view_and_its_static_copy():
