@@ -28,7 +28,7 @@ from cells_corpus import MICROGRAD_MLP, RECURRENCE
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
-from chromium import CHROMIUM, launch, stop
+from chromium import CHROMIUM, CUT_AT_LEFT, launch, stop
 
 BUILD = ROOT / "build"
 DOCS = ROOT / "docs"
@@ -285,19 +285,6 @@ OVERLAPS = """page => {
 }"""
 
 
-# the drawn nodes the graph's viewport cuts at its left edge (a table of inputs opened mid-row)
-CUT_AT_LEFT = """root => {
-  const port = root.querySelector('.gm-page[data-tab=graph] .gm-port').getBoundingClientRect();
-  const out = [];
-  for (const g of root.querySelectorAll('.gm-page[data-tab=graph] svg g.node')) {
-    const r = g.getBoundingClientRect();
-    const shown = r.right > port.left && r.left < port.right && r.bottom > port.top && r.top < port.bottom;
-    if (shown && r.left < port.left - 1) out.push(g.textContent.trim().slice(0, 40));
-  }
-  return out;
-}"""
-
-
 def _window_listeners(page, kind: str) -> int:
     """How many ``kind`` listeners window has (Chromium's DevTools protocol)."""
     cdp = page.context.new_cdp_session(page)
@@ -506,6 +493,7 @@ def test_live_view(server, browser):
     fields = topo.evaluate(SVG_TEXT)
     assert "not visited" in fields and "visited #2" in fields, fields
     assert not [t for t in fields if "…" in t], fields
+    assert topo.evaluate(CUT_AT_LEFT) == []  # wider fields: the first view cuts no box
     assert min(_sizes(walk)) >= MIN_PX
     assert not topo.inner_text().rstrip().endswith("null")  # no empty note written as text
     _shot(walk, "walk.png")
@@ -803,7 +791,7 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     # nothing in the view is wider than the output area
     assert mlp.evaluate("r => r.scrollWidth <= r.clientWidth + 1")
     # the first screen shows the tables of inputs from their left edge
-    assert mlp.evaluate(CUT_AT_LEFT) == []
+    assert mlp.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == []
     _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
 
     # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
@@ -944,7 +932,7 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
         groups = mlp.locator("svg g.node.gm-group")
         assert groups.count() >= 2
         assert any(groups.nth(k).evaluate(IN_VIEW) for k in range(groups.count()))
-        assert mlp.evaluate(CUT_AT_LEFT) == [], (theme, width)
+        assert mlp.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == [], (theme, width)
         _shot(mlp, f"grouped-start-{theme}-{height}-{app}.png")
         for k, cell in ((0, "mlp"), (1, "walk-through")):
             view = views.nth(k)

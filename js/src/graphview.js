@@ -183,8 +183,27 @@ export class GraphView {
         y: this.lr ? b.y - height / 2 / s : b.y + b.h / 2 + 16 - height / s,
       };
       this.clamp();
+      this.uncut(w, height);
     }
     this.apply();
+  }
+
+  // A first view that ends at the target cuts the boxes at its far edge (left for LR, top
+  // for TB) in half: it starts instead past them, in the gap before the next column (row),
+  // moving at most half the window (a blank margin past the target, rather than half a box).
+  uncut(w, height) {
+    const { s } = this.view;
+    const [axis, across, span, room, side] = this.lr ? ["x", "y", "w", w / s, "h"] : ["y", "x", "h", height / s, "w"];
+    const seen = [this.view[across], this.view[across] + (this.lr ? height : w) / s];
+    const boxes = [...this.svg.querySelectorAll("g.node")].map((g) => this.extent(g)).filter((e) =>
+      e[across] + e[side] / 2 > seen[0] && e[across] - e[side] / 2 < seen[1]);
+    let at = this.view[axis];
+    for (let k = 0; k < 6; k++) {
+      const cut = boxes.filter((e) => e[axis] - e[span] / 2 < at - 1 && e[axis] + e[span] / 2 > at + 1);
+      if (!cut.length) break;
+      at = Math.max(...cut.map((e) => e[axis] + e[span] / 2)) + 6 / s;
+    }
+    if (at - this.view[axis] <= room / 2) this.view[axis] = at;
   }
 
   // The start of a picture grouped by the code: its first group in view, and left of it the
