@@ -209,7 +209,7 @@ export class GraphView {
   // The start of a picture grouped by the code: its first group in view, and left of it the
   // inputs that feed it (the tables of a model's parameters) from their left edge, and from
   // the top of the highest one, where the window holds them with the group; else the group
-  // at the right, as much of the inputs as fits beside it.
+  // at the right, starting past the inputs the window would cut in half.
   startAt(first, s, w, height) {
     const right = first.x + first.w / 2 + 24 / s; // the group's right edge, with a margin
     const pad = 8 / s;
@@ -217,7 +217,13 @@ export class GraphView {
     const beside = [...this.svg.querySelectorAll("g.node")].map((g) => this.extent(g)).filter((e) =>
       e.x + e.w / 2 <= first.x - first.w / 2 && e.y + e.h / 2 > y && e.y - e.h / 2 < y + height / s);
     const left = Math.min(first.x - first.w / 2, ...beside.map((e) => e.x - e.w / 2)) - pad;
-    const x = right - left <= w / s ? left : right - w / s;
+    let x = left;
+    if (right - left > w / s) {
+      x = right - w / s;
+      const cut = beside.filter((e) => e.x - e.w / 2 < x && e.x + e.w / 2 > x);
+      const past = Math.max(x, ...cut.map((e) => e.x + e.w / 2)) + pad / 2;
+      if (cut.length && past <= first.x - first.w / 2 - pad) x = past;
+    }
     const top = Math.min(first.y - first.h / 2, ...beside.map((e) => e.y - e.h / 2)) - pad;
     if (top < y && first.y + first.h / 2 + pad <= top + height / s) y = top;
     return { s, x, y };
