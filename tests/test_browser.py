@@ -888,7 +888,7 @@ SCREEN = """r => {
 # the check table's verdicts (mark, status and why) lie inside its scrolling box, unscrolled
 VERDICTS_IN_VIEW = """p => {
   const box = p.querySelector('.gm-scroll').getBoundingClientRect();
-  const cells = [...p.querySelectorAll('tbody td.gm-wrap')];
+  const cells = [...p.querySelectorAll('tbody td.gm-wrap:nth-child(2)')];
   return cells.length > 0 && cells.every(c => c.getBoundingClientRect().right <= box.right + 1);
 }"""
 

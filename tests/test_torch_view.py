@@ -144,9 +144,9 @@ def test_the_wrong_custom_backward_is_red_in_the_live_view():
     assert "fail" in ops["classes"]
     # the verdict beside the op's name (a narrow output shows it unscrolled), the figures after
     columns = ops["columns"]
-    assert columns[:6] == ["box", "line", "module", "op", "name", "check"]
+    assert columns[:6] == ["box", "op", "name", "check", "line", "module"]
     (row,) = [r for r, c in zip(ops["rows"], ops["classes"]) if c == "fail"]
-    assert row[3] == "BadTanh" and row[5] == "fail"
+    assert row[1] == "BadTanh" and row[3] == "fail"
     assert [columns[c] for c in ops["magnitude"]] == ["mean", "std", "max|x|", "∇ std", "∇ max"]
 
 
@@ -221,4 +221,4 @@ def test_the_ops_table_keeps_a_wrong_op_however_late_it_ran():
     ops = tab(torchlive.payload(run), "ops")
     assert len(ops["rows"]) == 100 and "more ops not shown" in ops["note"]
     (bad,) = [r for r, c in zip(ops["rows"], ops["classes"]) if c == "fail"]
-    assert bad[3] == "BadTanh"
+    assert bad[ops["columns"].index("op")] == "BadTanh"

@@ -511,7 +511,7 @@ def test_the_check_table_puts_each_verdict_and_its_reason_beside_the_name():
     trace = traced(bad(x) * y + x)
     static, bundle = bundle_of(trace)
     check = tab(json.loads(widget_model(bundle).data), "check")["payload"]
-    assert check["columns"][:2] == ["name", "verdict"] and check["wrap"] == [1]
+    assert check["columns"][:2] == ["name", "verdict"] and check["wrap"] == [0, 1]
     verdicts = {row[0]: row[1] for row in check["rows"]}
     assert verdicts["x"].startswith("✗ fail") and verdicts["y"] == "✓ pass"
     assert check["classes"][[row[0] for row in check["rows"]].index("x")] == "fail"

@@ -402,7 +402,8 @@ def _check_tab(trace, report, context) -> dict | None:
         "id": "check",
         "title": "Check",
         "kind": "table",
-        "payload": _table(header, rows, classes=classes, note=note, head=head, wrap=[1]),
+        # (the name wraps too: in a narrow output both fit beside each other)
+        "payload": _table(header, rows, classes=classes, note=note, head=head, wrap=[0, 1]),
     }
 
 

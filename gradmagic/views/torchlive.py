@@ -190,11 +190,11 @@ def _ops_table(run, box_of) -> dict:
     for n in keep:
         status = _status(run, run.graph[n])
         classes.append("fail" if status == "fail" else ("nonfinite" if colours[n] else ""))
-    # the check's verdict beside the op's name, where a narrow output shows it unscrolled
+    # the check's verdict beside the op and its name, where a narrow output shows it
+    # unscrolled; the line and module after it
     header = ["box", *torchview.OP_HEADER]
-    verdict = header.index("check")
-    order = [*range(header.index("name") + 1), verdict, *range(header.index("name") + 1, verdict)]
-    order += range(verdict + 1, len(header))
+    first = [header.index(name) for name in ("box", "op", "name", "check", "line", "module")]
+    order = first + [c for c in range(len(header)) if c not in first]
     cells = [[str(box_of.get(run.graph[n], "")), *map(str, rows[n])] for n in keep]
     return {
         "columns": [header[c] for c in order],
@@ -204,6 +204,7 @@ def _ops_table(run, box_of) -> dict:
         "magnitude": [
             order.index(header.index(name)) for name in ("mean", "std", "max|x|", "∇ std", "∇ max")
         ],
+        "wrap": [order.index(header.index("name"))],
     }
 
 
