@@ -118,6 +118,7 @@ def autograd(
     torch: bool = False,
     rankdir: str = "LR",
     max_nodes: int = 150,
+    max_memory: float | None = None,
 ) -> Callable[..., Run]:
     """``autograd(f)(*args, **kwargs)``: run ``f`` as ``%%autograd`` runs a cell; a :class:`Run`.
 
@@ -134,7 +135,7 @@ def autograd(
     The keywords are the magic's options (see ``%%autograd?``): ``target``
     (``-t``), ``check=False`` (``--no-check``), ``eps``, ``atol``, ``rtol``,
     ``expect`` (a mapping such as ``{"a": 6, "L.data": -8}`` or the magic's
-    text ``"a=6, L.data=-8"``), ``torch``, ``rankdir``, ``max_nodes``.
+    text ``"a=6, L.data=-8"``), ``torch``, ``rankdir``, ``max_nodes``, ``max_memory``.
 
     The inputs are never changed: the run works on copies of the numbers.
     Raises what the function raises, ``ValueError`` for a bad option, and
@@ -154,6 +155,7 @@ def autograd(
         expect=None,
         rankdir=rankdir,
         max_nodes=max_nodes,
+        max_memory=max_memory,
         torch=torch,
         quiet=True,
     )

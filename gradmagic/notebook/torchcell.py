@@ -141,7 +141,7 @@ def run(
 
     try:
         started = time.perf_counter()
-        with recorder, memory.bounded(stop):
+        with recorder, memory.bounded(stop, options.max_memory):
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
@@ -193,7 +193,8 @@ def _stopped(recorder, full: list) -> str:
     return (
         f"the cell {made}, which the record would keep alive: it stopped at line "
         f"{recorder.stopped_at} and shows nothing (the cell ran as it is; run fewer "
-        "steps or smaller tensors under the magic to see them)"
+        "steps or smaller tensors under the magic to see them"
+        + (", or give it more room with --max-memory GB)" if full else ")")
     )
 
 
