@@ -37,6 +37,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(f"{group}-{app}" if app else group))
 
 
+@pytest.fixture(autouse=True)
+def _unhurried_torch_checks(request, monkeypatch):
+    """In the PyTorch tests, the checks' time budget is generous (see
+    ``torch_corpus.unhurried_checks``); a test of the budget sets its own."""
+    if "torch" not in request.node.path.name:
+        return
+    try:
+        from gradmagic.analysis import torchcheck_run
+    except ImportError:  # no torch: those tests skip
+        return
+    monkeypatch.setattr(torchcheck_run, "BUDGET", 60.0)
+
+
 def _central_differences(f, xs, eps=1e-6):
     """d f / d xs[i] for each i, by central differences with a step scaled to xs[i]."""
     xs = [float(x) for x in xs]

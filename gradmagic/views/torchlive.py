@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from ..analysis.torchgraph import layout
+from ..analysis.torchgraph import layout, shown_name
 from . import torchview
 from .torchview import _g, _pct, _shape, _status
 
@@ -104,15 +104,17 @@ def _node(run, box, parents) -> dict:
     if first is not None:
         where.append(f"line {first.line}")
         if run.op_modules[box.ops[0]]:
-            where.append(f"in {run.op_modules[box.ops[0]]}")
+            where.append(f"in {shown_name(run.op_modules[box.ops[0]])}")
     if box.kind in _GROUPS:
         where.append(f"{len(box.ops)} ops; the numbers are its last op's")
     stats = _stats(run.stats[i]) if i >= 0 else None
     grad = _stats(run.grad_stats[i]) if i >= 0 and run.reached[i] else None
     return {
-        "name": run.name_of(i) if box.kind in ("op", "leaf") else box.title,
+        "name": run.name_of(i) if box.kind in ("op", "leaf") else shown_name(box.title),
         "shape": f"{_shape(run, i)} {run.dtypes[i]}" if i >= 0 else "",
-        "op": box.title if box.kind == "op" else ("" if box.kind == "leaf" else box.kind),
+        "op": shown_name(box.title)
+        if box.kind == "op"
+        else ("" if box.kind == "leaf" else box.kind),
         "data": stats["std"] if stats else "–",
         "grad": grad["std"] if grad else "none",
         "dataFull": _lines(stats),
@@ -218,6 +220,9 @@ def _params(run) -> dict:
             "1e-3 is healthy."
         ],
         "magnitude": [2, 3, 4, 5],
+        "note": f"{len(rows) - torchview.ROWS} more parameters not shown."
+        if len(rows) > torchview.ROWS
+        else "",
     }
 
 
