@@ -192,12 +192,21 @@ def _ops_table(run, box_of) -> dict:
     for n in keep:
         status = _status(run, run.graph[n])
         classes.append("fail" if status == "fail" else ("nonfinite" if colours[n] else ""))
+    # the check's verdict beside the op and its name, where a narrow output shows it
+    # unscrolled; the line and module after it
+    header = ["box", *torchview.OP_HEADER]
+    first = [header.index(name) for name in ("box", "op", "name", "check", "line", "module")]
+    order = first + [c for c in range(len(header)) if c not in first]
+    cells = [[str(box_of.get(run.graph[n], "")), *map(str, rows[n])] for n in keep]
     return {
-        "columns": ["box", *torchview.OP_HEADER],
-        "rows": [[str(box_of.get(run.graph[n], "")), *map(str, rows[n])] for n in keep],
+        "columns": [header[c] for c in order],
+        "rows": [[row[c] for c in order] for row in cells],
         "classes": classes,
         "note": f"{len(rows) - len(keep)} more ops not shown." if len(rows) > len(keep) else "",
-        "magnitude": [6, 7, 8, 12, 13],
+        "magnitude": [
+            order.index(header.index(name)) for name in ("mean", "std", "max|x|", "∇ std", "∇ max")
+        ],
+        "wrap": [order.index(header.index("name"))],
     }
 
 
