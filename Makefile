@@ -37,7 +37,7 @@ demo-headless:
 
 # in parallel on every core (pytest-xdist); tests/conftest.py keeps shared fixtures together
 test: setup-test
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n auto
 
 # the documentation site, from docs/ (the tutorials are the demo notebooks, executed)
 docs: setup-test

@@ -1,40 +1,13 @@
 """Fixtures shared by the test modules, and how the suite runs in parallel.
 
-``make test`` runs the suite on several processes (pytest-xdist, ``-n auto --dist
-loadgroup``): tests are handed out one by one, except those of a module whose module-scoped
-fixture is costly or holds a process (a JupyterLab and a Notebook server and a browser, an
-executed notebook), which stay together on one worker so that it is made once, and the
-tests that grade (each grade runs a child process, and some count the grading children
-left on the machine, or time a grade), which run one after another on one worker. Every
-worker has its own IPython shell, its own kept ``dot`` process and its own temporary
-directories; the browser tests' servers take free ports.
+``make test`` runs the suite on several processes (pytest-xdist, ``-n auto``), tests handed
+out one by one. Every worker has its own IPython shell, its own kept ``dot`` process, its own
+temporary directories and, for the browser tests, its own servers on free ports; the wheel is
+built from a private copy of the checkout (``building.build_wheel``), so two builds at once
+do not meet in its build/.
 """
 
 import pytest
-
-# modules whose tests run together on one worker: module name -> group
-_TOGETHER = {
-    "test_browser.py": "browser",
-    "test_browser_torch.py": "browser-torch",
-    "test_teaching.py": "teaching",
-    "test_homework.py": "grade",
-    "test_grade.py": "grade",
-    "test_grade_attacks.py": "grade",
-    "test_graders.py": "grade",
-    "test_packaging.py": "grade",  # its installed wheel grades a cell too
-    "test_quickstart.py": "quickstart",  # one fresh venv for both
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = _TOGETHER.get(item.path.name)
-        if group:
-            # a browser test of JupyterLab and one of Notebook 7 need different servers:
-            # each front-end's tests share theirs, and the two run side by side
-            callspec = getattr(item, "callspec", None)
-            app = callspec.params.get("server") if callspec else None
-            item.add_marker(pytest.mark.xdist_group(f"{group}-{app}" if app else group))
 
 
 @pytest.fixture(autouse=True)

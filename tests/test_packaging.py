@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
 import pytest
+from building import build_wheel
 
 pytest.importorskip("build")
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,15 +37,8 @@ print("wheel ok")
 
 @pytest.mark.slow
 def test_wheel_installs_and_loads_in_a_clean_venv(tmp_path):
-    dist = tmp_path / "dist"
     # the sdist first, then the wheel from it: a clean tree, whatever build/ a checkout holds
-    subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
-        check=True,
-        capture_output=True,
-        cwd=tmp_path,
-    )
-    wheel = next(dist.glob("gradmagic-*.whl"))
+    wheel = build_wheel(tmp_path, sdist_first=True)
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"

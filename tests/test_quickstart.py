@@ -15,7 +15,6 @@ import re
 import secrets
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 import venv
@@ -25,6 +24,7 @@ import pytest
 
 pytest.importorskip("build")
 ROOT = Path(__file__).resolve().parents[1]
+from building import build_wheel
 from chromium import CHROMIUM, launch, stop
 
 pytestmark = pytest.mark.slow
@@ -75,13 +75,7 @@ def _path_without_dot() -> str:
 def fresh(tmp_path_factory):
     """A venv with the built wheel and JupyterLab, as a user would have after the README."""
     root = tmp_path_factory.mktemp("quickstart")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(root / "dist"), str(ROOT)],
-        check=True,
-        capture_output=True,
-        cwd=root,
-    )
-    wheel = next((root / "dist").glob("gradmagic-*.whl"))
+    wheel = build_wheel(root)
     venv.create(root / "venv", with_pip=True)
     py = root / "venv" / "bin" / "python"
     out = subprocess.run(
