@@ -279,7 +279,7 @@ def _setitem(arr, key, plain_key, value) -> None:
         index, basic = _t._index(key)
     except (IndexError, TypeError):
         basic = False
-    y = _parent(value) if basic else None
+    y = _parent(value) if basic or _writes.distinct(arr.shape, index) else None
     if y is None or arr.dtype != _F64:
         _write(
             arr,

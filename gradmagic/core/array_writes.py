@@ -106,6 +106,21 @@ def add(arr, index, y) -> None:
     open_.writer[index] = k
 
 
+def distinct(shape, index) -> bool:
+    """Whether an index with integer arrays picks each element at most once (then each
+    element's new number is the value's, as with a basic index)."""
+    try:
+        if len(index) == len(shape) and all(
+            i.__class__ is np.ndarray and i.dtype.kind in "iu" for i in index
+        ):
+            picked = np.ravel_multi_index(np.broadcast_arrays(*index), shape, mode="wrap")
+        else:
+            picked = np.arange(int(np.prod(shape))).reshape(shape)[index]
+    except (IndexError, ValueError, TypeError):
+        return False
+    return np.unique(picked).size == picked.size
+
+
 def read(arr, key):
     """``arr[key]`` for one element of an open node: the value written there last (or the
     base's element) as a node, so the node needs no snapshot; None where it cannot."""
