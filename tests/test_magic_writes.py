@@ -151,6 +151,15 @@ def test_element_writes_give_the_gradient_of_the_plain_cell(name, cell):
     assert run.check().passed
 
 
+@pytest.mark.parametrize("name, cell", CELLS, ids=[c[0] for c in CELLS])
+def test_element_writes_replayed_by_pytorch_give_the_same_gradients(name, cell):
+    pytest.importorskip("torch")
+    from gradmagic.analysis.torchcheck import compare
+
+    run = gradmagic.autograd(cell + "\nL", check=False)(np=np, W=W0.copy())
+    assert compare(run.trace).passed
+
+
 GRAM = """
 K = np.zeros((n, n))
 for i in range(n):

@@ -185,7 +185,7 @@ def _vector(values, size: int, site: int):
         stop = start + numbers.size
         if y is None:
             node = _t._constant(buffer[start:stop])
-        elif np.ndim(_pv(y)) != 1:
+        elif len(pieces) == 1 and np.ndim(_pv(y)) != 1:  # (pack ravels its inputs)
             node = _link(
                 _RESHAPE, _view(buffer[start:stop], Array), y, None, {"shape": (stop - start,)}
             )
