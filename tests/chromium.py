@@ -18,6 +18,19 @@ ARGS = [
 ]
 
 
+# the drawn boxes a page's graph viewport shows cut at its left edge (evaluated on a .gm-page)
+CUT_AT_LEFT = """page => {
+  const port = page.querySelector('.gm-port').getBoundingClientRect();
+  const out = [];
+  for (const g of page.querySelectorAll('.gm-port svg g.node')) {
+    const r = g.getBoundingClientRect();
+    const shown = r.right > port.left && r.left < port.right && r.bottom > port.top && r.top < port.bottom;
+    if (shown && r.left < port.left - 1) out.push(g.textContent.trim().slice(0, 40));
+  }
+  return out;
+}"""
+
+
 def launch(playwright):
     """Chromium, headless, from a ``sync_playwright()`` context."""
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)

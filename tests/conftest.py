@@ -22,6 +22,7 @@ _TOGETHER = {
     "test_grade_attacks.py": "grade",
     "test_graders.py": "grade",
     "test_packaging.py": "grade",  # its installed wheel grades a cell too
+    "test_quickstart.py": "quickstart",  # one fresh venv for both
 }
 
 
@@ -29,7 +30,24 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         group = _TOGETHER.get(item.path.name)
         if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+            # a browser test of JupyterLab and one of Notebook 7 need different servers:
+            # each front-end's tests share theirs, and the two run side by side
+            callspec = getattr(item, "callspec", None)
+            app = callspec.params.get("server") if callspec else None
+            item.add_marker(pytest.mark.xdist_group(f"{group}-{app}" if app else group))
+
+
+@pytest.fixture(autouse=True)
+def _unhurried_torch_checks(request, monkeypatch):
+    """In the PyTorch tests, the checks' time budget is generous (see
+    ``torch_corpus.unhurried_checks``); a test of the budget sets its own."""
+    if "torch" not in request.node.path.name:
+        return
+    try:
+        from gradmagic.analysis import torchcheck_run
+    except ImportError:  # no torch: those tests skip
+        return
+    monkeypatch.setattr(torchcheck_run, "BUDGET", 60.0)
 
 
 def _central_differences(f, xs, eps=1e-6):

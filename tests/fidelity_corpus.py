@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import ctypes
 import contextlib
 import doctest
 import hashlib
@@ -143,6 +144,26 @@ def _describe(value):
 _ATOMS = (str, bytes, bool, int, float, complex, type(None))
 
 
+def _digest(v) -> str:
+    """A digest of an array's numbers. A view reading its memory many times over
+    (``as_strided``) is told by the memory it reads and how, not by a copy of its numbers."""
+    low, high = _byte_bounds(v)
+    if v.size and high - low < v.nbytes:
+        memory = (ctypes.c_uint8 * (high - low)).from_address(low)
+        layout = f"{v.strides}@{v.__array_interface__['data'][0] - low}:"
+        return layout + hashlib.sha1(memory).hexdigest()[:16]
+    data = np.ascontiguousarray(v).view(np.uint8) if v.size else b""
+    return hashlib.sha1(data).hexdigest()[:16]
+
+
+def _byte_bounds(v):
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # numpy 1
+        byte_bounds = np.byte_bounds
+    return byte_bounds(v)
+
+
 def deep_state(value, limit: int = 2000) -> str:
     """The exact type and value of everything ``value`` holds, at any depth, as text.
 
@@ -183,8 +204,7 @@ def deep_state(value, limit: int = 2000) -> str:
         try:
             if isinstance(v, np.ndarray):
                 if v.dtype != object:  # its exact bytes, by digest
-                    data = np.ascontiguousarray(v).view(np.uint8) if v.size else b""
-                    out.append(f"{v.dtype}{v.shape}:{hashlib.sha1(data).hexdigest()[:16]}")
+                    out.append(f"{v.dtype}{v.shape}:{_digest(v)}")
                 if v.dtype == object:
                     for e in v.flat:
                         walk(e, depth + 1)

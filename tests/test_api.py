@@ -165,3 +165,60 @@ def test_in_marimo_a_run_shows_as_the_views_anywidget():
     shown = run._display_()  # what marimo shows for a Run that ends a cell
     assert isinstance(shown, mo.ui.anywidget)
     assert '"tabs"' in shown.widget.data
+
+
+TORCH_CELL = """import torch
+W = torch.linspace(-1.0, 1.0, 6).reshape(3, 2).requires_grad_()
+h = torch.tanh(x @ W)
+loss = (h ** 2).sum()
+loss.backward()
+loss"""
+
+
+def test_a_pytorch_cells_source_is_recorded_as_the_magic_records_it(ip):
+    torch = pytest.importorskip("torch")
+    x = torch.linspace(-2.0, 2.0, 12).reshape(4, 3)
+    run = autograd(TORCH_CELL)(x=x)
+    assert run.is_torch and gradmagic.last is run.trace
+    # the cell ran as it is: its numbers are the plain run's
+    plain = {"x": x}
+    exec(TORCH_CELL, plain)
+    assert run.value == pytest.approx(plain["loss"].item(), rel=1e-12)
+    assert np.array_equal(run.grads["W"], plain["W"].grad.numpy())
+    assert run.check["whole"]["status"] == "pass"
+    # and the magic's record of the same cell says the same
+    ip.user_ns["x"] = x
+    assert ip.run_cell("%%autograd -q\n" + TORCH_CELL).success
+    magic = gradmagic.last
+    assert type(magic) is type(run.trace) and magic.value == run.value
+    assert [op.name for op in magic.ops] == [op.name for op in run.trace.ops]
+    assert np.array_equal(magic.grads["W"], run.grads["W"])
+
+
+def test_a_function_of_tensors_is_recorded_and_shows_the_pytorch_view():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("anywidget")
+
+    def score(W, x):
+        return torch.tanh(x @ W).pow(2).sum()
+
+    W = torch.linspace(-1.0, 1.0, 6).reshape(3, 2).requires_grad_()
+    x = torch.linspace(-2.0, 2.0, 12).reshape(4, 3)
+    run = autograd(score)(W, x)
+    assert run.is_torch and run.trace.names[run.trace.target] == "score"
+    # the gradient the record kept is torch's own, which central differences confirm
+    numeric = central(
+        lambda w: float(score(torch.tensor(w), x.double())), W.detach().double().numpy()
+    )
+    assert np.allclose(run.grads["W"], numeric, rtol=1e-4, atol=1e-6)
+    view = run.view()
+    assert '"PyTorch run: target score' in view.data
+    bundle = run._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "text/html" in bundle
+
+
+def test_a_pytorch_source_with_nothing_to_differentiate_says_so():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="nothing to differentiate"):
+        autograd("import torch\nn = 3")()
+    assert torch is not None

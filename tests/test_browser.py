@@ -28,7 +28,7 @@ from cells_corpus import MICROGRAD_MLP, RECURRENCE
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
-from chromium import CHROMIUM, launch, stop
+from chromium import CHROMIUM, CUT_AT_LEFT, launch, stop
 
 BUILD = ROOT / "build"
 DOCS = ROOT / "docs"
@@ -460,6 +460,19 @@ def test_live_view(server, browser):
     assert "a += -2 × -3 = 6" in back.locator(".gm-steptext").inner_text()
     _shot(walk, "backward.png")
 
+    # a reused input's running sum ("grad -2 so far"): its field was laid out for it, whole
+    fxy.locator(".gm-tab", has_text="Backward").click()
+    fxy_back = fxy.locator(".gm-page[data-tab=backward]")
+    fxy_back.locator("svg").wait_for()
+    seen = []
+    for _ in range(int(fxy_back.locator(".gm-stepno").inner_text().split()[-1])):
+        fxy_back.get_by_title("next step (→)").click()
+        time.sleep(0.2)
+        seen += fxy.evaluate(SVG_TEXT)
+    assert any(t.endswith(" so far") for t in seen), seen
+    assert not [t for t in seen if "…" in t], seen
+    walk.scroll_into_view_if_needed()
+
     # --- the teaching tabs (#16): build_topo's walk stepped with the keyboard, forward mode,
     # the paths of the chain rule
     walk.locator(".gm-tab", has_text="Walk").click()
@@ -476,6 +489,11 @@ def test_live_view(server, browser):
     )
     assert "visit d" in topo.locator(".gm-steptext").inner_text()
     assert topo.locator("svg g.gm-current").count() >= 1
+    # "not visited", "visited #2": the fields were laid out for them, nothing is shortened
+    fields = topo.evaluate(SVG_TEXT)
+    assert "not visited" in fields and "visited #2" in fields, fields
+    assert not [t for t in fields if "…" in t], fields
+    assert topo.evaluate(CUT_AT_LEFT) == []  # wider fields: the first view cuts no box
     assert min(_sizes(walk)) >= MIN_PX
     assert not topo.inner_text().rstrip().endswith("null")  # no empty note written as text
     _shot(walk, "walk.png")
@@ -772,6 +790,8 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert min(_sizes(mlp)) >= MIN_PX - 0.05
     # nothing in the view is wider than the output area
     assert mlp.evaluate("r => r.scrollWidth <= r.clientWidth + 1")
+    # the first screen shows the tables of inputs from their left edge
+    assert mlp.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == []
     _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
 
     # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
@@ -865,6 +885,13 @@ SCREEN = """r => {
   return innerHeight;
 }"""
 
+# the check table's verdicts (mark, status and why) lie inside its scrolling box, unscrolled
+VERDICTS_IN_VIEW = """p => {
+  const box = p.querySelector('.gm-scroll').getBoundingClientRect();
+  const cells = [...p.querySelectorAll('tbody td.gm-wrap:nth-child(2)')];
+  return cells.length > 0 && cells.every(c => c.getBoundingClientRect().right <= box.right + 1);
+}"""
+
 THEMES = Path("settings") / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
 
 
@@ -905,6 +932,7 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
         groups = mlp.locator("svg g.node.gm-group")
         assert groups.count() >= 2
         assert any(groups.nth(k).evaluate(IN_VIEW) for k in range(groups.count()))
+        assert mlp.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == [], (theme, width)
         _shot(mlp, f"grouped-start-{theme}-{height}-{app}.png")
         for k, cell in ((0, "mlp"), (1, "walk-through")):
             view = views.nth(k)
@@ -923,6 +951,8 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
                 assert min(_sizes(view)) >= MIN_PX - 0.05, where
                 ratio, text = view.evaluate(CONTRAST)
                 assert ratio >= 4.5, (where, ratio, text)
+                if tab == "Check":  # every verdict in view without scrolling sideways
+                    assert shown.evaluate(VERDICTS_IN_VIEW), where
         if theme == "dark":  # the walk-through's cell, code and view, as a user sees it
             walk = views.nth(1)
             walk.locator(".gm-tab", has_text="Graph").click()

@@ -19,6 +19,18 @@ def test_line_magics_and_shell_commands_work_inside_the_cell(ip, capfd):
     assert ip.user_ns["x"].grad == 3.0
 
 
+def test_timeit_in_a_recorded_cell_times_the_plain_code(ip, capfd):
+    # %timeit binds nothing the cell keeps: its repetitions are not recorded, so it times
+    # what the user's code costs plainly
+    ip.user_ns["seen"] = []
+    body = "x = 2.0\n%timeit -n 20 -r 2 seen.append(type(x * 3.0))\ny = x * x\ny"
+    result = run(ip, body)
+    assert result.success, result.error_in_exec
+    assert "per loop" in capfd.readouterr().out
+    assert ip.user_ns["seen"] and set(ip.user_ns["seen"]) == {float}
+    assert ip.user_ns["x"].grad == 4.0  # the rest of the cell is recorded as before
+
+
 def test_shell_syntax_keeps_the_users_line_numbers(ip, capsys):
     result = run(ip, "\n\n%time a = 1.0\n!true\nb = a / 0")
     assert isinstance(result.error_in_exec, ZeroDivisionError)

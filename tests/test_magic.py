@@ -515,7 +515,6 @@ def test_a_memory_stop_is_neither_swallowed_nor_taken_for_the_cells_error(
 
     from gradmagic.notebook import memory
 
-    monkeypatch.setattr(memory, "MOST", 40 << 20)
     monkeypatch.setattr(gc, "callbacks", list(gc.callbacks))
     ip.user_ns["w"] = 0.5
     # the cell's own handlers are for its own errors: plainly, none is raised here
@@ -525,10 +524,45 @@ def test_a_memory_stop_is_neither_swallowed_nor_taken_for_the_cells_error(
         "    except Exception:\n        caught += 1\n    except MemoryError:\n        caught += 1\n"
         "t = 1"
     )
-    result = autograd(ip, loop, options="")
+    result = autograd(ip, loop, options="--max-memory 0.04")  # 40 MB: ~10^5 steps
     assert isinstance(result.error_in_exec, memory.GraphMemoryError), result.error_in_exec
     assert ip.user_ns["caught"] == 0 and ip.user_ns["i"] < 3 * 10**6 - 1
-    assert "stopped the cell" in capsys.readouterr().out
+    assert "more than 41 MB bigger" in capsys.readouterr().out
+
+
+PROFILED_AFTER_CELLS = """
+import cProfile, faulthandler
+faulthandler.dump_traceback_later(60, exit=True)
+import gradmagic
+from gradmagic.notebook import memory
+print(gradmagic.autograd("y = w * 3.0\\ny")(w=0.5).grads["w"])
+memory.MOST = 40 << 20
+try:
+    gradmagic.autograd("s = 0.0\\nfor i in range(3 * 10**6):\\n    s = s * 0.999 + w\\ns")(w=0.5)
+except memory.GraphMemoryError:
+    print("stopped")
+def f():
+    total = 0
+    for i in range(1000):
+        total += i
+    return total
+profile = cProfile.Profile()
+profile.enable()
+print(f())
+profile.disable()
+"""
+
+
+def test_a_profiler_runs_after_recorded_and_stopped_cells():
+    # the watcher's way of stopping a cell must leave the interpreter as it was: a profiler
+    # (%prun, cProfile) or debugger started after a cell once spun for ever
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", PROFILED_AFTER_CELLS], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["3.0", "stopped", "499500"], done.stdout
 
 
 def test_the_traceback_names_the_cell_by_its_prompt_number(ip, capsys):

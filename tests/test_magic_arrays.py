@@ -92,6 +92,8 @@ def test_array_cells_give_the_gradient_of_the_plain_cell(ip, name, cell):
         return float(plain_run(cell, {"np": np, "W": w})["L"])
 
     assert trace.value == pytest.approx(f(W0), rel=1e-13)  # plain Python's number
+    plain = plain_run(cell, {"np": np, "W": W0.copy()})["L"]
+    assert type(trace.value) is type(plain), (type(trace.value), type(plain))
     np.testing.assert_allclose(leaf(trace, "W"), central(f, W0), rtol=1e-6, atol=1e-8)
     assert trace.check().passed
 

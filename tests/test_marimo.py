@@ -20,7 +20,7 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
-from chromium import CHROMIUM, launch, stop
+from chromium import CHROMIUM, CUT_AT_LEFT, launch, stop
 
 NOTEBOOK = ROOT / "examples" / "marimo_autograd.py"
 
@@ -49,6 +49,11 @@ def _path_without_dot() -> str:
 @pytest.fixture(scope="module")
 def marimo_app(tmp_path_factory):
     root = tmp_path_factory.mktemp("marimo")
+    yield from _serve(NOTEBOOK, root)
+
+
+def _serve(notebook: Path, root: Path):
+    """``marimo run`` of ``notebook`` on loopback, without ``dot``: yields its address."""
     port = _free_port()
     log = open(root / "server.log", "w")
     env = {
@@ -63,7 +68,7 @@ def marimo_app(tmp_path_factory):
             "-m",
             "marimo",
             "run",
-            str(NOTEBOOK),
+            str(notebook),
             "--headless",
             "--no-token",
             "--host",
@@ -141,3 +146,87 @@ def test_the_view_draws_in_marimo_and_a_click_shows_the_path(marimo_app, browser
     build.mkdir(exist_ok=True)
     page.screenshot(path=str(build / "marimo.png"), full_page=True)
     assert not errors, errors
+
+
+# a PyTorch function given to gradmagic.autograd in marimo: recorded as the magic records a
+# PyTorch cell, its view the PyTorch view
+TORCH_APP = """import marimo
+
+app = marimo.App()
+
+
+@app.cell
+def _():
+    import marimo as mo
+    import torch
+
+    import gradmagic
+
+    return gradmagic, mo, torch
+
+
+@app.cell
+def _(gradmagic, torch):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    X = torch.randn(16, 3)
+    y = torch.randn(16, 1)
+
+    def mse(net, X, y):
+        out = net(X)
+        return ((out - y) ** 2).mean()
+
+    run = gradmagic.autograd(mse)(net, X, y)
+    return (run,)
+
+
+@app.cell
+def _(mo, run):
+    mo.ui.anywidget(run.view())
+    return
+
+
+@app.cell
+def _(mo, run):
+    mo.md(f"whole-cell check: {run.check['whole']['status']}")
+    return
+
+
+if __name__ == "__main__":
+    app.run()
+"""
+
+
+def test_a_pytorch_function_in_marimo_shows_the_pytorch_view(tmp_path, browser):
+    pytest.importorskip("torch")
+    notebook = tmp_path / "torch_app.py"
+    notebook.write_text(TORCH_APP)
+    serving = _serve(notebook, tmp_path)
+    base = next(serving)
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(base)
+        view = page.locator(".gm-root[data-drawn]").first
+        view.wait_for(timeout=180_000)
+        assert "PyTorch run: target mse" in view.locator(".gm-headline").inner_text()
+        tabs = [t.strip() for t in view.locator(".gm-tab").all_text_contents()]
+        assert tabs[:3] == ["Graph", "Backward", "Checks"]
+        drawn = " ".join(view.locator(".gm-page[data-tab=graph] svg text").all_text_contents())
+        assert "net.0" in drawn and "net.2" in drawn  # the modules by their paths
+        # opened at the target, the picture starts past the boxes it would cut in half
+        assert view.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == []
+        sync_api.expect(page.get_by_text("whole-cell check: pass")).to_be_visible()
+        view.locator(".gm-tab", has_text="Checks").click()
+        checks = view.locator(".gm-page[data-tab=checks]")
+        sync_api.expect(checks).to_contain_text("Whole cell")
+        view.locator(".gm-tab", has_text="Graph").click()
+        build = ROOT / "build"
+        build.mkdir(exist_ok=True)
+        page.mouse.move(0, 0)
+        view.screenshot(path=str(build / "marimo-torch.png"))
+        assert not errors, errors
+        page.close()
+    finally:
+        serving.close()

@@ -29,9 +29,17 @@ def test_the_parser_is_made_from_the_fields():
         assert spec.flags[-1] in doc
     assert "(default 1e-6)" in doc and "(default 150)" in doc
     assert parse_options("") == Options()
-    parsed = parse_options("-t y --eps 1e-4 --rankdir TB --max-nodes 9 -q --expect 'a=1'")
+    parsed = parse_options(
+        "-t y --eps 1e-4 --rankdir TB --max-nodes 9 --max-memory 2.5 -q --expect 'a=1'"
+    )
     assert parsed == Options(
-        target="y", eps=1e-4, rankdir="TB", max_nodes=9, quiet=True, expect={"a": 1.0}
+        target="y",
+        eps=1e-4,
+        rankdir="TB",
+        max_nodes=9,
+        max_memory=2.5,
+        quiet=True,
+        expect={"a": 1.0},
     )
 
 
@@ -42,6 +50,7 @@ def test_the_parser_is_made_from_the_fields():
         ("--rtol -1", "--rtol must not be negative"),
         ("--eps 0", "--eps must be positive"),
         ("--max-nodes 0", "--max-nodes must be at least 1"),
+        ("--max-memory 0", "--max-memory must be positive"),
         ("-t 'a b'", "--target needs a variable name"),
     ],
 )

@@ -496,7 +496,27 @@ def test_torch_adds_a_column_to_the_check():
     for page in (static["text/html"], static["text/plain"]):
         assert "|torch − analytic|" in page and "agrees on all 6 gradients" in page
     columns = tab(json.loads(widget_model(bundle).data), "check")["payload"]["columns"]
-    assert columns[:5] == ["name", "analytic", "numeric", "torch", "|torch − analytic|"]
+    assert columns[:6] == ["name", "verdict", "analytic", "numeric", "torch", "|torch − analytic|"]
+
+
+def test_the_check_table_puts_each_verdict_and_its_reason_beside_the_name():
+    # a narrow output shows the verdict without scrolling sideways: second, in a column that
+    # wraps, a failing row's reason with its mark, in the live table and the static copy
+    import dataclasses
+    from gradmagic.core.engine import _make_unary
+    from gradmagic.core.ops import OPS
+
+    bad = _make_unary(dataclasses.replace(OPS["tanh"], df=lambda x, out: 1.0 - out))
+    x, y = Value(0.4, label="x"), Value(2.0, label="y")
+    trace = traced(bad(x) * y + x)
+    static, bundle = bundle_of(trace)
+    check = tab(json.loads(widget_model(bundle).data), "check")["payload"]
+    assert check["columns"][:2] == ["name", "verdict"] and check["wrap"] == [0, 1]
+    verdicts = {row[0]: row[1] for row in check["rows"]}
+    assert verdicts["x"].startswith("✗ fail") and verdicts["y"] == "✓ pass"
+    assert check["classes"][[row[0] for row in check["rows"]].index("x")] == "fail"
+    page = static["text/html"]
+    assert page.index(">verdict<") < page.index(">analytic<") and "✗ fail" in page
 
 
 def test_torch_without_the_check_still_shows_its_table():

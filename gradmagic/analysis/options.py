@@ -95,6 +95,15 @@ class Options:
         metavar="N",
         check=lambda x: "" if x >= 1 else f"must be at least 1, got {x}",
     )
+    max_memory: float | None = _option(
+        None,
+        "stop the cell once it has made the process GB gigabytes bigger (default: 1, or a "
+        "quarter of the free memory if that is less); every number a recorded cell computes "
+        "is kept until it ends",
+        type=float,
+        metavar="GB",
+        check=_positive,
+    )
     torch: bool = _option(
         False, "also replay the graph in PyTorch (float64) and show its gradients"
     )

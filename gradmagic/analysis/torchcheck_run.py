@@ -251,6 +251,15 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
         if left_out:
             why = f"its parameters are complex ({_few(left_out)}), not moved by this check"
         return {"status": "skipped", "why": why}
+    twice = [
+        k for k in run.graph if rec.ops[k].name in _SCATTERS and _writes_twice(rec, rec.ops[k])
+    ]
+    if twice:
+        return {
+            "status": "skipped",
+            "why": f"the scatter at line {rec.ops[twice[0]].line} writes several entries to one "
+            "place, whose gradient PyTorch gives each of them: not the derivative of what ran",
+        }
     out = _whole_real(run, rec, params, eps, atol, rtol, gen)
     if left_out:
         out["left_out"] = left_out
@@ -314,29 +323,55 @@ def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
     return out
 
 
-def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
-    op = rec.ops[k]
+_SCATTERS = frozenset({"scatter", "scatter_"})
+
+
+def _writes_twice(rec, op) -> bool:
+    """Whether a ``scatter`` (without ``reduce``) has an index that repeats along its dim."""
+    consts = [c for c in op.consts if c is not _TENSOR]
+    dims = [c for c in consts if isinstance(c, int) and not isinstance(c, bool)]
+    if len(op.inputs) < 2 or not dims or any(isinstance(c, str) for c in consts):
+        return False
+    index = rec.held(op.inputs[1])
+    if index.dtype != torch.int64 or index.dim() == 0:
+        return False
+    dim = dims[0] % index.dim()
+    if index.shape[dim] < 2:
+        return False
+    ordered = index.sort(dim).values
+    n = index.shape[dim]
+    return bool((ordered.narrow(dim, 1, n - 1) == ordered.narrow(dim, 0, n - 1)).any())
+
+
+def _not_checked(run, rec, k, op) -> str:
+    """Why op ``k`` cannot be checked alone, or ""."""
     if op.name in RANDOM:  # (a recurrent layer's dropout is checked: each call draws alike)
-        return {"status": "skipped", "why": "random: taken as it came"}
-    changed = [
-        i for i in op.inputs if version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved
-    ]
-    if changed:
-        return {"status": "skipped", "why": "an input was written over in place afterwards"}
+        return "random: taken as it came"
+    if op.name in _SCATTERS and _writes_twice(rec, op):
+        return (
+            "it writes several entries of src to one place: which one lands is "
+            "not specified, and PyTorch gives each of them the place's gradient"
+        )
+    if any(version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved for i in op.inputs):
+        return "an input was written over in place afterwards"
     # (an input written over before this op read it, through .data or a detached alias: the
     # kept copy is what its maker gave, not what this op saw)
     if any(rec.written_at.get(i, k + 1) <= k for i in op.inputs):
-        return {
-            "status": "skipped",
-            "why": "an input was written over in place (through .data or a detached "
-            "alias) before this op read it",
-        }
+        return (
+            "an input was written over in place (through .data or a detached "
+            "alias) before this op read it"
+        )
     size = sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
     if size > OP_ELEMENTS:
-        return {
-            "status": "skipped",
-            "why": f"too big to replay within the budget ({size:,} numbers)",
-        }
+        return f"too big to replay within the budget ({size:,} numbers)"
+    return ""
+
+
+def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
+    op = rec.ops[k]
+    why = _not_checked(run, rec, k, op)
+    if why:
+        return {"status": "skipped", "why": why}
     try:
         xs = [_f64(rec.held(i)) for i in op.inputs]
         diff = [

@@ -17,9 +17,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Box", "Layout", "layout"]
+__all__ = ["Box", "Layout", "layout", "shown_name", "NAME_CHARS"]
 
 _INDEX = re.compile(r"\d+\Z")
+
+
+NAME_CHARS = 120  # a name longer than this is shown cut (module paths can be any text)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown_name(name: str) -> str:
+    """A name as text to show: control characters (a terminal's colour codes, say) spelled
+    out as ``\\x1b``, and cut to :data:`NAME_CHARS` characters."""
+    name = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
 
 
 @dataclass

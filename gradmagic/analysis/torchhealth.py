@@ -15,6 +15,8 @@ in the same synchronisation. :func:`health` then gathers, for the ops the target
 - ``cuts``: where a value that depends on a parameter enters the graph without its gradient
   (made under ``no_grad``, ``detach()``, ``.data``); ``unreached`` values no gradient
   reached, ``zero`` ones whose gradient is all zeros; ``inplace`` writes;
+- ``read_written``: ops that read a value after it was written over through ``.data`` or a
+  detached alias (the value kept and shown is what its maker gave, not what they read);
 - ``marks``: value index → short words to show at its node.
 """
 
@@ -100,6 +102,7 @@ def health(run, rec, probed: dict) -> dict:
     inplace = [k for k in run.graph if run.ops[k].inplace]
     for k in inplace:
         mark(run.ops[k].outputs[0], "written in place")
+    read_written = _read_written(run, rec, mark)
     return {
         "nonfinite": {"value": first_value, "grad": first_grad},
         "dead": dead,
@@ -110,8 +113,27 @@ def health(run, rec, probed: dict) -> dict:
         "unreached": unreached,
         "zero": zero,
         "inplace": inplace,
+        "read_written": read_written,
         "marks": marks,
     }
+
+
+def _read_written(run, rec, mark) -> list:
+    """The ops of the graph that read a value after it was written over out of the record's
+    sight (through ``.data`` or a detached alias): what is shown of that value is its maker's
+    output, not what these ops read, so both are marked."""
+    found, written = [], set()
+    for k in run.graph:
+        over = [i for i in run.ops[k].inputs if rec.written_at.get(i, k + 1) <= k]
+        if not over:
+            continue
+        found.append(k)
+        mark(run.ops[k].outputs[0], "read a value written over")
+        for i in over:
+            if i not in written:
+                written.add(i)
+                mark(i, "written over before read")
+    return found
 
 
 def _first_nonfinite(run, mark) -> tuple:

@@ -15,6 +15,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import torch
@@ -48,6 +49,19 @@ _FAST_PATH = (
     torch.nn.MultiheadAttention,
 )
 HOLD_BYTES = 1 << 30  # bytes of tensors the record may keep alive
+
+
+def _plainly(method):
+    """``method`` run with tensor subclasses' ``__torch_function__`` off: the record's own
+    reading of the cell's tensors (hooks, sizes, copies) is no call a subclass of the
+    user's should see."""
+
+    @functools.wraps(method)
+    def run(*args, **kwargs):
+        with torch._C.DisableTorchFunctionSubclass():
+            return method(*args, **kwargs)
+
+    return run
 
 
 class Recorder(TorchFunctionMode):
@@ -198,34 +212,41 @@ class Recorder(TorchFunctionMode):
             self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
             root = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
             self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
+        before = None
         if inplace and args:
-            before = self._before_write(args[0])
-            out = call(func, args, kwargs)
-            if before:
-                self._after_write(before)
-        else:
-            out = call(func, args, kwargs)
+            before = self._before_write(args[0], None if skip else (args[1:], kwargs))
+        out = call(func, args, kwargs)
         if name == "detach" and type(out) is torch.Tensor and args:
             self.data_of[id(out)] = (out, args[0], "detach()")
         if skip:
+            if before:
+                self._after_write(before)
             if name == "backward":
                 self.backward_lines.append(self._line())
             elif name == ".data" and isinstance(out, torch.Tensor) and args:
                 self.data_of[id(out)] = (out, args[0], ".data")
             return out
         self._record(func, name, args, kwargs, out, inplace=inplace)
+        if before:  # (after the op that wrote is recorded: it read the old contents)
+            self._after_write(before)
         return out
 
-    def _before_write(self, written) -> list:
+    @_plainly
+    def _before_write(self, written, rest=None) -> list:
         """Copies of the recorded values an in-place write is about to change (``p -= lr *
         p.grad``, ``p.data += ...``, ``torch._foreach_add_(params, ...)``, ``h[0] = 0``): each
-        value keeps what the ops that read it saw."""
+        value keeps what the ops that read it saw. ``rest``: the op's other arguments, when
+        it is to be recorded."""
         found = []
         index_of = self.index_of
         if type(written) is torch.Tensor and id(written) not in index_of:
             base = written._base  # (a write into a view of nothing recorded: nothing to keep)
             if id(written) not in self.data_of and (base is None or id(base) not in index_of):
-                return found
+                if rest is None or not self._concerns(*rest, None):
+                    return found
+                # a tensor seen first as what a recorded op writes into (torch.zeros(n)
+                # .index_add_(0, i, h)): a leaf that keeps what it held before the write
+                self._value(written)
         for t in written if isinstance(written, (list, tuple)) else (written,):
             if not isinstance(t, torch.Tensor):
                 continue
@@ -248,6 +269,7 @@ class Recorder(TorchFunctionMode):
                         self._hook(q, i)
         return found
 
+    @_plainly
     def _after_write(self, found) -> None:
         """Keep the copies, and note a parameter's first update (a write under no_grad or
         through ``.data``): its size is measured when the run's statistics are taken."""
@@ -318,6 +340,7 @@ class Recorder(TorchFunctionMode):
     def _pending_set(self) -> set:
         return set(self.pending) - self.hooked
 
+    @_plainly
     def _hook_pending(self, node: bool = True) -> None:
         """Hooks on the values made so far that take a gradient (a backward is starting).
         A value written over in place got its hook before the write."""
@@ -368,6 +391,7 @@ class Recorder(TorchFunctionMode):
         self.handles.append(t.grad_fn.register_hook(keep_node))
         self.hooked.add(i)
 
+    @_plainly
     def _record(self, func, name, args, kwargs, out, custom=None, inplace=False):
         if out is None and not inplace:  # (p.grad = None: a setter makes nothing)
             return

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .torchbackward import backward_order
+from .torchgraph import shown_name
 from .torchhealth import health, probes
 from .torchcalls import Op, assigned_names, modes_set_aside, torch_as_shipped, version_of
 from .torchrecord import Recorder
@@ -103,9 +104,10 @@ class TorchRun:
         return len(self.names)
 
     def name_of(self, i: int) -> str:
-        """Value ``i``'s name: the user's, else its op (``tanh``), else its shape."""
+        """Value ``i``'s name as shown: the user's (control characters spelled out, cut at
+        :data:`NAME_CHARS`), else its op (``tanh``), else its shape."""
         if self.names[i]:
-            return self.names[i]
+            return shown_name(self.names[i])
         k = self.producer[i]
         if k >= 0:
             return f"({self.ops[k].name})"
@@ -116,9 +118,11 @@ class TorchRun:
         for i in range(self.n - 1, -1, -1):
             if self.names[i] == name:
                 return i
+        named = sorted(set(filter(None, self.names)))
+        more = f" and {len(named) - 20} more" if len(named) > 20 else ""
         raise KeyError(
-            f"no value is named {name!r}; named values: "
-            f"{', '.join(sorted(set(filter(None, self.names)))) or 'none'}"
+            f"no value is named {shown_name(str(name))!r}; named values: "
+            f"{', '.join(shown_name(n) for n in named[:20]) or 'none'}{more}"
         )
 
     @property
@@ -210,51 +214,33 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     ``torch.autograd.grad`` (``retain_graph=True``: the graph stays as the cell left it, and no
     ``.grad`` is written). Then the hooks are removed and the statistics taken.
     """
-    t_index = rec._value(target)
+    given = target
+    t_index, target = _target(rec, target)
     ran_backward = t_index in rec.grads
     passes = dict(rec.passes)  # (the cell's own: not the gradients computed below)
     not_computed = None
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
         rec.pass_root = (target, False)
         not_computed = _gradients(rec, target)
-    others = _not_the_targets(rec, target)
+    others = _not_the_targets(rec, target, given)
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:
         rec.grads[t_index] = torch.ones_like(target)
     graph = _ancestors(rec, t_index)
     shown = sorted(set(graph_values(rec, graph)) | {t_index})
     probe = probes(rec, graph)
-    stats, grad_stats, probed, host, updates = summarise(rec, shown, [t for _, t in probe])
+    with torch._C.DisableTorchFunctionSubclass():  # (the numbers held, not a subclass's)
+        stats, grad_stats, probed, host, updates = summarise(rec, shown, [t for _, t in probe])
     run = _snapshot(rec, t_index, graph, shown, ns or rec.ns)
+    if given is not target and not run.names[t_index]:  # (a subclass alias: the user's name)
+        run.names[t_index] = next(
+            (k for k, v in (ns or rec.ns).items() if v is given and not k.startswith("_")), ""
+        )
     run.source, run.options, run.backward_by_cell = source, options, ran_backward
     run.stats, run.grad_stats = stats, grad_stats
     run.full = keep_full(rec, shown, t_index, host)
     run.backward, run.backward_total = backward_order(rec, target, graph)
-    if not graph and target.grad_fn is not None:
-        run.warnings.append(
-            "the target was computed before this cell ran, so none of its "
-            "ops were recorded: run the cell that computes it under the magic"
-        )
-    unseen = [i for i in run.leaves if rec.tensors[i].grad_fn is not None]
-    if unseen and graph:
-        names = ", ".join(run.name_of(i) for i in unseen[:3]) + (", ..." if len(unseen) > 3 else "")
-        run.warnings.append(
-            f"{names} {'was' if len(unseen) == 1 else 'were'} made by ops the record did not "
-            "see (in an earlier cell, or inside a torch.jit module): the graph and its "
-            "gradients start there, not at what made them"
-        )
-    for line, i in dict((i, (line, i)) for line, i in rec.alias_writes).values():
-        if i in shown:
-            run.warnings.append(
-                f"{run.name_of(i)} was written in place through its detach() at line {line}: "
-                "what is shown of it is what the op that made it gave"
-            )
-    complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
-    if complex_:
-        run.warnings.append(
-            f"{_listed(complex_)}: complex numbers, whose statistics and gradients are not "
-            "shown (the statistics are of real numbers; .grad and the tensors hold them)"
-        )
+    run.warnings.extend(_record_warnings(rec, run, target, graph, shown))
     if not_computed:
         run.warnings.append(not_computed)
         run.no_gradients = True
@@ -272,14 +258,46 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     return run
 
 
-def _not_the_targets(rec: Recorder, target) -> list:
+def _record_warnings(rec: Recorder, run: TorchRun, target, graph, shown) -> list:
+    """What the record could not see, or shows other than the numbers hold."""
+    warnings: list = []
+    if not graph and target.grad_fn is not None:
+        warnings.append(
+            "the target was computed before this cell ran, so none of its "
+            "ops were recorded: run the cell that computes it under the magic"
+        )
+    unseen = [i for i in run.leaves if rec.tensors[i].grad_fn is not None]
+    if unseen and graph:
+        names = ", ".join(run.name_of(i) for i in unseen[:3]) + (", ..." if len(unseen) > 3 else "")
+        warnings.append(
+            f"{names} {'was' if len(unseen) == 1 else 'were'} made by ops the record did not "
+            "see (in an earlier cell, or inside a torch.jit module): the graph and its "
+            "gradients start there, not at what made them"
+        )
+    for line, i in dict((i, (line, i)) for line, i in rec.alias_writes).values():
+        if i in shown:
+            warnings.append(
+                f"{run.name_of(i)} was written in place through its detach() at line {line}: "
+                "what is shown of it is what the op that made it gave"
+            )
+    complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
+    if complex_:
+        warnings.append(
+            f"{_listed(complex_)}: complex numbers, whose statistics and gradients are not "
+            "shown (the statistics are of real numbers; .grad and the tensors hold them)"
+        )
+    return warnings
+
+
+def _not_the_targets(rec: Recorder, *target) -> list:
     """The leaves whose kept gradient came from a pass that did not begin at ``target``
-    (``l2.backward(); l1.backward()`` with ``l2`` the target): forgotten; their indices."""
+    (``l2.backward(); l1.backward()`` with ``l2`` the target; the target as the cell has it,
+    and as a plain tensor): forgotten; their indices."""
     dropped = []
     for key, root in rec.leaf_root.items():
         roots = root if isinstance(root, (list, tuple)) else (root,)
         i = rec.index_of.get(key)
-        if i is not None and not any(r is target for r in roots) and i in rec.grads:
+        if i is not None and not any(r is t for r in roots for t in target) and i in rec.grads:
             del rec.grads[i]
             dropped.append(i)
     return dropped
@@ -315,6 +333,42 @@ def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) ->
 
 def _listed(names: list) -> str:
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _target(rec: Recorder, target) -> tuple:
+    """(the target's value index, the target as a plain tensor). A subclass's methods are
+    not called on it: what it is judged by is the numbers it holds and the graph it is on,
+    whatever its ``__torch_function__`` says. A subclass alias of a recorded value
+    (``loss.as_subclass(T)``) is that value."""
+    if type(target) in (torch.Tensor, torch.nn.Parameter):
+        return rec._value(target), target
+    with torch._C.DisableTorchFunctionSubclass():
+        plain = torch.Tensor.as_subclass(target, torch.Tensor)
+        i = rec.index_of.get(id(target))
+        if i is not None and rec.tensors[i] is target:
+            return i, plain
+        # (as_subclass makes an alias node, and so may a subclass for each op's result:
+        # the recorded value is the nearest one down the chain of aliases)
+        nodes, node = [], plain.grad_fn
+        while node is not None and len(nodes) < 8:
+            nodes.append(node)
+            if type(node).__name__ != "AliasBackward0" or not node.next_functions:
+                break
+            node = node.next_functions[0][0]
+        rank = {id(n): r for r, n in enumerate(nodes)}
+        best = None
+        for j, t in enumerate(rec.tensors):
+            r = rank.get(id(t.grad_fn))
+            if (
+                r is not None
+                and (best is None or r <= best[0])
+                and t.shape == plain.shape
+                and t.data_ptr() == plain.data_ptr()
+            ):
+                best = (r, j)
+        if best is not None:
+            return best[1], plain
+        return rec._value(plain), plain
 
 
 def _gradients(rec: Recorder, target):

@@ -18,7 +18,16 @@ import torch
 
 from .torchhealth import _NUMPY_FLOATS, SATURATED, SATURATING
 
-__all__ = ["summarise", "keep_full", "Kept", "to_numpy", "KEEP_BYTES", "KEEP_ONE", "STAT_NAMES"]
+__all__ = [
+    "summarise",
+    "keep_full",
+    "Kept",
+    "to_numpy",
+    "tensor_numbers",
+    "KEEP_BYTES",
+    "KEEP_ONE",
+    "STAT_NAMES",
+]
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
@@ -30,8 +39,19 @@ def to_numpy(x):
     """A tensor (on any device, requiring a gradient or not) as a float numpy array; anything
     else as it is."""
     if isinstance(x, torch.Tensor):
-        return x.detach().to("cpu", torch.float64).numpy()
+        return tensor_numbers(x)
     return x
+
+
+def tensor_numbers(t) -> np.ndarray:
+    """The numbers tensor ``t`` holds, as a float64 numpy array, read by torch's own methods:
+    nothing of a subclass's (``__torch_function__``, ``detach``, ``numpy``, ``__array__``,
+    ``__float__``) runs, so a subclass cannot make them other than they are."""
+    with torch._C.DisableTorchFunctionSubclass():
+        t = torch.Tensor.detach(t)
+        if type(t) is not torch.Tensor:
+            t = torch.Tensor.as_subclass(t, torch.Tensor)
+        return torch.Tensor.numpy(torch.Tensor.to(t, "cpu", torch.float64))
 
 
 def summarise(rec, shown: list, extra=()) -> tuple:

@@ -151,6 +151,8 @@ class Trace:
             ).tolist()
             del self._ids  # only needed while reading the live graph
         self._sites_of(order, sites)
+        # a numpy scalar target (np.sum(a * w)) is a number, as plain numpy gives it
+        self._scalar_target = isinstance(target, np.generic)
         self.bindings = {name: i for name, i in zip(names, found) if i >= 0}
         # names bound to nodes the target does not depend on (explanations.walk greys them)
         values = list((bindings or {}).values())
@@ -479,8 +481,11 @@ class Trace:
 
     @property
     def value(self):
-        """The target's data."""
-        return self._data(self.n - 1)
+        """The target's data: a float, an int, an array, or numpy's scalar for one."""
+        value = self._data(self.n - 1)
+        if self._scalar_target and isinstance(value, np.ndarray) and value.ndim == 0:
+            return value[()]
+        return value
 
     @property
     def leaf_index(self) -> np.ndarray:

@@ -13,6 +13,10 @@ then the names the cell reads::
 
     run = autograd("L = (a*b + 10.0) * -2.0")(a=2.0, b=-3.0)
 
+Code that uses PyTorch (it imports torch, or reads a tensor, a module or torch itself) is
+recorded as the magic records a PyTorch cell: run unchanged, with torch as the engine, its
+run a :class:`~gradmagic.analysis.torchrun.TorchRun` (``run.trace``).
+
 A :class:`Run` shows as the magic's view in Jupyter (no ``%load_ext`` needed)
 and in marimo, where ``run.view()`` is the view's anywidget
 (``mo.ui.anywidget(run.view())``).
@@ -34,7 +38,7 @@ from IPython.core.error import UsageError
 
 from ..analysis.options import Options
 from ..analysis.trace import Trace
-from . import session
+from . import session, torchcell
 from .magic import NoTarget, execute, options_from, parse_expect, prepare, user_traceback
 
 __all__ = ["autograd", "Run"]
@@ -46,6 +50,11 @@ class Run:
     ``value``, ``grads``, ``values``, ``nodes``, ``node()``, ``check()``,
     ``expect()`` and ``jvp()`` are the trace's. ``view()`` is the live view
     (an anywidget); in Jupyter and marimo a Run shows as the magic's output.
+
+    For code that uses PyTorch, ``trace`` is the
+    :class:`~gradmagic.analysis.torchrun.TorchRun` the magic makes of a PyTorch cell, and
+    its names are that run's: ``value``, ``grads`` (numpy arrays), ``check`` (the
+    finite-difference checks as data), ``expect()``.
     """
 
     __slots__ = ("trace", "__weakref__")
@@ -64,8 +73,17 @@ class Run:
     def __repr__(self) -> str:
         return f"Run({self.trace!r})"
 
+    @property
+    def is_torch(self) -> bool:
+        """True when the run is a PyTorch run (torch was the engine)."""
+        return not isinstance(self.trace, Trace)
+
     def view(self):
         """The live view of this run: an anywidget (``mo.ui.anywidget(run.view())`` in marimo)."""
+        if self.is_torch:
+            from ..views import torchlive
+
+            return torchlive.widget(self.trace)
         from ..views.widget import TraceWidget, _analyses
 
         report, expected, torch, problems = _analyses(self.trace)
@@ -73,6 +91,10 @@ class Run:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         # the magic's display: the live view and its static copy in one bundle
+        if self.is_torch:
+            from ..views import torchlive
+
+            return torchlive.mimebundle(self.trace)
         from ..views.widget import mimebundle
 
         return mimebundle(self.trace)
@@ -96,6 +118,7 @@ def autograd(
     torch: bool = False,
     rankdir: str = "LR",
     max_nodes: int = 150,
+    max_memory: float | None = None,
 ) -> Callable[..., Run]:
     """``autograd(f)(*args, **kwargs)``: run ``f`` as ``%%autograd`` runs a cell; a :class:`Run`.
 
@@ -112,7 +135,7 @@ def autograd(
     The keywords are the magic's options (see ``%%autograd?``): ``target``
     (``-t``), ``check=False`` (``--no-check``), ``eps``, ``atol``, ``rtol``,
     ``expect`` (a mapping such as ``{"a": 6, "L.data": -8}`` or the magic's
-    text ``"a=6, L.data=-8"``), ``torch``, ``rankdir``, ``max_nodes``.
+    text ``"a=6, L.data=-8"``), ``torch``, ``rankdir``, ``max_nodes``, ``max_memory``.
 
     The inputs are never changed: the run works on copies of the numbers.
     Raises what the function raises, ``ValueError`` for a bad option, and
@@ -132,6 +155,7 @@ def autograd(
         expect=None,
         rankdir=rankdir,
         max_nodes=max_nodes,
+        max_memory=max_memory,
         torch=torch,
         quiet=True,
     )
@@ -220,6 +244,8 @@ _FN, _ARGS, _KWARGS = "__gradmagic_fn__", "__gradmagic_args__", "__gradmagic_kwa
 
 def _run(source: str, ns: dict, options: Options, filename: str, first_line: int = 1) -> Run:
     __tracebackhide__ = True
+    if torchcell.wants_torch(source, ns):  # torch is the engine: run as it is, recorded
+        return _run_torch(source, ns, options, filename, first_line)
     cell = prepare(source, ns, filename=filename, first_line=first_line)
     try:
         trace = execute(cell, ns, options)
@@ -229,6 +255,19 @@ def _run(source: str, ns: dict, options: Options, filename: str, first_line: int
         raise e.with_traceback(user_traceback(e.__traceback__, filename)) from None
     session.last = trace
     return Run(trace)
+
+
+def _run_torch(source: str, ns: dict, options: Options, filename: str, first_line: int) -> Run:
+    """A PyTorch cell's run, as the magic makes it (:mod:`gradmagic.notebook.torchcell`)."""
+    __tracebackhide__ = True
+    try:
+        run = torchcell.run(source, ns, options, filename=filename, first_line=first_line)
+    except torchcell.NoTensorTarget as e:
+        raise TypeError(f"nothing to differentiate: {e}") from None
+    except Exception as e:  # the user's frames only, as the magic shows them
+        raise e.with_traceback(user_traceback(e.__traceback__, filename)) from None
+    session.last = run
+    return Run(run)
 
 
 def _signature(fn) -> inspect.Signature | None:

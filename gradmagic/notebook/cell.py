@@ -248,7 +248,10 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
         entry.lifter = boundary.lift_reachable(
             ns, cell.rewritten.reads, entry.reached, _runtime.new_leaf
         )
-        with _runtime.recording(cell.filename) as entry.run, memory.bounded():
+        with (
+            _runtime.recording(cell.filename) as entry.run,
+            memory.bounded(most=options.max_memory),
+        ):
             entry.first = cursor.start()
             cursor.enter(cell.rewritten.function)
             try:

@@ -6,6 +6,7 @@ import ast
 import numbers
 import operator
 import re
+import sys
 from collections.abc import Mapping
 
 import numpy as np
@@ -54,8 +55,9 @@ def _expected_number(x):
     """An expected answer as a float (or a float array, for a tensor's gradient)."""
     if isinstance(x, Value):
         return float(x.data)
-    if hasattr(x, "detach") and hasattr(x, "__array__"):  # a torch tensor (torch not imported)
-        x = x.detach().cpu().numpy()
+    held = tensor_numbers(x)
+    if held is not None:
+        return held
     if isinstance(x, numbers.Real) and not isinstance(x, bool):
         return float(x)
     if isinstance(x, (list, tuple, np.ndarray)):
@@ -81,8 +83,27 @@ def _expected_number(x):
     raise ValueError(f"{_short(x)} is not a number")
 
 
+def tensor_numbers(x):
+    """A torch tensor's own numbers as a float array (a copy), read without calling any
+    method of a subclass of it; None for anything else. Torch is not imported here: a
+    tensor exists only if it was."""
+    torch = sys.modules.get("torch")
+    if torch is None or not issubclass(type(x), getattr(torch, "Tensor", ())):
+        return None
+    from ..analysis.torchstats import tensor_numbers as read
+
+    try:
+        return np.array(read(x), dtype=float)
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+        # (a meta, sparse or nested tensor)
+        raise ValueError(f"a {type(x).__name__} whose numbers cannot be read ({e})") from None
+
+
 def _short(x) -> str:
-    text = repr(x)
+    try:
+        text = repr(x)
+    except Exception:  # noqa: BLE001 - an answer whose repr fails
+        text = f"a {type(x).__name__}"
     return text if len(text) <= 40 else text[:37] + "..."
 
 

@@ -45,7 +45,8 @@ class GraphMemoryError(BaseException):
         return (
             f"%%autograd stopped the cell: its graph had made the process more than "
             f"{_watch.limit / 2**20:,.0f} MB bigger. Each number a recorded cell computes is "
-            "kept until the cell ends; run this cell without %%autograd, or on less data"
+            "kept until the cell ends; run this cell without %%autograd, or on less data, or "
+            "give it more room with --max-memory GB"
         )
 
 
@@ -72,9 +73,11 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _size = _pages if _pages() is not None else _peak
 
 
-def limit() -> int:
-    """The bytes a cell's run may add now: :data:`MOST`, or a quarter of the memory the
-    machine has free, if that is less."""
+def limit(most: float | None = None) -> int:
+    """The bytes a cell's run may add now: ``most`` gigabytes when given (``--max-memory``),
+    else :data:`MOST`, or a quarter of the memory the machine has free, if that is less."""
+    if most is not None:
+        return int(most * 2**30)
     try:
         with open("/proc/meminfo", "rb") as f:
             for line in f:
@@ -94,6 +97,7 @@ class _Watch:
         # (the cell's thread id, the size not to pass, what to call there instead of raising)
         self.active: tuple | None = None
         self.limit = MOST
+        self.fired = False  # (a stop was raised in the block that runs)
         self.thread: threading.Thread | None = None
 
     def run(self) -> None:
@@ -112,22 +116,34 @@ class _Watch:
                         self.active = None  # (once: the recording stops itself)
                     elif wait == 0:
                         _raise_in(active[0], GraphMemoryError)
+                        self.fired = True
                         wait = AGAIN
                     else:
                         wait -= 1
 
 
 _watch = _Watch()
-# (two function objects: one passes an exception, the other NULL, which takes it back)
 _raise_in = ctypes.pythonapi["PyThreadState_SetAsyncExc"]
 _raise_in.argtypes = (ctypes.c_ulong, ctypes.py_object)
-_take_back = ctypes.pythonapi["PyThreadState_SetAsyncExc"]
-_take_back.argtypes = (ctypes.c_ulong, ctypes.c_void_p)
+
+
+def _drain() -> None:
+    """Meet here, and drop, a stop raised in a block that has ended without meeting it.
+
+    The interpreter looks for an exception raised from another thread at a backward jump.
+    Taking it back instead (``PyThreadState_SetAsyncExc`` with NULL) would leave CPython's
+    eval breaker set for good, and a profiler or debugger started later would spin on it."""
+    try:
+        for _ in range(2):
+            pass
+    except GraphMemoryError:
+        pass
 
 
 @contextmanager
-def bounded(on_limit=None):
-    """Run the block with the process's growth bounded (see the module's notes).
+def bounded(on_limit=None, most: float | None = None):
+    """Run the block with the process's growth bounded (see the module's notes); ``most``:
+    the bound in gigabytes, if the user gave one.
 
     ``on_limit(limit)``: called (from the watcher's thread) instead of stopping the block,
     for a recording that can stop itself and let the cell run on (a PyTorch cell's)."""
@@ -137,9 +153,10 @@ def bounded(on_limit=None):
         return
     me = threading.get_ident()
     outer = _watch.active
-    _watch.limit = limit()
+    _watch.limit = limit(most)
     with _watch.lock:
         _watch.active = (me, start + _watch.limit, on_limit)
+        _watch.fired = False
     if _watch.thread is None:
         _watch.thread = threading.Thread(target=_watch.run, name="gradmagic-memory", daemon=True)
         _watch.thread.start()
@@ -149,5 +166,6 @@ def bounded(on_limit=None):
     finally:
         with _watch.lock:
             _watch.active = outer
-            if outer is None:  # an exception set and not raised yet: taken back
-                _take_back(me, None)
+            fired, _watch.fired = _watch.fired, False
+        if fired and outer is None:
+            _drain()

@@ -480,6 +480,9 @@ class _Rewriter(ast.NodeTransformer):
         elif kind == _PLAIN:  # literals stay plain; names read here are read (lifted)
             node.args = [self._visit(a, plain=True) for a in node.args]
             node.keywords = [self._visit(k, plain=True) for k in node.keywords]
+            if _is_timeit(node):  # it keeps nothing: what it times is the plain code
+                node.args.insert(0, node.func)
+                node.func = _runtime("unrecorded", like=node).func
             if (
                 isinstance(node.func, ast.Name)
                 and node.func.id == "type"
@@ -608,3 +611,15 @@ class _Rewriter(ast.NodeTransformer):
         node.guard = self.visit(node.guard) if node.guard is not None else None
         node.body = self._statements(node.body)
         return node
+
+
+def _is_timeit(call) -> bool:
+    """``get_ipython().run_line_magic('timeit', ...)`` (or ``run_cell_magic``): ``%timeit``."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("run_line_magic", "run_cell_magic")
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+        and call.args[0].value == "timeit"
+    )

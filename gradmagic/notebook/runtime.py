@@ -615,6 +615,19 @@ def recording(filename: str):
         engine.state.cut = _record if outer is not None else None
 
 
+def unrecorded(f, /, *args, **kwargs):
+    """``f(*args, **kwargs)`` with nothing recorded: ``%timeit`` in a recorded cell.
+
+    What ``%timeit`` runs binds nothing the cell keeps, so recording its thousands of
+    repetitions would only slow it (and time the recording, not the user's code)."""
+    was, cut = engine.state.recording, engine.state.cut
+    engine.state.recording, engine.state.cut = False, None
+    try:
+        return f(*args, **kwargs)
+    finally:
+        engine.state.recording, engine.state.cut = was, cut
+
+
 def recording_now() -> bool:
     """True while a cell runs under :func:`recording` (its graph is being built)."""
     return _run is not None

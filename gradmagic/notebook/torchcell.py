@@ -141,7 +141,7 @@ def run(
 
     try:
         started = time.perf_counter()
-        with recorder, memory.bounded(stop):
+        with recorder, memory.bounded(stop, options.max_memory):
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
@@ -172,9 +172,16 @@ def run(
 def _finished(recorder, value, source, source_text, options, ns, ran):
     """The run's summaries and checks; what they do draws no number of the cell's, and no
     mode or patch of the user's sees it."""
+    import torch
+
     from ..analysis import torchcheck_run, torchrun
 
-    with torchcheck_run.rng_kept(), torchrun.modes_set_aside(), torchrun.torch_as_shipped():
+    with (
+        torchcheck_run.rng_kept(),
+        torchrun.modes_set_aside(),
+        torchrun.torch_as_shipped(),
+        torch._C.DisableTorchFunctionSubclass(),  # (nor a tensor subclass of the user's)
+    ):
         result = _finish(torchrun, recorder, value, source, source_text, options, ns)
         if not options.no_check:
             with warnings.catch_warnings():  # the check replays the cell's ops: their
@@ -193,7 +200,8 @@ def _stopped(recorder, full: list) -> str:
     return (
         f"the cell {made}, which the record would keep alive: it stopped at line "
         f"{recorder.stopped_at} and shows nothing (the cell ran as it is; run fewer "
-        "steps or smaller tensors under the magic to see them)"
+        "steps or smaller tensors under the magic to see them"
+        + (", or give it more room with --max-memory GB)" if full else ")")
     )
 
 
@@ -227,21 +235,23 @@ def _tensor_target(torch, name, value, ns, final_code, assigned):
             f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
             f"is a {type(value).__name__}, not a torch.Tensor"
         )
-    if value.layout != torch.strided or value.is_nested or value.is_meta:
-        kind = "meta" if value.is_meta else "nested" if value.is_nested else str(value.layout)
-        raise NoTensorTarget(
-            f"{what} is a {kind} tensor; the magic shows dense tensors that hold their numbers"
-        )
-    if value.is_complex():
-        raise NoTensorTarget(
-            f"{what} is a complex tensor; a gradient is taken of a real number "
-            "(.real, .abs(), or a real loss of it)"
-        )
-    if value.numel() != 1:
-        raise NoTensorTarget(
-            f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
-            "one number (.sum(), .mean()) to differentiate it"
-        )
+    # (read by torch's own methods: a subclass of the user's sees no call of the magic's)
+    with torch._C.DisableTorchFunctionSubclass():
+        if value.layout != torch.strided or value.is_nested or value.is_meta:
+            kind = "meta" if value.is_meta else "nested" if value.is_nested else str(value.layout)
+            raise NoTensorTarget(
+                f"{what} is a {kind} tensor; the magic shows dense tensors that hold their numbers"
+            )
+        if value.is_complex():
+            raise NoTensorTarget(
+                f"{what} is a complex tensor; a gradient is taken of a real number "
+                "(.real, .abs(), or a real loss of it)"
+            )
+        if value.numel() != 1:
+            raise NoTensorTarget(
+                f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
+                "one number (.sum(), .mean()) to differentiate it"
+            )
     return value
 
 

@@ -74,7 +74,7 @@ _TD = '<td style="padding:1px 8px;text-align:{align}">'
 
 
 # columns whose cells are words, aligned left even when they look like numbers
-_WORDS = {"label", "op", "flags", "name", "status", "note", "answer", ""}
+_WORDS = {"label", "op", "flags", "name", "status", "note", "verdict", "answer", ""}
 
 
 def _right(column: str, cell: str) -> bool:
@@ -253,7 +253,8 @@ def text_table(header, rows) -> str:
 
 
 def report_rows(report, limit, torch=None):
-    """Header and rows of a check table; ``torch`` adds PyTorch's gradient and difference."""
+    """Header and rows of a check table as text lays it out (the note last); ``torch`` adds
+    PyTorch's gradient and difference."""
     first, second = report.columns
     header = ["name", first, second, "abs err", "rel err", "bound", "status", "note"]
     theirs = _torch_rows(torch)
@@ -261,20 +262,49 @@ def report_rows(report, limit, torch=None):
         header[3:3] = ["torch", "|torch − analytic|"]
     rows = []
     for r in report.worst_first()[:limit]:
-        row = [
-            r.name,
-            fmt(r.got, 8),
-            fmt(r.expected, 8),
-            fmt(r.abs_err, 3),
-            fmt(r.rel_err, 3),
-            fmt(r.bound, 3),
-            r.status,
-            r.note,
-        ]
+        row = [r.name, *_figures(r), r.status, r.note]
         if theirs is not None:
             row[3:3] = _torch_cells(theirs.get(r.index))
         rows.append(row)
     return header, rows
+
+
+MARKS = {"pass": "✓", "fail": "✗", "error": "✗", "kink": "⚠", "nonfinite": "⚠", "unresolved": "?"}
+
+
+def verdict_text(status: str, note: str) -> str:
+    """A row's verdict in one cell: its mark, its status and why (``✗ fail: element (1, 0)``)."""
+    said = f"{MARKS.get(status, '')} {status}".strip()
+    return f"{said}: {note}" if note else said
+
+
+def verdict_rows(report, limit, torch=None):
+    """Header, rows and statuses of a check table as a page lays it out: the verdict (mark,
+    status and note in one cell, which wraps) beside the name, so that a narrow output shows
+    it without scrolling sideways, the figures after it."""
+    first, second = report.columns
+    header = ["name", "verdict", first, second, "abs err", "rel err", "bound"]
+    theirs = _torch_rows(torch)
+    if theirs is not None:
+        header[4:4] = ["torch", "|torch − analytic|"]
+    rows, status = [], []
+    for r in report.worst_first()[:limit]:
+        row = [r.name, verdict_text(r.status, r.note), *_figures(r)]
+        if theirs is not None:
+            row[4:4] = _torch_cells(theirs.get(r.index))
+        rows.append(row)
+        status.append(r.status)
+    return header, rows, status
+
+
+def _figures(r) -> list:
+    return [
+        fmt(r.got, 8),
+        fmt(r.expected, 8),
+        fmt(r.abs_err, 3),
+        fmt(r.rel_err, 3),
+        fmt(r.bound, 3),
+    ]
 
 
 def _torch_rows(torch):
@@ -342,8 +372,8 @@ def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in head[2:]]
     if torch is not None:
         out.append(_torch_line_html(torch))
-    header, rows = report_rows(report, limit, torch)
-    colours = [_STATUS_FILL.get(row[-2], "") for row in rows]
+    header, rows, status = verdict_rows(report, limit, torch)
+    colours = [_STATUS_FILL.get(st, "") for st in status]
     out.append(html_table(header, rows, colours))
     if len(report.rows) > limit:
         out.append(f"<p>Showing the worst {limit:,} of {len(report.rows):,} rows.</p>")

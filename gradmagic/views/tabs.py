@@ -22,6 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import grouped, render, teaching
+from .tables import verdict_rows
 from ..analysis.graph import backward_steps, children_of
 
 __all__ = [
@@ -248,13 +249,24 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
 
 
 def _table(
-    header, rows, *, classes=None, keys=None, note="", head=(), magnitude=(), descending=()
+    header,
+    rows,
+    *,
+    classes=None,
+    keys=None,
+    note="",
+    head=(),
+    magnitude=(),
+    descending=(),
+    wrap=(),
 ) -> dict:
     """A live table. The front-end sorts a column by a click on its header: by ``keys``
     (row → one key per column) where a row has them, else columns in ``magnitude`` by the
     absolute value of the number written (nan and inf largest), other columns of numbers by
-    value, the rest as text; a first click sorts the columns in ``descending`` largest first."""
+    value, the rest as text; a first click sorts the columns in ``descending`` largest first.
+    The columns in ``wrap`` are words that wrap onto more lines rather than widen the table."""
     return {
+        "wrap": list(wrap),
         "columns": list(header),
         "rows": rows,
         "classes": classes or [],
@@ -376,8 +388,8 @@ def _check_tab(trace, report, context) -> dict | None:
             "kind": "html",
             "payload": {"html": f"<p>{html.escape(text)}</p>" + render.torch_html(torch)},
         }
-    header, rows = render._report_rows(report, TABLE_ROWS, torch)
-    classes = [row[-2] if row[-2] != "pass" else "" for row in rows]
+    header, rows, status = verdict_rows(report, TABLE_ROWS, torch)
+    classes = [st if st != "pass" else "" for st in status]
     head = render._report_head(report)
     if torch is not None:
         head.append(torch.verdict)
@@ -390,7 +402,8 @@ def _check_tab(trace, report, context) -> dict | None:
         "id": "check",
         "title": "Check",
         "kind": "table",
-        "payload": _table(header, rows, classes=classes, note=note, head=head),
+        # (the name wraps too: in a narrow output both fit beside each other)
+        "payload": _table(header, rows, classes=classes, note=note, head=head, wrap=[0, 1]),
     }
 
 

@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from ..analysis.torchgraph import layout
+from ..analysis.torchgraph import layout, shown_name
 from . import torchview
 from .torchview import _g, _pct, _shape, _status
 
@@ -104,15 +104,17 @@ def _node(run, box, parents) -> dict:
     if first is not None:
         where.append(f"line {first.line}")
         if run.op_modules[box.ops[0]]:
-            where.append(f"in {run.op_modules[box.ops[0]]}")
+            where.append(f"in {shown_name(run.op_modules[box.ops[0]])}")
     if box.kind in _GROUPS:
         where.append(f"{len(box.ops)} ops; the numbers are its last op's")
     stats = _stats(run.stats[i]) if i >= 0 else None
     grad = _stats(run.grad_stats[i]) if i >= 0 and run.reached[i] else None
     return {
-        "name": run.name_of(i) if box.kind in ("op", "leaf") else box.title,
+        "name": run.name_of(i) if box.kind in ("op", "leaf") else shown_name(box.title),
         "shape": f"{_shape(run, i)} {run.dtypes[i]}" if i >= 0 else "",
-        "op": box.title if box.kind == "op" else ("" if box.kind == "leaf" else box.kind),
+        "op": shown_name(box.title)
+        if box.kind == "op"
+        else ("" if box.kind == "leaf" else box.kind),
         "data": stats["std"] if stats else "–",
         "grad": grad["std"] if grad else "none",
         "dataFull": _lines(stats),
@@ -190,12 +192,21 @@ def _ops_table(run, box_of) -> dict:
     for n in keep:
         status = _status(run, run.graph[n])
         classes.append("fail" if status == "fail" else ("nonfinite" if colours[n] else ""))
+    # the check's verdict beside the op and its name, where a narrow output shows it
+    # unscrolled; the line and module after it
+    header = ["box", *torchview.OP_HEADER]
+    first = [header.index(name) for name in ("box", "op", "name", "check", "line", "module")]
+    order = first + [c for c in range(len(header)) if c not in first]
+    cells = [[str(box_of.get(run.graph[n], "")), *map(str, rows[n])] for n in keep]
     return {
-        "columns": ["box", *torchview.OP_HEADER],
-        "rows": [[str(box_of.get(run.graph[n], "")), *map(str, rows[n])] for n in keep],
+        "columns": [header[c] for c in order],
+        "rows": [[row[c] for c in order] for row in cells],
         "classes": classes,
         "note": f"{len(rows) - len(keep)} more ops not shown." if len(rows) > len(keep) else "",
-        "magnitude": [6, 7, 8, 12, 13],
+        "magnitude": [
+            order.index(header.index(name)) for name in ("mean", "std", "max|x|", "∇ std", "∇ max")
+        ],
+        "wrap": [order.index(header.index("name"))],
     }
 
 
@@ -209,6 +220,9 @@ def _params(run) -> dict:
             "1e-3 is healthy."
         ],
         "magnitude": [2, 3, 4, 5],
+        "note": f"{len(rows) - torchview.ROWS} more parameters not shown."
+        if len(rows) > torchview.ROWS
+        else "",
     }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import math
 
-from ..analysis.torchgraph import layout
+from ..analysis.torchgraph import layout, shown_name
 from . import render
 
 __all__ = ["mimebundle", "to_dot", "html_view", "text_view", "ROWS"]
@@ -67,11 +67,11 @@ def to_dot(run, max_nodes: int | None = None, open=(), lay=None, ids=None) -> st
     ]
     for key, box in lay.boxes.items():
         i = box.value
-        head = box.title
+        head = shown_name(box.title)
         if box.kind == "op":
-            name = run.names[i]
-            module = run.op_modules[box.ops[0]]
-            what = f"{module}: {box.title}" if module else box.title
+            name = run.names[i] and run.name_of(i)
+            module = shown_name(run.op_modules[box.ops[0]])
+            what = f"{module}: {head}" if module else head
             head = f"{name} = {what}" if name else what
         rows = [head, _shape(run, i) if i is not None else ""]
         if i is not None and not math.isnan(run.stats[i, 1]):
@@ -221,6 +221,18 @@ def health_lines(run) -> list:
         out.append("Gradient all zero: " + ", ".join(run.name_of(i) for i in h["zero"][:10]))
     if h.get("inplace"):
         out.append(f"{len(h['inplace'])} in-place write(s) in the graph")
+    for k in h.get("read_written", [])[:10]:
+        op = run.ops[k]
+        over = [
+            i
+            for i in dict.fromkeys(op.inputs)
+            if "written over before read" in h["marks"].get(i, [])
+        ]
+        out.append(
+            f"{op.name} at line {op.line} read {', '.join(run.name_of(i) for i in over[:3])} "
+            "after it was written over (through .data or a detached alias): the value shown "
+            "for it is what its maker gave, not what this op read"
+        )
     return out
 
 
@@ -276,9 +288,9 @@ def op_rows(run) -> tuple:
         rows.append(
             (
                 op.line,
-                run.op_modules[k],
+                shown_name(run.op_modules[k]),
                 op.name,
-                run.names[i],
+                run.names[i] and run.name_of(i),
                 _shape(run, i),
                 _g(s[0]),
                 _g(s[1]),

@@ -3,6 +3,7 @@
 // widget's synced `step` (0: the seed, k: after the k-th operation node).
 
 import { h, legend } from "./dom.js";
+import { widest } from "./fields.js";
 import { Stepper } from "./stepper.js";
 
 const code = (t) => h("code", { text: t });
@@ -55,7 +56,8 @@ export function backwardPage(payload, ctx) {
     write: (k) => { model.set("step", k); model.save_changes(); },
   });
   const text = h("div", { class: "gm-steptext" });
-  const entry = ctx.graph("backward");
+  const written = payload.steps.flatMap((s) => s.ev.filter(([, , st]) => st !== "f").map(([p, fig]) => [p, `grad ${fig} so far`]));
+  const entry = ctx.graph("backward", widest(written));
   const page = h("div", { class: "gm-page" }, stepper.el,
     h("p", { class: "gm-muted", text: "← / → step (click the view first) · grad fields fill in as backward runs: ? not yet known, yellow partial sum, green the node being processed." }),
     text, entry.view.el, legend(), payload.note ? h("p", { class: "gm-note", text: payload.note }) : null);

@@ -84,6 +84,7 @@ export class GraphView {
     this.edges = []; // {g, from, to}
     this.view = null; // {x, y, s}: the top-left corner in graph units, and px per unit
     this.drag = null;
+    this.grads = null; // index -> its gradient's text, where the field was drawn wider
     this._listen();
   }
 
@@ -169,9 +170,7 @@ export class GraphView {
       // the group shows beside the inputs that feed it
       const boxes = [...this.svg.querySelectorAll("g.gm-group")].map((g) => this.extent(g));
       const first = boxes.reduce((a, e) => (!a || e.x - e.w / 2 < a.x - a.w / 2 ? e : a), null);
-      this.view = first
-        ? { s, x: first.x + first.w / 2 + 24 / s - Math.max(0.6 * w / s, first.w + 48 / s), y: first.y - height / 2 / s }
-        : { s, x: 0, y: (this.gh - height / s) / 2 };
+      this.view = first ? this.startAt(first, s, w, height) : { s, x: 0, y: (this.gh - height / s) / 2 };
       this.clamp();
     } else if (!b) {
       this.view = fits || target === undefined
@@ -184,8 +183,50 @@ export class GraphView {
         y: this.lr ? b.y - height / 2 / s : b.y + b.h / 2 + 16 - height / s,
       };
       this.clamp();
+      this.uncut(w, height);
     }
     this.apply();
+  }
+
+  // A first view that ends at the target cuts the boxes at its far edge (left for LR, top
+  // for TB) in half: it starts instead past them, in the gap before the next column (row),
+  // moving at most half the window (a blank margin past the target, rather than half a box).
+  uncut(w, height) {
+    const { s } = this.view;
+    const [axis, across, span, room, side] = this.lr ? ["x", "y", "w", w / s, "h"] : ["y", "x", "h", height / s, "w"];
+    const seen = [this.view[across], this.view[across] + (this.lr ? height : w) / s];
+    const boxes = [...this.svg.querySelectorAll("g.node")].map((g) => this.extent(g)).filter((e) =>
+      e[across] + e[side] / 2 > seen[0] && e[across] - e[side] / 2 < seen[1]);
+    let at = this.view[axis];
+    for (let k = 0; k < 6; k++) {
+      const cut = boxes.filter((e) => e[axis] - e[span] / 2 < at - 1 && e[axis] + e[span] / 2 > at + 1);
+      if (!cut.length) break;
+      at = Math.max(...cut.map((e) => e[axis] + e[span] / 2)) + 6 / s;
+    }
+    if (at - this.view[axis] <= room / 2) this.view[axis] = at;
+  }
+
+  // The start of a picture grouped by the code: its first group in view, and left of it the
+  // inputs that feed it (the tables of a model's parameters) from their left edge, and from
+  // the top of the highest one, where the window holds them with the group; else the group
+  // at the right, starting past the inputs the window would cut in half.
+  startAt(first, s, w, height) {
+    const right = first.x + first.w / 2 + 24 / s; // the group's right edge, with a margin
+    const pad = 8 / s;
+    let y = first.y - height / 2 / s;
+    const beside = [...this.svg.querySelectorAll("g.node")].map((g) => this.extent(g)).filter((e) =>
+      e.x + e.w / 2 <= first.x - first.w / 2 && e.y + e.h / 2 > y && e.y - e.h / 2 < y + height / s);
+    const left = Math.min(first.x - first.w / 2, ...beside.map((e) => e.x - e.w / 2)) - pad;
+    let x = left;
+    if (right - left > w / s) {
+      x = right - w / s;
+      const cut = beside.filter((e) => e.x - e.w / 2 < x && e.x + e.w / 2 > x);
+      const past = Math.max(x, ...cut.map((e) => e.x + e.w / 2)) + pad / 2;
+      if (cut.length && past <= first.x - first.w / 2 - pad) x = past;
+    }
+    const top = Math.min(first.y - first.h / 2, ...beside.map((e) => e.y - e.h / 2)) - pad;
+    if (top < y && first.y + first.h / 2 + pad <= top + height / s) y = top;
+    return { s, x, y };
   }
 
   // The viewport's height at most: MAX_HEIGHT, less where the screen is shorter than the
@@ -367,9 +408,11 @@ export class GraphView {
     const texts = g.querySelectorAll("text");
     const last = texts[texts.length - 1];
     if (!last) return;
-    if (last.dataset.orig === undefined) last.dataset.orig = last.textContent;
+    if (last.dataset.drawn === undefined) last.dataset.drawn = last.textContent;
+    // (a field drawn wider than its gradient, for a stepped tab's texts: see fields.js)
+    if (last.dataset.orig === undefined) last.dataset.orig = this.grads?.get(index) ?? last.textContent;
     if (!last.dataset.room) { // the width of the text the field was drawn for, once shown
-      last.textContent = last.dataset.orig;
+      last.textContent = last.dataset.drawn;
       const w = last.getComputedTextLength();
       if (w > 0) last.dataset.room = String(w + FIELD_PAD);
     }

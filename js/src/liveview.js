@@ -3,6 +3,7 @@
 
 import { errorText, h } from "./dom.js";
 import { FONT_PT, GraphView, MAX_HEIGHT, MIN_TEXT_PX } from "./graphview.js";
+import { widenFields } from "./fields.js";
 import { PAGES } from "./pages.js";
 import { nodePanel, tooltip } from "./panel.js";
 import { layout, svgSize } from "./viz.js";
@@ -122,12 +123,14 @@ export class LiveView {
   context() {
     return {
       model: this.model, data: this.data, panel: this.panel,
-      graph: (kind) => this.graph(kind), select: (i) => this.select(i), on: (e, f) => this.on(e, f),
+      graph: (kind, fields) => this.graph(kind, fields), select: (i) => this.select(i), on: (e, f) => this.on(e, f),
     };
   }
 
   // A GraphView of the run's graph, laid out by Graphviz; `ready` resolves to the view.
-  graph(kind) {
+  // `fields` (index -> text): the widest text a stepped tab writes in a value's grad field,
+  // which the layout makes room for (fields.js).
+  graph(kind, fields = null) {
     const view = new GraphView({
       onClick: (node, e) => NODE_CLICKS[node.kind]?.(this, node, e),
       onHover: this.tip.hover,
@@ -136,9 +139,11 @@ export class LiveView {
     this.chosen ||= chooseDot(this.model, this.data, Math.max(200, this.root.clientWidth || 800));
     const entry = { kind, view };
     const saved = kind === "graph" ? this.openedTabs().graph : null; // groups opened before
-    entry.ready = (saved && saved.dot ? Promise.resolve(saved.dot) : this.chosen).then(async (dot) => {
+    entry.ready = (saved && saved.dot ? Promise.resolve(saved.dot) : this.chosen).then(async (chosen) => {
+      const { dot, grads } = widenFields(chosen, fields);
       const svg = await layout(this.model, dot);
       view.el.dataset.layoutMs = String(Math.round(performance.now() - started));
+      view.grads = grads;
       view.mount(svg, dot);
       entry.dot = dot;
       return view;

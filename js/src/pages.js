@@ -1,6 +1,6 @@
 // The tab kinds the kernel sends, each made into a page by a function of (payload, ctx):
 //   -> {page: the element, entry?: {view, ready, show(), stepper?}} (entry: a page with a graph)
-// ctx (made by the live view) has model, data (the run), graph(kind) (a GraphView laid out
+// ctx (made by the live view) has model, data (the run), graph(kind, fields?) (a GraphView laid out
 // with the run's DOT, destroyed with the view), select(i) and on(event, f) (a model listener
 // removed with the view). Another kind of tab adds a function to PAGES.
 

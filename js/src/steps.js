@@ -2,6 +2,7 @@
 // each a node being processed, a path to highlight, its text and the grad-field events.
 
 import { h, legend } from "./dom.js";
+import { widest } from "./fields.js";
 import { screenHeight } from "./graphview.js";
 import { Stepper } from "./stepper.js";
 
@@ -31,7 +32,7 @@ export function stepsPage(payload, ctx) {
   const head = h("div", { class: "gm-stephead" });
   head.innerHTML = payload.head || ""; // made by gradmagic's Python with every name escaped
   const text = h("div", { class: "gm-steptext" });
-  const entry = ctx.graph("steps");
+  const entry = ctx.graph("steps", widest(frames.flatMap((f) => f.ev)));
   const show = () => {
     stepper.show(k);
     if (entry.view.svg && frames[k]) drawFrame(entry.view, frames, k);

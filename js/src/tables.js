@@ -1,4 +1,4 @@
-// A table from the kernel ({columns, rows, classes, keys, magnitude, descending, note, head}):
+// A table from the kernel ({columns, rows, classes, keys, magnitude, descending, wrap, note, head}):
 // bounded, scrolling, sorted by a click on a column's header.
 
 import { h } from "./dom.js";
@@ -30,12 +30,14 @@ function sorter(payload) {
 export function table(payload) {
   const { numeric, key } = sorter(payload);
   const descending = new Set(payload.descending || []);
+  const wrap = new Set(payload.wrap || []); // columns of words that wrap (a check's verdict)
+  const cellClass = (i) => (wrap.has(i) ? "gm-wrap" : numeric[i] ? "gm-num" : null);
   const rows = payload.rows.map((cells, k) => ({ cells, k }));
   const tbody = h("tbody");
   const draw = () => tbody.replaceChildren(...rows.map((row) => {
     const cls = payload.classes?.[row.k];
     return h("tr", { class: cls ? `gm-row-${cls}` : null },
-      row.cells.map((c, i) => h("td", { class: numeric[i] ? "gm-num" : null, text: c })));
+      row.cells.map((c, i) => h("td", { class: cellClass(i), text: c })));
   }));
   const headRow = h("tr");
   let sortCol = -1;
