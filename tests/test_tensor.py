@@ -18,16 +18,39 @@ MASK = np.array(
 TARGETS = np.array([2, 0, 3])
 
 
-def _setitem(a, b, index):
-    """``a`` with ``a[index] = b``, as the op the magic records for an array written in place."""
+def _setitem(a, b, *indices):
+    """``a`` with ``a[index] = part`` for each index in turn, ``b``'s numbers split among them
+    in order, as the op the magic records for an array written element by element."""
     from gradmagic.core.tensor import _apply, _operand
 
-    return _apply(TENSOR_OPS["setitem"], _operand(a), _operand(b), {"index": index, "basic": True})
+    a, b = _operand(a), _operand(b)
+    writes, start = [], 0
+    for index, shape in _parts(a.data, b.data, indices):
+        stop = start + int(np.prod(shape))
+        writes.append((index, start, stop, shape))
+        start = stop
+    return _apply(TENSOR_OPS["setitem"], a, b, {"writes": tuple(writes)})
 
 
-def _torch_setitem(a, b, index):
-    out = a.clone()
-    out[index] = b
+def _parts(a, b, indices):
+    """Each index and the shape its part of ``b`` has: all of ``b`` for one index, else
+    ``b``'s numbers cut to the regions' sizes."""
+    a, b = np.asarray(a), np.asarray(b)
+    for index in indices:
+        region = np.shape(a[index])
+        if len(indices) == 1:
+            yield index, (1,) * (len(region) - b.ndim) + b.shape
+        else:
+            yield index, region
+
+
+def _torch_setitem(a, b, *indices):
+    out, start = a.clone(), 0
+    flat = b.reshape(-1)
+    for index, shape in _parts(a.detach().numpy(), b.detach().numpy(), indices):
+        stop = start + int(np.prod(shape))
+        out[index] = flat[start:stop].reshape(shape) if len(indices) > 1 else b
+        start = stop
     return out
 
 
@@ -141,6 +164,12 @@ CASES = [
         lambda a, b: _setitem(a, b, (slice(1, None), 2)),
         [(3, 4), (2,)],
         lambda a, b: _torch_setitem(a, b, (slice(1, None), 2)),
+    ),
+    Case(  # the second write overwrites part of the first
+        "setitem_overlapping",
+        lambda a, b: _setitem(a, b, (slice(0, 2), 1), (1, slice(None)), (2, 3)),
+        [(3, 4), (7,)],
+        lambda a, b: _torch_setitem(a, b, (slice(0, 2), 1), (1, slice(None)), (2, 3)),
     ),
     Case(
         "setitem_broadcast",
@@ -711,14 +740,20 @@ def test_a_leaf_can_be_changed_in_place_but_an_ops_result_cannot():
         Tensor(10**400)
 
 
-def _numpy_setitem(a, b, index):
-    out = a.copy()
-    out[index] = b
+def _numpy_setitem(a, b, *indices):
+    out, start = a.copy(), 0
+    for index, shape in _parts(a, b, indices):
+        stop = start + int(np.prod(shape))
+        out[index] = b.reshape(-1)[start:stop].reshape(shape) if len(indices) > 1 else b
+        start = stop
     return out
 
 
 NUMPY_FORMS = {  # the cases whose function is not also a numpy expression
     "setitem_slice": lambda a, b: _numpy_setitem(a, b, (slice(1, None), 2)),
+    "setitem_overlapping": lambda a, b: _numpy_setitem(
+        a, b, (slice(0, 2), 1), (1, slice(None)), (2, 3)
+    ),
     "setitem_broadcast": lambda a, b: _numpy_setitem(a, b, (MASK,)),
     "exp": lambda a: np.exp(a),
     "log": lambda a: np.log(a),

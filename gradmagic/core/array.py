@@ -42,8 +42,9 @@ import numpy as np
 from . import number_nodes as _numbers
 from . import tensor as _t
 from . import tensor_nodes
+from . import array_writes as _writes
 from .engine import state
-from .tensor import TENSOR_OPS, Tensor
+from .tensor import Tensor
 
 # the array nodes' helpers, also as array._pv, array._link ... for the rule modules
 from .array_nodes import (  # noqa: F401
@@ -179,6 +180,8 @@ def _before_write(arr, force: bool = False):
     no node uses yet (and not ``force``): it then simply holds its new numbers.
     """
     d = arr.__dict__
+    if d.get("_open") is not None:
+        _writes.close(arr)
     kids = d.get("_kids")
     if arr._a is None and not kids and not force:
         return None
@@ -276,7 +279,7 @@ def _setitem(arr, key, plain_key, value) -> None:
         index, basic = _t._index(key)
     except (IndexError, TypeError):
         basic = False
-    y = _parent(value) if basic else None
+    y = _parent(value) if basic or _writes.distinct(arr.shape, index) else None
     if y is None or arr.dtype != _F64:
         _write(
             arr,
@@ -285,15 +288,13 @@ def _setitem(arr, key, plain_key, value) -> None:
             inputs=(value,),
         )
         return
-    old = _before_write(arr, force=True)
-    if old is None:  # a constant array: its old numbers are a constant
-        old = _t._constant(np.array(_view(arr, _ndarray), copy=True))
+    if not _writes.can_add(arr):
+        old = _before_write(arr, force=True)
+        if old is None:  # a constant array: its old numbers are a constant
+            old = _t._constant(np.array(_view(arr, _ndarray), copy=True))
+        _writes.start(arr, old)
     _ndarray.__setitem__(_view(arr, _ndarray), plain_key, _pv(value))
-    arr._op, arr._a, arr._b = TENSOR_OPS["setitem"], old, y
-    arr._params = {"index": index, "basic": True}
-    arr.requires_grad = True
-    _t._used(old, arr)
-    _t._used(y, arr)
+    _writes.add(arr, index, y)
     _shared_write_cut(arr)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import array_writes as _writes
 from . import tensor as _t
 from .array import (
     _COPY,
@@ -47,6 +48,10 @@ class _ArraySurface:
     def __getitem__(self, key):
         if not (tracking() and self.requires_grad):
             return _ndarray.__getitem__(_view(self, _ndarray), _plain_key(key))
+        if self.__dict__.get("_open") is not None:
+            node = _writes.read(self, key)
+            if node is not None:
+                return node
         exact = _ndarray.__getitem__(self, _plain_key(key))
         try:
             index, basic = _t._index(key)

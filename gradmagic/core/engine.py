@@ -249,6 +249,8 @@ def walk(root, zero: bool = False) -> Walk:
     what a Trace needs as it places each node. With ``zero``, it also resets
     each node's gradient as it places it, which :func:`backward` then skips.
     """
+    if state.open_writes:
+        _graph.settle()
     try:
         return _walk(root, zero, True)
     except AttributeError:  # an op entry of no table (a test's own node class): walk again

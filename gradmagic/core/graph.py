@@ -44,9 +44,23 @@ class _State:
     # last one used): ``topo`` marks a node ``entered`` while its parents are walked and
     # ``left`` after; ``engine.walk`` marks it with ``base + its position``
     last_mark = 0
+    # weak references to the array nodes written element by element whose writes are not
+    # linked into the graph yet (core.array_writes); every walk links them first (settle)
+    open_writes: list = []
+    # ``close(node)``: link one such node's writes (set by core.array_writes)
+    close_writes = None
 
 
 state = _State()
+
+
+def settle() -> None:
+    """Link every array node's open element writes into the graph, before a walk reads it."""
+    pending, state.open_writes = state.open_writes, []
+    for ref in pending:
+        node = ref()
+        if node is not None:
+            state.close_writes(node)
 
 
 @contextmanager
@@ -130,6 +144,8 @@ class GraphNode:
         needs neither recursion nor a set keyed on nodes. (:func:`walk` also
         gives each node's position and its parents' positions.)
         """
+        if state.open_writes:
+            settle()
         order = []
         entered = state.last_mark + 1  # this walk's marks: above every earlier walk's
         left = state.last_mark = entered + 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .engine import SCALAR_NODES
 from .tensor_op import TensorOp, _same_grad, _kw_torch
 
 
@@ -51,30 +52,66 @@ def _getitem_batched(x, index, basic):
     return x.reshape(x.shape[0], -1)[:, where]
 
 
-def _setitem(x, y, index, basic):
+# ``writes``: ``(index, start, stop, shape)`` for each write ``x[index] = v[start:stop]`` in
+# order, the value's numbers in ``shape`` (its own, with as many axes as ``x[index]``)
+def _writes(x, v, writes):
     out = np.array(x, dtype=float)
-    out[index] = y
+    v = np.ravel(v)
+    for index, start, stop, shape in writes:
+        out[index] = v[start:stop].reshape(shape)
     return out
 
 
-def _setitem_dx(g, out, x, y, index, basic):
+def _writes_grads(g, size: int, writes):
+    """The gradients of ``x`` and of ``v``: one copy of ``g``, the writes undone from the
+    last, each written region's gradient taken for its value and then zeroed (an element
+    written again later no longer depends on the earlier value)."""
     gx = np.array(g, dtype=float)
-    gx[index] = 0.0  # the overwritten elements no longer depend on x
-    return gx
+    gv = np.zeros(size)
+    for index, start, stop, shape in reversed(writes):
+        if not shape:  # one element
+            gv[start] = gx[index]
+        else:
+            part = gx[index]
+            if part.shape != shape:  # a broadcast value: its share summed
+                axes = tuple(i for i, n in enumerate(shape) if n == 1 and part.shape[i] != 1)
+                part = part.sum(axis=axes, keepdims=True)
+            gv[start:stop] = part.ravel()
+        gx[index] = 0.0
+    return gx, gv
 
 
-def _setitem_dy(g, out, x, y, index, basic):
-    return np.asarray(g)[index]  # summed down to y's shape by the caller
-
-
-def _setitem_batched(x, y, index, basic):
-    out = np.array(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    part = out[(slice(None),) + index]
-    if y.ndim:  # the perturbation axis first, then y's own axes aligned to the right
-        y = y.reshape(y.shape[:1] + (1,) * (part.ndim - y.ndim) + y.shape[1:])
-    out[(slice(None),) + index] = y
+def _writes_batched(x, v, writes):
+    k = max(x.shape[0], v.shape[0])
+    out = np.array(np.broadcast_to(x, (k,) + x.shape[1:]), dtype=float)
+    v = v.reshape(v.shape[0], -1)
+    for index, start, stop, shape in writes:
+        out[(slice(None),) + index] = v[:, start:stop].reshape((v.shape[0],) + shape)
     return out
+
+
+def _torch_writes(torch):
+    def writes(x, v, writes):
+        out = x.clone()
+        v = v.reshape(-1)
+        for index, start, stop, shape in writes:
+            out[_torch_index(torch, index)] = v[start:stop].reshape(shape)
+        return out
+
+    return writes
+
+
+class _WritesOp(TensorOp):
+    """``setitem``: its backward makes both gradients in one walk over the writes."""
+
+    def vjp(self, node) -> None:
+        a, b = node._a, node._b
+        gx, gv = _writes_grads(node.grad, np.size(b.data), node._params["writes"])
+        for parent, g in ((a, gx), (b, gv)):
+            if parent.__class__ in SCALAR_NODES:
+                parent.grad += float(np.sum(g))
+            elif parent.requires_grad:
+                parent._add_grad(g.reshape(np.shape(parent.data)), None)
 
 
 def _torch_reshape(torch):
@@ -99,15 +136,6 @@ def _torch_getitem(torch):
         return i
 
     return lambda x, index, basic: x[convert(index)]
-
-
-def _torch_setitem(torch):
-    def setitem(x, y, index, basic):
-        out = x.clone()
-        out[_torch_index(torch, index)] = y
-        return out
-
-    return setitem
 
 
 def _torch_index(torch, i):
@@ -281,15 +309,21 @@ OPS = [
         display="ᵀ",
         torch=_torch_transpose,
     ),
-    TensorOp(
+    _WritesOp(
         "setitem",
         2,
-        _setitem,
-        (_setitem_dx, _setitem_dy),
-        _setitem_batched,
-        "∂(a[i] = b)/∂a = 1 outside i, 0 at i; ∂/∂b = 1 at i (summed where b is broadcast)",
+        _writes,
+        (
+            lambda g, out, x, v, writes: _writes_grads(g, np.size(v), writes)[0],
+            lambda g, out, x, v, writes: _writes_grads(g, np.size(v), writes)[1].reshape(
+                np.shape(v)
+            ),
+        ),
+        _writes_batched,
+        "a[i] = v, one write after another: ∂/∂a = 1 where no write reached, ∂/∂v = 1 at "
+        "the elements each value still holds at the end (summed where it is broadcast)",
         display="[]=",
-        torch=_torch_setitem,
+        torch=_torch_writes,
     ),
     TensorOp(
         "getitem",
