@@ -55,6 +55,16 @@ CELLS = [  # (name, cell): L is the target
         "V[3, 2] = V[2, 0] * V[1, 1]\n"
         "L = (V ** 2).sum() + s",
     ),
+    (  # a value computed from a view of the array, written into the array: the view's
+        # read closes the run of writes, or the value would depend on its own node
+        "value_read_through_a_view",
+        "K = np.zeros((3, 3))\n"
+        "K[0, 0] = W[0, 0]\n"
+        "r = K[0]\n"
+        "K[0, 1] = W[1, 1] * 2.0\n"
+        "K[1, 1] = r.sum() * W[2, 2]\n"
+        "L = (K * K).sum() + r[1]",
+    ),
     (  # a view taken, then the array written: the view follows the array, as numpy's does
         "view_then_element_writes",
         "V = W * 1.0\n"

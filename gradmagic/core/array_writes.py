@@ -75,7 +75,8 @@ def can_add(arr) -> bool:
 def start(arr, base) -> None:
     """Make ``arr`` a ``setitem`` node over ``base`` (its numbers before the first write)."""
     open_ = _Open(arr)
-    arr.__dict__.pop("_kids", None)
+    # (its kids now are the views of its memory _before_write linked back to it, which read
+    # its numbers as they change: a write with one alive must not join the open node)
     arr._op, arr._a, arr._b = WRITES, base, None
     arr._params = {"writes": open_.writes}
     arr.requires_grad = True
