@@ -609,3 +609,15 @@ class MLP:
         return x[0]
 model = MLP(3, [15, 15, 1])
 """
+
+# a Gram matrix filled element by element, as students write it (X: (n, 3) floats, ell the
+# length scale): the element-writes tests check it, bench_magic times it
+GRAM = """
+K = np.zeros((n, n))
+for i in range(n):
+    for j in range(n):
+        d = X[i] - X[j]
+        K[i, j] = np.exp(-np.dot(d, d) / (2 * ell**2))
+L = np.linalg.slogdet(K + 1e-3 * np.eye(n))[1]
+L
+"""

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gradmagic
+from cells_corpus import GRAM
 from numeric import central
 
 W0 = np.array(
@@ -168,17 +169,6 @@ def test_element_writes_replayed_by_pytorch_give_the_same_gradients(name, cell):
 
     run = gradmagic.autograd(cell + "\nL", check=False)(np=np, W=W0.copy())
     assert compare(run.trace).passed
-
-
-GRAM = """
-K = np.zeros((n, n))
-for i in range(n):
-    for j in range(n):
-        d = X[i] - X[j]
-        K[i, j] = np.exp(-np.dot(d, d) / (2 * ell**2))
-L = np.linalg.slogdet(K + 1e-3 * np.eye(n))[1]
-L
-"""
 
 
 def test_a_fill_loop_keeps_numbers_in_proportion_to_what_it_writes():
