@@ -2,10 +2,14 @@
 
 :func:`check` measures ``d target / d leaf`` for each input leaf with a central difference
 ``(f(x + eps) - f(x - eps)) / 2 eps`` and compares it with the gradient backward computed.
-It never re-runs the user's cell: :mod:`.replay` replays the recorded graph with each op's
-forward, at the points :mod:`.perturb` chooses (every leaf of a small graph; of a big one a
-seeded sample and all the leaves at once along a random direction, with a note saying so);
-:mod:`.rows` turns what it measured into rows.
+``f`` is the user's code run again plainly, unrecorded, at the points :mod:`.perturb`
+chooses (every leaf of a small graph; of a big one a seeded sample and all the leaves at once
+along a random direction, with a note saying so): a path the recording missed changes the
+code's value and not the graph's, so it shows. The run supplies the re-run
+(``trace.rerun``, made by :mod:`gradmagic.notebook.rerun`). Where the code cannot be run
+again (it writes files, a run made without one), :mod:`.replay` replays the recorded graph
+instead, and the rows that pass say "graph": compared with the graph only, no tick.
+:mod:`.rows` turns what was measured into rows.
 
 :func:`expect` compares named gradients or values with expected numbers (textbook cases,
 homework) and returns the same kind of report; :func:`unanswered` is the failing report of a
@@ -65,6 +69,7 @@ class CheckReport:
         replay: tuple | None = None,
         error: str | None = None,
         unchecked: str = "",
+        oracle: str = "code",
     ):
         self.rows: list[CheckRow] = list(rows)
         self.kind = kind
@@ -78,6 +83,11 @@ class CheckReport:
         self.error = error
         # why a check compared nothing ("" when it did, or when no reason was given)
         self.unchecked = unchecked
+        # what the gradients were compared with: "code" (the code run again plainly),
+        # "ops" (a graph the explicit engine built, replayed with each op's forward: the
+        # graph is the program) or "graph" (the recording of code that could not be run
+        # again, replayed: it cannot see a path it missed, so its rows do not pass)
+        self.oracle = oracle
 
     # ------------------------------------------------------------------ verdict
     @property
@@ -123,6 +133,8 @@ class CheckReport:
                     word = (
                         "agree"
                         if r.status == "pass"
+                        else "compared with the recorded graph only"
+                        if r.status == "graph"
                         else "flagged: " + r.status
                         if r.ok
                         else "disagree"
@@ -130,10 +142,18 @@ class CheckReport:
                     text += f"{'; ' if text else ''}{r.name}: {word}"
             return self._caveats(text)
         n = len(self.rows)
-        bad = sum(not r.ok for r in self.rows)
+        graph = sum(r.status == "graph" for r in self.rows)
+        bad = sum(not r.ok for r in self.rows) - graph
         flagged = len(self.flagged)
         if self.kind == "expect":
             text = f"{n - bad} of {n} correct"
+        elif graph and not bad:
+            text = (
+                f"{graph} of {n} gradient{'s' if n > 1 else ''} compared with the recorded "
+                "graph only, not with your code run again"
+            )
+            if n - graph - flagged:
+                text = f"{n - graph - flagged} of {n} match finite differences; " + text
         elif bad:
             text = f"{bad} of {n} gradients disagree with finite differences"
         elif not flagged:
@@ -205,6 +225,7 @@ class CheckReport:
             "error": self.error,
             "checked": len(self.rows),
             "unchecked": self.unchecked,
+            "oracle": self.oracle,
             "replay": None
             if self.replay is None
             else dict(zip(("recorded", "replayed"), self.replay)),
@@ -284,16 +305,23 @@ def check(
     wide = lambda: trace.n <= _WIDE_MAX and replay.grouped() is not None  # noqa: E731
     perturbation, notes = choose(trace, max_leaves, max_elements, seed, wide)
     notes = _run_notes(trace, notes)
+    judge = Judge(trace, atol, rtol)
+    code = _Code(trace, replay, judge, perturbation)
     with np.errstate(all="ignore"):
-        measured = replay.measure(perturbation, eps)
-        replay_ok, note = replay.agrees(measured.f0)
-    if note:
-        notes.append(note)
+        measured = code.measure(perturbation, eps)
+    replay_ok = True
+    if code.oracle != "code":
+        with np.errstate(all="ignore"):
+            replay_ok, note = replay.agrees(measured.f0)
+        if note:
+            notes.append(note)
     if not all_finite(measured.f0):
         notes.append(f"The target is {measured.f0}: no slope can be measured.")
-    judge = Judge(trace, atol, rtol)
     rows = judge.rows(perturbation, measured, eps)
-    rows = _settle(replay, judge, perturbation, rows, measured, eps, notes)
+    rows = _settle(code, judge, perturbation, rows, measured, eps, notes)
+    rows = code.graph_only(rows) + code.direction(eps, seed)
+    if code.problem and len(perturbation):
+        notes.insert(0, code.problem)
     return CheckReport(
         rows,
         kind="check",
@@ -305,7 +333,106 @@ def check(
         target=trace.target.name,
         replay=(plain(trace.target.data), float(measured.f0)),
         unchecked="" if len(perturbation) else _why_unchecked(trace),
+        oracle=code.oracle,
     )
+
+
+class _Code:
+    """Who answers the check: the code run again plainly (``oracle`` "code"), or, where it
+    cannot be (no re-run, an input it cannot move, a re-run that failed or reached outside),
+    the recorded graph replayed (``oracle`` "graph", its passing rows marked so)."""
+
+    def __init__(self, trace, replay, judge, perturbation):
+        self.trace, self.replay, self.judge = trace, replay, judge
+        self.rerun = getattr(trace, "rerun", None)
+        self.oracle = "graph"
+        self.problem = ""
+        if self.rerun is None:  # a graph built with the explicit engine: the graph is the code
+            self.oracle = "ops"
+        elif self.rerun.problem:
+            self.problem = f"The check compared with the recorded graph only: {self.rerun.problem}."
+        elif not set(perturbation.node.tolist()).union(perturbation.spread.tolist()) <= set(
+            self.rerun.handles
+        ):
+            missing = sorted(
+                set(perturbation.node.tolist()).union(perturbation.spread.tolist())
+                - set(self.rerun.handles)
+            )
+            names = ", ".join(repr(trace.nodes[i].name) for i in missing[:3])
+            self.problem = (
+                f"The check compared with the recorded graph only: a plain re-run of the "
+                f"code cannot move {names}{', ...' if len(missing) > 3 else ''} (made by "
+                "code the magic does not follow)."
+            )
+        else:
+            self.oracle = "code"
+
+    def measure(self, perturbation, eps):
+        """What :class:`~.replay.Replay` measures, on the code where it can answer."""
+        if self.oracle == "code":
+            measured = self.rerun.measure(self.trace, perturbation, eps)
+            if measured is not None:
+                return measured
+            self.oracle = "graph"
+            self.problem = f"The check compared with the recorded graph only: {self.rerun.problem}."
+        return self.replay.measure(perturbation, eps)
+
+    def graph_only(self, rows: list) -> list:
+        """``rows``, a passing row marked as compared with the graph alone where the code was
+        not asked."""
+        if self.oracle != "graph":
+            return rows
+        return [r._replace(status="graph") if r.status == "pass" else r for r in rows]
+
+    def direction(self, eps: float, seed: int) -> list:
+        """One more row where the code answers and the graph has arrays: every element of
+        every input moved at once along a random direction (the scalar leaves' own
+        directions are made by :func:`choose`)."""
+        trace = self.trace
+        if self.oracle != "code" or not trace.tensor_data:
+            return []
+        spread = sorted(self.rerun.handles)
+        sizes = [
+            np.asarray(trace.tensor_data[i]).size if i in trace.tensor_data else 1 for i in spread
+        ]
+        total = int(sum(sizes))
+        if total < 2:
+            return []
+        signs = _signs(total, seed)[None, :]
+        with np.errstate(all="ignore"):
+            m = self.rerun.directions(trace, spread, signs, eps)
+        if m is None:
+            return []
+        grads = [
+            np.ravel(np.asarray(trace.tensor_grad[i], dtype=float))
+            if i in trace.tensor_data
+            else np.array([trace.grad[i]])
+            for i in spread
+        ]
+        analytic = np.array([float(np.dot(np.concatenate(grads), signs[0]))])
+        numbers = self.judge._compare(analytic, m)
+        status = ("pass", "fail", "kink", "nonfinite", "unresolved")[int(numbers["status"][0])]
+        return [
+            CheckRow(
+                f"all {total:,} input numbers at once",
+                float(analytic[0]),
+                float(m.numeric[0]),
+                float(numbers["abs_err"][0]),
+                float(numbers["rel_err"][0]),
+                float(numbers["bound"][0]),
+                status,
+                "along a random direction: every input number moved by ±eps at once, the "
+                "gradient times the move against the change of the target",
+                None,
+                total,
+            )
+        ]
+
+
+def _signs(n: int, seed: int) -> np.ndarray:
+    from .perturb import signs
+
+    return signs(n, seed + 1)
 
 
 def _run_notes(trace, notes: list) -> list:
@@ -339,7 +466,7 @@ def _why_unchecked(trace) -> str:
     )
 
 
-def _settle(replay, judge, perturbation, rows, m, eps, notes) -> list:
+def _settle(code, judge, perturbation, rows, m, eps, notes) -> list:
     """``rows`` with the unresolved ones of a scalar graph measured again with a step that
     the rounding they carry cannot hide a slope in (``_SETTLE`` times its slack over its
     bound, at most ``_SETTLE_MAX`` times eps); a row still unresolved is kept as it was.
@@ -356,7 +483,7 @@ def _settle(replay, judge, perturbation, rows, m, eps, notes) -> list:
     step = eps * grow
     again = perturbation.select(todo)
     with np.errstate(all="ignore"):
-        again = judge.rows(again, replay.measure(again, step), step)
+        again = judge.rows(again, code.measure(again, step), step)
     settled = 0
     for j, row in zip(todo, again):  # (both in order: leaves, then directions)
         if row.status != "unresolved":

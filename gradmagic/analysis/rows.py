@@ -30,6 +30,10 @@ STATUSES = {
         "difference (a larger eps may)"
     ),
     "error": "could not be compared",
+    "graph": (
+        "compared with the recorded graph only, not with the code run again: it cannot "
+        "show a path the recording missed (the check's notes say why the code was not re-run)"
+    ),
 }
 """Row status → what it means. ``kink``, ``nonfinite`` and ``unresolved`` rows are flagged,
 not failed."""
@@ -37,7 +41,7 @@ not failed."""
 FLAGGED = ("kink", "nonfinite", "unresolved")
 OK = frozenset({"pass", *FLAGGED})
 _STATUS = ("pass", "fail", "kink", "nonfinite", "unresolved")  # the check's status codes 0..4
-RANK = {"error": 0, "fail": 1, "nonfinite": 2, "unresolved": 3, "kink": 4, "pass": 5}
+RANK = {"error": 0, "fail": 1, "graph": 2, "nonfinite": 3, "unresolved": 4, "kink": 5, "pass": 6}
 
 
 class CheckRow(NamedTuple):

@@ -167,6 +167,9 @@ class Trace:
         self.options = Options.of(options)
         self.warnings: list[str] = list(warnings or [])
         self._report = None  # (settings, CheckReport) of the last check()
+        # the code, ready to be run again plainly for the check (notebook.rerun.Rerun), or
+        # None: then the check can only replay the graph
+        self.rerun = None
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot

@@ -95,7 +95,7 @@ class Value(GraphNode):
     """
 
     # _a, _b: the parents (None when absent); _mark: scratch for graph walks
-    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark")
+    __slots__ = ("data", "grad", "label", "_op", "_a", "_b", "_mark", "_born")
 
     def __init__(self, data, label: str = ""):
         if isinstance(data, Value):

@@ -49,7 +49,9 @@ class Float(GraphNode, float):
     numbers. ``data`` is the plain float; a node's number never changes.
     """
 
-    __slots__ = ("grad", "label", "_op", "_a", "_b", "_mark", "_site")
+    # _born: the count of the birth that made a leaf (set only on leaves the magic made;
+    # see gradmagic.notebook.runtime.born)
+    __slots__ = ("grad", "label", "_op", "_a", "_b", "_mark", "_site", "_born")
 
     # numpy scalars (np.float32(2) * x) leave the operation to the node, which computes
     # it as plain Python would with the plain number (numpy would read a float

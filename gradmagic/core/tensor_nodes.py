@@ -80,6 +80,7 @@ class Tensor:
         "_params",
         "requires_grad",
         "_owned_grad",
+        "_born",
         "__weakref__",
     )
     _site = -1  # where the magic made it (core.sites): the explicit engine's tensors have none

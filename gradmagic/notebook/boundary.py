@@ -614,7 +614,7 @@ class _Lifter:
                 return new
             new = self.arrays[id(e)] = self.new_leaf(e, "")
         else:
-            new = number_nodes.constant(e)
+            new = self.new_leaf(e, "")
         self.made[id(new)] = (new, e)
         self.paths[id(new)] = (new, path)
         self.budget -= 1

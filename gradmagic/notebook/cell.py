@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import pkgutil
 import threading
+import time
 import types
 import warnings
 from collections import OrderedDict
@@ -25,7 +26,7 @@ from ..core import engine
 from ..core.array import Array
 from ..core.engine import Value, state
 from ..core.sites import FUNCTIONS, cursor
-from . import boundary, memory
+from . import boundary, memory, rerun
 from . import runtime as _runtime
 from .math_calls import DISPATCHED_NAMES
 from .rewrite import RUNTIME, SITE, Rewritten, rewrite
@@ -215,6 +216,33 @@ def execute(
     options = Options.of(options)
     global_ns = ns if global_ns is None else global_ns
     counts = state.branch_events, state.float_conversions
+    # the plain re-runs of the check start from the state the cell starts from
+    zygote = None
+    if not options.no_check and rerun.available():
+        zygote = rerun.Zygote(_PlainRun(cell, ns, global_ns, options))
+    started = time.perf_counter()
+    _runtime.births = 0
+    try:
+        trace = _execute(cell, ns, global_ns, options, counts)
+    except BaseException:
+        if zygote is not None:
+            zygote.close()
+        raise
+    trace.rerun = rerun.Rerun(
+        zygote,
+        trace.rerun,
+        time.perf_counter() - started,
+        problem="" if zygote is not None else _NOT_KEPT if options.no_check else _NO_FORK,
+    )
+    return trace
+
+
+_NOT_KEPT = "the cell ran with --no-check, which keeps no way to run it again"
+_NO_FORK = "this system cannot fork a process to run the cell again"
+
+
+def _execute(cell: Prepared, ns, global_ns, options: Options, counts) -> Trace:
+    __tracebackhide__ = True
     # an array the cell writes into is an input too: its leaf views the user's memory
     written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
     lifted = lift(ns, cell.rewritten.reads.union(written))
@@ -235,8 +263,63 @@ def execute(
     with np.errstate(all="ignore"):
         engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
+    trace.rerun = _handles(trace, walk.order)  # (made a Rerun by execute)
     boundary.release(walk.order)
     return trace
+
+
+class _PlainRun:
+    """The cell as a plain function of its inputs, for a re-run (see :mod:`.rerun`): the
+    same steps as a recorded run (names lent, functions followed, the code run), with
+    nothing recorded and the inputs moved where they are born."""
+
+    def __init__(self, cell: Prepared, ns, global_ns, options: Options):
+        self.cell, self.ns, self.global_ns, self.target = cell, ns, global_ns, options.target
+        self.namespaces = [ns] if global_ns is ns else [ns, global_ns]
+        self.lifter = None
+
+    def __call__(self, point):
+        cell, ns, rw = self.cell, self.ns, self.cell.rewritten
+        moves, watch = point
+        probe = _runtime._probe = _runtime.Probe(moves, watch)
+        _runtime.births = 0
+        written = [n for n in rw.written if type(ns.get(n)) in (np.ndarray, Array)]
+        lift(ns, rw.reads.union(written))
+        follow(ns, boundary.roots(ns, rw.names))
+        self.lifter = boundary.lift_reachable(ns, rw.reads, {}, _runtime.lent_leaf)
+        _run_code(cell.code, self.global_ns, ns)
+        value = _run_code(cell.final, self.global_ns, ns) if cell.final else None
+        return _plain_number(rw, self.target, value, ns), probe.seen
+
+    def undo(self) -> None:
+        """Put back the numbers the last call moved or lent (the namespace is the caller's)."""
+        if _runtime._probe is not None:
+            _runtime._probe.undo()
+            _runtime._probe = None
+        boundary.restore(self.lifter)
+        self.lifter = None
+
+
+def _plain_number(rw: Rewritten, name, value, ns) -> float:
+    """The target of a plain run as one number (an array's sum: backward's seed is ones)."""
+    if name is not None:
+        value = ns[name]
+    elif rw.final is None:
+        value = ns.get(rw.target)
+    if not isinstance(value, (np.ndarray, np.generic)) and hasattr(value, "data"):
+        value = value.data  # the explicit engine's Value or Tensor
+    return float(np.sum(np.asarray(value, dtype=float)))
+
+
+def _handles(trace: Trace, order) -> dict:
+    """Each input leaf's position in the trace → its birth (leaves without one are left out)."""
+    leaves = trace.leaf_index[~trace.constant[trace.leaf_index]]
+    handles = {}
+    for i in leaves.tolist():
+        born = getattr(order[i], "_born", 0)
+        if born:
+            handles[i] = born
+    return handles
 
 
 def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
@@ -246,7 +329,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
     value = None
     try:
         entry.lifter = boundary.lift_reachable(
-            ns, cell.rewritten.reads, entry.reached, _runtime.new_leaf
+            ns, cell.rewritten.reads, entry.reached, _runtime.lent_leaf
         )
         with (
             _runtime.recording(cell.filename) as entry.run,
@@ -597,15 +680,15 @@ def lift(ns, names) -> dict:
     """Rebind each numeric name in ``names`` to a fresh leaf; returns name → (old, leaf)."""
     lifted = {}
     arrays = {}  # id -> leaf: one array read under two names is one leaf (V is W holds)
-    for name in names:
+    for name in sorted(names):  # (sorted: a plain re-run lends them in the same order)
         if name in ns:
             old = ns[name]
             if type(old) is np.ndarray or type(old) is Array:
                 new = arrays.get(id(old))
                 if new is None:
-                    new = arrays[id(old)] = _runtime.new_leaf(old, name)
+                    new = arrays[id(old)] = _runtime.lent_leaf(old, name)
             else:
-                new = _runtime.new_leaf(old, name)
+                new = _runtime.lent_leaf(old, name)
             if new is not None:
                 lifted[name] = (ns[name], new)
                 ns[name] = new

@@ -73,6 +73,93 @@ def is_node(x) -> bool:
     return type(x) in _NODES
 
 
+# --------------------------------------------------------------------------- births
+# Every place where the run may make a leaf (a literal, a library call's result, a name or a
+# container's number lent at the start) counts one birth, whether or not it made a node.
+# A leaf keeps the count of its birth (``_born``), so that a plain re-run of the same code,
+# which counts the same births in the same order, can move that input and no other
+# (see :class:`Probe` and :mod:`gradmagic.notebook.rerun`).
+births = 0
+
+
+def born(node):
+    """``node``, stamped with the next birth's count (see above)."""
+    global births
+    births += 1
+    node._born = births
+    return node
+
+
+def tick() -> None:
+    """Count a birth that made no node (the plain re-run counts it too)."""
+    global births
+    births += 1
+
+
+class Probe:
+    """A plain re-run's inputs: ``moves`` maps a birth's count to the step added to what is
+    born there (a number, or ``(flat indices, steps)`` for an array); ``watch`` lists the
+    births whose plain values are kept in ``seen``, to show the re-run met the same inputs."""
+
+    def __init__(self, moves: dict, watch=()):
+        self.moves, self.watch, self.seen = moves, frozenset(watch), {}
+        self.changed: list = []  # (array or node, what it held): the moves made in place
+
+    def born(self, x):
+        global births
+        births += 1
+        k = births
+        if k in self.watch:
+            self.seen[k] = _seen(x)
+        step = self.moves.get(k)
+        return x if step is None else self._moved(x, step)
+
+    def _moved(self, x, step):
+        """``x`` moved by ``step``: a number as a number of its own type; an array, or the
+        explicit engine's Value or Tensor, changed in place (kept, for :meth:`undo`)."""
+        if type(x) is Value:
+            self.changed.append((x, x.data))
+            x.data = x.data + step
+            return x
+        if type(x) is Tensor:
+            self._moved(x.data, step)
+            return x
+        if isinstance(x, np.ndarray):
+            self.changed.append((x, x.copy()))
+            where, steps = step
+            for i, d in zip(np.asarray(where).tolist(), np.asarray(steps).tolist()):
+                at = np.unravel_index(i, x.shape)
+                x[at] = x[at] + d
+            return x
+        return type(x)(x + step)
+
+    def undo(self) -> None:
+        """Put back what the moves changed in place."""
+        for x, held in reversed(self.changed):
+            if type(x) is Value:
+                x.data = held
+            else:
+                x[...] = held
+        self.changed.clear()
+
+
+_probe: Probe | None = None
+
+
+def _seen(x):
+    """What a birth held, small: a number, or an array's shape and sum."""
+    if type(x) is Value:
+        x = x.data
+    elif type(x) is Tensor:
+        x = x.data
+    if isinstance(x, np.ndarray):
+        return (x.shape, float(np.sum(x, dtype=float)))
+    try:
+        return _FLOAT(x)
+    except (TypeError, ValueError):
+        return None
+
+
 def literal(x):
     """``literal(2.0)``: a fresh leaf for a numeric literal while a cell is recorded.
 
@@ -81,8 +168,8 @@ def literal(x):
     computes as plain Python.
     """
     if _run is None:
-        return x
-    return Float(x) if x.__class__ is _FLOAT else Int(x)
+        return x if _probe is None else _probe.born(x)
+    return born(Float(x) if x.__class__ is _FLOAT else Int(x))
 
 
 def labelled(v, name: str):
@@ -99,15 +186,21 @@ def leaf(v, name: str):
     ``W = np.random.randn(3, 2)`` an array leaf (:class:`~gradmagic.core.array.Array`, a
     view of the array numpy made).
     """
+    if _run is None:
+        return v if _probe is None else _probe.born(v)
     if type(v) is Array and not v.requires_grad and v._a is None:
         v.requires_grad = True  # a new array from a library call: a leaf
     if is_node(v):
+        tick()
         return labelled(v, name)
-    if _run is None or type(v) is int or isinstance(v, np.integer):
-        return v  # outside a recorded cell, and an int (an index, a count): plain
+    if type(v) is int or isinstance(v, np.integer):
+        tick()
+        return v  # an int (an index, a count): plain
     made = new_leaf(v, name)
     if made is None:
+        tick()
         return v
+    born(made)
     run = _run
     if run is not None:
         run.made[id(made)] = (made, v)
@@ -162,6 +255,18 @@ def new_leaf(x, name: str):
     if cls is Tensor:
         return Tensor(x.data, label=name, requires_grad=x.requires_grad)
     return None
+
+
+def lent_leaf(x, name: str):
+    """:func:`new_leaf` for a number lent to the cell at its start (a name it reads, a number
+    in a container it reaches), counted as a birth; in a plain re-run, ``x`` itself."""
+    if _probe is not None:
+        return _probe.born(x)
+    made = new_leaf(x, name)
+    if made is None:
+        tick()
+        return None
+    return born(made)
 
 
 # --------------------------------------------------------------------------- plain numbers
@@ -450,9 +555,14 @@ def _as_constant(r, args=()):
     if _run is not None:
         cls = type(r)
         if cls is np.float64 or cls is _FLOAT:
-            return constant(r)
+            return born(constant(r))
         if cls is np.ndarray and r.dtype == np.float64 and not any(r is a for a in args):
-            return _array.array_constant(r)
+            return born(_array.array_constant(r))
+        if (cls is Value or cls is Tensor) and r._a is None:
+            return born(r)  # a leaf of the explicit engine, made by the cell
+        tick()
+    elif _probe is not None:
+        return _probe.born(r)
     return r
 
 

@@ -269,7 +269,15 @@ def report_rows(report, limit, torch=None):
     return header, rows
 
 
-MARKS = {"pass": "✓", "fail": "✗", "error": "✗", "kink": "⚠", "nonfinite": "⚠", "unresolved": "?"}
+MARKS = {
+    "pass": "✓",
+    "fail": "✗",
+    "error": "✗",
+    "kink": "⚠",
+    "nonfinite": "⚠",
+    "unresolved": "?",
+    "graph": "–",
+}
 
 
 def verdict_text(status: str, note: str) -> str:
@@ -344,6 +352,7 @@ _STATUS_FILL = {
     "kink": "#ffedd5",
     "nonfinite": "#ede9fe",
     "unresolved": "#f3f4f6",
+    "graph": "#f3f4f6",
 }
 _GOOD = "#166534"
 _FLAGGED = "#c2410c"  # text: the kink orange made dark enough to read (4.5:1 on white)

@@ -1,0 +1,515 @@
+"""The check's independent side: the user's code run again, plainly, at perturbed inputs.
+
+A recorded graph can miss a path (a write into a plain array, a number that went through
+``json`` or C and came back): then the graph and its own replay agree on a wrong gradient.
+So the numerical check asks the code instead, as HIPS autograd's ``check_grads`` and PyTorch's
+``gradcheck`` call the function rather than its graph. The cell (or function) runs again
+unrecorded, with its inputs moved by ±eps, and the change of its value is the slope that
+the gradient must match.
+
+Every re-run happens in a child process forked when the recorded run began (a
+:class:`Zygote`): it starts from exactly the state the cell started from (the names, the
+objects they reach, modules, random generators) and whatever it changes dies with it, so the
+user's namespace is never touched. Each point is one more fork of that child, with its output
+thrown away and its time and memory bounded. A re-run that reaches the outside world (opens a
+file for writing, a socket, a subprocess: the events Python's audit hooks report) is stopped,
+and the check says that it compared with the recorded graph only.
+
+Inputs are matched by birth (:mod:`gradmagic.notebook.runtime`): each leaf keeps the count of
+the place that made it, and the re-run moves what is born at the same count. The unmoved
+re-run must meet the same inputs and give the recorded value, or nothing is judged by it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import random
+import select
+import signal
+import struct
+import sys
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+from ..analysis.replay import Measured
+
+__all__ = ["Zygote", "Rerun", "available", "OUTSIDE"]
+
+# events a re-run may not cause: they reach past the process (files written, the network,
+# other programs); reading a file is fine
+_OUTSIDE_PREFIXES = (
+    "socket.",
+    "subprocess.",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.fork",
+    "os.kill",
+    "os.system",
+    "os.remove",
+    "os.rename",
+    "os.rmdir",
+    "os.mkdir",
+    "os.link",
+    "os.symlink",
+    "os.truncate",
+    "os.chmod",
+    "os.chown",
+    "os.utime",
+    "os.putenv",
+    "os.unsetenv",
+    "shutil.",
+    "tempfile.",
+    "sqlite3.connect",
+    "urllib.",
+    "http.",
+    "ftplib.",
+    "smtplib.",
+    "webbrowser.",
+    "winreg.",
+    "ctypes.dlopen",
+    "pty.",
+)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+OUTSIDE = "outside"
+"""The status of a re-run stopped for reaching the outside world."""
+
+# at most this many re-run processes are kept (the oldest is closed first)
+KEEP = 4
+_LIVE: list = []  # weak references to the live zygotes, oldest first
+_GiB = 2**30
+
+
+def available() -> bool:
+    """True where a re-run can be forked (POSIX)."""
+    return hasattr(os, "fork") and hasattr(os, "register_at_fork")
+
+
+class _Outside(BaseException):
+    """Raised in a re-run at an event that reaches the outside world (a BaseException, so a
+    cell's ``except Exception`` cannot take it for its own error)."""
+
+
+def _audit(event: str, args) -> None:
+    if _Stop.event is not None:
+        return
+    if event == "open":
+        mode, flags = args[1], args[2]
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        if not writes:
+            return
+        _Stop.event = f"opens {args[0]!r} for writing"
+    elif event.startswith(_OUTSIDE_PREFIXES):
+        _Stop.event = f"calls {event}"
+    else:
+        return
+    raise _Outside(_Stop.event)
+
+
+class _Stop:
+    event: str | None = None
+
+
+# --------------------------------------------------------------------------- the processes
+def _send(fd: int, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    data = struct.pack("<Q", len(data)) + data
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _receive(fd: int, deadline: float | None = None):
+    """The next object on ``fd``; None at its end or past ``deadline``."""
+    head = _read(fd, 8, deadline)
+    if head is None:
+        return None
+    body = _read(fd, struct.unpack("<Q", head)[0], deadline)
+    return None if body is None else pickle.loads(body)
+
+
+def _read(fd: int, n: int, deadline: float | None):
+    parts, got = [], 0
+    while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            return None
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+class Zygote:
+    """A child process forked now, holding the process as it is, that runs ``job(point)`` for
+    each point it is sent, each in a fork of its own. ``job`` returns a float (the target) or
+    raises; a point's answer is ``("ok", value, seen)``, ``("error", text)``,
+    ``("outside", event)`` or ``("timeout",)``."""
+
+    def __init__(self, job):
+        requests, self._requests = os.pipe()
+        self._replies, replies = os.pipe()
+        others = [fd for z in _live() for fd in z._fds()]
+        global _RANDOM
+        _RANDOM = random.getstate()
+        with warnings.catch_warnings():  # (a multi-threaded kernel: the child uses no thread)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child never returns
+            code = 1
+            try:
+                os.close(self._requests)
+                os.close(self._replies)
+                for fd in others:
+                    _close(fd)
+                _quiet()
+                _serve(job, requests, replies)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(requests)
+        os.close(replies)
+        self.pid = pid
+        _LIVE.append(weakref.ref(self))
+        while len(_live()) > KEEP:
+            _live()[0].close()
+
+    def _fds(self):
+        return [fd for fd in (self._requests, self._replies) if fd >= 0]
+
+    @property
+    def alive(self) -> bool:
+        return self.pid > 0
+
+    def run(self, points: list, timeout: float, first_timeout: float) -> list:
+        """The answers for ``points`` (the first is given ``first_timeout``, each other
+        ``timeout`` seconds); ``("error", ...)`` for every point once the zygote is gone."""
+        if not self.alive:
+            return [("error", "the re-run process was closed")] * len(points)
+        try:
+            _send(self._requests, (points, timeout, first_timeout))
+            deadline = time.monotonic() + first_timeout + timeout * len(points) + 5
+            answers = _receive(self._replies, deadline)
+        except OSError:
+            answers = None
+        if answers is None:
+            self.close()
+            return [("error", "the re-run process stopped answering")] * len(points)
+        return answers
+
+    def close(self) -> None:
+        if self.pid <= 0:
+            return
+        for fd in self._fds():
+            _close(fd)
+        self._requests = self._replies = -1
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (OSError, ChildProcessError):
+            pass
+        self.pid = 0
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at the interpreter's end, os may be gone
+            pass
+
+
+def _live() -> list:
+    _LIVE[:] = [r for r in _LIVE if r() is not None and r().alive]
+    return [r() for r in _LIVE]
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _quiet() -> None:
+    """Nothing a re-run prints reaches the notebook (the kernel's streams are its parent's)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+    sys.stdin = io.StringIO()
+
+
+def _serve(job, requests: int, replies: int) -> None:
+    """The zygote's loop: each request is a list of points, answered in one list.
+
+    A fork costs more than a small cell's run, so one process runs all the points of a
+    request, the namespace, the moved inputs and the random generators put back between them;
+    the unmoved point is run again at the end, and if it no longer gives the same, the cell
+    changes state the next run reads, and each point is run in a fork of its own instead.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    alone = False
+    while True:
+        request = _receive(requests)
+        if request is None:  # the kernel closed its end: it is gone, or the run was dropped
+            return
+        points, timeout, first = request
+        answers = None
+        if not alone:
+            total = first + timeout * len(points)
+            answers = _forked(lambda p=points: _work_all(job, p), total)
+            if answers[0] == "leaky":
+                answers, alone = None, True
+            elif answers[0] == "timeout":
+                answers = [answers] * len(points)
+        if answers is None:
+            answers = [
+                _forked(lambda p=point: _work(job, p), first if k == 0 else timeout)
+                for k, point in enumerate(points)
+            ]
+        _send(replies, answers)
+
+
+def _forked(work, timeout: float):
+    """``work()`` in a fork of this process, its answer; ``("timeout",)`` past ``timeout``."""
+    inbox, outbox = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(inbox)
+        try:
+            _enter()
+            _send(outbox, work())
+        finally:
+            os._exit(0)
+    os.close(outbox)
+    try:
+        answer = _receive(inbox, time.monotonic() + timeout)
+    finally:
+        os.close(inbox)
+    if answer is None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        answer = ("timeout",)
+    os.waitpid(pid, 0)
+    return answer
+
+
+def _enter() -> None:
+    """A re-run process's bounds: memory, the outside world closed, the random generator as
+    the cell found it (``random`` reseeds itself in a forked child)."""
+    try:
+        import resource
+
+        size = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = size + 2 * _GiB
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, OSError, ValueError):
+        pass
+    if _RANDOM is not None:
+        random.setstate(_RANDOM)
+    sys.addaudithook(_audit)
+
+
+_RANDOM = None  # the random module's state when the zygote was made
+
+
+def _work_all(job, points):
+    """Every point in this process, the state put back before each (see :func:`_serve`)."""
+    kept = _Kept(job.namespaces)
+    answers = []
+    for point in [*points, (points[0][0], points[0][1])]:
+        kept.restore()
+        answers.append(_work(job, point))
+        if answers[-1][0] == OUTSIDE:
+            return [answers[-1]] * len(points)
+    again = answers.pop()
+    if again != answers[0]:
+        return ("leaky",)
+    return answers
+
+
+class _Kept:
+    """The namespaces and random generators as they are now, to put back."""
+
+    def __init__(self, namespaces):
+        self.namespaces = [(ns, dict(ns)) for ns in namespaces]
+        self.random = random.getstate()
+        self.np_random = np.random.get_state()
+
+    def restore(self) -> None:
+        for ns, kept in self.namespaces:
+            ns.clear()
+            ns.update(kept)
+        random.setstate(self.random)
+        np.random.set_state(self.np_random)
+
+
+def _work(job, point):
+    """One re-run: its value, or why there is none."""
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            try:
+                value, seen = job(point)
+            finally:
+                job.undo()
+    except _Outside:
+        return (OUTSIDE, _Stop.event)
+    except BaseException as e:  # noqa: BLE001 - the re-run's own error, reported
+        if _Stop.event is not None:
+            return (OUTSIDE, _Stop.event)
+        return ("error", f"{type(e).__name__}: {e}"[:300])
+    if _Stop.event is not None:
+        return (OUTSIDE, _Stop.event)
+    return ("ok", value, seen)
+
+
+# --------------------------------------------------------------------------- the measures
+class Rerun:
+    """The run's code, ready to be re-run: ``handles`` maps each input leaf's position in the
+    trace to its birth; :meth:`measure` gives what :class:`~gradmagic.analysis.replay.Replay`
+    gives, measured on the code."""
+
+    def __init__(
+        self, zygote: Zygote | None, handles: dict, seconds: float, what="cell", problem=""
+    ):
+        self.zygote, self.handles, self.seconds, self.what = zygote, handles, seconds, what
+        self.problem = problem  # why the code cannot be asked (then the graph is)
+        self.per_point = None  # seconds one re-run takes, once measured
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+
+    def measure(self, trace, perturbation, eps: float):
+        """The :class:`Measured` of ``perturbation``, or None with :attr:`problem` set when
+        the code cannot judge."""
+        if self.zygote is None:
+            return None
+        points, hp, hm = [{}], [], []
+        data, tensors = trace.data, trace.tensor_data
+        for i, e in zip(perturbation.node.tolist(), perturbation.elem.tolist()):
+            born = self.handles[i]
+            x = float(data[i]) if e < 0 else float(np.asarray(tensors[i]).flat[e])
+            up, down = x + eps, x - eps
+            hp.append(up - x)
+            hm.append(x - down)
+            if e < 0:
+                points += [{born: up - x}, {born: down - x}]
+            else:
+                points += [{born: ([e], [up - x])}, {born: ([e], [down - x])}]
+        for signs in perturbation.signs:
+            hp.append(eps)
+            hm.append(eps)
+            for sign in (1, -1):
+                points.append(
+                    {self.handles[i]: sign * eps * s for i, s in zip(perturbation.spread, signs)}
+                )
+        values = self._values(trace, points)
+        if values is None:
+            return None
+        f0, f = values[0], np.array(values[1:], dtype=float)
+        return Measured(np.float64(f0), f[0::2], f[1::2], np.array(hp), np.array(hm))
+
+    def directions(self, trace, spread: list, signs: np.ndarray, eps: float):
+        """The :class:`Measured` of moving every element of the leaves in ``spread`` at once,
+        by ``eps`` times each row of ``signs`` (one sign per element, leaves in order); None
+        with :attr:`problem` set when the code cannot judge."""
+        if self.zygote is None:
+            return None
+        points: list = [{}]
+        for row in signs:
+            for sign in (1, -1):
+                point, k = {}, 0
+                for i in spread:
+                    size = (
+                        1 if i not in trace.tensor_data else np.asarray(trace.tensor_data[i]).size
+                    )
+                    part = row[k : k + size] * (sign * eps)
+                    k += size
+                    point[self.handles[i]] = (
+                        float(part[0]) if i not in trace.tensor_data else (np.arange(size), part)
+                    )
+                points.append(point)
+        values = self._values(trace, points)
+        if values is None:
+            return None
+        f, steps = np.array(values[1:], dtype=float), np.full(len(signs), eps)
+        return Measured(np.float64(values[0]), f[0::2], f[1::2], steps, steps)
+
+    def _values(self, trace, moves: list):
+        """The target at each of ``moves`` (the first: no move), or None (see measure)."""
+        watch = tuple(self.handles.values())
+        points = [(m, watch if k == 0 else ()) for k, m in enumerate(moves)]
+        first = max(2.0, 3 * self.seconds)
+        per = first if self.per_point is None else max(0.5, 20 * self.per_point)
+        started = time.perf_counter()
+        answers = self.zygote.run(points, per, first)
+        if self.per_point is None:
+            self.per_point = (time.perf_counter() - started) / max(1, len(points))
+        for answer in answers:
+            if answer[0] != "ok":
+                self.problem = _why(answer, self.what)
+                return None
+        if not self._same_inputs(trace, answers[0][2]) or not _same(
+            answers[0][1], trace.target.data
+        ):
+            if not self.problem:
+                self.problem = (
+                    f"re-running the {self.what} plainly gives {answers[0][1]:.6g}, but the "
+                    f"recorded run gave {float(np.sum(trace.target.data)):.6g}: the {self.what} "
+                    "does not compute the same thing twice (randomness it does not seed, state "
+                    "it changes), so it cannot be compared with itself"
+                )
+            return None
+        return [a[1] for a in answers]
+
+    def _same_inputs(self, trace, seen: dict) -> bool:
+        for i, born in self.handles.items():
+            got = seen.get(born)
+            if i in trace.tensor_data:
+                want = np.asarray(trace.tensor_data[i], dtype=float)
+                if not (
+                    isinstance(got, tuple)
+                    and tuple(got[0]) == want.shape
+                    and _same(got[1], float(want.sum()))
+                ):
+                    self.problem = self._lost(trace, i)
+                    return False
+            elif got is None or not _same(got, float(trace.data[i])):
+                self.problem = self._lost(trace, i)
+                return False
+        return True
+
+    def _lost(self, trace, i) -> str:
+        return (
+            f"re-running the {self.what} plainly did not meet the input "
+            f"{trace.nodes[i].name!r} where the recorded run made it, so the two runs "
+            "cannot be matched"
+        )
+
+
+def _why(answer, what: str) -> str:
+    kind = answer[0]
+    if kind == OUTSIDE:
+        return f"the {what} reaches outside the notebook ({answer[1]}), so it was not run again"
+    if kind == "timeout":
+        return f"re-running the {what} took too long"
+    return f"re-running the {what} plainly failed ({answer[1]})"
+
+
+def _same(a, b) -> bool:
+    a = float(np.sum(np.asarray(a, dtype=float)))
+    b = float(np.sum(np.asarray(b, dtype=float)))
+    return a == b or abs(a - b) <= 1e-9 * max(1.0, abs(b)) or (a != a and b != b)
