@@ -185,7 +185,7 @@ def test_a_pytorch_cells_source_is_recorded_as_the_magic_records_it(ip):
     exec(TORCH_CELL, plain)
     assert run.value == pytest.approx(plain["loss"].item(), rel=1e-12)
     assert np.array_equal(run.grads["W"], plain["W"].grad.numpy())
-    assert run.check["whole"]["status"] == "pass"
+    assert run.checks["whole"]["status"] == "pass"
     # and the magic's record of the same cell says the same
     ip.user_ns["x"] = x
     assert ip.run_cell("%%autograd -q\n" + TORCH_CELL).success

@@ -188,7 +188,7 @@ def _(mo, run):
 
 @app.cell
 def _(mo, run):
-    mo.md(f"whole-cell check: {run.check['whole']['status']}")
+    mo.md(f"whole-cell check: {run.checks['whole']['status']}")
     return
 
 

@@ -270,7 +270,7 @@ def test_a_write_through_a_detached_alias_leaves_what_was_shown_true():
         note.startswith("h was written in place through its detach() at line 4")
         for note in run.warnings
     )
-    assert run.check["whole"]["status"] != "fail"
+    assert run.checks["whole"]["status"] != "fail"
 
 
 def test_import_gradmagic_does_not_import_torch():
@@ -386,8 +386,8 @@ def test_a_small_gpt_is_grouped_by_module_with_its_blocks_folded():
     assert "model.blocks.3.mlp  (Sequential)" in titles
     assert {"model.blocks.0-2  Block x 3", "model.blocks.4-11  Block x 8"} <= titles
     # the checks and the display
-    assert run.check["whole"]["status"] == "pass"
-    assert all(r["status"] == "pass" for r in run.check["ops"].values())
+    assert run.checks["whole"]["status"] == "pass"
+    assert all(r["status"] == "pass" for r in run.checks["ops"].values())
     assert "model.blocks.0-11  Block x 12" in torchview.to_dot(run)
     page = torchview.html_view(run)
     assert "307 ops in " in page and "data:image/svg+xml;base64," in page
@@ -412,12 +412,12 @@ def test_a_wrong_custom_backward_is_red_at_its_node():
 
     _, magic = shells(cells.BAD_FUNCTION_SETUP)
     run = run_magic(magic, cells.BAD_FUNCTION_CELL)
-    assert run.check["whole"]["status"] == "fail"
-    failed = [k for k, r in run.check["ops"].items() if r["status"] == "fail"]
+    assert run.checks["whole"]["status"] == "fail"
+    failed = [k for k, r in run.checks["ops"].items() if r["status"] == "fail"]
     assert [run.ops[k].name for k in failed] == ["BadTanh"]
     assert run.ops[failed[0]].custom
     assert run.names[run.ops[failed[0]].outputs[0]] == "h"
-    others = [r["status"] for k, r in run.check["ops"].items() if k not in failed]
+    others = [r["status"] for k, r in run.checks["ops"].items() if k not in failed]
     assert others and set(others) == {"pass"}
     dot = torchview.to_dot(run)
     line = next(x for x in dot.splitlines() if "h = BadTanh" in x)
@@ -427,8 +427,8 @@ def test_a_wrong_custom_backward_is_red_at_its_node():
         "BadTanh.backward = staticmethod(lambda ctx, g: g * (1 - ctx.saved_tensors[0] ** 2))"
     )
     run = run_magic(magic, cells.BAD_FUNCTION_CELL)
-    assert run.check["whole"]["status"] == "pass"
-    assert {r["status"] for r in run.check["ops"].values()} == {"pass"}
+    assert run.checks["whole"]["status"] == "pass"
+    assert {r["status"] for r in run.checks["ops"].values()} == {"pass"}
 
 
 # --------------------------------------------------------------------------- health
@@ -548,8 +548,8 @@ def test_an_optimizer_step_with_dropout_and_in_place_ops_runs_as_without_the_mag
     assert {run.name_of(i) for i in run.params} == {
         f"net.{i}.{w}" for i in (0, 3, 5) for w in ("weight", "bias")
     }
-    assert run.check["whole"]["status"] == "pass", run.check["whole"]
-    statuses = {run.ops[k].name: r["status"] for k, r in run.check["ops"].items()}
+    assert run.checks["whole"]["status"] == "pass", run.checks["whole"]
+    statuses = {run.ops[k].name: r["status"] for k, r in run.checks["ops"].items()}
     assert statuses["dropout"] == "skipped" and "fail" not in statuses.values()
     ratios = [p["update_to_data"] for p in run.health["params"]]
     assert all(r is not None and 0 < r < 1 for r in ratios), ratios
@@ -641,14 +641,14 @@ def test_the_checks_stay_within_their_time_budget(monkeypatch):
 
     _, magic = shells(cells.MLP_SETUP)
     run = run_magic(magic, cells.MLP_FORWARD)
-    assert run.check["whole"]["status"] == "pass"
-    assert run.check["ops"] and not any("not checked" in n for n in run.check["notes"])
+    assert run.checks["whole"]["status"] == "pass"
+    assert run.checks["ops"] and not any("not checked" in n for n in run.checks["notes"])
     monkeypatch.setattr(torchcheck_run, "BUDGET", 0.0)
     run = run_magic(magic, cells.MLP_FORWARD)
-    assert run.check["whole"]["status"] == "skipped"
-    assert "float64 would take about" in run.check["whole"]["why"]
-    assert not run.check["ops"]
-    assert "were not checked one by one" in run.check["notes"][0]
+    assert run.checks["whole"]["status"] == "skipped"
+    assert "float64 would take about" in run.checks["whole"]["why"]
+    assert not run.checks["ops"]
+    assert "were not checked one by one" in run.checks["notes"][0]
 
 
 def test_a_torch_cell_with_no_target_runs_plain_and_says_so(capsys):

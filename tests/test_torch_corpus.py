@@ -212,7 +212,7 @@ def test_the_checks_of_a_long_cell_or_a_big_op_are_not_made(monkeypatch):
         "import torch\nW = torch.randn(8, 8, requires_grad=True)\nv = torch.randn(3, requires_grad=True)",
         "loss = (W @ W).tanh().sum() + (v * 2).sum()\nloss",
     )
-    whole, ops = run.check["whole"], run.check["ops"]
+    whole, ops = run.checks["whole"], run.checks["ops"]
     assert whole["status"] == "skipped" and "replaying it in float64" in whole["why"]
     why = {run.ops[k].name: r.get("why", r["status"]) for k, r in ops.items()}
     assert why["matmul"].startswith("too big to replay") and why["mul"] == "pass"
@@ -261,7 +261,7 @@ def test_the_gradients_shown_match_central_differences_in_float64():
                 down = float(f(**args))
                 assert abs(shown.reshape(-1)[j] - (up - down) / (2 * eps)) < 1e-7, (name, j)
                 compared += 1
-    assert compared > 10 and run.check["whole"]["status"] == "pass"
+    assert compared > 10 and run.checks["whole"]["status"] == "pass"
 
 
 def test_ops_after_a_forward_that_raised_are_not_put_in_its_module():
@@ -330,8 +330,8 @@ def test_a_complex_parameter_is_named_as_left_out_of_the_whole_cell_check():
     run = gradmagic.last
     names = [run.names[j] for j in run.params]
     assert names == ["ph.w", "ph.b"]
-    assert run.check["whole"]["status"] == "pass"
-    assert run.check["whole"]["left_out"] == ["ph.w"]
+    assert run.checks["whole"]["status"] == "pass"
+    assert run.checks["whole"]["left_out"] == ["ph.w"]
     assert any(
         "Complex parameters left out" in t and "ph.w" in t for _, t in torchview.check_lines(run)
     )
@@ -366,14 +366,14 @@ def test_an_op_that_read_a_value_written_through_data_is_not_checked_with_the_ol
         assert shell.run_cell(cell).success
     assert shell.run_cell(f"%%autograd -q\n{cells[2][1]}").success
     run = gradmagic.last
-    ops = run.check["ops"]
+    ops = run.checks["ops"]
     muls = [k for k in sorted(ops) if run.ops[k].name == "mul"]
     assert len(muls) == 2  # v = wd * 1.0, then v * v after the write
     square = muls[1:]
     assert ops[square[0]]["status"] == "skipped"
     assert "before this op read it" in ops[square[0]]["why"]
-    assert run.check["whole"]["status"] == "skipped"
-    assert "v was written over (through .data" in run.check["whole"]["why"]
+    assert run.checks["whole"]["status"] == "skipped"
+    assert "v was written over (through .data" in run.checks["whole"]["why"]
     # and the view marks the op that read it, and the value whose shown numbers are the maker's
     from gradmagic.views import torchlive, torchview
 
@@ -409,10 +409,10 @@ def test_an_in_place_op_is_checked_and_not_taken_for_a_write_out_of_sight(cell):
     run = _record(
         "import torch, torch.nn.functional as F\nw = torch.randn(5, requires_grad=True)", cell
     )
-    ops = run.check["ops"]
+    ops = run.checks["ops"]
     assert {run.ops[k].name: r["status"] for k, r in ops.items()}.keys() >= {"sum"}
     assert all(r["status"] == "pass" for r in ops.values()), ops
-    assert run.check["whole"]["status"] == "pass"
+    assert run.checks["whole"]["status"] == "pass"
     assert run.health["read_written"] == []
     assert not any("written over" in w for ws in run.health["marks"].values() for w in ws)
     # a tensor first seen as what an op writes into is shown as it was before the write
@@ -522,7 +522,7 @@ def test_a_lying_tensor_subclass_target_is_judged_by_its_graph():
     run = _record(setup, cell)
     assert run.names[run.target] == "loss" and run.value == 14.0
     np.testing.assert_array_equal(run.grads["w"], [2.0, 4.0, 6.0])
-    assert run.check["whole"]["status"] == "pass"
+    assert run.checks["whole"]["status"] == "pass"
     assert [r.status for r in run.expect({"w": [2, 4, 6], "loss.data": 14}).rows] == ["pass"] * 2
     assert [r.status for r in run.expect({"w": [1, 1, 1], "loss.data": 42}).rows] == ["fail"] * 2
     ns = {}
@@ -628,7 +628,7 @@ def test_a_huge_model_or_cell_gives_a_bounded_view_that_says_what_it_left_out(se
         )
         assert len(tabs["params"]["rows"]) == torchview.ROWS
     # (the whole-cell check is made or said to be too long, as the machine's speed has it)
-    assert run.check["whole"]["status"] in ("pass", "skipped")
+    assert run.checks["whole"]["status"] in ("pass", "skipped")
 
 
 def test_a_nan_gradient_through_where_is_shown_marked_and_not_called_wrong():
@@ -645,7 +645,7 @@ def test_a_nan_gradient_through_where_is_shown_marked_and_not_called_wrong():
     plain = shell.ev("torch.autograd.grad(loss, w)[0].numpy()")
     np.testing.assert_array_equal(shown, plain)
     assert np.isnan(shown).any()
-    sqrt = [r for k, r in run.check["ops"].items() if run.ops[k].name == "sqrt"]
+    sqrt = [r for k, r in run.checks["ops"].items() if run.ops[k].name == "sqrt"]
     assert sqrt[0]["status"] == "skipped" and "no verdict" in sqrt[0]["why"]
     shell.clear_instance()
 
@@ -660,15 +660,15 @@ def test_a_scatter_that_writes_twice_to_one_place_is_not_called_wrong():
         "spread = torch.zeros(3, 4).scatter(0, torch.tensor([[0, 1, 2, 0]] * 5), w * 2)\n"
         f"loss = (spread * {weights}).sum()\nloss",
     )
-    ops = {run.ops[k].name: r for k, r in run.check["ops"].items()}
+    ops = {run.ops[k].name: r for k, r in run.checks["ops"].items()}
     assert ops["scatter"]["status"] == "skipped" and "several entries" in ops["scatter"]["why"]
-    assert run.check["whole"]["status"] == "skipped"
-    assert "not the derivative of what ran" in run.check["whole"]["why"]
+    assert run.checks["whole"]["status"] == "skipped"
+    assert "not the derivative of what ran" in run.checks["whole"]["why"]
     # a scatter of distinct places is checked as any op
     run = _record(
         setup,
         "perm = torch.tensor([[0, 1, 2, 0], [1, 2, 0, 1], [2, 0, 1, 2]])\n"
         f"spread = torch.zeros(3, 4).scatter(0, perm, w[:3] * 2)\nloss = (spread * {weights}).sum()\nloss",
     )
-    ops = {run.ops[k].name: r for k, r in run.check["ops"].items()}
-    assert ops["scatter"]["status"] == "pass" and run.check["whole"]["status"] == "pass"
+    ops = {run.ops[k].name: r for k, r in run.checks["ops"].items()}
+    assert ops["scatter"]["status"] == "pass" and run.checks["whole"]["status"] == "pass"

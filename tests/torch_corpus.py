@@ -1177,9 +1177,9 @@ def _traceback_lines(text: str) -> list:
 def _shown(run) -> dict | None:
     """What the magic said of the cell's gradients: the checks' verdicts that are not passes
     (not compared with a plain run; the tests read them)."""
-    if run is None or getattr(run, "check", None) is None:
+    if run is None or getattr(run, "checks", None) is None:
         return None
-    check = run.check
+    check = run.checks
     return {
         "whole": {k: check["whole"].get(k) for k in ("status", "why")},
         "ops": sorted(

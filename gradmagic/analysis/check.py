@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from .numbers import all_finite, fmt
-from .perturb import choose
+from .perturb import Perturbation, choose
 from .replay import Replay
 from .rows import FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
 
@@ -322,6 +322,8 @@ def check(
     rows = code.graph_only(rows) + code.direction(eps, seed)
     if code.problem and len(perturbation):
         notes.insert(0, code.problem)
+    if code.oracle == "code":
+        notes[:0] = _missing_paths(trace, rows)
     return CheckReport(
         rows,
         kind="check",
@@ -335,6 +337,28 @@ def check(
         unchecked="" if len(perturbation) else _why_unchecked(trace),
         oracle=code.oracle,
     )
+
+
+def _missing_paths(trace, rows) -> list:
+    """What a disagreement between the graph and the code means, in words."""
+    wrong = [r for r in rows if r.status == "fail"]
+    if not wrong:
+        return []
+    named = [r for r in wrong if r.index is not None]
+    names = (
+        ", ".join(f"`{r.name}`" for r in named[:4]) + (", ..." if len(named) > 4 else "")
+        if named
+        else "its inputs"
+    )
+    places = [w for w in getattr(trace, "warnings", ()) if w][:1]
+    return [
+        f"Your code, run again with {names} moved, changes the target by a different amount "
+        "than the recorded graph's gradient says: a path to the target is missing from the "
+        "graph (code the magic does not follow: a write into a plain array, a number that "
+        "left the graph and came back as plain, a library computing outside it), or an "
+        "op's rule is wrong. The numeric column is the truth here."
+        + (f" Where the graph was cut: {places[0]}" if places else "")
+    ]
 
 
 class _Code:
@@ -507,8 +531,16 @@ def expect(trace, mapping, atol: float = 1e-5, rtol: float = 1e-3) -> CheckRepor
     ``mapping`` is a dict or a list of (name, expected) pairs. A name with no
     node is an ``error`` row, never skipped. The verdict reads "3 of 4 correct".
     """
-    rows = [_expect_row(trace, key, want, atol, rtol) for key, want in expected_pairs(mapping)]
+    pairs = expected_pairs(mapping)
+    truth = _code_truth(trace, pairs)
+    rows = [_expect_row(trace, key, want, atol, rtol, truth) for key, want in pairs]
     notes = []
+    if truth:
+        notes.append(
+            "Your code, run again with its inputs moved, contradicts the recorded graph for "
+            + ", ".join(repr(trace.nodes[i].name) for i in truth)
+            + ": those answers are judged against the code's own slopes (finite differences)."
+        )
     if trace.branch_dependent:
         notes.append(
             "The cell's control flow depended on values: these numbers hold for this branch."
@@ -555,7 +587,46 @@ def unanswered(mapping, error: str, atol: float = 1e-5, rtol: float = 1e-3) -> C
     return CheckReport(rows, kind="expect", atol=atol, rtol=rtol, error=error)
 
 
-def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
+# the most elements of one array input measured one by one for an expected answer
+TRUTH_ELEMENTS = 4096
+
+
+def _code_truth(trace, pairs) -> dict:
+    """Leaf position → its gradient measured on the code (central differences of a plain
+    re-run), for the expected gradients whose leaf the check found the graph wrong about."""
+    rerun = getattr(trace, "rerun", None)
+    if rerun is None or rerun.problem or not pairs:
+        return {}
+    report = trace.check()
+    if report.oracle != "code":
+        return {}
+    wrong = {r.index for r in report.rows if r.status == "fail" and r.index is not None}
+    if not wrong:
+        return {}
+    truth = {}
+    eps = report.eps or 1e-6
+    for key, _ in pairs:
+        if key.endswith(".data"):
+            continue
+        try:
+            node = trace.node(key[:-5] if key.endswith(".grad") else key)
+        except KeyError:
+            continue
+        i = node.index
+        if i not in wrong or i in truth:
+            continue
+        size = 1 if node.shape is None else int(np.prod(node.shape))
+        if size > TRUTH_ELEMENTS:
+            continue
+        elems = [-1] if node.shape is None else list(range(size))
+        with np.errstate(all="ignore"):
+            m = rerun.measure(trace, Perturbation([i] * len(elems), elems), eps)
+        if m is not None:
+            truth[i] = float(m.numeric[0]) if node.shape is None else m.numeric.reshape(node.shape)
+    return truth
+
+
+def _expect_row(trace, key: str, want, atol, rtol, truth=None) -> CheckRow:
     name, attr = key, "grad"
     for suffix in (".data", ".grad"):
         if key.endswith(suffix):
@@ -565,6 +636,8 @@ def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
     except KeyError:
         return _error_row(key, want, f"no node named {name!r}")
     got = getattr(node, attr)
+    if attr == "grad" and truth and node.index in truth:
+        got = truth[node.index]
     try:
         w = np.asarray(want, dtype=float)
     except (TypeError, ValueError):

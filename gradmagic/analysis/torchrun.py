@@ -81,7 +81,7 @@ class TorchRun:
     options: object = None
     warnings: list = field(default_factory=list)
     health: dict = field(default_factory=dict)
-    check: dict | None = None  # the numerical checks (see torchcheck_run)
+    checks: dict | None = None  # the numerical checks (see torchcheck_run)
     full: Mapping = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
     backward_by_cell: bool = False
     no_gradients: bool = False  # the cell ran no backward and the magic could run none
@@ -96,7 +96,7 @@ class TorchRun:
         full = self.full.get(self.target)
         if full is not None and full[0] is not None:
             v = full[0]
-            return float(v) if v.size == 1 else v
+            return float(v.reshape(())) if v.size == 1 else v
         return float(self.stats[self.target, 0])
 
     @property
@@ -137,6 +137,62 @@ class TorchRun:
     def stat(self, i: int, grad: bool = False) -> dict:
         row = (self.grad_stats if grad else self.stats)[i]
         return dict(zip(STAT_NAMES, row.tolist()))
+
+    def check(self):
+        """The checks as a :class:`~gradmagic.analysis.check.CheckReport`, as every run has:
+        a row for the whole cell (the recorded ops replayed in float64, all parameters moved
+        at once along a random direction) and one for each op checked on its own.
+
+        The rows compare PyTorch's gradients with central differences of the recorded ops
+        (``oracle`` "ops"), not of the cell run again; a skipped check is a note, not a row.
+        """
+        from .check import CheckReport, CheckRow
+
+        opts = self.options
+        atol, rtol = getattr(opts, "atol", 1e-5), getattr(opts, "rtol", 1e-3)
+        checks = self.checks or {}
+        rows, notes = [], list(checks.get("notes", []))
+        named = [("the whole cell, all parameters at once", checks.get("whole"), None)]
+        named += [
+            (f"{self.ops[k].name} (line {self.ops[k].line})", r, k)
+            for k, r in checks.get("ops", {}).items()
+        ]
+        for name, r, k in named:
+            if not r:
+                continue
+            if r.get("status") == "skipped" or "analytic" not in r:
+                notes.append(f"{name}: not checked ({r.get('why', 'no reason given')})")
+                continue
+            a, n = float(r["analytic"]), float(r["numeric"])
+            err = abs(a - n)
+            rows.append(
+                CheckRow(
+                    name,
+                    a,
+                    n,
+                    err,
+                    float(r.get("error", 0.0)),
+                    atol + rtol * abs(n),
+                    r["status"],
+                    r.get("why", ""),
+                    k,
+                )
+            )
+        if self.checks is None:
+            unchecked = "the cell ran with --no-check"
+        else:
+            unchecked = "no op could be checked"
+        return CheckReport(
+            rows,
+            kind="check",
+            atol=atol,
+            rtol=rtol,
+            eps=getattr(opts, "eps", None),
+            notes=notes,
+            target=self.name_of(self.target),
+            unchecked=unchecked,
+            oracle="ops",
+        )
 
     def expect(self, mapping, atol: float | None = None, rtol: float | None = None):
         """Compare named gradients (``"dW1"``-style answers, tensors or arrays) with the

@@ -186,7 +186,7 @@ def _finished(recorder, value, source, source_text, options, ns, ran):
         if not options.no_check:
             with warnings.catch_warnings():  # the check replays the cell's ops: their
                 warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-                result.check = torchcheck_run.check(result, recorder, eps=None, ran=ran)
+                result.checks = torchcheck_run.check(result, recorder, eps=None, ran=ran)
     return result
 
 

@@ -42,7 +42,7 @@ def _shape(run, i) -> str:
 
 
 def _status(run, k):
-    check = (run.check or {}).get("ops", {}).get(k)
+    check = (run.checks or {}).get("ops", {}).get(k)
     return check["status"] if check else None
 
 
@@ -143,10 +143,10 @@ def headline(run) -> str:
 
 def check_lines(run) -> list:
     """(status, text) lines of the numerical checks: the whole cell, then the ops."""
-    if run.check is None:
+    if run.checks is None:
         return [("none", "Not checked (--no-check).")]
     out = []
-    whole = run.check["whole"]
+    whole = run.checks["whole"]
     if whole["status"] == "skipped":
         out.append(("none", f"Whole cell not checked: {whole['why']}."))
     else:
@@ -168,7 +168,7 @@ def check_lines(run) -> list:
                 + ".",
             )
         )
-    ops = run.check["ops"]
+    ops = run.checks["ops"]
     counts = {}
     for r in ops.values():
         status = "like an op checked" if "like" in r else r["status"]
@@ -193,7 +193,7 @@ def check_lines(run) -> list:
                     f"{r['numeric']:.6g}",
                 )
             )
-    out.extend(("none", note) for note in run.check.get("notes", []))
+    out.extend(("none", note) for note in run.checks.get("notes", []))
     return out
 
 

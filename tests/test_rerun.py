@@ -1,0 +1,205 @@
+"""The check's judge is the code: the cell (or function) run again plainly at moved inputs.
+
+A path the recording misses changes the code's value and not the graph's, so the check must
+say "disagree", never tick; a re-run must leave nothing behind; a cell that reaches outside
+is not re-run and gets no tick; every engine's run answers ``check()`` with one report type.
+"""
+
+import hashlib
+import pickle
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import gradmagic
+from gradmagic.analysis.check import CheckReport
+from gradmagic.notebook import session
+
+
+def central(f, x: float, eps: float = 1e-6) -> float:
+    return (f(x + eps) - f(x - eps)) / (2 * eps)
+
+
+STABLE_SIGMOID = """
+import numpy as np
+
+def sigmoid(x):
+    pos = x >= 0
+    z = np.zeros_like(x)
+    z[pos] = np.exp(-x[pos])
+    z[~pos] = np.exp(x[~pos])
+    top = np.ones_like(x)
+    top[~pos] = z[~pos]
+    return top / (1 + z)
+"""
+
+
+@pytest.fixture
+def module_dir(tmp_path, monkeypatch):
+    """A folder on sys.path holding ``stable.py`` (a library the magic does not follow)."""
+    (tmp_path / "stable.py").write_text(STABLE_SIGMOID)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("stable", None)
+
+
+def _run(ip, source, setup=""):
+    if setup:
+        assert ip.run_cell(textwrap.dedent(setup)).success
+    result = ip.run_cell("%%autograd -q\n" + textwrap.dedent(source))
+    assert result.success, result.error_in_exec
+    return session.last
+
+
+# cells whose value depends on an input by a path the recording cannot see, with the plain
+# function of that input that the cell computes
+SILENT_CUTS = {
+    "json round trip": (
+        "import json\nL = json.loads(json.dumps(a)) * a + a\nL",
+        lambda a: __import__("json").loads(__import__("json").dumps(a)) * a + a,
+    ),
+    "text round trip": ("L = float(str(a)) * a\nL", lambda a: float(str(a)) * a),
+    "struct round trip": (
+        "import struct\nL = struct.unpack('d', struct.pack('d', a))[0] + a * a\nL",
+        lambda a: a + a * a,
+    ),
+    "decimal helper": (
+        "from decimal import Decimal\nL = float(Decimal(a) * 3) + a\nL",
+        lambda a: 4 * a,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SILENT_CUTS))
+def test_a_path_the_graph_misses_is_red_and_the_numeric_is_the_codes(ip, name):
+    source, plain = SILENT_CUTS[name]
+    trace = _run(ip, source, "a = 0.7")
+    report = trace.check()
+    assert isinstance(report, CheckReport) and report.oracle == "code"
+    assert not report.passed, report.verdict
+    row = next(r for r in report.rows if r.name == "a")
+    assert row.status == "fail"
+    assert row.numeric == pytest.approx(central(plain, 0.7), rel=1e-5)
+    assert any("missing from the graph" in n for n in report.notes)
+
+
+def test_an_imported_library_writing_into_plain_arrays_is_caught(ip, module_dir):
+    x0 = np.array([-1.5, -0.3, 0.4, 2.0])
+    ip.user_ns["x"] = x0.copy()
+    trace = _run(
+        ip, "L = np.sum(sigmoid(x) + x)\nL", "import numpy as np\nfrom stable import sigmoid"
+    )
+    report = trace.check()
+    assert not report.passed and report.oracle == "code"
+    assert {r.status for r in report.rows} == {"fail"}
+
+    def plain(v):
+        return float(np.sum(1 / (1 + np.exp(-v)) + v))
+
+    truth = np.array([central(lambda t, k=k: plain(x0 + t * np.eye(4)[k]), 0.0) for k in range(4)])
+    # a student's right answer is judged right (against the code), a graph-like one wrong
+    assert trace.expect({"x": truth}).passed
+    assert not trace.expect({"x": np.ones(4)}).passed
+    assert np.array_equal(ip.user_ns["x"], x0)  # the re-runs left the user's array alone
+
+
+def test_a_right_cell_passes_against_its_code(ip):
+    trace = _run(ip, "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f\nL")
+    report = trace.check()
+    assert report.passed and report.oracle == "code", report.verdict
+    assert {r.name for r in report.rows} == {"a", "b", "c", "f"}
+
+
+def test_a_cell_that_writes_a_file_is_not_run_again_and_gets_no_tick(ip, tmp_path):
+    out = tmp_path / "log.txt"
+    trace = _run(
+        ip,
+        f"with open({str(out)!r}, 'a') as fh:\n    fh.write('x')\nL = a * a\nL",
+        "a = 3.0",
+    )
+    report = trace.check()
+    assert not report.passed and report.oracle == "graph"
+    assert {r.status for r in report.rows} == {"graph"}
+    assert "opens" in report.notes[0] and "not run again" in report.notes[0]
+    assert out.read_text() == "x"  # written once, by the cell itself
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(pickle.dumps(obj)).hexdigest()
+
+
+def test_re_runs_leave_the_state_the_recorded_run_left(ip):
+    setup = """
+    import heapq, random
+    random.seed(3)
+    heap = [5.0, 1.0, 3.0]
+    heapq.heapify(heap)
+    log = []
+    class Counter:
+        calls = 0
+    w = 0.5
+    """
+    cell = """
+    Counter.calls += 1
+    heapq.heappush(heap, w * 2)
+    log.append(random.random())
+    w = w * 1.5
+    L = w * heap[0] + log[-1]
+    L
+    """
+    trace = _run(ip, cell, setup)
+    ns = ip.user_ns
+    kept = _digest((ns["heap"], ns["log"], ns["w"], ns["Counter"].calls, ns["L"]))
+    rnd = ns["random"].getstate()
+    report = trace.check()
+    assert report.oracle == "code" and report.passed, report.verdict
+    assert _digest((ns["heap"], ns["log"], ns["w"], ns["Counter"].calls, ns["L"])) == kept
+    assert ns["random"].getstate() == rnd
+    assert ns["w"] == 0.75 and ns["Counter"].calls == 1
+    # a plain cell after it, and the magic again, see the same state
+    assert ip.run_cell("after = (len(log), len(heap), Counter.calls)").success
+    assert ns["after"] == (1, 4, 1)
+    _run(ip, cell)
+    assert ns["Counter"].calls == 2 and len(ns["log"]) == 2
+
+
+def test_printing_in_a_re_run_reaches_nobody(ip, capsys):
+    trace = _run(ip, "print('once')\nL = a * 3.0\nL", "a = 1.0")
+    capsys.readouterr()
+    assert trace.check().passed
+    assert capsys.readouterr().out == ""
+
+
+def test_every_engine_answers_check_with_one_report_type(ip):
+    scalar = _run(ip, "a = 2.0\nL = a * a\nL")
+    arrays = _run(ip, "L = np.sum(np.tanh(W) * 2)\nL", "import numpy as np\nW = np.ones((2, 3))")
+
+    def f(w, b):
+        return (w * 2.0 + b - 1.0) ** 2
+
+    function = gradmagic.autograd(f)(w=0.5, b=-1.0)
+    for run in (scalar, arrays, function):
+        report = run.check()
+        assert isinstance(report, CheckReport) and report.passed and report.oracle == "code"
+
+
+def test_pytorch_runs_answer_check_too_a_1x1_target_included(ip):
+    torch = pytest.importorskip("torch")
+    ip.run_cell("import torch\ntorch.manual_seed(0)\nx = torch.randn(1, 27)")
+    ip.user_ns["W"] = torch.randn(27, 1, requires_grad=True)
+    result = ip.run_cell("%%autograd -q\nx @ W")
+    assert result.success
+    run = gradmagic.last
+    assert run is not None and run.value == pytest.approx(
+        float((ip.user_ns["x"] @ ip.user_ns["W"]).item())
+    )
+    report = run.check()
+    assert isinstance(report, CheckReport) and report.passed and report.oracle == "ops"
+
+    def g(W):
+        return (ip.user_ns["x"] @ W).tanh().sum()
+
+    report = gradmagic.autograd(g)(W=torch.randn(27, 1, requires_grad=True)).check()
+    assert isinstance(report, CheckReport) and report.passed
