@@ -43,6 +43,11 @@ _SETTLE_MAX = 1e4
 _WIDE_MAX = 2**18
 _status_of = operator.attrgetter("status")
 
+# elements of an array leaf perturbed one by one: a re-run of the code costs a run of the
+# cell a point, so fewer are sampled, beside one direction through all of them
+RERUN_ELEMENTS = 8
+REPLAY_ELEMENTS = 200
+
 ASSERT_ROWS = 20
 """Wrong rows an ``assert_passed()`` message describes one by one."""
 
@@ -273,7 +278,7 @@ def check(
     rtol: float = 1e-3,
     *,
     max_leaves="auto",
-    max_elements: int = 200,
+    max_elements: int | None = None,
     seed: int = 0,
 ) -> CheckReport:
     """Compare each leaf's analytic gradient with a central finite difference.
@@ -292,8 +297,10 @@ def check(
         left out, one more row moves all of them at once along a random direction
         (``index`` None, ``count`` the leaves).
     max_elements:
-        At most this many elements of each array (tensor) leaf are perturbed,
-        chosen with ``seed``; its row shows the worst of them.
+        At most this many elements of each array (tensor) leaf are perturbed one by one,
+        chosen with ``seed``; its row shows the worst of them. None: ``RERUN_ELEMENTS``
+        where the code is run again (one more row moves every element at once), else
+        ``REPLAY_ELEMENTS``.
     """
     for name, x in (("eps", eps), ("atol", atol), ("rtol", rtol)):
         if not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
@@ -303,6 +310,9 @@ def check(
     replay = Replay(trace)
     # a wide graph replays many points for little more than one: more leaves fit the budget
     wide = lambda: trace.n <= _WIDE_MAX and replay.grouped() is not None  # noqa: E731
+    if max_elements is None:
+        usable = getattr(trace, "rerun", None) is not None and not trace.rerun.problem
+        max_elements = RERUN_ELEMENTS if usable else REPLAY_ELEMENTS
     perturbation, notes = choose(trace, max_leaves, max_elements, seed, wide)
     notes = _run_notes(trace, notes)
     judge = Judge(trace, atol, rtol)

@@ -580,7 +580,7 @@ class Trace:
         rtol: float | None = None,
         *,
         max_leaves="auto",
-        max_elements: int = 200,
+        max_elements: int | None = None,
         seed: int = 0,
     ):
         """The numerical check: finite differences beside each analytic gradient.
