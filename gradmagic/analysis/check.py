@@ -334,6 +334,12 @@ def check(
         notes.insert(0, code.problem)
     if code.oracle == "code":
         notes[:0] = _missing_paths(trace, rows)
+        if getattr(code.rerun, "mode", "plain") == "magic":
+            notes.append(
+                "The code fails as plain Python "
+                f"({code.rerun.plain_error}), so each re-run ran under the magic, with the "
+                "graph it made set aside: its numbers are still the code's own."
+            )
     return CheckReport(
         rows,
         kind="check",

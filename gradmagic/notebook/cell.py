@@ -280,16 +280,30 @@ class _PlainRun:
 
     def __call__(self, point):
         cell, ns, rw = self.cell, self.ns, self.cell.rewritten
-        moves, watch = point
-        probe = _runtime._probe = _runtime.Probe(moves, watch)
+        moves, watch, recorded = point
+        probe = _runtime._probe = _runtime.Probe(moves, watch, recorded)
         _runtime.births = 0
         written = [n for n in rw.written if type(ns.get(n)) in (np.ndarray, Array)]
         lift(ns, rw.reads.union(written))
         follow(ns, boundary.roots(ns, rw.names))
         self.lifter = boundary.lift_reachable(ns, rw.reads, {}, _runtime.lent_leaf)
-        _run_code(cell.code, self.global_ns, ns)
-        value = _run_code(cell.final, self.global_ns, ns) if cell.final else None
-        return _plain_number(rw, self.target, value, ns), probe.seen
+        if not recorded:
+            _run_code(cell.code, self.global_ns, ns)
+            value = _run_code(cell.final, self.global_ns, ns) if cell.final else None
+            return _plain_number(rw, self.target, value, ns), probe.seen
+        # the cell runs only under the magic (``x.tanh()`` on a number): its forward values
+        # are still the code's own; the graph it builds is thrown away
+        with _runtime.recording(cell.filename):
+            cursor.start()
+            cursor.enter(rw.function)
+            try:
+                _run_code(cell.code, self.global_ns, ns)
+                cursor.site = cursor.base + rw.final_site
+                value = _run_code(cell.final, self.global_ns, ns) if cell.final else None
+            finally:
+                cursor.leave()
+        target = find_target(rw, self.target, value, ns)
+        return float(np.sum(np.asarray(target.data, dtype=float))), probe.seen
 
     def undo(self) -> None:
         """Put back the numbers the last call moved or lent (the namespace is the caller's)."""

@@ -161,6 +161,9 @@ class Zygote:
         others = [fd for z in _live() for fd in z._fds()]
         global _RANDOM
         _RANDOM = random.getstate()
+        # numpy imports numpy.random on first use, seeding it from the system: imported now,
+        # so that the re-runs draw what the cell draws
+        np.random.get_state()
         with warnings.catch_warnings():  # (a multi-threaded kernel: the child uses no thread)
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
@@ -387,6 +390,10 @@ class Rerun:
         self.zygote, self.handles, self.seconds, self.what = zygote, handles, seconds, what
         self.problem = problem  # why the code cannot be asked (then the graph is)
         self.per_point = None  # seconds one re-run takes, once measured
+        # "plain", or "magic" for code that fails plainly (x.tanh() on a number) but runs
+        # under the magic: then each re-run is recorded, and only its value is read
+        self.mode = "plain"
+        self.plain_error = ""
 
     def close(self) -> None:
         if self.zygote is not None:
@@ -451,11 +458,17 @@ class Rerun:
     def _values(self, trace, moves: list):
         """The target at each of ``moves`` (the first: no move), or None (see measure)."""
         watch = tuple(self.handles.values())
-        points = [(m, watch if k == 0 else ()) for k, m in enumerate(moves)]
         first = max(2.0, 3 * self.seconds)
         per = first if self.per_point is None else max(0.5, 20 * self.per_point)
         started = time.perf_counter()
-        answers = self.zygote.run(points, per, first)
+        while True:
+            recorded = self.mode == "magic"
+            points = [(m, watch if k == 0 else (), recorded) for k, m in enumerate(moves)]
+            answers = self.zygote.run(points, per, first)
+            if recorded or answers[0][0] != "error":
+                break
+            # a cell that only runs under the magic (x.tanh() on a number): run again there
+            self.mode, self.plain_error = "magic", answers[0][1]
         if self.per_point is None:
             self.per_point = (time.perf_counter() - started) / max(1, len(points))
         for answer in answers:

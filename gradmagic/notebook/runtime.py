@@ -83,8 +83,11 @@ births = 0
 
 
 def born(node):
-    """``node``, stamped with the next birth's count (see above)."""
+    """``node``, stamped with the next birth's count (see above); in a re-run under the
+    magic, counted and moved instead."""
     global births
+    if _probe is not None:
+        return _probe.born(node)
     births += 1
     node._born = births
     return node
@@ -93,6 +96,9 @@ def born(node):
 def tick() -> None:
     """Count a birth that made no node (the plain re-run counts it too)."""
     global births
+    if _probe is not None:
+        _probe.born(None)
+        return
     births += 1
 
 
@@ -101,8 +107,11 @@ class Probe:
     born there (a number, or ``(flat indices, steps)`` for an array); ``watch`` lists the
     births whose plain values are kept in ``seen``, to show the re-run met the same inputs."""
 
-    def __init__(self, moves: dict, watch=()):
+    def __init__(self, moves: dict, watch=(), recorded: bool = False):
         self.moves, self.watch, self.seen = moves, frozenset(watch), {}
+        # a re-run under the magic (for a cell that only runs there: ``x.tanh()`` on a
+        # number): what is born is a node, moved as one
+        self.recorded = recorded
         self.changed: list = []  # (array or node, what it held): the moves made in place
 
     def born(self, x):
@@ -131,7 +140,7 @@ class Probe:
             where, steps = step
             x.flat[where] = x.flat[where] + steps
             return x
-        return type(x)(x + step)
+        return x + step  # (an int moves as a real number, as the graph's gradient reads it)
 
     def undo(self) -> None:
         """Put back what the moves changed in place."""
@@ -260,7 +269,7 @@ def new_leaf(x, name: str):
 def lent_leaf(x, name: str):
     """:func:`new_leaf` for a number lent to the cell at its start (a name it reads, a number
     in a container it reaches), counted as a birth; in a plain re-run, ``x`` itself."""
-    if _probe is not None:
+    if _probe is not None and not _probe.recorded:
         return _probe.born(x)
     made = new_leaf(x, name)
     if made is None:
