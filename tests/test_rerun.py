@@ -203,3 +203,20 @@ def test_pytorch_runs_answer_check_too_a_1x1_target_included(ip):
 
     report = gradmagic.autograd(g)(W=torch.randn(27, 1, requires_grad=True)).check()
     assert isinstance(report, CheckReport) and report.passed
+
+
+def test_the_re_runs_keep_to_a_time_budget_and_say_what_they_left(ip):
+    # 40 inputs, each plain run sleeping 20 ms: moving each one alone would take 1.6 s, past
+    # the budget; the direction through all of them still runs, and the report says so
+    trace = _run(
+        ip,
+        "time.sleep(0.02)\nL = sum(w * w for w in ws)\nL",
+        "import time\nws = [0.1 * k for k in range(1, 41)]",
+    )
+    report = trace.check()
+    assert report.oracle == "code" and report.passed, report.verdict
+    alone = [r for r in report.rows if r.index is not None]
+    assert 0 < len(alone) < 40
+    assert any(r.index is None and r.count == 40 for r in report.rows)
+    assert any("not moved one by one" in n for n in report.notes)
+    assert all(r.expected == pytest.approx(2 * trace.node(r.name).data, rel=1e-4) for r in alone)

@@ -46,6 +46,8 @@ _status_of = operator.attrgetter("status")
 # elements of an array leaf perturbed one by one: a re-run of the code costs a run of the
 # cell a point, so fewer are sampled, beside one direction through all of them
 RERUN_ELEMENTS = 8
+# a scalar graph with more inputs than this gets a direction through all of them beside them
+DIRECTION_FROM = 8
 REPLAY_ELEMENTS = 200
 
 ASSERT_ROWS = 20
@@ -317,8 +319,9 @@ def check(
     notes = _run_notes(trace, notes)
     judge = Judge(trace, atol, rtol)
     code = _Code(trace, replay, judge, perturbation)
+    perturbation = code.with_direction(perturbation, seed)
     with np.errstate(all="ignore"):
-        measured = code.measure(perturbation, eps)
+        measured, perturbation = code.measure(perturbation, eps)
     replay_ok = True
     if code.oracle != "code":
         with np.errstate(all="ignore"):
@@ -334,6 +337,16 @@ def check(
         notes.insert(0, code.problem)
     if code.oracle == "code":
         notes[:0] = _missing_paths(trace, rows)
+        if code.rerun.left_out:
+            notes.append(
+                f"{code.rerun.left_out} input number(s) were not moved one by one: re-running "
+                "the code for them would pass the check's time budget"
+                + (
+                    " (the row that moves every input at once covers them)."
+                    if len(perturbation.signs)
+                    else "; they are not checked."
+                )
+            )
         if getattr(code.rerun, "mode", "plain") == "magic":
             notes.append(
                 "The code fails as plain Python "
@@ -408,14 +421,27 @@ class _Code:
             self.oracle = "code"
 
     def measure(self, perturbation, eps):
-        """What :class:`~.replay.Replay` measures, on the code where it can answer."""
+        """(what :class:`~.replay.Replay` measures, the perturbation it covers), on the code
+        where it can answer (within its time budget: some inputs may be left out)."""
         if self.oracle == "code":
-            measured = self.rerun.measure(self.trace, perturbation, eps)
-            if measured is not None:
-                return measured
+            done = self.rerun.measure(self.trace, perturbation, eps)
+            if done is not None:
+                return done
             self.oracle = "graph"
             self.problem = f"The check compared with the recorded graph only: {self.rerun.problem}."
-        return self.replay.measure(perturbation, eps)
+        return self.replay.measure(perturbation, eps), perturbation
+
+    def with_direction(self, perturbation, seed: int):
+        """``perturbation``, where the code answers a scalar graph, with one direction through
+        every input if it has none: it covers the inputs a time budget may leave out."""
+        if self.oracle != "code" or self.trace.tensor_data or len(perturbation.signs):
+            return perturbation
+        spread = np.array(sorted(set(perturbation.node.tolist())), dtype=np.intp)
+        if len(spread) <= DIRECTION_FROM:
+            return perturbation
+        return Perturbation(
+            perturbation.node, perturbation.elem, spread, _signs(len(spread), seed)[None, :]
+        )
 
     def graph_only(self, rows: list) -> list:
         """``rows``, a passing row marked as compared with the graph alone where the code was
@@ -523,7 +549,8 @@ def _settle(code, judge, perturbation, rows, m, eps, notes) -> list:
     step = eps * grow
     again = perturbation.select(todo)
     with np.errstate(all="ignore"):
-        again = judge.rows(again, code.measure(again, step), step)
+        measured_again, again = code.measure(again, step)
+        again = judge.rows(again, measured_again, step)
     settled = 0
     for j, row in zip(todo, again):  # (both in order: leaves, then directions)
         if row.status != "unresolved":
@@ -636,8 +663,9 @@ def _code_truth(trace, pairs) -> dict:
             continue
         elems = [-1] if node.shape is None else list(range(size))
         with np.errstate(all="ignore"):
-            m = rerun.measure(trace, Perturbation([i] * len(elems), elems), eps)
-        if m is not None:
+            done = rerun.measure(trace, Perturbation([i] * len(elems), elems), eps, whole=True)
+        if done is not None:
+            m = done[0]
             truth[i] = float(m.numeric[0]) if node.shape is None else m.numeric.reshape(node.shape)
     return truth
 

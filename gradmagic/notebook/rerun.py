@@ -79,6 +79,10 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 OUTSIDE = "outside"
 """The status of a re-run stopped for reaching the outside world."""
 
+# the re-runs of one check start no new point after this many seconds, or this many times
+# the recorded run, whichever is longer (the directions through every input always run)
+BUDGET = 0.5
+BUDGET_TIMES = 2.0
 # at most this many re-run processes are kept (the oldest is closed first)
 KEEP = 4
 _LIVE: list = []  # weak references to the live zygotes, oldest first
@@ -193,13 +197,15 @@ class Zygote:
     def alive(self) -> bool:
         return self.pid > 0
 
-    def run(self, points: list, timeout: float, first_timeout: float) -> list:
+    def run(self, points: list, timeout: float, first_timeout: float, budget=None, must=1) -> list:
         """The answers for ``points`` (the first is given ``first_timeout``, each other
-        ``timeout`` seconds); ``("error", ...)`` for every point once the zygote is gone."""
+        ``timeout`` seconds); ``("error", ...)`` for every point once the zygote is gone.
+        Past ``budget`` seconds no point after the first ``must`` is started: the answers
+        then stop short."""
         if not self.alive:
             return [("error", "the re-run process was closed")] * len(points)
         try:
-            _send(self._requests, (points, timeout, first_timeout))
+            _send(self._requests, (points, timeout, first_timeout, budget, must))
             deadline = time.monotonic() + first_timeout + timeout * len(points) + 5
             answers = _receive(self._replies, deadline)
         except OSError:
@@ -265,20 +271,21 @@ def _serve(job, requests: int, replies: int) -> None:
         request = _receive(requests)
         if request is None:  # the kernel closed its end: it is gone, or the run was dropped
             return
-        points, timeout, first = request
+        points, timeout, first, budget, must = request
         answers = None
         if not alone:
             total = first + timeout * len(points)
-            answers = _forked(lambda p=points: _work_all(job, p), total)
+            answers = _forked(lambda p=points, b=budget, m=must: _work_all(job, p, b, m), total)
             if answers[0] == "leaky":
                 answers, alone = None, True
             elif answers[0] == "timeout":
                 answers = [answers] * len(points)
         if answers is None:
-            answers = [
-                _forked(lambda p=point: _work(job, p), first if k == 0 else timeout)
-                for k, point in enumerate(points)
-            ]
+            answers, start = [], time.monotonic()
+            for k, point in enumerate(points):
+                if k >= must and budget is not None and time.monotonic() - start > budget:
+                    break
+                answers.append(_forked(lambda p=point: _work(job, p), first if k == 0 else timeout))
         _send(replies, answers)
 
 
@@ -327,15 +334,21 @@ def _enter() -> None:
 _RANDOM = None  # the random module's state when the zygote was made
 
 
-def _work_all(job, points):
-    """Every point in this process, the state put back before each (see :func:`_serve`)."""
+def _work_all(job, points, budget=None, must=1):
+    """Every point in this process, the state put back before each (see :func:`_serve`);
+    past ``budget`` seconds, only the first ``must``."""
     kept = _Kept(job.namespaces)
-    answers = []
-    for point in [*points, (points[0][0], points[0][1])]:
+    answers: list = []
+    start = time.monotonic()
+    for k, point in enumerate(points):
+        if k >= must and budget is not None and time.monotonic() - start > budget:
+            break
         kept.restore()
         answers.append(_work(job, point))
         if answers[-1][0] == OUTSIDE:
             return [answers[-1]] * len(points)
+    kept.restore()
+    answers.append(_work(job, points[0]))  # the unmoved point again: did state leak?
     again = answers.pop()
     if again != answers[0]:
         return ("leaky",)
@@ -394,17 +407,27 @@ class Rerun:
         # under the magic: then each re-run is recorded, and only its value is read
         self.mode = "plain"
         self.plain_error = ""
+        self.left_out = 0  # inputs not moved one by one, past the budget
 
     def close(self) -> None:
         if self.zygote is not None:
             self.zygote.close()
 
-    def measure(self, trace, perturbation, eps: float):
-        """The :class:`Measured` of ``perturbation``, or None with :attr:`problem` set when
-        the code cannot judge."""
+    def measure(self, trace, perturbation, eps: float, whole: bool = False):
+        """(the :class:`Measured` of ``perturbation``, the part of it measured), or None with
+        :attr:`problem` set when the code cannot judge. Past the time budget the elements
+        left are not measured, unless ``whole``."""
         if self.zygote is None:
             return None
+        # the directions first: they move every input, and are never left out
         points, hp, hm = [{}], [], []
+        for signs in perturbation.signs:
+            hp.append(eps)
+            hm.append(eps)
+            for sign in (1, -1):
+                points.append(
+                    {self.handles[i]: sign * eps * s for i, s in zip(perturbation.spread, signs)}
+                )
         data, tensors = trace.data, trace.tensor_data
         for i, e in zip(perturbation.node.tolist(), perturbation.elem.tolist()):
             born = self.handles[i]
@@ -416,18 +439,19 @@ class Rerun:
                 points += [{born: up - x}, {born: down - x}]
             else:
                 points += [{born: ([e], [up - x])}, {born: ([e], [down - x])}]
-        for signs in perturbation.signs:
-            hp.append(eps)
-            hm.append(eps)
-            for sign in (1, -1):
-                points.append(
-                    {self.handles[i]: sign * eps * s for i, s in zip(perturbation.spread, signs)}
-                )
-        values = self._values(trace, points)
+        ways = len(perturbation.signs)
+        values = self._values(trace, points, must=None if whole else 1 + 2 * ways)
         if values is None:
             return None
-        f0, f = values[0], np.array(values[1:], dtype=float)
-        return Measured(np.float64(f0), f[0::2], f[1::2], np.array(hp), np.array(hm))
+        done = (len(values) - 1) // 2 - ways  # the elements measured within the budget
+        kept = perturbation.select(
+            [*range(done), *range(len(perturbation.node), len(perturbation))]
+        )
+        f = np.array(values[1 : 1 + 2 * (ways + done)], dtype=float)
+        order = np.r_[ways : ways + done, 0:ways]  # back to the elements, then the directions
+        hp, hm = np.array(hp)[order], np.array(hm)[order]
+        self.left_out = len(perturbation.node) - done
+        return Measured(np.float64(values[0]), f[0::2][order], f[1::2][order], hp, hm), kept
 
     def directions(self, trace, spread: list, signs: np.ndarray, eps: float):
         """The :class:`Measured` of moving every element of the leaves in ``spread`` at once,
@@ -455,16 +479,20 @@ class Rerun:
         f, steps = np.array(values[1:], dtype=float), np.full(len(signs), eps)
         return Measured(np.float64(values[0]), f[0::2], f[1::2], steps, steps)
 
-    def _values(self, trace, moves: list):
-        """The target at each of ``moves`` (the first: no move), or None (see measure)."""
+    def _values(self, trace, moves: list, must: int | None = None):
+        """The target at each of ``moves`` (the first: no move), or None (see measure); past
+        the budget, only the first ``must`` (all of them if None)."""
         watch = tuple(self.handles.values())
         first = max(2.0, 3 * self.seconds)
         per = first if self.per_point is None else max(0.5, 20 * self.per_point)
+        budget = max(BUDGET, BUDGET_TIMES * self.seconds)
         started = time.perf_counter()
         while True:
             recorded = self.mode == "magic"
             points = [(m, watch if k == 0 else (), recorded) for k, m in enumerate(moves)]
-            answers = self.zygote.run(points, per, first)
+            answers = self.zygote.run(
+                points, per, first, budget, len(points) if must is None else must
+            )
             if recorded or answers[0][0] != "error":
                 break
             # a cell that only runs under the magic (x.tanh() on a number): run again there
