@@ -382,8 +382,9 @@ each input feature, `P.grad` with each prediction.""",
         "md",
         """## 2. A large leaf
 
-The numerical check perturbs elements one at a time. For a large array it perturbs a seeded
-random sample (at most 200 elements) and says so in the **Check** tab.""",
+The numerical check runs your code again with elements moved one at a time. For a large array
+it moves a seeded random sample of them (8 elements) and all of them at once along a random
+direction, and says so in the **Check** tab.""",
     ),
     ("code", "%%autograd\nA = rng.normal(size=(100, 50))\nL = (np.tanh(A) ** 2).mean()"),
     (

@@ -320,19 +320,25 @@ def check(
     judge = Judge(trace, atol, rtol)
     code = _Code(trace, replay, judge, perturbation)
     perturbation = code.with_direction(perturbation, seed)
-    with np.errstate(all="ignore"):
-        measured, perturbation = code.measure(perturbation, eps)
-    replay_ok = True
-    if code.oracle != "code":
+    rows, measured, replay_ok, parts = [], None, True, []
+    for oracle, part in code.split(perturbation):
         with np.errstate(all="ignore"):
-            replay_ok, note = replay.agrees(measured.f0)
-        if note:
-            notes.append(note)
+            m, part = code.measure(part, eps, oracle)
+        if oracle != "code":
+            with np.errstate(all="ignore"):
+                ok, note = replay.agrees(m.f0)
+            replay_ok = replay_ok and ok
+            if note:
+                notes.append(note)
+        part_rows = judge.rows(part, m, eps)
+        part_rows = _settle(code, judge, part, part_rows, m, eps, notes, oracle)
+        rows += code.graph_only(part_rows, oracle)
+        measured = measured or m
+        parts.append(part)
     if not all_finite(measured.f0):
         notes.append(f"The target is {measured.f0}: no slope can be measured.")
-    rows = judge.rows(perturbation, measured, eps)
-    rows = _settle(code, judge, perturbation, rows, measured, eps, notes)
-    rows = code.graph_only(rows) + code.direction(eps, seed)
+    rows += code.direction(eps, seed)
+    perturbation = _joined(parts)
     if code.problem and len(perturbation):
         notes.insert(0, code.problem)
     if code.oracle == "code":
@@ -404,26 +410,46 @@ class _Code:
             self.oracle = "ops"
         elif self.rerun.problem:
             self.problem = f"The check compared with the recorded graph only: {self.rerun.problem}."
-        elif not set(perturbation.node.tolist()).union(perturbation.spread.tolist()) <= set(
-            self.rerun.handles
-        ):
-            missing = sorted(
-                set(perturbation.node.tolist()).union(perturbation.spread.tolist())
-                - set(self.rerun.handles)
-            )
-            names = ", ".join(repr(trace.nodes[i].name) for i in missing[:3])
-            self.problem = (
-                f"The check compared with the recorded graph only: a plain re-run of the "
-                f"code cannot move {names}{', ...' if len(missing) > 3 else ''} (made by "
-                "code the magic does not follow)."
-            )
         else:
             self.oracle = "code"
+            needed = set(perturbation.node.tolist()).union(perturbation.spread.tolist())
+            missing = sorted(needed - set(self.rerun.handles) - self.rerun.explicit)
+            if missing:  # (the explicit engine's leaves are replayed: their graph is code)
+                names = ", ".join(repr(trace.nodes[i].name) for i in missing[:3])
+                self.problem = (
+                    f"A plain re-run of the code cannot move {names}"
+                    f"{', ...' if len(missing) > 3 else ''} (made by code the magic does not "
+                    "follow): those rows are compared with the recorded graph only."
+                )
 
-    def measure(self, perturbation, eps):
+    def split(self, perturbation) -> list:
+        """[(who answers, the part of ``perturbation`` it answers)]: the code for the inputs
+        a re-run can move, the graph replayed for the others (the explicit engine's leaves
+        made by a library, such as ``nn.Linear``'s weights, or numbers the re-run cannot
+        reach)."""
+        if self.oracle != "code":
+            return [(self.oracle, perturbation)]
+        handles = self.rerun.handles
+        p = perturbation
+        node = p.node.tolist()
+        mine = [j for j, i in enumerate(node) if i in handles]
+        spread = [k for k, i in enumerate(p.spread.tolist()) if i in handles]
+        if len(mine) == len(node) and len(spread) == len(p.spread):
+            return [("code", p)]
+        rest = [j for j, i in enumerate(node) if i not in handles]
+        parts = []
+        if mine or (spread and len(p.signs)):
+            signs = p.signs[:, spread] if len(spread) else None
+            parts.append(
+                ("code", Perturbation(p.node[mine], p.elem[mine], p.spread[spread], signs))
+            )
+        parts.append(("graph", Perturbation(p.node[rest], p.elem[rest])))
+        return parts
+
+    def measure(self, perturbation, eps, oracle=None):
         """(what :class:`~.replay.Replay` measures, the perturbation it covers), on the code
         where it can answer (within its time budget: some inputs may be left out)."""
-        if self.oracle == "code":
+        if (oracle or self.oracle) == "code":
             done = self.rerun.measure(self.trace, perturbation, eps)
             if done is not None:
                 return done
@@ -443,12 +469,16 @@ class _Code:
             perturbation.node, perturbation.elem, spread, _signs(len(spread), seed)[None, :]
         )
 
-    def graph_only(self, rows: list) -> list:
+    def graph_only(self, rows: list, oracle: str) -> list:
         """``rows``, a passing row marked as compared with the graph alone where the code was
-        not asked."""
-        if self.oracle != "graph":
+        not asked (but for a leaf of the explicit engine, whose graph is the code's own)."""
+        if oracle == "code" and self.oracle == "code" or oracle == "ops":
             return rows
-        return [r._replace(status="graph") if r.status == "pass" else r for r in rows]
+        explicit = getattr(self.rerun, "explicit", frozenset())
+        return [
+            r._replace(status="graph") if r.status == "pass" and r.index not in explicit else r
+            for r in rows
+        ]
 
     def direction(self, eps: float, seed: int) -> list:
         """One more row where the code answers and the graph has arrays: every element of
@@ -532,7 +562,20 @@ def _why_unchecked(trace) -> str:
     )
 
 
-def _settle(code, judge, perturbation, rows, m, eps, notes) -> list:
+def _joined(parts: list):
+    """The perturbations of ``parts`` as one (their elements; the first one's directions)."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    return Perturbation(
+        np.concatenate([p.node for p in parts]),
+        np.concatenate([p.elem for p in parts]),
+        first.spread,
+        first.signs,
+    )
+
+
+def _settle(code, judge, perturbation, rows, m, eps, notes, oracle=None) -> list:
     """``rows`` with the unresolved ones of a scalar graph measured again with a step that
     the rounding they carry cannot hide a slope in (``_SETTLE`` times its slack over its
     bound, at most ``_SETTLE_MAX`` times eps); a row still unresolved is kept as it was.
@@ -549,7 +592,7 @@ def _settle(code, judge, perturbation, rows, m, eps, notes) -> list:
     step = eps * grow
     again = perturbation.select(todo)
     with np.errstate(all="ignore"):
-        measured_again, again = code.measure(again, step)
+        measured_again, again = code.measure(again, step, oracle)
         again = judge.rows(again, measured_again, step)
     settled = 0
     for j, row in zip(todo, again):  # (both in order: leaves, then directions)

@@ -191,6 +191,8 @@ def _before_write(arr, force: bool = False):
     old._op, old._a, old._b, old._params = arr._op, arr._a, arr._b, arr._params
     old.requires_grad = arr.requires_grad
     old.label = arr.label
+    if "_born" in d:  # (the birth of a leaf, by which a re-run of the code moves it)
+        old._born = d["_born"]
     if arr._a is not None:
         _t._used(arr._a, old)
         if arr._b is not None:

@@ -25,6 +25,7 @@ from ..analysis.trace import Trace
 from ..core import engine
 from ..core.array import Array
 from ..core.engine import Value, state
+from ..core.tensor import Tensor
 from ..core.sites import FUNCTIONS, cursor
 from . import boundary, memory, rerun
 from . import runtime as _runtime
@@ -217,27 +218,34 @@ def execute(
     global_ns = ns if global_ns is None else global_ns
     counts = state.branch_events, state.float_conversions
     # the plain re-runs of the check start from the state the cell starts from
+    # (made with --no-check too: a later .check() still asks the code)
     zygote = None
-    if not options.no_check and rerun.available():
+    if rerun.available():
         zygote = rerun.Zygote(_PlainRun(cell, ns, global_ns, options))
     started = time.perf_counter()
     _runtime.births = 0
+    _runtime.array_births.clear()
     try:
         trace = _execute(cell, ns, global_ns, options, counts)
     except BaseException:
         if zygote is not None:
             zygote.close()
         raise
+    handles, explicit = trace.rerun
     trace.rerun = rerun.Rerun(
         zygote,
-        trace.rerun,
+        handles,
         time.perf_counter() - started,
-        problem="" if zygote is not None else _NOT_KEPT if options.no_check else _NO_FORK,
+        problem="" if zygote is not None else _NO_FORK,
+        arrays={
+            b: _runtime.array_births[b] for b in handles.values() if b in _runtime.array_births
+        },
     )
+    trace.rerun.explicit = explicit
+    _runtime.array_births.clear()
     return trace
 
 
-_NOT_KEPT = "the cell ran with --no-check, which keeps no way to run it again"
 _NO_FORK = "this system cannot fork a process to run the cell again"
 
 
@@ -328,12 +336,16 @@ def _plain_number(rw: Rewritten, name, value, ns) -> float:
 def _handles(trace: Trace, order) -> dict:
     """Each input leaf's position in the trace → its birth (leaves without one are left out)."""
     leaves = trace.leaf_index[~trace.constant[trace.leaf_index]]
-    handles = {}
+    handles: dict = {}
+    explicit = set()  # the explicit engine's leaves (a Value, a Tensor)
     for i in leaves.tolist():
-        born = getattr(order[i], "_born", 0)
+        node = order[i]
+        born = getattr(node, "_born", 0)
         if born:
             handles[i] = born
-    return handles
+        if type(node) is Value or type(node) is Tensor:
+            explicit.add(i)
+    return handles, frozenset(explicit)
 
 
 def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):

@@ -90,7 +90,12 @@ def born(node):
         return _probe.born(node)
     births += 1
     node._born = births
+    if isinstance(node, np.ndarray):  # what it held when born (a write may change it)
+        array_births[births] = _seen(node)
     return node
+
+
+array_births: dict = {}  # birth → (shape, sum) of the arrays born in the run
 
 
 def tick() -> None:
@@ -118,8 +123,8 @@ class Probe:
         global births
         births += 1
         k = births
-        if type(x) is Array:  # an array an earlier cell left a node: plain numpy's speed
-            x = x.view(np.ndarray)
+        if type(x) is Array and not self.recorded:  # left a node by an earlier cell
+            x = x.view(np.ndarray)  # (a plain re-run runs at plain numpy's speed)
         if k in self.watch:
             self.seen[k] = _seen(x)
         step = self.moves.get(k)
@@ -161,8 +166,9 @@ def _seen(x):
         x = x.data
     elif type(x) is Tensor:
         x = x.data
-    if isinstance(x, np.ndarray):
-        return (x.shape, float(np.sum(x, dtype=float)))
+    if isinstance(x, np.ndarray):  # (read as plain numbers: no node of the graph)
+        plain = x.view(np.ndarray)
+        return (plain.shape, float(np.sum(plain, dtype=float)))
     try:
         return _FLOAT(x)
     except (TypeError, ValueError):
