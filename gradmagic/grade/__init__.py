@@ -53,6 +53,7 @@ import math
 import numpy as np
 
 from ..analysis.check import expected_pairs
+from ..analysis.options import DEFAULTS
 from . import _sandbox
 from ._sandbox import SandboxUnavailable
 from ._collect import FILENAME, _cut, _run_isolated, collect
@@ -89,8 +90,8 @@ def grade(
     source: str,
     expected,
     *,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
+    atol: float = DEFAULTS.atol,
+    rtol: float = DEFAULTS.rtol,
     target: str | None = None,
     namespace: dict | None = None,
     timeout: float | None = TIMEOUT,
