@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from .numbers import all_finite, fmt
+from .options import DEFAULTS
 from .perturb import choose
 from .replay import Replay
 from .rows import FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
@@ -247,9 +248,9 @@ def _num(x) -> str:
 # =========================================================================== the check
 def check(
     trace,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
+    eps: float = DEFAULTS.eps,
+    atol: float = DEFAULTS.atol,
+    rtol: float = DEFAULTS.rtol,
     *,
     max_leaves="auto",
     max_elements: int = 200,
@@ -374,7 +375,7 @@ def _settle(replay, judge, perturbation, rows, m, eps, notes) -> list:
 
 
 # =========================================================================== expect
-def expect(trace, mapping, atol: float = 1e-5, rtol: float = 1e-3) -> CheckReport:
+def expect(trace, mapping, atol: float = DEFAULTS.atol, rtol: float = DEFAULTS.rtol) -> CheckReport:
     """Compare named gradients (``"x"`` or ``"x.grad"``) and values (``"x.data"``).
 
     ``mapping`` is a dict or a list of (name, expected) pairs. A name with no
@@ -415,7 +416,9 @@ def expected_pairs(mapping) -> list:
     return pairs
 
 
-def unanswered(mapping, error: str, atol: float = 1e-5, rtol: float = 1e-3) -> CheckReport:
+def unanswered(
+    mapping, error: str, atol: float = DEFAULTS.atol, rtol: float = DEFAULTS.rtol
+) -> CheckReport:
     """The expect report when nothing could be compared: ``error`` says why.
 
     Every expected entry is an ``error`` row (so ``to_dict()`` lists each as

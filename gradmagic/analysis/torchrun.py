@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .options import Options
 from .torchbackward import backward_order
 from .torchgraph import shown_name
 from .torchhealth import health, probes
@@ -78,7 +79,7 @@ class TorchRun:
     graph: list  # op indices the target depends on
     leaves: list  # value indices of the leaves the target depends on
     params: list  # value indices of leaves that require a gradient
-    options: object = None
+    options: Options = field(default_factory=Options)
     warnings: list = field(default_factory=list)
     health: dict = field(default_factory=dict)
     check: dict | None = None  # the numerical checks (see torchcheck_run)
@@ -145,8 +146,8 @@ class TorchRun:
         from .check import differences, expect
 
         opts = self.options
-        atol = atol if atol is not None else getattr(opts, "atol", 1e-5)
-        rtol = rtol if rtol is not None else getattr(opts, "rtol", 1e-3)
+        atol = atol if atol is not None else opts.atol
+        rtol = rtol if rtol is not None else opts.rtol
         report = expect(_Answers(self), _plain_answers(mapping), atol=atol, rtol=rtol)
         for n, row in enumerate(report.rows):  # a wrong array: its worst entries
             if row.status != "fail" or np.ndim(row.got) == 0:
@@ -236,7 +237,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         run.names[t_index] = next(
             (k for k, v in (ns or rec.ns).items() if v is given and not k.startswith("_")), ""
         )
-    run.source, run.options, run.backward_by_cell = source, options, ran_backward
+    run.source, run.options, run.backward_by_cell = source, Options.of(options), ran_backward
     run.stats, run.grad_stats = stats, grad_stats
     run.full = keep_full(rec, shown, t_index, host)
     run.backward, run.backward_total = backward_order(rec, target, graph)

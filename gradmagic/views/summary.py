@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.options import DEFAULTS
 from . import drawing
 from .dot import drawn_nodes, op_symbol
 from .tables import TABLE_ROWS
 
-DEFAULT_MAX_NODES = 150
+DEFAULT_MAX_NODES = DEFAULTS.max_nodes
 NEIGHBOURHOOD = 30  # nodes nearest the target drawn in a summary
 NAMED = 20  # named nodes drawn in a summary
 

@@ -41,7 +41,7 @@ def payload(run, open=()) -> dict:
     :func:`gradmagic.views.tabs.payload`); a module or folded box is a node ``m<n>``, which a
     click opens, the others ``v<n>``."""
     open = [str(p) for p in open][:OPEN]
-    max_nodes = getattr(run.options, "max_nodes", 150) or 150
+    max_nodes = run.options.max_nodes
     lay = layout(run, max_nodes, open)
     keys = list(lay.boxes)
     ids = {
