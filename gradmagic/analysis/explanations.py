@@ -196,26 +196,26 @@ class Tangents(Mapping):
     def __init__(self, trace, seed: dict, values: list, operations: int, reached: list):
         self.trace = trace
         self.seed = seed  # node index → seed tangent
-        self.values = values  # indexed like trace.nodes
+        self._values = values  # indexed like trace.nodes
         self.operations = operations
         self.reached = reached  # node index → True when it depends on a seeded input
 
     def __getitem__(self, key):
         if isinstance(key, str):
-            return self.values[self.trace.node(key).index]
-        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(self.values):
-            return self.values[key]
+            return self._values[self.trace.node(key).index]
+        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(self._values):
+            return self._values[key]
         raise KeyError(key)
 
     def __iter__(self):
-        return iter(range(len(self.values)))
+        return iter(range(len(self._values)))
 
     def __len__(self):
-        return len(self.values)
+        return len(self._values)
 
     @property
     def target(self):
-        return self.values[self.trace.target.index]
+        return self._values[self.trace.target.index]
 
     @property
     def by_name(self) -> dict:
@@ -230,13 +230,13 @@ class Tangents(Mapping):
                     out[name] = self.trace.node(name).index
                 except KeyError:
                     pass
-        return {name: self.values[i] for name, i in out.items()}
+        return {name: self._values[i] for name, i in out.items()}
 
     def __repr__(self):
         seed = ", ".join(f"{self.trace.nodes[i].name}: {v:g}" for i, v in self.seed.items())
         return (
             f"<Tangents {{{seed}}}: d{self.trace.target.name} = {self.target!r}, "
-            f"{len(self.values)} nodes>"
+            f"{len(self._values)} nodes>"
         )
 
 
