@@ -214,6 +214,7 @@ def _scalar_unary(ufunc, name):
     return forward
 
 
+_uf: np.ufunc
 for _name, _uf in (
     ("add", np.add),
     ("sub", np.subtract),
