@@ -106,10 +106,10 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     extra = [i for i in dict.fromkeys(named + inputs) if i not in seen][: max(0, min(NAMED, limit))]
     leaves = len(trace.leaf_index)
     made = trace.op_code[trace.op_code >= 0]
-    ops = Counter()  # op name → nodes it made, counted per op entry
-    first = {}  # op name → a node it made, whose op entry gives the symbol
-    counts = np.bincount(made, minlength=len(trace.ops)) if made.size else []
-    for code, count in enumerate(np.asarray(counts).tolist()):
+    ops: Counter[str] = Counter()  # op name → nodes it made, counted per op entry
+    first: dict[str, int] = {}  # op name → a node it made, whose op entry gives the symbol
+    per_code = np.bincount(made, minlength=len(trace.ops)) if made.size else np.zeros(0, int)
+    for code, count in enumerate(np.asarray(per_code).tolist()):
         if count:
             name = trace.ops[code].name
             ops[name] += count

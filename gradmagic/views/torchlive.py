@@ -261,7 +261,7 @@ def answer(run, content) -> dict | None:
     if kind != "tensor":
         return None
     try:
-        i = int(content.get("value"))
+        i = int(content.get("value", ""))  # (a missing value: not a number)
     except (TypeError, ValueError):
         return {"type": "tensor", "value": None, "error": "no such value"}
     if not 0 <= i < run.n:

@@ -169,7 +169,7 @@ def check_lines(run) -> list:
             )
         )
     ops = run.check["ops"]
-    counts = {}
+    counts: dict[str, int] = {}
     for r in ops.values():
         status = "like an op checked" if "like" in r else r["status"]
         counts[status] = counts.get(status, 0) + 1
