@@ -29,6 +29,7 @@ import math
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _weak(trace) -> bool:
         return False
 
 
-_GRAPHS = weakref.WeakKeyDictionary()
+_GRAPHS: weakref.WeakKeyDictionary[Any, _Graph] = weakref.WeakKeyDictionary()
 
 
 def _graph(trace) -> _Graph:
@@ -129,7 +130,7 @@ def _graph(trace) -> _Graph:
 def children(trace) -> list:
     """For each node, the nodes computed from it (one entry per use: ``a + a`` twice)."""
     parents = _graph(trace).parents
-    out = [[] for _ in parents]
+    out: list[list[int]] = [[] for _ in parents]
     for i, ps in enumerate(parents):
         for p in ps:
             out[p].append(i)
@@ -619,7 +620,7 @@ def _all_paths(trace, start: int, count) -> list:
     out = []
     # depth-first from the target down parents that ``start`` reaches; a partial path is
     # a linked list (step, rest) so extending it costs O(1)
-    stack = [(trace.target.index, None)]
+    stack: list[tuple[int, Any]] = [(trace.target.index, None)]  # (node, (step, rest) or None)
     while stack:
         i, linked = stack.pop()
         if i == start:
@@ -649,7 +650,8 @@ def _best_paths(trace, start: int, count, k: int) -> list:
     (magnitude, signed product, back-pointer to the parent's entry).
     """
     g = _graph(trace)
-    best = {start: [(1.0, 1.0, None)]}
+    # node → [(magnitude, product, (parent, rank, local derivative, slot) or None)]
+    best: dict[int, list[tuple[float, float, Any]]] = {start: [(1.0, 1.0, None)]}
     for i in range(start + 1, len(g.parents)):
         if not count[i]:
             continue
@@ -662,7 +664,8 @@ def _best_paths(trace, start: int, count, k: int) -> list:
     out = []
     target = trace.target.index
     for _mag, prod, back in best.get(target, ()):
-        steps, i = [], target
+        steps: list[tuple[int, int, float, int]] = []
+        i = target
         while back is not None:
             p, rank, d, slot = back
             steps.append((i, p, d, slot))

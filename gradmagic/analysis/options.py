@@ -183,7 +183,7 @@ class Options:
     def of(cls, value: Options | Mapping[str, Any] | None = None) -> Options:
         if value is None:
             return cls()
-        if isinstance(value, cls):
+        if isinstance(value, Options):
             return replace(value)
         names = {f.name for f in fields(cls)}
         unknown = set(value) - names

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -180,10 +181,11 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
         }
     else:
         whole = _whole(run, rec, eps, atol, rtol, gen)
-    result = {"whole": whole, "ops": {}, "notes": []}
+    result: dict[str, Any] = {"whole": whole, "ops": {}, "notes": []}
     order = sorted(run.graph, key=lambda k: (not rec.ops[k].custom, k))
     # until an op check is timed, one is guessed at half the whole check (one big op)
-    done, alike, longest = 0, {}, (time.perf_counter() - start) / 2
+    alike: dict[tuple, int] = {}  # an op's kind → the first op of that kind
+    done, longest = 0, (time.perf_counter() - start) / 2
     for k in order:
         now = time.perf_counter()
         if now - start + longest > budget:
