@@ -21,6 +21,7 @@ import inspect
 import re
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 
@@ -52,6 +53,8 @@ __all__ = [
 @magics_class
 class AutogradMagics(Magics):
     """Magics that differentiate a cell of ordinary Python."""
+
+    shell: InteractiveShell  # (registered with a shell: never None here)
 
     @no_var_expand  # the line is Python (%autograd {'a': x}['a'] * 2), as %time's is
     @line_cell_magic
@@ -220,7 +223,7 @@ def _point_into(error: SyntaxError, header: str, source: str) -> None:
     shift = header.rfind(source)
     if error.offset is not None and shift >= 0:
         error.offset += shift
-        if getattr(error, "end_offset", None):
+        if error.end_offset:
             error.end_offset += shift
     error.text = header
 
