@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -212,7 +212,7 @@ class CheckReport:
             "rows": [r.to_dict(self.columns) for r in self.rows],
         }
 
-    text = None
+    text: Callable[..., str] | None = None
     """``report → str`` for ``str(report)``: set by :mod:`gradmagic.views` when it is imported
     (a one-way hook: the model never imports a view)."""
 

@@ -307,7 +307,8 @@ def _not_the_targets(rec: Recorder, *target) -> list:
 def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) -> list:
     """Notes on the leaves whose ``.grad`` is not the gradient shown: it adds up several
     backward passes of the cell (gradient accumulation), or one made before the cell."""
-    again, held = {}, []
+    again: dict[int, list[str]] = {}  # passes → the leaves that saw that many
+    held: list[str] = []
     for key, (count, before) in passes.items():
         t = rec.leaf_hooks.get(key)
         i = rec.index_of.get(key)
@@ -350,7 +351,8 @@ def _target(rec: Recorder, target) -> tuple:
             return i, plain
         # (as_subclass makes an alias node, and so may a subclass for each op's result:
         # the recorded value is the nearest one down the chain of aliases)
-        nodes, node = [], plain.grad_fn
+        nodes: list = []
+        node = plain.grad_fn
         while node is not None and len(nodes) < 8:
             nodes.append(node)
             if type(node).__name__ != "AliasBackward0" or not node.next_functions:
@@ -458,8 +460,8 @@ def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> Torc
         producer=np.array(rec.producer, dtype=np.int32),
         requires_grad=np.fromiter((t.requires_grad for t in rec.tensors), bool, n),
         reached=reached,
-        stats=None,
-        grad_stats=None,
+        stats=np.zeros((0, len(STAT_NAMES))),  # (filled once the values are summarised)
+        grad_stats=np.zeros((0, len(STAT_NAMES))),
         ops=rec.ops,
         op_modules=[module_paths.get(op.module[-1], "") if op.module else "" for op in rec.ops],
         module_types=types,
@@ -544,10 +546,8 @@ def _namespace_tensors(ns, budget: int = 20000):
         if isinstance(v, torch.Tensor):
             yield path, v
         elif isinstance(v, torch.nn.Module):
-            for p, t in v.named_parameters(prefix=path, remove_duplicate=False):
-                yield p, t
-            for p, t in v.named_buffers(prefix=path, remove_duplicate=False):
-                yield p, t
+            yield from v.named_parameters(prefix=path, remove_duplicate=False)
+            yield from v.named_buffers(prefix=path, remove_duplicate=False)
         elif depth < 2 and isinstance(v, (list, tuple)):
             todo.extend((f"{path}[{i}]", e, depth + 1) for i, e in enumerate(v[:1000]))
         elif depth < 2 and isinstance(v, dict):

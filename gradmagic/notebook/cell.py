@@ -93,7 +93,7 @@ def prepare(
             math_names=math_names,
         )
         code = _link(_compile(compiler, rw.module, filename, "exec"))
-        final = rw.final and _link(_compile(compiler, rw.final, filename, "eval"))
+        final = None if rw.final is None else _link(_compile(compiler, rw.final, filename, "eval"))
     for w in caught:  # shown as they would have been
         warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
     if not caught:
@@ -190,7 +190,7 @@ class _Entry:
     followed: list
     followed_codes: frozenset
     lifter: object = None
-    run: object = None
+    run: _runtime._Run | None = None  # what the recording recorded (set as it starts)
     first: int = 0
 
     def made(self):
@@ -294,6 +294,8 @@ def _trace(cell, ns, options, target, walk, named, settled, entry: _Entry, count
     """The Trace of a run after its backward pass, the cuts marked where the user looks."""
     branches, floats = counts
     run = entry.run
+    if run is None:
+        raise RuntimeError("a trace is made of a recorded run only")
     stale = _from_earlier_cells(walk)
     converted = state.float_conversions - floats
     trace = Trace(
@@ -525,7 +527,8 @@ def find_target(rw: Rewritten, name, value, ns):
         raise NoTarget(
             f"{what} is {_describe(value)}, not a Value, so there is nothing to differentiate"
         )
-    if isinstance(value, int) and value._op is None:  # `n = 26`: a setting, not a function
+    # `n = 26`: a setting, not a function (an int here is an Int node: is_node said so)
+    if isinstance(value, int) and value._op is None:  # type: ignore[attr-defined]
         raise NoTarget(
             f"{what} is {_describe(value)} the cell set and did not compute, "
             "so there is nothing to differentiate"
@@ -596,7 +599,8 @@ def _kind(obj) -> str:
 def lift(ns, names) -> dict:
     """Rebind each numeric name in ``names`` to a fresh leaf; returns name → (old, leaf)."""
     lifted = {}
-    arrays = {}  # id -> leaf: one array read under two names is one leaf (V is W holds)
+    # id -> leaf: one array read under two names is one leaf (V is W holds)
+    arrays: dict[int, Array] = {}
     for name in names:
         if name in ns:
             old = ns[name]
@@ -631,7 +635,7 @@ def bindings(ns) -> dict:
 
 def cut_warnings(cuts, converted: int) -> list[str]:
     """One line per place a Value was turned into a plain number."""
-    counts = {}
+    counts: dict[tuple[int | None, str], int] = {}
     for line, message in cuts:
         counts[line, message] = counts.get((line, message), 0) + 1
     warnings = []
