@@ -195,3 +195,22 @@ def test_the_magic_rejects_what_its_parser_cannot_read(ip):
             Options.parse(line)
     with pytest.raises(ValueError, match="rankdir must be one of 'LR', 'TB', got 'XY'"):
         gradmagic.autograd(lambda a: a * a, rankdir="XY")
+
+
+def test_grade_checks_its_options_and_reads_the_line_as_the_magic_does():
+    from gradmagic import grade
+
+    source = "a = 2.0\nb = a * a\nc = b * 3"
+    for keywords, words in [
+        ({"atol": -1}, "atol must not be negative"),
+        ({"rtol": math.nan}, "rtol must be finite"),
+        ({"target": "a b"}, "target needs a variable name"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            grade(source, {"a": 4}, **keywords)
+    with pytest.raises(TypeError, match="atol must be a number, got str"):
+        grade(source, {"a": 4}, atol="0.1")
+    bad = grade("%%autograd -t b --eps 0\n" + source, {"a": 4}, isolate=False)
+    assert not bad.passed and "--eps must be positive" in bad.error and "line 1" in bad.error
+    # the student's own --expect (a name in their notebook) is not read: -t still is
+    assert grade("%%autograd --expect mine -t b\n" + source, {"a": 4}, isolate=False).passed

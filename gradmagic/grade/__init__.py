@@ -53,7 +53,7 @@ import math
 import numpy as np
 
 from ..analysis.check import expected_pairs
-from ..analysis.options import DEFAULTS
+from ..analysis.options import DEFAULTS, Options
 from . import _sandbox
 from ._sandbox import SandboxUnavailable
 from ._collect import FILENAME, _cut, _run_isolated, collect
@@ -159,9 +159,7 @@ def grade(
         cell does.
     """
     pairs = _expected(expected)
-    for name, x in (("atol", atol), ("rtol", rtol)):
-        if not _number(x) or x < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
+    Options(atol=atol, rtol=rtol, target=target)  # the magic's checks of these options
     if not isinstance(source, str):
         raise TypeError(f"source must be the cell's code as a str, got {type(source).__name__}")
     if timeout is not None and not (_number(timeout) and timeout > 0):
