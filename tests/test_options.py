@@ -169,6 +169,8 @@ def test_a_bad_value_is_the_same_error_in_every_entry_point(ip, line, keywords, 
     "keywords, words",
     [
         ({"eps": "1e-4"}, "eps must be a number, got str"),
+        ({"atol": None}, "atol must be a number, got NoneType"),
+        ({"max_nodes": None}, "max_nodes must be a whole number, got NoneType"),
         ({"max_nodes": 2.5}, "max_nodes must be a whole number, got float"),
         ({"max_nodes": True}, "max_nodes must be a whole number, got bool"),
         ({"torch": "yes"}, "torch must be True or False, got str"),

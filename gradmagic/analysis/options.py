@@ -229,6 +229,8 @@ _KINDS = {
 def _checked(f: Field[Any], value: Any, label: str) -> Any:
     """``value`` in its plain form (a float, an int, a dict) once checked for field ``f``."""
     kind = f.metadata["kind"]
+    if value is None and f.default is None:  # (an option that may be unset)
+        return None
     problem = _type_problem(kind, value)
     if problem:
         raise TypeError(f"{label} {problem}")
@@ -244,8 +246,6 @@ def _flags(f: Field[Any]) -> tuple[str, ...]:
 
 
 def _type_problem(kind: type, value: object) -> str:
-    if value is None:
-        return ""
     if kind is float:
         fits = isinstance(value, numbers.Real) and not isinstance(value, bool)
     elif kind is int:
@@ -257,8 +257,6 @@ def _type_problem(kind: type, value: object) -> str:
 
 def _normal(kind: type, value: Any) -> Any:
     """A checked value in its plain form: a float, an int, a dict."""
-    if value is None:
-        return None
     if kind is float:
         return float(value)
     if kind is int:
@@ -267,8 +265,6 @@ def _normal(kind: type, value: Any) -> Any:
 
 
 def _value_problem(meta: Mapping[str, Any], value: Any) -> str:
-    if value is None:
-        return ""
     if meta["kind"] is float and not math.isfinite(value):
         return f"must be finite, got {value}"
     choices = meta["choices"]
