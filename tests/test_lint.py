@@ -54,3 +54,6 @@ def test_mypy_finds_nothing():
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "Success" in out.stdout
+    # every module of the package is checked (the wheel ships py.typed)
+    modules = len(list((ROOT / "gradmagic").rglob("*.py")))
+    assert f"no issues found in {modules} source files" in out.stdout, out.stdout

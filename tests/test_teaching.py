@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import gradmagic
 from gradmagic import Tensor, Value
 from gradmagic.analysis import explanations
 from gradmagic.analysis.trace import Trace
@@ -534,3 +535,11 @@ def test_the_static_copy_spells_the_views_out_when_the_graph_is_drawn_in_full():
     trace.options.max_nodes = 1000
     page = render.static_html(trace)
     assert "Forward mode against reverse mode" in page and "The topological walk" in page
+
+
+def test_tangents_are_a_whole_mapping_of_node_index_to_tangent():
+    """``jvp``'s result is a Mapping: its values() and items() work as dict(t)'s do."""
+    run = gradmagic.autograd(lambda x: x * x + 1.0)(3.0)
+    t = run.jvp({"x": 1.0})
+    assert list(t.values()) == [t[i] for i in t] == list(dict(t).values())
+    assert dict(t.items()) == dict(t) and t.target == list(t.values())[-1] == 6.0

@@ -1,7 +1,8 @@
 """Pages of gradmagic's site made from the code and the committed data when the site is built.
 
-``{autograd-options}``: the table of ``%%autograd``'s options, read from the magic's own
-argument parser (the options are declared once, in ``gradmagic.notebook.magic``).
+``{autograd-options}``: the table of ``%%autograd``'s options and the keywords of
+``gradmagic.autograd``, read from the fields of ``gradmagic.analysis.options.Options``, where
+each option is declared once.
 
 ``{benchmark-results}``: the tables of the committed benchmark results
 (``benchmarks/results/*.json``, written by ``benchmarks/run.py --json``).
@@ -9,7 +10,6 @@ argument parser (the options are declared once, in ``gradmagic.notebook.magic``)
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -65,23 +65,26 @@ def _row(cells, header=False, literal_first=False) -> nodes.row:
 
 
 def option_rows() -> list[list[str]]:
-    """(spelling, argument, default, meaning) of each option of ``%%autograd``."""
-    from gradmagic.notebook.magic import AutogradMagics
+    """(spelling, default, keyword of ``gradmagic.autograd``, meaning) of each option."""
+    import inspect
 
-    parser = AutogradMagics.autograd.parser
+    from gradmagic.analysis.options import option_specs
+    from gradmagic.notebook.api import autograd
+
+    keywords = inspect.signature(autograd).parameters
     rows = []
-    for action in parser._actions:  # argparse keeps no public list of them
-        if isinstance(action, argparse._HelpAction) or not action.option_strings:
-            continue
-        spelling = ", ".join(action.option_strings)
-        if action.choices:
-            argument = "|".join(map(str, action.choices))
-        elif action.nargs == 0:
-            argument = ""
+    for spec in option_specs():
+        if spec.choices:
+            argument = "|".join(spec.choices)
         else:
-            argument = action.metavar or action.dest.upper()
-        default = "" if action.default in (None, False) else str(action.default)
-        rows.append([f"{spelling} {argument}".strip(), default, action.help or ""])
+            argument = "" if spec.type is bool else spec.metavar or spec.name.upper()
+        default = "" if spec.default in (None, False) else str(spec.default)
+        if spec.name == "no_check":
+            keyword = "check=False"
+        else:
+            keyword = f"{spec.name}=" if spec.name in keywords else ""
+        spelling = f"{', '.join(spec.flags)} {argument}".strip()
+        rows.append([spelling, default, keyword, spec.help])
     return rows
 
 
@@ -89,7 +92,8 @@ class AutogradOptions(Directive):
     has_content = False
 
     def run(self):
-        return [_table(["option", "default", "meaning"], option_rows(), literal_first=True)]
+        header = ["option", "default", "gradmagic.autograd", "meaning"]
+        return [_table(header, option_rows(), literal_first=True)]
 
 
 def _results() -> list[dict]:

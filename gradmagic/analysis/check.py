@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+
+from typing import Any
 
 import numpy as np
 
 from .numbers import all_finite, fmt
+from .options import DEFAULTS
 from .perturb import Perturbation, choose
 from .replay import Replay
 from .rows import FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
@@ -239,7 +242,7 @@ class CheckReport:
             "rows": [r.to_dict(self.columns) for r in self.rows],
         }
 
-    text = None
+    text: Callable[..., str] | None = None
     """``report → str`` for ``str(report)``: set by :mod:`gradmagic.views` when it is imported
     (a one-way hook: the model never imports a view)."""
 
@@ -275,9 +278,9 @@ def _num(x) -> str:
 # =========================================================================== the check
 def check(
     trace,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
+    eps: float = DEFAULTS.eps,
+    atol: float = DEFAULTS.atol,
+    rtol: float = DEFAULTS.rtol,
     *,
     max_leaves="auto",
     max_elements: int | None = None,
@@ -320,7 +323,9 @@ def check(
     judge = Judge(trace, atol, rtol)
     code = _Code(trace, replay, judge, perturbation)
     perturbation = code.with_direction(perturbation, seed)
-    rows, measured, replay_ok, parts = [], None, True, []
+    rows: list = []
+    measured: Any = None
+    replay_ok, parts = True, []
     for oracle, part in code.split(perturbation):
         with np.errstate(all="ignore"):
             m, part = code.measure(part, eps, oracle)
@@ -474,7 +479,7 @@ class _Code:
         not asked (but for a leaf of the explicit engine, whose graph is the code's own)."""
         if oracle == "code" and self.oracle == "code" or oracle == "ops":
             return rows
-        explicit = getattr(self.rerun, "explicit", frozenset())
+        explicit: frozenset = getattr(self.rerun, "explicit", frozenset())
         return [
             r._replace(status="graph") if r.status == "pass" and r.index not in explicit else r
             for r in rows
@@ -611,7 +616,7 @@ def _settle(code, judge, perturbation, rows, m, eps, notes, oracle=None) -> list
 
 
 # =========================================================================== expect
-def expect(trace, mapping, atol: float = 1e-5, rtol: float = 1e-3) -> CheckReport:
+def expect(trace, mapping, atol: float = DEFAULTS.atol, rtol: float = DEFAULTS.rtol) -> CheckReport:
     """Compare named gradients (``"x"`` or ``"x.grad"``) and values (``"x.data"``).
 
     ``mapping`` is a dict or a list of (name, expected) pairs. A name with no
@@ -660,7 +665,9 @@ def expected_pairs(mapping) -> list:
     return pairs
 
 
-def unanswered(mapping, error: str, atol: float = 1e-5, rtol: float = 1e-3) -> CheckReport:
+def unanswered(
+    mapping, error: str, atol: float = DEFAULTS.atol, rtol: float = DEFAULTS.rtol
+) -> CheckReport:
     """The expect report when nothing could be compared: ``error`` says why.
 
     Every expected entry is an ``error`` row (so ``to_dict()`` lists each as

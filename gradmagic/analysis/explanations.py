@@ -29,6 +29,7 @@ import math
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _weak(trace) -> bool:
         return False
 
 
-_GRAPHS = weakref.WeakKeyDictionary()
+_GRAPHS: weakref.WeakKeyDictionary[Any, _Graph] = weakref.WeakKeyDictionary()
 
 
 def _graph(trace) -> _Graph:
@@ -129,7 +130,7 @@ def _graph(trace) -> _Graph:
 def children(trace) -> list:
     """For each node, the nodes computed from it (one entry per use: ``a + a`` twice)."""
     parents = _graph(trace).parents
-    out = [[] for _ in parents]
+    out: list[list[int]] = [[] for _ in parents]
     for i, ps in enumerate(parents):
         for p in ps:
             out[p].append(i)
@@ -196,26 +197,26 @@ class Tangents(Mapping):
     def __init__(self, trace, seed: dict, values: list, operations: int, reached: list):
         self.trace = trace
         self.seed = seed  # node index → seed tangent
-        self.values = values  # indexed like trace.nodes
+        self._values = values  # indexed like trace.nodes
         self.operations = operations
         self.reached = reached  # node index → True when it depends on a seeded input
 
     def __getitem__(self, key):
         if isinstance(key, str):
-            return self.values[self.trace.node(key).index]
-        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(self.values):
-            return self.values[key]
+            return self._values[self.trace.node(key).index]
+        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(self._values):
+            return self._values[key]
         raise KeyError(key)
 
     def __iter__(self):
-        return iter(range(len(self.values)))
+        return iter(range(len(self._values)))
 
     def __len__(self):
-        return len(self.values)
+        return len(self._values)
 
     @property
     def target(self):
-        return self.values[self.trace.target.index]
+        return self._values[self.trace.target.index]
 
     @property
     def by_name(self) -> dict:
@@ -230,13 +231,13 @@ class Tangents(Mapping):
                     out[name] = self.trace.node(name).index
                 except KeyError:
                     pass
-        return {name: self.values[i] for name, i in out.items()}
+        return {name: self._values[i] for name, i in out.items()}
 
     def __repr__(self):
         seed = ", ".join(f"{self.trace.nodes[i].name}: {v:g}" for i, v in self.seed.items())
         return (
             f"<Tangents {{{seed}}}: d{self.trace.target.name} = {self.target!r}, "
-            f"{len(self.values)} nodes>"
+            f"{len(self._values)} nodes>"
         )
 
 
@@ -619,7 +620,7 @@ def _all_paths(trace, start: int, count) -> list:
     out = []
     # depth-first from the target down parents that ``start`` reaches; a partial path is
     # a linked list (step, rest) so extending it costs O(1)
-    stack = [(trace.target.index, None)]
+    stack: list[tuple[int, Any]] = [(trace.target.index, None)]  # (node, (step, rest) or None)
     while stack:
         i, linked = stack.pop()
         if i == start:
@@ -649,7 +650,8 @@ def _best_paths(trace, start: int, count, k: int) -> list:
     (magnitude, signed product, back-pointer to the parent's entry).
     """
     g = _graph(trace)
-    best = {start: [(1.0, 1.0, None)]}
+    # node → [(magnitude, product, (parent, rank, local derivative, slot) or None)]
+    best: dict[int, list[tuple[float, float, Any]]] = {start: [(1.0, 1.0, None)]}
     for i in range(start + 1, len(g.parents)):
         if not count[i]:
             continue
@@ -662,7 +664,8 @@ def _best_paths(trace, start: int, count, k: int) -> list:
     out = []
     target = trace.target.index
     for _mag, prod, back in best.get(target, ()):
-        steps, i = [], target
+        steps: list[tuple[int, int, float, int]] = []
+        i = target
         while back is not None:
             p, rank, d, slot = back
             steps.append((i, p, d, slot))

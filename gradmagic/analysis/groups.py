@@ -140,7 +140,7 @@ class Grouping:
             key = self.node_call[keep] * (1 << 20) + (self.node_line[keep] + 1)
             order = np.argsort(key, kind="stable")
             key, keep = key[order], keep[order]
-            starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else []
+            starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
             self._direct = {}
             for a, b in zip(starts, list(starts[1:]) + [key.size]):
                 kk = int(key[a])
@@ -314,7 +314,7 @@ class Grouping:
         level = [g for g in shown if isinstance(g, str)]
         count = len(shown)
         while level:
-            following = []
+            following: list[str] = []
             for gid in sorted(level, key=lambda g: -self.group(g).size):
                 kids = self.children(gid)
                 if all(isinstance(k, str) and "/" in k for k in kids):

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Optional
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -172,7 +173,10 @@ class Replay:
             trace.parent_b[rows].tolist(),
         )
         data = trace.data.tolist()
-        hp, hm, points = [], [], [((), ())]  # (the nodes moved, their numbers)
+        hp: list[float] = []
+        hm: list[float] = []
+        points: list[tuple[Sequence[int], Sequence[float]]] = [((), ())]  # (the nodes moved,
+        # their numbers)
         for leaf in perturbation.node.tolist():
             x = data[leaf]
             up, down = x + eps, x - eps
@@ -481,7 +485,8 @@ class GroupedProgram:
         # breaks[i]: how many times the rows of A (B) stop being consecutive before position i
         breaks_a = np.concatenate(([0], np.cumsum(np.diff(A) != 1))).tolist()
         breaks_b = np.concatenate(([0], np.cumsum(np.diff(B) != 1))).tolist()
-        steps = []
+        steps: list[tuple[Any, bool, Any, Any, int, int]] = []  # (forward or None: a run of
+        # singles, is a ufunc or its kind, parent rows, second parent rows, start, end)
         for f, g in _runs(kind):
             if kind[f]:
                 steps.append((None, kind[f] == 1, run[taken[f] : taken[f] + g - f], None, 0, 0))
@@ -566,10 +571,10 @@ def group_levels(trace, rows, least, probe: bool = False):
     a graph) takes parents outside ``rows`` as inputs (level 0)."""
     pa, pb = trace.parent_a, trace.parent_b
     if probe:
-        found = {}
-        level = found.get
+        found: dict[int, int] = {}
+        get = found.get
         for i, a, b in zip(rows.tolist(), pa[rows].tolist(), pb[rows].tolist()):
-            x, y = level(a, 0), level(b, 0)
+            x, y = get(a, 0), get(b, 0)
             found[i] = (x if x > y else y) + 1
         levels = np.array(list(found.values()), dtype=np.int64)  # (in the order of rows)
     else:

@@ -60,8 +60,9 @@ class CheckRow(NamedTuple):
     bound: float  # atol + rtol * |expected|: the row passes if abs_err <= bound
     status: str  # a key of STATUSES
     note: str = ""
-    index: Optional[int] = None  # the node's index in trace.nodes
-    count: int = 1  # elements compared (a tensor row shows its worst element)
+    # (two fields named as tuple's methods: a row is read by its names, never as a sequence)
+    index: Optional[int] = None  # type: ignore[assignment]  # the node's index in trace.nodes
+    count: int = 1  # type: ignore[assignment]  # elements compared (a tensor: its worst one)
 
     @property
     def ok(self) -> bool:

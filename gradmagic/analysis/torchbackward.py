@@ -32,7 +32,7 @@ def backward_order(rec, target, graph, limit: int = STEPS) -> tuple:
     made_by = _made_by(rec, graph)
     ready = [(-_sequence(root), 0, root)]
     count = 1
-    steps = []
+    steps: list = []
     inside: dict = {}  # id(node) → the op of the node that fed it (a node inside a composite op)
     while ready and len(steps) < limit:
         _, _, node = heapq.heappop(ready)

@@ -330,7 +330,8 @@ _PLAIN = frozenset({int, float, bool, type(None), slice})  # (never tensors: no 
 def flatten(args, kwargs) -> tuple:
     """An op's arguments as one list (a list or tuple argument spread, one level: ``cat``,
     ``stack``, ``_foreach_*``) and what :func:`unflatten` needs to rebuild them."""
-    leaves, shape = [], []
+    leaves: list = []
+    shape: list[tuple[type, int] | None] = []  # (a sequence's type, its length), or None
     for a in (*args, *kwargs.values()):
         if type(a) in _SEQUENCES:
             shape.append((type(a), len(a)))

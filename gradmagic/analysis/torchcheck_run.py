@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 import torch
 
+from .options import DEFAULTS
 from .torchcalls import _TENSOR, RANDOM, unflatten, version_of
 
 __all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
 
-EPS = 1e-6  # float64 step of both checks
+EPS = DEFAULTS.eps  # float64 step of both checks (unless the run says)
 BUDGET = 1.0  # seconds the per-op checks may take in all (and the whole check, predicted)
 WHOLE_COST = 4  # the whole check's time over the cell's: float64 replays, with a backward
 OP_ELEMENTS = 1 << 22  # numbers in an op's tensors past which it is not checked alone
@@ -166,10 +168,9 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
     ``pass``, ``fail``, ``kink`` (a mismatch at an op with a kink), ``skipped`` (with
     ``why``). A pass needs ``|a - n| <= atol + rtol |n|`` with the run's tolerances.
     """
-    eps = eps or getattr(run.options, "eps", EPS) or EPS
+    eps = eps or run.options.eps
     budget = BUDGET if budget is None else budget
-    atol = getattr(run.options, "atol", 1e-5)
-    rtol = getattr(run.options, "rtol", 1e-3)
+    atol, rtol = run.options.atol, run.options.rtol
     gen = torch.Generator().manual_seed(0)  # its own: the cell's random numbers stay as they are
     start = time.perf_counter()
     if ran * WHOLE_COST > budget:
@@ -180,10 +181,11 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
         }
     else:
         whole = _whole(run, rec, eps, atol, rtol, gen)
-    result = {"whole": whole, "ops": {}, "notes": []}
+    result: dict[str, Any] = {"whole": whole, "ops": {}, "notes": []}
     order = sorted(run.graph, key=lambda k: (not rec.ops[k].custom, k))
     # until an op check is timed, one is guessed at half the whole check (one big op)
-    done, alike, longest = 0, {}, (time.perf_counter() - start) / 2
+    alike: dict[tuple, int] = {}  # an op's kind → the first op of that kind
+    done, longest = 0, (time.perf_counter() - start) / 2
     for k in order:
         now = time.perf_counter()
         if now - start + longest > budget:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .options import DEFAULTS
+
 __all__ = ["Box", "Layout", "layout", "shown_name", "NAME_CHARS"]
 
 _INDEX = re.compile(r"\d+\Z")
@@ -58,7 +60,7 @@ def _parts(path: str) -> list:
     return path.split(".") if path else []
 
 
-def layout(run, max_nodes: int = 150, open=()) -> Layout:
+def layout(run, max_nodes: int = DEFAULTS.max_nodes, open=()) -> Layout:
     """What to draw (see the module doc)."""
     graph = run.graph
     paths = {k: run.op_modules[k] for k in graph}

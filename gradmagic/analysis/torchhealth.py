@@ -89,7 +89,7 @@ def health(run, rec, probed: dict) -> dict:
     first_value, first_grad = _first_nonfinite(run, mark)
     dead, saturated = _units(run, probed, mark)
     params = _params(run, probed, mark)
-    first_use = {}
+    first_use: dict[int, int] = {}  # value index → the first op that read it
     for k in run.graph:
         for i in run.ops[k].inputs:
             first_use.setdefault(i, k)
@@ -182,7 +182,7 @@ def _units(run, probed, mark) -> tuple:
 
 def _params(run, probed, mark) -> list:
     """Each parameter's gradient-to-data and update-to-data ratios."""
-    params = []
+    params: list[dict] = []
     if not run.params:
         return params
     with np.errstate(all="ignore"):  # (a zero-spread parameter: an infinite ratio)
@@ -252,7 +252,7 @@ def _reach(run, mark) -> tuple:
 def _cut(run, k, limit: int = 10000):
     """(how, line) of the place upstream of op ``k`` (an op off the graph) where a value that
     depends on a parameter lost its gradient (``detach``, ``no_grad``), or None."""
-    todo, seen = [k], set()
+    todo, seen = [k], set[int]()
     while todo and len(seen) < limit:
         j = todo.pop()
         if j in seen:
@@ -269,7 +269,7 @@ def _cut(run, k, limit: int = 10000):
 
 def _depends_on_a_parameter(run, k, limit: int = 10000) -> bool:
     """Whether op ``k`` read (through any ops) a tensor that requires a gradient."""
-    todo, seen = [k], set()
+    todo, seen = [k], set[int]()
     while todo and len(seen) < limit:
         j = todo.pop()
         if j in seen:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -110,7 +111,7 @@ class Recorder(TorchFunctionMode):
         self.budget = HOLD_BYTES
         self.made_bytes = 0
         self.stopped_at = None  # the cell's line where the recording stopped
-        self.aside = None  # id of the module our mode stepped aside for (see _fast)
+        self.aside: int | None = None  # id of the module our mode stepped aside for (see _fast)
         self.last_line = None
         self._cell_frame = None
 
@@ -232,12 +233,12 @@ class Recorder(TorchFunctionMode):
         return out
 
     @_plainly
-    def _before_write(self, written, rest=None) -> list:
+    def _before_write(self, written, rest: tuple[Any, Any] | None = None) -> list:
         """Copies of the recorded values an in-place write is about to change (``p -= lr *
         p.grad``, ``p.data += ...``, ``torch._foreach_add_(params, ...)``, ``h[0] = 0``): each
         value keeps what the ops that read it saw. ``rest``: the op's other arguments, when
         it is to be recorded."""
-        found = []
+        found: list = []
         index_of = self.index_of
         if type(written) is torch.Tensor and id(written) not in index_of:
             base = written._base  # (a write into a view of nothing recorded: nothing to keep)
@@ -250,7 +251,7 @@ class Recorder(TorchFunctionMode):
         for t in written if isinstance(written, (list, tuple)) else (written,):
             if not isinstance(t, torch.Tensor):
                 continue
-            alias = self.data_of.get(id(t))
+            alias: Any = self.data_of.get(id(t))  # (a tuple where through_data, else unread)
             through_data = alias is not None and alias[0] is t
             p = alias[1] if through_data else t
             update = self.updates.get(self.updated.get(id(p), -1))

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .options import Options
 from .torchbackward import backward_order
 from .torchgraph import shown_name
 from .torchhealth import health, probes
@@ -78,7 +79,7 @@ class TorchRun:
     graph: list  # op indices the target depends on
     leaves: list  # value indices of the leaves the target depends on
     params: list  # value indices of leaves that require a gradient
-    options: object = None
+    options: Options = field(default_factory=Options)
     warnings: list = field(default_factory=list)
     health: dict = field(default_factory=dict)
     checks: dict | None = None  # the numerical checks (see torchcheck_run)
@@ -201,8 +202,8 @@ class TorchRun:
         from .check import differences, expect
 
         opts = self.options
-        atol = atol if atol is not None else getattr(opts, "atol", 1e-5)
-        rtol = rtol if rtol is not None else getattr(opts, "rtol", 1e-3)
+        atol = atol if atol is not None else opts.atol
+        rtol = rtol if rtol is not None else opts.rtol
         report = expect(_Answers(self), _plain_answers(mapping), atol=atol, rtol=rtol)
         for n, row in enumerate(report.rows):  # a wrong array: its worst entries
             if row.status != "fail" or np.ndim(row.got) == 0:
@@ -292,7 +293,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         run.names[t_index] = next(
             (k for k, v in (ns or rec.ns).items() if v is given and not k.startswith("_")), ""
         )
-    run.source, run.options, run.backward_by_cell = source, options, ran_backward
+    run.source, run.options, run.backward_by_cell = source, Options.of(options), ran_backward
     run.stats, run.grad_stats = stats, grad_stats
     run.full = keep_full(rec, shown, t_index, host)
     run.backward, run.backward_total = backward_order(rec, target, graph)
@@ -362,7 +363,8 @@ def _not_the_targets(rec: Recorder, *target) -> list:
 def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) -> list:
     """Notes on the leaves whose ``.grad`` is not the gradient shown: it adds up several
     backward passes of the cell (gradient accumulation), or one made before the cell."""
-    again, held = {}, []
+    again: dict[int, list[str]] = {}  # passes → the leaves that saw that many
+    held: list[str] = []
     for key, (count, before) in passes.items():
         t = rec.leaf_hooks.get(key)
         i = rec.index_of.get(key)
@@ -405,7 +407,8 @@ def _target(rec: Recorder, target) -> tuple:
             return i, plain
         # (as_subclass makes an alias node, and so may a subclass for each op's result:
         # the recorded value is the nearest one down the chain of aliases)
-        nodes, node = [], plain.grad_fn
+        nodes: list = []
+        node = plain.grad_fn
         while node is not None and len(nodes) < 8:
             nodes.append(node)
             if type(node).__name__ != "AliasBackward0" or not node.next_functions:
@@ -513,8 +516,8 @@ def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> Torc
         producer=np.array(rec.producer, dtype=np.int32),
         requires_grad=np.fromiter((t.requires_grad for t in rec.tensors), bool, n),
         reached=reached,
-        stats=None,
-        grad_stats=None,
+        stats=np.zeros((0, len(STAT_NAMES))),  # (filled once the values are summarised)
+        grad_stats=np.zeros((0, len(STAT_NAMES))),
         ops=rec.ops,
         op_modules=[module_paths.get(op.module[-1], "") if op.module else "" for op in rec.ops],
         module_types=types,
@@ -599,10 +602,8 @@ def _namespace_tensors(ns, budget: int = 20000):
         if isinstance(v, torch.Tensor):
             yield path, v
         elif isinstance(v, torch.nn.Module):
-            for p, t in v.named_parameters(prefix=path, remove_duplicate=False):
-                yield p, t
-            for p, t in v.named_buffers(prefix=path, remove_duplicate=False):
-                yield p, t
+            yield from v.named_parameters(prefix=path, remove_duplicate=False)
+            yield from v.named_buffers(prefix=path, remove_duplicate=False)
         elif depth < 2 and isinstance(v, (list, tuple)):
             todo.extend((f"{path}[{i}]", e, depth + 1) for i, e in enumerate(v[:1000]))
         elif depth < 2 and isinstance(v, dict):

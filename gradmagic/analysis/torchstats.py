@@ -293,7 +293,7 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple
         far = np.abs(piece) if sat_kind[r] == "tanh" else np.abs(piece - 0.5) + 0.5
         hits.append(np.count_nonzero(far > SATURATED))
     sums.append(np.array(hits, dtype=np.float64))
-    moved = []
+    moved = np.zeros(0)
     if pairs:  # the parameters now minus before: the updates, their spread
         m = len(sizes)
         now, before, end = offsets[m - 2 * pairs], offsets[m - pairs], offsets[m]
@@ -379,7 +379,7 @@ def _on_device(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tup
     host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
     sums = list(host_all[: 4 * m].reshape(4, m)) + [host_all[4 * m : 4 * m + len(saturating)]]
     at = 4 * m + len(saturating)
-    moved = []
+    moved = np.zeros(0)
     if pairs:
         s1, s2 = host_all[at : at + pairs], host_all[at + pairs : at + 2 * pairs]
         moved = _spread(s1, s2, sizes[m - pairs :])

@@ -14,7 +14,9 @@ reads the columns.
 from __future__ import annotations
 
 
+from collections.abc import Mapping
 from itertools import chain, repeat
+from typing import Any
 from operator import attrgetter
 
 import numpy as np
@@ -119,6 +121,15 @@ class Trace:
         frozenset of the leaves made with ``requires_grad=False``.
     """
 
+    # (set as the snapshot is made, by either of its two ways)
+    exact: Mapping[int, Any]  # an ExactInts, or a dict of a graph's few ints
+    tensor_data: dict[int, Any]
+    tensor_grad: dict[int, Any]
+    params: dict
+    _leaves: np.ndarray | None
+    _names: dict[str, int] | None
+    _report: tuple[Any, Any] | None  # (settings, CheckReport) of the last check()
+
     def __init__(
         self,
         target,
@@ -169,7 +180,7 @@ class Trace:
         self._report = None  # (settings, CheckReport) of the last check()
         # the code, ready to be run again plainly for the check (notebook.rerun.Rerun), or
         # None: then the check can only replay the graph
-        self.rerun = None
+        self.rerun: Any = None
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot
@@ -216,10 +227,10 @@ class Trace:
         self.parent_a, self.parent_b = links[:n], links[n:]
         self._op_codes_of(w.codes, order)
         self._labels_of(order, w.named)
-        self.exact: dict = {}
-        self.tensor_data: dict = {}
-        self.tensor_grad: dict = {}
-        self.params: dict = {}
+        self.exact = {}
+        self.tensor_data = {}
+        self.tensor_grad = {}
+        self.params = {}
         if w.grads is None or len(w.grads) != n:  # a graph with tensors: read the nodes
             self._values(order)
             return
@@ -327,16 +338,18 @@ class Trace:
             entries.pop(none)
         self.ops = entries
         self._labels(list(map(_LABEL, order)))
-        self.exact: dict = {}
-        self.tensor_data: dict = {}
-        self.tensor_grad: dict = {}
-        self.params: dict = {}
+        self.exact = {}
+        self.tensor_data = {}
+        self.tensor_grad = {}
+        self.params = {}
         self._values(order)
 
     def _values(self, order) -> None:
         """The data and grad columns read from the nodes (tensor nodes one by one)."""
         n = self.n
-        self.data = self._column(list(map(_DATA, order)), self.tensor_data, self.exact)
+        exact: dict[int, Any] = {}  # (filled by _column with the int values)
+        self.exact = exact
+        self.data = self._column(list(map(_DATA, order)), self.tensor_data, exact)
         grad = None
         if not self.tensor_data:  # every gradient is a number: straight into floats
             try:

@@ -560,8 +560,9 @@ def _numpy_function(self, func, types, args, kwargs):
     return _function(func, args, kwargs)
 
 
+# (numpy's protocols put on the classes here, where their rules are)
 for _cls in (Array, Scalar64):
-    _cls.__array_function__ = _numpy_function
+    _cls.__array_function__ = _numpy_function  # type: ignore[method-assign, union-attr]
 for _cls in (Array, Scalar64, _numbers.Float, _numbers.Int, _numbers.Float64):
-    _cls.__array_ufunc__ = _numpy_ufunc
+    _cls.__array_ufunc__ = _numpy_ufunc  # type: ignore[method-assign, union-attr]
 del _cls

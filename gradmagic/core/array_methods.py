@@ -347,8 +347,9 @@ for _op in TENSOR_OPS.values():
             if _m is not None:
                 setattr(Array, _name, _m)
                 setattr(Scalar64, _name, _m)
-Array.softmax = lambda self, axis=-1: _t.softmax(self, axis)
-Array.log_softmax = lambda self, axis=-1: _t.log_softmax(self, axis)
+# (methods put on the class here, as those of the table above)
+Array.softmax = lambda self, axis=-1: _t.softmax(self, axis)  # type: ignore[attr-defined]
+Array.log_softmax = lambda self, axis=-1: _t.log_softmax(self, axis)  # type: ignore[attr-defined]
 
 
 def _converting(name):

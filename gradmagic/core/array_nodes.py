@@ -65,6 +65,7 @@ class Array(np.ndarray):
     label = ""
     _op = _a = _b = _mark = _params = None
     _site = -1
+    _born = 0  # the birth that made a leaf (gradmagic.notebook.runtime.born), 0: none
     requires_grad = False
     _kids = None  # weak references to the nodes computed from this one (for in-place writes)
 
@@ -214,6 +215,7 @@ def _scalar_unary(ufunc, name):
     return forward
 
 
+_uf: np.ufunc
 for _name, _uf in (
     ("add", np.add),
     ("sub", np.subtract),

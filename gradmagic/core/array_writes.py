@@ -92,7 +92,8 @@ def add(arr, index, y) -> None:
     ndim = np.ndim(open_.writer[index])
     if y.__class__ is Array or (y.__class__ is Tensor and not y.requires_grad):
         if y.requires_grad:  # its memory may change later: the write keeps its numbers now
-            y = _link(_COPY, np.array(_view(y, _ndarray), dtype=_F64), y)
+            # (an Array here: a Tensor that enters this branch has no requires_grad)
+            y = _link(_COPY, np.array(_view(y, _ndarray), dtype=_F64), y)  # type: ignore[arg-type, type-var]
         else:
             y = np.array(_pv(y), dtype=_F64)
     shape = np.shape(_pv(y))

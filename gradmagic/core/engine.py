@@ -52,6 +52,7 @@ import math
 import numbers
 import operator
 from array import array as _array
+from typing import Any
 
 
 from . import graph as _graph
@@ -228,6 +229,19 @@ class Walk:
         "tensors",
         "zeroed",
     )
+    order: list[GraphNode]
+    codes: list[int]
+    pa: list[int]
+    pb: list[int]
+    named: list[int]
+    data: _array[float]
+    ints: list[int]
+    odd: list[int]
+    odd_data: list[Any]
+    grads: _array[float] | None
+    base: int
+    tensors: bool
+    zeroed: bool
 
     def index(self, node) -> int:
         """The position of ``node`` in ``order`` (-1 if this walk did not reach it).
@@ -264,7 +278,14 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
     none = base - 1
     scalar, float_nodes, int_nodes = SCALAR_NODES, FLOAT_NODES, INT_NODES
     tensors = False
-    order, codes, pa, pb, named, ints, odd, odd_data = [], [], [], [], [], [], [], []
+    order: list[GraphNode] = []
+    codes: list[int] = []
+    pa: list[int] = []
+    pb: list[int] = []
+    named: list[int] = []
+    ints: list[int] = []
+    odd: list[int] = []
+    odd_data: list[Any] = []
     data = _array("d")
     nan = math.nan
     stack = [root]
@@ -505,7 +526,7 @@ def __round__(self, ndigits=None):
     return _FORWARD["roundn"](self, ndigits)
 
 
-Value.__round__ = __round__
+Value.__round__ = __round__  # type: ignore[attr-defined]  # (it calls the table's forwards)
 
 for _name in ["lt", "le", "gt", "ge", "eq", "ne"]:
     setattr(Value, f"__{_name}__", _make_compare(_name))

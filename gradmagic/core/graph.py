@@ -16,8 +16,11 @@ from __future__ import annotations
 from builtins import float  # noqa: A004
 
 import math
+import weakref
 from array import array as _array
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 from .ops import OPS, Op, real
 
@@ -39,16 +42,17 @@ class _State:
     recording = False
     # while the magic records a cell: a function ``cut(message)`` that reports a
     # place where numbers left the graph (a numpy function with no gradient rule)
-    cut = None
+    cut: Callable[..., None] | None = None
     # graph walks mark nodes with ints, each walk's above every earlier walk's (this is the
     # last one used): ``topo`` marks a node ``entered`` while its parents are walked and
     # ``left`` after; ``engine.walk`` marks it with ``base + its position``
     last_mark = 0
     # weak references to the array nodes written element by element whose writes are not
     # linked into the graph yet (core.array_writes); every walk links them first (settle)
-    open_writes: list = []
-    # ``close(node)``: link one such node's writes (set by core.array_writes)
-    close_writes = None
+    open_writes: list[weakref.ref[Any]] = []
+    # ``close(node)``: link one such node's writes (set by core.array_writes, which alone
+    # opens them)
+    close_writes: Callable[[Any], None]
 
 
 state = _State()
@@ -91,6 +95,14 @@ class GraphNode:
     """
 
     __slots__ = ()
+    # the slots of each node class (declared here for the type checker)
+    data: Any
+    grad: Any
+    label: str
+    _op: Op | None
+    _a: GraphNode | None
+    _b: GraphNode | None
+    _mark: int | None
     _site = -1  # where the magic made it (core.sites); a class's own slot overrides it
 
     # ---------------------------------------------------------------- graph facts
@@ -137,7 +149,7 @@ class GraphNode:
         return op.local_grads(*[p.data for p in self.parents], self.data)
 
     # ---------------------------------------------------------------- backward
-    def topo(self) -> list:
+    def topo(self) -> list[GraphNode]:
         """Every node this one depends on, itself last, parents before children.
 
         An iterative depth-first walk that marks the nodes it visits, so it
@@ -146,7 +158,7 @@ class GraphNode:
         """
         if state.open_writes:
             settle()
-        order = []
+        order: list[GraphNode] = []
         entered = state.last_mark + 1  # this walk's marks: above every earlier walk's
         left = state.last_mark = entered + 1
         stack = [self]
@@ -156,13 +168,13 @@ class GraphNode:
             m = v._mark
             if m is entered:
                 pop()
-                v._mark = left
+                v._mark = left  # type: ignore[misc]  # (a slot of each node class, not of GraphNode)
                 append(v)
                 continue
             if m is left:
                 pop()
                 continue
-            v._mark = entered
+            v._mark = entered  # type: ignore[misc]  # (as above)
             a = v._a
             if a is not None:
                 m = a._mark
@@ -195,7 +207,7 @@ FLOAT_NODES: set = set()
 """The number node classes that are floats (their number is themselves)."""
 INT_NODES: set = set()
 """The number node classes that are ints."""
-number_apply = None
+number_apply: Callable[[Op, tuple[Any, ...]], Any]  # set by core.number_nodes
 """``number_apply(op, args)``: :func:`apply` with a number node among ``args``."""
 
 
@@ -248,7 +260,7 @@ def backward(root, seed, walk_=None) -> None:
         a = v._a
         if op is None or a is None:  # a leaf, or a node an earlier cell cut from its parents
             continue
-        b = v._b
+        b: Any = v._b  # (a GraphNode for every binary op below)
         try:
             # the commonest ops written out: the same products as their df, one call fewer
             if op is add:

@@ -495,11 +495,12 @@ for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN), (Float64, np.f
             elif _op.arity == 1 and not _name.startswith("__"):
                 # what the magic's math dispatch builds with (floor, round: int's own, plain)
                 setattr(_cls, _name, _number_math(_op))
-    _cls.__pow__ = _number_pow(_base, False, _own, _quiet)
-    _cls.__rpow__ = _number_pow(_base, True, _own, _quiet)
-    _cls.__divmod__ = _number_divmod(_base, False, _own, _quiet)
-    _cls.__rdivmod__ = _number_divmod(_base, True, _own, _quiet)
-    _cls.__pos__ = _number_pos
+    # the methods are made per class from the table (the type checker sees float's and int's)
+    _cls.__pow__ = _number_pow(_base, False, _own, _quiet)  # type: ignore[method-assign]
+    _cls.__rpow__ = _number_pow(_base, True, _own, _quiet)  # type: ignore[method-assign]
+    _cls.__divmod__ = _number_divmod(_base, False, _own, _quiet)  # type: ignore[method-assign]
+    _cls.__rdivmod__ = _number_divmod(_base, True, _own, _quiet)  # type: ignore[method-assign]
+    _cls.__pos__ = _number_pos  # type: ignore[method-assign]
     for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(
             _cls,

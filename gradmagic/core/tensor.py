@@ -35,6 +35,9 @@ from __future__ import annotations
 # code, as in plain Python, and not the engine's
 from builtins import isinstance, type  # noqa: A004
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .engine import SCALAR_NODES, Value, state
@@ -354,7 +357,8 @@ def cross_entropy(logits, targets) -> Tensor:
     if t.size and (t.min() < 0 or t.max() >= n_classes):
         raise ValueError(f"cross_entropy targets must be in range({n_classes})")
     logp = log_softmax(logits, axis=-1)
-    picked = logp[t] if logits.ndim == 1 else logp[np.arange(len(t)), t]
+    # (Tensor's indexing is put on the class when this module is imported)
+    picked = logp[t] if logits.ndim == 1 else logp[np.arange(len(t)), t]  # type: ignore[index]
     return -picked.mean()
 
 
@@ -447,6 +451,6 @@ for _op in TENSOR_OPS.values():
             setattr(Tensor, _name.replace("__", "__r", 1), _rev)
 del _op, _name, _fwd, _rev
 
-_function_rule = None
+_function_rule: Callable[..., Any] | None = None
 """``core.array.tensor_function``: a numpy function of Tensors through the array rules
 (NotImplemented where it has none; set by core.array)."""

@@ -19,6 +19,8 @@ from builtins import float, int, isinstance, type  # noqa: A004
 
 import numbers
 import operator
+from collections.abc import Callable
+from typing import Any
 from weakref import ref as _weakref
 
 import numpy as np
@@ -84,6 +86,9 @@ class Tensor:
         "__weakref__",
     )
     _site = -1  # where the magic made it (core.sites): the explicit engine's tensors have none
+    data: np.ndarray
+    _grad: np.ndarray | None
+    _owned_grad: np.ndarray | None
 
     def __init__(self, data, label: str = "", requires_grad: bool = True):
         if not isinstance(label, str):
@@ -125,7 +130,8 @@ class Tensor:
         """This node's gradient as an array of its own, to add contributions into in place
         (made, or copied, the first time: a first contribution may be another node's)."""
         g = self._grad
-        if g is None or g is not getattr(self, "_owned_grad", None):
+        owned: object = getattr(self, "_owned_grad", None)
+        if g is None or g is not owned:
             g = np.zeros(self.data.shape) if g is None else np.array(g, dtype=_F64)
             self._grad = self._owned_grad = g
         return g
@@ -375,7 +381,9 @@ def _on_plain_arrays(what: str, func, args, kwargs):
     numpy computes exactly what it would without the magic; the cut is reported
     through ``state.cut`` (the magic shows it with the line).
     """
-    state.cut(f"{what} has no gradient rule: a Tensor entered it as a plain array")
+    cut = state.cut
+    if cut is not None:  # (callers call this in a recorded cell only, where it is set)
+        cut(f"{what} has no gradient rule: a Tensor entered it as a plain array")
     return func(*_deep_plain(args), **{k: _deep_plain(v) for k, v in kwargs.items()})
 
 
@@ -416,7 +424,11 @@ _WRITABLE: set = set()
 references to the nodes computed from them, so a write can move their old role aside."""
 
 
-_array_result = None
+def _no_array_nodes(*args: Any) -> Any:
+    raise RuntimeError("an array node needs gradmagic.core.array imported")
+
+
+_array_result: Callable[..., Any] = _no_array_nodes
 """``core.array_nodes.link``: ``(op, data, a, b, params)`` → an array node (set by
 ``core.array``)."""
 

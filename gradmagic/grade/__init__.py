@@ -53,6 +53,7 @@ import math
 import numpy as np
 
 from ..analysis.check import expected_pairs
+from ..analysis.options import DEFAULTS, Options
 from . import _sandbox
 from ._sandbox import SandboxUnavailable
 from ._collect import FILENAME, _cut, _run_isolated, collect
@@ -89,8 +90,8 @@ def grade(
     source: str,
     expected,
     *,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
+    atol: float = DEFAULTS.atol,
+    rtol: float = DEFAULTS.rtol,
     target: str | None = None,
     namespace: dict | None = None,
     timeout: float | None = TIMEOUT,
@@ -158,9 +159,7 @@ def grade(
         cell does.
     """
     pairs = _expected(expected)
-    for name, x in (("atol", atol), ("rtol", rtol)):
-        if not _number(x) or x < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
+    Options(atol=atol, rtol=rtol, target=target)  # the magic's checks of these options
     if not isinstance(source, str):
         raise TypeError(f"source must be the cell's code as a str, got {type(source).__name__}")
     if timeout is not None and not (_number(timeout) and timeout > 0):

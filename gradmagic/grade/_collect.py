@@ -173,14 +173,11 @@ def _split_magic(source: str):
     first, newline, body = source.partition("\n")
     if not first.lstrip().startswith("%%autograd"):
         return source, 1, None
-    from ..notebook import magic
+    from ..analysis.options import OptionError, Options
 
-    options = first.lstrip()[len("%%autograd") :]
-    try:
-        args = magic.parse_argstring(magic.AutogradMagics.autograd, options)
-        args.expect = None  # the student's own answers (a name in their notebook) are not graded
-        target = magic.options_from(args, {}).target
-    except Exception as exc:  # noqa: BLE001 - a UsageError: the student's line is wrong
+    try:  # the student's own answers (a name in their notebook) are not graded
+        target = Options.parse(first, skip=("expect",)).target
+    except OptionError as exc:  # the student's line is wrong
         raise SyntaxError(
             f"the %%autograd line's options: {exc}", (FILENAME, 1, 1, first, None, None)
         ) from None

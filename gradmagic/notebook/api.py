@@ -30,16 +30,13 @@ import inspect
 import keyword
 import linecache
 import textwrap
-from argparse import Namespace
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from IPython.core.error import UsageError
-
-from ..analysis.options import Options
+from ..analysis.options import DEFAULTS, Options
 from ..analysis.trace import Trace
 from . import session, torchcell
-from .magic import NoTarget, execute, options_from, parse_expect, prepare, user_traceback
+from .magic import NoTarget, execute, prepare, user_traceback
 
 __all__ = ["autograd", "Run"]
 
@@ -109,16 +106,16 @@ class Run:
 def autograd(
     fn: Callable | str,
     *,
-    target: str | None = None,
-    check: bool = True,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    expect: Mapping | str | None = None,
-    torch: bool = False,
-    rankdir: str = "LR",
-    max_nodes: int = 150,
-    max_memory: float | None = None,
+    target: str | None = DEFAULTS.target,
+    check: bool = not DEFAULTS.no_check,
+    eps: float = DEFAULTS.eps,
+    atol: float = DEFAULTS.atol,
+    rtol: float = DEFAULTS.rtol,
+    expect: Mapping | str | None = DEFAULTS.expect,
+    torch: bool = DEFAULTS.torch,
+    rankdir: str | None = DEFAULTS.rankdir,
+    max_nodes: int = DEFAULTS.max_nodes,
+    max_memory: float | None = DEFAULTS.max_memory,
 ) -> Callable[..., Run]:
     """``autograd(f)(*args, **kwargs)``: run ``f`` as ``%%autograd`` runs a cell; a :class:`Run`.
 
@@ -135,54 +132,38 @@ def autograd(
     The keywords are the magic's options (see ``%%autograd?``): ``target``
     (``-t``), ``check=False`` (``--no-check``), ``eps``, ``atol``, ``rtol``,
     ``expect`` (a mapping such as ``{"a": 6, "L.data": -8}`` or the magic's
-    text ``"a=6, L.data=-8"``), ``torch``, ``rankdir``, ``max_nodes``, ``max_memory``.
+    text ``"a=6, L.data=-8"``), ``torch``, ``rankdir``, ``max_nodes``, ``max_memory``;
+    their defaults are the magic's (``rankdir=None``: the view picks the direction).
 
     The inputs are never changed: the run works on copies of the numbers.
-    Raises what the function raises, ``ValueError`` for a bad option, and
-    ``TypeError`` for inputs that do not fit the function or a run that leaves
-    nothing to differentiate.
+    Raises what the function raises, ``ValueError`` for a bad option value (``TypeError``
+    for one of the wrong type), and ``TypeError`` for inputs that do not fit the function
+    or a run that leaves nothing to differentiate.
 
     >>> run = autograd(lambda x: x * x + 1.0)(3.0)
     >>> run.value, run.grads["x"]
     (10.0, 6.0)
     """
-    args = Namespace(
+    if not isinstance(check, bool):
+        raise TypeError(f"check must be True or False, got {type(check).__name__}")
+    options = Options(
         target=target,
         no_check=not check,
         eps=eps,
         atol=atol,
         rtol=rtol,
-        expect=None,
+        expect=expect,  # type: ignore[arg-type]  # a text is read as --expect's (Options' check)
         rankdir=rankdir,
         max_nodes=max_nodes,
         max_memory=max_memory,
         torch=torch,
         quiet=True,
     )
-    if rankdir not in ("LR", "TB"):
-        raise ValueError(f"rankdir must be 'LR' or 'TB', got {rankdir!r}")
-    try:
-        options = options_from(args, {})
-    except UsageError as e:
-        raise ValueError(str(e).partition("\n")[0]) from None
-    if expect is not None:
-        options.expect = _expected(expect)
     if isinstance(fn, str):
         return _cell_runner(fn, options)
     if not callable(fn):
         raise TypeError(f"autograd needs a function or a cell's source, got {type(fn).__name__}")
     return _function_runner(fn, options)
-
-
-def _expected(expect) -> dict:
-    if isinstance(expect, str):
-        try:
-            return parse_expect(expect, {})
-        except ValueError as e:
-            raise ValueError(f"expect: {e}") from None
-    if not isinstance(expect, Mapping):
-        raise TypeError(f"expect must be a mapping or a string, got {type(expect).__name__}")
-    return dict(expect)
 
 
 def _cell_runner(source: str, options: Options) -> Callable[..., Run]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import types
+from typing import Any
 
 import numpy as np
 
@@ -275,7 +276,7 @@ def release(order) -> None:
     later backward pass into this cell's graph go, wherever the node is kept: by a name,
     or where the end-of-cell walk cannot see (a ``functools.lru_cache``, a C extension's
     state). The user's own Values and Tensors keep their links."""
-    made = NUMBER_NODES
+    made: set[Any] = NUMBER_NODES
     for v in order:
         if v.__class__ in made:
             v._a = v._b = None
@@ -560,7 +561,7 @@ def lift_reachable(ns, names, made: dict, new_leaf) -> "_Lifter":
 def name_lifted(lifter, walk, ns) -> list:
     """Name the lifted leaves the graph reached by their paths; their positions in
     ``walk`` (to add to its ``named``)."""
-    named = []
+    named: list[int] = []
     if lifter is None or walk is None:
         return named
     for leaf, path in lifter.paths.values():

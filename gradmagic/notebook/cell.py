@@ -95,7 +95,7 @@ def prepare(
             math_names=math_names,
         )
         code = _link(_compile(compiler, rw.module, filename, "exec"))
-        final = rw.final and _link(_compile(compiler, rw.final, filename, "eval"))
+        final = None if rw.final is None else _link(_compile(compiler, rw.final, filename, "eval"))
     for w in caught:  # shown as they would have been
         warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
     if not caught:
@@ -192,7 +192,7 @@ class _Entry:
     followed: list
     followed_codes: frozenset
     lifter: object = None
-    run: object = None
+    run: _runtime._Run | None = None  # what the recording recorded (set as it starts)
     first: int = 0
 
     def made(self):
@@ -226,12 +226,11 @@ def execute(
     _runtime.births = 0
     _runtime.array_births.clear()
     try:
-        trace = _execute(cell, ns, global_ns, options, counts)
+        trace, (handles, explicit) = _execute(cell, ns, global_ns, options, counts)
     except BaseException:
         if zygote is not None:
             zygote.close()
         raise
-    handles, explicit = trace.rerun
     trace.rerun = rerun.Rerun(
         zygote,
         handles,
@@ -249,7 +248,9 @@ def execute(
 _NO_FORK = "this system cannot fork a process to run the cell again"
 
 
-def _execute(cell: Prepared, ns, global_ns, options: Options, counts) -> Trace:
+def _execute(
+    cell: Prepared, ns, global_ns, options: Options, counts
+) -> tuple[Trace, tuple[dict, frozenset]]:
     __tracebackhide__ = True
     # an array the cell writes into is an input too: its leaf views the user's memory
     written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
@@ -271,9 +272,9 @@ def _execute(cell: Prepared, ns, global_ns, options: Options, counts) -> Trace:
     with np.errstate(all="ignore"):
         engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
-    trace.rerun = _handles(trace, walk.order)  # (made a Rerun by execute)
+    handles = _handles(trace, walk.order)
     boundary.release(walk.order)
-    return trace
+    return trace, handles
 
 
 class _PlainRun:
@@ -333,7 +334,7 @@ def _plain_number(rw: Rewritten, name, value, ns) -> float:
     return float(np.sum(np.asarray(value, dtype=float)))
 
 
-def _handles(trace: Trace, order) -> dict:
+def _handles(trace: Trace, order) -> tuple[dict, frozenset]:
     """Each input leaf's position in the trace → its birth (leaves without one are left out)."""
     leaves = trace.leaf_index[~trace.constant[trace.leaf_index]]
     handles: dict = {}
@@ -403,6 +404,8 @@ def _trace(cell, ns, options, target, walk, named, settled, entry: _Entry, count
     """The Trace of a run after its backward pass, the cuts marked where the user looks."""
     branches, floats = counts
     run = entry.run
+    if run is None:
+        raise RuntimeError("a trace is made of a recorded run only")
     stale = _from_earlier_cells(walk)
     converted = state.float_conversions - floats
     trace = Trace(
@@ -634,7 +637,8 @@ def find_target(rw: Rewritten, name, value, ns):
         raise NoTarget(
             f"{what} is {_describe(value)}, not a Value, so there is nothing to differentiate"
         )
-    if isinstance(value, int) and value._op is None:  # `n = 26`: a setting, not a function
+    # `n = 26`: a setting, not a function (an int here is an Int node: is_node said so)
+    if isinstance(value, int) and value._op is None:  # type: ignore[attr-defined]
         raise NoTarget(
             f"{what} is {_describe(value)} the cell set and did not compute, "
             "so there is nothing to differentiate"
@@ -705,7 +709,8 @@ def _kind(obj) -> str:
 def lift(ns, names) -> dict:
     """Rebind each numeric name in ``names`` to a fresh leaf; returns name → (old, leaf)."""
     lifted = {}
-    arrays = {}  # id -> leaf: one array read under two names is one leaf (V is W holds)
+    # id -> leaf: one array read under two names is one leaf (V is W holds)
+    arrays: dict[int, Array] = {}
     for name in sorted(names):  # (sorted: a plain re-run lends them in the same order)
         if name in ns:
             old = ns[name]
@@ -740,7 +745,7 @@ def bindings(ns) -> dict:
 
 def cut_warnings(cuts, converted: int) -> list[str]:
     """One line per place a Value was turned into a plain number."""
-    counts = {}
+    counts: dict[tuple[int | None, str], int] = {}
     for line, message in cuts:
         counts[line, message] = counts.get((line, message), 0) + 1
     warnings = []

@@ -49,7 +49,8 @@ _FACT_NODES = frozenset(
 
 def _facts(tree, plain: set, math: set) -> _Facts:
     math |= _BUILTIN_MATH
-    defined, mutated, made, classes, imported = set(), set(), [], set(), set()
+    defined, mutated, classes, imported = set[str](), set[str](), set[str](), set[str]()
+    made: list = []
     for node in ast.walk(tree):
         if node.__class__ not in _FACT_NODES:
             continue

@@ -16,18 +16,18 @@ Load it with ``%load_ext gradmagic``; ``%unload_ext gradmagic`` removes it.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import inspect
 import re
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 
 from . import runtime as _runtime
 from . import session, torchcell
-from ..analysis.options import Options, option_specs
+from ..analysis.options import OptionError, Options, help_text, option_specs
 from ..views import display
 from .expect import parse_expect
 from .cell_text import _ends_with_semicolon, _shell_syntax
@@ -44,42 +44,18 @@ __all__ = [
     "find_target",
     "parse_expect",
     "parse_options",
-    "options_from",
     "Options",
     "load",
     "unload",
 ]
 
 
-def _option_arguments(magic):
-    """Add an argument to ``magic``'s parser for each field of :class:`Options`."""
-    for spec in reversed(option_specs()):  # (the parser lists them in the order declared)
-        if spec.type is bool:
-            kwargs = {"action": "store_true"}
-        else:
-            kwargs = {"type": spec.type, "default": spec.default}
-            kwargs.update(
-                (key, value)
-                for key, value in (("metavar", spec.metavar), ("choices", spec.choices))
-                if value
-            )
-        shown = spec.default not in (None, False) and not spec.help.startswith("(default")
-        text = spec.help + (f" (default {_shown(spec.default)})" if shown else "")
-        magic = argument(*spec.flags, help=text, **kwargs)(magic)
-    return magic
-
-
-def _shown(default) -> str:
-    return str(default).replace("e-0", "e-")  # 1e-6, not 1e-06
-
-
 @magics_class
 class AutogradMagics(Magics):
     """Magics that differentiate a cell of ordinary Python."""
 
-    @magic_arguments()
-    @_option_arguments  # the Options fields: each option is declared there once
-    @argument("expression", nargs="*", help="line form only: the expression to differentiate")
+    shell: InteractiveShell  # (registered with a shell: never None here)
+
     @no_var_expand  # the line is Python (%autograd {'a': x}['a'] * 2), as %time's is
     @line_cell_magic
     def autograd(self, line, cell=None):
@@ -110,7 +86,7 @@ class AutogradMagics(Magics):
         __tracebackhide__ = True
         if cell is None:
             option_text, source = _split_line(line)
-            args = self._parse(option_text)
+            options = parse_options(option_text, self.shell.user_ns)
             if not source:
                 raise UsageError(
                     "%autograd needs an expression to differentiate, "
@@ -118,14 +94,8 @@ class AutogradMagics(Magics):
                 )
             header = f"%autograd {line}".rstrip()
         else:
-            args = self._parse(line)
-            if args.expression:
-                raise UsageError(
-                    f"unexpected text after the options of %%autograd: "
-                    f"{' '.join(args.expression)!r}\n\n{_help()}"
-                )
+            options = parse_options(line, self.shell.user_ns)
             source, header = cell, f"%%autograd {line}".rstrip()
-        options = self._options(args)
         raw = self._raw_cell()
         whole_cell = raw is not None and (
             raw.startswith("%%autograd")
@@ -152,22 +122,6 @@ class AutogradMagics(Magics):
         result = self.shell.displayhook.exec_result
         number = getattr(result, "execution_count", None)
         return self.shell.execution_count if number is None else number
-
-    # ------------------------------------------------------------------ options
-    def _parse(self, text: str):
-        parsed = _PARSED.get(text)
-        if parsed is None:
-            try:
-                parsed = parse_argstring(self.autograd, text)
-            except UsageError as e:
-                raise UsageError(f"{e}\n\n{_help()}") from None
-            if len(_PARSED) >= 256:
-                _PARSED.clear()
-            _PARSED[text] = parsed
-        return argparse.Namespace(**vars(parsed))  # a copy: the cached one stays as parsed
-
-    def _options(self, args) -> Options:
-        return options_from(args, self.shell.user_ns)
 
     # ------------------------------------------------------------------ running
     def _run(self, source: str, header: str, options: Options, cell_form: bool, whole_cell: bool):
@@ -248,42 +202,20 @@ class AutogradMagics(Magics):
         return None
 
 
-# IPython's magic_arguments starts the help with a reST literal-block marker ("::");
-# %%autograd? is read as plain text
-AutogradMagics.autograd.__doc__ = AutogradMagics.autograd.__doc__.replace("::\n\n", "", 1)
-
-
-_PARSED: dict = {}  # option text -> its parsed arguments (argparse is slow next to a small cell)
+# %%autograd? prints this: the usage, the docstring, every option (made from Options' fields)
+AutogradMagics.autograd.__doc__ = help_text(inspect.cleandoc(AutogradMagics.autograd.__doc__ or ""))
 
 
 def parse_options(text: str, ns=None) -> Options:
     """The :class:`Options` of an ``%%autograd`` line's option text; a UsageError if it is bad."""
     try:
-        args = parse_argstring(AutogradMagics.autograd, text)
-    except UsageError as e:
+        return Options.parse(text, ns)
+    except OptionError as e:
         raise UsageError(f"{e}\n\n{_help()}") from None
-    return options_from(args, {} if ns is None else ns)
-
-
-def options_from(args, ns) -> Options:
-    """Check parsed arguments and make them :class:`Options` (``--expect NAME`` is read in ``ns``)."""
-    values = {}
-    for spec in option_specs():
-        value = getattr(args, spec.name)
-        problem = spec.check(value) if spec.check is not None and value is not None else ""
-        if problem:
-            raise UsageError(f"{spec.flags[-1]} {problem}\n\n{_help()}")
-        values[spec.name] = value
-    if values["expect"] is not None:
-        try:
-            values["expect"] = parse_expect(values["expect"], ns)
-        except ValueError as e:
-            raise UsageError(f"--expect: {e}\n\n{_help()}") from None
-    return Options(**values)
 
 
 def _help() -> str:
-    return AutogradMagics.autograd.__doc__
+    return AutogradMagics.autograd.__doc__ or ""
 
 
 def _point_into(error: SyntaxError, header: str, source: str) -> None:
@@ -291,17 +223,16 @@ def _point_into(error: SyntaxError, header: str, source: str) -> None:
     shift = header.rfind(source)
     if error.offset is not None and shift >= 0:
         error.offset += shift
-        if getattr(error, "end_offset", None):
+        if error.end_offset:
             error.end_offset += shift
     error.text = header
 
 
 # --------------------------------------------------------------------------- option text
 _TOKEN = re.compile(r"""\s*((?:[^\s"']+|"[^"]*"|'[^']*')+)""")
-# the magic's options, read from its parser: flags take no value, the others one
-_OPTIONS = AutogradMagics.autograd.parser._option_string_actions
-_FLAGS = frozenset(name for name, action in _OPTIONS.items() if action.nargs == 0)
-_VALUED = frozenset(_OPTIONS) - _FLAGS
+# the magic's options: switches take no value, the others one
+_FLAGS = frozenset(flag for spec in option_specs() if spec.type is bool for flag in spec.flags)
+_VALUED = frozenset(flag for spec in option_specs() for flag in spec.flags) - _FLAGS
 
 
 def _split_line(line: str) -> tuple[str, str]:

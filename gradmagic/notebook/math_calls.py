@@ -391,7 +391,7 @@ def _op_builder(op):
     return lambda *xs: engine.apply(op.name, *xs)
 
 
-def _table() -> dict:
+def _table() -> tuple[dict, frozenset[str]]:
     """Functions (by object) → their graph-keeping versions, and the names they are called by."""
     table, names = {}, set()
 

@@ -410,7 +410,7 @@ class Rerun:
         # birth → (shape, sum) an array input held when the recorded run made it
         self.arrays = arrays or {}
         self.problem = problem  # why the code cannot be asked (then the graph is)
-        self.per_point = None  # seconds one re-run takes, once measured
+        self.per_point: float | None = None  # seconds one re-run takes, once measured
         # "plain", or "magic" for code that fails plainly (x.tanh() on a number) but runs
         # under the magic: then each re-run is recorded, and only its value is read
         self.mode = "plain"
@@ -429,7 +429,9 @@ class Rerun:
         if self.zygote is None:
             return None
         # the directions first: they move every input, and are never left out
-        points, hp, hm = [{}], [], []
+        points: list = [{}]
+        hp: list = []
+        hm: list = []
         for signs in perturbation.signs:
             hp.append(eps)
             hm.append(eps)
@@ -458,9 +460,17 @@ class Rerun:
         )
         f = np.array(values[1 : 1 + 2 * (ways + done)], dtype=float)
         order = np.r_[ways : ways + done, 0:ways]  # back to the elements, then the directions
-        hp, hm = np.array(hp)[order], np.array(hm)[order]
         self.left_out = len(perturbation.node) - done
-        return Measured(np.float64(values[0]), f[0::2][order], f[1::2][order], hp, hm), kept
+        return (
+            Measured(
+                np.float64(values[0]),
+                f[0::2][order],
+                f[1::2][order],
+                np.array(hp)[order],
+                np.array(hm)[order],
+            ),
+            kept,
+        )
 
     def directions(self, trace, spread: list, signs: np.ndarray, eps: float):
         """The :class:`Measured` of moving every element of the leaves in ``spread`` at once,
@@ -491,6 +501,7 @@ class Rerun:
     def _values(self, trace, moves: list, must: int | None = None):
         """The target at each of ``moves`` (the first: no move), or None (see measure); past
         the budget, only the first ``must`` (all of them if None)."""
+        assert self.zygote is not None
         watch = tuple(self.handles.values())
         first = max(2.0, 3 * self.seconds)
         per = first if self.per_point is None else max(0.5, 20 * self.per_point)

@@ -145,7 +145,7 @@ def rewrite(
         final = ast.Expression(body=tree.body.pop().value)
     sites = _Sites(filename, scope)
     tree.body = sites.block(tree.body)
-    final_site = sites.line(last.lineno) if final is not None else 0
+    final_site = sites.line(last.lineno) if final is not None and last is not None else 0
     function = function_id("<cell>", filename, tuple(sites.lines))
     return Rewritten(
         tree,
@@ -212,11 +212,12 @@ class _Rewriter(ast.NodeTransformer):
         self.defined, self.mutated = facts.defined, facts.mutated
         self.classes = facts.classes
         self.imported = facts.imported
-        self.reads = set()
+        self.reads: set[str] = set()
         self.lits_plain = False  # numeric literals stay plain here
         self.int_leaves = False  # int literals become leaves here (see visit_Constant)
         self.reading = True  # loaded names count as numeric reads here
-        self.scopes = []  # (local names, is a class body) of enclosing scopes
+        self.scopes: list[tuple[set[str], bool]] = []  # (local names, is a class body) of
+        # enclosing scopes
 
     # ---------------------------------------------------------------- contexts
     def _visit(self, node, *, plain: bool = False, read: bool = True):

@@ -100,8 +100,8 @@ def _runtime(helper: str, *args, like):
     func = _at(
         like, ast.Attribute(value=_at(like, ast.Constant(RUNTIME)), attr=helper, ctx=ast.Load())
     )
-    args = [a if hasattr(a, "lineno") else _at(like, a) for a in args]
-    return _at(like, ast.Call(func=func, args=args, keywords=[]))
+    placed = [a if hasattr(a, "lineno") else _at(like, a) for a in args]
+    return _at(like, ast.Call(func=func, args=placed, keywords=[]))
 
 
 def _is_text(node) -> bool:

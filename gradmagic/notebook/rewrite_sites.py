@@ -136,7 +136,8 @@ class _Sites:
         if not ks or _leaves_early(loop.body):
             return
         func = _at(loop.iter, ast.Attribute(_at(loop.iter, ast.Constant(SITE)), "loop", ast.Load()))
-        ks_node = _at(loop.iter, ast.Constant(ks))
+        # (compile takes a tuple constant; typeshed lists only scalar ones)
+        ks_node = _at(loop.iter, ast.Constant(ks))  # type: ignore[arg-type]
         loop.iter = _at(loop.iter, ast.Call(func, [ks_node, loop.iter], []))
 
     def function(self, fn) -> None:

@@ -21,6 +21,9 @@ from builtins import float, int, isinstance, type  # noqa: A004
 
 from numbers import Number
 import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 from contextlib import contextmanager
 
 import numpy as np
@@ -113,7 +116,8 @@ class Probe:
     births whose plain values are kept in ``seen``, to show the re-run met the same inputs."""
 
     def __init__(self, moves: dict, watch=(), recorded: bool = False):
-        self.moves, self.watch, self.seen = moves, frozenset(watch), {}
+        self.moves, self.watch = moves, frozenset(watch)
+        self.seen: dict = {}
         # a re-run under the magic (for a cell that only runs there: ``x.tanh()`` on a
         # number): what is born is a node, moved as one
         self.recorded = recorded
@@ -625,7 +629,7 @@ _DISPATCH: dict = {}
 """Function → its graph-keeping version, filled by :mod:`gradmagic.notebook.math_calls`."""
 
 
-no_rule = None
+no_rule: Callable[[Any], Any] | None = None
 """Wraps a math function with no gradient rule so that the cut is recorded (set by
 :mod:`gradmagic.notebook.math_calls`)."""
 
@@ -763,7 +767,7 @@ def _record(message: str, node=None, function: str = "") -> None:
     run = _run
     if run is None:
         return
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename != run.filename:
         frame = frame.f_back
     line = frame.f_lineno if frame is not None else None

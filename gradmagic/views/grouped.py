@@ -191,15 +191,15 @@ def _frame_bodies(trace, view: View, target: int, status: dict) -> dict:
         if constant[i]:  # (folded into their op, as in the whole graph)
             continue
         node = trace.nodes[i]
-        attrs = dot._value_attrs(node, i == target, status.get(i), False, False, "LR", None)
+        text = dot._value_attrs(node, i == target, status.get(i), False, False, "LR", None)
         op = render.op_symbol(trace, i)
         if op:  # the op that made it, in place of an empty name
             symbol = render.escape_record(op)
-            if 'label="{|' in attrs:
-                attrs = attrs.replace('label="{|', f'label="{{{symbol}|', 1)
+            if 'label="{|' in text:
+                text = text.replace('label="{|', f'label="{{{symbol}|', 1)
             else:
-                attrs = attrs.replace('label="{', f'label="{{{symbol}|', 1)
-        body.setdefault(view.frame_of.get(f"n{i}"), []).append(f"  v{i} [{attrs}];")
+                text = text.replace('label="{', f'label="{{{symbol}|', 1)
+        body.setdefault(view.frame_of.get(f"n{i}"), []).append(f"  v{i} [{text}];")
     return body
 
 

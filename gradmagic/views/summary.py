@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.options import DEFAULTS
 from . import drawing
 from .dot import drawn_nodes, op_symbol
 from .tables import TABLE_ROWS
 
-DEFAULT_MAX_NODES = 150
+DEFAULT_MAX_NODES = DEFAULTS.max_nodes
 NEIGHBOURHOOD = 30  # nodes nearest the target drawn in a summary
 NAMED = 20  # named nodes drawn in a summary
 
@@ -105,10 +106,10 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     extra = [i for i in dict.fromkeys(named + inputs) if i not in seen][: max(0, min(NAMED, limit))]
     leaves = len(trace.leaf_index)
     made = trace.op_code[trace.op_code >= 0]
-    ops = Counter()  # op name → nodes it made, counted per op entry
-    first = {}  # op name → a node it made, whose op entry gives the symbol
-    counts = np.bincount(made, minlength=len(trace.ops)) if made.size else []
-    for code, count in enumerate(np.asarray(counts).tolist()):
+    ops: Counter[str] = Counter()  # op name → nodes it made, counted per op entry
+    first: dict[str, int] = {}  # op name → a node it made, whose op entry gives the symbol
+    per_code = np.bincount(made, minlength=len(trace.ops)) if made.size else np.zeros(0, int)
+    for code, count in enumerate(np.asarray(per_code).tolist()):
         if count:
             name = trace.ops[code].name
             ops[name] += count

@@ -8,6 +8,7 @@ A PyTorch comparison (:mod:`gradmagic.analysis.torchcheck`) adds its column to t
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,7 +28,7 @@ SORT_KEYS = {
 }
 
 
-def node_order(trace, key: str = "graph") -> list:
+def node_order(trace, key: str = "graph") -> Sequence[int]:
     """Node indices for the Gradients table: the target first, then by ``key``.
 
     In graph order that is every index from the last (the target) down, as a
@@ -119,7 +120,7 @@ def html_table(header, rows, colours=None) -> str:
     return "".join(out)
 
 
-def _escape_each(cells: list) -> list:
+def _escape_each(cells: Sequence) -> list:
     """``html.escape`` of each cell, as one call over all of them (a table has thousands)."""
     parts = html.escape("\0".join(cells)).split("\0") if cells else []
     if len(parts) != len(cells):  # a cell holds the separator itself: one at a time
@@ -150,7 +151,7 @@ def table_html(table: dict) -> str:
     return out
 
 
-def _numbers(cells: list) -> list:
+def _numbers(cells: Sequence) -> list:
     """:func:`_numeric_text` of each cell (a column of numbers is read in one go)."""
     try:
         list(map(float, cells))

@@ -17,7 +17,9 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -198,7 +200,7 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
     nodes = trace.nodes
     order = backward_steps(trace)
     remaining = use_counts(trace) if children is None else [len(c) for c in children]
-    sofar = {}
+    sofar: dict[int, float] = {}  # node → the sum of the terms of its gradient so far
     out = []
     for c in order[:limit]:
         node = nodes[c]
@@ -334,9 +336,12 @@ def _gradients_tab(trace, report, context) -> dict:
     # the data and grad columns sort by magnitude: the front-end reads it from the number
     # written; an array's (its largest |element|) and an exact int's are sent with the row
     tensors = trace.tensor_data
-    keys = {
-        k: [None] * 4
-        + [
+    keys: dict[int, list[float | None]] = {
+        k: [
+            None,
+            None,
+            None,
+            None,
             _finite_key(render._magnitude(trace._data(i))),
             _finite_key(render._magnitude(trace._grad(i))),
             None,
@@ -450,7 +455,10 @@ TAB_MAKERS = [
 #: display makes only their buttons. The view asks the kernel for one when it is opened and
 #: keeps the answer in its state (``opened``), so a saved notebook keeps what was opened.
 #: A run of at most ``EAGER_NODES`` nodes gets them all at once.
-DEFERRED = {_backward_tab: ("backward", "Backward", None), **teaching.DEFERRED}
+DEFERRED: dict[Callable[..., Any], tuple[str, str, Callable[[Any], bool] | None]] = {
+    _backward_tab: ("backward", "Backward", None),
+    **teaching.DEFERRED,
+}
 EAGER_NODES = 30  # textbook-sized runs: every tab at once (about 5-10 ms of teaching views)
 
 
@@ -542,7 +550,7 @@ def _node_entries(trace, report, drawn, drawn_set, fold) -> dict:
     children = render.children_among(trace, drawn, cap=2 * TERMS)
     status = render._failed(report)
     entries = {}
-    memo = {}  # each drawn node's local derivatives, read once
+    memo: dict[int, Any] = {}  # each drawn node's local derivatives, read once
     for i in drawn:
         entry = _node_entry(trace, i, children, fold, status, memo)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
@@ -554,8 +562,8 @@ def _tabs(trace, report, context, defer: bool, gradients) -> tuple:
     """(tabs, deferred): every tab of :data:`TAB_MAKERS`, or its button where ``defer``."""
     tabs, deferred = [], {}
     for make in TAB_MAKERS:
-        if defer and make in DEFERRED and (DEFERRED[make][2] is None or DEFERRED[make][2](trace)):
-            ident, title, _ = DEFERRED[make]
+        ident, title, when = DEFERRED.get(make, ("", "", None))
+        if defer and ident and (when is None or when(trace)):
             deferred[ident] = _deferred(make, context["drawn"])
             tabs.append({"id": ident, "title": title, "kind": "deferred", "payload": None})
             continue

@@ -25,6 +25,8 @@ and the widget's tabs.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from typing import Any
 
 from ..analysis import explanations
 from ..analysis.numbers import fmt
@@ -224,7 +226,7 @@ def forward_tab(trace, report=None, context=None) -> dict | None:
         return {"id": "forward", "title": "Forward", "kind": "html", "payload": {"html": head}}
     drawn = _drawn(context, trace)
     exprs = expressions(trace)
-    frames = []
+    frames: list[dict] = []
     stepped = _stepped_inputs(trace)
     for k, i in enumerate(stepped):
         _add_pass_frames(frames, trace, exprs, drawn, comparison.inputs, k, i)
@@ -313,7 +315,7 @@ def walk_tab(trace, report=None, context=None) -> dict | None:
     drawn = _drawn(context, trace)
     exprs = expressions(trace)
     head = walk_html(trace, walk=walk, draw=False, every_step=False)
-    frames = []
+    frames: list[dict] = []
     visited = order = 0
     stack = []
     for kind, i in walk.events[:STEP_FRAMES]:
@@ -429,7 +431,7 @@ def _deferrable(trace) -> bool:
     return not _too_big(trace)  # past STATIC_NODES: one short "Teaching" tab, made at once
 
 
-DEFERRED = {
+DEFERRED: dict[Callable[..., Any], tuple[str, str, Callable[[Any], bool] | None]] = {
     forward_tab: ("forward", "Forward", _deferrable),
     walk_tab: ("walk", "Walk", _deferrable),
     paths_tab: ("paths", "Paths", _deferrable),

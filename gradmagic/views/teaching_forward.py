@@ -213,10 +213,10 @@ def _pass_parts(trace, exprs, i, step, limit, cache, draw) -> list:
             )
         )
     if draw:
-        done = set(reached[:upto])
+        done_set = set(reached[:upto])
         grad_text = [
             f"{fmt(node.grad)} · ∂/∂{exprs[i]} "
-            + (fmt(t[k]) if k in done else ("0" if not t.reached[k] else "?"))
+            + (fmt(t[k]) if k in done_set else ("0" if not t.reached[k] else "?"))
             for k, node in enumerate(trace.nodes)
         ]
         current = reached[upto - 1] if step is not None else None

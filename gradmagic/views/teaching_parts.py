@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import weakref
+from typing import Any
 
 from ..analysis import explanations
 from ..analysis.numbers import fmt
@@ -42,7 +43,8 @@ def _wrap(text: str, prec: int, above: int) -> str:
     return f"({text})" if prec < above else text
 
 
-_EXPRESSIONS = weakref.WeakKeyDictionary()  # trace → its expressions (width WIDTH)
+_EXPRESSIONS: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
+# trace → its expressions (width WIDTH)
 
 
 def expressions(trace, width: int = WIDTH) -> list:
@@ -65,7 +67,8 @@ def expressions(trace, width: int = WIDTH) -> list:
 
 
 def _expressions(trace, width: int) -> list:
-    out, prec = [], []
+    out: list[str] = []
+    prec: list[int] = []
     g = explanations._graph(trace)
     nodes = trace.nodes
     for i, (label, parents) in enumerate(zip(g.labels, g.parents)):

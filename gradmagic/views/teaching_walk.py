@@ -5,6 +5,7 @@ runs in (numbers from :mod:`gradmagic.analysis.explanations`).
 from __future__ import annotations
 
 import html
+from collections.abc import Collection
 
 from ..analysis import explanations
 from ..analysis.numbers import fmt
@@ -52,13 +53,15 @@ def walk_lines(trace, walk=None, *, named_only: bool = True, limit: int | None =
     labels = explanations._graph(trace).labels
     names = labels if named_only else expressions(trace)
     events = [(kind, i) for kind, i in walk.events if not named_only or labels[i]]
-    keep = (
+    keep: Collection[int] = (
         range(len(events))
         if limit is None or len(events) <= limit
         else list(range(limit - 1)) + [len(events) - 1]
     )
     keep = set(keep)
-    visited, order, out = [], [], []
+    visited: list[str] = []
+    order: list[str] = []
+    out = []
     for k, (kind, i) in enumerate(events):
         (visited if kind == "v" else order).append(names[i])
         if k in keep:

@@ -41,7 +41,7 @@ def payload(run, open=()) -> dict:
     :func:`gradmagic.views.tabs.payload`); a module or folded box is a node ``m<n>``, which a
     click opens, the others ``v<n>``."""
     open = [str(p) for p in open][:OPEN]
-    max_nodes = getattr(run.options, "max_nodes", 150) or 150
+    max_nodes = run.options.max_nodes
     lay = layout(run, max_nodes, open)
     keys = list(lay.boxes)
     ids = {
@@ -261,7 +261,7 @@ def answer(run, content) -> dict | None:
     if kind != "tensor":
         return None
     try:
-        i = int(content.get("value"))
+        i = int(content.get("value", ""))  # (a missing value: not a number)
     except (TypeError, ValueError):
         return {"type": "tensor", "value": None, "error": "no such value"}
     if not 0 <= i < run.n:

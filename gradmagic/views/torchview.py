@@ -55,11 +55,11 @@ def to_dot(run, max_nodes: int | None = None, open=(), lay=None, ids=None) -> st
     modules and folded blocks as boxes, parameters and inputs as leaves. ``lay``: the
     layout when the caller made it; ``ids``: box key → the DOT node's name (else the key)."""
     opts = run.options
-    max_nodes = max_nodes or getattr(opts, "max_nodes", 150) or 150
+    max_nodes = max_nodes or opts.max_nodes
     lay = layout(run, max_nodes, open) if lay is None else lay
     ids = ids or {}
     marks = run.health.get("marks", {})
-    rankdir = getattr(opts, "rankdir", "LR") or "LR"
+    rankdir = opts.rankdir or "LR"
     lines = [
         f"digraph torchrun {{ rankdir={rankdir}; "
         'node [fontname="Helvetica", fontsize=10, shape=box, style="rounded,filled", '
@@ -110,7 +110,7 @@ def to_dot(run, max_nodes: int | None = None, open=(), lay=None, ids=None) -> st
 
 
 def _graph_html(run, open=()) -> str:
-    lay_note = layout(run, getattr(run.options, "max_nodes", 150) or 150, open).note
+    lay_note = layout(run, run.options.max_nodes, open).note
     source = to_dot(run, open=open)
     try:
         image = render.svg(source)
@@ -169,7 +169,7 @@ def check_lines(run) -> list:
             )
         )
     ops = run.checks["ops"]
-    counts = {}
+    counts: dict[str, int] = {}
     for r in ops.values():
         status = "like an op checked" if "like" in r else r["status"]
         counts[status] = counts.get(status, 0) + 1

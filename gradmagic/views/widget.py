@@ -28,7 +28,8 @@ import secrets
 import weakref
 import json
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from . import grouped, render
 from ..analysis import torchcheck
@@ -106,6 +107,7 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "",
 
     data, deferred = _payload(trace, report, expected=expected, torch=torch, run=run, **parts)
     first = data["tabs"][0]["id"] if data["tabs"] else ""
+    source: Callable[[], Any]
     try:
         source = weakref.ref(trace)
     except TypeError:  # a trace that takes no weak references: kept
