@@ -225,4 +225,17 @@ def test_stateful_cells_have_the_plain_codes_gradients_and_state(ip, case):
             ) / (2 * h)
             assert trace.grads[path] == pytest.approx(numeric, rel=1e-4, abs=1e-6), path
             checked += 1
+        # the check, which runs the cell again, agrees and leaves every value as it was
+        kept = _digests(ip.user_ns, baseline)
+        report = trace.check()
+        assert report.oracle == "code" and report.passed, (report.verdict, report.notes)
+        assert _digests(ip.user_ns, baseline) == kept
     assert checked >= 1, "no input of the data was differentiated"
+
+
+def _digests(ns, baseline) -> dict:
+    return {
+        name: deep_state(v)
+        for name, v in _user_state(ns, baseline).items()
+        if not callable(v) and not isinstance(v, type(math))
+    }
