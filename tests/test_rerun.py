@@ -6,6 +6,7 @@ is not re-run and gets no tick; every engine's run answers ``check()`` with one 
 """
 
 import hashlib
+import os
 import pickle
 import sys
 import textwrap
@@ -220,3 +221,23 @@ def test_the_re_runs_keep_to_a_time_budget_and_say_what_they_left(ip):
     assert any(r.index is None and r.count == 40 for r in report.rows)
     assert any("not moved one by one" in n for n in report.notes)
     assert all(r.expected == pytest.approx(2 * trace.node(r.name).data, rel=1e-4) for r in alone)
+
+
+HOSTILE_RERUNS = {  # a cell that behaves otherwise when it is run again, and what is said
+    "ends its process": ("os._exit(3)", "ended its process"),
+    "exits": ("sys.exit(0)", "SystemExit"),
+    "signals the kernel": ("os.kill(KERNEL, signal.SIGTERM)", "calls os.kill"),
+    "forks": ("os.fork()", "calls os.fork"),
+    "computes something else": ("a = a * a", "does not compute the same thing twice"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_RERUNS))
+def test_a_cell_that_behaves_otherwise_when_run_again_gets_no_tick(ip, name):
+    act, said = HOSTILE_RERUNS[name]
+    ip.user_ns.update(KERNEL=os.getpid(), a=1.5)
+    trace = _run(ip, f"import os, sys, signal\nif os.getpid() != KERNEL:\n    {act}\nL = a * a\nL")
+    report = trace.check()
+    assert not report.passed and report.oracle == "graph"
+    assert said in report.notes[0], report.notes
+    assert os.getpid() == ip.user_ns["KERNEL"] and ip.user_ns["a"] == 1.5

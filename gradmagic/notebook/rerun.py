@@ -273,12 +273,13 @@ def _serve(job, requests: int, replies: int) -> None:
             return
         points, timeout, first, budget, must = request
         answers = None
-        if not alone:
-            total = first + timeout * len(points)
+        if not alone:  # (past the budget only the first ``must`` points start)
+            rest = timeout * len(points) if budget is None else budget + timeout * must
+            total = first + rest
             answers = _forked(lambda p=points, b=budget, m=must: _work_all(job, p, b, m), total)
             if answers[0] == "leaky":
                 answers, alone = None, True
-            elif answers[0] == "timeout":
+            elif answers[0] in ("timeout", "ended"):
                 answers = [answers] * len(points)
         if answers is None:
             answers, start = [], time.monotonic()
@@ -301,8 +302,9 @@ def _forked(work, timeout: float):
         finally:
             os._exit(0)
     os.close(outbox)
+    deadline = time.monotonic() + timeout
     try:
-        answer = _receive(inbox, time.monotonic() + timeout)
+        answer = _receive(inbox, deadline)
     finally:
         os.close(inbox)
     if answer is None:
@@ -310,7 +312,7 @@ def _forked(work, timeout: float):
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-        answer = ("timeout",)
+        answer = ("timeout",) if time.monotonic() >= deadline else ("ended",)
     os.waitpid(pid, 0)
     return answer
 
@@ -570,6 +572,8 @@ def _why(answer, what: str) -> str:
         return f"the {what} reaches outside the notebook ({answer[1]}), so it was not run again"
     if kind == "timeout":
         return f"re-running the {what} took too long"
+    if kind == "ended":
+        return f"re-running the {what} ended its process (os._exit, or a crash)"
     return f"re-running the {what} plainly failed ({answer[1]})"
 
 
