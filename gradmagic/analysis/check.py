@@ -291,7 +291,8 @@ def check(
     Parameters
     ----------
     trace:
-        A :class:`gradmagic.analysis.trace.Trace` (its graph is replayed, not re-run).
+        A :class:`gradmagic.analysis.trace.Trace`: its ``rerun`` runs the code again; a
+        trace without one (built with the explicit engine) has its graph replayed.
     eps, atol, rtol:
         Step and tolerance: a row passes if ``|analytic - numeric| <= atol +
         rtol * |numeric|`` (the defaults are PyTorch gradcheck's).
@@ -323,47 +324,11 @@ def check(
     judge = Judge(trace, atol, rtol)
     code = _Code(trace, replay, judge, perturbation)
     perturbation = code.with_direction(perturbation, seed)
-    rows: list = []
-    measured: Any = None
-    replay_ok, parts = True, []
-    for oracle, part in code.split(perturbation):
-        with np.errstate(all="ignore"):
-            m, part = code.measure(part, eps, oracle)
-        if oracle != "code":
-            with np.errstate(all="ignore"):
-                ok, note = replay.agrees(m.f0)
-            replay_ok = replay_ok and ok
-            if note:
-                notes.append(note)
-        part_rows = judge.rows(part, m, eps)
-        part_rows = _settle(code, judge, part, part_rows, m, eps, notes, oracle)
-        rows += code.graph_only(part_rows, oracle)
-        measured = measured or m
-        parts.append(part)
+    rows, measured, perturbation, replay_ok = _measured_rows(code, perturbation, eps, notes)
     if not all_finite(measured.f0):
         notes.append(f"The target is {measured.f0}: no slope can be measured.")
     rows += code.direction(eps, seed)
-    perturbation = _joined(parts)
-    if code.problem and len(perturbation):
-        notes.insert(0, code.problem)
-    if code.oracle == "code":
-        notes[:0] = _missing_paths(trace, rows)
-        if code.rerun.left_out:
-            notes.append(
-                f"{code.rerun.left_out} input number(s) were not moved one by one: re-running "
-                "the code for them would pass the check's time budget"
-                + (
-                    " (the row that moves every input at once covers them)."
-                    if len(perturbation.signs)
-                    else "; they are not checked."
-                )
-            )
-        if getattr(code.rerun, "mode", "plain") == "magic":
-            notes.append(
-                "The code fails as plain Python "
-                f"({code.rerun.plain_error}), so each re-run ran under the magic, with the "
-                "graph it made set aside: its numbers are still the code's own."
-            )
+    notes = _code_notes(code, rows, perturbation, notes)
     return CheckReport(
         rows,
         kind="check",
@@ -377,6 +342,56 @@ def check(
         unchecked="" if len(perturbation) else _why_unchecked(trace),
         oracle=code.oracle,
     )
+
+
+def _measured_rows(code, perturbation, eps: float, notes: list) -> tuple:
+    """(rows, the first part's measures, the perturbation measured, whether a replay
+    reproduced the run): each part measured by whoever answers it (see ``_Code.split``)."""
+    rows: list = []
+    measured: Any = None
+    replay_ok, parts = True, []
+    for oracle, part in code.split(perturbation):
+        with np.errstate(all="ignore"):
+            m, part = code.measure(part, eps, oracle)
+        if oracle != "code":
+            with np.errstate(all="ignore"):
+                ok, note = code.replay.agrees(m.f0)
+            replay_ok = replay_ok and ok
+            if note:
+                notes.append(note)
+        part_rows = code.judge.rows(part, m, eps)
+        part_rows = _settle(code, code.judge, part, part_rows, m, eps, notes, oracle)
+        rows += code.graph_only(part_rows, oracle)
+        measured = measured or m
+        parts.append(part)
+    return rows, measured, _joined(parts), replay_ok
+
+
+def _code_notes(code, rows: list, perturbation, notes: list) -> list:
+    """``notes`` with what the re-runs of the code say: why the graph answered, what a
+    disagreement means, inputs left out, a re-run under the magic."""
+    if code.problem and len(perturbation):
+        notes.insert(0, code.problem)
+    if code.oracle != "code":
+        return notes
+    notes[:0] = _missing_paths(code.trace, rows)
+    if code.rerun.left_out:
+        notes.append(
+            f"{code.rerun.left_out} input number(s) were not moved one by one: re-running "
+            "the code for them would pass the check's time budget"
+            + (
+                " (the row that moves every input at once covers them)."
+                if len(perturbation.signs)
+                else "; they are not checked."
+            )
+        )
+    if code.rerun.mode == "magic":
+        notes.append(
+            f"The code fails as plain Python ({code.rerun.plain_error}), so each re-run ran "
+            "under the magic, with the graph it made set aside: its numbers are still the "
+            "code's own."
+        )
+    return notes
 
 
 def _missing_paths(trace, rows) -> list:
