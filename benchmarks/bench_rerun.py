@@ -14,6 +14,9 @@ Target: the check at most 2x the recorded run at 10^4 nodes and up. A fork is a 
 (about 1-2 ms on a common Linux machine, more in a sandbox), so a sub-millisecond cell pays
 more than 2x; the absolute time is printed beside the ratio.
 
+PyTorch cells are checked op by op on the recorded ops (not by re-running the cell); their
+cost against the plain step is printed by ``bench_torch.py``.
+
 Run: ``python benchmarks/bench_rerun.py``.
 """
 
