@@ -218,9 +218,8 @@ def execute(
     global_ns = ns if global_ns is None else global_ns
     counts = state.branch_events, state.float_conversions
     # the plain re-runs of the check start from the state the cell starts from
-    # (made with --no-check too: a later .check() still asks the code)
     zygote = None
-    if rerun.available():
+    if not options.no_check and rerun.available():
         zygote = rerun.Zygote(_PlainRun(cell, ns, global_ns, options))
     started = time.perf_counter()
     _runtime.births = 0
@@ -235,7 +234,7 @@ def execute(
         zygote,
         handles,
         time.perf_counter() - started,
-        problem="" if zygote is not None else _NO_FORK,
+        problem="" if zygote is not None else _NOT_KEPT if options.no_check else _NO_FORK,
         arrays={
             b: _runtime.array_births[b] for b in handles.values() if b in _runtime.array_births
         },
@@ -246,6 +245,7 @@ def execute(
 
 
 _NO_FORK = "this system cannot fork a process to run the cell again"
+_NOT_KEPT = "it ran with --no-check, which keeps no way to run it again"
 
 
 def _execute(
