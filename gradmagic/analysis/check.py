@@ -110,6 +110,20 @@ class CheckReport:
         return self.error is None and self.replay_ok and OK.issuperset(map(_status_of, self.rows))
 
     @property
+    def mark(self) -> str:
+        """The verdict's sign: ✓ something independent agreed with every row, ✗ a row
+        disagreed or could not be compared, – rows compared with the recorded graph only
+        (nothing independent agreed), ⚠ nothing checked, or only flagged rows."""
+        if self.error is not None or not self.replay_ok:
+            return "✗"
+        statuses = {r.status for r in self.rows}
+        if statuses & {"fail", "error"}:
+            return "✗"
+        if "graph" in statuses:
+            return "–"
+        return "⚠" if self.flagged or not self.rows else "✓"
+
+    @property
     def failures(self) -> list:
         """Rows that failed or could not be compared, worst first."""
         return sorted((r for r in self.rows if not r.ok), key=CheckRow.sort_key)

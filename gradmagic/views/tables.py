@@ -336,15 +336,15 @@ def report_head(report) -> list:
     )
     if report.replay is not None:
         recorded, replayed = report.replay
-        tol += f"; replayed target {fmt(replayed, 8)} " + (
+        how = "re-run" if getattr(report, "oracle", "") == "code" else "replayed"
+        tol += f"; {how} target {fmt(replayed, 8)} " + (
             "= recorded" if report.replay_ok else f"≠ recorded {fmt(recorded, 8)}"
         )
     seen = {r.status for r in report.rows} - {"pass"}
     legend = [f"{status}: {meaning}" for status, meaning in STATUSES.items() if status in seen]
     if legend:
         tol += "; " + "; ".join(legend)
-    mark = "✗" if not report.passed else "⚠" if report.flagged or not report.rows else "✓"
-    return [f"{mark} {report.verdict}", tol] + list(report.notes)
+    return [f"{report.mark} {report.verdict}", tol] + list(report.notes)
 
 
 _STATUS_FILL = {
@@ -368,13 +368,7 @@ def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     if report.kind == "expect":
         return answers_html(report, limit)
     head = report_head(report)
-    colour = (
-        LINE["fail"]
-        if not report.passed
-        else _FLAGGED
-        if report.flagged or not report.rows
-        else _GOOD
-    )
+    colour = {"✗": LINE["fail"], "✓": _GOOD}.get(report.mark, _FLAGGED)
     out = [
         f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
         f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>',

@@ -327,10 +327,6 @@ def one_line(trace, report=None, expected=None) -> str:
 
 
 def _mark(verdict) -> str:
-    """✓ only where something was checked and passed: ⚠ where nothing was (flagged rows,
-    or no rows at all), ✗ where something failed."""
-    if not verdict.passed:
-        return "✗"
-    if getattr(verdict, "flagged", 0) or not verdict.rows:
-        return "⚠"
-    return "✓"
+    """The report's own mark (:attr:`CheckReport.mark`): ✓ only where something independent
+    agreed."""
+    return verdict.mark
