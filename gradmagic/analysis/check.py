@@ -29,7 +29,16 @@ from .perturb import choose
 from .replay import Replay
 from .rows import FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
 
-__all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow", "STATUSES"]
+__all__ = [
+    "check",
+    "expect",
+    "compare_row",
+    "expected_pairs",
+    "unanswered",
+    "CheckReport",
+    "CheckRow",
+    "STATUSES",
+]
 
 # an unresolved row is measured again with eps grown so that its slack is 1/_SETTLE of its
 # bound, at least 10 and at most _SETTLE_MAX times
@@ -65,6 +74,7 @@ class CheckReport:
         replay: tuple | None = None,
         error: str | None = None,
         unchecked: str = "",
+        columns: tuple | None = None,
     ):
         self.rows: list[CheckRow] = list(rows)
         self.kind = kind
@@ -78,11 +88,14 @@ class CheckReport:
         self.error = error
         # why a check compared nothing ("" when it did, or when no reason was given)
         self.unchecked = unchecked
+        self._columns = columns
 
     # ------------------------------------------------------------------ verdict
     @property
     def columns(self) -> tuple:
         """Names of the two compared columns."""
+        if self._columns is not None:
+            return self._columns
         return ("analytic", "numeric") if self.kind == "check" else ("got", "expected")
 
     @property
@@ -437,6 +450,11 @@ def _expect_row(trace, key: str, want, atol, rtol) -> CheckRow:
         node = trace.node(name)
     except KeyError:
         return _error_row(key, want, f"no node named {name!r}")
+    return compare_row(key, node, attr, want, atol, rtol)
+
+
+def compare_row(key: str, node, attr: str, want, atol, rtol) -> CheckRow:
+    """The row of ``key``: ``node``'s ``attr`` (``"grad"`` or ``"data"``) beside ``want``."""
     got = getattr(node, attr)
     try:
         w = np.asarray(want, dtype=float)

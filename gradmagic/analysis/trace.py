@@ -167,6 +167,8 @@ class Trace:
         self.options = Options.of(options)
         self.warnings: list[str] = list(warnings or [])
         self._report = None  # (settings, CheckReport) of the last check()
+        # a learner's own engine's gradients judged (an expect-kind CheckReport), or None
+        self.claims = None
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot

@@ -14,7 +14,7 @@ import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from ..core import engine
 from ..core.array import Array
 from ..core.engine import Value, state
 from ..core.sites import FUNCTIONS, cursor
-from . import boundary, memory
+from . import boundary, learner, memory
 from . import runtime as _runtime
 from .math_calls import DISPATCHED_NAMES
 from .rewrite import RUNTIME, SITE, Rewritten, rewrite
@@ -68,12 +68,13 @@ def prepare(
     the code's file name made ``filename``; a cell whose compiling warned is not kept,
     so it warns again, as a plain cell does.
     """
-    plain, math_names = namespace_names(ns)
+    plain, math_names, engines = namespace_names(ns)
     key = (
         source,
         first_line,
         frozenset(plain),
         frozenset(math_names),
+        frozenset(engines),
         compiler is compile,
         getattr(compiler, "flags", None),
     )
@@ -91,6 +92,7 @@ def prepare(
             first_line=first_line,
             plain_names=plain,
             math_names=math_names,
+            engine_names=engines,
         )
         code = _link(_compile(compiler, rw.module, filename, "exec"))
         final = rw.final and _link(_compile(compiler, rw.final, filename, "eval"))
@@ -192,6 +194,7 @@ class _Entry:
     lifter: object = None
     run: object = None
     first: int = 0
+    owner: list = field(default_factory=list)  # the learner's object the target is the data of
 
     def made(self):
         return _made(self.run, self.lifted, self.reached)
@@ -226,15 +229,22 @@ def execute(
     unfollow(followed)
     relabel(ns)
     data = target.data
+    claims = None
+    if entry.owner:  # the target is a learner's own object: what their engine says of it
+        claims = learner.collect(entry.owner[0], ns, reach | entry.bound(ns))
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)
     named = bindings(ns)
     settled = _settle(ns, walk, entry)
+    if claims is not None:  # the learner's names on the nodes that hold their numbers
+        walk.named = sorted(set(walk.named).union(learner.name(claims, walk)))
     # the gradients' nan and inf are the trace's to show; numpy's warnings about them would
     # name code the cell never ran (the max of an array holding nan divides by zero winners)
     with np.errstate(all="ignore"):
         engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
+    if claims is not None:
+        trace.claims = learner.judge(trace, claims, options.atol, options.rtol)
     boundary.release(walk.order)
     return trace
 
@@ -260,7 +270,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
                 value = _run_code(cell.final, global_ns, ns) if cell.final else None
             finally:
                 cursor.leave()
-        return find_target(cell.rewritten, options.target, value, ns)
+        return find_target(cell.rewritten, options.target, value, ns, entry.owner)
     except NoTarget as e:  # the names and the cell's value hold plain values
         unfollow(entry.followed)
         _explain_no_target(
@@ -398,7 +408,7 @@ def unfollow(followed: list) -> None:
 _FOLLOWED: dict = {}  # a plain cell's function code → its rewritten code (False: none)
 
 
-def _rewritten(f, plain, math_names):
+def _rewritten(f, plain, math_names, engines=()):
     """``f``'s code rewritten as a magic cell's is, or False where that cannot be done."""
     import inspect
     import textwrap
@@ -415,6 +425,7 @@ def _rewritten(f, plain, math_names):
             first_line=code.co_firstlineno,
             plain_names=plain,
             math_names=math_names,
+            engine_names=engines,
             scope=qualname[: -len(code.co_name)].replace("<locals>.", ""),
         )
         module = compile(_mangle(rw.module, qualname), code.co_filename, "exec", dont_inherit=True)
@@ -503,10 +514,12 @@ def _bound(ns, before: dict, lifted: dict) -> set:
     return {name for name, v in ns.items() if before.get(name, missing) is not v} | set(lifted)
 
 
-def find_target(rw: Rewritten, name, value, ns):
+def find_target(rw: Rewritten, name, value, ns, owner: list | None = None):
     """The node to differentiate after a run; raises :class:`NoTarget` saying why there is none.
 
-    ``name`` is ``-t NAME`` (or None), ``value`` the cell's last expression.
+    ``name`` is ``-t NAME`` (or None), ``value`` the cell's last expression. A learner's
+    own autograd object (see :mod:`gradmagic.notebook.learner`) stands for its ``.data``;
+    it is appended to ``owner`` when that is a list.
     """
     if name is not None:
         if name not in ns:
@@ -521,6 +534,16 @@ def find_target(rw: Rewritten, name, value, ns):
             "the cell does not end with an expression or an assignment; "
             "end it with one, or name the target with -t NAME"
         )
+    if not _runtime.is_node(value) and learner.is_engine_object(value):
+        data = learner.owner_data(value, _runtime.is_node)
+        if data is None:
+            raise NoTarget(
+                f"{what} is {_describe(value)}, an autograd object of your own whose .data "
+                "was computed from no number of the cell, so there is nothing to differentiate"
+            )
+        if owner is not None:
+            owner.append(value)
+        value = data
     if not _runtime.is_node(value):
         raise NoTarget(
             f"{what} is {_describe(value)}, not a Value, so there is nothing to differentiate"
@@ -555,15 +578,16 @@ def _link(code: types.CodeType) -> types.CodeType:
     return code.replace(co_consts=consts)
 
 
-def namespace_names(ns) -> tuple[set, set]:
-    """Names of library objects, and of math functions, in the namespace ``ns``.
+def namespace_names(ns) -> tuple[set, set, set]:
+    """Names of library objects, of math functions, and of a learner's autograd classes
+    (:func:`gradmagic.notebook.learner.engine_class`), in the namespace ``ns``.
 
     Library objects are modules and whatever comes from a package: functions,
     classes and their instances (numpy arrays, random generators, models);
     calls through them get plain literals. Scalar Values, numbers, containers
     and anything defined in the notebook itself are not library objects.
     """
-    plain, math_names = set(), set()
+    plain, math_names, engines = set(), set(), set()
     for name, obj in ns.items():
         if not name.startswith("_"):
             kind = _kind(obj)
@@ -571,16 +595,20 @@ def namespace_names(ns) -> tuple[set, set]:
                 math_names.add(name)
             elif kind == "library":
                 plain.add(name)
-    return plain, math_names
+            elif kind == "engine":
+                engines.add(name)
+    return plain, math_names, engines
 
 
 def _kind(obj) -> str:
-    """'math', 'library' or '' (anything else) for an object of the namespace."""
+    """'math', 'library', 'engine' or '' (anything else) for an object of the namespace."""
     try:
         if callable(obj) and _runtime.fn(obj) is not obj:
             return "math"
         if type(obj) is Value:
             return ""
+        if isinstance(obj, type) and learner.engine_class(obj):
+            return "engine"  # the learner's own Value: its calls get numbers
         if isinstance(obj, types.ModuleType):
             return "library"
         if isinstance(obj, type) and obj.__module__ == "__main__":

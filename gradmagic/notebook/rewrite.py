@@ -122,6 +122,7 @@ def rewrite(
     plain_names=(),
     math_names=(),
     scope: str = "",
+    engine_names=(),
 ) -> Rewritten:
     """Rewrite ``source`` (see the module docstring); raises ``SyntaxError``.
 
@@ -130,12 +131,13 @@ def rewrite(
     to library objects (modules, functions and classes from packages), whose
     calls get plain literals; ``math_names`` are further names bound to math
     functions (``e = math.exp``). Names the cell itself imports or defines
-    are found here. ``scope`` prefixes the names of the functions defined in
+    are found here; ``engine_names`` are names of a learner's autograd classes, whose
+    calls get numbers as the cell's own functions do. ``scope`` prefixes the names of the functions defined in
     ``source`` in their sites (``"Neuron."`` for a method's text).
     """
     tree = ast.parse("\n" * (first_line - 1) + source, filename)
     names = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
-    facts = _facts(tree, set(plain_names), set(math_names))
+    facts = _facts(tree, set(plain_names), set(math_names), engine_names)
     last = tree.body[-1] if tree.body else None
     target = _assigned_name(last)
     rw = _Rewriter(facts)
@@ -211,6 +213,7 @@ class _Rewriter(ast.NodeTransformer):
         self.plain, self.math = facts.plain, facts.math
         self.defined, self.mutated = facts.defined, facts.mutated
         self.classes = facts.classes
+        self.engines = facts.engines
         self.imported = facts.imported
         self.reads = set()
         self.lits_plain = False  # numeric literals stay plain here
@@ -470,6 +473,12 @@ class _Rewriter(ast.NodeTransformer):
             ]
             for k in node.keywords:
                 k.value = self._count(k.value) if k.arg == "ndigits" else self.visit(k.value)
+        elif kind == _VALUES and isinstance(node.func, ast.Name) and node.func.id in self.engines:
+            # Value(2): a number written as an engine object's data is an input
+            node.args = [self._input_value(a) for a in node.args]
+            if not self.scopes and node.args and not isinstance(node.args[0], ast.Starred):
+                node.args[0] = _runtime("engine_input", node.args[0], like=node.args[0])
+            node.keywords = [self.visit(k) for k in node.keywords]
         elif kind == _VALUES:
             node.args = [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]

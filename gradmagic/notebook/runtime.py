@@ -45,6 +45,7 @@ __all__ = [
     "labelled",
     "leaf",
     "changing",
+    "engine_input",
     "shown",
     "stored",
     "ints",
@@ -115,6 +116,23 @@ def leaf(v, name: str):
         if entry is not None and entry[0] is v:  # an array a cut made: its leaf is marked
             _mark(made, *entry[1])
     return made
+
+
+def engine_input(x):
+    """A number or float array written as the data of a learner's autograd object
+    (``Value(2.0)``, ``Tensor(np.array(...))``): an input of the run, so a leaf."""
+    if _run is None:
+        return x
+    cls = type(x)
+    if cls is Array and x._a is None:
+        if not x.requires_grad:
+            x.requires_grad = True
+        return x
+    if cls is _FLOAT or cls is int or cls is np.float64:
+        return constant(x)
+    if cls is np.ndarray and x.dtype == np.float64:
+        return array_leaf(x, "")
+    return x
 
 
 def changing(v, name: str):
@@ -308,7 +326,7 @@ def prepare_call(f, /, *args, **kwargs):
         )
         return None
     numpy = _numpy_without_graph(f)
-    if numpy and args and type(args[0]) is Array and f in _ARRAY_MAKERS:
+    if numpy and args and type(args[0]) in _MADE_FROM and f in _ARRAY_MAKERS:
         call_function, call_args, call_kwargs = (
             _given,
             (_made_from_array(f, args, kwargs),),
@@ -349,6 +367,7 @@ def prepare_call(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
+_MADE_FROM = frozenset({Array, Scalar64})  # np.asarray(x) of these keeps the graph
 _FLOAT_NODES = frozenset({Float, number_nodes.Float64})
 
 
