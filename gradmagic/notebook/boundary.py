@@ -539,7 +539,7 @@ LIFT_LIMIT = 50_000
 """The most numbers one cell's data lends it as leaves."""
 
 
-def lift_reachable(ns, names, made: dict, new_leaf) -> "_Lifter":
+def lift_reachable(ns, names, made: dict, new_leaf, engine=None) -> "_Lifter":
     """Make the floats and float arrays that the names ``names`` reach leaves of the run.
 
     Before a cell runs, the lists, dicts, deques and notebook-class instances the
@@ -548,8 +548,10 @@ def lift_reachable(ns, names, made: dict, new_leaf) -> "_Lifter":
     Tuples, sets, library objects and containers of more than :data:`DATA_SIZE`
     items are left as they are. ``made`` learns each leaf's original object; give the
     result to :func:`name_lifted` once the graph is walked, then to :func:`restore`.
+    ``engine`` tells a learner's autograd object (of any class), whose ``data`` is lifted
+    too (not its ``grad``: what their engine says, not an input).
     """
-    lifter = _Lifter(made, new_leaf)
+    lifter = _Lifter(made, new_leaf, engine)
     for name in names:
         v = ns.get(name)
         if v is not None and type(v) not in _ATOMS and type(v) not in NUMBER_NODES:
@@ -596,8 +598,9 @@ def restore(lifter) -> None:
 
 
 class _Lifter:
-    def __init__(self, made, new_leaf):
+    def __init__(self, made, new_leaf, engine=None):
         self.made, self.new_leaf = made, new_leaf
+        self.engine = engine
         self.seen: set = set()
         self.arrays: dict = {}  # id(array) → its leaf: one array reached twice is one leaf
         self.paths: dict = {}  # id(leaf) → (leaf, its path)
@@ -649,14 +652,20 @@ class _Lifter:
             elif isinstance(v, dict):
                 if len(v) <= DATA_SIZE:
                     self._mapping(v, path, stack, "[]")
+            elif self.engine is not None and self.engine(v):
+                attributes = getattr(v, "__dict__", None)
+                if type(attributes) is dict:
+                    self._mapping(attributes, path, stack, ".", skip="grad")
             elif _users(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
                     self._mapping(attributes, path, stack, ".")
 
-    def _mapping(self, d, path, stack, kind):
+    def _mapping(self, d, path, stack, kind, skip=None):
         lifted = False
         for k, e in list(dict.items(d)):
+            if k == skip:
+                continue
             cls = type(e)
             if cls in _LIFTED or cls is np.ndarray:
                 if self.budget <= 0:

@@ -231,13 +231,14 @@ def execute(
     data = target.data
     claims = None
     if entry.owner:  # the target is a learner's own object: what their engine says of it
-        claims = learner.collect(entry.owner[0], ns, reach | entry.bound(ns))
+        roots = reach | entry.bound(ns)
+        claims = learner.collect(entry.owner[0], ns, roots, cell.rewritten.loops)
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)
     named = bindings(ns)
     settled = _settle(ns, walk, entry)
     if claims is not None:  # the learner's names on the nodes that hold their numbers
-        walk.named = sorted(set(walk.named).union(learner.name(claims, walk)))
+        walk.named = sorted(set(walk.named).union(learner.name(claims, walk, ns)))
     # the gradients' nan and inf are the trace's to show; numpy's warnings about them would
     # name code the cell never ran (the max of an array holding nan divides by zero winners)
     with np.errstate(all="ignore"):
@@ -256,7 +257,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
     value = None
     try:
         entry.lifter = boundary.lift_reachable(
-            ns, cell.rewritten.reads, entry.reached, _runtime.new_leaf
+            ns, cell.rewritten.reads, entry.reached, _runtime.new_leaf, learner.is_engine_object
         )
         with (
             _runtime.recording(cell.filename) as entry.run,

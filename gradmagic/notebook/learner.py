@@ -110,13 +110,20 @@ def learner_graph(target) -> list:
     return order
 
 
-def paths(ns, roots) -> dict:
+def paths(ns, roots, later=()) -> dict:
     """id → (object, path) of each learner's object the names ``roots`` reach, by the
-    shortest path (``a``, ``n.layers[0].neurons[1].w[2]``); one search, breadth first."""
+    shortest path (``a``, ``n.layers[0].neurons[1].w[2]``); one search, breadth first.
+    The names ``later`` (a loop's variable) name only what the others do not reach."""
     found: dict = {}
     seen: set = set()
-    queue = collections.deque((ns[r], (r,)) for r in sorted(roots) if r in ns)
     budget = _MOST
+    for group in (set(roots) - set(later), set(roots) & set(later)):
+        queue = collections.deque((ns[r], (r,)) for r in sorted(group) if r in ns)
+        budget = _search(queue, seen, found, budget)
+    return found
+
+
+def _search(queue, seen: set, found: dict, budget: int) -> int:
     while queue and budget > 0:
         v, path = queue.popleft()
         if id(v) in seen:
@@ -129,7 +136,7 @@ def paths(ns, roots) -> dict:
         for key, e, kind in _items(v):
             if not isinstance(e, (str, bytes, int, float, type(None))):
                 queue.append((e, (path, kind, key)))
-    return found
+    return budget
 
 
 def _items(v):
@@ -161,14 +168,14 @@ class Claims:
         self.notes: list[str] = []
 
 
-def collect(owner, ns, roots) -> Claims:
+def collect(owner, ns, roots, later=()) -> Claims:
     """The learner's gradients for the target ``owner`` (see the module docstring).
 
     Their ``backward()`` is called on ``owner`` when its ``.grad`` is still zero; what it
     wrote into ``.grad`` is read and then put back, so the objects hold what the cell
     left in them."""
     graph = learner_graph(owner)
-    reached = paths(ns, roots)
+    reached = paths(ns, roots, later)
     known = {id(v) for v in graph}
     objects = graph + [v for key, (v, _) in reached.items() if key not in known]
     names = {key: path_text(path) for key, (_, path) in reached.items()}
@@ -238,27 +245,40 @@ def _label(v) -> str:
     return label if isinstance(label, str) else ""
 
 
-def name(claims: Claims, walk) -> list:
+def name(claims: Claims, walk, ns) -> list:
     """Find the learner's objects' data in the graph ``walk`` (kept in ``claims.index``) and
-    label those nodes with the learner's names (their variables' paths, else their labels);
-    returns the positions labelled."""
+    label those nodes with the learner's names (their variables' paths, else their labels),
+    unless a name of ``ns`` is bound to the node itself; returns the positions labelled."""
     named = []
     claims.index = [walk.index(item[1]) for item in claims.items]
     for k, ((v, data, grad, label, mine), i) in enumerate(zip(claims.items, claims.index)):
-        if i < 0:
+        if i < 0 or mine:
             continue
-        if label and (not data.label or data.label.endswith(".data")):
+        if label and ns.get(data.label) is not data:
             data.label = label
             named.append(i)
         elif not label:  # an object with no name: called as the graph labels its number
             op = getattr(v, "_op", "")
             label = data.label or f"node {i}" + (f" ({op})" if op and isinstance(op, str) else "")
             claims.items[k] = (v, data, grad, label, mine)
-    target = walk.order[-1]
-    if not target.label or target.label.endswith(".data"):
-        target.label = claims.name
-        named.append(len(walk.order) - 1)
     return named
+
+
+def _first_wrong(rows, judged: dict, claims: Claims) -> list:
+    """A note naming the wrong ``.grad`` nearest the target (the first one backward made
+    wrong) and the ops that use it, whose backward is where to look."""
+    wrong = [r for r in rows if not r.ok]
+    if not wrong:
+        return []
+    first = max(wrong, key=lambda r: r.index)
+    v = judged[first.index]
+    ops = {
+        u._op
+        for u, *_ in claims.items
+        if isinstance(getattr(u, "_op", None), str) and u._op and any(p is v for p in links(u))
+    }
+    used = f" (it is used by {', '.join(sorted(ops))}: look at that backward)" if ops else ""
+    return [f"The wrong .grad nearest {claims.name} is {first.name}'s{used}."]
 
 
 def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
@@ -268,16 +288,17 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
     for item, i in zip(claims.items, claims.index):
         if i >= 0:
             by_node.setdefault(i, []).append(item)
-    rows, shared = [], 0
+    rows, shared, judged = [], 0, {}
     for i, items in sorted(by_node.items()):
         if len(items) > 1:  # one number held by several objects (a relu passing x on)
             items = [it for it in items if not it[4]]
             if len(items) != 1:
                 shared += 1
                 continue
-        _, _, grad, label, _ = items[0]
+        v, _, grad, label, _ = items[0]
         rows.append(compare_row(label, trace.nodes[i], "grad", grad, atol, rtol))
-    notes = list(claims.notes)
+        judged[i] = v
+    notes = list(claims.notes) + _first_wrong(rows, judged, claims)
     if shared:
         notes.append(
             f"{shared} number(s) are the .data of several of your objects at once: "

@@ -112,6 +112,7 @@ class Rewritten:
     function: int = -1  # the cell's id in core.sites.FUNCTIONS (its top-level statements)
     final_site: int = 0  # the site offset of the final expression
     written: frozenset = frozenset()  # names read whose items the cell assigns (W[0] = v)
+    loops: frozenset = frozenset()  # names a for statement binds (p in `for p in params`)
 
 
 def rewrite(
@@ -137,6 +138,12 @@ def rewrite(
     """
     tree = ast.parse("\n" * (first_line - 1) + source, filename)
     names = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+    loops = frozenset(
+        name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.For, ast.AsyncFor))
+        for name in _target_names(n.target)
+    )
     facts = _facts(tree, set(plain_names), set(math_names), engine_names)
     last = tree.body[-1] if tree.body else None
     target = _assigned_name(last)
@@ -158,6 +165,7 @@ def rewrite(
         function,
         final_site,
         frozenset(rw.reads & facts.mutated),
+        loops,
     )
 
 
