@@ -488,8 +488,9 @@ class _Rewriter(ast.NodeTransformer):
                 node.args[0] = _runtime("engine_input", node.args[0], like=node.args[0])
             node.keywords = [self.visit(k) for k in node.keywords]
         elif kind == _VALUES:
-            node.args = [self.visit(a) for a in node.args]
-            node.keywords = [self.visit(k) for k in node.keywords]
+            node.args = [self._argument(a, node.func, i) for i, a in enumerate(node.args)]
+            for k in node.keywords:
+                k.value = self._argument(k.value, node.func, k.arg)
         elif kind == _DISPLAY_ARGS:
             self._adapt_args(node, self._shown)
         elif kind == _INTS:
@@ -515,6 +516,15 @@ class _Rewriter(ast.NodeTransformer):
         if dispatch:
             node.func = _runtime("fn", node.func, like=node.func)
         return node
+
+    def _argument(self, arg, func, key):
+        """An argument of a call: a float written at the top of the cell as the argument of
+        a function (``f(3.0)``) is an input named by its parameter (``argument``)."""
+        visited = self.visit(arg)
+        if self.scopes or key is None or not isinstance(func, ast.Name) or not _is_float(arg):
+            return visited
+        callee = _at(arg, ast.Name(func.id, ast.Load()))
+        return _runtime("argument", visited, callee, ast.Constant(key), like=arg)
 
     def _adapt_args(self, node, adapt):
         args = []

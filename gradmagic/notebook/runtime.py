@@ -46,6 +46,7 @@ __all__ = [
     "leaf",
     "changing",
     "engine_input",
+    "argument",
     "shown",
     "stored",
     "ints",
@@ -116,6 +117,27 @@ def leaf(v, name: str):
         if entry is not None and entry[0] is v:  # an array a cut made: its leaf is marked
             _mark(made, *entry[1])
     return made
+
+
+def argument(v, f, key):
+    """``v``, a float the cell wrote as an argument of the function ``f`` (``f(3.0)``):
+    a leaf labelled with its parameter's name (``key``: a position or a keyword), so it
+    is an input. Anything else is left as it is."""
+    if _run is None or type(v) is not Float or v._a is not None or v.label:
+        return v
+    code = getattr(f, "__code__", None)
+    if type(f) is not _FUNCTION or code is None:
+        return v
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    if key.__class__ is int:
+        if key < code.co_argcount:
+            v.label = names[key]
+    elif key in names[code.co_posonlyargcount :]:
+        v.label = key
+    return v
+
+
+_FUNCTION = type(argument)
 
 
 def engine_input(x):
