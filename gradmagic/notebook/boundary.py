@@ -31,6 +31,7 @@ from ..core import engine, number_nodes
 from ..core.array import Array, Scalar64, plain_array
 from ..core.number_nodes import SCALARS
 from ..core.tensor import Tensor
+from . import own
 
 __all__ = [
     "settle",
@@ -38,6 +39,7 @@ __all__ = [
     "roots",
     "unrewritten_math",
     "functions_of",
+    "global_names",
     "compiled_by_magic",
     "lift_reachable",
     "name_lifted",
@@ -158,7 +160,7 @@ def roots(ns, names) -> set:
         found.add(name)
         v = ns.get(name)
         for code in _code_of(v):
-            todo.extend(n for n in _global_names(code) if n in ns and n not in found)
+            todo.extend(n for n in global_names(code) if n in ns and n not in found)
     return found
 
 
@@ -172,7 +174,7 @@ def unrewritten_math(ns, reach, math_names, runtime, followed=frozenset()) -> li
         for code in _code_of(v):
             if code in followed or compiled_by_magic(code, runtime):
                 continue
-            called = sorted(_global_names(code) & math_names)
+            called = sorted(global_names(code) & math_names)
             if called:
                 what = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
                 lines.append(
@@ -199,9 +201,17 @@ def compiled_by_magic(code, runtime, depth=0) -> bool:
 
 def functions_of(v) -> list:
     """A notebook function; a notebook class's functions (methods, static and class
-    methods, property getters); those of a notebook instance's class."""
+    methods, property getters); those of a notebook instance's class; what a module of
+    the learner's defines (all of it: a cell may call any of it as ``layers.f``)."""
     if isinstance(v, types.FunctionType):
         return [v] if _users(v) else []
+    if isinstance(v, types.ModuleType):  # a module of the learner's: what it defines
+        if not own.own_module(v.__name__):
+            return []
+        mine = [x for x in vars(v).values() if getattr(x, "__module__", None) == v.__name__]
+        return [
+            f for x in mine if isinstance(x, (type, types.FunctionType)) for f in functions_of(x)
+        ]
     cls = v if isinstance(v, type) else type(v)
     if not _users(cls):
         return []
@@ -222,12 +232,12 @@ def _code_of(v):
     return [f.__code__ for f in functions_of(v)]
 
 
-def _global_names(code, depth=0):
+def global_names(code, depth=0):
     names = set(code.co_names)
     if depth < 10:
         for c in code.co_consts:
             if isinstance(c, types.CodeType):
-                names |= _global_names(c, depth + 1)
+                names |= global_names(c, depth + 1)
     return names
 
 
@@ -517,8 +527,9 @@ class _Walker:
 
 
 def _users(obj) -> bool:
-    """True for a function or class defined in the notebook."""
-    return getattr(obj, "__module__", None) == "__main__"
+    """True for a function or class of the learner's own code: defined in the notebook, or
+    in a module beside it (:mod:`gradmagic.notebook.own`)."""
+    return own.is_own(obj)
 
 
 def _foreign(cls) -> bool:

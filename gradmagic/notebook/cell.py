@@ -25,7 +25,7 @@ from ..core import engine
 from ..core.array import Array
 from ..core.engine import Value, state
 from ..core.sites import FUNCTIONS, cursor
-from . import boundary, learner, memory
+from . import boundary, learner, memory, own
 from . import runtime as _runtime
 from .math_calls import DISPATCHED_NAMES
 from .rewrite import RUNTIME, SITE, Rewritten, rewrite
@@ -374,28 +374,38 @@ def _explain_no_target(e, cell, ns, options, run, value, lifter, reach, followed
 
 
 def follow(ns, reach) -> list:
-    """Run the notebook functions a plain cell compiled, which the cell can reach,
-    rewritten while the cell runs, so that the graph follows them (a model whose
-    class a plain cell defined, calling math.tanh). Returns what :func:`unfollow` puts
-    back; a function whose source cannot be read or rewritten is left as it is."""
+    """Run the learner's functions a plain cell compiled (or a module beside the notebook
+    holds), which the cell can reach, rewritten while the cell runs, so that the graph
+    follows them (a model whose class a plain cell defined, calling math.tanh; a layer
+    of ``cs231n/layers.py``, and the functions of its module it calls). Returns what
+    :func:`unfollow` puts back; a function whose source cannot be read or rewritten is
+    left as it is."""
     followed = []
-    names = None
-    for name in reach:
-        for f in boundary.functions_of(ns.get(name)):
-            code = f.__code__
-            if boundary.compiled_by_magic(code, _runtime):
-                continue
-            new = _FOLLOWED.get(code)
-            if new is None:
-                if names is None:
-                    names = namespace_names(ns)
-                new = _rewritten(f, *names)
-                if len(_FOLLOWED) > 256:
-                    _FOLLOWED.clear()
-                _FOLLOWED[code] = new
-            if new is not False:
-                f.__code__ = new
-                followed.append((f, code))
+    names: dict = {}  # id(a namespace) -> its namespace_names
+    todo = [f for name in reach for f in boundary.functions_of(ns.get(name))]
+    seen: set = set()
+    while todo:
+        f = todo.pop()
+        code = f.__code__
+        if id(code) in seen or boundary.compiled_by_magic(code, _runtime):
+            continue
+        seen.add(id(code))
+        home = f.__globals__
+        if home is not ns:  # a module's function: the module's functions it calls too
+            todo += [
+                g for n in boundary.global_names(code) for g in boundary.functions_of(home.get(n))
+            ]
+        new = _FOLLOWED.get(code)
+        if new is None:
+            if id(home) not in names:
+                names[id(home)] = namespace_names(home)
+            new = _rewritten(f, *names[id(home)])
+            if len(_FOLLOWED) > 256:
+                _FOLLOWED.clear()
+            _FOLLOWED[code] = new
+        if new is not False:
+            f.__code__ = new
+            followed.append((f, code))
     return followed
 
 
@@ -611,13 +621,13 @@ def _kind(obj) -> str:
         if isinstance(obj, type) and learner.engine_class(obj):
             return "engine"  # the learner's own Value: its calls get numbers
         if isinstance(obj, types.ModuleType):
-            return "library"
-        if isinstance(obj, type) and obj.__module__ == "__main__":
-            return "library"  # the notebook's own class: its calls get plain numbers
+            return "" if own.own_module(obj.__name__) else "library"
+        if isinstance(obj, type) and own.is_own(obj):
+            return "library"  # the learner's own class: its calls get plain numbers
         module = getattr(obj, "__module__", None)
         if not isinstance(module, str):
             module = type(obj).__module__
-        return "" if module in ("builtins", "__main__") else "library"
+        return "" if module == "builtins" or own.own_module(module) else "library"
     except Exception:  # an exotic object (a proxy that fails on inspection): leave it be
         return ""
 
