@@ -219,3 +219,51 @@ def test_the_view_shows_the_engines_gradients(ip, capsys):
     assert expected is trace.claims
     text = static_bundle(trace, report, expected=expected)["text/plain"]
     assert "your .grad" in text and "∂o/∂x" in text and "✗" in text
+
+
+TRAIN_SETUP = (
+    "random.seed(0)\nn = MLP(3, [4, 4, 1])\n"
+    "xs = [[2.0, 3.0, -1.0], [3.0, -1.0, 0.5], [0.5, 1.0, 1.0], [1.0, 1.0, -1.0]]\n"
+    "ys = [1.0, -1.0, -1.0, 1.0]"
+)
+FORWARD = (
+    "ypred = [n(x) for x in xs]\nloss = sum((yout - ygt) ** 2 for ygt, yout in zip(ys, ypred))\n"
+)
+TRAIN = (
+    "for k in range({steps}):\n"
+    + "".join(f"    {line}\n" for line in FORWARD.splitlines())
+    + "    for p in n.parameters():\n        p.grad = 0.0\n    loss.backward()\n"
+    "    for p in n.parameters():\n        p.data += -0.1 * p.grad\n"
+    "    print(k, loss.data)\nloss"
+)
+
+
+def test_the_lecture_training_loop_runs_unchanged_under_the_microscope(ip, capsys):
+    sources, steps = [SCALAR, MLP], 6
+    trace, out = magic(ip, sources, TRAIN_SETUP, TRAIN.format(steps=steps), capsys)
+    ns, value, plain_out = plain(sources + [TRAIN_SETUP], TRAIN.format(steps=steps))
+    losses = [float(line.split()[1]) for line in plain_out.splitlines()]
+    assert [float(line.split()[1]) for line in out.splitlines()] == pytest.approx(losses, rel=1e-9)
+    assert trace.steps == pytest.approx(losses, rel=1e-9) and len(losses) == steps
+    assert losses[-1] < losses[0]
+    assert trace.value == pytest.approx(losses[-1], rel=1e-9)
+    assert any(f"trained {steps} steps" in note for note in trace.claims.notes)
+    assert trace.claims.passed, trace.claims.verdict
+    names = [k for k in ns if not k.startswith("_")]
+    got, want = state(ip.user_ns, names), state(ns, names)
+    assert [g[1::2] for g in got] == [w[1::2] for w in want]  # plain floats, as plain leaves
+    assert [float(g[0]) for g in got] == pytest.approx([float(w[0]) for w in want], rel=1e-9)
+    # the microscope is on the last step: the loss of its forward pass, from the
+    # parameters it started with (the plain loop stopped one step earlier)
+    before = TRAIN.format(steps=steps - 1).rpartition("\n")[0]
+    for path in ("n.layers[0].neurons[1].w[2]", "n.layers[2].neurons[0].b"):
+        want = numeric(sources, TRAIN_SETUP + "\n" + before, FORWARD + "loss", path)
+        assert trace.grads[path] == pytest.approx(want, rel=1e-4, abs=1e-8), path
+
+
+def test_a_step_on_the_magics_own_numbers_says_how_to_write_it(ip):
+    assert ip.run_cell("w = [0.5, -1.0]").success
+    result = ip.run_cell("%%autograd -q\nfor p in w:\n    p.data += -0.1 * p.grad\nsum(w)")
+    error = result.error_in_exec
+    assert isinstance(error, AttributeError) and "w[i] = w[i] - 0.1 * g" in str(error)
+    assert ip.user_ns["w"] == [0.5, -1.0] and type(ip.user_ns["w"][0]) is float

@@ -169,6 +169,7 @@ class Trace:
         self._report = None  # (settings, CheckReport) of the last check()
         # a learner's own engine's gradients judged (an expect-kind CheckReport), or None
         self.claims = None
+        self.steps: list = []  # a learner's training: the loss at each backward() called
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot

@@ -232,7 +232,10 @@ def execute(
     claims = None
     if entry.owner:  # the target is a learner's own object: what their engine says of it
         roots = reach | entry.bound(ns)
-        claims = learner.collect(entry.owner[0], ns, roots, cell.rewritten.loops)
+        run = entry.run
+        claims = learner.collect(
+            entry.owner[0], ns, roots, cell.rewritten.loops, run.held, run.steps
+        )
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)
     named = bindings(ns)
@@ -246,6 +249,7 @@ def execute(
     trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
     if claims is not None:
         trace.claims = learner.judge(trace, claims, options.atol, options.rtol)
+        trace.steps = list(entry.run.steps)
     boundary.release(walk.order)
     return trace
 

@@ -168,7 +168,7 @@ class Claims:
         self.notes: list[str] = []
 
 
-def collect(owner, ns, roots, later=()) -> Claims:
+def collect(owner, ns, roots, later=(), held=(), steps=()) -> Claims:
     """The learner's gradients for the target ``owner`` (see the module docstring).
 
     Their ``backward()`` is called on ``owner`` when its ``.grad`` is still zero; what it
@@ -189,10 +189,16 @@ def collect(owner, ns, roots, later=()) -> Claims:
             f"The cell did not call {claims.name}.backward(): the magic called it, "
             "and put every .grad back as the cell left it."
         )
+    if len(steps) > 1:
+        claims.notes.append(
+            f"The cell trained {len(steps)} steps ({claims.name}: {steps[0]:.6g} → "
+            f"{steps[-1]:.6g}); this is the last step: its graph, from the numbers it started with."
+        )
+    numbers = {id(v): data for v, data in held}
     try:
         for v in objects:
-            data = v.data
-            mine = any(p.data is data for p in links(v))
+            data = numbers.get(id(v), v.data)
+            mine = any(numbers.get(id(p), p.data) is data for p in links(v))
             grad = _numbers(v.grad, data)
             claims.items.append((v, data, grad, names.get(id(v)) or _label(v), mine))
     finally:
@@ -288,22 +294,22 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
     for item, i in zip(claims.items, claims.index):
         if i >= 0:
             by_node.setdefault(i, []).append(item)
-    rows, shared, judged = [], 0, {}
+    rows, judged = [], {}
     for i, items in sorted(by_node.items()):
-        if len(items) > 1:  # one number held by several objects (a relu passing x on)
-            items = [it for it in items if not it[4]]
-            if len(items) != 1:
-                shared += 1
-                continue
+        # one number held by several objects: the one that made it (not a relu passing
+        # its input on); several wrapping the same number (Value(x) at each use of x)
+        # share its gradient, which is the sum of theirs
+        items = [it for it in items if not it[4]] or items
         v, _, grad, label, _ = items[0]
-        rows.append(compare_row(label, trace.nodes[i], "grad", grad, atol, rtol))
+        if len(items) > 1:
+            grad = sum(it[2] for it in items)
+            label = trace.nodes[i].label or label
+        row = compare_row(label, trace.nodes[i], "grad", grad, atol, rtol)
+        if len(items) > 1:
+            row = row._replace(note=f"the sum of the .grad of the {len(items)} objects holding it")
+        rows.append(row)
         judged[i] = v
     notes = list(claims.notes) + _first_wrong(rows, judged, claims)
-    if shared:
-        notes.append(
-            f"{shared} number(s) are the .data of several of your objects at once: "
-            "their .grad is not compared"
-        )
     return CheckReport(
         rows,
         kind="expect",

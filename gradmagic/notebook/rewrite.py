@@ -550,7 +550,10 @@ class _Rewriter(ast.NodeTransformer):
             made = not self.scopes and _calls_builtin(node.value, "float", self.defined)
             node.value = self._input_value(node.value)
         names = [n for t in node.targets for n in _target_names(t)]
+        updates = [u for t in node.targets if (u := self._update(t)) is not None]
         node.targets = [self.visit(t) for t in node.targets]
+        if updates:  # p.data = ...: a learner's parameter after an optimizer's step
+            return [node, *updates]
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if names[0] in self.mutated:
                 helper = "changing"
@@ -590,7 +593,41 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(node.target, ast.Name):
             self.visit_Name(ast.Name(node.target.id, ast.Load()))
             return [node, _label(node.target.id, node)]
+        update = self._update(node.target)
         node.target = self.visit(node.target)
+        return node if update is None else [node, update]
+
+    def _update(self, target):
+        """``RUNTIME.updated(p)`` after ``p.data = ...`` or ``p.data += ...`` outside a class
+        (an optimizer's step on a learner's parameter), or None."""
+        if (
+            not isinstance(target, ast.Attribute)
+            or target.attr != "data"
+            or any(is_class for _, is_class in self.scopes)
+            or not _reread(target.value)
+        ):
+            return None
+        return _at(target, ast.Expr(_runtime("updated", _copy(target.value), like=target)))
+
+    def visit_Expr(self, node):
+        """``loss.backward()`` outside a class: the step is recorded (``RUNTIME.stepped``)."""
+        call = node.value
+        again = (
+            _copy(call.func.value)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            else None
+        )
+        node = self.generic_visit(node)
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "backward"
+            and not call.args
+            and not any(is_class for _, is_class in self.scopes)
+            and _reread(call.func.value)
+        ):
+            step = _runtime("stepped", again, like=call)
+            return [_at(node, ast.Expr(step)), node]
         return node
 
     def visit_For(self, node):
@@ -638,6 +675,25 @@ class _Rewriter(ast.NodeTransformer):
         node.guard = self.visit(node.guard) if node.guard is not None else None
         node.body = self._statements(node.body)
         return node
+
+
+def _reread(node) -> bool:
+    """An expression that reads the same object again when evaluated twice: a name and
+    attributes or constant subscripts of it (``p``, ``n.layers[0].w[1]``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, (ast.Constant, ast.Name)):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _copy(node):
+    """A fresh load of the expression ``node`` (its names and attributes read again)."""
+    new = ast.parse(ast.unparse(node), mode="eval").body
+    for n in ast.walk(new):
+        ast.copy_location(n, node)
+        n.end_lineno, n.end_col_offset = node.end_lineno, node.end_col_offset
+    return new
 
 
 def _is_timeit(call) -> bool:

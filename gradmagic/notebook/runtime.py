@@ -31,6 +31,7 @@ from ..core.number_nodes import SCALARS, Float, Int, constant
 from ..core import array as _array
 from ..core.array import Array, Scalar64, array_leaf
 from ..core.tensor import Tensor
+from . import learner
 from .library_calls import (
     _ARRAY_MAKERS,
     _array_of_one_tensor,
@@ -46,6 +47,8 @@ __all__ = [
     "leaf",
     "changing",
     "engine_input",
+    "updated",
+    "stepped",
     "argument",
     "shown",
     "stored",
@@ -138,6 +141,33 @@ def argument(v, f, key):
 
 
 _FUNCTION = type(argument)
+
+
+def updated(obj) -> None:
+    """``obj.data`` was just set (``p.data += -0.1 * p.grad``): a learner's parameter after
+    an optimizer's step. Its new number is a fresh leaf, so the graph of a later step starts
+    from it (the microscope is on the last step, not on all of training)."""
+    if _run is None or not learner.is_engine_object(obj):
+        return
+    data = obj.data
+    cls = type(data)
+    if cls in SCALARS and data._a is not None:
+        obj.data = constant(number_nodes.plain(data))
+    elif cls is Array and data._a is not None:
+        obj.data = array_leaf(np.array(data.data), "")
+
+
+def stepped(obj) -> None:
+    """``obj.backward()`` is about to run: a step of training. Its value is kept, and the
+    numbers its graph holds now, which are what that backward differentiates."""
+    run = _run
+    if run is None or not learner.is_engine_object(obj):
+        return
+    try:
+        run.steps.append(_FLOAT(np.sum(obj.data)))
+    except (TypeError, ValueError):
+        return
+    run.held = [(v, v.data) for v in learner.learner_graph(obj)]
 
 
 def engine_input(x):
@@ -636,6 +666,10 @@ class _Run:
         self.constants: dict = {}
         # id(leaf) -> (leaf, the object it was made from): library results made leaves
         self.made: dict = {}
+        # a learner's engine: the value at each backward() the cell called, and the
+        # (object, its data) of the last one's graph
+        self.steps: list = []
+        self.held: list = []
 
 
 _run: _Run | None = None
