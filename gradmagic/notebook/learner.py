@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import collections
 import types
+import weakref
 
 import numpy as np
 
-from ..analysis.check import CheckReport, compare_row
+from ..analysis.check import CheckReport, CheckRow, compare_row, differences
 from ..core.engine import Value
 from ..core.tensor import Tensor
 from .boundary import path_text
@@ -44,6 +45,24 @@ def engine_class(cls) -> bool:
     """True for a class whose instances are a learner's autograd objects: arithmetic
     written in Python (``__add__`` or ``__mul__``) and a ``backward`` method or a
     ``grad`` its ``__init__`` sets (not PyTorch's, numpy's or gradmagic's own)."""
+    try:
+        return _ENGINES[cls]
+    except (KeyError, TypeError):  # (not seen yet; unhashable)
+        pass
+    answer = _engine_class(cls)
+    try:
+        if len(_ENGINES) > 4096:
+            _ENGINES.clear()
+        _ENGINES[cls] = answer
+    except TypeError:
+        pass
+    return answer
+
+
+_ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # class → engine_class
+
+
+def _engine_class(cls) -> bool:
     if not isinstance(cls, type) or cls in (Value, Tensor) or _foreign(cls):
         return False
     try:
@@ -81,11 +100,15 @@ def owner_data(v, is_node):
 def links(v) -> list:
     """The learner's objects ``v`` was computed from, as its engine links them."""
     found = []
+    attributes = getattr(v, "__dict__", None)
     for attr in LINKS:
-        try:
-            held = getattr(v, attr)
-        except Exception:  # noqa: BLE001 - a property of theirs that raises
-            continue
+        if type(attributes) is dict:
+            held = attributes.get(attr)
+        else:
+            try:
+                held = getattr(v, attr, None)
+            except Exception:  # noqa: BLE001 - a property of theirs that raises
+                continue
         if held is None:
             continue
         if attr == "_ctx" and not isinstance(held, (list, tuple, set, frozenset)):
@@ -97,13 +120,17 @@ def links(v) -> list:
     return found
 
 
-def learner_graph(target) -> list:
-    """Every learner's object the target was computed from, the target first."""
+def learner_graph(target, parents: dict | None = None) -> list:
+    """Every learner's object the target was computed from, the target first; ``parents``,
+    when given, learns each one's :func:`links` (by id)."""
     seen, order, stack = {id(target)}, [], [target]
     while stack and len(order) < _MOST:
         v = stack.pop()
         order.append(v)
-        for p in links(v):
+        found = links(v)
+        if parents is not None:
+            parents[id(v)] = found
+        for p in found:
             if id(p) not in seen:
                 seen.add(id(p))
                 stack.append(p)
@@ -174,7 +201,8 @@ def collect(owner, ns, roots, later=(), held=(), steps=()) -> Claims:
     Their ``backward()`` is called on ``owner`` when its ``.grad`` is still zero; what it
     wrote into ``.grad`` is read and then put back, so the objects hold what the cell
     left in them."""
-    graph = learner_graph(owner)
+    parents: dict = {}
+    graph = learner_graph(owner, parents)
     reached = paths(ns, roots, later)
     known = {id(v) for v in graph}
     objects = graph + [v for key, (v, _) in reached.items() if key not in known]
@@ -198,7 +226,10 @@ def collect(owner, ns, roots, later=(), held=(), steps=()) -> Claims:
     try:
         for v in objects:
             data = numbers.get(id(v), v.data)
-            mine = any(numbers.get(id(p), p.data) is data for p in links(v))
+            made_from = parents.get(id(v))
+            if made_from is None:
+                made_from = links(v)
+            mine = any(numbers.get(id(p), p.data) is data for p in made_from)
             grad = _numbers(v.grad, data)
             claims.items.append((v, data, grad, names.get(id(v)) or _label(v), mine))
     finally:
@@ -270,6 +301,30 @@ def name(claims: Claims, walk, ns) -> list:
     return named
 
 
+def _scalar_rows(trace, scalars, atol: float, rtol: float) -> dict:
+    """The rows of scalar claims, (index, name, claim, note) each, compared in one pass."""
+    if not scalars:
+        return {}
+    index = np.array([i for i, *_ in scalars])
+    got = trace.grad[index].astype(float)
+    want = np.array([g for _, _, g, _ in scalars], dtype=float)
+    err, bound, close = differences(got, want, atol, rtol)
+    with np.errstate(all="ignore"):
+        rel = np.where(err == 0, 0.0, err / np.abs(want))
+    return {
+        i: CheckRow(name, g, w, e, r, b, "pass" if c else "fail", note, i)
+        for (i, name, _, note), g, w, e, r, b, c in zip(
+            scalars,
+            got.tolist(),
+            want.tolist(),
+            err.tolist(),
+            rel.tolist(),
+            bound.tolist(),
+            close.tolist(),
+        )
+    }
+
+
 def _first_wrong(rows, judged: dict, claims: Claims) -> list:
     """A note naming the wrong ``.grad`` nearest the target (the first one backward made
     wrong) and the ops that use it, whose backward is where to look."""
@@ -294,21 +349,26 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
     for item, i in zip(claims.items, claims.index):
         if i >= 0:
             by_node.setdefault(i, []).append(item)
-    rows, judged = [], {}
+    rows, judged, scalars = {}, {}, []
     for i, items in sorted(by_node.items()):
         # one number held by several objects: the one that made it (not a relu passing
         # its input on); several wrapping the same number (Value(x) at each use of x)
         # share its gradient, which is the sum of theirs
         items = [it for it in items if not it[4]] or items
         v, _, grad, label, _ = items[0]
+        note = ""
         if len(items) > 1:
             grad = sum(it[2] for it in items)
             label = trace.nodes[i].label or label
-        row = compare_row(label, trace.nodes[i], "grad", grad, atol, rtol)
-        if len(items) > 1:
-            row = row._replace(note=f"the sum of the .grad of the {len(items)} objects holding it")
-        rows.append(row)
+            note = f"the sum of the .grad of the {len(items)} objects holding it"
         judged[i] = v
+        if i in trace.tensor_grad or not isinstance(grad, float):
+            row = compare_row(label, trace.nodes[i], "grad", grad, atol, rtol)
+            rows[i] = row._replace(note=note) if note else row
+        else:
+            scalars.append((i, label, grad, note))
+    rows.update(_scalar_rows(trace, scalars, atol, rtol))
+    rows = [rows[i] for i in sorted(rows)]
     notes = list(claims.notes) + _first_wrong(rows, judged, claims)
     return CheckReport(
         rows,

@@ -610,24 +610,19 @@ class _Rewriter(ast.NodeTransformer):
         return _at(target, ast.Expr(_runtime("updated", _copy(target.value), like=target)))
 
     def visit_Expr(self, node):
-        """``loss.backward()`` outside a class: the step is recorded (``RUNTIME.stepped``)."""
-        call = node.value
-        again = (
-            _copy(call.func.value)
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            else None
-        )
+        """``loss.backward()`` outside a class: ``RUNTIME.backward_of(loss)``, which records
+        a step of a learner's engine and runs their backward on plain numbers."""
         node = self.generic_visit(node)
+        call = node.value
         if (
             isinstance(call, ast.Call)
             and isinstance(call.func, ast.Attribute)
             and call.func.attr == "backward"
             and not call.args
+            and not call.keywords
             and not any(is_class for _, is_class in self.scopes)
-            and _reread(call.func.value)
         ):
-            step = _runtime("stepped", again, like=call)
-            return [_at(node, ast.Expr(step)), node]
+            node.value = _runtime("backward_of", call.func.value, like=call)
         return node
 
     def visit_For(self, node):

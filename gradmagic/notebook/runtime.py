@@ -48,7 +48,7 @@ __all__ = [
     "changing",
     "engine_input",
     "updated",
-    "stepped",
+    "backward_of",
     "argument",
     "shown",
     "stored",
@@ -157,17 +157,26 @@ def updated(obj) -> None:
         obj.data = array_leaf(np.array(data.data), "")
 
 
-def stepped(obj) -> None:
-    """``obj.backward()`` is about to run: a step of training. Its value is kept, and the
-    numbers its graph holds now, which are what that backward differentiates."""
+def backward_of(obj):
+    """``obj.backward()``, as the cell wrote it. On a learner's object in a recorded cell it
+    is a step of training: its value is kept, and the numbers its graph holds now (what
+    that backward differentiates); their backward then runs on plain numbers, as it would
+    without the magic (the truth is gradmagic's own graph)."""
     run = _run
     if run is None or not learner.is_engine_object(obj):
-        return
+        return obj.backward()
     try:
         run.steps.append(_FLOAT(np.sum(obj.data)))
     except (TypeError, ValueError):
-        return
+        pass
     run.held = [(v, v.data) for v in learner.learner_graph(obj)]
+    state = engine.state
+    was, cut = state.recording, state.cut
+    state.recording, state.cut = False, None
+    try:
+        return obj.backward()
+    finally:
+        state.recording, state.cut = was, cut
 
 
 def engine_input(x):
