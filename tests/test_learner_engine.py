@@ -40,6 +40,17 @@ CASES = {
         "",
         SCALAR + "\na = Num(2.0, label='a')\nb = Num(-3.0)\nc = Num(0.5)\n" + SCALAR_CELL,
     ),
+    # an engine that sets .grad before .data: setting data in __init__ is no training step
+    "grad set first": (
+        [
+            SCALAR.replace(
+                "        self.data = data\n        self.grad = 0.0\n",
+                "        self.grad = 0.0\n        self.data = data\n",
+            )
+        ],
+        "a = Num(2.0, label='a'); b = Num(-3.0, label='b')\nc = Num(0.5)",
+        SCALAR_CELL,
+    ),
     "micrograd": (
         ["from micrograd.engine import Value"],
         "a = Value(2.0); b = Value(-3.0); c = Value(0.5)",

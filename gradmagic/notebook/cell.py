@@ -442,6 +442,7 @@ def _rewritten(f, plain, math_names, engines=()):
             math_names=math_names,
             engine_names=engines,
             scope=qualname[: -len(code.co_name)].replace("<locals>.", ""),
+            method=bool(_classes_of(qualname)),
         )
         module = compile(_mangle(rw.module, qualname), code.co_filename, "exec", dont_inherit=True)
     except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
@@ -457,11 +458,16 @@ def _rewritten(f, plain, math_names, engines=()):
     return False
 
 
+def _classes_of(qualname: str) -> list:
+    """The classes a qualified name lies in (``Net.forward`` → ``['Net']``)."""
+    parts = qualname.split(".")
+    return [p for p, after in zip(parts, parts[1:]) if after != "<locals>" and p != "<locals>"]
+
+
 def _mangle(tree, qualname: str):
     """``tree`` with the private names (``self.__x``) of a method's text mangled as Python
     does inside its class (``self._Cls__x``): compiled alone, the text is outside the class."""
-    parts = qualname.split(".")
-    classes = [p for p, after in zip(parts, parts[1:]) if after != "<locals>" and p != "<locals>"]
+    classes = _classes_of(qualname)
     owner = classes[-1].lstrip("_") if classes else ""
     if not owner:
         return tree

@@ -124,6 +124,7 @@ def rewrite(
     math_names=(),
     scope: str = "",
     engine_names=(),
+    method: bool = False,
 ) -> Rewritten:
     """Rewrite ``source`` (see the module docstring); raises ``SyntaxError``.
 
@@ -133,7 +134,8 @@ def rewrite(
     calls get plain literals; ``math_names`` are further names bound to math
     functions (``e = math.exp``). Names the cell itself imports or defines
     are found here; ``engine_names`` are names of a learner's autograd classes, whose
-    calls get numbers as the cell's own functions do. ``scope`` prefixes the names of the functions defined in
+    calls get numbers as the cell's own functions do; ``method`` says that ``source`` is a
+    method's text (code in a class: no step of training there). ``scope`` prefixes the names of the functions defined in
     ``source`` in their sites (``"Neuron."`` for a method's text).
     """
     tree = ast.parse("\n" * (first_line - 1) + source, filename)
@@ -147,7 +149,7 @@ def rewrite(
     facts = _facts(tree, set(plain_names), set(math_names), engine_names)
     last = tree.body[-1] if tree.body else None
     target = _assigned_name(last)
-    rw = _Rewriter(facts)
+    rw = _Rewriter(facts, method)
     tree = rw.visit(tree)
     final = None
     if isinstance(last, ast.Expr):
@@ -217,7 +219,7 @@ def _label(name: str, like) -> ast.stmt:
 class _Rewriter(ast.NodeTransformer):
     """The transformation described in the module docstring."""
 
-    def __init__(self, facts: _Facts):
+    def __init__(self, facts: _Facts, method: bool = False):
         self.plain, self.math = facts.plain, facts.math
         self.defined, self.mutated = facts.defined, facts.mutated
         self.classes = facts.classes
@@ -228,6 +230,7 @@ class _Rewriter(ast.NodeTransformer):
         self.int_leaves = False  # int literals become leaves here (see visit_Constant)
         self.reading = True  # loaded names count as numeric reads here
         self.scopes = []  # (local names, is a class body) of enclosing scopes
+        self.method = method  # the text is a method's, compiled alone
 
     # ---------------------------------------------------------------- contexts
     def _visit(self, node, *, plain: bool = False, read: bool = True):
@@ -597,13 +600,17 @@ class _Rewriter(ast.NodeTransformer):
         node.target = self.visit(node.target)
         return node if update is None else [node, update]
 
+    def _in_class(self) -> bool:
+        """Inside a class (a method's body): what a learner's engine does to itself."""
+        return self.method or any(is_class for _, is_class in self.scopes)
+
     def _update(self, target):
         """``RUNTIME.updated(p)`` after ``p.data = ...`` or ``p.data += ...`` outside a class
         (an optimizer's step on a learner's parameter), or None."""
         if (
             not isinstance(target, ast.Attribute)
             or target.attr != "data"
-            or any(is_class for _, is_class in self.scopes)
+            or self._in_class()
             or not _reread(target.value)
         ):
             return None
@@ -620,7 +627,7 @@ class _Rewriter(ast.NodeTransformer):
             and call.func.attr == "backward"
             and not call.args
             and not call.keywords
-            and not any(is_class for _, is_class in self.scopes)
+            and not self._in_class()
         ):
             node.value = _runtime("backward_of", call.func.value, like=call)
         return node
