@@ -278,3 +278,14 @@ def test_a_step_on_the_magics_own_numbers_says_how_to_write_it(ip):
     error = result.error_in_exec
     assert isinstance(error, AttributeError) and "w[i] = w[i] - 0.1 * g" in str(error)
     assert ip.user_ns["w"] == [0.5, -1.0] and type(ip.user_ns["w"][0]) is float
+
+
+def test_a_backward_that_raises_is_said_and_its_gradients_put_back(ip, capsys):
+    end = "        for v in reversed(order):\n            v._backward()\n"
+    assert SCALAR.count(end) == 1
+    broken = SCALAR.replace(end, end + "        raise RuntimeError('half way')\n")
+    trace, _ = magic(ip, [broken], "a = Num(3.0, label='a')", "b = a * 2.0 + a\nb", capsys)
+    assert trace.grads["a"] == pytest.approx(3.0)
+    assert not trace.claims.rows and "nothing compared" in trace.claims.verdict
+    assert any("RuntimeError: half way" in note for note in trace.claims.notes)
+    assert ip.user_ns["a"].grad == 0.0 and ip.user_ns["b"].grad == 0.0

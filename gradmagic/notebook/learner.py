@@ -193,6 +193,7 @@ class Claims:
         self.items: list = []
         self.index: list = []  # each item's position in the graph (-1: not in it)
         self.notes: list[str] = []
+        self.judged = True  # False: their backward() failed, the objects are only named
 
 
 def collect(owner, ns, roots, later=(), held=(), steps=()) -> Claims:
@@ -211,12 +212,12 @@ def collect(owner, ns, roots, later=(), held=(), steps=()) -> Claims:
     before = None
     if not _nonzero(getattr(owner, "grad", None)):
         before = [(v, v.__dict__.get("grad")) for v in objects if hasattr(v, "__dict__")]
-        if not _call_backward(owner, claims):
-            return claims
-        claims.notes.append(
-            f"The cell did not call {claims.name}.backward(): the magic called it, "
-            "and put every .grad back as the cell left it."
-        )
+        claims.judged = _call_backward(owner, claims)
+        if claims.judged:
+            claims.notes.append(
+                f"The cell did not call {claims.name}.backward(): the magic called it, "
+                "and put every .grad back as the cell left it."
+            )
     if len(steps) > 1:
         claims.notes.append(
             f"The cell trained {len(steps)} steps ({claims.name}: {steps[0]:.6g} → "
@@ -233,12 +234,17 @@ def collect(owner, ns, roots, later=(), held=(), steps=()) -> Claims:
             grad = _numbers(v.grad, data)
             claims.items.append((v, data, grad, names.get(id(v)) or _label(v), mine))
     finally:
-        for v, grad in before or ():
-            v.__dict__["grad"] = grad
+        _put_back(before or ())
     return claims
 
 
+def _put_back(grads) -> None:
+    for v, grad in grads:
+        v.__dict__["grad"] = grad
+
+
 def _call_backward(owner, claims: Claims) -> bool:
+    """Call ``owner.backward()``; False (said in the notes) when there is none or it raised."""
     backward = getattr(owner, "backward", None)
     if not callable(backward):
         claims.notes.append(
@@ -347,7 +353,7 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
     ``.data`` with respect to that object's ``.data`` (rows as ``--expect``'s)."""
     by_node: dict = {}
     for item, i in zip(claims.items, claims.index):
-        if i >= 0:
+        if i >= 0 and claims.judged:
             by_node.setdefault(i, []).append(item)
     rows, judged, scalars = {}, {}, []
     for i, items in sorted(by_node.items()):
