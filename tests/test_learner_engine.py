@@ -17,6 +17,7 @@ import pytest
 
 import gradmagic
 from gradmagic.notebook import learner
+from gradmagic.views.widget import _analyses, static_bundle
 from learner_engines import ARRAYS, MLP, NODES, SCALAR, buggy
 
 pytestmark = pytest.mark.usefixtures("ip")
@@ -223,11 +224,8 @@ def test_the_view_shows_the_engines_gradients(ip, capsys):
     for source in sources + [setup]:
         ip.run_cell(source)
     trace = ip.run_cell(f"%%autograd\n{cell}").result
-    text = trace._repr_mimebundle_()["text/plain"] if hasattr(trace, "_repr_mimebundle_") else ""
-    from gradmagic.views.widget import static_bundle, _analyses
-
-    report, expected, torch, problems = _analyses(trace)
-    assert expected is trace.claims
+    report, expected, _, problems = _analyses(trace)
+    assert expected is trace.claims and not problems
     text = static_bundle(trace, report, expected=expected)["text/plain"]
     assert "your .grad" in text and "∂o/∂x" in text and "✗" in text
 
@@ -289,3 +287,15 @@ def test_a_backward_that_raises_is_said_and_its_gradients_put_back(ip, capsys):
     assert not trace.claims.rows and "nothing compared" in trace.claims.verdict
     assert any("RuntimeError: half way" in note for note in trace.claims.notes)
     assert ip.user_ns["a"].grad == 0.0 and ip.user_ns["b"].grad == 0.0
+
+
+def test_the_view_shows_the_loss_per_step(ip, capsys):
+    trace, _ = magic(ip, [SCALAR, MLP], TRAIN_SETUP, TRAIN.format(steps=4), capsys)
+    bundle = static_bundle(trace, None, expected=trace.claims)
+    assert "loss per step (4 steps)" in bundle["text/plain"]
+    html = bundle["text/html"]
+    assert "<b>Training</b>" in html and html.count("<polyline") == 1
+    points = html.split('points="')[1].split('"')[0].split()
+    assert len(points) == 4  # one point a step, lower as the loss falls
+    heights = [float(p.split(",")[1]) for p in points]
+    assert heights[-1] > heights[0]
