@@ -22,7 +22,7 @@ __all__ = ["FOLDERS", "is_own", "own_module"]
 FOLDERS: list[str] | None = None
 """The folder trees whose modules are the learner's own (None: the working directory)."""
 
-_LIBRARIES = ("gradmagic", "IPython", "ipykernel", "micrograd", "pytest", "_pytest")
+_LIBRARIES = ("gradmagic", "IPython", "ipykernel")
 """Packages never the learner's, even in their folder (a checkout of gradmagic itself)."""
 
 _known: dict = {}  # (module name, folders) → whether it is the learner's
