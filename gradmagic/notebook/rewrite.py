@@ -545,7 +545,10 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Assign(self, node):
         stores = all(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets)
         made = False
-        if stores and all(self._is_library_object(_root(t)) for t in node.targets):
+        if stores and all(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets):
+            # p.grad = 0.0: a gradient an engine keeps is no input, its number stays plain
+            node.value = self._plain(node.value)
+        elif stores and all(self._is_library_object(_root(t)) for t in node.targets):
             # B[1] = x into an array: the number only (counted as a conversion)
             node.value = _runtime("stored", self._visit(node.value, plain=True), like=node.value)
         else:
