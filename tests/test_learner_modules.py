@@ -56,6 +56,17 @@ def svm_loss_naive(W, X, y, reg):
     return loss, dW
 
 
+def rnn_forward(x, h0, Wx, Wh, b):
+    """A student's RNN over time: each step's state written into an array of zeros."""
+    N, T, D = x.shape
+    h = np.zeros((N, T, h0.shape[1]))
+    prev = h0
+    for t in range(T):
+        prev = np.tanh(x[:, t, :].dot(Wx) + prev.dot(Wh) + b)
+        h[:, t, :] = prev
+    return h
+
+
 def affine_relu(x, w, b):
     return np.maximum(0, x.dot(w) + b)
 
@@ -89,12 +100,18 @@ X = rng.randn(5, 4)
 W = 0.1 * rng.randn(4, 3)
 y = np.array([0, 2, 1, 2, 0])
 net = TwoLayerNet(4, 6, 3)
+xs = rng.randn(2, 3, 4)
+h0 = rng.randn(2, 5)
+Wx = 0.5 * rng.randn(4, 5)
+Wh = 0.5 * rng.randn(5, 5)
+bh = rng.randn(5)
 """
 
 CELLS = {
     "conv": ("out = conv_forward_naive(x, w, b)\n(out * out).sum()", ["x", "w", "b"]),
     "svm": ("loss, dW = svm_loss_naive(W, X, y, 0.1)\nloss", ["W"]),
     "net": ("net.loss(X, y)", ["net.params['W1']", "net.params['b2']"]),
+    "rnn": ("h = rnn_forward(xs, h0, Wx, Wh, bh)\n(h * h).sum()", ["xs", "h0", "Wx", "Wh", "bh"]),
 }
 
 
