@@ -299,3 +299,21 @@ def test_the_view_shows_the_loss_per_step(ip, capsys):
     assert len(points) == 4  # one point a step, lower as the loss falls
     heights = [float(p.split(",")[1]) for p in points]
     assert heights[-1] > heights[0]
+
+
+def test_a_wrong_backward_of_a_tensor_engine_names_its_worst_element(ip, capsys):
+    right, wrong = "g * (1 - t ** 2)", "g * (1 - t)"
+    sources = [ARRAYS.replace(right, wrong)]
+    assert sources[0] != ARRAYS
+    _, setup, cell = CASES["numpy tensors"]
+    trace, _ = magic(ip, sources, setup, cell, capsys)
+    ns, _, _ = plain(sources + [setup], cell)
+    failed = {r.name: r for r in trace.claims.rows if not r.ok}
+    assert {"W", "x"} <= set(failed)
+    row = failed["W"]
+    np.testing.assert_array_equal(row.expected, ns["W"].grad)  # their own numbers
+    for k in range(4):
+        index = np.unravel_index(k, (2, 2))
+        want = numeric(sources, setup, cell, "W", index)
+        assert row.got[index] == pytest.approx(want, rel=1e-4)
+    assert "worst element" in row.note
