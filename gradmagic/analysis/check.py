@@ -36,7 +36,16 @@ from .perturb import Perturbation, choose
 from .replay import Replay
 from .rows import FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
 
-__all__ = ["check", "expect", "expected_pairs", "unanswered", "CheckReport", "CheckRow", "STATUSES"]
+__all__ = [
+    "check",
+    "expect",
+    "compare_row",
+    "expected_pairs",
+    "unanswered",
+    "CheckReport",
+    "CheckRow",
+    "STATUSES",
+]
 
 # an unresolved row is measured again with eps grown so that its slack is 1/_SETTLE of its
 # bound, at least 10 and at most _SETTLE_MAX times
@@ -80,6 +89,7 @@ class CheckReport:
         error: str | None = None,
         unchecked: str = "",
         oracle: str = "code",
+        columns: tuple | None = None,
     ):
         self.rows: list[CheckRow] = list(rows)
         self.kind = kind
@@ -98,11 +108,14 @@ class CheckReport:
         # graph is the program) or "graph" (the recording of code that could not be run
         # again, replayed: it cannot see a path it missed, so its rows do not pass)
         self.oracle = oracle
+        self._columns = columns
 
     # ------------------------------------------------------------------ verdict
     @property
     def columns(self) -> tuple:
         """Names of the two compared columns."""
+        if self._columns is not None:
+            return self._columns
         return ("analytic", "numeric") if self.kind == "check" else ("got", "expected")
 
     @property
@@ -758,9 +771,17 @@ def _expect_row(trace, key: str, want, atol, rtol, truth=None) -> CheckRow:
         node = trace.node(name)
     except KeyError:
         return _error_row(key, want, f"no node named {name!r}")
-    got = getattr(node, attr)
+    got = None
     if attr == "grad" and truth and node.index in truth:
-        got = truth[node.index]
+        got = truth[node.index]  # the code's own slope, where the graph missed a path
+    return compare_row(key, node, attr, want, atol, rtol, got)
+
+
+def compare_row(key: str, node, attr: str, want, atol, rtol, got=None) -> CheckRow:
+    """The row of ``key``: ``node``'s ``attr`` (``"grad"`` or ``"data"``) beside ``want``
+    (or ``got`` in its place)."""
+    if got is None:
+        got = getattr(node, attr)
     try:
         w = np.asarray(want, dtype=float)
     except (TypeError, ValueError):

@@ -181,6 +181,9 @@ class Trace:
         # the code, ready to be run again plainly for the check (notebook.rerun.Rerun), or
         # None: then the check can only replay the graph
         self.rerun: Any = None
+        # a learner's own engine's gradients judged (an expect-kind CheckReport), or None
+        self.claims: Any = None
+        self.steps: list = []  # a learner's training: the loss at each backward() called
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot

@@ -35,6 +35,17 @@ _FLOAT, _INT = float, int
 _float_of, _int_of = float.__float__, int.__index__
 
 
+def _set_data(self, value):
+    """``x.data = ...`` on a number node: a number cannot change; the message says how a
+    training step is written instead."""
+    raise AttributeError(
+        f"property 'data' of '{type(self).__name__}' object has no setter: a number of "
+        "%%autograd is a plain number and cannot change. Write the step on what holds it "
+        "(w[i] = w[i] - 0.1 * g; params['W'] = ...), with the gradients of the last run "
+        "(gradmagic.last.grads_of('w')), or use a Value class of your own"
+    )
+
+
 class Float(GraphNode, float):
     """A float that is a node of the graph: what ``%%autograd`` makes of a number.
 
@@ -58,7 +69,7 @@ class Float(GraphNode, float):
     # subclass as a float64); arrays (priority 0) still compute it themselves
     __array_priority__ = -100.0
 
-    data = property(float.__float__, doc="The number as a plain float.")
+    data = property(float.__float__, _set_data, doc="The number as a plain float.")
 
     def __new__(cls, x=0.0, /):
         self = _FLOAT.__new__(cls, x)
@@ -84,7 +95,7 @@ class Int(GraphNode, int):
 
     __array_priority__ = -100.0  # see Float
 
-    data = property(int.__index__, doc="The number as a plain int.")
+    data = property(int.__index__, _set_data, doc="The number as a plain int.")
 
     def __new__(cls, x=0, /, *base):
         self = _INT.__new__(cls, x, *base)
@@ -112,7 +123,7 @@ class Float64(np.float64):
 
     __array_priority__ = -100.0  # see Float
 
-    data = property(float.__float__, doc="The number as a plain float.")
+    data = property(float.__float__, _set_data, doc="The number as a plain float.")
 
     def __new__(cls, x=0.0, /):
         self = np.float64.__new__(cls, x)

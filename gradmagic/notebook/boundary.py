@@ -32,6 +32,7 @@ from ..core import engine, number_nodes
 from ..core.array import Array, Scalar64, plain_array
 from ..core.number_nodes import SCALARS
 from ..core.tensor import Tensor
+from . import own
 
 __all__ = [
     "settle",
@@ -39,6 +40,7 @@ __all__ = [
     "roots",
     "unrewritten_math",
     "functions_of",
+    "global_names",
     "compiled_by_magic",
     "lift_reachable",
     "name_lifted",
@@ -159,7 +161,7 @@ def roots(ns, names) -> set:
         found.add(name)
         v = ns.get(name)
         for code in _code_of(v):
-            todo.extend(n for n in _global_names(code) if n in ns and n not in found)
+            todo.extend(n for n in global_names(code) if n in ns and n not in found)
     return found
 
 
@@ -173,7 +175,7 @@ def unrewritten_math(ns, reach, math_names, runtime, followed=frozenset()) -> li
         for code in _code_of(v):
             if code in followed or compiled_by_magic(code, runtime):
                 continue
-            called = sorted(_global_names(code) & math_names)
+            called = sorted(global_names(code) & math_names)
             if called:
                 what = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
                 lines.append(
@@ -200,9 +202,17 @@ def compiled_by_magic(code, runtime, depth=0) -> bool:
 
 def functions_of(v) -> list:
     """A notebook function; a notebook class's functions (methods, static and class
-    methods, property getters); those of a notebook instance's class."""
+    methods, property getters); those of a notebook instance's class; what a module of
+    the learner's defines (all of it: a cell may call any of it as ``layers.f``)."""
     if isinstance(v, types.FunctionType):
         return [v] if _users(v) else []
+    if isinstance(v, types.ModuleType):  # a module of the learner's: what it defines
+        if not own.own_module(v.__name__):
+            return []
+        mine = [x for x in vars(v).values() if getattr(x, "__module__", None) == v.__name__]
+        return [
+            f for x in mine if isinstance(x, (type, types.FunctionType)) for f in functions_of(x)
+        ]
     cls = v if isinstance(v, type) else type(v)
     if not _users(cls):
         return []
@@ -223,12 +233,12 @@ def _code_of(v):
     return [f.__code__ for f in functions_of(v)]
 
 
-def _global_names(code, depth=0):
+def global_names(code, depth=0):
     names = set(code.co_names)
     if depth < 10:
         for c in code.co_consts:
             if isinstance(c, types.CodeType):
-                names |= _global_names(c, depth + 1)
+                names |= global_names(c, depth + 1)
     return names
 
 
@@ -518,8 +528,9 @@ class _Walker:
 
 
 def _users(obj) -> bool:
-    """True for a function or class defined in the notebook."""
-    return getattr(obj, "__module__", None) == "__main__"
+    """True for a function or class of the learner's own code: defined in the notebook, or
+    in a module beside it (:mod:`gradmagic.notebook.own`)."""
+    return own.is_own(obj)
 
 
 def _foreign(cls) -> bool:
@@ -540,7 +551,7 @@ LIFT_LIMIT = 50_000
 """The most numbers one cell's data lends it as leaves."""
 
 
-def lift_reachable(ns, names, made: dict, new_leaf) -> "_Lifter":
+def lift_reachable(ns, names, made: dict, new_leaf, engine=None) -> "_Lifter":
     """Make the floats and float arrays that the names ``names`` reach leaves of the run.
 
     Before a cell runs, the lists, dicts, deques and notebook-class instances the
@@ -549,8 +560,10 @@ def lift_reachable(ns, names, made: dict, new_leaf) -> "_Lifter":
     Tuples, sets, library objects and containers of more than :data:`DATA_SIZE`
     items are left as they are. ``made`` learns each leaf's original object; give the
     result to :func:`name_lifted` once the graph is walked, then to :func:`restore`.
+    ``engine`` tells a learner's autograd object (of any class), whose ``data`` is lifted
+    too (not its ``grad``: what their engine says, not an input).
     """
-    lifter = _Lifter(made, new_leaf)
+    lifter = _Lifter(made, new_leaf, engine)
     for name in names:
         v = ns.get(name)
         if v is not None and type(v) not in _ATOMS and type(v) not in NUMBER_NODES:
@@ -597,8 +610,9 @@ def restore(lifter) -> None:
 
 
 class _Lifter:
-    def __init__(self, made, new_leaf):
+    def __init__(self, made, new_leaf, engine=None):
         self.made, self.new_leaf = made, new_leaf
+        self.engine = engine
         self.seen: set = set()
         self.arrays: dict = {}  # id(array) → its leaf: one array reached twice is one leaf
         self.paths: dict = {}  # id(leaf) → (leaf, its path)
@@ -650,14 +664,20 @@ class _Lifter:
             elif isinstance(v, dict):
                 if len(v) <= DATA_SIZE:
                     self._mapping(v, path, stack, "[]")
+            elif self.engine is not None and self.engine(v):
+                attributes = getattr(v, "__dict__", None)
+                if type(attributes) is dict:
+                    self._mapping(attributes, path, stack, ".", skip="grad")
             elif _users(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
                     self._mapping(attributes, path, stack, ".")
 
-    def _mapping(self, d, path, stack, kind):
+    def _mapping(self, d, path, stack, kind, skip=None):
         lifted = False
         for k, e in list(dict.items(d)):
+            if k == skip:
+                continue
             cls = type(e)
             if cls in _LIFTED or cls is np.ndarray:
                 if self.budget <= 0:

@@ -15,7 +15,7 @@ import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from ..core.array import Array
 from ..core.engine import Value, state
 from ..core.tensor import Tensor
 from ..core.sites import FUNCTIONS, cursor
-from . import boundary, memory, rerun
+from . import boundary, learner, memory, own, rerun
 from . import runtime as _runtime
 from .math_calls import DISPATCHED_NAMES
 from .rewrite import RUNTIME, SITE, Rewritten, rewrite
@@ -70,12 +70,13 @@ def prepare(
     the code's file name made ``filename``; a cell whose compiling warned is not kept,
     so it warns again, as a plain cell does.
     """
-    plain, math_names = namespace_names(ns)
+    plain, math_names, engines = namespace_names(ns)
     key = (
         source,
         first_line,
         frozenset(plain),
         frozenset(math_names),
+        frozenset(engines),
         compiler is compile,
         getattr(compiler, "flags", None),
     )
@@ -93,6 +94,7 @@ def prepare(
             first_line=first_line,
             plain_names=plain,
             math_names=math_names,
+            engine_names=engines,
         )
         code = _link(_compile(compiler, rw.module, filename, "exec"))
         final = None if rw.final is None else _link(_compile(compiler, rw.final, filename, "eval"))
@@ -194,6 +196,7 @@ class _Entry:
     lifter: object = None
     run: _runtime._Run | None = None  # what the recording recorded (set as it starts)
     first: int = 0
+    owner: list = field(default_factory=list)  # the learner's object the target is the data of
 
     def made(self):
         return _made(self.run, self.lifted, self.reached)
@@ -263,15 +266,28 @@ def _execute(
     unfollow(followed)
     relabel(ns)
     data = target.data
+    claims = None
+    run = entry.run
+    assert run is not None  # (the recording started)
+    if entry.owner:  # the target is a learner's own object: what their engine says of it
+        roots = reach | entry.bound(ns)
+        claims = learner.collect(
+            entry.owner[0], ns, roots, cell.rewritten.loops, run.held, run.steps
+        )
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)
     named = bindings(ns)
     settled = _settle(ns, walk, entry)
+    if claims is not None:  # the learner's names on the nodes that hold their numbers
+        walk.named = sorted(set(walk.named).union(learner.name(claims, walk, ns)))
     # the gradients' nan and inf are the trace's to show; numpy's warnings about them would
     # name code the cell never ran (the max of an array holding nan divides by zero winners)
     with np.errstate(all="ignore"):
         engine.backward(target, np.ones(data.shape) if isinstance(data, np.ndarray) else 1.0, walk)
     trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
+    if claims is not None:
+        trace.claims = learner.judge(trace, claims, options.atol, options.rtol)
+        trace.steps = list(run.steps)
     handles = _handles(trace, walk.order)
     boundary.release(walk.order)
     return trace, handles
@@ -295,7 +311,9 @@ class _PlainRun:
         written = [n for n in rw.written if type(ns.get(n)) in (np.ndarray, Array)]
         lift(ns, rw.reads.union(written))
         follow(ns, boundary.roots(ns, rw.names))
-        self.lifter = boundary.lift_reachable(ns, rw.reads, {}, _runtime.lent_leaf)
+        self.lifter = boundary.lift_reachable(
+            ns, rw.reads, {}, _runtime.lent_leaf, learner.is_engine_object
+        )
         if not recorded:
             _run_code(cell.code, self.global_ns, ns)
             value = _run_code(cell.final, self.global_ns, ns) if cell.final else None
@@ -356,7 +374,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
     value = None
     try:
         entry.lifter = boundary.lift_reachable(
-            ns, cell.rewritten.reads, entry.reached, _runtime.lent_leaf
+            ns, cell.rewritten.reads, entry.reached, _runtime.lent_leaf, learner.is_engine_object
         )
         with (
             _runtime.recording(cell.filename) as entry.run,
@@ -370,7 +388,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
                 value = _run_code(cell.final, global_ns, ns) if cell.final else None
             finally:
                 cursor.leave()
-        return find_target(cell.rewritten, options.target, value, ns)
+        return find_target(cell.rewritten, options.target, value, ns, entry.owner)
     except NoTarget as e:  # the names and the cell's value hold plain values
         unfollow(entry.followed)
         _explain_no_target(
@@ -475,28 +493,38 @@ def _explain_no_target(e, cell, ns, options, run, value, lifter, reach, followed
 
 
 def follow(ns, reach) -> list:
-    """Run the notebook functions a plain cell compiled, which the cell can reach,
-    rewritten while the cell runs, so that the graph follows them (a model whose
-    class a plain cell defined, calling math.tanh). Returns what :func:`unfollow` puts
-    back; a function whose source cannot be read or rewritten is left as it is."""
+    """Run the learner's functions a plain cell compiled (or a module beside the notebook
+    holds), which the cell can reach, rewritten while the cell runs, so that the graph
+    follows them (a model whose class a plain cell defined, calling math.tanh; a layer
+    of ``cs231n/layers.py``, and the functions of its module it calls). Returns what
+    :func:`unfollow` puts back; a function whose source cannot be read or rewritten is
+    left as it is."""
     followed = []
-    names = None
-    for name in reach:
-        for f in boundary.functions_of(ns.get(name)):
-            code = f.__code__
-            if boundary.compiled_by_magic(code, _runtime):
-                continue
-            new = _FOLLOWED.get(code)
-            if new is None:
-                if names is None:
-                    names = namespace_names(ns)
-                new = _rewritten(f, *names)
-                if len(_FOLLOWED) > 256:
-                    _FOLLOWED.clear()
-                _FOLLOWED[code] = new
-            if new is not False:
-                f.__code__ = new
-                followed.append((f, code))
+    names: dict = {}  # id(a namespace) -> its namespace_names
+    todo = [f for name in reach for f in boundary.functions_of(ns.get(name))]
+    seen: set = set()
+    while todo:
+        f = todo.pop()
+        code = f.__code__
+        if id(code) in seen or boundary.compiled_by_magic(code, _runtime):
+            continue
+        seen.add(id(code))
+        home = f.__globals__
+        if home is not ns:  # a module's function: the module's functions it calls too
+            todo += [
+                g for n in boundary.global_names(code) for g in boundary.functions_of(home.get(n))
+            ]
+        new = _FOLLOWED.get(code)
+        if new is None:
+            if id(home) not in names:
+                names[id(home)] = namespace_names(home)
+            new = _rewritten(f, *names[id(home)])
+            if len(_FOLLOWED) > 256:
+                _FOLLOWED.clear()
+            _FOLLOWED[code] = new
+        if new is not False:
+            f.__code__ = new
+            followed.append((f, code))
     return followed
 
 
@@ -510,7 +538,7 @@ def unfollow(followed: list) -> None:
 _FOLLOWED: dict = {}  # a plain cell's function code → its rewritten code (False: none)
 
 
-def _rewritten(f, plain, math_names):
+def _rewritten(f, plain, math_names, engines=()):
     """``f``'s code rewritten as a magic cell's is, or False where that cannot be done."""
     import inspect
     import textwrap
@@ -527,7 +555,9 @@ def _rewritten(f, plain, math_names):
             first_line=code.co_firstlineno,
             plain_names=plain,
             math_names=math_names,
+            engine_names=engines,
             scope=qualname[: -len(code.co_name)].replace("<locals>.", ""),
+            method=bool(_classes_of(qualname)),
         )
         module = compile(_mangle(rw.module, qualname), code.co_filename, "exec", dont_inherit=True)
     except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
@@ -543,11 +573,16 @@ def _rewritten(f, plain, math_names):
     return False
 
 
+def _classes_of(qualname: str) -> list:
+    """The classes a qualified name lies in (``Net.forward`` → ``['Net']``)."""
+    parts = qualname.split(".")
+    return [p for p, after in zip(parts, parts[1:]) if after != "<locals>" and p != "<locals>"]
+
+
 def _mangle(tree, qualname: str):
     """``tree`` with the private names (``self.__x``) of a method's text mangled as Python
     does inside its class (``self._Cls__x``): compiled alone, the text is outside the class."""
-    parts = qualname.split(".")
-    classes = [p for p, after in zip(parts, parts[1:]) if after != "<locals>" and p != "<locals>"]
+    classes = _classes_of(qualname)
     owner = classes[-1].lstrip("_") if classes else ""
     if not owner:
         return tree
@@ -615,10 +650,12 @@ def _bound(ns, before: dict, lifted: dict) -> set:
     return {name for name, v in ns.items() if before.get(name, missing) is not v} | set(lifted)
 
 
-def find_target(rw: Rewritten, name, value, ns):
+def find_target(rw: Rewritten, name, value, ns, owner: list | None = None):
     """The node to differentiate after a run; raises :class:`NoTarget` saying why there is none.
 
-    ``name`` is ``-t NAME`` (or None), ``value`` the cell's last expression.
+    ``name`` is ``-t NAME`` (or None), ``value`` the cell's last expression. A learner's
+    own autograd object (see :mod:`gradmagic.notebook.learner`) stands for its ``.data``;
+    it is appended to ``owner`` when that is a list.
     """
     if name is not None:
         if name not in ns:
@@ -633,6 +670,16 @@ def find_target(rw: Rewritten, name, value, ns):
             "the cell does not end with an expression or an assignment; "
             "end it with one, or name the target with -t NAME"
         )
+    if not _runtime.is_node(value) and learner.is_engine_object(value):
+        data = learner.owner_data(value, _runtime.is_node)
+        if data is None:
+            raise NoTarget(
+                f"{what} is {_describe(value)}, an autograd object of your own whose .data "
+                "was computed from no number of the cell, so there is nothing to differentiate"
+            )
+        if owner is not None:
+            owner.append(value)
+        value = data
     if not _runtime.is_node(value):
         raise NoTarget(
             f"{what} is {_describe(value)}, not a Value, so there is nothing to differentiate"
@@ -668,15 +715,16 @@ def _link(code: types.CodeType) -> types.CodeType:
     return code.replace(co_consts=consts)
 
 
-def namespace_names(ns) -> tuple[set, set]:
-    """Names of library objects, and of math functions, in the namespace ``ns``.
+def namespace_names(ns) -> tuple[set, set, set]:
+    """Names of library objects, of math functions, and of a learner's autograd classes
+    (:func:`gradmagic.notebook.learner.engine_class`), in the namespace ``ns``.
 
     Library objects are modules and whatever comes from a package: functions,
     classes and their instances (numpy arrays, random generators, models);
     calls through them get plain literals. Scalar Values, numbers, containers
     and anything defined in the notebook itself are not library objects.
     """
-    plain, math_names = set(), set()
+    plain, math_names, engines = set(), set(), set()
     for name, obj in ns.items():
         if not name.startswith("_"):
             kind = _kind(obj)
@@ -684,24 +732,28 @@ def namespace_names(ns) -> tuple[set, set]:
                 math_names.add(name)
             elif kind == "library":
                 plain.add(name)
-    return plain, math_names
+            elif kind == "engine":
+                engines.add(name)
+    return plain, math_names, engines
 
 
 def _kind(obj) -> str:
-    """'math', 'library' or '' (anything else) for an object of the namespace."""
+    """'math', 'library', 'engine' or '' (anything else) for an object of the namespace."""
     try:
         if callable(obj) and _runtime.fn(obj) is not obj:
             return "math"
         if type(obj) is Value:
             return ""
+        if isinstance(obj, type) and learner.engine_class(obj):
+            return "engine"  # the learner's own Value: its calls get numbers
         if isinstance(obj, types.ModuleType):
-            return "library"
-        if isinstance(obj, type) and obj.__module__ == "__main__":
-            return "library"  # the notebook's own class: its calls get plain numbers
+            return "" if own.own_module(obj.__name__) else "library"
+        if isinstance(obj, type) and own.is_own(obj):
+            return "library"  # the learner's own class: its calls get plain numbers
         module = getattr(obj, "__module__", None)
         if not isinstance(module, str):
             module = type(obj).__module__
-        return "" if module in ("builtins", "__main__") else "library"
+        return "" if module == "builtins" or own.own_module(module) else "library"
     except Exception:  # an exotic object (a proxy that fails on inspection): leave it be
         return ""
 

@@ -29,6 +29,7 @@ class _Facts:
     mutated: set  # names of objects changed in place: z[0] = 1, out=z
     classes: set  # names of the classes the cell defines: their calls get plain numbers
     imported: set  # names the cell's from-imports bind (a float among them becomes a node)
+    engines: set  # the cell's classes that are autograd engines of the learner's (Value)
 
 
 _FACT_NODES = frozenset(
@@ -47,17 +48,18 @@ _FACT_NODES = frozenset(
 )
 
 
-def _facts(tree, plain: set, math: set) -> _Facts:
+def _facts(tree, plain: set, math: set, engine_names=()) -> _Facts:
     math |= _BUILTIN_MATH
     defined, mutated, classes, imported = set[str](), set[str](), set[str](), set[str]()
     made: list = []
+    engines = set(engine_names)
     for node in ast.walk(tree):
         if node.__class__ not in _FACT_NODES:
             continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defined.add(node.name)
             if isinstance(node, ast.ClassDef):
-                classes.add(node.name)
+                (engines if _engine_class(node) else classes).add(node.name)
         elif isinstance(node, ast.Import):
             for a in node.names:
                 plain.add(a.asname or a.name.partition(".")[0])
@@ -92,7 +94,24 @@ def _facts(tree, plain: set, math: set) -> _Facts:
             if _is_library(func, plain, defined):
                 plain.update(names)
         growing = len(plain) > size
-    return _Facts(plain, math, defined, mutated, classes, imported)
+    return _Facts(plain, math, defined, mutated, classes, imported, engines)
+
+
+def _engine_class(node: ast.ClassDef) -> bool:
+    """A class written as an autograd engine is (micrograd's ``Value``): arithmetic methods,
+    and a ``backward`` method or a ``self.grad`` its ``__init__`` sets. Its calls get
+    numbers as a cell's own functions do: ``Value(2.0)`` holds an input."""
+    methods = {
+        f.name: f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    if "__add__" not in methods and "__mul__" not in methods:
+        return False
+    if "backward" in methods:
+        return True
+    init = methods.get("__init__")
+    return init is not None and any(
+        isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(init)
+    )
 
 
 def _root(node):

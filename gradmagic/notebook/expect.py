@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import numbers
 import operator
-import re
 import sys
 from collections.abc import Mapping
 
@@ -13,15 +12,15 @@ import numpy as np
 
 from ..core.engine import Value
 
-_EXPECT_KEY = re.compile(r"[A-Za-z_]\w*(\.data)?\Z")
-
 
 def parse_expect(spec: str, ns) -> dict:
     """``"a=6, b=-4"`` (or the name of a mapping in ``ns``) → ``{'a': 6.0, 'b': -4.0}``.
 
-    Keys are variable names, optionally with ``.data`` for an expected value
-    rather than a gradient; numbers may be simple arithmetic (``-4/3``); a
-    mapping's values may also be lists or arrays (a tensor's gradient).
+    Keys are variable names or paths to what the cell keeps (``n.w[0]``,
+    ``net.params['W1']``), optionally with ``.data`` for an expected value rather
+    than a gradient; numbers may be simple arithmetic (``-4/3``) or a name or path of
+    ``ns`` holding a number or an array (``x=dx``, ``W1=grads['W1']``); a mapping's
+    values may also be lists or arrays (a tensor's gradient).
     Raises ValueError with a readable message.
     """
     spec = spec.strip().strip("\"'")
@@ -34,21 +33,96 @@ def parse_expect(spec: str, ns) -> dict:
         items = list(mapping.items())
     else:
         items = []
-        for part in spec.split(","):
+        for part in _parts(spec):
             if not part.strip():
                 continue
             key, eq, number = part.partition("=")
             if not eq:
                 raise ValueError(f"{part.strip()!r} is not NAME=NUMBER")
-            items.append((key.strip(), number.strip()))
+            items.append((key.strip(), _named_number(number.strip(), ns)))
     expect = {}
     for key, number in items:
-        if not isinstance(key, str) or not _EXPECT_KEY.match(key):
+        canonical = _key(key) if isinstance(key, str) else None
+        if canonical is None:
             raise ValueError(f"{key!r} is not a variable name (optionally with .data)")
-        expect[key] = _expected_number(number)
+        expect[canonical] = _expected_number(number)
     if not expect:
         raise ValueError("no NAME=NUMBER pairs given")
     return expect
+
+
+def _parts(spec: str) -> list[str]:
+    """``spec`` split at the commas outside brackets and quotes (``d[1, 2]=3, b=4``)."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, c in enumerate(spec):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(spec[start:i])
+            start = i + 1
+    return parts + [spec[start:]]
+
+
+def _path(text: str):
+    """``text`` parsed as a path (``a``, ``n.w[0]``, ``net.params['W1']``): the steps
+    ``[name, ('.', attr) | ('[]', key)...]``, or None for anything else."""
+    if len(text) > 200:
+        return None
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    steps = []
+    while not isinstance(node, ast.Name):
+        if isinstance(node, ast.Attribute):
+            steps.append((".", node.attr))
+        elif isinstance(node, ast.Subscript) and _key_constant(node.slice):
+            steps.append(("[]", ast.literal_eval(node.slice)))
+        else:
+            return None
+        node = node.value
+    return [node.id] + steps[::-1]
+
+
+def _key_constant(node) -> bool:
+    try:
+        key = ast.literal_eval(node)
+    except ValueError:
+        return False
+    return isinstance(key, (str, int, tuple))
+
+
+def _key(key: str):
+    """A key of ``--expect`` in the form the trace names nodes (``net.params['W1']``,
+    ``.data`` kept), or None if it is no path."""
+    steps = _path(key.strip())
+    if steps is None:
+        return None
+    text = steps[0]
+    for kind, k in steps[1:]:
+        text += f".{k}" if kind == "." else f"[{k!r}]"
+    return text
+
+
+def _named_number(text: str, ns):
+    """The answer ``text`` names in ``ns`` (``dx``, ``grads['W1']``, ``net.dW``), or
+    ``text`` itself when it names nothing there (a number or arithmetic)."""
+    steps = _path(text)
+    if steps is None or steps[0] not in ns:
+        return text
+    value = ns[steps[0]]
+    try:
+        for kind, k in steps[1:]:
+            value = getattr(value, k) if kind == "." else value[k]
+    except Exception as e:  # noqa: BLE001 - the user's own objects
+        raise ValueError(f"{text!r} cannot be read: {type(e).__name__}: {e}") from None
+    return value
 
 
 def _expected_number(x):
@@ -80,7 +154,7 @@ def _expected_number(x):
             RecursionError,
         ):
             pass
-    raise ValueError(f"{_short(x)} is not a number")
+    raise ValueError(f"{_short(x)} is not a number (nor a variable holding one)")
 
 
 def tensor_numbers(x):

@@ -112,6 +112,7 @@ class Rewritten:
     function: int = -1  # the cell's id in core.sites.FUNCTIONS (its top-level statements)
     final_site: int = 0  # the site offset of the final expression
     written: frozenset = frozenset()  # names read whose items the cell assigns (W[0] = v)
+    loops: frozenset = frozenset()  # names a for statement binds (p in `for p in params`)
 
 
 def rewrite(
@@ -122,6 +123,8 @@ def rewrite(
     plain_names=(),
     math_names=(),
     scope: str = "",
+    engine_names=(),
+    method: bool = False,
 ) -> Rewritten:
     """Rewrite ``source`` (see the module docstring); raises ``SyntaxError``.
 
@@ -130,15 +133,23 @@ def rewrite(
     to library objects (modules, functions and classes from packages), whose
     calls get plain literals; ``math_names`` are further names bound to math
     functions (``e = math.exp``). Names the cell itself imports or defines
-    are found here. ``scope`` prefixes the names of the functions defined in
+    are found here; ``engine_names`` are names of a learner's autograd classes, whose
+    calls get numbers as the cell's own functions do; ``method`` says that ``source`` is a
+    method's text (code in a class: no step of training there). ``scope`` prefixes the names of the functions defined in
     ``source`` in their sites (``"Neuron."`` for a method's text).
     """
     tree = ast.parse("\n" * (first_line - 1) + source, filename)
     names = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
-    facts = _facts(tree, set(plain_names), set(math_names))
+    loops = frozenset(
+        name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.For, ast.AsyncFor))
+        for name in _target_names(n.target)
+    )
+    facts = _facts(tree, set(plain_names), set(math_names), engine_names)
     last = tree.body[-1] if tree.body else None
     target = _assigned_name(last)
-    rw = _Rewriter(facts)
+    rw = _Rewriter(facts, method)
     tree = rw.visit(tree)
     final = None
     if isinstance(last, ast.Expr):
@@ -156,6 +167,7 @@ def rewrite(
         function,
         final_site,
         frozenset(rw.reads & facts.mutated),
+        loops,
     )
 
 
@@ -207,10 +219,11 @@ def _label(name: str, like) -> ast.stmt:
 class _Rewriter(ast.NodeTransformer):
     """The transformation described in the module docstring."""
 
-    def __init__(self, facts: _Facts):
+    def __init__(self, facts: _Facts, method: bool = False):
         self.plain, self.math = facts.plain, facts.math
         self.defined, self.mutated = facts.defined, facts.mutated
         self.classes = facts.classes
+        self.engines = facts.engines
         self.imported = facts.imported
         self.reads: set[str] = set()
         self.lits_plain = False  # numeric literals stay plain here
@@ -218,6 +231,7 @@ class _Rewriter(ast.NodeTransformer):
         self.reading = True  # loaded names count as numeric reads here
         self.scopes: list[tuple[set[str], bool]] = []  # (local names, is a class body) of
         # enclosing scopes
+        self.method = method  # the text is a method's, compiled alone
 
     # ---------------------------------------------------------------- contexts
     def _visit(self, node, *, plain: bool = False, read: bool = True):
@@ -471,9 +485,16 @@ class _Rewriter(ast.NodeTransformer):
             ]
             for k in node.keywords:
                 k.value = self._count(k.value) if k.arg == "ndigits" else self.visit(k.value)
-        elif kind == _VALUES:
-            node.args = [self.visit(a) for a in node.args]
+        elif kind == _VALUES and isinstance(node.func, ast.Name) and node.func.id in self.engines:
+            # Value(2): a number written as an engine object's data is an input
+            node.args = [self._input_value(a) for a in node.args]
+            if not self.scopes and node.args and not isinstance(node.args[0], ast.Starred):
+                node.args[0] = _runtime("engine_input", node.args[0], like=node.args[0])
             node.keywords = [self.visit(k) for k in node.keywords]
+        elif kind == _VALUES:
+            node.args = [self._argument(a, node.func, i) for i, a in enumerate(node.args)]
+            for k in node.keywords:
+                k.value = self._argument(k.value, node.func, k.arg)
         elif kind == _DISPLAY_ARGS:
             self._adapt_args(node, self._shown)
         elif kind == _INTS:
@@ -500,6 +521,15 @@ class _Rewriter(ast.NodeTransformer):
             node.func = _runtime("fn", node.func, like=node.func)
         return node
 
+    def _argument(self, arg, func, key):
+        """An argument of a call: a float written at the top of the cell as the argument of
+        a function (``f(3.0)``) is an input named by its parameter (``argument``)."""
+        visited = self.visit(arg)
+        if self.scopes or key is None or not isinstance(func, ast.Name) or not _is_float(arg):
+            return visited
+        callee = _at(arg, ast.Name(func.id, ast.Load()))
+        return _runtime("argument", visited, callee, ast.Constant(key), like=arg)
+
     def _adapt_args(self, node, adapt):
         args = []
         for a in node.args:
@@ -516,7 +546,10 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Assign(self, node):
         stores = all(isinstance(t, (ast.Subscript, ast.Attribute)) for t in node.targets)
         made = False
-        if stores and all(self._is_library_object(_root(t)) for t in node.targets):
+        if stores and all(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets):
+            # p.grad = 0.0: a gradient an engine keeps is no input, its number stays plain
+            node.value = self._plain(node.value)
+        elif stores and all(self._is_library_object(_root(t)) for t in node.targets):
             # B[1] = x into an array: the number only (counted as a conversion)
             node.value = _runtime("stored", self._visit(node.value, plain=True), like=node.value)
         else:
@@ -524,7 +557,10 @@ class _Rewriter(ast.NodeTransformer):
             made = not self.scopes and _calls_builtin(node.value, "float", self.defined)
             node.value = self._input_value(node.value)
         names = [n for t in node.targets for n in _target_names(t)]
+        updates = [u for t in node.targets if (u := self._update(t)) is not None]
         node.targets = [self.visit(t) for t in node.targets]
+        if updates:  # p.data = ...: a learner's parameter after an optimizer's step
+            return [node, *updates]
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if names[0] in self.mutated:
                 helper = "changing"
@@ -564,7 +600,40 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(node.target, ast.Name):
             self.visit_Name(ast.Name(node.target.id, ast.Load()))
             return [node, _label(node.target.id, node)]
+        update = self._update(node.target)
         node.target = self.visit(node.target)
+        return node if update is None else [node, update]
+
+    def _in_class(self) -> bool:
+        """Inside a class (a method's body): what a learner's engine does to itself."""
+        return self.method or any(is_class for _, is_class in self.scopes)
+
+    def _update(self, target):
+        """``RUNTIME.updated(p)`` after ``p.data = ...`` or ``p.data += ...`` outside a class
+        (an optimizer's step on a learner's parameter), or None."""
+        if (
+            not isinstance(target, ast.Attribute)
+            or target.attr != "data"
+            or self._in_class()
+            or not _reread(target.value)
+        ):
+            return None
+        return _at(target, ast.Expr(_runtime("updated", _copy(target.value), like=target)))
+
+    def visit_Expr(self, node):
+        """``loss.backward()`` outside a class: ``RUNTIME.backward_of(loss)``, which records
+        a step of a learner's engine and runs their backward on plain numbers."""
+        node = self.generic_visit(node)
+        call = node.value
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "backward"
+            and not call.args
+            and not call.keywords
+            and not self._in_class()
+        ):
+            node.value = _runtime("backward_of", call.func.value, like=call)
         return node
 
     def visit_For(self, node):
@@ -612,6 +681,25 @@ class _Rewriter(ast.NodeTransformer):
         node.guard = self.visit(node.guard) if node.guard is not None else None
         node.body = self._statements(node.body)
         return node
+
+
+def _reread(node) -> bool:
+    """An expression that reads the same object again when evaluated twice: a name and
+    attributes or constant subscripts of it (``p``, ``n.layers[0].w[1]``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, (ast.Constant, ast.Name)):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _copy(node):
+    """A fresh load of the expression ``node`` (its names and attributes read again)."""
+    new = ast.parse(ast.unparse(node), mode="eval").body
+    for n in ast.walk(new):
+        ast.copy_location(n, node)
+        n.end_lineno, n.end_col_offset = node.end_lineno, node.end_col_offset
+    return new
 
 
 def _is_timeit(call) -> bool:

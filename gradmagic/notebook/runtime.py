@@ -34,6 +34,7 @@ from ..core.number_nodes import SCALARS, Float, Int, constant
 from ..core import array as _array
 from ..core.array import Array, Scalar64, array_leaf
 from ..core.tensor import Tensor
+from . import learner
 from .library_calls import (
     _ARRAY_MAKERS,
     _array_of_one_tensor,
@@ -48,6 +49,10 @@ __all__ = [
     "labelled",
     "leaf",
     "changing",
+    "engine_input",
+    "updated",
+    "backward_of",
+    "argument",
     "shown",
     "stored",
     "ints",
@@ -227,6 +232,80 @@ def leaf(v, name: str):
         if entry is not None and entry[0] is v:  # an array a cut made: its leaf is marked
             _mark(made, *entry[1])
     return made
+
+
+def argument(v, f, key):
+    """``v``, a float the cell wrote as an argument of the function ``f`` (``f(3.0)``):
+    a leaf labelled with its parameter's name (``key``: a position or a keyword), so it
+    is an input. Anything else is left as it is."""
+    if _run is None or type(v) is not Float or v._a is not None or v.label:
+        return v
+    code = getattr(f, "__code__", None)
+    if type(f) is not _FUNCTION or code is None:
+        return v
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    if key.__class__ is int:
+        if key < code.co_argcount:
+            v.label = names[key]
+    elif key in names[code.co_posonlyargcount :]:
+        v.label = key
+    return v
+
+
+_FUNCTION = type(argument)
+
+
+def updated(obj) -> None:
+    """``obj.data`` was just set (``p.data += -0.1 * p.grad``): a learner's parameter after
+    an optimizer's step. Its new number is a fresh leaf, so the graph of a later step starts
+    from it (the microscope is on the last step, not on all of training)."""
+    if _run is None or not learner.is_engine_object(obj):
+        return
+    data = obj.data
+    cls = type(data)
+    if cls in SCALARS and data._a is not None:
+        obj.data = constant(number_nodes.plain(data))
+    elif cls is Array and data._a is not None:
+        obj.data = array_leaf(np.array(data.data), "")
+
+
+def backward_of(obj):
+    """``obj.backward()``, as the cell wrote it. On a learner's object in a recorded cell it
+    is a step of training: its value is kept, and the numbers its graph holds now (what
+    that backward differentiates); their backward then runs on plain numbers, as it would
+    without the magic (the truth is gradmagic's own graph)."""
+    run = _run
+    if run is None or not learner.is_engine_object(obj):
+        return obj.backward()
+    try:
+        run.steps.append(_FLOAT(np.sum(obj.data)))
+    except (TypeError, ValueError):
+        pass
+    run.held = [(v, v.data) for v in learner.learner_graph(obj)]
+    state = engine.state
+    was, cut = state.recording, state.cut
+    state.recording, state.cut = False, None
+    try:
+        return obj.backward()
+    finally:
+        state.recording, state.cut = was, cut
+
+
+def engine_input(x):
+    """A number or float array written as the data of a learner's autograd object
+    (``Value(2.0)``, ``Tensor(np.array(...))``): an input of the run, so a leaf."""
+    if _run is None:
+        return x
+    cls = type(x)
+    if cls is Array and x._a is None:
+        if not x.requires_grad:
+            x.requires_grad = True
+        return x
+    if cls is _FLOAT or cls is int or cls is np.float64:
+        return constant(x)
+    if cls is np.ndarray and x.dtype == np.float64:
+        return array_leaf(x, "")
+    return x
 
 
 def changing(v, name: str):
@@ -432,7 +511,7 @@ def prepare_call(f, /, *args, **kwargs):
         )
         return None
     numpy = _numpy_without_graph(f)
-    if numpy and args and type(args[0]) is Array and f in _ARRAY_MAKERS:
+    if numpy and args and type(args[0]) in _MADE_FROM and f in _ARRAY_MAKERS:
         call_function, call_args, call_kwargs = (
             _given,
             (_made_from_array(f, args, kwargs),),
@@ -473,6 +552,7 @@ def prepare_call(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
+_MADE_FROM = frozenset({Array, Scalar64})  # np.asarray(x) of these keeps the graph
 _FLOAT_NODES = frozenset({Float, number_nodes.Float64})
 
 
@@ -724,6 +804,10 @@ class _Run:
         self.constants: dict = {}
         # id(leaf) -> (leaf, the object it was made from): library results made leaves
         self.made: dict = {}
+        # a learner's engine: the value at each backward() the cell called, and the
+        # (object, its data) of the last one's graph
+        self.steps: list = []
+        self.held: list = []
 
 
 _run: _Run | None = None

@@ -383,6 +383,9 @@ def static_html(
     out += [f'<p style="margin:0">⚠ {html.escape(n)}</p>' for n in run_notes(trace, report)]
     if expected is not None:
         out.append(_section("Answers", answers_html(expected)))
+    steps = getattr(trace, "steps", None) or []
+    if len(steps) > 1:  # a training loop of the learner's engine: its loss per step
+        out.append(_section("Training", steps_svg(steps)))
     graph = len(out)  # made last: the picture may still be being drawn (see widget._Drawing)
     out.append("")
     if report is not None:
@@ -403,6 +406,25 @@ def static_html(
     return "".join(out)
 
 
+def steps_svg(values, width: int = 320, height: int = 90) -> str:
+    """A training loop's loss at each step, as a small line plot (inline SVG)."""
+    finite = [v for v in values if v == v and abs(v) != float("inf")]
+    low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    span = (high - low) or 1.0
+    last = max(len(values) - 1, 1)
+    points = " ".join(
+        f"{8 + (width - 16) * k / last:.1f},{height - 14 - (height - 24) * (v - low) / span:.1f}"
+        for k, v in enumerate(values)
+        if v in finite
+    )
+    label = f"step 1: {fmt(values[0], 4)} → step {len(values)}: {fmt(values[-1], 4)}"
+    return (
+        f'<svg width="{width}" height="{height}" role="img" aria-label="loss per step">'
+        f'<polyline fill="none" stroke="{LINE["path"]}" stroke-width="1.5" points="{points}"/>'
+        f'<text x="8" y="{height - 2}" font-size="11">{html.escape(label)}</text></svg>'
+    )
+
+
 STATIC_SECTIONS: list = []
 """(title, function(trace, cache) → HTML): more closed sections of :func:`static_html`, added by
 the view modules that make them (views/teaching.py), so this module imports none of them."""
@@ -417,6 +439,10 @@ def text(trace, report=None, *, expected=None, torch=None) -> str:
     lines = [headline(trace)] + [f"! {n}" for n in run_notes(trace, report)]
     if expected is not None:
         lines += ["", "Answers", answers_text(expected), ""]
+    steps = getattr(trace, "steps", None) or []
+    if len(steps) > 1:
+        shown = ", ".join(fmt(v, 4) for v in steps[:12]) + (", ..." if len(steps) > 12 else "")
+        lines += [f"loss per step ({len(steps)} steps): {shown}", ""]
     lines.append(nodes_table_text(trace, report=report))
     if report is not None:
         lines += ["", report_text(report, limit=10, torch=torch)]

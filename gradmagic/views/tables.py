@@ -451,7 +451,8 @@ def _signed_difference(row) -> str:
 
 
 def answer_rows(report, limit):
-    header = ["", "answer", "expected", "got", "got − expected", "tolerance", "note"]
+    got, expected = report.columns  # (a learner's engine: "true", "your .grad")
+    header = ["", "answer", expected, got, f"{got} − {expected}", "tolerance", "note"]
     rows = []
     for r in report.rows[:limit]:
         rows.append(
@@ -470,9 +471,10 @@ def answer_rows(report, limit):
 
 def answers_head(report) -> list:
     mark = "✗" if not report.passed else "⚠" if not report.rows else "✓"
+    got, expected = report.columns
     lines = [
         f"{mark} {report.verdict}",
-        f"correct if |got − expected| ≤ {report.atol:g} + {report.rtol:g}·|expected|",
+        f"correct if |{got} − {expected}| ≤ {report.atol:g} + {report.rtol:g}·|{expected}|",
     ]
     if report.error is not None:
         lines.append(report.error)

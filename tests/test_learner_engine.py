@@ -1,0 +1,319 @@
+"""A learner's own autograd engine under the magic, against the plain code.
+
+Each case is the learner's engine (written in a plain cell, in the magic cell itself, or
+imported from the ``micrograd`` package), a plain set-up cell making its objects, and a
+magic cell computing with them. The magic's gradients of the target's ``.data`` are
+compared with central differences of the plain code (the set-up's objects' ``.data``
+moved, the cell run plainly); the engine's own ``.grad`` values are judged against them
+(``trace.claims``); the cell's output and the objects it leaves are compared with the
+plain run's.
+"""
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+import gradmagic
+from gradmagic.notebook import learner
+from gradmagic.views.widget import _analyses, static_bundle
+from learner_engines import ARRAYS, MLP, NODES, SCALAR, buggy
+
+pytestmark = pytest.mark.usefixtures("ip")
+
+SCALAR_CELL = """e = a * b
+d = e + c
+f = Num(-2.0, label='f')
+L = d * f + a ** 3 / b - (a + a).tanh() + (c * 0.5).exp()
+L.backward()
+print(L, a.grad)
+L"""
+
+CASES = {
+    "notebook": (
+        [SCALAR],
+        "a = Num(2.0, label='a'); b = Num(-3.0, label='b')\nc = Num(0.5)",
+        SCALAR_CELL,
+    ),
+    "defined in the cell": (
+        [],
+        "",
+        SCALAR + "\na = Num(2.0, label='a')\nb = Num(-3.0)\nc = Num(0.5)\n" + SCALAR_CELL,
+    ),
+    # an engine that sets .grad before .data: setting data in __init__ is no training step
+    "grad set first": (
+        [
+            SCALAR.replace(
+                "        self.data = data\n        self.grad = 0.0\n",
+                "        self.grad = 0.0\n        self.data = data\n",
+            )
+        ],
+        "a = Num(2.0, label='a'); b = Num(-3.0, label='b')\nc = Num(0.5)",
+        SCALAR_CELL,
+    ),
+    "micrograd": (
+        ["from micrograd.engine import Value"],
+        "a = Value(2.0); b = Value(-3.0); c = Value(0.5)",
+        "L = (a * b + c) * a ** 2 - (a + a).relu() / b + (c - a * a).relu()\nL.backward()\nL",
+    ),
+    "numpy tensors": (
+        [ARRAYS],
+        "W = Tensor(np.array([[0.5, -1.0], [2.0, 0.25]]))\nx = Tensor(np.array([[1.0], [-2.0]]))",
+        "h = W.dot(x).tanh()\nL = (h * h).sum()\nL.backward()\nL",
+    ),
+    "sorted_graph": (
+        [NODES],
+        "a = Node(2.0); b = Node(-3.0)",
+        "c = a * b + a * a\ndifferentiate(c)\nc",
+    ),
+    "mlp": (
+        [SCALAR, MLP],
+        "random.seed(0)\nn = MLP(3, [4, 4, 1])\nxs = [[2.0, 3.0, -1.0], [3.0, -1.0, 0.5]]\nys = [1.0, -1.0]",
+        "ypred = [n(x) for x in xs]\nloss = sum((yout - ygt) ** 2 for ygt, yout in zip(ys, ypred))\n"
+        "for p in n.parameters():\n    p.grad = 0.0\nloss.backward()\nloss",
+    ),
+}
+
+
+def plain(sources, cell, move=None):
+    """The namespace, the value's ``.data`` and the output of ``cell`` run plainly after
+    ``sources``; ``move`` = (path, index, h) moves one set-up number first."""
+    ns = {"__builtins__": __builtins__, "__name__": "__main__"}
+    for source in sources:
+        exec(compile(source, "<plain>", "exec"), ns)
+    if move is not None:
+        path, index, h = move
+        obj = eval(path, ns)
+        if index is None:
+            obj.data = obj.data + h
+        else:
+            obj.data = np.array(obj.data, dtype=float)
+            obj.data[index] += h
+    body, _, last = cell.rstrip().rpartition("\n")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(body, "<plain>", "exec"), ns)
+        value = eval(compile(last, "<plain>", "eval"), ns)
+    return ns, value, out.getvalue()
+
+
+def numeric(sources, setup, cell, path, index=None):
+    """d value.data / d path.data (one element) by central differences of the plain code."""
+    x = eval(path, plain(sources + [setup], "0")[0]).data
+    x = float(x if index is None else np.asarray(x)[index])
+    h = 1e-6 * max(1.0, abs(x))
+    up = plain(sources + [setup], cell, (path, index, h))[1].data
+    down = plain(sources + [setup], cell, (path, index, -h))[1].data
+    return float(np.sum(up) - np.sum(down)) / (2 * h)
+
+
+def state(ns, names) -> list:
+    """Every learner object the names reach, as (data, its type, grad, its type), sorted."""
+    found = {}
+    for v, _ in learner.paths(ns, names).values():
+        for u in learner.learner_graph(v):
+            found[id(u)] = u
+    # (a set's order of parents is its objects' addresses: sums of gradients may add in
+    # another order from run to run, plain or not, so gradients are kept to 12 digits)
+    return sorted(
+        (
+            repr(np.asarray(u.data).tolist()),
+            type(u.data).__name__,
+            repr(np.round(np.asarray(u.grad, dtype=float), 12).tolist()),
+            type(u.grad).__name__,
+        )
+        for u in found.values()
+    )
+
+
+def magic(ip, sources, setup, cell, capsys):
+    for source in sources + [setup]:
+        assert ip.run_cell(source).success
+    capsys.readouterr()
+    result = ip.run_cell(f"%%autograd -q\n{cell}")
+    assert result.success, result.error_in_exec
+    return gradmagic.last, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_correct_engine_passes_and_the_cell_is_plain(ip, case, capsys):
+    sources, setup, cell = CASES[case]
+    trace, out = magic(ip, sources, setup, cell, capsys)
+    ns, value, plain_out = plain(sources + [setup], cell)
+    assert out == plain_out
+    assert trace.value == pytest.approx(float(np.sum(value.data)), rel=1e-12)
+    names = [n for n in ns if not n.startswith("_")]
+    assert state(ip.user_ns, names) == state(ns, names)
+    claims = trace.claims
+    assert claims is not None and claims.passed, claims.verdict
+    assert len(claims.rows) >= 3
+    checked = 0
+    before = plain(sources + [setup], "0")[0]
+    for row in claims.rows:  # the truth, against the plain code, for the set-up's objects
+        try:
+            eval(row.name, before)
+        except Exception:
+            continue  # an object the cell made
+        grads = np.asarray(row.got, dtype=float).ravel()
+        for k in range(min(grads.size, 3)):
+            index = None if np.ndim(row.got) == 0 else np.unravel_index(k, np.shape(row.got))
+            want = numeric(sources, setup, cell, row.name, index)
+            assert grads[k] == pytest.approx(want, rel=1e-4, abs=1e-6), row.name
+            checked += 1
+    if not setup:  # the engine and its inputs written in the cell: the same function
+        sources, setup, _ = CASES["notebook"]
+        for name in ("a", "b"):
+            want = numeric(sources, setup, SCALAR_CELL, name)
+            assert trace.grads[name] == pytest.approx(want, rel=1e-4)
+            checked += 1
+    assert checked >= 2
+
+
+def test_the_learners_names_name_the_inputs(ip, capsys):
+    sources, setup, cell = CASES["mlp"]
+    trace, _ = magic(ip, sources, setup, cell, capsys)
+    path = "n.layers[0].neurons[1].w[2]"
+    assert path in trace.grads and "n.layers[2].neurons[0].b" in trace.grads
+    assert trace.grads[path] == pytest.approx(numeric(sources, setup, cell, path), rel=1e-4)
+    assert trace.target.name == "loss"
+    assert type(ip.user_ns["n"].layers[0].neurons[1].w[2].data) is float
+
+
+BUGS = {
+    # (bug, set-up, cell): each shows the bug on the named inputs
+    "add_overwrites": ("a = Num(3.0, label='a')", "b = a + a\nb.backward()\nb", ["a"]),
+    "tanh_derivative": (
+        "x = Num(0.5, label='x'); w = Num(-1.5, label='w')",
+        "o = (x * w + 0.25).tanh()\no.backward()\no",
+        ["x", "w"],
+    ),
+    "pow_derivative": ("a = Num(1.5, label='a')", "y = a ** 3 * 2.0\ny.backward()\ny", ["a"]),
+}
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_a_planted_bug_is_caught_and_named(ip, bug, capsys):
+    setup, cell, wrong = BUGS[bug]
+    sources = [buggy(bug)]
+    trace, _ = magic(ip, sources, setup, cell, capsys)
+    ns, _, _ = plain(sources + [setup], cell)
+    claims = trace.claims
+    assert not claims.passed
+    failed = {r.name: r for r in claims.rows if not r.ok}
+    for name in wrong:
+        row = failed[name]
+        assert row.expected == ns[name].grad  # the learner's own number, as plain leaves it
+        assert row.got == pytest.approx(numeric(sources, setup, cell, name), rel=1e-4)
+    assert any(name in note for note in claims.notes for name in wrong)
+    assert ip.user_ns[wrong[0]].grad == ns[wrong[0]].grad
+
+
+def test_a_cell_that_does_not_call_backward_is_judged_and_left_as_plain(ip, capsys):
+    sources = [buggy("add_overwrites")]
+    setup, cell = "a = Num(3.0, label='a')", "b = a + a\nb"
+    trace, _ = magic(ip, sources, setup, cell, capsys)
+    assert not trace.claims.passed and trace.claims.rows[0].expected == 1.0
+    assert any("did not call b.backward()" in n for n in trace.claims.notes)
+    assert ip.user_ns["a"].grad == 0.0 and ip.user_ns["b"].grad == 0.0
+    assert trace.grads["a"] == pytest.approx(2.0)
+
+
+def test_the_view_shows_the_engines_gradients(ip, capsys):
+    sources, setup, cell = [buggy("tanh_derivative")], *BUGS["tanh_derivative"][:2]
+    for source in sources + [setup]:
+        ip.run_cell(source)
+    trace = ip.run_cell(f"%%autograd\n{cell}").result
+    report, expected, _, problems = _analyses(trace)
+    assert expected is trace.claims and not problems
+    text = static_bundle(trace, report, expected=expected)["text/plain"]
+    assert "your .grad" in text and "∂o/∂x" in text and "✗" in text
+
+
+TRAIN_SETUP = (
+    "random.seed(0)\nn = MLP(3, [4, 4, 1])\n"
+    "xs = [[2.0, 3.0, -1.0], [3.0, -1.0, 0.5], [0.5, 1.0, 1.0], [1.0, 1.0, -1.0]]\n"
+    "ys = [1.0, -1.0, -1.0, 1.0]"
+)
+FORWARD = (
+    "ypred = [n(x) for x in xs]\nloss = sum((yout - ygt) ** 2 for ygt, yout in zip(ys, ypred))\n"
+)
+TRAIN = (
+    "for k in range({steps}):\n"
+    + "".join(f"    {line}\n" for line in FORWARD.splitlines())
+    + "    for p in n.parameters():\n        p.grad = 0.0\n    loss.backward()\n"
+    "    for p in n.parameters():\n        p.data += -0.1 * p.grad\n"
+    "    print(k, loss.data)\nloss"
+)
+
+
+def test_the_lecture_training_loop_runs_unchanged_under_the_microscope(ip, capsys):
+    sources, steps = [SCALAR, MLP], 6
+    trace, out = magic(ip, sources, TRAIN_SETUP, TRAIN.format(steps=steps), capsys)
+    ns, value, plain_out = plain(sources + [TRAIN_SETUP], TRAIN.format(steps=steps))
+    losses = [float(line.split()[1]) for line in plain_out.splitlines()]
+    assert [float(line.split()[1]) for line in out.splitlines()] == pytest.approx(losses, rel=1e-9)
+    assert trace.steps == pytest.approx(losses, rel=1e-9) and len(losses) == steps
+    assert losses[-1] < losses[0]
+    assert trace.value == pytest.approx(losses[-1], rel=1e-9)
+    assert any(f"trained {steps} steps" in note for note in trace.claims.notes)
+    assert trace.claims.passed, trace.claims.verdict
+    names = [k for k in ns if not k.startswith("_")]
+    got, want = state(ip.user_ns, names), state(ns, names)
+    assert [g[1::2] for g in got] == [w[1::2] for w in want]  # plain floats, as plain leaves
+    assert [float(g[0]) for g in got] == pytest.approx([float(w[0]) for w in want], rel=1e-9)
+    # the microscope is on the last step: the loss of its forward pass, from the
+    # parameters it started with (the plain loop stopped one step earlier)
+    before = TRAIN.format(steps=steps - 1).rpartition("\n")[0]
+    for path in ("n.layers[0].neurons[1].w[2]", "n.layers[2].neurons[0].b"):
+        want = numeric(sources, TRAIN_SETUP + "\n" + before, FORWARD + "loss", path)
+        assert trace.grads[path] == pytest.approx(want, rel=1e-4, abs=1e-8), path
+
+
+def test_a_step_on_the_magics_own_numbers_says_how_to_write_it(ip):
+    assert ip.run_cell("w = [0.5, -1.0]").success
+    result = ip.run_cell("%%autograd -q\nfor p in w:\n    p.data += -0.1 * p.grad\nsum(w)")
+    error = result.error_in_exec
+    assert isinstance(error, AttributeError) and "w[i] = w[i] - 0.1 * g" in str(error)
+    assert ip.user_ns["w"] == [0.5, -1.0] and type(ip.user_ns["w"][0]) is float
+
+
+def test_a_backward_that_raises_is_said_and_its_gradients_put_back(ip, capsys):
+    end = "        for v in reversed(order):\n            v._backward()\n"
+    assert SCALAR.count(end) == 1
+    broken = SCALAR.replace(end, end + "        raise RuntimeError('half way')\n")
+    trace, _ = magic(ip, [broken], "a = Num(3.0, label='a')", "b = a * 2.0 + a\nb", capsys)
+    assert trace.grads["a"] == pytest.approx(3.0)
+    assert not trace.claims.rows and "nothing compared" in trace.claims.verdict
+    assert any("RuntimeError: half way" in note for note in trace.claims.notes)
+    assert ip.user_ns["a"].grad == 0.0 and ip.user_ns["b"].grad == 0.0
+
+
+def test_the_view_shows_the_loss_per_step(ip, capsys):
+    trace, _ = magic(ip, [SCALAR, MLP], TRAIN_SETUP, TRAIN.format(steps=4), capsys)
+    bundle = static_bundle(trace, None, expected=trace.claims)
+    assert "loss per step (4 steps)" in bundle["text/plain"]
+    html = bundle["text/html"]
+    assert "<b>Training</b>" in html and html.count("<polyline") == 1
+    points = html.split('points="')[1].split('"')[0].split()
+    assert len(points) == 4  # one point a step, lower as the loss falls
+    heights = [float(p.split(",")[1]) for p in points]
+    assert heights[-1] > heights[0]
+
+
+def test_a_wrong_backward_of_a_tensor_engine_names_its_worst_element(ip, capsys):
+    right, wrong = "g * (1 - t ** 2)", "g * (1 - t)"
+    sources = [ARRAYS.replace(right, wrong)]
+    assert sources[0] != ARRAYS
+    _, setup, cell = CASES["numpy tensors"]
+    trace, _ = magic(ip, sources, setup, cell, capsys)
+    ns, _, _ = plain(sources + [setup], cell)
+    failed = {r.name: r for r in trace.claims.rows if not r.ok}
+    assert {"W", "x"} <= set(failed)
+    row = failed["W"]
+    np.testing.assert_array_equal(row.expected, ns["W"].grad)  # their own numbers
+    for k in range(4):
+        index = np.unravel_index(k, (2, 2))
+        want = numeric(sources, setup, cell, "W", index)
+        assert row.got[index] == pytest.approx(want, rel=1e-4)
+    assert "worst element" in row.note
