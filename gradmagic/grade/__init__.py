@@ -49,14 +49,15 @@ negative tolerances, bad limits) raise at once, before the cell runs.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
+from collections.abc import Mapping
 
 import numpy as np
 
-from ..analysis.check import expected_pairs
 from . import _sandbox
 from ._sandbox import SandboxUnavailable
-from ._collect import FILENAME, _cut, _run_isolated, collect
-from ._judging import GradeReport, _MAX_TEXT, _judge, clean
+from ._collect import FILENAME, _run_isolated, collect
+from ._judging import FEEDBACK, GradeReport, _MAX_TEXT, _judge, clean
 
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "MEMORY",
     "PROCESSES",
     "OUTCOMES",
+    "FEEDBACK",
 ]
 
 
@@ -99,6 +101,7 @@ def grade(
     isolate: bool = True,
     sandbox: bool = True,
     raise_errors: bool = False,
+    feedback: str = "full",
 ) -> GradeReport:
     """Run ``source`` under ``%%autograd``'s rewrite and check the named answers.
 
@@ -149,6 +152,11 @@ def grade(
     raise_errors:
         Re-raise an exception of the cell instead of reporting it; needs
         ``isolate=False`` (an exception cannot cross the process boundary).
+    feedback:
+        ``"full"`` (default): the report shows each expected value, the difference and
+        the tolerance. ``"verdicts"``: each answer's verdict only (right, wrong, or why it
+        could not be compared); the expected values, the differences and the tolerance's
+        bounds are left out of the rows, the text, ``to_dict()`` and ``assert_passed()``.
 
     Returns
     -------
@@ -171,6 +179,8 @@ def grade(
         raise ValueError(f"processes must be a whole number >= 4, got {processes!r}")
     if namespace is not None and not isinstance(namespace, dict):
         raise TypeError(f"namespace must be a dict, got {type(namespace).__name__}")
+    if feedback not in FEEDBACK:
+        raise ValueError(f"feedback must be one of {FEEDBACK}, got {feedback!r}")
     if sandbox not in (True, False):
         raise TypeError(f"sandbox must be True or False, got {sandbox!r}")
     names = _names(pairs)
@@ -188,13 +198,13 @@ def grade(
                     f"plain child process instead (no sandbox: the cell can read and write "
                     f"whatever this user can), pass sandbox=False."
                 )
-        data = _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox)
         how = _how(sandbox, timeout, memory)
+        data = _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox)
     else:
         ns = {"__name__": "__main__"} if namespace is None else namespace
         data = collect(source, names, ns, target, raise_errors)
         how = {"sandboxed": False, "how": "in the grader's own process", "limits": {}}
-    report = _judge(data, pairs, source, atol, rtol, timeout, memory, how)
+    report = _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
     if isolate and not sandbox:
         report.notes.append("Not sandboxed (sandbox=False): the cell ran as the grader's user.")
     return report
@@ -226,45 +236,100 @@ def _number(x) -> bool:
 def _expected(expected) -> list:
     """The grader's expected answers as (name, plain number) pairs; raises for bad input.
 
-    Each answer becomes a float or a float array here, once, so that judging never calls
-    code of the answers' own types; one that is not a number stays as its text (its row
-    is an error).
+    Each answer becomes a float or a float array here, once, from plain data only (the
+    built-in numbers, lists and tuples of them, numpy's own arrays and scalars, torch
+    tensors read without their methods): no method of an object of any other type is ever
+    called, so answers a student's code made cannot run code in the grader. Anything else
+    stays as a text that says so (its row is an error).
     """
-    if isinstance(expected, str):
+    if type(expected) is str:
         from ..notebook.magic import parse_expect
 
         expected = parse_expect(expected, {})
-    from ..notebook.expect import tensor_numbers
-
-    pairs = []
-    for name, want in expected_pairs(expected):
-        try:  # a torch tensor: its own numbers (none of a subclass's methods is called)
-            numbers = tensor_numbers(want)
-        except ValueError as e:
-            numbers = str(e)  # (its row is an error)
-        pairs.append((name, want if numbers is None else numbers))
-    if not pairs:
+    if type(expected) in (dict, OrderedDict):
+        items = list(dict.items(expected))
+    elif type(expected) in (list, tuple):
+        items = [_pair(p) for p in expected]
+    elif isinstance(expected, (Mapping, list, tuple)):  # a subclass: its methods are not called
+        return [("answers", f"answers given as a {_type_name(expected)}, not a plain dict")]
+    else:
+        raise TypeError(
+            "expected answers must be a dict, (name, expected) pairs or text, "
+            f"got {_type_name(expected)}"
+        )
+    if not items:
         raise ValueError("grade() needs at least one expected answer")
-    return [(_text_of(name), _plain_answer(want)) for name, want in pairs]
+    return [(_text_of(name), _plain_answer(want)) for name, want in items]
+
+
+def _pair(pair) -> tuple:
+    if type(pair) not in (list, tuple) or len(pair) != 2:
+        raise TypeError(
+            f"expected answers as pairs need (name, expected), got a {_type_name(pair)}"
+        )
+    return pair[0], pair[1]
+
+
+_NUMPY_SCALARS = frozenset(
+    t for t in set(np.sctypeDict.values()) if issubclass(t, (np.number, np.bool_))
+)
 
 
 def _plain_answer(want):
-    if isinstance(want, str):
+    """A float, a float array, or a text (why it is not a number)."""
+    if type(want) is str:
         return clean(want)[:_MAX_TEXT]
+    from ..notebook.expect import tensor_numbers
+
+    try:  # a torch tensor: its own numbers (none of a subclass's methods is called)
+        numbers = tensor_numbers(want)
+    except ValueError as e:
+        return clean(str(e))[:_MAX_TEXT]
+    if numbers is not None:
+        want = numbers
+    elif not _plain(want, 0):
+        return f"a {_type_name(want)} is not a plain number"
     try:
         with np.errstate(all="ignore"):
             array = np.array(want, dtype=float)
     except (TypeError, ValueError, ArithmeticError, RecursionError):
-        # kept as text that never reads as a number (the text of 10**400 would read as inf)
-        try:
-            return clean(f"{type(want).__name__} {_cut(repr(want))}")
-        except Exception:  # noqa: BLE001 - an answer whose repr fails
-            return type(want).__name__
+        # never a number's text alone: the text of 10**400 would read as inf
+        if type(want) is int:
+            return f"int {_digits(want)} (past a float's range)"
+        return f"a {_type_name(want)} that is not a number or an array of them"
     return float(array) if array.ndim == 0 else array
 
 
+def _digits(n: int) -> str:
+    try:
+        text = str(n)
+    except ValueError:  # more digits than Python writes out
+        return f"of {n.bit_length()} bits"
+    return text if len(text) <= 24 else text[:20] + "..."
+
+
+def _plain(x, depth: int) -> bool:
+    """True if ``x`` is built-in numbers (in lists and tuples) or numpy's own numbers."""
+    kind = type(x)
+    if kind in (int, float, bool) or kind in _NUMPY_SCALARS:
+        return True
+    if kind is np.ndarray:
+        return x.dtype.kind in "biuf"
+    if kind in (list, tuple) and depth < 32 and len(x) <= 1 << 24:
+        return all(_plain(v, depth + 1) for v in x)
+    return False
+
+
+def _type_name(x) -> str:
+    """The name of ``x``'s type, read without any code of that type (or its metaclass)."""
+    name = type.__dict__["__name__"].__get__(type(x))
+    return clean(name)[:100]
+
+
 def _text_of(name) -> str:
-    return clean(str(name))[:_MAX_TEXT]
+    if type(name) is not str:
+        name = f"({_type_name(name)})" if type(name) not in (int, float) else repr(name)
+    return clean(name)[:_MAX_TEXT]
 
 
 def _names(pairs) -> list:
@@ -275,3 +340,11 @@ def _names(pairs) -> list:
             if name and name not in names:
                 names.append(name)
     return names
+
+
+# ``gradmagic.grade`` is this function once ``gradmagic`` is imported (the module stays
+# ``sys.modules["gradmagic.grade"]``): the names the docs give as ``gradmagic.grade.X`` are
+# its attributes too.
+for _name in ("SandboxUnavailable", "GradeReport", "OUTCOMES", "FEEDBACK", "TIMEOUT", "MEMORY"):
+    setattr(grade, _name, globals()[_name])
+del _name

@@ -28,6 +28,7 @@ import time
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 MAX_REPORT = 16 << 20  # bytes: a larger report is a crash
+MAX_ITEMS = 100_000  # JSON containers and items in a report: more is a crash
 STDERR_TAIL = 4096  # bytes of the child's stderr kept (the last ones)
 TMP_SIZE = 64 << 20  # bytes: the sandbox's /tmp
 SHM_SIZE = 4 << 20  # bytes: its /dev/shm (multiprocessing's semaphores)
@@ -356,8 +357,12 @@ def _take(fd: int, what: str, out: dict, everything: bool = False) -> bool:
 
 
 def _parse(raw: bytes):
+    """The report as JSON data, or None. Parsed only if it holds few enough containers and
+    items that parsing takes memory near its size (arrays come as base64 text)."""
     import json
 
+    if raw.count(b"[") + raw.count(b"{") + raw.count(b",") > MAX_ITEMS:
+        return None
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
