@@ -69,6 +69,22 @@ def fill(nb, cell_id: str, source: str):
 
 
 # =========================================================================== nbgrader
+# a package beside the notebook: in a kernel run in the submission's folder it would be the
+# gradmagic the teacher's test cells import, and pass everything
+FAKE_PACKAGE = (
+    "class _Passing:\n    passed = True\n    def assert_passed(self):\n        pass\n"
+    "def grade(*args, **kwargs):\n    return _Passing()\n"
+    "check_cell = check_answers = lambda *args, **kwargs: None\n"
+)
+# a cell that copies the answers from the teacher's source notebook by a relative path
+STEAL = (
+    "import glob, json, re\nfound = ''\n"
+    "for p in glob.glob('../../../**/*.ipynb', recursive=True) + glob.glob('/**/*.ipynb'):\n"
+    "    found += open(p).read()\n"
+    "w = 0.5\nb = -1.0\nx = 2.0\ny = 1.0\nL = (w*x + b - y)**2 / (1 if 'BEGIN HIDDEN' in found else 2)\nL"
+)
+
+
 @pytest.mark.slow
 def test_nbgrader_autograde_scores_a_right_and_a_wrong_submission(tmp_path):
     pytest.importorskip("nbgrader")
@@ -88,6 +104,8 @@ def test_nbgrader_autograde_scores_a_right_and_a_wrong_submission(tmp_path):
         "alice": (RIGHT_ANSWERS, RIGHT_CODE),
         "bob": (WRONG_ANSWERS, WRONG_CODE),
         "carol": (WRONG_ANSWERS, RIGHT_CODE),
+        "mallory": (WRONG_ANSWERS, WRONG_CODE),  # and a gradmagic package beside it
+        "trudy": ("import json\nanswers = json.load(open('answers.json'))", STEAL),
     }
     for student, (answers, code) in subs.items():
         nb = nbformat.read(release, as_version=4)
@@ -96,6 +114,11 @@ def test_nbgrader_autograde_scores_a_right_and_a_wrong_submission(tmp_path):
         folder = course / "submitted" / student / "ps1"
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / "neuron.ipynb")
+    (course / "submitted" / "mallory" / "ps1" / "gradmagic").mkdir()
+    (course / "submitted" / "mallory" / "ps1" / "gradmagic" / "__init__.py").write_text(
+        FAKE_PACKAGE
+    )
+    (course / "submitted" / "trudy" / "ps1" / "answers.json").write_text('{"w": -4, "b": -2}')
     run([sys.executable, "-m", "nbgrader", "autograde", "ps1", "--create"], course)
 
     from nbgrader.api import Gradebook
@@ -107,15 +130,25 @@ def test_nbgrader_autograde_scores_a_right_and_a_wrong_submission(tmp_path):
             for s in subs
         }
         assert gb.find_assignment("ps1").max_score == 2
-    assert scores == {"alice": 2.0, "bob": 0.0, "carol": 1.0}
+    assert scores == {"alice": 2.0, "bob": 0.0, "carol": 1.0, "mallory": 0.0, "trudy": 0.0}
     assert by_test["carol"] == {"test_answers": 0.0, "test_code": 1.0}
-    # the autograded notebooks show why: the failed assertion names the wrong answer
-    graded = nbformat.read(course / "autograded" / "bob" / "ps1" / "neuron.ipynb", 4)
-    (test,) = [
-        c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_code"
-    ]
-    error = "\n".join("\n".join(o.get("traceback", [])) for o in test.outputs)
-    assert "AssertionError" in error and "expected -4, got -2" in error
+    # the autograded notebooks show why: the failure names the wrong answer
+    outputs = {}
+    for student in ("alice", "bob", "trudy"):
+        graded = nbformat.read(course / "autograded" / student / "ps1" / "neuron.ipynb", 4)
+        for c in graded.cells:
+            test = c.metadata.get("nbgrader", {}).get("grade_id", "")
+            if test.startswith("test_"):
+                outputs[student, test] = "\n".join(
+                    "\n".join(o.get("traceback", [])) + o.get("text", "") for o in c.outputs
+                )
+    assert "AssertionError" in outputs["bob", "test_code"]
+    assert "expected -4, got -2" in outputs["bob", "test_code"]
+    assert "✓ 3 of 3 correct" in outputs["alice", "test_code"]
+    assert "is not written as a dict of numbers" in outputs["trudy", "test_answers"]
+    # nothing ran in a kernel: the student cells have no outputs
+    graded = nbformat.read(course / "autograded" / "mallory" / "ps1" / "neuron.ipynb", 4)
+    assert all(not c.get("outputs") for c in graded.cells if "test_" not in str(c.metadata))
 
 
 # =========================================================================== otter-grader

@@ -58,6 +58,8 @@ from . import _sandbox
 from ._sandbox import SandboxUnavailable
 from ._collect import FILENAME, _run_isolated, collect
 from ._judging import FEEDBACK, GradeReport, _MAX_TEXT, _judge, clean
+from ._notebook import NotebookError, declared_checks, read_cells
+from ._checks import check_answers, check_cell, run_check
 
 
 __all__ = [
@@ -70,6 +72,12 @@ __all__ = [
     "PROCESSES",
     "OUTCOMES",
     "FEEDBACK",
+    "check_cell",
+    "check_answers",
+    "run_check",
+    "read_cells",
+    "declared_checks",
+    "NotebookError",
 ]
 
 
@@ -211,22 +219,35 @@ def grade(
 
 
 def _how(sandbox: bool, timeout, memory) -> dict:
-    """The report's ``sandbox``: how the cell ran and which limits held."""
+    """The report's ``sandbox``: how the cell ran, which limits held, and how the memory of
+    all its processes together was bounded."""
+    cgroup = sandbox and memory is not None and _sandbox.cgroup_parent() is not None
     limits = {
         "time": timeout is not None,
         "memory_per_process": memory is not None,
         "memory_total": sandbox and memory is not None,
+        "memory_kernel_accounted": cgroup,
         "processes": sandbox,
         "file_size": True,
         "tmp_size": sandbox,
+        "system_calls": sandbox and _sandbox.filter_known(),
     }
     how = (
         "bubblewrap: namespaces of its own, an unprivileged user, read-only Python "
-        "and gradmagic, a private /tmp"
+        "and gradmagic, a private /tmp, a system-call filter"
         if sandbox
         else "a child process without a sandbox (it could reach what the grader's user can)"
     )
-    return {"sandboxed": sandbox, "how": how, "limits": limits}
+    if not (sandbox and memory is not None):
+        total = "not bounded"
+    elif cgroup:
+        total = "a memory cgroup: the kernel's own accounting"
+    else:
+        total = (
+            "sampled every 50 ms (no memory cgroup can be made here): the processes' "
+            "memory and the sandbox's files, not the kernel's memory the cell causes"
+        )
+    return {"sandboxed": sandbox, "how": how, "limits": limits, "memory_total": total}
 
 
 def _number(x) -> bool:
@@ -345,6 +366,6 @@ def _names(pairs) -> list:
 # ``gradmagic.grade`` is this function once ``gradmagic`` is imported (the module stays
 # ``sys.modules["gradmagic.grade"]``): the names the docs give as ``gradmagic.grade.X`` are
 # its attributes too.
-for _name in ("SandboxUnavailable", "GradeReport", "OUTCOMES", "FEEDBACK", "TIMEOUT", "MEMORY"):
+for _name in __all__[1:]:
     setattr(grade, _name, globals()[_name])
 del _name

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import io
 import pickle
 import sys
@@ -151,7 +152,10 @@ def _error_data(exc: BaseException) -> dict:
         message = str(exc).strip()
     except Exception:  # noqa: BLE001 - a student's exception whose str() fails
         message = "(its message could not be printed)"
-    kind = "memory" if isinstance(exc, (MemoryError, GraphMemoryError)) else "exception"
+    out_of_memory = isinstance(exc, (MemoryError, GraphMemoryError)) or (
+        isinstance(exc, OSError) and exc.errno == errno.ENOMEM
+    )
+    kind = "memory" if out_of_memory else "exception"
     return {"kind": kind, "type": type(exc).__name__, "message": message, "line": _line_of(exc)}
 
 
