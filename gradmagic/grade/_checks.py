@@ -34,7 +34,7 @@ def check_cell(cell: str, expected, **options) -> GradeReport:
     from ..notebook import session
     from . import grade
 
-    source = session.last.source if session.last is not None else ""
+    source = (session.last.source if session.last is not None else None) or ""
     return _assert(grade(source, expected, **options))
 
 

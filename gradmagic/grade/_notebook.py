@@ -196,7 +196,8 @@ def declared_checks(code: str) -> list:
                 pass
             continue
         call = node.value if isinstance(node, ast.Expr) else None
-        call = call.func.value if _is_method(call, "assert_passed") else call
+        if isinstance(call, ast.Call) and _is_method(call, "assert_passed"):
+            call = call.func.value  # type: ignore[attr-defined]
         if not isinstance(call, ast.Call):
             continue
         name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
