@@ -19,10 +19,11 @@ from ._notebook import Check, answers_in, find_cell
 _PRELOADED: dict = {}  # key of a check -> (passed, text): results an integration graded
 
 
-def check_cell(cell: str, expected, **options) -> GradeReport:
+def check_cell(cell: str, expected, **options) -> None:
     """Grade the student's cell ``cell`` (an nbgrader ``grade_id``, a cell id or tag, or
     ``"autograd"``: the first ``%%autograd`` cell) against ``expected``, as
-    :func:`~gradmagic.grade.grade` does; raises AssertionError unless it passes.
+    :func:`~gradmagic.grade.grade` does; raises AssertionError unless it passes, and shows
+    nothing if it does (a doctest's expected output is none).
 
     ``options`` are :func:`~gradmagic.grade.grade`'s (``atol``, ``rtol``, ``target``,
     ``timeout``, ``memory``, ``feedback``). In a live kernel it grades the kernel's latest
@@ -35,10 +36,10 @@ def check_cell(cell: str, expected, **options) -> GradeReport:
     from . import grade
 
     source = (session.last.source if session.last is not None else None) or ""
-    return _assert(grade(source, expected, **options))
+    grade(source, expected, **options).assert_passed()
 
 
-def check_answers(name: str, source: str, **options) -> GradeReport:
+def check_answers(name: str, source: str, **options) -> None:
     """Grade the student's hand-derived answers, the dict the notebook assigns to ``name``,
     against the teacher's code ``source``; raises AssertionError unless they pass.
 
@@ -51,12 +52,7 @@ def check_answers(name: str, source: str, **options) -> GradeReport:
     from . import grade
 
     answers = sys._getframe(1).f_globals.get(name)
-    return _assert(grade(source, answers if answers is not None else {name: "missing"}, **options))
-
-
-def _assert(report: GradeReport) -> GradeReport:
-    report.assert_passed()
-    return report
+    grade(source, answers if answers is not None else {name: "missing"}, **options).assert_passed()
 
 
 def failure_text(report: GradeReport) -> str:
@@ -68,12 +64,10 @@ def failure_text(report: GradeReport) -> str:
     return str(report)
 
 
-def _shown(key: str):
+def _shown(key: str) -> None:
     passed, text = _PRELOADED[key]
     if not passed:
         raise AssertionError(text)
-    print(text)
-    return None
 
 
 def preload(results: dict) -> None:
