@@ -33,7 +33,7 @@ def submissions(folder: str, notebook: str | None = None) -> dict:
     """``{student: path of the notebook}``: ``folder/STUDENT.ipynb``, or the notebook in
     ``folder/STUDENT/`` (at any depth, as nbgrader's ``submitted/STUDENT/ASSIGNMENT/``):
     the one called ``notebook``, else the first by name. Links are not followed."""
-    found = {}
+    found: dict = {}
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         if entry.name.endswith(".ipynb") and not entry.is_dir(follow_symlinks=False):
             found[entry.name[: -len(".ipynb")]] = entry.path
