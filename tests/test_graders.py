@@ -219,33 +219,35 @@ def test_otter_run_scores_a_right_and_a_wrong_submission(tmp_path):
     assert "'w' (node #5): expected -4, got -2" in output["q2"]  # the student's code gives -2
 
 
-# =========================================================================== a plain loop
-def test_the_plain_loop_of_the_docs_grades_a_class(tmp_path):
-    """The loop in docs/grading.md, run as written on three submissions (right, wrong,
-    no %%autograd cell): it never executes the notebooks and writes one row each."""
+# =========================================================================== the docs' class
+def test_the_docs_assignment_grades_a_class(tmp_path, monkeypatch):
+    """The checks in docs/grading.md, graded by the class command on three submissions
+    (right, wrong, no %%autograd cell): none of the notebooks is run, one row each."""
     import csv
 
+    from gradmagic.grade.__main__ import main
+
     text = (ROOT / "docs" / "grading.md").read_text()
-    loop = text.split("### A plain loop", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    checks = text.split("### The checks", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "assignment.py").write_text(checks)
     for student, code in {"alice": RIGHT_CODE, "bob": WRONG_CODE, "carol": None}.items():
         nb = nbformat.v4.new_notebook()
-        nb.cells.append(nbformat.v4.new_code_cell("import os\nos.remove('grades.csv')"))
+        nb.cells.append(nbformat.v4.new_code_cell("import os\nos.remove('assignment.py')"))
+        nb.cells.append(nbformat.v4.new_code_cell(RIGHT_ANSWERS))
         if code is not None:
             nb.cells.append(nbformat.v4.new_code_cell("%%autograd --expect answers\n" + code))
         folder = tmp_path / "submitted" / student
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / "neuron.ipynb")
-    here = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        exec(compile(loop, "docs/grading.md", "exec"), {"__name__": "__main__"})
-    finally:
-        os.chdir(here)
-    with open(tmp_path / "grades.csv", newline="") as f:
+    monkeypatch.chdir(tmp_path)
+    assert main(["assignment.py", "submitted", "-q"]) == 0
+    with open(tmp_path / "gradebook" / "gradebook.csv", newline="") as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
-    assert {s: r["outcome"] for s, r in rows.items()} == {
-        "alice": "pass",
-        "bob": "wrong",
-        "carol": "error",
+    assert {s: (r["code"], r["answers"]) for s, r in rows.items()} == {
+        "alice": ("pass", "pass"),
+        "bob": ("wrong", "pass"),
+        "carol": ("error", "pass"),
     }
-    assert "Nothing to grade" in rows["carol"]["error"]
+    assert {s: float(r["score"]) for s, r in rows.items()} == {"alice": 3, "bob": 1, "carol": 1}
+    assert (tmp_path / "assignment.py").exists()  # no cell ran
+    assert "no code cell 'autograd'" in (tmp_path / "gradebook/reports/carol.txt").read_text()
