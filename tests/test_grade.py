@@ -415,3 +415,49 @@ def test_expected_answers_become_plain_numbers_once():
     assert Shifty.reads == 0  # an object of a type of its own is never read: an error row
     assert type(row(report, "b").expected) is float and row(report, "b").status == "pass"
     assert row(report, "a").status == "error" and row(report, "c").status == "error"
+
+
+def test_verdicts_feedback_leaves_the_expected_values_out():
+    wrong = "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f*1.5\nL"
+    report = grade(wrong, {"a": 6.25, "b": -4.125, "L.data": -8.375}, feedback="verdicts")
+    assert not report.passed and report.feedback == "verdicts"
+    assert all(r.expected is None and r.bound is None and r.abs_err is None for r in report.rows)
+    d = report.to_dict()
+    with pytest.raises(AssertionError) as info:
+        report.assert_passed()
+    for shown in (str(report), json.dumps(d), str(info.value)):
+        assert "6.25" not in shown and "4.125" not in shown and "8.375" not in shown
+    assert "a: wrong" in str(report) and d["feedback"] == "verdicts"
+    assert grade(WALK, RIGHT, feedback="verdicts").passed
+    with pytest.raises(ValueError, match="feedback"):
+        grade(WALK, RIGHT, feedback="some")
+
+
+def test_answers_of_a_type_of_their_own_are_never_asked_for_anything():
+    """A dict subclass, a float subclass, a str subclass key: no method of theirs is called
+    (they are error rows); plain types still work."""
+    called = []
+
+    class Spy(float):
+        def __float__(self):
+            called.append("float")
+            return 6.0
+
+        def __reduce_ex__(self, protocol):
+            called.append("pickle")
+            return (float, (6.0,))
+
+    class SpyDict(dict):
+        def items(self):
+            called.append("items")
+            return super().items()
+
+    class Key(str):
+        def __str__(self):
+            called.append("str")
+            return "a"
+
+    report = grade(WALK, {"a": Spy(6.0), Key("b"): -4, "c": -2, "f": np.int64(4)})
+    assert [r.status for r in report.rows] == ["error", "error", "pass", "pass"]
+    report = grade(WALK, SpyDict(a=6))
+    assert not report.passed and report.outcome == "wrong" and not called
