@@ -33,7 +33,7 @@ def check_cell(cell: str, expected, **options) -> None:
     if key in _PRELOADED:
         return _shown(key)
     from ..notebook import session
-    from . import grade
+    from ._grading import grade
 
     source = (session.last.source if session.last is not None else None) or ""
     grade(source, expected, **options).assert_passed()
@@ -49,7 +49,7 @@ def check_answers(name: str, source: str, **options) -> None:
     key = Check("answers", (name, source), options).key
     if key in _PRELOADED:
         return _shown(key)
-    from . import grade
+    from ._grading import grade
 
     answers = sys._getframe(1).f_globals.get(name)
     grade(source, answers if answers is not None else {name: "missing"}, **options).assert_passed()
@@ -82,7 +82,7 @@ def run_check(check: Check, cells: list, defaults: dict | None = None) -> GradeR
     """Grade the check ``check`` on a submitted notebook's cells (:func:`read_cells`), in
     the sandbox; never raises for anything in the notebook. A declaration of the teacher's
     that cannot be followed (bad arguments) raises TypeError or ValueError."""
-    from . import grade
+    from ._grading import grade
 
     options = dict(defaults or {}, **check.options)
     if check.kind == "cell":
@@ -109,7 +109,7 @@ def _two(check: Check) -> tuple:
 
 def _nothing(expected, why: str, options: dict) -> GradeReport:
     """A failing report for a question with nothing to run."""
-    from . import MEMORY, TIMEOUT, _expected, _how
+    from ._grading import MEMORY, TIMEOUT, _expected, _how
     from ._judging import _judge
 
     pairs = _expected(expected)

@@ -72,7 +72,7 @@ def _read(path: str | None) -> bytes:
 def grade_student(checks: list, path: str | None, defaults: dict) -> dict:
     """One submission's gradebook entry and its reports: ``{"score", "possible", "checks":
     [...], "sha256", "text", "reports"}``; never raises."""
-    from . import run_check
+    from ._checks import run_check
 
     possible = sum(_points(c) for c in checks)
     digest = UNREADABLE
