@@ -461,3 +461,14 @@ def test_answers_of_a_type_of_their_own_are_never_asked_for_anything():
     assert [r.status for r in report.rows] == ["error", "error", "pass", "pass"]
     report = grade(WALK, SpyDict(a=6))
     assert not report.passed and report.outcome == "wrong" and not called
+
+
+def test_a_source_of_a_type_of_its_own_is_sent_as_plain_text():
+    class Source(str):
+        def __reduce_ex__(self, protocol):
+            raise AssertionError("pickled in the grader")
+
+        def encode(self, *args):
+            raise AssertionError("encoded in the grader")
+
+    assert grade(Source(WALK), RIGHT, target=Source("L")).passed

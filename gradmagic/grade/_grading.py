@@ -111,7 +111,12 @@ def grade(
         if not _number(x) or x < 0:
             raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
     if not isinstance(source, str):
-        raise TypeError(f"source must be the cell's code as a str, got {type(source).__name__}")
+        raise TypeError(f"source must be the cell's code as a str, got {_type_name(source)}")
+    if target is not None and not isinstance(target, str):
+        raise TypeError(f"target must be a variable's name, got {_type_name(target)}")
+    # plain copies: a str subclass's methods (its pickling too) never run in the grader
+    source = str.__str__(source)
+    target = None if target is None else str.__str__(target)
     if timeout is not None and not (_number(timeout) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     if memory is not None and not (_number(memory) and memory >= 64):
