@@ -249,8 +249,24 @@ def _cgroup_parent(euid: int) -> tuple | None:
         except OSError:
             continue
         remove_cgroup(probe)
+        _sweep(folder)
         return version, folder
     return None
+
+
+def _sweep(folder: str, age: float = 60.0) -> None:
+    """Remove the sandboxes' cgroups a grader that was killed left behind: empty ones (the
+    kernel refuses to remove any other) made more than ``age`` seconds ago."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.name.startswith("gradmagic-") and time.time() - entry.stat().st_mtime > age:
+                os.rmdir(entry.path)
+        except OSError:
+            pass
 
 
 def make_cgroup(parent: tuple, limit: int) -> tuple:
