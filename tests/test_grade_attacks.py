@@ -917,3 +917,36 @@ def test_sandbox_unavailable_is_reachable_as_the_docs_name_it():
     assert gradmagic.grade.SandboxUnavailable is _sandbox.SandboxUnavailable
     assert grade_module.SandboxUnavailable is _sandbox.SandboxUnavailable
     assert callable(gradmagic.grade) and gradmagic.grade(WALK, RIGHT).passed
+
+
+UNPRIVILEGED = r"""
+import json, sys
+from gradmagic import grade
+walk, wrong, right, cells = json.loads(sys.argv[1])
+out = {"wrong": grade(wrong, right).outcome, "walk": grade(walk, right).outcome}
+for name, cell in cells.items():
+    out[name] = grade(cell + walk, right).outcome
+print(json.dumps(out))
+"""
+
+
+def test_the_sandbox_holds_for_a_grader_that_is_not_root():
+    """Run by a user other than root, bwrap makes a user namespace where the cell is uid
+    65534 and may make no other; the filter, process 1 and the judging hold the same. (Run
+    as root, the grader runs as uid 1000 in a user namespace of its own to take that path.)"""
+    cells = {
+        "is nobody": "import os\nassert os.getuid() == 65534, os.getuid()\n",
+        "signals": "import os\nfor s in (1, 2, 3, 15):\n    os.kill(1, s)\n",
+        "filter": (
+            "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "assert libc.unshare(0x10000000) != 0\n"
+            "assert libc.syscall(248, b'user', b'gm', b'x', 1, -4) < 0\n"
+        ),
+    }
+    command = [sys.executable, "-c", UNPRIVILEGED, json.dumps([WALK, WRONG, RIGHT, cells])]
+    if os.geteuid() == 0:
+        command = ["unshare", "--user", "--map-user=1000", "--map-group=1000", *command]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out == {"wrong": "wrong", "walk": "pass", **dict.fromkeys(cells, "pass")}
