@@ -246,3 +246,13 @@ def test_the_docs_assignment_grades_a_class(tmp_path, monkeypatch):
     assert {s: float(r["score"]) for s, r in rows.items()} == {"alice": 3, "bob": 1, "carol": 1}
     assert (tmp_path / "assignment.py").exists()  # no cell ran
     assert "no code cell 'autograd'" in (tmp_path / "gradebook/reports/carol.txt").read_text()
+    full = (tmp_path / "gradebook/reports/bob.txt").read_text()
+    assert "-4" in full and "-2" in full  # what was expected, what was got
+    # verdicts only: bob learns which answers are wrong, not what is right
+    assert (
+        main(["assignment.py", "submitted", "-q", "-o", "verdicts", "--feedback", "verdicts"]) == 0
+    )
+    verdicts = (tmp_path / "verdicts/reports/bob.txt").read_text()
+    assert "✗ w: wrong" in verdicts and "-4" not in verdicts and "-2" not in verdicts
+    report = json.loads((tmp_path / "verdicts/reports/bob.json").read_text())
+    assert "-4" not in json.dumps(report) and report[0]["feedback"] == "verdicts"
