@@ -256,3 +256,31 @@ def test_the_docs_assignment_grades_a_class(tmp_path, monkeypatch):
     assert "✗ w: wrong" in verdicts and "-4" not in verdicts and "-2" not in verdicts
     report = json.loads((tmp_path / "verdicts/reports/bob.json").read_text())
     assert "-4" not in json.dumps(report) and report[0]["feedback"] == "verdicts"
+
+
+def test_nbgraders_step_scores_what_the_test_cells_declare():
+    """GradeCells alone: a test cell that declares no check scores 0 and says why; with
+    feedback "verdicts" a failing cell's output names the wrong answer, not its value."""
+    pytest.importorskip("nbgrader")
+    from nbgrader.utils import determine_grade
+
+    from gradmagic.grade.nbgrader import GradeCells
+
+    def test_cell(source):
+        meta = {"nbgrader": {"grade": True, "solution": False, "points": 1, "grade_id": "t"}}
+        return nbformat.v4.new_code_cell(source, metadata=meta)
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%%autograd\n" + WRONG_CODE),
+        test_cell('check_cell("autograd", {"w": -4.0, "b": -2.0})'),
+        test_cell("assert answers['w'] == -4.0"),
+        test_cell('check_cell("autograd", {"b": -1.0})'),
+    ]
+    step = GradeCells(feedback="verdicts")
+    nb, _ = step.preprocess(nb, {})
+    scores = [determine_grade(c)[0] for c in nb.cells[1:]]
+    assert scores == [0, 0, 1.0]
+    failed = "\n".join(nb.cells[1].outputs[0]["traceback"])
+    assert "✗ w: wrong" in failed and "-4" not in failed and "-2" not in failed
+    assert "declares no check_cell()" in nb.cells[2].outputs[0]["evalue"]
