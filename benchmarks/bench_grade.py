@@ -17,7 +17,13 @@ a fork bomb), each with a time limit long enough for the queue. Afterwards: no p
 the sandbox left on the machine, no file left in the temporary folder, this process's open
 files as before, and its memory (RSS) within a few MiB of before.
 
-Run: ``python benchmarks/bench_grade.py``.
+Last, a class in one command: ``python -m gradmagic.grade``'s ``grade_class`` over 200
+generated notebooks (right, wrong, crashing, hostile; two checks each: the ``%%autograd``
+cell and the hand-derived answers) with two sandboxes at a time, as on a 2-core machine; it
+prints the submissions graded per minute and checks the gradebook (every right one full
+marks, every other one not) and that no memory cgroup of a sandbox is left.
+
+Run: ``python benchmarks/bench_grade.py`` (``--class`` for the class alone).
 """
 
 from __future__ import annotations
@@ -205,12 +211,68 @@ def hundred_at_once() -> bool:
     return ok
 
 
+CLASS_ASSIGNMENT = (
+    "from gradmagic.grade import check_answers, check_cell\n"
+    f"check_cell('autograd', {RIGHT!r}, points=2)\ncheck_answers('answers', {WALK!r})\n"
+)
+CLASS_KINDS = {
+    "right": ('answers = {"a": 6, "b": -4}', WALK),
+    "wrong": ('answers = {"a": 7, "b": -4}', WRONG),
+    "crashing": ('answers = {"a": 6, "b": -4}', "L = 1 / 0"),
+    "hostile": ('answers = {"a": 7, "b": -4}', HOSTILE[0] + WRONG),
+}
+
+
+def _class_notebook(answers: str, code: str) -> str:
+    import json
+
+    cells = [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "source": answers},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "source": "%%autograd\n" + code},
+    ]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def a_class(n: int = 200, jobs: int = 2) -> bool:
+    from gradmagic.grade import _classroom
+
+    kinds = list(CLASS_KINDS)
+    with tempfile.TemporaryDirectory() as root:
+        folder = os.path.join(root, "submitted")
+        os.mkdir(folder)
+        for i in range(n):
+            answers, code = CLASS_KINDS[kinds[i % len(kinds)]]
+            with open(os.path.join(folder, f"s{i:03d}.ipynb"), "w") as f:
+                f.write(_class_notebook(answers, code))
+        assignment = os.path.join(root, "assignment.py")
+        with open(assignment, "w") as f:
+            f.write(CLASS_ASSIGNMENT)
+        start = time.perf_counter()
+        book = _classroom.grade_class(assignment, folder, os.path.join(root, "out"), jobs=jobs)
+        took = time.perf_counter() - start
+    scores = {int(s[1:]): e["score"] for s, e in book["students"].items()}
+    right = all((scores[i] == 3) == (i % len(kinds) == 0) for i in range(n)) and len(scores) == n
+    parent = _sandbox.cgroup_parent()
+    cgroups = [] if parent is None else [d for d in os.listdir(parent[1]) if "gradmagic" in d]
+    ok = right and not cgroups and not _leftover_processes()
+    print(
+        f"\na class of {n} notebooks (2 checks each), {jobs} sandboxes at a time: {took:.1f} s, "
+        f"{n / took * 60:.0f} submissions a minute on {os.cpu_count()} cores "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
+    print(f"gradebook right: {right}; memory cgroups left: {len(cgroups)}")
+    print(f"class graded: {'ok' if ok else 'MISSED'}")
+    return ok
+
+
 def main() -> bool:
     why = _sandbox.unavailable()
     if why:
         print(f"no sandbox on this machine: {why}")
         return False
-    return all([one_grade(), hundred_at_once()])
+    if "--class" in sys.argv:
+        return a_class()
+    return all([one_grade(), hundred_at_once(), a_class()])
 
 
 if __name__ == "__main__":

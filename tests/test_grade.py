@@ -173,7 +173,8 @@ def test_the_same_rewrite_and_engine_as_the_magic():
         session.last = None
     graded = grade(source, {"w": 1.0}).to_dict()
     assert graded.pop("sandbox")["sandboxed"] is True
-    assert graded.pop("outcome") == "wrong" and graded == from_magic
+    assert graded.pop("outcome") == "wrong" and graded.pop("feedback") == "full"
+    assert graded == from_magic
 
 
 def test_grade_leaves_the_magics_last_trace_alone():
@@ -402,7 +403,7 @@ def test_without_a_sandbox_grade_refuses_unless_told(monkeypatch):
 
 def test_expected_answers_become_plain_numbers_once():
     class Shifty:
-        """A number that changes each time it is read."""
+        """A number that changes each time it is read (as a student's object could)."""
 
         reads = 0
 
@@ -411,6 +412,63 @@ def test_expected_answers_become_plain_numbers_once():
             return 6.0 if Shifty.reads == 1 else 7.0
 
     report = grade(WALK, {"a": Shifty(), "b": np.float32(-4), "c": [[-2.0]]}, isolate=False)
-    assert Shifty.reads == 1
-    assert [type(r.expected) for r in report.rows[:2]] == [float, float]
-    assert row(report, "a").status == "pass" and row(report, "c").status == "error"
+    assert Shifty.reads == 0  # an object of a type of its own is never read: an error row
+    assert type(row(report, "b").expected) is float and row(report, "b").status == "pass"
+    assert row(report, "a").status == "error" and row(report, "c").status == "error"
+
+
+def test_verdicts_feedback_leaves_the_expected_values_out():
+    wrong = "a = 2.0\nb = -3.0\nc = 10.0\ne = a*b\nd = e + c\nf = -2.0\nL = d*f*1.5\nL"
+    report = grade(wrong, {"a": 6.25, "b": -4.125, "L.data": -8.375}, feedback="verdicts")
+    assert not report.passed and report.feedback == "verdicts"
+    assert all(r.expected is None and r.bound is None and r.abs_err is None for r in report.rows)
+    d = report.to_dict()
+    with pytest.raises(AssertionError) as info:
+        report.assert_passed()
+    for shown in (str(report), json.dumps(d), str(info.value)):
+        assert "6.25" not in shown and "4.125" not in shown and "8.375" not in shown
+    assert "a: wrong" in str(report) and d["feedback"] == "verdicts"
+    assert grade(WALK, RIGHT, feedback="verdicts").passed
+    with pytest.raises(ValueError, match="feedback"):
+        grade(WALK, RIGHT, feedback="some")
+
+
+def test_answers_of_a_type_of_their_own_are_never_asked_for_anything():
+    """A dict subclass, a float subclass, a str subclass key: no method of theirs is called
+    (they are error rows); plain types still work."""
+    called = []
+
+    class Spy(float):
+        def __float__(self):
+            called.append("float")
+            return 6.0
+
+        def __reduce_ex__(self, protocol):
+            called.append("pickle")
+            return (float, (6.0,))
+
+    class SpyDict(dict):
+        def items(self):
+            called.append("items")
+            return super().items()
+
+    class Key(str):
+        def __str__(self):
+            called.append("str")
+            return "a"
+
+    report = grade(WALK, {"a": Spy(6.0), Key("b"): -4, "c": -2, "f": np.int64(4)})
+    assert [r.status for r in report.rows] == ["error", "error", "pass", "pass"]
+    report = grade(WALK, SpyDict(a=6))
+    assert not report.passed and report.outcome == "wrong" and not called
+
+
+def test_a_source_of_a_type_of_its_own_is_sent_as_plain_text():
+    class Source(str):
+        def __reduce_ex__(self, protocol):
+            raise AssertionError("pickled in the grader")
+
+        def encode(self, *args):
+            raise AssertionError("encoded in the grader")
+
+    assert grade(Source(WALK), RIGHT, target=Source("L")).passed

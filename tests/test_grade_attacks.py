@@ -787,3 +787,166 @@ def _anywhere_under(root: str, name: str, depth: int = 2) -> bool:
         if here.count(os.sep) - top >= depth - 1:
             folders.clear()
     return False
+
+
+# =========================================================================== around the sandbox
+def _key_users() -> set:
+    """The uids the kernel holds keys for that are a sandbox's (run by root: above 2**30)."""
+    try:
+        with open("/proc/key-users") as f:
+            return {line.split(":")[0].strip() for line in f if int(line.split(":")[0]) >> 30}
+    except OSError:
+        return set()
+
+
+def test_process_1_survives_every_signal_the_cell_sends():
+    """The cell signals the sandbox's process 1 with every signal it may send: the reaper
+    lives, the cell is judged (wrong stays wrong), and no traceback of the grader's shows."""
+    signals = [s for s in range(1, 32) if s not in (9, 19)]  # SIGKILL, SIGSTOP: never to init
+    cell = f"import os\nfor s in {signals}:\n    os.kill(1, s)\nimport time\ntime.sleep(0.2)\n"
+    wrong, right = grade(cell + WRONG, RIGHT), grade(cell + WALK, RIGHT)
+    assert wrong.outcome == "wrong" and right.outcome == "pass", str(wrong)
+    assert "_child.py" not in str(wrong) + str(right) and "Traceback" not in str(wrong)
+
+
+def test_the_filter_refuses_namespaces_keys_memfd_and_other_sockets():
+    """Each refused call raises in the cell (which then computes the right numbers: a pass
+    means every one was refused), and no key of the sandbox's is left in the kernel."""
+    keys = _key_users()
+    cell = (
+        "import ctypes, os, socket\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "assert libc.unshare(0x10000000) != 0  # a user namespace\n"
+        "assert libc.syscall(248, b'user', b'gm', b'x', 1, -4) < 0  # add_key\n"
+        "assert libc.syscall(250, 0, -4, 1) < 0  # keyctl: the user keyring\n"
+        "for call in (lambda: os.memfd_create('m'), lambda: socket.socket(),\n"
+        "             lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)):\n"
+        "    try:\n        call()\n        raise AssertionError('allowed')\n"
+        "    except OSError:\n        pass\n"
+        "a, b = socket.socketpair()  # Unix sockets still work, their buffers fixed\n"
+        "try:\n    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 24)\n"
+        "    raise AssertionError('allowed')\nexcept PermissionError:\n    pass\n"
+        "import threading\nt = threading.Thread(target=lambda: None)\nt.start()\nt.join()\n"
+    )
+    report = grade(cell + WALK, RIGHT)
+    assert report.passed, str(report)
+    assert report.sandbox["limits"]["system_calls"]
+    assert _key_users() <= keys
+
+
+@pytest.mark.parametrize(
+    "hog",
+    [
+        # processes that hid their memory (non-dumpable), together past the limit
+        "import ctypes, os, time\nfor _ in range(4):\n    if os.fork() == 0:\n"
+        "        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n        b = b'x' * (100 << 20)\n"
+        "        time.sleep(5)\n        os._exit(0)\ntime.sleep(3)\n",
+        # kernel memory: folders in the small /tmp
+        "import os\nfor i in range(400000):\n    os.mkdir(f'/tmp/d{i}')\n",
+    ],
+    ids=["non-dumpable processes", "folders in /tmp"],
+)
+@pytest.mark.parametrize("bound", ["cgroup where one can be made", "sampled"])
+def test_the_memory_bound_counts_what_the_cell_hides(hog, bound, monkeypatch):
+    from gradmagic.grade import _sandbox
+
+    if bound == "sampled":
+        monkeypatch.setattr(_sandbox, "cgroup_parent", lambda: None)
+    report = grade(hog + WRONG, RIGHT, memory=256, timeout=10)
+    assert report.outcome == "memory" and not report.passed, str(report)
+    kernel = report.sandbox["limits"]["memory_kernel_accounted"]
+    assert kernel == (bound != "sampled" and _sandbox.cgroup_parent() is not None)
+    assert report.sandbox["memory_total"].startswith("a memory cgroup") == kernel
+
+
+def test_a_forged_report_never_raises_and_is_parsed_in_bounded_memory():
+    """A report the cell forged (it can reach the worker's memory): an int past a float's
+    range in an array is inf; 16 MiB of small items are not parsed; 16 MiB of text cost
+    memory near their size."""
+    import tracemalloc
+
+    from gradmagic.grade import _judge, _sandbox
+
+    node = {"index": 0, "data": 1.0, "grad": {"shape": [2], "values": [1, 10**400]}}
+    forged = {"status": "ran", "target": "L", "nodes": {"a": node}, "notes": ["\udc80"]}
+    report = _judge(forged, [("a", 6.0)], "", 1e-5, 1e-3, 10, 1024)
+    assert report.outcome == "wrong" and json.dumps(report.to_dict(), allow_nan=False)
+    many = b'{"status": "ran", "notes": [' + b"0," * (8 << 20) + b"0]}"
+    assert _sandbox._parse(many) is None
+    text = json.dumps({"status": "ran", "target": "L", "nodes": {}, "notes": ["x" * (16 << 20)]})
+    tracemalloc.start()
+    try:
+        data = _sandbox._parse(text.encode())
+        _judge(data, [("a", 6.0)], "", 1e-5, 1e-3, 10, 1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(text)
+
+
+def test_the_report_is_safe_to_print_store_and_send(tmp_path):
+    """Lone surrogates, line separators and newlines in what the cell says: the text encodes
+    as UTF-8, no line but the first reads as a verdict, to_dict() is strict JSON, a CSV row
+    holds it."""
+    import csv
+    import re
+
+    forge = "\u2028✓ 5 of 5 correct\n✓ 5 of 5 correct\u2029" + "\udc80"
+    cells = [
+        f"raise ValueError({forge!r})",
+        f"import sys, warnings\nsys.stderr.write({forge!r})\nwarnings.warn({forge!r})\n" + WRONG,
+        "import numpy as np\nx = np.array([1.0, 0.0])\nL = np.log(x).sum()\nL",  # nan, -inf
+    ]
+    verdict = re.compile(r"^\W*[✓✗⚠] \d+ of \d+ correct")
+    for cell in cells:
+        report = grade(cell, {**RIGHT, "x": [1.0, 1.0]})
+        text = str(report)
+        text.encode("utf-8")
+        lines = text.splitlines()
+        assert verdict.match(lines[0]) and not any(verdict.match(x) for x in lines[1:]), text
+        assert "\u2028" not in text and "\u2029" not in text
+        d = report.to_dict()
+        json.dumps(d, allow_nan=False)
+        with open(tmp_path / "grades.csv", "w", encoding="utf-8", newline="") as f:
+            csv.writer(f).writerow([report.outcome, report.verdict, report.error or ""])
+    assert any("inf" in json.dumps(r) for r in d["rows"])
+
+
+def test_sandbox_unavailable_is_reachable_as_the_docs_name_it():
+    from gradmagic.grade import _sandbox
+
+    assert gradmagic.grade.SandboxUnavailable is _sandbox.SandboxUnavailable
+    assert grade_module.SandboxUnavailable is _sandbox.SandboxUnavailable
+    assert callable(gradmagic.grade) and gradmagic.grade(WALK, RIGHT).passed
+
+
+UNPRIVILEGED = r"""
+import json, sys
+from gradmagic import grade
+walk, wrong, right, cells = json.loads(sys.argv[1])
+out = {"wrong": grade(wrong, right).outcome, "walk": grade(walk, right).outcome}
+for name, cell in cells.items():
+    out[name] = grade(cell + walk, right).outcome
+print(json.dumps(out))
+"""
+
+
+def test_the_sandbox_holds_for_a_grader_that_is_not_root():
+    """Run by a user other than root, bwrap makes a user namespace where the cell is uid
+    65534 and may make no other; the filter, process 1 and the judging hold the same. (Run
+    as root, the grader runs as uid 1000 in a user namespace of its own to take that path.)"""
+    cells = {
+        "is nobody": "import os\nassert os.getuid() == 65534, os.getuid()\n",
+        "signals": "import os\nfor s in (1, 2, 3, 15):\n    os.kill(1, s)\n",
+        "filter": (
+            "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "assert libc.unshare(0x10000000) != 0\n"
+            "assert libc.syscall(248, b'user', b'gm', b'x', 1, -4) < 0\n"
+        ),
+    }
+    command = [sys.executable, "-c", UNPRIVILEGED, json.dumps([WALK, WRONG, RIGHT, cells])]
+    if os.geteuid() == 0:
+        command = ["unshare", "--user", "--map-user=1000", "--map-group=1000", *command]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out == {"wrong": "wrong", "walk": "pass", **dict.fromkeys(cells, "pass")}

@@ -45,8 +45,14 @@ def main() -> None:
         _become(job["uid"])
     _dumpable(False)  # the cell cannot trace process 1 or open its memory or descriptors
     _limit(job["timeout"], job["processes"])
+    _cap_files()
+    _filter()
     import mmap
     import signal
+
+    # process 1 of a PID namespace gets no signal from inside it unless it set a handler:
+    # Python's SIGINT handler goes, so no signal of the cell's can interrupt the reaper
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     # the worker's report: memory shared with process 1, which no closed descriptor loses
     shared = mmap.mmap(-1, job["max_report"])
@@ -55,10 +61,14 @@ def main() -> None:
     worker = os.fork()
     if worker == 0:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in (report, wake_r, wake_w):
             os.close(fd)
         _dumpable(True)  # process 1 reads its memory use in /proc
         _work(job, shared)
+    quiet = os.open(os.devnull, os.O_WRONLY)  # nothing of process 1's reaches the report
+    os.dup2(quiet, 2)
+    os.close(quiet)
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     code = _reap(worker, job["memory"], job["memory_exit"], wake_r)
@@ -116,6 +126,93 @@ def _limit(timeout, processes) -> None:
         _cap(resource.RLIMIT_NPROC, int(processes))
     _cap(resource.RLIMIT_FSIZE, 64 << 20)
     _cap(resource.RLIMIT_CORE, 0)
+
+
+def _cap_files() -> None:
+    """At most ``_FILES`` open descriptors: with the system-call filter's fixed socket buffers,
+    a bound on the memory that sockets can hold in the kernel."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover
+        return
+    _cap(resource.RLIMIT_NOFILE, _FILES)
+
+
+# ------------------------------------------------------------------ the system-call filter
+# per architecture: (AUDIT_ARCH, the system calls refused with EPERM (the kernel's keyrings,
+# namespaces, io_uring, bpf, userfaultfd, perf), with ENOSYS (clone3, which glibc then does
+# with clone; memfd_create, memory no tmpfs size bounds), unshare, clone, socket,
+# socketpair, setsockopt)
+_SYSCALLS = {
+    "x86_64": (0xC000003E, (248, 249, 250, 308, 425, 321, 323, 298, 447), (435, 319)),
+    "aarch64": (0xC00000B7, (217, 218, 219, 268, 425, 280, 282, 241, 447), (435, 279)),
+}
+_CALLS = {"x86_64": (272, 56, 41, 53, 54), "aarch64": (97, 220, 198, 199, 208)}
+_FILES = 256
+
+
+def _filter() -> bool:
+    """Install the sandbox's seccomp filter (inherited by everything the cell starts); False
+    on a machine it does not know (the rest of the sandbox still holds).
+
+    Refused: new user namespaces (``unshare``/``clone`` with ``CLONE_NEWUSER``), the
+    kernel's keyrings, ``setns``, ``io_uring``, ``bpf``, ``userfaultfd``, ``perf_event_open``,
+    ``memfd_create`` and ``memfd_secret``; sockets other than Unix ones; changing a socket's
+    buffer sizes.
+    """
+    import ctypes
+    import platform
+
+    machine = platform.machine()
+    if machine not in _SYSCALLS:
+        return False
+    program = _program(*_SYSCALLS[machine], *_CALLS[machine], x32=machine == "x86_64")
+    raw = b"".join(
+        code.to_bytes(2, "little") + bytes([jt, jf]) + k.to_bytes(4, "little")
+        for code, jt, jf, k in program
+    )
+    buffer = ctypes.create_string_buffer(raw, len(raw))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fprog = Program(len(program), ctypes.addressof(buffer))
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return False
+    return libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # PR_SET_SECCOMP, FILTER
+
+
+def _program(arch, refused, missing, unshare, clone, socket, socketpair, setsockopt, x32):
+    """The filter as (code, jt, jf, k) BPF instructions, jumps resolved from labels."""
+    ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+    allow, errno = 0x7FFF0000, 0x00050000
+    lines: list = [(ld, 0, 0, 4), (jeq, 0, "eperm", arch), (ld, 0, 0, 0)]
+    if x32:
+        lines.append((jge, "eperm", 0, 0x40000000))
+    lines += [(jeq, "eperm", 0, nr) for nr in refused]
+    lines += [(jeq, "enosys", 0, nr) for nr in missing]
+    lines += [(jeq, "ns", 0, unshare), (jeq, "ns", 0, clone)]
+    lines += [(jeq, "unix", 0, socket), (jeq, "unix", 0, socketpair), (jeq, "opt", 0, setsockopt)]
+    lines += [(ret, 0, 0, allow)]
+    lines += ["ns", (ld, 0, 0, 16), (jset, "eperm", 0, 0x10000000), (ret, 0, 0, allow)]
+    lines += ["unix", (ld, 0, 0, 16), (jeq, 0, 1, 1), (ret, 0, 0, allow)]
+    lines += [(ret, 0, 0, errno | 97)]  # EAFNOSUPPORT
+    lines += ["opt", (ld, 0, 0, 24), (jeq, 0, "allow", 1), (ld, 0, 0, 32)]
+    lines += [(jeq, "eperm", 0, n) for n in (7, 8, 32, 33)]  # SO_SNDBUF, SO_RCVBUF, *FORCE
+    lines += ["allow", (ret, 0, 0, allow), "eperm", (ret, 0, 0, errno | 1)]
+    lines += ["enosys", (ret, 0, 0, errno | 38)]
+    where, n = {}, 0
+    for line in lines:
+        if isinstance(line, str):
+            where[line] = n
+        else:
+            n += 1
+    program = [line for line in lines if not isinstance(line, str)]
+    return [
+        (code, *(where[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)), k)
+        for i, (code, jt, jf, k) in enumerate(program)
+    ]
 
 
 def _limit_memory(memory) -> None:
@@ -195,20 +292,37 @@ def _drain(fd: int) -> None:
 
 def _memory_used() -> int:
     """Bytes of memory the namespace's processes hold together (their proportional share of
-    shared pages, so that forked copies are not counted twice)."""
+    shared pages, so that forked copies are not counted twice), and what the sandbox's
+    tmpfs hold: their files' bytes, and about 1 KiB of the kernel's memory per file or
+    folder."""
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for folder in ("/tmp", "/dev/shm"):
         try:
-            with open(f"/proc/{entry}/smaps_rollup", "rb") as f:
-                for line in f:
-                    if line.startswith(b"Pss:"):
-                        total += int(line.split()[1]) << 10
-                        break
-        except (OSError, ValueError):  # gone meanwhile, or a kernel thread
+            fs = os.statvfs(folder)
+        except OSError:
             continue
+        total += (fs.f_blocks - fs.f_bfree) * fs.f_frsize + ((fs.f_files - fs.f_ffree) << 10)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            total += _process_memory(entry)
     return total
+
+
+def _process_memory(pid: str) -> int:
+    """A process's proportional memory (PSS); its resident memory where the PSS cannot be
+    read (a process that made itself non-dumpable); 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # gone meanwhile, or a kernel thread
+        return 0
 
 
 def _work(job: dict, out) -> None:

@@ -5,7 +5,9 @@ or the error with its line, and the notes (stderr, warnings). No expected number
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import errno
 import io
 import pickle
 import sys
@@ -150,14 +152,19 @@ def _error_data(exc: BaseException) -> dict:
         message = str(exc).strip()
     except Exception:  # noqa: BLE001 - a student's exception whose str() fails
         message = "(its message could not be printed)"
-    kind = "memory" if isinstance(exc, (MemoryError, GraphMemoryError)) else "exception"
+    out_of_memory = isinstance(exc, (MemoryError, GraphMemoryError)) or (
+        isinstance(exc, OSError) and exc.errno == errno.ENOMEM
+    )
+    kind = "memory" if out_of_memory else "exception"
     return {"kind": kind, "type": type(exc).__name__, "message": message, "line": _line_of(exc)}
 
 
 def _plain(x):
-    """A node's data or grad as JSON data: a number, None, or {"shape", "values"}."""
+    """A node's data or grad as JSON data: a number, None, or ``{"shape", "f64"}`` (the
+    float64 numbers' bytes in base64: no element of a long list to parse one by one)."""
     if isinstance(x, np.ndarray):
-        return {"shape": list(x.shape), "values": np.asarray(x, dtype=float).ravel().tolist()}
+        numbers = np.ascontiguousarray(np.asarray(x, dtype="<f8"))
+        return {"shape": list(x.shape), "f64": base64.b64encode(numbers.tobytes()).decode()}
     if isinstance(x, np.generic):
         x = x.item()
     if x is None or isinstance(x, (int, float)) and not isinstance(x, bool):
@@ -237,4 +244,7 @@ def _run_isolated(source, names, target, namespace, timeout, memory, processes, 
         "timeout": timeout,
         "processes": processes,
     }
-    return _sandbox.run(job, timeout, sandbox)
+    try:
+        return _sandbox.run(job, timeout, sandbox)
+    except Exception as exc:  # noqa: BLE001 - no process could be started, no pipe made
+        return {"status": "crash", "returncode": None, "stderr": f"{type(exc).__name__}: {exc}"}

@@ -5,6 +5,7 @@ error on the student's line, a timeout, out of memory, a crash).
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 import signal
@@ -16,6 +17,11 @@ from ._collect import _NOTE_CHARS, _cut
 
 _MAX_NOTES = 20  # notes kept from a run
 _MAX_TEXT = 2000  # characters kept of any text the child sends
+_MAX_NODES = 10_000  # nodes a report may name
+
+
+FEEDBACK = ("full", "verdicts")
+"""How much a report shows: everything, or each answer's verdict without the expected values."""
 
 
 class GradeReport(CheckReport):
@@ -30,35 +36,112 @@ class GradeReport(CheckReport):
     ``sandbox`` says how the cell was run: ``{"sandboxed": bool, "how": str,
     "limits": {name: bool}}`` where ``limits`` says which limits held (``time``,
     ``memory_per_process``, ``memory_total``, ``processes``, ``file_size``,
-    ``tmp_size``). ``to_dict()`` includes both.
+    ``tmp_size``). ``feedback`` is ``"full"`` or ``"verdicts"`` (each answer's
+    verdict, the expected values and the distances to them left out of the rows, the
+    text, ``to_dict()`` and ``assert_passed()``). ``to_dict()`` includes all three and is
+    strict JSON: a number that is not finite is the text ``"nan"``, ``"inf"`` or
+    ``"-inf"``.
+
+    Its text (``str(report)``) starts with the verdict line (``✓ 5 of 5 correct``);
+    every line the cell's own text reaches starts with ``note:`` or is indented, and
+    that text never holds a line break, so no message can forge a verdict line.
     """
 
     outcome: str = "pass"
     sandbox: dict = {}
+    feedback: str = "full"
 
     @classmethod
-    def of(cls, report: CheckReport, outcome: str, sandbox: dict | None = None) -> "GradeReport":
+    def of(
+        cls, report: CheckReport, outcome: str, sandbox: dict | None = None, feedback="full"
+    ) -> "GradeReport":
         new = cls.__new__(cls)
         new.__dict__.update(report.__dict__)
         new.outcome = outcome
         new.sandbox = sandbox or {}
+        new.feedback = feedback
+        if feedback == "verdicts":
+            new.rows = [_hidden(r) for r in new.rows]
         return new
 
     def to_dict(self) -> dict:
         d = super().to_dict()
         d["outcome"] = self.outcome
         d["sandbox"] = self.sandbox
-        return d
+        d["feedback"] = self.feedback
+        return strict(d)
+
+    def __str__(self) -> str:
+        if self.feedback == "verdicts":
+            return _verdicts_text(self)
+        shown = CheckReport.__new__(CheckReport)
+        shown.__dict__.update(self.__dict__)
+        shown.notes = [f"note: {n}" for n in self.notes]
+        return str(shown)
+
+    def assert_passed(self) -> None:
+        if self.feedback != "verdicts" or self.passed:
+            return super().assert_passed()
+        raise AssertionError(_verdicts_text(self))
+
+
+def _hidden(row):
+    """A row without the expected value and what would give it away (the distance, the
+    tolerance's bound)."""
+    return row._replace(expected=None, abs_err=None, rel_err=None, bound=None)
+
+
+def _verdicts_text(report: "GradeReport") -> str:
+    mark = "✓" if report.passed else "✗"
+    lines = [f"{mark} {report.verdict}", "(expected values are not shown for this assignment)"]
+    if report.error is not None:
+        lines.append(report.error)
+    lines += [f"note: {n}" for n in report.notes]
+    for r in report.rows:
+        what = "correct" if r.ok else "error: " + r.note if r.status == "error" else "wrong"
+        lines.append(f"  {'✓' if r.ok else '✗'} {r.name}: {what}")
+    return "\n".join(lines)
+
+
+def strict(x):
+    """``x`` as strict JSON data: arrays as lists, numbers that are not finite as the texts
+    ``"nan"``, ``"inf"``, ``"-inf"``, text made safe by :func:`clean`."""
+    if isinstance(x, dict):
+        return {strict(k) if isinstance(k, str) else k: strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return strict(x.tolist())
+    if isinstance(x, np.generic):
+        return strict(x.item())
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if x != x else "inf" if x > 0 else "-inf"
+    if isinstance(x, str):
+        return clean(x)
+    return x
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_SHOWN = {"\u2028": "\\u2028", "\u2029": "\\u2029"}  # line breaks shown, never obeyed
 
 
 def clean(text: str) -> str:
-    """``text`` without control characters (escape sequences, carriage returns, bidi
-    overrides), keeping newlines and tabs: what a submission writes cannot move the
-    cursor, recolour or rewrite what the grader's terminal or log shows."""
-    return _CONTROL.sub("", text)
+    """``text`` safe to print, store and send: without control characters (escape
+    sequences, carriage returns, bidi overrides), lone surrogates written as ``\\udc80``
+    and the line and paragraph separators as ``\\u2028``; newlines and tabs kept. What a
+    submission writes cannot move the cursor, recolour or rewrite what the grader's
+    terminal or log shows, nor break a UTF-8 file."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = _CONTROL.sub("", text)
+    for char, shown in _SHOWN.items():
+        text = text.replace(char, shown)
+    return text
+
+
+def one_line(text: str) -> str:
+    """:func:`clean`, with newlines shown as ``\\n``: text of the student's that can never
+    start a line of the report of its own."""
+    return clean(text).replace("\n", "\\n")
 
 
 # =========================================================================== judging
@@ -89,7 +172,15 @@ class _Unreadable(Exception):
 
 
 def _judge(
-    data: dict, pairs, source: str, atol, rtol, timeout, memory, how: dict | None = None
+    data: dict,
+    pairs,
+    source: str,
+    atol,
+    rtol,
+    timeout,
+    memory,
+    how: dict | None = None,
+    feedback: str = "full",
 ) -> GradeReport:
     """Build and judge the report in the grader's process from a run's plain data.
 
@@ -135,15 +226,15 @@ def _judge(
             report = unanswered(pairs, why, atol, rtol)
         else:
             raise _Unreadable
-    except (_Unreadable, TypeError, ValueError, KeyError, AttributeError, RecursionError):
+    except Exception:  # noqa: BLE001 - whatever the data holds, a verdict, never a raise
         outcome = "crash"
         report = unanswered(
             pairs, "The process that ran the cell sent a report that could not be read.", atol, rtol
         )
     stderr = data.get("stderr") if isinstance(data, dict) else None
     if stderr and isinstance(stderr, str) and outcome not in ("crash",):
-        report.notes.append(f"The cell wrote to stderr: {_cut(clean(stderr))}")
-    return GradeReport.of(report, outcome, how)
+        report.notes.append(f"The cell wrote to stderr: {one_line(_cut(stderr))}")
+    return GradeReport.of(report, outcome, how, feedback)
 
 
 def _expect(reported, pairs, atol, rtol) -> CheckReport:
@@ -192,26 +283,26 @@ def _exactly(row, want):
 
 
 def _text(x) -> str:
-    if not isinstance(x, str):
+    if type(x) is not str:
         raise _Unreadable
-    return clean(x[:_MAX_TEXT])
+    return one_line(x[:_MAX_TEXT])
 
 
 def _texts(xs) -> list:
-    if not isinstance(xs, list):
+    if type(xs) is not list:
         raise _Unreadable
     return [_text(x) for x in xs[:_MAX_NOTES]]
 
 
 def _nodes(nodes) -> dict:
-    if not isinstance(nodes, dict):
+    if type(nodes) is not dict or len(nodes) > _MAX_NODES:
         raise _Unreadable
     out = {}
     for name, node in nodes.items():
-        if not isinstance(node, dict):
+        if type(node) is not dict:
             raise _Unreadable
         index = node.get("index")
-        if isinstance(index, bool) or not isinstance(index, int):
+        if type(index) is not int:
             raise _Unreadable
         name = _text(name)
         out[name] = _Reported._Node(
@@ -221,25 +312,42 @@ def _nodes(nodes) -> dict:
 
 
 def _number_or_array(x):
-    """A reported number as a float (an int past a float's range as ±inf) or a float array."""
-    if isinstance(x, int) and not isinstance(x, bool):
-        try:
-            return float(x)
-        except OverflowError:
-            return math.inf if x > 0 else -math.inf
-    if x is None or isinstance(x, float):
+    """A reported number as a float (an int past a float's range as ±inf) or a float array:
+    ``{"shape": [...], "f64": base64 of the little-endian float64 bytes}`` (or ``"values"``,
+    a flat list of numbers)."""
+    if type(x) is int:
+        return _float(x)
+    if x is None or type(x) is float:
         return x
-    if isinstance(x, dict):
-        shape, values = x.get("shape"), x.get("values")
-        if (
-            isinstance(shape, list)
-            and isinstance(values, list)
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-            and math.prod(shape) == len(values)
-        ):
-            return np.asarray(values, dtype=float).reshape(shape)
-    raise _Unreadable
+    if type(x) is not dict:
+        raise _Unreadable
+    shape = x.get("shape")
+    if type(shape) is not list or not all(type(n) is int and 0 <= n for n in shape):
+        raise _Unreadable
+    size = math.prod(shape)
+    if "f64" in x:
+        raw = x["f64"]
+        if type(raw) is not str or len(raw) != 4 * ((8 * size + 2) // 3):
+            raise _Unreadable
+        try:
+            data = base64.b64decode(raw, validate=True)
+        except ValueError:
+            raise _Unreadable from None
+        return np.frombuffer(data, dtype="<f8").astype(float).reshape(shape)
+    values = x.get("values")
+    if type(values) is not list or len(values) != size:
+        raise _Unreadable
+    if not all(type(v) in (int, float) for v in values):
+        raise _Unreadable
+    return np.array([_float(v) for v in values], dtype=float).reshape(shape)
+
+
+def _float(x) -> float:
+    """A plain int or float as a float: an int past a float's range is ±inf."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 def _what_went_wrong(error: dict, source: str, memory) -> str:
@@ -263,7 +371,7 @@ def _what_went_wrong(error: dict, source: str, memory) -> str:
         raise _Unreadable
     lines = source.splitlines()
     if line is not None and 1 <= line <= len(lines):
-        what += f"\n    {line} | {clean(lines[line - 1].strip())}"
+        what += f"\n    {line} | {one_line(lines[line - 1].strip())}"
     return what
 
 
@@ -284,5 +392,5 @@ def _crash(returncode, stderr, memory) -> tuple:
         return "memory", f"The cell ran out of memory{limit}; the process ended ({how})."
     why = f"The process that ran the cell ended without a report ({how})."
     if stderr:
-        why += f"\nIts last output on stderr: {_cut(clean(stderr[-_NOTE_CHARS:]))}"
+        why += f"\n    its last output on stderr: {one_line(_cut(stderr[-_NOTE_CHARS:]))}"
     return "crash", why

@@ -28,6 +28,7 @@ import time
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 MAX_REPORT = 16 << 20  # bytes: a larger report is a crash
+MAX_ITEMS = 100_000  # JSON containers and items in a report: more is a crash
 STDERR_TAIL = 4096  # bytes of the child's stderr kept (the last ones)
 TMP_SIZE = 64 << 20  # bytes: the sandbox's /tmp
 SHM_SIZE = 4 << 20  # bytes: its /dev/shm (multiprocessing's semaphores)
@@ -212,6 +213,120 @@ def _binds_args() -> list:
     return args
 
 
+def filter_known() -> bool:
+    """True if the sandbox's system-call filter knows this machine's architecture."""
+    import platform
+
+    return platform.machine() in ("x86_64", "aarch64")
+
+
+# =========================================================================== the cgroup
+def cgroup_parent() -> tuple | None:
+    """(version, folder) where this process can make a memory cgroup for a sandbox (the
+    kernel's own accounting: the cell's memory, its tmpfs and memfd pages, the kernel's
+    memory it causes), or None (only root, or a user the machine delegated a cgroup to,
+    can). Probed once, by making and removing one."""
+    return _cgroup_parent(os.geteuid() if hasattr(os, "geteuid") else -1)
+
+
+@functools.lru_cache(maxsize=None)
+def _cgroup_parent(euid: int) -> tuple | None:
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    found = []
+    for line in lines:
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if "memory" in controllers.split(","):
+            found.append((1, os.path.join("/sys/fs/cgroup/memory", path.lstrip("/"))))
+        elif number == "0" and not controllers:
+            found.append((2, os.path.join("/sys/fs/cgroup", path.lstrip("/"))))
+    for version, folder in found:
+        try:
+            probe = make_cgroup((version, folder), 256 << 20)
+        except OSError:
+            continue
+        remove_cgroup(probe)
+        _sweep(folder)
+        return version, folder
+    return None
+
+
+def _sweep(folder: str, age: float = 60.0) -> None:
+    """Remove the sandboxes' cgroups a grader that was killed left behind: empty ones (the
+    kernel refuses to remove any other) made more than ``age`` seconds ago."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.name.startswith("gradmagic-") and time.time() - entry.stat().st_mtime > age:
+                os.rmdir(entry.path)
+        except OSError:
+            pass
+
+
+def make_cgroup(parent: tuple, limit: int) -> tuple:
+    """A new cgroup under ``parent`` whose processes together hold at most ``limit`` bytes
+    (no swap); (version, folder). Raises OSError if it cannot be made."""
+    version, base = parent
+    folder = os.path.join(base, f"gradmagic-{secrets.token_hex(8)}")
+    os.mkdir(folder)
+    try:
+        if version == 1:
+            _write(folder, "memory.limit_in_bytes", limit)
+            if os.path.exists(os.path.join(folder, "memory.memsw.limit_in_bytes")):
+                _write(folder, "memory.memsw.limit_in_bytes", limit)
+        else:
+            _write(folder, "memory.max", limit)
+            if os.path.exists(os.path.join(folder, "memory.swap.max")):
+                _write(folder, "memory.swap.max", 0)
+            _write(folder, "memory.oom.group", 1)
+    except OSError:
+        os.rmdir(folder)
+        raise
+    return version, folder
+
+
+def _write(folder: str, name: str, value: int) -> None:
+    with open(os.path.join(folder, name), "w", encoding="ascii") as f:
+        f.write(str(value))
+
+
+def cgroup_ran_out(cgroup: tuple) -> bool:
+    """True if the kernel had to end a process of the cgroup for want of memory."""
+    version, folder = cgroup
+    name = "memory.oom_control" if version == 1 else "memory.events"
+    try:
+        with open(os.path.join(folder, name), encoding="ascii") as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and int(value) > 0:
+                    return True
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def remove_cgroup(cgroup: tuple, wait: float = 2.0) -> None:
+    """Remove the cgroup once its last process is gone (the kernel ends the sandbox's
+    processes as its process 1 ends); never raises."""
+    end = time.monotonic() + wait
+    while True:
+        try:
+            os.rmdir(cgroup[1])
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > end:
+                return
+            time.sleep(0.01)
+
+
 def fresh_uid() -> int:
     """A uid for one sandbox run by root: far above any real account's, random."""
     return 0x40000000 + secrets.randbelow(1 << 29)
@@ -226,6 +341,13 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
     memory limit); ``stderr`` holds the last of what the child wrote there.
     """
     work = None if sandbox else tempfile.mkdtemp(prefix="gradmagic-cell-")
+    parent = cgroup_parent() if sandbox and job.get("memory") is not None else None
+    cgroup = None
+    if parent is not None:
+        try:
+            cgroup = make_cgroup(parent, int(job["memory"]) << 20)
+        except OSError:  # (the report's sandbox says which bound held)
+            pass
     report_r, report_w = os.pipe()
     proc = None
     try:
@@ -240,6 +362,9 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
         )
         env = dict(ENV, HOME=work, TMPDIR=work) if work else dict(ENV)
         prefix = command(job["uid"]) if sandbox else []
+        if cgroup is not None:  # the shell joins the cgroup, then becomes bwrap
+            procs = os.path.join(cgroup[1], "cgroup.procs")
+            prefix = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', procs] + prefix
         try:
             proc = subprocess.Popen(
                 prefix + [sys.executable, "-I", CHILD],
@@ -270,13 +395,16 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
         os.close(report_r)
         if work:
             remove_tree(work)
+        out_of_memory = cgroup is not None and cgroup_ran_out(cgroup)
+        if cgroup is not None:
+            remove_cgroup(cgroup)
     text = stderr.decode("utf-8", "replace").strip()
     if timed_out:
         return {"status": "timeout", "stderr": text}
     code = proc.returncode
     if sandbox and code is not None and code > 128:  # bwrap reports a signal as 128 + n
         code = -(code - 128)
-    if sandbox and code == MEMORY_EXIT:
+    if sandbox and (code == MEMORY_EXIT or out_of_memory):
         return {"status": "crash", "memory_total": True, "returncode": code, "stderr": text}
     data = _parse(report) if code == 0 and not too_big else None
     if data is None:
@@ -356,8 +484,12 @@ def _take(fd: int, what: str, out: dict, everything: bool = False) -> bool:
 
 
 def _parse(raw: bytes):
+    """The report as JSON data, or None. Parsed only if it holds few enough containers and
+    items that parsing takes memory near its size (arrays come as base64 text)."""
     import json
 
+    if raw.count(b"[") + raw.count(b"{") + raw.count(b",") > MAX_ITEMS:
+        return None
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

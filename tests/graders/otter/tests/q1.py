@@ -8,9 +8,9 @@ test = {
         {
             "cases": [
                 {
-                    "code": r""">>> from gradmagic import grade
+                    "code": r""">>> from gradmagic.grade import check_answers
 >>> QUESTION = "w = 0.5\nb = -1.0\nx = 2.0\ny = 1.0\nL = (w*x + b - y)**2\nL"
->>> grade(QUESTION, answers).assert_passed()
+>>> check_answers("answers", QUESTION)
 """,
                     "hidden": False,
                     "locked": False,

@@ -1,4 +1,4 @@
-# Otter test: the student's %%autograd cell, run in a separate process by grade().
+# Otter test: the student's %%autograd cell, graded in gradmagic's sandbox.
 OK_FORMAT = True
 
 test = {
@@ -8,9 +8,8 @@ test = {
         {
             "cases": [
                 {
-                    "code": r""">>> import gradmagic
->>> from gradmagic import grade
->>> grade(gradmagic.last.source, {"w": -4.0, "b": -2.0, "L.data": 1.0}).assert_passed()
+                    "code": r""">>> from gradmagic.grade import check_cell
+>>> check_cell("autograd", {"w": -4.0, "b": -2.0, "L.data": 1.0})
 """,
                     "hidden": True,
                     "locked": False,

@@ -1,0 +1,302 @@
+"""grade(): a cell's source run (in the sandbox, a plain child or this process) and judged
+against the grader's expected answers, read once as plain numbers."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..analysis.options import DEFAULTS, Options
+from . import _sandbox
+from ._collect import _run_isolated, collect
+from ._judging import FEEDBACK, GradeReport, _MAX_TEXT, _judge, clean
+from ._sandbox import SandboxUnavailable
+
+TIMEOUT = 10.0
+"""Default wall-clock limit of one isolated run, in seconds (start-up included)."""
+
+MEMORY = 1024
+"""Default memory limit of one isolated run, in MiB (each process's address space, and in
+the sandbox the memory all its processes hold together)."""
+
+PROCESSES = 32
+"""Default limit of processes (and threads) in the sandbox, the cell's own included."""
+
+OUTCOMES = ("pass", "wrong", "error", "timeout", "memory", "crash")
+"""What :attr:`GradeReport.outcome` can be."""
+
+
+def grade(
+    source: str,
+    expected,
+    *,
+    atol: float = DEFAULTS.atol,
+    rtol: float = DEFAULTS.rtol,
+    target: str | None = None,
+    namespace: dict | None = None,
+    timeout: float | None = TIMEOUT,
+    memory: int | None = MEMORY,
+    processes: int = PROCESSES,
+    isolate: bool = True,
+    sandbox: bool = True,
+    raise_errors: bool = False,
+    feedback: str = "full",
+) -> GradeReport:
+    """Run ``source`` under ``%%autograd``'s rewrite and check the named answers.
+
+    Parameters
+    ----------
+    source:
+        The cell's code. A first line ``%%autograd ...`` is allowed (its
+        ``-t NAME`` names the target unless ``target`` is given; its other
+        options are ignored); line numbers in messages count it.
+    expected:
+        ``{"a": 6, "b": -4, "L.data": -8}``: gradients of the target by node
+        name (``"a"`` or ``"a.grad"``) and values (``"L.data"``); also a list of
+        (name, number) pairs or the text ``"a=6, b=-4"``. The numbers are read
+        once, as floats (or float arrays), before the cell runs.
+    atol, rtol:
+        An answer is correct if ``|got - expected| <= atol + rtol * |expected|``
+        (the defaults are ``%%autograd``'s).
+    target:
+        The variable to differentiate (default: the cell's last expression,
+        or the name its last statement assigns, as in the magic).
+    namespace:
+        Names the source may read (default none, so the source must import
+        what it uses). Isolated, a pickled copy is sent to the fresh process and
+        the dict is not changed; with ``isolate=False`` the source runs in this
+        very dict, which is changed as a notebook's would be.
+    timeout:
+        Wall-clock limit in seconds for the isolated run, start-up included
+        (default 10 s, far more than a textbook cell needs); None for no limit.
+        A cell that runs longer is stopped and fails with outcome ``"timeout"``.
+    memory:
+        Memory limit of the isolated run in MiB (default 1024): the address
+        space of each process, and in the sandbox the memory all its processes
+        hold together; None for no limit. A cell that needs more fails with
+        outcome ``"memory"``.
+    processes:
+        How many processes (threads included) the sandbox may hold at once
+        (default 32); a fork bomb gets errors, not the machine.
+    isolate:
+        True (default): run in a fresh child process, as described in the
+        module's docstring. False: run in this process, with no time or memory
+        limit; **unsafe for untrusted code** (the code can change gradmagic,
+        this process and the reports of later calls).
+    sandbox:
+        True (default): the child runs in the bubblewrap sandbox; if none can be
+        made here, :class:`SandboxUnavailable` is raised before anything runs.
+        False: the child runs without it, as the grader's user, and the report's
+        ``sandbox`` says so; only for code you trust.
+    raise_errors:
+        Re-raise an exception of the cell instead of reporting it; needs
+        ``isolate=False`` (an exception cannot cross the process boundary).
+    feedback:
+        ``"full"`` (default): the report shows each expected value, the difference and
+        the tolerance. ``"verdicts"``: each answer's verdict only (right, wrong, or why it
+        could not be compared); the expected values, the differences and the tolerance's
+        bounds are left out of the rows, the text, ``to_dict()`` and ``assert_passed()``.
+
+    Returns
+    -------
+    GradeReport
+        Of kind ``"expect"``; print it for the text form, or call
+        ``assert_passed()`` in a test cell. It never raises for anything the
+        cell does.
+    """
+    pairs = _expected(expected)
+    if not isinstance(source, str):
+        raise TypeError(f"source must be the cell's code as a str, got {_type_name(source)}")
+    if target is not None and not isinstance(target, str):
+        raise TypeError(f"target must be a variable's name, got {_type_name(target)}")
+    # the magic's checks of these options (a plain copy of the name: no method of a str
+    # subclass runs here)
+    Options(atol=atol, rtol=rtol, target=None if target is None else str.__str__(target))
+    # plain copies: a str subclass's methods (its pickling too) never run in the grader
+    source = str.__str__(source)
+    target = None if target is None else str.__str__(target)
+    if timeout is not None and not (_number(timeout) and timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    if memory is not None and not (_number(memory) and memory >= 64):
+        raise ValueError(f"memory must be a number of MiB >= 64 or None, got {memory!r}")
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 4:
+        raise ValueError(f"processes must be a whole number >= 4, got {processes!r}")
+    if namespace is not None and not isinstance(namespace, dict):
+        raise TypeError(f"namespace must be a dict, got {type(namespace).__name__}")
+    if feedback not in FEEDBACK:
+        raise ValueError(f"feedback must be one of {FEEDBACK}, got {feedback!r}")
+    if sandbox not in (True, False):
+        raise TypeError(f"sandbox must be True or False, got {sandbox!r}")
+    names = _names(pairs)
+    if isolate:
+        if raise_errors:
+            raise ValueError(
+                "raise_errors=True needs isolate=False: an exception of the "
+                "cell cannot cross from the process that runs it"
+            )
+        if sandbox:
+            why = _sandbox.unavailable()
+            if why is not None:
+                raise SandboxUnavailable(
+                    f"grade() cannot make a sandbox for the cell: {why}. To run it in a "
+                    f"plain child process instead (no sandbox: the cell can read and write "
+                    f"whatever this user can), pass sandbox=False."
+                )
+        how = _how(sandbox, timeout, memory)
+        data = _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox)
+    else:
+        ns = {"__name__": "__main__"} if namespace is None else namespace
+        data = collect(source, names, ns, target, raise_errors)
+        how = {"sandboxed": False, "how": "in the grader's own process", "limits": {}}
+    report = _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
+    if isolate and not sandbox:
+        report.notes.append("Not sandboxed (sandbox=False): the cell ran as the grader's user.")
+    return report
+
+
+def _how(sandbox: bool, timeout, memory) -> dict:
+    """The report's ``sandbox``: how the cell ran, which limits held, and how the memory of
+    all its processes together was bounded."""
+    cgroup = sandbox and memory is not None and _sandbox.cgroup_parent() is not None
+    limits = {
+        "time": timeout is not None,
+        "memory_per_process": memory is not None,
+        "memory_total": sandbox and memory is not None,
+        "memory_kernel_accounted": cgroup,
+        "processes": sandbox,
+        "file_size": True,
+        "tmp_size": sandbox,
+        "system_calls": sandbox and _sandbox.filter_known(),
+    }
+    how = (
+        "bubblewrap: namespaces of its own, an unprivileged user, read-only Python "
+        "and gradmagic, a private /tmp, a system-call filter"
+        if sandbox
+        else "a child process without a sandbox (it could reach what the grader's user can)"
+    )
+    if not (sandbox and memory is not None):
+        total = "not bounded"
+    elif cgroup:
+        total = "a memory cgroup: the kernel's own accounting"
+    else:
+        total = (
+            "sampled every 50 ms (no memory cgroup can be made here): the processes' "
+            "memory and the sandbox's files, not the kernel's memory the cell causes"
+        )
+    return {"sandboxed": sandbox, "how": how, "limits": limits, "memory_total": total}
+
+
+def _number(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def _expected(expected) -> list:
+    """The grader's expected answers as (name, plain number) pairs; raises for bad input.
+
+    Each answer becomes a float or a float array here, once, from plain data only (the
+    built-in numbers, lists and tuples of them, numpy's own arrays and scalars, torch
+    tensors read without their methods): no method of an object of any other type is ever
+    called, so answers a student's code made cannot run code in the grader. Anything else
+    stays as a text that says so (its row is an error).
+    """
+    if type(expected) is str:
+        from ..notebook.magic import parse_expect
+
+        expected = parse_expect(expected, {})
+    if type(expected) in (dict, OrderedDict):
+        items = list(dict.items(expected))
+    elif type(expected) in (list, tuple):
+        items = [_pair(p) for p in expected]
+    elif isinstance(expected, (Mapping, list, tuple)):  # a subclass: its methods are not called
+        return [("answers", f"answers given as a {_type_name(expected)}, not a plain dict")]
+    else:
+        raise TypeError(
+            "expected answers must be a dict, (name, expected) pairs or text, "
+            f"got {_type_name(expected)}"
+        )
+    if not items:
+        raise ValueError("grade() needs at least one expected answer")
+    return [(_text_of(name), _plain_answer(want)) for name, want in items]
+
+
+def _pair(pair) -> tuple:
+    if type(pair) not in (list, tuple) or len(pair) != 2:
+        raise TypeError(
+            f"expected answers as pairs need (name, expected), got a {_type_name(pair)}"
+        )
+    return pair[0], pair[1]
+
+
+_NUMPY_SCALARS = frozenset(
+    t for t in set(np.sctypeDict.values()) if issubclass(t, (np.number, np.bool_))
+)
+
+
+def _plain_answer(want):
+    """A float, a float array, or a text (why it is not a number)."""
+    if type(want) is str:
+        return clean(want)[:_MAX_TEXT]
+    from ..notebook.expect import tensor_numbers
+
+    try:  # a torch tensor: its own numbers (none of a subclass's methods is called)
+        numbers = tensor_numbers(want)
+    except ValueError as e:
+        return clean(str(e))[:_MAX_TEXT]
+    if numbers is not None:
+        want = numbers
+    elif not _plain(want, 0):
+        return f"a {_type_name(want)} is not a plain number"
+    try:
+        with np.errstate(all="ignore"):
+            array = np.array(want, dtype=float)
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        # never a number's text alone: the text of 10**400 would read as inf
+        if type(want) is int:
+            return f"int {_digits(want)} (past a float's range)"
+        return f"a {_type_name(want)} that is not a number or an array of them"
+    return float(array) if array.ndim == 0 else array
+
+
+def _digits(n: int) -> str:
+    try:
+        text = str(n)
+    except ValueError:  # more digits than Python writes out
+        return f"of {n.bit_length()} bits"
+    return text if len(text) <= 24 else text[:20] + "..."
+
+
+def _plain(x, depth: int) -> bool:
+    """True if ``x`` is built-in numbers (in lists and tuples) or numpy's own numbers."""
+    kind = type(x)
+    if kind in (int, float, bool) or kind in _NUMPY_SCALARS:
+        return True
+    if kind is np.ndarray:
+        return x.dtype.kind in "biuf"
+    if kind in (list, tuple) and depth < 32 and len(x) <= 1 << 24:
+        return all(_plain(v, depth + 1) for v in x)
+    return False
+
+
+def _type_name(x) -> str:
+    """The name of ``x``'s type, read without any code of that type (or its metaclass)."""
+    name = type.__dict__["__name__"].__get__(type(x))
+    return clean(name)[:100]
+
+
+def _text_of(name) -> str:
+    if type(name) is not str:
+        name = f"({_type_name(name)})" if type(name) not in (int, float) else repr(name)
+    return clean(name)[:_MAX_TEXT]
+
+
+def _names(pairs) -> list:
+    """The node names the run must report: each key, and each key without .data/.grad."""
+    names = []
+    for key, _ in pairs:
+        for name in (key, key.rpartition(".")[0] if key.endswith((".data", ".grad")) else key):
+            if name and name not in names:
+                names.append(name)
+    return names
