@@ -241,3 +241,19 @@ def test_a_cell_that_behaves_otherwise_when_run_again_gets_no_tick(ip, name):
     assert not report.passed and report.oracle == "graph"
     assert said in report.notes[0], report.notes
     assert os.getpid() == ip.user_ns["KERNEL"] and ip.user_ns["a"] == 1.5
+
+
+def test_a_pytorch_run_has_the_same_face_as_every_run():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    X, y = torch.randn(8, 3), torch.randn(8, 1)
+
+    def mse(net, X, y):
+        return ((net(X) - y) ** 2).mean()
+
+    run = gradmagic.autograd(mse)(net, X, y)
+    assert run.value == pytest.approx(float(mse(net, X, y)))
+    layer = run.grads_of("net")
+    np.testing.assert_array_equal(layer["0"]["weight"], run.grads["net.0.weight"])
+    assert isinstance(run.check(), CheckReport) and run.check().passed

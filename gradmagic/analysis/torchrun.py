@@ -135,6 +135,13 @@ class TorchRun:
                 out[name] = self.full[i][1]
         return out
 
+    def grads_of(self, path: str):
+        """The gradients of what ``path`` names (a module's path gives its parameters'),
+        as :meth:`~gradmagic.analysis.trace.Trace.grads_of` does."""
+        from .trace import grads_of
+
+        return grads_of(self.grads, path)
+
     def stat(self, i: int, grad: bool = False) -> dict:
         row = (self.grad_stats if grad else self.stats)[i]
         return dict(zip(STAT_NAMES, row.tolist()))

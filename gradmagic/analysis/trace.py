@@ -559,19 +559,7 @@ class Trace:
         container the cell held, filled with gradients (the inputs the magic named by
         their paths). A KeyError if nothing is named so.
         """
-        grads = self.grads
-        if path in grads:
-            return grads[path]
-        inner = {}
-        for label, g in grads.items():
-            if label.startswith(path) and label[len(path) : len(path) + 1] in ("[", "."):
-                inner[label[len(path) :]] = g
-        if not inner:
-            raise KeyError(
-                f"no input is named {path!r} or below it; named: "
-                f"{', '.join(sorted(grads)[:10]) or 'none'}"
-            )
-        return nest(inner)
+        return grads_of(self.grads, path)
 
     @property
     def values(self) -> dict:
@@ -647,3 +635,20 @@ class Trace:
             f"<Trace: {self.n} nodes, {len(self.leaf_index)} leaves, "
             f"target {self.target.name} = {short(self.value)}>"
         )
+
+
+def grads_of(grads: dict, path: str):
+    """The gradient of what ``path`` names among ``grads`` (label → gradient), in the shape
+    of the data it names (see :meth:`Trace.grads_of`); a KeyError if nothing is named so."""
+    if path in grads:
+        return grads[path]
+    inner = {}
+    for label, g in grads.items():
+        if label.startswith(path) and label[len(path) : len(path) + 1] in ("[", "."):
+            inner[label[len(path) :]] = g
+    if not inner:
+        raise KeyError(
+            f"no input is named {path!r} or below it; named: "
+            f"{', '.join(sorted(grads)[:10]) or 'none'}"
+        )
+    return nest(inner)
