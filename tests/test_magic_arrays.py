@@ -219,6 +219,48 @@ def test_numpys_warnings_name_the_users_line(ip):
     assert w.lineno == 3 and "gradmagic" not in w.filename
 
 
+def _warned(ip, cell):
+    """The warnings a cell gives (every one shown), and the error it raises, if any."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = ip.run_cell(cell)
+    error = result.error_in_exec
+    return [(w.category, str(w.message), w.lineno) for w in caught], (
+        type(error).__name__ if error is not None else None,
+        str(error) if error is not None else None,
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a node's numpy scalar arithmetic and ufuncs, warned about once each time they run
+        "s = W.sum()\nfor k in range(3):\n    t = s / 0.0\n    u = np.log(s - s)\nL = s * 2",
+        # the user's own error state, set in the cell, obeyed by the nodes' numpy calls
+        "np.seterr(divide='ignore')\ns = W.sum()\nt = s / 0.0\nu = np.log(W - 1.0)\n"
+        "r = np.sqrt(s - 10.0)\nnp.seterr(divide='warn')\nv = np.log(W - 1.0)\nL = np.sum(W * 2)",
+        "with np.errstate(all='raise'):\n    s = W.sum()\n    t = s / 0.0\nL = s",
+        "with np.errstate(invalid='ignore', divide='warn'):\n    u = np.sqrt(W - 2.0)\n"
+        "    v = np.log(W - 1.0)\nL = np.sum(W)",
+        # a reduction that overflows, a max of nan
+        "big = W * 1e308\nt = np.sum(big)\nm = np.max(np.log(W - 1.5))\nL = np.sum(W)",
+    ],
+)
+def test_numpys_error_state_and_warnings_are_a_plain_cells(ip, body):
+    """numpy's floating-point warnings and errors in a recorded cell are the plain cell's:
+    the same messages, categories and lines (the magic's line counted), the user's
+    ``np.seterr`` and ``np.errstate`` obeyed, whatever the engine does to be quick."""
+    ip.user_ns.update(np=np, W=np.array([1.0, 2.0, 3.0]))
+    plain = _warned(ip, body)
+    np.seterr(all="warn", under="ignore")
+    ip.user_ns.update(W=np.array([1.0, 2.0, 3.0]))
+    magic = _warned(ip, "%%autograd -q\n" + body)
+    np.seterr(all="warn", under="ignore")
+    assert magic[1] == plain[1]
+    assert [(c, m, line - 1) for c, m, line in magic[0]] == plain[0]
+    assert plain[0] or plain[1][0]
+
+
 # --------------------------------------------------------------------------- numpy functions
 def test_numpy_functions_without_a_rule_compute_as_numpy_and_say_so(ip):
     ip.user_ns.update(np=np, A=np.array([[2.0, 1.0], [1.0, 3.0]]), b=np.array([1.0, 2.0]))

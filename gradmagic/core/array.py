@@ -112,7 +112,7 @@ def _ufunc(ufunc, method, inputs, kwargs):
         writes = [o for o in out if o.__class__ is Array]
     if writes:
         return _ufunc_into(ufunc, method, inputs, kwargs, args, plain_kwargs, out, writes)
-    exact = _numpy(getattr(ufunc, method), args, plain_kwargs)
+    exact = _numpy(getattr(ufunc, method), args, plain_kwargs, out is None and method != "at")
     if out is not None:
         exact = _outputs(exact, plain_kwargs["out"], out)
     if not rec or not _any_tracked(inputs):
@@ -320,6 +320,12 @@ def _reduce_rule(ufunc, method, inputs, kwargs):
 
 
 # --------------------------------------------------------------------------- numpy functions
+_PURE = frozenset(
+    {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.dot, np.vdot, np.inner}
+)
+"""numpy functions that write nothing they read and warn about nothing but floating-point
+errors, or name numpy's own frame when they do (``_numpy``'s ``pure``)."""
+
 FUNCTION_RULES: dict = {}
 """numpy function → its rule ``rule(exact, *args, **kwargs)``, filled by the modules of
 rules (:mod:`.numpy_reductions`, :mod:`.numpy_shapes`, :mod:`.numpy_linalg`), which
@@ -347,7 +353,7 @@ def _function(func, args, kwargs):
         _write(out, f"numpy.{func.__name__}(..., out=...)", write, args)
         return out if result[0] is _view(out, _ndarray) or result[0] is out else result[0]
     pargs, pkwargs = _deep_plain(args), _deep_plain(kwargs)
-    exact = _numpy(func, pargs, pkwargs)
+    exact = _numpy(func, pargs, pkwargs, out is None and func in _PURE)
     if out is not None and out.__class__ is Array:
         if exact is _view(out, _ndarray) or (
             isinstance(exact, _ndarray)

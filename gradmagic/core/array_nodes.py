@@ -22,6 +22,7 @@ import weakref
 
 import numpy as np
 
+from . import fpstate as _fp
 from . import number_nodes as _numbers
 from .engine import SCALAR_NODES, Value, state
 from .sites import cursor
@@ -192,7 +193,7 @@ def _scalar_binary(ufunc, name):
             return NotImplemented
         if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
             return ufunc(other, self) if reflected else ufunc(self, other)
-        r = _numpy(method, (np.float64(_float_of(self)), _pv(other)), {})
+        r = _numpy(method, (np.float64(_float_of(self)), _pv(other)), {}, True)
         if r is NotImplemented or not tracking():
             return r
         return _link_call(ufunc, r, (other, self) if reflected else (self, other))
@@ -205,7 +206,7 @@ def _scalar_unary(ufunc, name):
     method = getattr(np.float64, name)
 
     def forward(self):
-        r = _numpy(method, (np.float64(_float_of(self)),), {})
+        r = _numpy(method, (np.float64(_float_of(self)),), {}, True)
         if not tracking():
             return r
         return _link_call(ufunc, r, (self,))
@@ -476,17 +477,33 @@ def _caller():
     return frame
 
 
+_FP_STATE = _fp.STATE
 _PACKAGE = __file__.rsplit("/core/", 1)[0] + "/"  # gradmagic's own files
 _REGISTRIES: dict = {}  # file -> the registry of the warnings numpy's own code raised there
 
 
-def _numpy(f, args, kwargs):
+def _numpy(f, args, kwargs, pure: bool = False):
     """``f(*args, **kwargs)``, its warnings where numpy puts them in a plain cell.
 
     numpy names the innermost Python frame: the line that called into the array when ``f``
     is numpy's C code (here that frame is the magic's own), numpy's Python code otherwise
     (``prod`` warns in ``numpy/_core/_methods.py``), which is kept.
+
+    ``pure``: ``f`` writes nothing it reads and warns only through numpy's error state (a
+    ufunc with no ``out=``, numpy's scalar arithmetic, a reduction): it runs first with the
+    warnings numpy would give made errors, and only when one is raised runs again, its
+    warnings caught. A call that warns about nothing pays for no catching.
     """
+    if pure:
+        twin = _fp.raising()
+        if twin is not None:
+            token = _FP_STATE.set(twin)
+            try:
+                return f(*args, **kwargs)
+            except FloatingPointError:
+                pass  # numpy would have warned (or raised): again, the careful way
+            finally:
+                _FP_STATE.reset(token)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = f(*args, **kwargs)

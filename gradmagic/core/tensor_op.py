@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .engine import SCALAR_NODES
+from .fpstate import quiet
 from .ops import OpBase
 
 _NO_PARAMS: dict = {}
@@ -70,15 +71,7 @@ def _unbroadcast(g, shape: tuple):
     return g
 
 
-def _quiet(f):
-    """``f`` with numpy's floating-point warnings silenced (results are nan/inf)."""
-
-    def g(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return f(*args, **kwargs)
-
-    g.__name__ = getattr(f, "__name__", "f")
-    return g
+_quiet = quiet  # ``f`` with numpy's floating-point warnings silenced (results are nan/inf)
 
 
 # --------------------------------------------------------------------------- batched helpers
