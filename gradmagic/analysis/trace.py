@@ -352,26 +352,24 @@ class Trace:
         self.constant = (self.parent_a < 0) & (self.label_code == 0)
         self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
         self.kink = np.zeros(n, dtype=bool)
-        for i in self.tensor_data:  # tensor nodes, one by one
+        grads, params, constant, finite = self.tensor_grad, self.params, self.constant, self.finite
+        for i, x in self.tensor_data.items():  # tensor nodes, one by one
             v = order[i]
-            if i not in self.tensor_grad:  # a numpy scalar gradient
-                self.tensor_grad[i] = np.array(v.grad, dtype=float).reshape(
-                    self.tensor_data[i].shape
-                )
+            g = grads.get(i)
+            if g is None:  # a numpy scalar gradient
+                g = grads[i] = np.array(v.grad, dtype=float).reshape(x.shape)
                 self.grad[i] = np.nan
             if v._a is None:
-                self.constant[i] = not v.requires_grad
-                if not v.requires_grad:
+                fixed = constant[i] = not v.requires_grad
+                if fixed:
                     no_grad.append(i)
             else:
-                self.constant[i] = False
-                self.params[i] = v.params
-                self.kink[i] = bool(v.kink)
-            self.finite[i] = (
-                all_finite(self.tensor_data[i])
-                if self.constant[i]
-                else all_finite(self.tensor_data[i]) and all_finite(self.tensor_grad[i])
-            )
+                fixed = constant[i] = False
+                if v._params:  # (replay reads none as no params)
+                    params[i] = v.params
+                if v._op.kink is not None:
+                    self.kink[i] = bool(v.kink)
+            finite[i] = all_finite(x) and (fixed or all_finite(g))
         self.no_grad = frozenset(no_grad)
         self._scalar_kinks()
         self._leaves = None

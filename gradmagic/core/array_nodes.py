@@ -357,8 +357,9 @@ def _adopt(exact, node):
     return out
 
 
-def _link(op, exact, a, b=None, params=None):
-    """``exact`` (numpy's result of ``op`` on ``a``, ``b``) as a node linked to them."""
+def _link(op, exact, a, b=None, params=None, sited=True):
+    """``exact`` (numpy's result of ``op`` on ``a``, ``b``) as a node linked to them
+    (``sited``: marked as made at the running line, as :func:`_adopt` does not)."""
     cls = exact.__class__
     if cls is _ndarray:
         if exact.dtype != _F64:
@@ -371,7 +372,8 @@ def _link(op, exact, a, b=None, params=None):
     else:
         return exact
     out._op, out._a, out._b, out._params = op, a, b, params
-    out._site = cursor.site
+    if sited:
+        out._site = cursor.site
     out.requires_grad = True
     _t._used(a, out)
     if b is not None:
@@ -402,7 +404,7 @@ def plain_options(kwargs, allowed) -> bool:
 
 def _call_rule(ufunc, inputs, kwargs):
     """(op, parents) for ``ufunc(*inputs, **kwargs)``, or None if it has no rule."""
-    if not plain_options(kwargs, _CALL_OPTIONS):
+    if kwargs and not plain_options(kwargs, _CALL_OPTIONS):
         return None
     op = _UFUNC_OPS.get(ufunc)
     if op is not None:
@@ -417,8 +419,9 @@ def _call_rule(ufunc, inputs, kwargs):
         op, parents = _DIV, (_t._constant(np.array(1.0)), _parent(inputs[0]))
     else:
         return None
-    if any(p is None for p in parents):
-        return None
+    for p in parents:
+        if p is None:
+            return None
     return op, parents
 
 
@@ -477,7 +480,7 @@ def _caller():
     return frame
 
 
-_FP_STATE = _fp.STATE
+_FP_STATE, _TWINS, _MISSING = _fp.STATE, _fp.TWINS, object()
 _PACKAGE = __file__.rsplit("/core/", 1)[0] + "/"  # gradmagic's own files
 _REGISTRIES: dict = {}  # file -> the registry of the warnings numpy's own code raised there
 
@@ -495,7 +498,9 @@ def _numpy(f, args, kwargs, pure: bool = False):
     warnings caught. A call that warns about nothing pays for no catching.
     """
     if pure:
-        twin = _fp.raising()
+        twin = _TWINS.get(_FP_STATE.get(), _MISSING) if _FP_STATE is not None else None
+        if twin is _MISSING:
+            twin = _fp.raising()
         if twin is not None:
             token = _FP_STATE.set(twin)
             try:

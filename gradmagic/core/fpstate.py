@@ -22,10 +22,10 @@ try:  # numpy >= 2.0 keeps its error state in a context variable
 except ImportError:  # pragma: no cover - an older numpy: the public, slower way
     STATE = _make_extobj = None
 
-__all__ = ["STATE", "quiet", "raising"]
+__all__ = ["STATE", "TWINS", "quiet", "raising"]
 
 _CATEGORIES = ("divide", "over", "under", "invalid")
-_RAISING: dict = {}  # a state in force -> its "warn"-as-"raise" twin (None: not to be made)
+TWINS: dict = {}  # a state in force -> its "warn"-as-"raise" twin (None: not to be made)
 _MISSING = object()
 
 
@@ -60,11 +60,11 @@ def raising():
     if STATE is None:  # pragma: no cover
         return None
     now = STATE.get()
-    made = _RAISING.get(now, _MISSING)
+    made = TWINS.get(now, _MISSING)
     if made is _MISSING:
-        if len(_RAISING) >= 64:
-            _RAISING.clear()
-        made = _RAISING[now] = _twin()
+        if len(TWINS) >= 64:
+            TWINS.clear()
+        made = TWINS[now] = _twin()
     return made
 
 

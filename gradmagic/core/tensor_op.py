@@ -16,6 +16,7 @@ from .fpstate import quiet
 from .ops import OpBase
 
 _NO_PARAMS: dict = {}
+_NDARRAY = np.ndarray
 
 
 @dataclass(frozen=True)
@@ -42,21 +43,24 @@ class TensorOp(OpBase):
         """
         params = node._params or _NO_PARAMS
         a, b = node._a, node._b
+        out, grad = node.data, node.grad
+        args = (a.data,) if b is None else (a.data, b.data)
         if (
             self._scatter is not None
             and a.__class__ not in SCALAR_NODES
             and a.requires_grad
-            and node.data.size * 8 <= a.data.size
+            and out.size * 8 <= args[0].size
         ):
-            self._scatter(a._grad_to_add_into(), node.grad, **params)
+            self._scatter(a._grad_to_add_into(), grad, **params)
             return
-        args = (a.data,) if b is None else (a.data, b.data)
-        for parent, rule in zip((a, b), self.df):
+        for parent, x, rule in zip((a, b), args, self.df):
             if parent.__class__ in SCALAR_NODES:
-                parent.grad += float(np.sum(rule(node.grad, node.data, *args, **params)))
+                parent.grad += float(np.sum(rule(grad, out, *args, **params)))
             elif parent.requires_grad:
-                g = rule(node.grad, node.data, *args, **params)
-                parent._add_grad(_unbroadcast(g, parent.data.shape), node.grad)
+                g = rule(grad, out, *args, **params)
+                if g.__class__ is not _NDARRAY or g.shape != x.shape:
+                    g = _unbroadcast(g, x.shape)
+                parent._add_grad(g, grad)
 
 
 def _unbroadcast(g, shape: tuple):
