@@ -19,6 +19,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from ..core.array_nodes import Array, Scalar64
 from ..core.engine import walk as engine_walk
 from ..core.ops import OPS, real
 from ..core.tensor_ops import TENSOR_OPS
@@ -61,6 +62,15 @@ del _c, _op
 _ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 _FLOATS = {float}
+
+
+def _fresh(order, classes):
+    """``fresh(i)``: whether node ``i`` of ``order`` is of one of ``classes``."""
+    return lambda i: order[i].__class__ in classes
+
+
+_FRESH_DATA = frozenset({Scalar64})
+_FRESH_GRADS = frozenset({Array, Scalar64})
 
 
 class Trace:
@@ -333,16 +343,21 @@ class Trace:
     def _values(self, order) -> None:
         """The data and grad columns read from the nodes (tensor nodes one by one)."""
         n = self.n
-        self.data = self._column(list(map(_DATA, order)), self.tensor_data, self.exact)
+        # what no one else holds is kept as it is: a numpy scalar node's data (made afresh at
+        # each read), the gradient of a node the magic made (its numbers plain again after
+        # the cell, the node dropped; the sweep adds contributions out of place)
+        fresh = _fresh(order, _FRESH_DATA)
+        self.data = self._column(list(map(_DATA, order)), self.tensor_data, self.exact, fresh)
         grad = None
         if not self.tensor_data:  # every gradient is a number: straight into floats
             try:
                 grad = np.fromiter(map(_GRAD, order), np.float64, n)
             except (TypeError, ValueError, OverflowError):
                 pass
-        self.grad = (
-            self._column(list(map(_GRAD, order)), self.tensor_grad, None) if grad is None else grad
-        )
+        if grad is None:
+            fresh = _fresh(order, _FRESH_GRADS)
+            grad = self._column(list(map(_GRAD, order)), self.tensor_grad, None, fresh)
+        self.grad = grad
         self._flags(order)
 
     def _flags(self, order) -> None:
@@ -383,8 +398,9 @@ class Trace:
         np.minimum(pos, len(ids) - 1, out=pos)
         return np.where(ids[pos] == query, perm[pos], -1).astype(np.int32)
 
-    def _column(self, values: list, arrays: dict, exact: dict | None) -> np.ndarray:
-        """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``."""
+    def _column(self, values: list, arrays: dict, exact: dict | None, fresh) -> np.ndarray:
+        """A float64 column of ``values``; arrays go to ``arrays`` (copied, unless
+        ``fresh(i)``), ints also to ``exact``."""
         n = len(values)
         if set(map(type, values)) <= _FLOATS:
             return np.array(values, dtype=np.float64) if n else np.zeros(0)
@@ -393,7 +409,7 @@ class Trace:
         for i in odd:
             x = values[i]
             if isinstance(x, np.ndarray):
-                arrays[i] = x.copy()
+                arrays[i] = x if fresh(i) and x.__class__ is np.ndarray else x.copy()
                 values[i] = np.nan
             elif isinstance(x, int) and exact is not None:
                 exact[i] = x
