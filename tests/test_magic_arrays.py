@@ -310,3 +310,24 @@ def test_an_array_the_cell_writes_into_is_still_an_input(ip):
 
     W0 = np.array([0.3, -1.2, 0.8])
     np.testing.assert_allclose(leaf(gradmagic.last, "W"), central(f, W0), rtol=1e-6, atol=1e-8)
+
+
+def test_each_gradient_and_value_the_trace_keeps_is_its_own(ip):
+    """Gradients that are one array in the sweep (``a + 1`` passes its gradient on as it is)
+    and numbers the user's arrays hold are kept apart: changing one, or the user's arrays
+    after the cell, changes nothing else the trace shows."""
+    ip.user_ns.update(np=np, W=np.array([1.0, -2.0, 3.0]))
+    assert autograd(ip, "a = W + 1.0\nb = a - 2.0\nc = b[0] * 2.0\nL = (b * 3.0).sum() + c").success
+    trace = gradmagic.last
+    grads = {name: np.array(g, copy=True) for name, g in trace.grads.items()}
+    values = {name: np.array(v, copy=True) for name, v in trace.values.items()}
+    for name in ("a", "b"):
+        trace.grads[name] *= 0.0  # one gradient changed in place...
+        changed = [n for n, g in trace.grads.items() if not np.array_equal(g, grads[n])]
+        assert changed == [name], changed  # ... and no other
+        grads[name] = trace.grads[name].copy()
+    ip.user_ns["W"][:] = 7.0
+    ip.user_ns["a"][:] = 7.0
+    for name, v in trace.values.items():
+        assert np.array_equal(v, values[name]), name
+    assert grads["W"].tolist() == [5.0, 3.0, 3.0]

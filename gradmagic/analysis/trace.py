@@ -399,17 +399,25 @@ class Trace:
         return np.where(ids[pos] == query, perm[pos], -1).astype(np.int32)
 
     def _column(self, values: list, arrays: dict, exact: dict | None, fresh) -> np.ndarray:
-        """A float64 column of ``values``; arrays go to ``arrays`` (copied, unless
-        ``fresh(i)``), ints also to ``exact``."""
+        """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``.
+
+        An array is copied unless ``fresh(i)`` says no one else holds it and it shares its
+        memory with no other array kept (a node's gradient may be its child's, or a view
+        of it): each entry of ``arrays`` owns its numbers."""
         n = len(values)
         if set(map(type, values)) <= _FLOATS:
             return np.array(values, dtype=np.float64) if n else np.zeros(0)
         kinds = np.fromiter(map(_FLOAT_TYPES.get, map(type, values), repeat(2, n)), np.int8, n)
         odd = np.flatnonzero(kinds).tolist()
+        kept: set = set()  # ids of the arrays kept as they are
         for i in odd:
             x = values[i]
             if isinstance(x, np.ndarray):
-                arrays[i] = x if fresh(i) and x.__class__ is np.ndarray else x.copy()
+                if x.__class__ is np.ndarray and x.base is None and id(x) not in kept and fresh(i):
+                    kept.add(id(x))
+                else:
+                    x = x.copy()
+                arrays[i] = x
                 values[i] = np.nan
             elif isinstance(x, int) and exact is not None:
                 exact[i] = x
