@@ -10,7 +10,7 @@ from ..core.fpstate import quiet
 
 __all__ = ["all_finite", "fmt", "dims", "short", "SMALL"]
 
-_quiet_sum = quiet(np.ndarray.sum)  # (inf - inf and overflows are not warned about)
+_quiet_sum = quiet(np.add.reduce)  # (inf - inf and overflows are not warned about)
 
 
 def all_finite(x) -> bool:
@@ -26,7 +26,7 @@ def all_finite(x) -> bool:
                 return math.isfinite(x.item())  # (a loop's 0-d nodes: np.all costs 20x more)
             # a finite sum has no nan or infinity in it (one pass, nothing allocated); an
             # infinite one may be an overflow of finite numbers: then each is tested
-            return math.isfinite(_quiet_sum(x)) or bool(np.isfinite(x).all())
+            return math.isfinite(_quiet_sum(x, None)) or bool(np.isfinite(x).all())
         return bool(np.all(np.isfinite(x)))
     except (TypeError, OverflowError):
         return False

@@ -39,6 +39,7 @@ from builtins import isinstance  # noqa: A004
 
 import numpy as np
 
+from . import fpstate as _fp
 from . import number_nodes as _numbers
 from . import tensor as _t
 from . import tensor_nodes
@@ -397,14 +398,7 @@ def _is_tensor(x) -> bool:
     return x.__class__ in _TENSOR_NODES
 
 
-class _quiet_graph:
-    """Numpy's warnings of a composite's inner steps silenced (the exact result warns)."""
-
-    def __enter__(self):
-        self.state = np.seterr(all="ignore")
-
-    def __exit__(self, *exc):
-        np.seterr(**self.state)
+_quiet_graph = _fp.ignoring  # a composite's inner steps silenced (the exact result warns)
 
 
 def numpy_with_nodes(f):

@@ -6,7 +6,7 @@ states the engine uses are built once here and set with numpy's context variable
 that), falling back to ``np.errstate`` where numpy does not have it.
 
 * :func:`quiet`: ``f`` with every floating-point error ignored (the rules' nan and inf are
-  the trace's to show);
+  the trace's to show), and :class:`ignoring`, the same for a block;
 * :func:`raising`: the state in force with each ``"warn"`` made ``"raise"``, so that an
   operation that numpy would warn about raises instead, and the caller runs it again the
   careful way (catching the warning to show it at the user's line); an operation that warns
@@ -22,9 +22,10 @@ try:  # numpy >= 2.0 keeps its error state in a context variable
 except ImportError:  # pragma: no cover - an older numpy: the public, slower way
     STATE = _make_extobj = None
 
-__all__ = ["STATE", "TWINS", "quiet", "raising"]
+__all__ = ["STATE", "TWINS", "ignoring", "quiet", "raising"]
 
 _CATEGORIES = ("divide", "over", "under", "invalid")
+_IGNORE = None if STATE is None else _make_extobj(all="ignore")
 TWINS: dict = {}  # a state in force -> its "warn"-as-"raise" twin (None: not to be made)
 _MISSING = object()
 
@@ -39,8 +40,7 @@ def quiet(f):
 
         slow.__name__ = getattr(f, "__name__", "f")
         return slow
-    ignore = _make_extobj(all="ignore")
-    state = STATE
+    ignore, state = _IGNORE, STATE
 
     def g(*args, **kwargs):
         token = state.set(ignore)
@@ -51,6 +51,24 @@ def quiet(f):
 
     g.__name__ = getattr(f, "__name__", "f")
     return g
+
+
+class ignoring:
+    """``with ignoring():`` the block runs with numpy's floating-point errors ignored."""
+
+    __slots__ = ("_token", "_old")
+
+    def __enter__(self):
+        if STATE is None:  # pragma: no cover
+            self._old = np.seterr(all="ignore")
+        else:
+            self._token = STATE.set(_IGNORE)
+
+    def __exit__(self, *exc):
+        if STATE is None:  # pragma: no cover
+            np.seterr(**self._old)
+        else:
+            STATE.reset(self._token)
 
 
 def raising():
