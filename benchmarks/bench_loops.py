@@ -128,7 +128,7 @@ def _shell():
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gradmagic")
+    shell.extension_manager.load_extension("gradmagic")  # (once: quietly if loaded)
     shell.run_cell("import numpy as np")
     return shell
 

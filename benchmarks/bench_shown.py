@@ -44,7 +44,7 @@ def _shell():
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gradmagic")
+    shell.extension_manager.load_extension("gradmagic")  # (once: quietly if loaded)
     shell.display_pub.publish = lambda *args, **kwargs: None  # what a frontend would get
     assert shell.run_cell(SETUP).success
     return shell
