@@ -321,11 +321,10 @@ def _reduce_rule(ufunc, method, inputs, kwargs):
 
 
 # --------------------------------------------------------------------------- numpy functions
-_PURE = frozenset(
-    {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.dot, np.vdot, np.inner}
-)
+_PURE = frozenset({np.sum, np.prod, np.max, np.min, np.amax, np.amin, np.dot, np.vdot, np.inner})
 """numpy functions that write nothing they read and warn about nothing but floating-point
-errors, or name numpy's own frame when they do (``_numpy``'s ``pure``)."""
+errors (``_numpy``'s ``pure``; not ``np.mean``, whose "Mean of empty slice" comes before its
+0 / 0: run again, it would be shown twice)."""
 
 FUNCTION_RULES: dict = {}
 """numpy function → its rule ``rule(exact, *args, **kwargs)``, filled by the modules of
