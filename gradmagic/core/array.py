@@ -99,6 +99,13 @@ __all__ = ["Array", "Scalar64", "array_leaf", "is_array_node", "plain_array"]
 
 
 # --------------------------------------------------------------------------- numpy dispatch
+_PLAIN = frozenset({np.ndarray, float, int, bool, complex}) | frozenset(
+    t for t in np.sctypeDict.values() if issubclass(t, (np.number, np.bool_))
+)
+"""Operand types a ufunc computes on in numpy's own C code (another type's
+``__array_ufunc__`` may run Python code that warns, or writes, and must run once)."""
+
+
 def _ufunc(ufunc, method, inputs, kwargs):
     out = kwargs.get("out")
     args = tuple(map(_pv, inputs))
@@ -113,7 +120,8 @@ def _ufunc(ufunc, method, inputs, kwargs):
         writes = [o for o in out if o.__class__ is Array]
     if writes:
         return _ufunc_into(ufunc, method, inputs, kwargs, args, plain_kwargs, out, writes)
-    exact = _numpy(getattr(ufunc, method), args, plain_kwargs, out is None and method != "at")
+    pure = out is None and method != "at" and all(a.__class__ in _PLAIN for a in args)
+    exact = _numpy(getattr(ufunc, method), args, plain_kwargs, pure)
     if out is not None:
         exact = _outputs(exact, plain_kwargs["out"], out)
     if not rec or not _any_tracked(inputs):
