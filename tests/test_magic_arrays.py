@@ -219,6 +219,50 @@ def test_numpys_warnings_name_the_users_line(ip):
     assert w.lineno == 3 and "gradmagic" not in w.filename
 
 
+def _warned(ip, cell, first=0):
+    """The warnings a cell gives (every one shown; a line of the cell counted from ``first``),
+    and the error it raises, if any."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = ip.run_cell(cell)
+    error = result.error_in_exec
+    mine = [w.filename.startswith("<ipython") for w in caught]  # (else numpy's own file)
+    return [(w.category, str(w.message), w.lineno - first * c) for w, c in zip(caught, mine)], (
+        type(error).__name__ if error is not None else None,
+        str(error) if error is not None else None,
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a node's numpy scalar arithmetic and ufuncs, warned about once each time they run
+        "s = W.sum()\nfor k in range(3):\n    t = s / 0.0\n    u = np.log(s - s)\nL = s * 2",
+        # the user's own error state, set in the cell, obeyed by the nodes' numpy calls
+        "np.seterr(divide='ignore')\ns = W.sum()\nt = s / 0.0\nu = np.log(W - 1.0)\n"
+        "r = np.sqrt(s - 10.0)\nnp.seterr(divide='warn')\nv = np.log(W - 1.0)\nL = np.sum(W * 2)",
+        "with np.errstate(all='raise'):\n    s = W.sum()\n    t = s / 0.0\nL = s",
+        "with np.errstate(invalid='ignore', divide='warn'):\n    u = np.sqrt(W - 2.0)\n"
+        "    v = np.log(W - 1.0)\nL = np.sum(W)",
+        # reductions and products that overflow (numpy's own file named), a max of nan
+        "big = W * 1e308\nt = np.sum(big)\nm = np.max(np.log(W - 1.5))\nL = np.sum(W)",
+        "p = np.prod(W * 1e200)\nq = np.dot(W * 1e200, W * 1e200)\nL = np.sum(W)",
+    ],
+)
+def test_numpys_error_state_and_warnings_are_a_plain_cells(ip, body):
+    """numpy's floating-point warnings and errors in a recorded cell are the plain cell's:
+    the same messages, categories and lines (the magic's line counted), the user's
+    ``np.seterr`` and ``np.errstate`` obeyed, whatever the engine does to be quick."""
+    ip.user_ns.update(np=np, W=np.array([1.0, 2.0, 3.0]))
+    plain = _warned(ip, body)
+    np.seterr(all="warn", under="ignore")
+    ip.user_ns.update(W=np.array([1.0, 2.0, 3.0]))
+    magic = _warned(ip, "%%autograd -q\n" + body, first=1)
+    np.seterr(all="warn", under="ignore")
+    assert magic == plain
+    assert plain[0] or plain[1][0]
+
+
 # --------------------------------------------------------------------------- numpy functions
 def test_numpy_functions_without_a_rule_compute_as_numpy_and_say_so(ip):
     ip.user_ns.update(np=np, A=np.array([[2.0, 1.0], [1.0, 3.0]]), b=np.array([1.0, 2.0]))
@@ -268,3 +312,24 @@ def test_an_array_the_cell_writes_into_is_still_an_input(ip):
 
     W0 = np.array([0.3, -1.2, 0.8])
     np.testing.assert_allclose(leaf(gradmagic.last, "W"), central(f, W0), rtol=1e-6, atol=1e-8)
+
+
+def test_each_gradient_and_value_the_trace_keeps_is_its_own(ip):
+    """Gradients that are one array in the sweep (``a + 1`` passes its gradient on as it is)
+    and numbers the user's arrays hold are kept apart: changing one, or the user's arrays
+    after the cell, changes nothing else the trace shows."""
+    ip.user_ns.update(np=np, W=np.array([1.0, -2.0, 3.0]))
+    assert autograd(ip, "a = W + 1.0\nb = a - 2.0\nc = b[0] * 2.0\nL = (b * 3.0).sum() + c").success
+    trace = gradmagic.last
+    grads = {name: np.array(g, copy=True) for name, g in trace.grads.items()}
+    values = {name: np.array(v, copy=True) for name, v in trace.values.items()}
+    for name in ("a", "b"):
+        trace.grads[name] *= 0.0  # one gradient changed in place...
+        changed = [n for n, g in trace.grads.items() if not np.array_equal(g, grads[n])]
+        assert changed == [name], changed  # ... and no other
+        grads[name] = trace.grads[name].copy()
+    ip.user_ns["W"][:] = 7.0
+    ip.user_ns["a"][:] = 7.0
+    for name, v in trace.values.items():
+        assert np.array_equal(v, values[name]), name
+    assert grads["W"].tolist() == [5.0, 3.0, 3.0]

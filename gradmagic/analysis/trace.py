@@ -21,6 +21,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from ..core.array_nodes import Array, Scalar64
 from ..core.engine import walk as engine_walk
 from ..core.ops import OPS, real
 from ..core.tensor_ops import TENSOR_OPS
@@ -63,6 +64,15 @@ del _c, _op
 _ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 _FLOATS = {float}
+
+
+def _fresh(order, classes):
+    """``fresh(i)``: whether node ``i`` of ``order`` is of one of ``classes``."""
+    return lambda i: order[i].__class__ in classes
+
+
+_FRESH_DATA = frozenset({Scalar64})
+_FRESH_GRADS = frozenset({Array, Scalar64})
 
 
 class Trace:
@@ -350,18 +360,23 @@ class Trace:
     def _values(self, order) -> None:
         """The data and grad columns read from the nodes (tensor nodes one by one)."""
         n = self.n
+        # what no one else holds is kept as it is: a numpy scalar node's data (made afresh at
+        # each read), the gradient of a node the magic made (its numbers plain again after
+        # the cell, the node dropped; the sweep adds contributions out of place)
+        fresh = _fresh(order, _FRESH_DATA)
         exact: dict[int, Any] = {}  # (filled by _column with the int values)
         self.exact = exact
-        self.data = self._column(list(map(_DATA, order)), self.tensor_data, exact)
+        self.data = self._column(list(map(_DATA, order)), self.tensor_data, exact, fresh)
         grad = None
         if not self.tensor_data:  # every gradient is a number: straight into floats
             try:
                 grad = np.fromiter(map(_GRAD, order), np.float64, n)
             except (TypeError, ValueError, OverflowError):
                 pass
-        self.grad = (
-            self._column(list(map(_GRAD, order)), self.tensor_grad, None) if grad is None else grad
-        )
+        if grad is None:
+            fresh = _fresh(order, _FRESH_GRADS)
+            grad = self._column(list(map(_GRAD, order)), self.tensor_grad, None, fresh)
+        self.grad = grad
         self._flags(order)
 
     def _flags(self, order) -> None:
@@ -371,26 +386,24 @@ class Trace:
         self.constant = (self.parent_a < 0) & (self.label_code == 0)
         self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
         self.kink = np.zeros(n, dtype=bool)
-        for i in self.tensor_data:  # tensor nodes, one by one
+        grads, params, constant, finite = self.tensor_grad, self.params, self.constant, self.finite
+        for i, x in self.tensor_data.items():  # tensor nodes, one by one
             v = order[i]
-            if i not in self.tensor_grad:  # a numpy scalar gradient
-                self.tensor_grad[i] = np.array(v.grad, dtype=float).reshape(
-                    self.tensor_data[i].shape
-                )
+            g = grads.get(i)
+            if g is None:  # a numpy scalar gradient
+                g = grads[i] = np.array(v.grad, dtype=float).reshape(x.shape)
                 self.grad[i] = np.nan
             if v._a is None:
-                self.constant[i] = not v.requires_grad
-                if not v.requires_grad:
+                fixed = constant[i] = not v.requires_grad
+                if fixed:
                     no_grad.append(i)
             else:
-                self.constant[i] = False
-                self.params[i] = v.params
-                self.kink[i] = bool(v.kink)
-            self.finite[i] = (
-                all_finite(self.tensor_data[i])
-                if self.constant[i]
-                else all_finite(self.tensor_data[i]) and all_finite(self.tensor_grad[i])
-            )
+                fixed = constant[i] = False
+                if v._params:  # (replay reads none as no params)
+                    params[i] = v.params
+                if v._op.kink is not None:
+                    self.kink[i] = bool(v.kink)
+            finite[i] = all_finite(x) and (fixed or all_finite(g))
         self.no_grad = frozenset(no_grad)
         self._scalar_kinks()
         self._leaves = None
@@ -404,17 +417,26 @@ class Trace:
         np.minimum(pos, len(ids) - 1, out=pos)
         return np.where(ids[pos] == query, perm[pos], -1).astype(np.int32)
 
-    def _column(self, values: list, arrays: dict, exact: dict | None) -> np.ndarray:
-        """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``."""
+    def _column(self, values: list, arrays: dict, exact: dict | None, fresh) -> np.ndarray:
+        """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``.
+
+        An array is copied unless ``fresh(i)`` says no one else holds it and it shares its
+        memory with no other array kept (a node's gradient may be its child's, or a view
+        of it): each entry of ``arrays`` owns its numbers."""
         n = len(values)
         if set(map(type, values)) <= _FLOATS:
             return np.array(values, dtype=np.float64) if n else np.zeros(0)
         kinds = np.fromiter(map(_FLOAT_TYPES.get, map(type, values), repeat(2, n)), np.int8, n)
         odd = np.flatnonzero(kinds).tolist()
+        kept: set = set()  # ids of the arrays kept as they are
         for i in odd:
             x = values[i]
             if isinstance(x, np.ndarray):
-                arrays[i] = x.copy()
+                if x.__class__ is np.ndarray and x.base is None and id(x) not in kept and fresh(i):
+                    kept.add(id(x))
+                else:
+                    x = x.copy()
+                arrays[i] = x
                 values[i] = np.nan
             elif isinstance(x, int) and exact is not None:
                 exact[i] = x

@@ -39,6 +39,7 @@ from builtins import isinstance  # noqa: A004
 
 import numpy as np
 
+from . import fpstate as _fp
 from . import number_nodes as _numbers
 from . import tensor as _t
 from . import tensor_nodes
@@ -98,6 +99,13 @@ __all__ = ["Array", "Scalar64", "array_leaf", "is_array_node", "plain_array"]
 
 
 # --------------------------------------------------------------------------- numpy dispatch
+_PLAIN = frozenset({np.ndarray, float, int, bool, complex}) | frozenset(
+    t for t in np.sctypeDict.values() if issubclass(t, (np.number, np.bool_))
+)
+"""Operand types a ufunc computes on in numpy's own C code (another type's
+``__array_ufunc__`` may run Python code that warns, or writes, and must run once)."""
+
+
 def _ufunc(ufunc, method, inputs, kwargs):
     out = kwargs.get("out")
     args = tuple(map(_pv, inputs))
@@ -112,7 +120,8 @@ def _ufunc(ufunc, method, inputs, kwargs):
         writes = [o for o in out if o.__class__ is Array]
     if writes:
         return _ufunc_into(ufunc, method, inputs, kwargs, args, plain_kwargs, out, writes)
-    exact = _numpy(getattr(ufunc, method), args, plain_kwargs)
+    pure = out is None and method != "at" and all(a.__class__ in _PLAIN for a in args)
+    exact = _numpy(getattr(ufunc, method), args, plain_kwargs, pure)
     if out is not None:
         exact = _outputs(exact, plain_kwargs["out"], out)
     if not rec or not _any_tracked(inputs):
@@ -322,6 +331,11 @@ def _reduce_rule(ufunc, method, inputs, kwargs):
 
 
 # --------------------------------------------------------------------------- numpy functions
+_PURE = frozenset({np.sum, np.prod, np.max, np.min, np.amax, np.amin, np.dot, np.vdot, np.inner})
+"""numpy functions that write nothing they read and warn about nothing but floating-point
+errors (``_numpy``'s ``pure``; not ``np.mean``, whose "Mean of empty slice" comes before its
+0 / 0: run again, it would be shown twice)."""
+
 FUNCTION_RULES: dict = {}
 """numpy function → its rule ``rule(exact, *args, **kwargs)``, filled by the modules of
 rules (:mod:`.numpy_reductions`, :mod:`.numpy_shapes`, :mod:`.numpy_linalg`), which
@@ -349,7 +363,7 @@ def _function(func, args, kwargs):
         _write(out, f"numpy.{func.__name__}(..., out=...)", write, args)
         return out if result[0] is _view(out, _ndarray) or result[0] is out else result[0]
     pargs, pkwargs = _deep_plain(args), _deep_plain(kwargs)
-    exact = _numpy(func, pargs, pkwargs)
+    exact = _numpy(func, pargs, pkwargs, out is None and func in _PURE)
     if out is not None and out.__class__ is Array:
         if exact is _view(out, _ndarray) or (
             isinstance(exact, _ndarray)
@@ -393,14 +407,7 @@ def _is_tensor(x) -> bool:
     return x.__class__ in _TENSOR_NODES
 
 
-class _quiet_graph:
-    """Numpy's warnings of a composite's inner steps silenced (the exact result warns)."""
-
-    def __enter__(self):
-        self.state = np.seterr(all="ignore")
-
-    def __exit__(self, *exc):
-        np.seterr(**self.state)
+_quiet_graph = _fp.ignoring  # a composite's inner steps silenced (the exact result warns)
 
 
 def numpy_with_nodes(f):

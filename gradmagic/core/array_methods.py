@@ -57,7 +57,8 @@ class _ArraySurface:
             index, basic = _t._index(key)
         except (IndexError, TypeError):
             return _cut_result(exact, "indexing with this key", (self,))
-        return _adopt(exact, _t._apply(_GETITEM, self, None, {"index": index, "basic": basic}))
+        # numpy's own result is the node: the picked numbers are not computed again
+        return _link(_GETITEM, exact, self, None, {"index": index, "basic": basic}, False)
 
     def __setitem__(self, key, value):
         plain_key = _plain_key(key)

@@ -22,6 +22,7 @@ import weakref
 
 import numpy as np
 
+from . import fpstate as _fp
 from . import number_nodes as _numbers
 from .engine import SCALAR_NODES, Value, state
 from .sites import cursor
@@ -193,7 +194,7 @@ def _scalar_binary(ufunc, name):
             return NotImplemented
         if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
             return ufunc(other, self) if reflected else ufunc(self, other)
-        r = _numpy(method, (np.float64(_float_of(self)), _pv(other)), {})
+        r = _numpy(method, (np.float64(_float_of(self)), _pv(other)), {}, True)
         if r is NotImplemented or not tracking():
             return r
         return _link_call(ufunc, r, (other, self) if reflected else (self, other))
@@ -206,7 +207,7 @@ def _scalar_unary(ufunc, name):
     method = getattr(np.float64, name)
 
     def forward(self):
-        r = _numpy(method, (np.float64(_float_of(self)),), {})
+        r = _numpy(method, (np.float64(_float_of(self)),), {}, True)
         if not tracking():
             return r
         return _link_call(ufunc, r, (self,))
@@ -358,8 +359,9 @@ def _adopt(exact, node):
     return out
 
 
-def _link(op, exact, a, b=None, params=None):
-    """``exact`` (numpy's result of ``op`` on ``a``, ``b``) as a node linked to them."""
+def _link(op, exact, a, b=None, params=None, sited=True):
+    """``exact`` (numpy's result of ``op`` on ``a``, ``b``) as a node linked to them
+    (``sited``: marked as made at the running line, as :func:`_adopt` does not)."""
     cls = exact.__class__
     if cls is _ndarray:
         if exact.dtype != _F64:
@@ -372,7 +374,8 @@ def _link(op, exact, a, b=None, params=None):
     else:
         return exact
     out._op, out._a, out._b, out._params = op, a, b, params
-    out._site = cursor.site
+    if sited:
+        out._site = cursor.site
     out.requires_grad = True
     _t._used(a, out)
     if b is not None:
@@ -403,7 +406,7 @@ def plain_options(kwargs, allowed) -> bool:
 
 def _call_rule(ufunc, inputs, kwargs):
     """(op, parents) for ``ufunc(*inputs, **kwargs)``, or None if it has no rule."""
-    if not plain_options(kwargs, _CALL_OPTIONS):
+    if kwargs and not plain_options(kwargs, _CALL_OPTIONS):
         return None
     op = _UFUNC_OPS.get(ufunc)
     if op is not None:
@@ -418,8 +421,9 @@ def _call_rule(ufunc, inputs, kwargs):
         op, parents = _DIV, (_t._constant(np.array(1.0)), _parent(inputs[0]))
     else:
         return None
-    if any(p is None for p in parents):
-        return None
+    for p in parents:
+        if p is None:
+            return None
     return op, parents
 
 
@@ -478,17 +482,35 @@ def _caller():
     return frame
 
 
+_FP_STATE, _TWINS, _MISSING = _fp.STATE, _fp.TWINS, object()
 _PACKAGE = __file__.rsplit("/core/", 1)[0] + "/"  # gradmagic's own files
 _REGISTRIES: dict = {}  # file -> the registry of the warnings numpy's own code raised there
 
 
-def _numpy(f, args, kwargs):
+def _numpy(f, args, kwargs, pure: bool = False):
     """``f(*args, **kwargs)``, its warnings where numpy puts them in a plain cell.
 
     numpy names the innermost Python frame: the line that called into the array when ``f``
     is numpy's C code (here that frame is the magic's own), numpy's Python code otherwise
     (``prod`` warns in ``numpy/_core/_methods.py``), which is kept.
+
+    ``pure``: ``f`` writes nothing it reads and warns only through numpy's error state (a
+    ufunc with no ``out=``, numpy's scalar arithmetic, a reduction): it runs first with the
+    warnings numpy would give made errors, and only when one is raised runs again, its
+    warnings caught. A call that warns about nothing pays for no catching.
     """
+    if pure:
+        twin = _TWINS.get(_FP_STATE.get(), _MISSING) if _FP_STATE is not None else None
+        if twin is _MISSING:
+            twin = _fp.raising()
+        if twin is not None:
+            token = _FP_STATE.set(twin)
+            try:
+                return f(*args, **kwargs)
+            except FloatingPointError:
+                pass  # numpy would have warned (or raised): again, the careful way
+            finally:
+                _FP_STATE.reset(token)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = f(*args, **kwargs)

@@ -206,7 +206,8 @@ class Walk:
     number as a float (an ``array('d')``; nan for an int too big for one); ``ints`` lists
     the positions of plain ints (their exact numbers are read from ``order`` where a float
     cannot hold them); at the positions in ``odd`` (arrays, numbers of other types) it
-    holds nan and ``odd_data`` their numbers. ``tensors`` is
+    holds nan and ``odd_data`` their numbers (None for a tensor node: the Trace of a
+    graph with tensors reads the nodes). ``tensors`` is
     True if a node is not a
     scalar. After ``backward(root, seed, walk)`` on scalar nodes, ``grads``
     holds the gradients in reverse order (root first). A
@@ -360,11 +361,12 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
             else:  # a bool, an int subclass, an array...: kept aside for the Trace
                 data_append(nan)
                 odd_append(i - 1 - base)
-                odd_data_append(v.data)
                 if cls in scalar:
+                    odd_data_append(v.data)
                     if zero:
                         v.grad = 0.0
-                else:
+                else:  # (the Trace of a graph with tensors reads its nodes' data)
+                    odd_data_append(None)
                     tensors = True
                     if zero:
                         v._zero_grad()

@@ -27,7 +27,7 @@ from .tensor import TENSOR_OPS
 def _r_dot(exact, a, b, out=None):
     if out is not None:
         return None
-    da, db = np.ndim(a), np.ndim(b)
+    da, db = np.ndim(_pv(a)), np.ndim(_pv(b))  # (of the numbers: no dispatch)
     if da == 0 or db == 0:
         return _link_call(np.multiply, exact, (a, b))
     if da > 2 or db > 2:

@@ -581,6 +581,9 @@ def _reduce(op, t, axis, keepdims):
     return _apply(op, t, None, {"axis": axis, "keepdims": bool(keepdims)})
 
 
+_as_index = operator.index
+
+
 def _index(key):
     """``key`` as a tuple numpy accepts, and whether it picks each element at most once."""
     items = key if isinstance(key, tuple) else (key,)
@@ -590,9 +593,12 @@ def _index(key):
         if k is None or k is Ellipsis:
             out.append(k)
         elif isinstance(k, slice):
+            start, stop, step = k.start, k.stop, k.step  # (each an int or None)
             out.append(
                 slice(
-                    *(None if s is None else operator.index(s) for s in (k.start, k.stop, k.step))
+                    None if start is None else _as_index(start),
+                    None if stop is None else _as_index(stop),
+                    None if step is None else _as_index(step),
                 )
             )
         elif isinstance(k, Tensor):

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .engine import SCALAR_NODES
+from .fpstate import quiet
 from .ops import OpBase
 
 _NO_PARAMS: dict = {}
+_NDARRAY = np.ndarray
 
 
 @dataclass(frozen=True)
@@ -41,21 +43,24 @@ class TensorOp(OpBase):
         """
         params = node._params or _NO_PARAMS
         a, b = node._a, node._b
+        out, grad = node.data, node.grad
+        args = (a.data,) if b is None else (a.data, b.data)
         if (
             self._scatter is not None
             and a.__class__ not in SCALAR_NODES
             and a.requires_grad
-            and node.data.size * 8 <= a.data.size
+            and out.size * 8 <= args[0].size
         ):
-            self._scatter(a._grad_to_add_into(), node.grad, **params)
+            self._scatter(a._grad_to_add_into(), grad, **params)
             return
-        args = (a.data,) if b is None else (a.data, b.data)
-        for parent, rule in zip((a, b), self.df):
+        for parent, x, rule in zip((a, b), args, self.df):
             if parent.__class__ in SCALAR_NODES:
-                parent.grad += float(np.sum(rule(node.grad, node.data, *args, **params)))
+                parent.grad += float(np.sum(rule(grad, out, *args, **params)))
             elif parent.requires_grad:
-                g = rule(node.grad, node.data, *args, **params)
-                parent._add_grad(_unbroadcast(g, parent.data.shape), node.grad)
+                g = rule(grad, out, *args, **params)
+                if g.__class__ is not _NDARRAY or g.shape != x.shape:
+                    g = _unbroadcast(g, x.shape)
+                parent._add_grad(g, grad)
 
 
 def _unbroadcast(g, shape: tuple):
@@ -70,15 +75,7 @@ def _unbroadcast(g, shape: tuple):
     return g
 
 
-def _quiet(f):
-    """``f`` with numpy's floating-point warnings silenced (results are nan/inf)."""
-
-    def g(*args, **kwargs):
-        with np.errstate(all="ignore"):
-            return f(*args, **kwargs)
-
-    g.__name__ = getattr(f, "__name__", "f")
-    return g
+_quiet = quiet  # ``f`` with numpy's floating-point warnings silenced (results are nan/inf)
 
 
 # --------------------------------------------------------------------------- batched helpers
