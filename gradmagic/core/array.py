@@ -89,6 +89,7 @@ from .array_nodes import (  # noqa: F401
     _view,
     array_constant,
     array_leaf,
+    as_float,
     is_array_node,
     plain_array,
     tracking,
@@ -277,9 +278,11 @@ def _setitem(arr, key, plain_key, value) -> None:
     """``arr[key] = value`` while a cell is recorded: the write, and ``arr`` as its node."""
     try:
         index, basic = _t._index(key)
-    except (IndexError, TypeError):
-        basic = False
-    y = _parent(value) if basic or _writes.distinct(arr.shape, index) else None
+    except (IndexError, TypeError):  # a key no rule reads: the write is a cut
+        index = None
+    y = None
+    if index is not None and (basic or _writes.distinct(arr.shape, index)):
+        y = _parent(value)
     if y is None or arr.dtype != _F64:
         _write(
             arr,

@@ -17,6 +17,7 @@ from . import array_writes as _writes
 from . import tensor as _t
 from .array import (
     _COPY,
+    as_float,
     _F64,
     _GETITEM,
     _RESHAPE,
@@ -292,19 +293,21 @@ def _plain_method(name, values: bool):
     return method
 
 
-for _name in (
-    "diagonal",
-    "repeat",
-    "take",
-    "compress",
-    "choose",
-    "prod",
-    "cumprod",
-    "trace",
-    "byteswap",
-    "ptp",
-    "getfield",
-):
+# methods that are numpy's function of the array (a.prod(1) is np.prod(a, 1)): its rule
+def _function_method(name):
+    func = getattr(np, name)
+
+    def method(self, *args, **kwargs):
+        return func(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("diagonal", "repeat", "take", "prod", "cumprod", "trace", "ptp"):
+    if hasattr(np.ndarray, _name):
+        setattr(Array, _name, _function_method(_name))
+for _name in ("compress", "choose", "byteswap", "getfield"):
     if hasattr(np.ndarray, _name):
         setattr(Array, _name, _plain_method(_name, False))
 for _name in (
@@ -363,6 +366,14 @@ def _converting(name):
     return method
 
 
+def _item(self, *args):
+    if not args and self.size == 1 and tracking() and self.requires_grad:
+        return as_float(self)  # a number node of the same graph
+    return _converting_item(self, *args)
+
+
 for _name in ("tolist", "item", "__float__"):
     setattr(Array, _name, _converting(_name))
+_converting_item = Array.item
+Array.item = _item
 del _op, _name, _m

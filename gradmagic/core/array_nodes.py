@@ -145,10 +145,19 @@ class Scalar64(np.float64):
 
     def item(self, *args):
         if tracking() and self.requires_grad:
-            _cut(".item() gives a plain Python number, which no node follows", None, "item")
+            return as_float(self)
         return np.float64(_float_of(self)).item(*args)
 
     __hash__ = np.float64.__hash__
+
+
+def as_float(x):
+    """``float(x)`` of a one-element array node ``x`` while a cell is recorded: a Python
+    float that is a number node of the same graph (linked through a copy of ``x``, whose
+    gradient is its own)."""
+    number = np.asarray(_pv(x), dtype=_F64).item()
+    link = _t._apply(_COPY, x) if x.shape == () else x.reshape(())
+    return _numbers.of_tensor(number, link)
 
 
 _ARRAYS = (Array, Scalar64)

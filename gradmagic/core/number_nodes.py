@@ -172,6 +172,20 @@ def _number_node(r, op, a, b):
     return out
 
 
+def of_tensor(number, node):
+    """A Float holding ``number``, the one number of the tensor node ``node`` (``float(s)``,
+    ``s.item()``): a scalar node of the same graph, linked to ``node`` by ``float``."""
+    out = float.__new__(Float, number)
+    out.grad = 0.0
+    out.label = ""
+    out._mark = None
+    out._site = cursor.site
+    out._op = OPS["float"]
+    out._a = node
+    out._b = None
+    return out
+
+
 def constant(x):
     """A leaf node holding the plain number ``x`` (an int, a float or a numpy float64;
     a bool or a numpy integer counts as an int, another numpy float as a float64)."""
