@@ -85,3 +85,77 @@ def test_float_and_item_give_python_floats_as_plain_code_does():
     run = gradmagic.autograd(cell + "\nL", check=False)(np=np, W=W0.copy())
     for name in "abc":
         assert type(run.values[name]) is float
+
+
+# --------------------------------------------------------------------------- inputs of any shape
+A0, B0 = np.array([0.5, -1.5, 2.0]), np.array([1.2, 0.3, -0.7])
+
+
+def _stack_loss(t):
+    return float(np.sum(np.sin(np.vstack(t)) * np.arange(6.0).reshape(2, 3)))
+
+
+@pytest.mark.parametrize(
+    "cell, data, grads",
+    [
+        (  # a tuple of arrays: each array is an input, named by its place
+            "L = np.sum(np.sin(np.vstack(t)) * np.arange(6.0).reshape(2, 3))",
+            {"t": (A0, B0)},
+            {"t[0]": lambda: central(lambda a: _stack_loss((a, B0)), A0)},
+        ),
+        (  # a tuple inside a list, and a float in a tuple
+            "L = np.sum(np.concatenate(ps[0]) ** 2) * ps[1][0]",
+            {"ps": [(A0, B0), (1.5,)]},
+            {"ps[0][1]": lambda: 2 * B0 * 1.5, "ps[1][0]": lambda: np.sum(A0**2 + B0**2)},
+        ),
+        (  # an element bound to a new name is still the list's element
+            "y = x[1]\nL = y * 3.0 + x[0] * y",
+            {"x": [1.0, 2.0]},
+            {"x[1]": lambda: 4.0, "x[0]": lambda: 2.0},
+        ),
+    ],
+)
+def test_containers_of_inputs_are_inputs_named_by_their_paths(cell, data, grads):
+    run = gradmagic.autograd(cell + "\nL", check=False)(np=np, **data)
+    assert not run.trace.warnings and not run.trace.cut_notes
+    for name, expected in grads.items():
+        np.testing.assert_allclose(run.grads[name], expected(), rtol=1e-6)
+    assert "y" not in run.grads
+    assert run.check().passed
+    assert type(data[next(iter(data))]) in (tuple, list)  # the user's data is left as it was
+    if "t" in data:
+        assert data["t"][0] is A0
+
+
+@pytest.mark.parametrize(
+    "cell, data, who",
+    [
+        ("L = np.sum(np.abs(z))", {"z": np.array([1 + 2j, 3 - 1j])}, "'z'"),
+        ("L = abs(c) + x", {"c": 1.5 - 2j, "x": 2.0}, "'c'"),
+        ("L = np.sum(a.astype(np.float64) ** 2)", {"a": A0.astype(np.float32)}, "'a'"),
+        ("L = float(np.sum(v[0])) * x", {"v": [np.ones(2, dtype=np.float16)], "x": 2.0}, "'v'"),
+        ("L = abs(x * 1j) + x", {"x": 2.0}, "'x'"),
+    ],
+)
+def test_numbers_not_followed_are_said_by_name(cell, data, who):
+    """Complex numbers and float32/float16 arrays are not differentiated: never a silent
+    tick, a warning names what was not followed."""
+    run = gradmagic.autograd(cell + "\nL", check=False)(np=np, **data)
+    assert any(who in w for w in run.trace.warnings), run.trace.warnings
+    assert who.strip("'") not in run.grads or who == "'x'"
+
+
+@pytest.mark.parametrize(
+    "cell, dx",
+    [
+        ("L = np.sum(x) + np.max(x) + np.min(x) + np.prod(x) + np.sign(x)", 4.0),
+        ("L = np.mean(x) * 3.0 + np.std(x + 1.0) + np.var(x)", 3.0),
+        ("L = np.real(x) * 3.0", 3.0),
+        ("L = np.sum(np.linspace(x, 5.0, num=1)) + np.sum(np.linspace(0.0, x, 0))", 1.0),
+        ("L = np.sum(np.linspace(0.0, x, num=4, endpoint=False))", 1.5),
+    ],
+)
+def test_numpy_functions_of_a_float_give_its_gradient_without_a_warning(cell, dx):
+    run = gradmagic.autograd(cell + "\nL", check=False)(np=np, x=2.0)
+    assert not run.trace.warnings and not run.trace.cut_notes
+    assert run.grads["x"] == pytest.approx(dx)

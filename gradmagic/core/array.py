@@ -123,7 +123,7 @@ def _ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__":
         rule_kwargs = {k: v for k, v in kwargs.items() if k != "out"}
         return _link_call(ufunc, exact, inputs, rule_kwargs)
-    node = _reduce_rule(ufunc, method, inputs, kwargs)
+    node = _reduce_rule(ufunc, method, tuple(map(_lift, inputs)), kwargs)
     if node is None:
         return _cut_result(exact, f"numpy.{ufunc.__name__}.{method}", inputs)
     return _adopt(exact, node)
@@ -309,6 +309,9 @@ def _reduce_rule(ufunc, method, inputs, kwargs):
     axis = kwargs.get("axis", 0)
     if not plain_options(kwargs, ("axis", "keepdims", "out", "initial")):
         return None
+    if method == "reduce" and ufunc is np.multiply:
+        keep = bool(kwargs.get("keepdims"))
+        return np.prod(x, axis=axis, keepdims=keep) if "initial" not in kwargs else None
     if method == "reduce":
         op = {np.add: _SUM, np.maximum: _MAX, np.minimum: _MIN}.get(ufunc)
         if op is None:
@@ -366,6 +369,9 @@ def _function(func, args, kwargs):
         return exact
     if func in _VALUE_FUNCTIONS:
         return exact
+    if func in _SAME_NUMBER and args and args[0].__class__ in _numbers.SCALARS:
+        if exact == args[0] and not isinstance(exact, _ndarray):
+            return args[0]  # np.real(x) of a real number node: x's own number
     if rule is not None:
         if func not in _SEQUENCES:  # numbers and lists holding nodes, as array nodes
             args = tuple(map(_lift, args))
@@ -474,6 +480,7 @@ _SEQUENCES = frozenset(
     {np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.asarray, np.asanyarray}
 )
 """Functions whose first argument is a sequence of arrays (or the list an array is made of)."""
+_SAME_NUMBER = frozenset({np.real, np.real_if_close})
 _IDENTITY = frozenset(
     {
         np.atleast_1d,

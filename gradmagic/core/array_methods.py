@@ -16,6 +16,7 @@ import numpy as np
 from . import array_writes as _writes
 from . import tensor as _t
 from .array import (
+    FUNCTION_RULES,
     _COPY,
     as_float,
     _F64,
@@ -295,10 +296,19 @@ def _plain_method(name, values: bool):
 
 # methods that are numpy's function of the array (a.prod(1) is np.prod(a, 1)): its rule
 def _function_method(name):
-    func = getattr(np, name)
+    base, func = getattr(np.ndarray, name), getattr(np, name)
 
     def method(self, *args, **kwargs):
-        return func(self, *args, **kwargs)
+        result = _numpy(base, (_view(self, _ndarray), *_deep_plain(args)), _deep_plain(kwargs))
+        if not (tracking() and self.requires_grad):
+            return result
+        try:
+            node = FUNCTION_RULES[func](result, self, *args, **kwargs)
+        except Exception:  # noqa: BLE001 - arguments the rule does not read: a cut
+            node = None
+        if node is None:
+            return _cut_result(result, f".{name}()", (self,))
+        return _adopt(result, node)
 
     method.__name__ = name
     return method

@@ -300,6 +300,22 @@ def _numpy_cut(r, node) -> None:
 
 
 _NP_GENERIC = np.generic
+
+
+def _complex(pyop, x, z, swap: bool, node):
+    """Python's complex result of a number node ``x`` meeting the complex ``z``; the cut
+    reported, as gradmagic follows real numbers only."""
+    r = pyop(z, x) if swap else pyop(x, z)
+    cut = state.cut
+    if cut is not None and _recording() and node.__class__ is not Int:
+        who = repr(node.label) if node.label else repr(x)
+        cut(
+            f"complex arithmetic computes outside the graph (gradmagic differentiates real "
+            f"numbers only): {who} entered it as a plain number"
+        )
+    return r
+
+
 DEFER: set = set()
 """numpy scalar classes that compute arithmetic with a number node themselves, as nodes
 (``core.array.Scalar64``, a float64 array node): a number node returns NotImplemented to them."""
@@ -320,6 +336,8 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
     def forward(self, other):
         x = _plain_of(self)
         if other.__class__ not in own:
+            if other.__class__ is complex:
+                return _complex(pyop, x, other, swap, self)
             if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
@@ -438,6 +456,8 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
             return method(_plain_of(self), _plain_of(other), _plain_of(mod))
         x = _plain_of(self)
         if other.__class__ not in own:
+            if other.__class__ is complex:
+                return _complex(pow, x, other, swap, self)
             if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)

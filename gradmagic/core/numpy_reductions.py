@@ -93,13 +93,14 @@ def _r_var(
 ):
     if (
         not _is_tensor(a)
-        or a.__class__ is Scalar64
         or not _dtype_ok(dtype)
         or out is not None
         or (where is not _NoValue and where is not True)
         or mean is not _NoValue
     ):
         return None
+    if a.__class__ is Scalar64:  # one number: a 0-d array of it
+        a = _adopt(np.array(_pv(a), dtype=_F64), _t._apply(_COPY, a))
     if correction is not _NoValue:
         ddof = correction
     keep = False if keepdims is _NoValue else bool(keepdims)
@@ -108,6 +109,8 @@ def _r_var(
     with _quiet_graph():
         d = a - np.mean(a, axis=axes, keepdims=True)
         v = np.sum(d * d, axis=axes, keepdims=keep) / (n - ddof)
+        if _std and n == 1:  # the spread of one number is 0 wherever it is
+            return v * 0.0
         return np.sqrt(v) if _std else v
 
 

@@ -316,11 +316,9 @@ def _r_linspace(
         return None
     n = _t._int(num)
     div = (n - 1) if endpoint else n
-    if div <= 0:
-        return None
     with _quiet_graph():
         lo, hi = _lift(start), _lift(stop)
-        frac = np.arange(n) / div
+        frac = np.arange(n) / div if div > 0 else np.zeros(n)  # num=1: [start]; 0: []
         return lo + (hi - lo) * frac
 
 

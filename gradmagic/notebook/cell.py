@@ -14,7 +14,7 @@ import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -192,6 +192,7 @@ class _Entry:
     lifter: object = None
     run: object = None
     first: int = 0
+    unfollowed: list = field(default_factory=list)  # inputs no leaf is made of
 
     def made(self):
         return _made(self.run, self.lifted, self.reached)
@@ -217,11 +218,13 @@ def execute(
     counts = state.branch_events, state.float_conversions
     # an array the cell writes into is an input too: its leaf views the user's memory
     written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
+    unfollowed = boundary.unfollowed(ns, cell.rewritten.reads)
     lifted = lift(ns, cell.rewritten.reads.union(written))
     before = dict(ns)
     reach = boundary.roots(ns, cell.rewritten.names)
     followed = follow(ns, reach)
     entry = _Entry(lifted, before, {}, reach, followed, frozenset(c for _, c in followed))
+    entry.unfollowed = unfollowed
     target = _run(cell, ns, global_ns, options, entry)
     unfollow(followed)
     relabel(ns)
@@ -310,7 +313,8 @@ def _trace(cell, ns, options, target, walk, named, settled, entry: _Entry, count
             FUNCTIONS,
             cursor.runs_since(entry.first),
         ),
-        warnings=cut_warnings(run.cuts, converted)
+        warnings=entry.unfollowed
+        + cut_warnings(run.cuts, converted)
         + boundary.unrewritten_math(ns, entry.reach, _MATH_CALLS, _runtime, entry.followed_codes)
         + _unsettled(settled)
         + _stale_warning(stale),

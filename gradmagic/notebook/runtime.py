@@ -393,6 +393,8 @@ def finish_call(token, result):
         result_node = None
     else:
         result_node = result
+    if unlinked and f in _array._UFUNC_VALUES:  # np.sign(x): a step, its gradient is 0
+        unlinked = False
     if unlinked and any(type(n) is not Int for n in nodes):
         who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
         _record(
