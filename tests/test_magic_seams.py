@@ -159,3 +159,12 @@ def test_numpy_functions_of_a_float_give_its_gradient_without_a_warning(cell, dx
     run = gradmagic.autograd(cell + "\nL", check=False)(np=np, x=2.0)
     assert not run.trace.warnings and not run.trace.cut_notes
     assert run.grads["x"] == pytest.approx(dx)
+
+
+def test_a_numpy_function_called_by_another_name_keeps_the_graph():
+    """``f = np.mean; f(x)``: the rewrite cannot see which function ``f`` is, numpy's
+    dispatch takes the float node to its rule."""
+    cell = "f, g = np.mean, np.atleast_1d\nL = f(x) * 2.0 + np.sum(g(x) * 3.0) + np.round(x)"
+    run = gradmagic.autograd(cell + "\nL", check=False)(np=np, x=2.5)
+    assert run.grads["x"] == pytest.approx(5.0)
+    assert not run.trace.warnings and not run.trace.cut_notes

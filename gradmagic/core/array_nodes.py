@@ -275,6 +275,7 @@ def _deep_plain(x):
             or e.__class__ is list
             or e.__class__ is tuple
             or e.__class__ is Value
+            or e.__class__ in _SCALARS
             for e in x
         ):
             return cls(_deep_plain(e) for e in x)

@@ -315,6 +315,10 @@ def prepare_call(f, /, *args, **kwargs):
             _NO_KWARGS,
         )
         return None
+    if numpy and f in _STEPS and not kwargs.get("out"):  # piecewise constant: gradient 0
+        call_function, call_args = f, [_array._deep_plain(a) for a in args]
+        call_kwargs = kwargs
+        return None
     if numpy and not any(type(a) is Tensor for a in args):
         name = _describe(f)
         run = _run
@@ -349,6 +353,9 @@ def prepare_call(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
+_STEPS = frozenset({np.round, np.around, np.fix})
+"""numpy functions (not ufuncs) that are piecewise constant: a number node taken as its plain
+number loses no gradient."""
 _FLOAT_NODES = frozenset({Float, number_nodes.Float64})
 
 
