@@ -275,6 +275,27 @@ CASES = [
     # products
     Case("cross", np.cross, [(2, 3), (3,)], lambda a, b: T("linalg.cross")(a, b.expand(2, 3))),
     Case(
+        "cross_axis",
+        lambda a, b: np.cross(a, b, axis=0),
+        [(3, 4), (3, 4)],
+        lambda a, b: T("linalg.cross")(a, b, dim=0),
+    ),
+    Case("cross_axes", lambda a, b: np.cross(a, b, axisa=0, axisb=1, axisc=0), [(3, 2), (2, 3)]),
+    Case(
+        "einsum_ellipsis",
+        lambda a, b: np.einsum("...ij,...jk->...ik", a, b),
+        [(2, 3, 4), (4, 2)],
+        lambda a, b: T("einsum")("...ij,...jk->...ik", a, b),
+    ),
+    Case(
+        "einsum_ellipsis_broadcast",
+        lambda a, b: np.einsum("...ij,...jk", a, b),
+        [(2, 1, 3, 4), (5, 4, 2)],
+    ),
+    Case("einsum_ellipsis_middle", lambda a: np.einsum("i...i->...", a), [(3, 2, 3)]),
+    Case("einsum_sublists", lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [0, 2]), [(3, 4), (4, 2)]),
+    Case("einsum_sublist_ellipsis", lambda a: np.einsum(a, [Ellipsis, 0, 0]), [(2, 3, 3)]),
+    Case(
         "einsum_matmul",
         lambda a, b: np.einsum("ij,jk->ik", a, b),
         [(3, 4), (4, 2)],

@@ -39,15 +39,27 @@ def _r_dot(exact, a, b, out=None):
 
 
 def _r_cross(exact, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
-        return None
-    if np.shape(_pv(a))[-1:] != (3,) or np.shape(_pv(b))[-1:] != (3,):
-        return None
+    if axis is not None:
+        axisa = axisb = axisc = axis
     na, nb = _node_of(a), _node_of(b)
     with _quiet_graph():
+        va = np.moveaxis(np.asarray(_pv(a)) if na is None else _as_array_node(na), axisa, -1)
+        vb = np.moveaxis(np.asarray(_pv(b)) if nb is None else _as_array_node(nb), axisb, -1)
+        if va.shape[-1] not in (2, 3) or vb.shape[-1] not in (2, 3):
+            return None
+        if va.shape[-1] == vb.shape[-1] == 2:  # the z component alone
+            return va[..., 0] * vb[..., 1] - va[..., 1] * vb[..., 0]
+        va, vb = _three(va), _three(vb)
         one, two = np.array([1, 2, 0]), np.array([2, 0, 1])
-        ca, cb = _as_array_node(na), _as_array_node(nb)
-        return ca[..., one] * cb[..., two] - ca[..., two] * cb[..., one]
+        c = va[..., one] * vb[..., two] - va[..., two] * vb[..., one]
+        return np.moveaxis(c, -1, axisc)
+
+
+def _three(v):
+    """Vectors along the last axis with a third component (0 for plane vectors)."""
+    if v.shape[-1] == 3:
+        return v
+    return np.concatenate([v, np.zeros(v.shape[:-1] + (1,))], axis=-1)
 
 
 # products, written as einsum
@@ -76,15 +88,71 @@ def _einsum_nodes(spec, operands):
 
 
 def _r_einsum(exact, *operands, out=None, optimize=False, **kwargs):
-    if out is not None or kwargs or not operands or not isinstance(operands[0], str):
+    if out is not None or kwargs or not operands:
         return None
-    spec = operands[0].replace(" ", "")
-    if "." in spec:
-        return None
+    if isinstance(operands[0], str):
+        spec, arrays = operands[0].replace(" ", ""), list(operands[1:])
+    else:  # the sublist form: einsum(a, [0, 1], b, [1, 2], [0, 2])
+        spec, arrays = _sublists(operands)
     if "->" not in spec:
-        letters = spec.replace(",", "")
-        spec += "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    return _einsum_nodes(spec, operands[1:])
+        letters = spec.replace(",", "").replace(".", "")
+        once = sorted(c for c in set(letters) if letters.count(c) == 1)
+        spec += "->" + ("..." if "." in spec else "") + "".join(once)
+    if "." in spec:
+        spec, arrays = _without_ellipsis(spec, arrays)
+    return _einsum_nodes(spec, arrays)
+
+
+def _sublists(operands):
+    """The sublist form of einsum as its subscripts string and its arrays."""
+
+    def letters(sub):
+        return "".join("..." if k is Ellipsis else _LETTERS[_t._int(k)] for k in sub)
+
+    arrays = list(operands[0::2])
+    subs = [letters(sub) for sub in operands[1::2]]
+    if len(operands) % 2:  # the output's sublist comes last
+        arrays = arrays[:-1]
+        return ",".join(subs) + "->" + letters(operands[-1]), arrays
+    return ",".join(subs), arrays
+
+
+def _without_ellipsis(spec, arrays):
+    """``spec`` with each ``...`` spelled out in letters of its own; an operand's ellipsis
+    axis of size 1 that broadcasts is reshaped away (it takes no letter)."""
+    ins, out = spec.split("->")
+    ins = ins.split(",")
+    shapes = [np.shape(_pv(x)) for x in arrays]
+    counts = [
+        len(s) - len(sub.replace("...", "")) if "..." in sub else 0 for s, sub in zip(shapes, ins)
+    ]
+    n = max(counts, default=0)
+    free = [c for c in _LETTERS if c not in spec][:n]
+    sizes = [1] * n
+    for shape, sub, k in zip(shapes, ins, counts):
+        at = sub.index("...") if "..." in sub else 0
+        for j in range(k):
+            sizes[n - k + j] = max(sizes[n - k + j], shape[at + j])
+    new_ins, new_arrays = [], []
+    for x, shape, sub, k in zip(arrays, shapes, ins, counts):
+        if "..." not in sub:
+            new_ins.append(sub)
+            new_arrays.append(x)
+            continue
+        at = sub.index("...")
+        own = free[n - k :]
+        keep = [j for j in range(k) if shape[at + j] == sizes[n - k + j]]
+        if len(keep) < k:  # broadcast axes of size 1: reshaped away
+            node = _node_of(x)
+            kept = shape[:at] + tuple(shape[at + j] for j in keep) + shape[at + k :]
+            x = (
+                np.reshape(np.asarray(_pv(x)), kept)
+                if node is None
+                else (_t._apply(_RESHAPE, node, None, {"shape": kept}))
+            )
+        new_ins.append(sub.replace("...", "".join(own[j] for j in keep)))
+        new_arrays.append(x)
+    return ",".join(new_ins) + "->" + out.replace("...", "".join(free)), new_arrays
 
 
 def _r_inner(exact, a, b):
