@@ -477,7 +477,18 @@ _VALUE_FUNCTIONS = frozenset(
     }
 )
 _SEQUENCES = frozenset(
-    {np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.asarray, np.asanyarray}
+    {
+        np.concatenate,
+        np.stack,
+        np.hstack,
+        np.vstack,
+        np.column_stack,
+        np.select,
+        np.array,
+        np.asarray,
+        np.asanyarray,
+    }
+    | ({np.row_stack} if hasattr(np, "row_stack") else set())
 )
 """Functions whose first argument is a sequence of arrays (or the list an array is made of)."""
 _SAME_NUMBER = frozenset({np.real, np.real_if_close})

@@ -569,7 +569,10 @@ def _packed(x):
     flattened numbers one after the other: a balanced tree of ``pack`` ops,
     reshaped to numpy's shape. None when numpy's array is not float64.
     """
-    exact = np.asarray(_deep_plain(x))
+    try:
+        exact = np.asarray(_deep_plain(x))
+    except ValueError:  # a ragged list: numpy makes no array of it
+        return None
     if exact.dtype != _F64:
         return None
     pieces, plain = [], []

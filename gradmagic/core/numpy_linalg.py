@@ -223,6 +223,8 @@ def _r_dot_any(exact, a, b, out=None):
     if out is not None:
         return None
     da, db = np.ndim(_pv(a)), np.ndim(_pv(b))
+    if da == 0 or db == 0:  # a number times an array
+        return _link_call(np.multiply, exact, (a, b))
     if da <= 2 and db <= 2:
         return _r_dot(exact, _node_of(a), _node_of(b))
     return _r_tensordot(exact, a, b, axes=([-1], [-2 if db >= 2 else -1]))
@@ -263,9 +265,7 @@ def _r_cholesky(exact, a, /, *, upper=False):
 
 
 def _r_eigh(exact, a, UPLO="L"):
-    if UPLO != "L":
-        return None
-    node = _node_of(a)
+    node = _lower(a, UPLO)
     if node is None:
         return None
     w = _link(TENSOR_OPS["eigvalsh"], exact[0], node)
@@ -274,7 +274,20 @@ def _r_eigh(exact, a, UPLO="L"):
 
 
 def _r_eigvalsh(exact, a, UPLO="L"):
-    return _linalg_unary("eigvalsh")(exact, a) if UPLO == "L" else None
+    node = _lower(a, UPLO)
+    return None if node is None else _link(TENSOR_OPS["eigvalsh"], exact, node)
+
+
+def _lower(a, uplo):
+    """The node whose lower triangle numpy reads: ``a``'s, or for ``UPLO='U'`` the
+    transpose of ``a`` (its lower triangle is ``a``'s upper one)."""
+    node = _node_of(a)
+    if node is None or uplo not in ("L", "U", "l", "u"):
+        return None
+    if uplo in ("U", "u"):
+        with _quiet_graph():
+            return np.swapaxes(_as_array_node(node), -1, -2)
+    return node
 
 
 def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -338,8 +351,9 @@ def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
             sums = np.sum(np.abs(node), axis=c)
             r2 = r - 1 if r > c else r
             return (np.max if ord == np.inf else np.min)(sums, axis=r2)
-        if ord in (2, -2, "nuc") and axes == (ndim - 2, ndim - 1):
-            s = np.linalg.svd(node, compute_uv=False)
+        if ord in (2, -2, "nuc"):
+            matrices = np.moveaxis(_as_array_node(node), (r, c), (-2, -1))
+            s = np.linalg.svd(matrices, compute_uv=False)
             if ord == "nuc":
                 return np.sum(s, axis=-1)
             return (np.max if ord == 2 else np.min)(s, axis=-1)

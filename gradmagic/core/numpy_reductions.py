@@ -28,6 +28,7 @@ from .array import (
     _adopt,
     _dtype_ok,
     _is_tensor,
+    _lift,
     _link,
     _node_of,
     _parent,
@@ -125,6 +126,16 @@ def _r_cumsum(exact, a, axis=None, dtype=None, out=None):
         flat = a.reshape(-1) if a.__class__ is Array else Tensor.reshape(a, -1)
         return _t._apply(_CUMSUM, flat, None, {"axis": 0})
     return _t._apply(_CUMSUM, a, None, {"axis": _t._axes(axis, a.ndim)[0]})
+
+
+def _r_select(exact, condlist, choicelist, default=0):
+    if len(condlist) != len(choicelist):
+        return None
+    with _quiet_graph():
+        out = _lift(default)
+        for cond, choice in reversed(list(zip(condlist, choicelist))):
+            out = np.where(np.asarray(_pv(cond), dtype=bool), _lift(choice), out)
+        return np.broadcast_to(out, exact.shape) if np.shape(out) != exact.shape else out
 
 
 def _r_where(exact, condition, x=None, y=None):
@@ -334,6 +345,7 @@ FUNCTION_RULES.update(
         np.std: _r_std,
         np.cumsum: _r_cumsum,
         np.where: _r_where,
+        np.select: _r_select,
         np.clip: _r_clip,
         np.prod: _reduction(TENSOR_OPS["prod"]),
         np.cumprod: _r_cumprod,
