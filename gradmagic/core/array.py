@@ -483,6 +483,7 @@ _SEQUENCES = frozenset(
         np.hstack,
         np.vstack,
         np.column_stack,
+        np.dstack,
         np.select,
         np.array,
         np.asarray,

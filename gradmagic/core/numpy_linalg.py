@@ -309,6 +309,19 @@ def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
     return type(exact)(u, s, vh)
 
 
+def _r_matrix_power(exact, a, n):
+    node = _node_of(a)
+    n = _t._int(n)
+    if node is None or n == 0:
+        return None  # the identity: no gradient to give
+    with _quiet_graph():
+        base = _as_array_node(node) if n > 0 else np.linalg.inv(_as_array_node(node))
+        out = base
+        for _ in range(abs(n) - 1):
+            out = out @ base
+        return out
+
+
 def _r_pinv(exact, a, rcond=None, hermitian=False, *, rtol=_NoValue):
     if rcond is not None or hermitian or rtol is not _NoValue:
         return None
@@ -381,5 +394,6 @@ FUNCTION_RULES.update(
         np.linalg.eigvalsh: _r_eigvalsh,
         np.linalg.svd: _r_svd,
         np.linalg.pinv: _r_pinv,
+        np.linalg.matrix_power: _r_matrix_power,
     }
 )

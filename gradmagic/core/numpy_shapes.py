@@ -290,6 +290,14 @@ def _r_column_stack(exact, tup):
     return _r_concatenate(exact, nodes, axis=1)
 
 
+def _r_dstack(exact, tup):
+    tup = _rows(tup)
+    if not isinstance(tup, (list, tuple)) or not tup:
+        return None
+    with _quiet_graph():
+        return np.concatenate([np.atleast_3d(_lift(x)) for x in tup], axis=2)
+
+
 def _r_append(exact, arr, values, axis=None):
     with _quiet_graph():
         if axis is None:
@@ -418,6 +426,7 @@ FUNCTION_RULES.update(
         np.hstack: _r_hstack,
         np.vstack: _r_vstack,
         np.column_stack: _r_column_stack,
+        np.dstack: _r_dstack,
         np.append: _r_append,
         np.split: _r_split,
         np.array_split: _r_split,
