@@ -168,3 +168,21 @@ def test_a_numpy_function_called_by_another_name_keeps_the_graph():
     run = gradmagic.autograd(cell + "\nL", check=False)(np=np, x=2.5)
     assert run.grads["x"] == pytest.approx(5.0)
     assert not run.trace.warnings and not run.trace.cut_notes
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_users_tuple_is_left_as_it_was(ip, fails):
+    """The tuple the cell read is the user's own object again after the run, also when the
+    cell raises; a list holding a tuple gets its tuple back."""
+    pair, rows = (A0.copy(), 2.0), [(B0.copy(), 0.5)]
+    ip.user_ns.update(np=np, pair=pair, rows=rows)
+    body = "L = np.sum(pair[0] * pair[1]) + np.sum(rows[0][0]) * rows[0][1]"
+    result = ip.run_cell(f"%%autograd -q\n{body}" + ("\nraise ValueError('x')" if fails else ""))
+    assert result.success is not fails
+    assert ip.user_ns["pair"] is pair and ip.user_ns["rows"][0] is rows[0]
+    assert type(pair[1]) is float and type(rows[0][1]) is float
+    if not fails:
+        trace = gradmagic.last
+        np.testing.assert_allclose(trace.grads["pair[0]"], np.full(3, 2.0))
+        assert trace.grads["pair[1]"] == pytest.approx(A0.sum())
+        assert trace.grads["rows[0][1]"] == pytest.approx(B0.sum())

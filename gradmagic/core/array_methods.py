@@ -3,10 +3,12 @@
 Indexing, views and reductions give numpy's own result and, while a cell is recorded, link it
 to the array with the op table's entry (``W[0]``, ``W.T``, ``W.reshape(2, 3)``, ``W.sum()``).
 In-place methods (``W.sort()``, ``W.fill(0)``) write the array's memory as numpy does and
-tell the graph; methods with no gradient rule (``W.take(...)``) give numpy's own result with
-the cut reported; the op table's methods a plain ndarray lacks (``W.exp()``, ``W.relu()``)
-make nodes; ``tolist``, ``item`` and ``float`` count the conversion. ``gradmagic.core``
-imports this module, which sets them on the class.
+tell the graph; methods that are numpy's functions of the array (``W.prod(1)``, ``W.trace()``)
+take the function's rule; methods with no gradient rule (``W.compress(...)``) give numpy's
+own result with the cut reported; the op table's methods a plain ndarray lacks (``W.exp()``,
+``W.relu()``) make nodes; ``item()`` of one element is a number node of the graph;
+``tolist`` and ``float`` count the conversion. ``gradmagic.core`` imports this module, which
+sets them on the class.
 """
 
 from __future__ import annotations

@@ -144,8 +144,8 @@ class Scalar64(np.float64):
         return _float_of(self)
 
     def item(self, *args):
-        if tracking() and self.requires_grad:
-            return as_float(self)
+        if not args and tracking() and self.requires_grad:
+            return as_float(self)  # a number node of the same graph
         return np.float64(_float_of(self)).item(*args)
 
     __hash__ = np.float64.__hash__
