@@ -380,6 +380,9 @@ LINALG = [
         [[(3, 3)]],
     ),
     Family("eigh_triangle", "np.linalg.eigh(a, u)[0]", [[(3, 3), (2, 3, 3)]], {"u": ["L", "U"]}),
+    Family(
+        "eigh_triangle_vectors", "np.linalg.eigh(a, u)[1]", [[(4, 4), (2, 3, 3)]], {"u": ["L", "U"]}
+    ),
     Family("eigvalsh_triangle", "np.linalg.eigvalsh(a, UPLO=u)", [[(3, 3)]], {"u": ["L", "U"]}),
     Family("svd_values", "np.linalg.svd(a, compute_uv=False)", [[(3, 2), (2, 3), (2, 3, 2)]]),
     Family("svd_thin", "np.abs(np.linalg.svd(a, full_matrices=False)[0])", [[(3, 2), (3, 3)]]),

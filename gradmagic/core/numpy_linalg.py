@@ -265,29 +265,26 @@ def _r_cholesky(exact, a, /, *, upper=False):
 
 
 def _r_eigh(exact, a, UPLO="L"):
-    node = _lower(a, UPLO)
+    node = _node_of(a)
     if node is None:
         return None
-    w = _link(TENSOR_OPS["eigvalsh"], exact[0], node)
-    v = _link(TENSOR_OPS["eigvecs"], exact[1], node)
+    params = _triangle(UPLO)
+    w = _link(TENSOR_OPS["eigvalsh"], exact[0], node, None, params)
+    v = _link(TENSOR_OPS["eigvecs"], exact[1], node, None, params)
     return type(exact)(w, v)
 
 
 def _r_eigvalsh(exact, a, UPLO="L"):
-    node = _lower(a, UPLO)
-    return None if node is None else _link(TENSOR_OPS["eigvalsh"], exact, node)
-
-
-def _lower(a, uplo):
-    """The node whose lower triangle numpy reads: ``a``'s, or for ``UPLO='U'`` the
-    transpose of ``a`` (its lower triangle is ``a``'s upper one)."""
     node = _node_of(a)
-    if node is None or uplo not in ("L", "U", "l", "u"):
-        return None
-    if uplo in ("U", "u"):
-        with _quiet_graph():
-            return np.swapaxes(_as_array_node(node), -1, -2)
-    return node
+    return (
+        None if node is None else _link(TENSOR_OPS["eigvalsh"], exact, node, None, _triangle(UPLO))
+    )
+
+
+def _triangle(uplo):
+    """The ops' params for the triangle numpy reads: none for the lower one (the default),
+    ``uplo='U'`` for the upper one (numpy has refused any other ``UPLO`` already)."""
+    return {"uplo": "U"} if uplo in ("U", "u") else None
 
 
 def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
