@@ -186,3 +186,16 @@ def test_the_users_tuple_is_left_as_it_was(ip, fails):
         np.testing.assert_allclose(trace.grads["pair[0]"], np.full(3, 2.0))
         assert trace.grads["pair[1]"] == pytest.approx(A0.sum())
         assert trace.grads["rows[0][1]"] == pytest.approx(B0.sum())
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "L = np.sum(np.abs(np.exp(1j * a)))",
+        "L = np.sum(np.real(np.fft.fft(a)))",
+        "L = np.sum(np.asarray(a, dtype=np.complex128).imag) + a[0]",
+    ],
+)
+def test_a_complex_intermediate_is_a_cut_that_says_complex(cell):
+    run = gradmagic.autograd(cell + "\nL", check=False)(np=np, a=A0.copy())
+    assert any("complex numbers" in w for w in run.trace.warnings), run.trace.warnings

@@ -461,8 +461,16 @@ def _cut_result(exact, what, inputs):
             exact = node = _view(exact, Array)
         elif exact.__class__ is np.float64:
             exact = node = Scalar64(exact)
-        _cut(f"{what} has no gradient rule: a node entered it as plain numbers", node, what)
+        _cut(f"{what} {_why_cut(exact)}: a node entered it as plain numbers", node, what)
     return exact
+
+
+def _why_cut(exact) -> str:
+    """Why a result is cut: its numbers' kind where no node can hold them, else no rule."""
+    kind = getattr(exact, "dtype", None)
+    if kind is not None and kind.kind == "c":
+        return "gives complex numbers, which gradmagic does not differentiate"
+    return "has no gradient rule"
 
 
 def _cut(message: str, node=None, what: str = "") -> None:
