@@ -400,7 +400,7 @@ def finish_call(token, result):
         result_node = None
     else:
         result_node = result
-    if unlinked and f in _array._UFUNC_VALUES:  # np.sign(x): a step, its gradient is 0
+    if unlinked and isinstance(f, np.ufunc) and f in _array._UFUNC_VALUES:  # np.sign(x): a step
         unlinked = False
     if unlinked and any(type(n) is not Int for n in nodes):
         who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
