@@ -135,6 +135,8 @@ def test_containers_of_inputs_are_inputs_named_by_their_paths(cell, data, grads)
         ("L = np.sum(a.astype(np.float64) ** 2)", {"a": A0.astype(np.float32)}, "'a'"),
         ("L = float(np.sum(v[0])) * x", {"v": [np.ones(2, dtype=np.float16)], "x": 2.0}, "'v'"),
         ("L = abs(x * 1j) + x", {"x": 2.0}, "'x'"),
+        ("L = abs(1j * x) + x", {"x": 2.0}, "1j"),  # the complex asked first
+        ("L = abs((x - 5.0) ** 0.5) + x", {"x": 2.0}, "complex arithmetic"),
     ],
 )
 def test_numbers_not_followed_are_said_by_name(cell, data, who):

@@ -306,6 +306,11 @@ def _complex(pyop, x, z, swap: bool, node):
     """Python's complex result of a number node ``x`` meeting the complex ``z``; the cut
     reported, as gradmagic follows real numbers only."""
     r = pyop(z, x) if swap else pyop(x, z)
+    _complex_cut(node, x)
+    return r
+
+
+def _complex_cut(node, x) -> None:
     cut = state.cut
     if cut is not None and _recording() and node.__class__ is not Int:
         who = repr(node.label) if node.label else repr(x)
@@ -313,7 +318,6 @@ def _complex(pyop, x, z, swap: bool, node):
             f"complex arithmetic computes outside the graph (gradmagic differentiates real "
             f"numbers only): {who} entered it as a plain number"
         )
-    return r
 
 
 DEFER: set = set()
@@ -475,6 +479,9 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
                 if r is NotImplemented and y.__class__ is _FLOAT:
                     r = reflected(y, x)
         if r is NotImplemented or not _recording():
+            return r
+        if r.__class__ is complex:  # a negative number to a fractional power
+            _complex_cut(self, x)
             return r
         return (
             _number_node(r, OPS["**"], other, self)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import inspect
 import pkgutil
 import threading
@@ -218,7 +219,7 @@ def execute(
     counts = state.branch_events, state.float_conversions
     # an array the cell writes into is an input too: its leaf views the user's memory
     written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
-    unfollowed = boundary.unfollowed(ns, cell.rewritten.reads)
+    unfollowed = boundary.unfollowed(ns, cell.rewritten.reads) + _complex_literals(cell.source)
     lifted = lift(ns, cell.rewritten.reads.union(written))
     before = dict(ns)
     reach = boundary.roots(ns, cell.rewritten.names)
@@ -278,6 +279,37 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
         boundary.restore(entry.lifter)
         boundary.settle(ns, made=entry.made(), bound=entry.bound(ns), reach=entry.reach)
         raise
+
+
+def _complex_literals(source: str) -> list[str]:
+    """A warning if the cell writes complex literals (``1j``): arithmetic with them is
+    Python's own, which no node follows (``1j * x`` asks the complex first)."""
+    return list(_complex_warning(source))
+
+
+@functools.lru_cache(maxsize=64)
+def _complex_warning(source: str) -> tuple[str, ...]:
+    if "j" not in source:
+        return ()
+    try:
+        with warnings.catch_warnings():  # the cell's own compile warns, once, as plain
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    found = sorted(
+        {
+            repr(n.value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and type(n.value) is complex
+        }
+    )
+    if not found:
+        return ()
+    return (
+        f"the cell writes the complex number {', '.join(found)}: gradmagic differentiates real "
+        "numbers only, so no gradient flows through complex arithmetic",
+    )
 
 
 def _settle(ns, walk, entry: _Entry):
