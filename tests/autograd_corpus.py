@@ -401,7 +401,7 @@ LINALG = [
         [[(3, 4, 2)]],
         {"k": [(0, 1), (2, 0)]},
     ),
-    Family("matrix_power", "np.linalg.matrix_power(a, n)", [[(3, 3)]], {"n": [2, 3]}),
+    Family("matrix_power", "np.linalg.matrix_power(a, n)", [[(3, 3)]], {"n": [0, 2, 3, -2]}),
     Family("norm_complex", "np.linalg.norm(a)", [[(Z, (3, 4))]]),
     Family("svd_complex", "np.linalg.svd(a, compute_uv=False)", [[(Z, (3, 2))]]),
 ]

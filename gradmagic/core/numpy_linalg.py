@@ -309,8 +309,10 @@ def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
 def _r_matrix_power(exact, a, n):
     node = _node_of(a)
     n = _t._int(n)
-    if node is None or n == 0:
-        return None  # the identity: no gradient to give
+    if n == 0:
+        return exact  # the identity: a constant, no gradient lost
+    if node is None:
+        return None
     with _quiet_graph():
         base = _as_array_node(node) if n > 0 else np.linalg.inv(_as_array_node(node))
         out = base
