@@ -150,6 +150,8 @@ def test_each_python_spelling_makes_its_op_from_the_table():
         "trunc": math.trunc,
     }
     for name, op in OPS.items():
+        if name == "float":
+            continue  # float(s) of a one-element array node: tests/test_magic_seams.py
         args = [Value(1.3), Value(2)][: op.arity]
         spelled = spellings.get(name, lambda v, *rest, _n=name: getattr(v, _n)(*rest))
         out = spelled(*args)

@@ -272,7 +272,8 @@ def test_math_functions_without_a_tensor_rule_convert_as_plain_python(ip):
     assert autograd(ip, "a = 2.0\nL = math.log(v[0], a)").success  # mixed: a float, no crash
     assert ip.user_ns["L"] == math.log(0.5, 2.0)
     assert autograd(ip, "f = float(v.sum())\nr = round(f, 2)\nL = v.sum() * f").success
-    assert type(ip.user_ns["f"]) is float and ip.user_ns["r"] == 0.5  # a float, as plain Python
+    assert isinstance(ip.user_ns["f"], float) and ip.user_ns["r"] == 0.5  # as plain Python
+    assert ip.user_ns["v"].grad.tolist() == [1.0]  # float() of an array node keeps the graph
 
 
 # --------------------------------------------------------------------------- networks

@@ -246,6 +246,25 @@ CASES = [
     ),
     Case("hstack_vstack", lambda a, b: np.hstack([a, b]).sum() + np.vstack([a, b]), [(4,), (4,)]),
     Case(
+        "stacks_of_one_array",
+        lambda a: (
+            np.concatenate(
+                [np.vstack(a).ravel(), np.hstack(a).ravel() ** 2, np.concatenate(a, 1).ravel() ** 3]
+            )
+            * np.stack(a, 1).sum()
+        ),
+        [(2, 3, 1)],
+    ),
+    Case("column_stack", lambda a, b: np.column_stack([a, b]), [(3,), (3, 2)]),
+    Case("column_stack_of_one_array", np.column_stack, [(3, 2)]),
+    Case("append_flat", lambda a, b: np.append(a, b), [(2, 2), (3,)]),
+    Case("append_axis", lambda a, b: np.append(a, b, axis=0), [(2, 3), (1, 3)]),
+    Case(
+        "select",
+        lambda a, b: np.select([a > 0.5, a < -0.5], [a * b, b], default=a**2),
+        [(3, 4), (4,)],
+    ),
+    Case(
         "split", lambda a: np.split(a, [1, 3], axis=1)[1].sum() * np.array_split(a, 2)[0], [(3, 4)]
     ),
     Case(
@@ -274,6 +293,27 @@ CASES = [
     Case("full", lambda a: numpy_with_nodes(np.full)((2, 3), a[1]), [(2,)]),
     # products
     Case("cross", np.cross, [(2, 3), (3,)], lambda a, b: T("linalg.cross")(a, b.expand(2, 3))),
+    Case(
+        "cross_axis",
+        lambda a, b: np.cross(a, b, axis=0),
+        [(3, 4), (3, 4)],
+        lambda a, b: T("linalg.cross")(a, b, dim=0),
+    ),
+    Case("cross_axes", lambda a, b: np.cross(a, b, axisa=0, axisb=1, axisc=0), [(3, 2), (2, 3)]),
+    Case(
+        "einsum_ellipsis",
+        lambda a, b: np.einsum("...ij,...jk->...ik", a, b),
+        [(2, 3, 4), (4, 2)],
+        lambda a, b: T("einsum")("...ij,...jk->...ik", a, b),
+    ),
+    Case(
+        "einsum_ellipsis_broadcast",
+        lambda a, b: np.einsum("...ij,...jk", a, b),
+        [(2, 1, 3, 4), (5, 4, 2)],
+    ),
+    Case("einsum_ellipsis_middle", lambda a: np.einsum("i...i->...", a), [(3, 2, 3)]),
+    Case("einsum_sublists", lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [0, 2]), [(3, 4), (4, 2)]),
+    Case("einsum_sublist_ellipsis", lambda a: np.einsum(a, [Ellipsis, 0, 0]), [(2, 3, 3)]),
     Case(
         "einsum_matmul",
         lambda a, b: np.einsum("ij,jk->ik", a, b),
@@ -324,6 +364,7 @@ CASES = [
     ),
     Case("kron", np.kron, [(2, 3), (2, 2)], T("kron")),
     Case("dot_nd", np.dot, [(2, 3, 4), (4, 2)], lambda a, b: a @ b),
+    Case("dot_number_and_3d", np.dot, [(), (2, 3, 4)], lambda a, b: a * b),
     # linear algebra
     Case("inv", np.linalg.inv, [(3, 3)], T("linalg.inv"), seed=4),
     Case("det", np.linalg.det, [(3, 3)], T("linalg.det")),
@@ -364,6 +405,13 @@ CASES = [
         seed=5,
     ),
     Case("eigh_lower_only", lambda a: np.linalg.eigvalsh(a), [(3, 3)], seed=1),
+    Case("eigh_upper_only", lambda a: np.linalg.eigvalsh(a, UPLO="U"), [(3, 3)], seed=1),
+    Case(
+        "eigh_upper_vectors",
+        lambda a: np.linalg.eigh(a, "U")[0] + (np.linalg.eigh(a, "U")[1] ** 2).sum(axis=-2),
+        [(2, 3, 3)],
+        seed=3,
+    ),
     Case("svd_values", lambda a: np.linalg.svd(a, compute_uv=False), [(3, 4)], T("linalg.svdvals")),
     Case(
         "svd_thin",
@@ -392,6 +440,11 @@ CASES = [
             np.linalg.norm(a, 1, axis=1) + np.linalg.norm(a, np.inf) + np.linalg.norm(a[0], 3)
         ),
         [(3, 4)],
+    ),
+    Case(
+        "norm_nuclear_of_leading_axes",
+        lambda a: np.linalg.norm(a, ord="nuc", axis=(0, 1)) + np.linalg.norm(a, 2, (2, 0)).sum(),
+        [(3, 2, 4)],
     ),
     Case(
         "norm_matrix_ords",

@@ -8,6 +8,7 @@ state, as a training loop does. The state each cell leaves is compared with the 
 run's too.
 """
 
+import ast
 import copy
 import math
 
@@ -166,11 +167,27 @@ def _copy(state):
     return {k: copy.deepcopy(v, memo) for k, v in state.items()}
 
 
+def _assign(target, value, ns):
+    """``<target> = value`` in ``ns``; a tuple on the way is rebuilt with the new item."""
+    if isinstance(target, ast.Name):
+        ns[target.id] = value
+        return
+    owner = eval(compile(ast.Expression(target.value), "<path>", "eval"), ns)
+    if isinstance(target, ast.Attribute):
+        setattr(owner, target.attr, value)
+        return
+    key = eval(compile(ast.Expression(target.slice), "<path>", "eval"), ns)
+    if isinstance(owner, tuple):
+        _assign(target.value, owner[:key] + (value,) + owner[key + 1 :], ns)
+    else:
+        owner[key] = value
+
+
 def _plain_value(setup_state, cell, path, value):
     """The cell's value run plainly from a copy of ``setup_state`` with ``path`` set."""
     ns = _copy(setup_state)
     ns["__builtins__"] = __builtins__
-    exec(f"{path} = {value!r}", ns)
+    _assign(ast.parse(path, mode="eval").body, value, ns)
     body, _, last = cell.rstrip().rpartition("\n")
     exec(compile(body, "<plain>", "exec"), ns)
     return float(eval(compile(last, "<plain>", "eval"), ns))

@@ -90,6 +90,7 @@ from .array_nodes import (  # noqa: F401
     _view,
     array_constant,
     array_leaf,
+    as_float,
     is_array_node,
     plain_array,
     tracking,
@@ -131,7 +132,7 @@ def _ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__":
         rule_kwargs = {k: v for k, v in kwargs.items() if k != "out"}
         return _link_call(ufunc, exact, inputs, rule_kwargs)
-    node = _reduce_rule(ufunc, method, inputs, kwargs)
+    node = _reduce_rule(ufunc, method, tuple(map(_lift, inputs)), kwargs)
     if node is None:
         return _cut_result(exact, f"numpy.{ufunc.__name__}.{method}", inputs)
     return _adopt(exact, node)
@@ -288,9 +289,11 @@ def _setitem(arr, key, plain_key, value) -> None:
     """``arr[key] = value`` while a cell is recorded: the write, and ``arr`` as its node."""
     try:
         index, basic = _t._index(key)
-    except (IndexError, TypeError):
-        basic = False
-    y = _parent(value) if basic or _writes.distinct(arr.shape, index) else None
+    except (IndexError, TypeError):  # a key no rule reads: the write is a cut
+        index = None
+    y = None
+    if index is not None and (basic or _writes.distinct(arr.shape, index)):
+        y = _parent(value)
     if y is None or arr.dtype != _F64:
         _write(
             arr,
@@ -317,6 +320,9 @@ def _reduce_rule(ufunc, method, inputs, kwargs):
     axis = kwargs.get("axis", 0)
     if not plain_options(kwargs, ("axis", "keepdims", "out", "initial")):
         return None
+    if method == "reduce" and ufunc is np.multiply:
+        keep = bool(kwargs.get("keepdims"))
+        return np.prod(x, axis=axis, keepdims=keep) if "initial" not in kwargs else None
     if method == "reduce":
         op = {np.add: _SUM, np.maximum: _MAX, np.minimum: _MIN}.get(ufunc)
         if op is None:
@@ -379,6 +385,9 @@ def _function(func, args, kwargs):
         return exact
     if func in _VALUE_FUNCTIONS:
         return exact
+    if func in _SAME_NUMBER and args and args[0].__class__ in _numbers.SCALARS:
+        if exact == args[0] and not isinstance(exact, _ndarray):
+            return args[0]  # np.real(x) of a real number node: x's own number
     if rule is not None:
         if func not in _SEQUENCES:  # numbers and lists holding nodes, as array nodes
             args = tuple(map(_lift, args))
@@ -477,9 +486,22 @@ _VALUE_FUNCTIONS = frozenset(
     }
 )
 _SEQUENCES = frozenset(
-    {np.concatenate, np.stack, np.hstack, np.vstack, np.array, np.asarray, np.asanyarray}
+    {
+        np.concatenate,
+        np.stack,
+        np.hstack,
+        np.vstack,
+        np.column_stack,
+        np.dstack,
+        np.select,
+        np.array,
+        np.asarray,
+        np.asanyarray,
+    }
+    | ({np.row_stack} if hasattr(np, "row_stack") else set())
 )
 """Functions whose first argument is a sequence of arrays (or the list an array is made of)."""
+_SAME_NUMBER = frozenset({np.real, np.real_if_close})
 _IDENTITY = frozenset(
     {
         np.atleast_1d,
@@ -567,8 +589,10 @@ def _numpy_function(self, func, types, args, kwargs):
     return _function(func, args, kwargs)
 
 
-# (numpy's protocols put on the classes here, where their rules are)
-for _cls in (Array, Scalar64):
+# (numpy's protocols put on the classes here, where their rules are) a float node given to
+# numpy's function by a name the cell's rewrite cannot see (f = np.mean; f(x)) reaches its
+# rule too: numpy would read it as a plain float64
+for _cls in (Array, Scalar64, _numbers.Float, _numbers.Float64):
     _cls.__array_function__ = _numpy_function  # type: ignore[method-assign, union-attr]
 for _cls in (Array, Scalar64, _numbers.Float, _numbers.Int, _numbers.Float64):
     _cls.__array_ufunc__ = _numpy_ufunc  # type: ignore[method-assign, union-attr]

@@ -3,10 +3,12 @@
 Indexing, views and reductions give numpy's own result and, while a cell is recorded, link it
 to the array with the op table's entry (``W[0]``, ``W.T``, ``W.reshape(2, 3)``, ``W.sum()``).
 In-place methods (``W.sort()``, ``W.fill(0)``) write the array's memory as numpy does and
-tell the graph; methods with no gradient rule (``W.take(...)``) give numpy's own result with
-the cut reported; the op table's methods a plain ndarray lacks (``W.exp()``, ``W.relu()``)
-make nodes; ``tolist``, ``item`` and ``float`` count the conversion. ``gradmagic.core``
-imports this module, which sets them on the class.
+tell the graph; methods that are numpy's functions of the array (``W.prod(1)``, ``W.trace()``)
+take the function's rule; methods with no gradient rule (``W.compress(...)``) give numpy's
+own result with the cut reported; the op table's methods a plain ndarray lacks (``W.exp()``,
+``W.relu()``) make nodes; ``item()`` of one element is a number node of the graph;
+``tolist`` and ``float`` count the conversion. ``gradmagic.core`` imports this module, which
+sets them on the class.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import numpy as np
 from . import array_writes as _writes
 from . import tensor as _t
 from .array import (
+    FUNCTION_RULES,
     _COPY,
+    as_float,
     _F64,
     _GETITEM,
     _RESHAPE,
@@ -293,19 +297,30 @@ def _plain_method(name, values: bool):
     return method
 
 
-for _name in (
-    "diagonal",
-    "repeat",
-    "take",
-    "compress",
-    "choose",
-    "prod",
-    "cumprod",
-    "trace",
-    "byteswap",
-    "ptp",
-    "getfield",
-):
+# methods that are numpy's function of the array (a.prod(1) is np.prod(a, 1)): its rule
+def _function_method(name):
+    base, func = getattr(np.ndarray, name), getattr(np, name)
+
+    def method(self, *args, **kwargs):
+        result = _numpy(base, (_view(self, _ndarray), *_deep_plain(args)), _deep_plain(kwargs))
+        if not (tracking() and self.requires_grad):
+            return result
+        try:
+            node = FUNCTION_RULES[func](result, self, *args, **kwargs)
+        except Exception:  # noqa: BLE001 - arguments the rule does not read: a cut
+            node = None
+        if node is None:
+            return _cut_result(result, f".{name}()", (self,))
+        return _adopt(result, node)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("diagonal", "repeat", "take", "prod", "cumprod", "trace", "ptp"):
+    if hasattr(np.ndarray, _name):
+        setattr(Array, _name, _function_method(_name))
+for _name in ("compress", "choose", "byteswap", "getfield"):
     if hasattr(np.ndarray, _name):
         setattr(Array, _name, _plain_method(_name, False))
 for _name in (
@@ -365,6 +380,14 @@ def _converting(name):
     return method
 
 
+def _item(self, *args):
+    if not args and self.size == 1 and tracking() and self.requires_grad:
+        return as_float(self)  # a number node of the same graph
+    return _converting_item(self, *args)
+
+
 for _name in ("tolist", "item", "__float__"):
     setattr(Array, _name, _converting(_name))
+_converting_item = Array.item
+Array.item = _item  # type: ignore[method-assign]
 del _op, _name, _m

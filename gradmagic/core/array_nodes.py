@@ -146,11 +146,20 @@ class Scalar64(np.float64):
         return _float_of(self)
 
     def item(self, *args):
-        if tracking() and self.requires_grad:
-            _cut(".item() gives a plain Python number, which no node follows", None, "item")
+        if not args and tracking() and self.requires_grad:
+            return as_float(self)  # a number node of the same graph
         return np.float64(_float_of(self)).item(*args)
 
     __hash__ = np.float64.__hash__
+
+
+def as_float(x):
+    """``float(x)`` of a one-element array node ``x`` while a cell is recorded: a Python
+    float that is a number node of the same graph (linked through a copy of ``x``, whose
+    gradient is its own)."""
+    number = np.asarray(_pv(x), dtype=_F64).item()
+    link = _t._apply(_COPY, x) if x.shape == () else x.reshape(())
+    return _numbers.of_tensor(number, link)
 
 
 _ARRAYS = (Array, Scalar64)
@@ -269,6 +278,7 @@ def _deep_plain(x):
             or e.__class__ is list
             or e.__class__ is tuple
             or e.__class__ is Value
+            or e.__class__ in _SCALARS
             for e in x
         ):
             return cls(_deep_plain(e) for e in x)
@@ -457,8 +467,16 @@ def _cut_result(exact, what, inputs):
             exact = node = _view(exact, Array)
         elif exact.__class__ is np.float64:
             exact = node = Scalar64(exact)
-        _cut(f"{what} has no gradient rule: a node entered it as plain numbers", node, what)
+        _cut(f"{what} {_why_cut(exact)}: a node entered it as plain numbers", node, what)
     return exact
+
+
+def _why_cut(exact) -> str:
+    """Why a result is cut: its numbers' kind where no node can hold them, else no rule."""
+    kind = getattr(exact, "dtype", None)
+    if kind is not None and kind.kind == "c":
+        return "gives complex numbers, which gradmagic does not differentiate"
+    return "has no gradient rule"
 
 
 def _cut(message: str, node=None, what: str = "") -> None:
@@ -583,7 +601,10 @@ def _packed(x):
     flattened numbers one after the other: a balanced tree of ``pack`` ops,
     reshaped to numpy's shape. None when numpy's array is not float64.
     """
-    exact = np.asarray(_deep_plain(x))
+    try:
+        exact = np.asarray(_deep_plain(x))
+    except ValueError:  # a ragged list: numpy makes no array of it
+        return None
     if exact.dtype != _F64:
         return None
     pieces, plain = [], []

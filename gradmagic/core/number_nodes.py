@@ -185,6 +185,20 @@ def _number_node(r, op, a, b):
     return out
 
 
+def of_tensor(number, node):
+    """A Float holding ``number``, the one number of the tensor node ``node`` (``float(s)``,
+    ``s.item()``): a scalar node of the same graph, linked to ``node`` by ``float``."""
+    out = float.__new__(Float, number)
+    out.grad = 0.0
+    out.label = ""
+    out._mark = None
+    out._site = cursor.site
+    out._op = OPS["float"]
+    out._a = node
+    out._b = None
+    return out
+
+
 def constant(x):
     """A leaf node holding the plain number ``x`` (an int, a float or a numpy float64;
     a bool or a numpy integer counts as an int, another numpy float as a float64)."""
@@ -299,6 +313,26 @@ def _numpy_cut(r, node) -> None:
 
 
 _NP_GENERIC = np.generic
+
+
+def _complex(pyop, x, z, swap: bool, node):
+    """Python's complex result of a number node ``x`` meeting the complex ``z``; the cut
+    reported, as gradmagic follows real numbers only."""
+    r = pyop(z, x) if swap else pyop(x, z)
+    _complex_cut(node, x)
+    return r
+
+
+def _complex_cut(node, x) -> None:
+    cut = state.cut
+    if cut is not None and _recording() and node.__class__ is not Int:
+        who = repr(node.label) if node.label else repr(x)
+        cut(
+            f"complex arithmetic computes outside the graph (gradmagic differentiates real "
+            f"numbers only): {who} entered it as a plain number"
+        )
+
+
 DEFER: set = set()
 """numpy scalar classes that compute arithmetic with a number node themselves, as nodes
 (``core.array.Scalar64``, a float64 array node): a number node returns NotImplemented to them."""
@@ -319,6 +353,8 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
     def forward(self, other):
         x = _plain_of(self)
         if other.__class__ not in own:
+            if other.__class__ is complex:
+                return _complex(pyop, x, other, swap, self)
             if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
@@ -437,6 +473,8 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
             return method(_plain_of(self), _plain_of(other), _plain_of(mod))
         x = _plain_of(self)
         if other.__class__ not in own:
+            if other.__class__ is complex:
+                return _complex(pow, x, other, swap, self)
             if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
@@ -454,6 +492,9 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
                 if r is NotImplemented and y.__class__ is _FLOAT:
                     r = reflected(y, x)
         if r is NotImplemented or not _recording():
+            return r
+        if r.__class__ is complex:  # a negative number to a fractional power
+            _complex_cut(self, x)
             return r
         return (
             _number_node(r, OPS["**"], other, self)

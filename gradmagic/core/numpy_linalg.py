@@ -39,15 +39,27 @@ def _r_dot(exact, a, b, out=None):
 
 
 def _r_cross(exact, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
-        return None
-    if np.shape(_pv(a))[-1:] != (3,) or np.shape(_pv(b))[-1:] != (3,):
-        return None
+    if axis is not None:
+        axisa = axisb = axisc = axis
     na, nb = _node_of(a), _node_of(b)
     with _quiet_graph():
+        va = np.moveaxis(np.asarray(_pv(a)) if na is None else _as_array_node(na), axisa, -1)
+        vb = np.moveaxis(np.asarray(_pv(b)) if nb is None else _as_array_node(nb), axisb, -1)
+        if va.shape[-1] not in (2, 3) or vb.shape[-1] not in (2, 3):
+            return None
+        if va.shape[-1] == vb.shape[-1] == 2:  # the z component alone
+            return va[..., 0] * vb[..., 1] - va[..., 1] * vb[..., 0]
+        va, vb = _three(va), _three(vb)
         one, two = np.array([1, 2, 0]), np.array([2, 0, 1])
-        ca, cb = _as_array_node(na), _as_array_node(nb)
-        return ca[..., one] * cb[..., two] - ca[..., two] * cb[..., one]
+        c = va[..., one] * vb[..., two] - va[..., two] * vb[..., one]
+        return np.moveaxis(c, -1, axisc)
+
+
+def _three(v):
+    """Vectors along the last axis with a third component (0 for plane vectors)."""
+    if v.shape[-1] == 3:
+        return v
+    return np.concatenate([v, np.zeros(v.shape[:-1] + (1,))], axis=-1)
 
 
 # products, written as einsum
@@ -76,15 +88,71 @@ def _einsum_nodes(spec, operands):
 
 
 def _r_einsum(exact, *operands, out=None, optimize=False, **kwargs):
-    if out is not None or kwargs or not operands or not isinstance(operands[0], str):
+    if out is not None or kwargs or not operands:
         return None
-    spec = operands[0].replace(" ", "")
-    if "." in spec:
-        return None
+    if isinstance(operands[0], str):
+        spec, arrays = operands[0].replace(" ", ""), list(operands[1:])
+    else:  # the sublist form: einsum(a, [0, 1], b, [1, 2], [0, 2])
+        spec, arrays = _sublists(operands)
     if "->" not in spec:
-        letters = spec.replace(",", "")
-        spec += "->" + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    return _einsum_nodes(spec, operands[1:])
+        letters = spec.replace(",", "").replace(".", "")
+        once = sorted(c for c in set(letters) if letters.count(c) == 1)
+        spec += "->" + ("..." if "." in spec else "") + "".join(once)
+    if "." in spec:
+        spec, arrays = _without_ellipsis(spec, arrays)
+    return _einsum_nodes(spec, arrays)
+
+
+def _sublists(operands):
+    """The sublist form of einsum as its subscripts string and its arrays."""
+
+    def letters(sub):
+        return "".join("..." if k is Ellipsis else _LETTERS[_t._int(k)] for k in sub)
+
+    arrays = list(operands[0::2])
+    subs = [letters(sub) for sub in operands[1::2]]
+    if len(operands) % 2:  # the output's sublist comes last
+        arrays = arrays[:-1]
+        return ",".join(subs) + "->" + letters(operands[-1]), arrays
+    return ",".join(subs), arrays
+
+
+def _without_ellipsis(spec, arrays):
+    """``spec`` with each ``...`` spelled out in letters of its own; an operand's ellipsis
+    axis of size 1 that broadcasts is reshaped away (it takes no letter)."""
+    ins, out = spec.split("->")
+    ins = ins.split(",")
+    shapes = [np.shape(_pv(x)) for x in arrays]
+    counts = [
+        len(s) - len(sub.replace("...", "")) if "..." in sub else 0 for s, sub in zip(shapes, ins)
+    ]
+    n = max(counts, default=0)
+    free = [c for c in _LETTERS if c not in spec][:n]
+    sizes = [1] * n
+    for shape, sub, k in zip(shapes, ins, counts):
+        at = sub.index("...") if "..." in sub else 0
+        for j in range(k):
+            sizes[n - k + j] = max(sizes[n - k + j], shape[at + j])
+    new_ins, new_arrays = [], []
+    for x, shape, sub, k in zip(arrays, shapes, ins, counts):
+        if "..." not in sub:
+            new_ins.append(sub)
+            new_arrays.append(x)
+            continue
+        at = sub.index("...")
+        own = free[n - k :]
+        keep = [j for j in range(k) if shape[at + j] == sizes[n - k + j]]
+        if len(keep) < k:  # broadcast axes of size 1: reshaped away
+            node = _node_of(x)
+            kept = shape[:at] + tuple(shape[at + j] for j in keep) + shape[at + k :]
+            x = (
+                np.reshape(np.asarray(_pv(x)), kept)
+                if node is None
+                else (_t._apply(_RESHAPE, node, None, {"shape": kept}))
+            )
+        new_ins.append(sub.replace("...", "".join(own[j] for j in keep)))
+        new_arrays.append(x)
+    return ",".join(new_ins) + "->" + out.replace("...", "".join(free)), new_arrays
 
 
 def _r_inner(exact, a, b):
@@ -155,6 +223,8 @@ def _r_dot_any(exact, a, b, out=None):
     if out is not None:
         return None
     da, db = np.ndim(_pv(a)), np.ndim(_pv(b))
+    if da == 0 or db == 0:  # a number times an array
+        return _link_call(np.multiply, exact, (a, b))
     if da <= 2 and db <= 2:
         return _r_dot(exact, _node_of(a), _node_of(b))
     return _r_tensordot(exact, a, b, axes=([-1], [-2 if db >= 2 else -1]))
@@ -195,18 +265,26 @@ def _r_cholesky(exact, a, /, *, upper=False):
 
 
 def _r_eigh(exact, a, UPLO="L"):
-    if UPLO != "L":
-        return None
     node = _node_of(a)
     if node is None:
         return None
-    w = _link(TENSOR_OPS["eigvalsh"], exact[0], node)
-    v = _link(TENSOR_OPS["eigvecs"], exact[1], node)
+    params = _triangle(UPLO)
+    w = _link(TENSOR_OPS["eigvalsh"], exact[0], node, None, params)
+    v = _link(TENSOR_OPS["eigvecs"], exact[1], node, None, params)
     return type(exact)(w, v)
 
 
 def _r_eigvalsh(exact, a, UPLO="L"):
-    return _linalg_unary("eigvalsh")(exact, a) if UPLO == "L" else None
+    node = _node_of(a)
+    return (
+        None if node is None else _link(TENSOR_OPS["eigvalsh"], exact, node, None, _triangle(UPLO))
+    )
+
+
+def _triangle(uplo):
+    """The ops' params for the triangle numpy reads: none for the lower one (the default),
+    ``uplo='U'`` for the upper one (numpy has refused any other ``UPLO`` already)."""
+    return {"uplo": "U"} if uplo in ("U", "u") else None
 
 
 def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -226,6 +304,21 @@ def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
         u = _link(TENSOR_OPS["svd_u"], exact.U, node)
         vh = _link(TENSOR_OPS["svd_vh"], exact.Vh, node)
     return type(exact)(u, s, vh)
+
+
+def _r_matrix_power(exact, a, n):
+    node = _node_of(a)
+    n = _t._int(n)
+    if n == 0:
+        return exact  # the identity: a constant, no gradient lost
+    if node is None:
+        return None
+    with _quiet_graph():
+        base = _as_array_node(node) if n > 0 else np.linalg.inv(_as_array_node(node))
+        out = base
+        for _ in range(abs(n) - 1):
+            out = out @ base
+        return out
 
 
 def _r_pinv(exact, a, rcond=None, hermitian=False, *, rtol=_NoValue):
@@ -270,8 +363,9 @@ def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
             sums = np.sum(np.abs(node), axis=c)
             r2 = r - 1 if r > c else r
             return (np.max if ord == np.inf else np.min)(sums, axis=r2)
-        if ord in (2, -2, "nuc") and axes == (ndim - 2, ndim - 1):
-            s = np.linalg.svd(node, compute_uv=False)
+        if ord in (2, -2, "nuc"):
+            matrices = np.moveaxis(_as_array_node(node), (r, c), (-2, -1))
+            s = np.linalg.svd(matrices, compute_uv=False)
             if ord == "nuc":
                 return np.sum(s, axis=-1)
             return (np.max if ord == 2 else np.min)(s, axis=-1)
@@ -299,5 +393,6 @@ FUNCTION_RULES.update(
         np.linalg.eigvalsh: _r_eigvalsh,
         np.linalg.svd: _r_svd,
         np.linalg.pinv: _r_pinv,
+        np.linalg.matrix_power: _r_matrix_power,
     }
 )

@@ -28,6 +28,7 @@ from .array import (
     _adopt,
     _dtype_ok,
     _is_tensor,
+    _lift,
     _link,
     _node_of,
     _parent,
@@ -93,13 +94,14 @@ def _r_var(
 ):
     if (
         not _is_tensor(a)
-        or a.__class__ is Scalar64
         or not _dtype_ok(dtype)
         or out is not None
         or (where is not _NoValue and where is not True)
         or mean is not _NoValue
     ):
         return None
+    if a.__class__ is Scalar64:  # one number: a 0-d array of it
+        a = _adopt(np.array(_pv(a), dtype=_F64), _t._apply(_COPY, a))
     if correction is not _NoValue:
         ddof = correction
     keep = False if keepdims is _NoValue else bool(keepdims)
@@ -108,6 +110,8 @@ def _r_var(
     with _quiet_graph():
         d = a - np.mean(a, axis=axes, keepdims=True)
         v = np.sum(d * d, axis=axes, keepdims=keep) / (n - ddof)
+        if _std and n == 1:  # the spread of one number is 0 wherever it is
+            return v * 0.0
         return np.sqrt(v) if _std else v
 
 
@@ -122,6 +126,16 @@ def _r_cumsum(exact, a, axis=None, dtype=None, out=None):
         flat = a.reshape(-1) if a.__class__ is Array else Tensor.reshape(a, -1)
         return _t._apply(_CUMSUM, flat, None, {"axis": 0})
     return _t._apply(_CUMSUM, a, None, {"axis": _t._axes(axis, a.ndim)[0]})
+
+
+def _r_select(exact, condlist, choicelist, default=0):
+    if len(condlist) != len(choicelist):
+        return None
+    with _quiet_graph():
+        out = _lift(default)
+        for cond, choice in reversed(list(zip(condlist, choicelist))):
+            out = np.where(np.asarray(_pv(cond), dtype=bool), _lift(choice), out)
+        return np.broadcast_to(out, exact.shape) if np.shape(out) != exact.shape else out
 
 
 def _r_where(exact, condition, x=None, y=None):
@@ -331,6 +345,7 @@ FUNCTION_RULES.update(
         np.std: _r_std,
         np.cumsum: _r_cumsum,
         np.where: _r_where,
+        np.select: _r_select,
         np.clip: _r_clip,
         np.prod: _reduction(TENSOR_OPS["prod"]),
         np.cumprod: _r_cumprod,

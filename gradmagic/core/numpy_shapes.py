@@ -196,7 +196,15 @@ def _fold(op, nodes, params):
     return nodes[0]
 
 
+def _rows(arrays):
+    """The sequence a stacking function reads: an array node given alone is its rows."""
+    if _is_tensor(arrays) and np.ndim(_pv(arrays)):
+        return [arrays[i] for i in range(len(arrays))]
+    return arrays
+
+
 def _r_concatenate(exact, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    arrays = _rows(arrays)
     if (
         out is not None
         or not _dtype_ok(dtype)
@@ -218,6 +226,7 @@ def _r_concatenate(exact, arrays, axis=0, out=None, *, dtype=None, casting="same
 
 
 def _r_stack(exact, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    arrays = _rows(arrays)
     if (
         out is not None
         or not _dtype_ok(dtype)
@@ -238,6 +247,7 @@ def _r_stack(exact, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"
 
 
 def _r_hstack(exact, tup, *, dtype=None, casting="same_kind"):
+    tup = _rows(tup)
     if not isinstance(tup, (list, tuple)) or not tup:
         return None
     nodes = []
@@ -251,6 +261,7 @@ def _r_hstack(exact, tup, *, dtype=None, casting="same_kind"):
 
 
 def _r_vstack(exact, tup, *, dtype=None, casting="same_kind"):
+    tup = _rows(tup)
     if not isinstance(tup, (list, tuple)) or not tup:
         return None
     nodes = []
@@ -261,6 +272,37 @@ def _r_vstack(exact, tup, *, dtype=None, casting="same_kind"):
         shape = np.atleast_2d(_pv(x)).shape
         nodes.append(_t._apply(_RESHAPE, n, None, {"shape": shape}))
     return _r_concatenate(exact, nodes, axis=0, dtype=dtype)
+
+
+def _r_column_stack(exact, tup):
+    tup = _rows(tup)
+    if not isinstance(tup, (list, tuple)) or not tup:
+        return None
+    nodes = []
+    for x in tup:
+        n = _node_of(x)
+        if n is None:
+            return None
+        shape = np.shape(_pv(x))
+        if len(shape) < 2:  # a 1-d array is a column
+            n = _t._apply(_RESHAPE, n, None, {"shape": np.atleast_1d(_pv(x)).shape + (1,)})
+        nodes.append(n)
+    return _r_concatenate(exact, nodes, axis=1)
+
+
+def _r_dstack(exact, tup):
+    tup = _rows(tup)
+    if not isinstance(tup, (list, tuple)) or not tup:
+        return None
+    with _quiet_graph():
+        return np.concatenate([np.atleast_3d(_lift(x)) for x in tup], axis=2)
+
+
+def _r_append(exact, arr, values, axis=None):
+    with _quiet_graph():
+        if axis is None:
+            return np.concatenate([np.ravel(_lift(arr)), np.ravel(_lift(values))])
+        return np.concatenate([_lift(arr), _lift(values)], axis=axis)
 
 
 def _r_split(exact, ary, indices_or_sections, axis=0):
@@ -316,11 +358,9 @@ def _r_linspace(
         return None
     n = _t._int(num)
     div = (n - 1) if endpoint else n
-    if div <= 0:
-        return None
     with _quiet_graph():
         lo, hi = _lift(start), _lift(stop)
-        frac = np.arange(n) / div
+        frac = np.arange(n) / div if div > 0 else np.zeros(n)  # num=1: [start]; 0: []
         return lo + (hi - lo) * frac
 
 
@@ -345,6 +385,9 @@ def _r_array(exact, obj, dtype=None, *, copy=True, order="K", subok=False, ndmin
         return None
     if obj.__class__ is list or obj.__class__ is tuple:
         return _packed(obj)
+    obj = _lift(obj)  # a number node: the 0-d array of it
+    if _is_tensor(obj) and np.shape(_pv(obj)) == exact.shape:
+        return _t._apply(_COPY, obj)
     return None
 
 
@@ -382,6 +425,9 @@ FUNCTION_RULES.update(
         np.stack: _r_stack,
         np.hstack: _r_hstack,
         np.vstack: _r_vstack,
+        np.column_stack: _r_column_stack,
+        np.dstack: _r_dstack,
+        np.append: _r_append,
         np.split: _r_split,
         np.array_split: _r_split,
         np.hsplit: _r_split_along(1),
@@ -397,3 +443,5 @@ FUNCTION_RULES.update(
         np.asanyarray: _r_asarray,
     }
 )
+if hasattr(np, "row_stack"):  # numpy < 2.4: vstack's other name
+    FUNCTION_RULES[np.row_stack] = _r_vstack

@@ -398,6 +398,15 @@ _TABLE = [
     ),
     # unary
     Op(
+        "float",
+        1,
+        float,
+        lambda x, out: 1.0,
+        np.positive,
+        "∂float(a)/∂a = 1 (a one-element array's number as a Python number)",
+        torch="clone",
+    ),
+    Op(
         "neg",
         1,
         operator.neg,

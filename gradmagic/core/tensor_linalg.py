@@ -172,12 +172,23 @@ def _lower_read(sym):
     return low - 0.5 * np.eye(sym.shape[-1]) * low
 
 
+def _triangle_read(sym, uplo="L"):
+    """:func:`_lower_read`, or its mirror for a matrix read from its upper triangle."""
+    return _lower_read(sym) if uplo in ("L", "l") else _mT(_lower_read(_mT(sym)))
+
+
 def _from_lower(f):
-    """``torch -> function``: ``f`` of the symmetric matrix read from the lower triangle,
-    as numpy's cholesky and eigh read it (torch's own take the matrix as symmetric)."""
+    """``torch -> function``: ``f`` of the symmetric matrix read from the lower triangle
+    (the upper one for ``uplo='U'``), as numpy's cholesky and eigh read it (torch's own
+    take the matrix as symmetric)."""
 
     def make(torch):
-        return lambda x: f(torch, torch.tril(x) + torch.tril(x, -1).mT)
+        def call(x, uplo="L"):
+            if uplo in ("U", "u"):
+                return f(torch, torch.triu(x) + torch.triu(x, 1).mT)
+            return f(torch, torch.tril(x) + torch.tril(x, -1).mT)
+
+        return call
 
     return make
 
@@ -192,27 +203,31 @@ def _cholesky_dx(g, out, x):
     return _lower_read(0.5 * (s + _mT(s)))
 
 
-def _eigvalsh_dx(g, out, x):
-    w, v = np.linalg.eigh(x)
-    return _lower_read((v * np.asarray(g)[..., None, :]) @ _mT(v))
+def _eigvalsh(x, uplo="L"):
+    return np.linalg.eigvalsh(x, uplo)
 
 
-def _eigvecs(x):
-    return np.linalg.eigh(x)[1]
+def _eigvalsh_dx(g, out, x, uplo="L"):
+    w, v = np.linalg.eigh(x, uplo)
+    return _triangle_read((v * np.asarray(g)[..., None, :]) @ _mT(v), uplo)
 
 
-def _eigvecs_dx(g, out, x):
-    w, v = np.linalg.eigh(x)
+def _eigvecs(x, uplo="L"):
+    return np.linalg.eigh(x, uplo)[1]
+
+
+def _eigvecs_dx(g, out, x, uplo="L"):
+    w, v = np.linalg.eigh(x, uplo)
     gap = w[..., None, :] - w[..., :, None]  # w_j - w_i
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(np.eye(w.shape[-1], dtype=bool), 0.0, 1.0 / gap)
     inner = f * (_mT(v) @ g)
     ga = v @ inner @ _mT(v)
-    return _lower_read(0.5 * (ga + _mT(ga)))
+    return _triangle_read(0.5 * (ga + _mT(ga)), uplo)
 
 
-def _eigh_kink(out, x):
-    w = np.linalg.eigvalsh(x)
+def _eigh_kink(out, x, uplo="L"):
+    w = np.linalg.eigvalsh(x, uplo)
     return bool(np.any(np.diff(w, axis=-1) == 0))
 
 
@@ -364,9 +379,9 @@ OPS = [
     TensorOp(
         "eigvalsh",
         1,
-        np.linalg.eigvalsh,
+        _eigvalsh,
         (_eigvalsh_dx,),
-        np.linalg.eigvalsh,
+        _eigvalsh,
         "∂wᵢ/∂A = vᵢ vᵢᵀ (the eigenvalues of a symmetric matrix, read from its lower triangle)",
         kink=_eigh_kink,
         torch=_from_lower(lambda torch, a: torch.linalg.eigvalsh(a)),

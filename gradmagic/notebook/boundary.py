@@ -43,6 +43,7 @@ __all__ = [
     "global_names",
     "compiled_by_magic",
     "lift_reachable",
+    "unfollowed",
     "name_lifted",
     "restore",
     "Settled",
@@ -566,9 +567,55 @@ def lift_reachable(ns, names, made: dict, new_leaf, engine=None) -> "_Lifter":
     lifter = _Lifter(made, new_leaf, engine)
     for name in names:
         v = ns.get(name)
-        if v is not None and type(v) not in _ATOMS and type(v) not in NUMBER_NODES:
+        if type(v) is tuple:  # a tuple of arrays: a new tuple of leaves, the old one put back
+            new = lifter.tuple(v, (name,))
+            if new is not v:
+                ns[name] = new
+                lifter.names.append((ns, name, new, v))
+        elif v is not None and type(v) not in _ATOMS and type(v) not in NUMBER_NODES:
             lifter.walk(v, (name,))
     return lifter
+
+
+def unfollowed(ns, names) -> list[str]:
+    """One warning per name in ``names`` whose value holds numbers no leaf is made of:
+    complex numbers, and floats of another precision than float64 (``float32``)."""
+    out = []
+    for name in sorted(names):
+        kind = _unfollowed_kind(ns.get(name), 0, [DATA_SIZE])
+        if kind is not None:
+            out.append(
+                f"{name!r} holds {kind}: gradmagic differentiates real float64 numbers "
+                f"only, so no gradient is shown for {name!r}"
+            )
+    return out
+
+
+def _unfollowed_kind(v, depth, budget) -> str | None:
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 8:
+        return None
+    cls = type(v)
+    if cls is complex or isinstance(v, np.complexfloating):
+        return "a complex number"
+    if isinstance(v, np.floating) and cls is not np.float64:
+        return f"a {np.dtype(cls).name} number"
+    if cls is np.ndarray and v.dtype.kind in "fc" and v.dtype != np.float64:
+        return "complex numbers" if v.dtype.kind == "c" else f"a {v.dtype.name} array"
+    if cls is list or cls is tuple:
+        items = v
+    elif cls is dict:
+        items = v.values()
+    else:
+        return None
+    if len(items) > DATA_SIZE:
+        return None
+    for e in items:
+        if type(e) not in _PLAIN_ATOMS or type(e) is complex:
+            kind = _unfollowed_kind(e, depth + 1, budget)
+            if kind is not None:
+                return kind
+    return None
 
 
 def name_lifted(lifter, walk, ns) -> list:
@@ -579,7 +626,7 @@ def name_lifted(lifter, walk, ns) -> list:
         return named
     for leaf, path in lifter.paths.values():
         i = walk.index(leaf)
-        if i >= 0 and ns.get(leaf.label) is not leaf:
+        if i >= 0:  # by its place in the data, also where the cell bound it to a name
             leaf.label = path_text(path)
             named.append(i)
     return named
@@ -589,7 +636,13 @@ def restore(lifter) -> None:
     """Put back the numbers :func:`lift_reachable` replaced, wherever in their containers
     the leaves are now (a sort moves them), whether or not a name still reaches the
     container (``filter(f, d.items())`` holds ``d`` where no walk can see it)."""
-    if lifter is None or not lifter.containers:
+    if lifter is None:
+        return
+    for ns, name, new, old in lifter.names:
+        if ns.get(name) is new:
+            ns[name] = old
+    lifter.names = []
+    if not lifter.containers:
         return
     made = lifter.made
     for container in lifter.containers:
@@ -619,6 +672,11 @@ class _Lifter:
         self.budget = LIFT_LIMIT
         self.visits = LIMIT
         self.containers: list = []  # the lists, deques and dicts that hold a leaf made here
+        self.names: list = []  # (ns, name, new tuple, old tuple): the tuples a name held
+
+    def item(self, e, path):
+        """A container's item lifted: a leaf, a tuple of leaves, or ``e`` itself."""
+        return self.tuple(e, path) if type(e) is tuple else self.leaf(e, path)
 
     def leaf(self, e, path):
         if type(e) is np.ndarray:
@@ -633,6 +691,28 @@ class _Lifter:
         self.made[id(new)] = (new, e)
         self.paths[id(new)] = (new, path)
         self.budget -= 1
+        return new
+
+    def tuple(self, t, path, depth=0):
+        """``t`` with a leaf for each float and float64 array it holds (nested tuples
+        too), ``made`` told the new tuple's original; ``t`` itself if it holds none. The
+        lists and dicts it holds are walked, their numbers lifted in place."""
+        if len(t) > DATA_SIZE or depth > 32:
+            return t
+        items = []
+        for i, e in enumerate(t):
+            kind = type(e)
+            if (kind in _LIFTED or kind is np.ndarray) and self.budget > 0:
+                e = self.leaf(e, (path, "[]", i))
+            elif kind is tuple:
+                e = self.tuple(e, (path, "[]", i), depth + 1)
+            elif kind not in _ATOMS:
+                self.walk(e, (path, "[]", i))
+            items.append(e)
+        if all(a is b for a, b in zip(items, t)):
+            return t
+        new = tuple(items)
+        self.made[id(new)] = (new, t)
         return new
 
     def walk(self, root, path):
@@ -650,10 +730,10 @@ class _Lifter:
                 lifted = False
                 for i, e in enumerate(v):
                     kind = type(e)
-                    if kind in _LIFTED or kind is np.ndarray:
+                    if kind in _LIFTED or kind is np.ndarray or kind is tuple:
                         if self.budget <= 0:
                             break
-                        new = self.leaf(e, (path, "[]", i))
+                        new = self.item(e, (path, "[]", i))
                         if new is not e:
                             v[i] = new
                             lifted = True
@@ -679,10 +759,10 @@ class _Lifter:
             if k == skip:
                 continue
             cls = type(e)
-            if cls in _LIFTED or cls is np.ndarray:
+            if cls in _LIFTED or cls is np.ndarray or cls is tuple:
                 if self.budget <= 0:
                     break
-                new = self.leaf(e, (path, kind, k))
+                new = self.item(e, (path, kind, k))
                 if new is not e:
                     dict.__setitem__(d, k, new)
                     lifted = True

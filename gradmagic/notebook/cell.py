@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import inspect
 import pkgutil
 import threading
@@ -197,6 +198,7 @@ class _Entry:
     run: _runtime._Run | None = None  # what the recording recorded (set as it starts)
     first: int = 0
     owner: list = field(default_factory=list)  # the learner's object the target is the data of
+    unfollowed: list = field(default_factory=list)  # inputs no leaf is made of
 
     def made(self):
         return _made(self.run, self.lifted, self.reached)
@@ -257,11 +259,13 @@ def _execute(
     __tracebackhide__ = True
     # an array the cell writes into is an input too: its leaf views the user's memory
     written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
+    unfollowed = boundary.unfollowed(ns, cell.rewritten.reads) + _complex_literals(cell.source)
     lifted = lift(ns, cell.rewritten.reads.union(written))
     before = dict(ns)
     reach = boundary.roots(ns, cell.rewritten.names)
     followed = follow(ns, reach)
     entry = _Entry(lifted, before, {}, reach, followed, frozenset(c for _, c in followed))
+    entry.unfollowed = unfollowed
     target = _run(cell, ns, global_ns, options, entry)
     unfollow(followed)
     relabel(ns)
@@ -405,6 +409,37 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
         raise
 
 
+def _complex_literals(source: str) -> list[str]:
+    """A warning if the cell writes complex literals (``1j``): arithmetic with them is
+    Python's own, which no node follows (``1j * x`` asks the complex first)."""
+    return list(_complex_warning(source))
+
+
+@functools.lru_cache(maxsize=64)
+def _complex_warning(source: str) -> tuple[str, ...]:
+    if "j" not in source:
+        return ()
+    try:
+        with warnings.catch_warnings():  # the cell's own compile warns, once, as plain
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    found = sorted(
+        {
+            repr(n.value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and type(n.value) is complex
+        }
+    )
+    if not found:
+        return ()
+    return (
+        f"the cell writes the complex number {', '.join(found)}: gradmagic differentiates real "
+        "numbers only, so no gradient flows through complex arithmetic",
+    )
+
+
 def _settle(ns, walk, entry: _Entry):
     """The cell's end: leaves named by the paths that reach them, every number the names
     reach plain again (``boundary.settle``)."""
@@ -440,7 +475,8 @@ def _trace(cell, ns, options, target, walk, named, settled, entry: _Entry, count
             FUNCTIONS,
             cursor.runs_since(entry.first),
         ),
-        warnings=cut_warnings(run.cuts, converted)
+        warnings=entry.unfollowed
+        + cut_warnings(run.cuts, converted)
         + boundary.unrewritten_math(ns, entry.reach, _MATH_CALLS, _runtime, entry.followed_codes)
         + _unsettled(settled)
         + _stale_warning(stale),

@@ -75,6 +75,8 @@ def _keeps(build, tensors: bool = True):
                 if not tensors and len(args) == 1 and type(args[0]) is Scalar64:
                     if f is np.float64:
                         return args[0]  # np.float64(x) of a float64 node: the same number
+                    if f is float and args[0].requires_grad and _array.tracking():
+                        return _array.as_float(args[0])  # a number node of the same graph
                     if args[0].requires_grad and _array.tracking():
                         _record(
                             f"{_describe(f)} takes an array node as a plain number (its "

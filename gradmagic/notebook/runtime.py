@@ -518,6 +518,10 @@ def prepare_call(f, /, *args, **kwargs):
             _NO_KWARGS,
         )
         return None
+    if numpy and f in _STEPS and not kwargs.get("out"):  # piecewise constant: gradient 0
+        call_function, call_args = f, [_array._deep_plain(a) for a in args]
+        call_kwargs = kwargs
+        return None
     if numpy and not any(type(a) is Tensor for a in args):
         name = _describe(f)
         run = _run
@@ -553,6 +557,9 @@ def prepare_call(f, /, *args, **kwargs):
 
 _NO_KWARGS: dict = {}
 _MADE_FROM = frozenset({Array, Scalar64})  # np.asarray(x) of these keeps the graph
+_STEPS = frozenset({np.round, np.around, np.fix})
+"""numpy functions (not ufuncs) that are piecewise constant: a number node taken as its plain
+number loses no gradient."""
 _FLOAT_NODES = frozenset({Float, number_nodes.Float64})
 
 
@@ -597,6 +604,8 @@ def finish_call(token, result):
         result_node = None
     else:
         result_node = result
+    if unlinked and isinstance(f, np.ufunc) and f in _array._UFUNC_VALUES:  # np.sign(x): a step
+        unlinked = False
     if unlinked and any(type(n) is not Int for n in nodes):
         who = ", ".join(dict.fromkeys(_who(n) for n in nodes))
         _record(

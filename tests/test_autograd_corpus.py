@@ -1,0 +1,65 @@
+"""HIPS autograd's own test suite as a differential corpus (``tests/autograd_corpus.py``).
+
+Every case is differentiated by gradmagic, by HIPS autograd and by central differences of
+the plain numpy code (``tests/autograd_check.py``). A gradient gradmagic shows is right;
+where it shows none, or a wrong one, it says so: no case is wrong without a mark.
+``docs/numpy.md``'s table of functions is this run's (``scripts/numpy_status.py``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("autograd")
+
+from autograd_check import END, START, run_all, status_table
+from autograd_corpus import all_cases
+
+CASES = all_cases()
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    return run_all(CASES)
+
+
+def _share(outcomes, complex_inputs):
+    picked = [o for c, o in zip(CASES, outcomes) if c.complex == complex_inputs]
+    return sum(o.status == "right" for o in picked) / len(picked), len(picked)
+
+
+def test_no_case_is_wrong_without_a_mark(outcomes):
+    wrong = [f"{c}: {o.detail}" for c, o in zip(CASES, outcomes) if o.status == "wrong"]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_real_inputs_are_right_in_99_percent_of_the_cases(outcomes):
+    share, n = _share(outcomes, False)
+    print(f"real inputs: {100 * share:.1f}% right of {n}")
+    marked = [f"{c}: {o.detail}" for c, o in zip(CASES, outcomes) if o.status == "marked"]
+    assert n > 800 and share >= 0.99, "\n".join(marked)
+
+
+def test_complex_inputs_are_never_a_silent_tick(outcomes):
+    """gradmagic differentiates real numbers: a complex input is named in a warning."""
+    share, n = _share(outcomes, True)
+    print(f"complex inputs: {100 * share:.1f}% right of {n}")
+    picked = [(c, o) for c, o in zip(CASES, outcomes) if c.complex]
+    assert n > 100 and all(o.status in ("right", "marked") for _, o in picked)
+
+
+def test_hips_autograd_checks_most_cases(outcomes):
+    """The cases HIPS autograd differentiates too are compared with its gradient as well."""
+    without = [c for c, o in zip(CASES, outcomes) if "HIPS autograd gives no" in o.detail]
+    assert len(without) < 0.05 * len(CASES), [str(c) for c in without]
+
+
+def test_the_docs_table_is_this_runs(outcomes):
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "numpy.md")
+    with open(path) as f:
+        page = f.read()
+    assert START in page and END in page, "docs/numpy.md has no corpus table"
+    shown = page[page.index(START) : page.index(END) + len(END)]
+    assert shown == status_table(CASES, outcomes), "run python scripts/numpy_status.py"
