@@ -175,9 +175,10 @@ def _seen(x):
         x = x.data
     elif type(x) is Tensor:
         x = x.data
-    if isinstance(x, np.ndarray):  # (read as plain numbers: no node of the graph)
+    if isinstance(x, np.ndarray):  # (read as plain numbers: no node of the graph, no warning)
         plain = x.view(np.ndarray)
-        return (plain.shape, float(np.sum(plain, dtype=float)))
+        with np.errstate(all="ignore"):
+            return (plain.shape, float(np.sum(plain, dtype=float)))
     try:
         return _FLOAT(x)
     except (TypeError, ValueError):
