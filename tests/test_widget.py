@@ -331,6 +331,38 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     assert set(whole) == {WIDGET_MIME, "text/html", "text/plain"}
 
 
+def test_a_dot_slower_than_its_limit_leaves_the_view_and_one_line_about_it(monkeypatch, tmp_path):
+    from gradmagic.views import drawing
+
+    slow = tmp_path / "dot"  # a Graphviz that never answers
+    slow.write_text("#!/bin/sh\nexec sleep 30\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setattr(drawing, "DOT_SECONDS", 0.2)
+    monkeypatch.setattr(drawing.DotServer, "TIMEOUT", 0.2)
+    static, bundle = bundle_of(neuron())  # no exception escapes the display
+    assert bundle[WIDGET_MIME]["model_id"]  # the live view (drawn in the browser) is there
+    page = static["text/html"]
+    assert "Traceback" not in page and "gradmagic-graph" not in page  # no picture, and
+    notes = re.findall(r"<p[^>]*>([^<]*took more than 0.2 s[^<]*)</p>", page)
+    assert len(notes) == 1 and "\n" not in notes[0]  # one line says why
+    assert "the tables below still show the run" in notes[0]
+    assert "<table" in page and "gradients match" in page
+    monkeypatch.undo()
+    assert "<svg" in render.svg(render.to_dot(neuron()))  # the real dot draws again
+
+
+def test_a_view_that_fails_is_one_line_not_a_traceback():
+    from gradmagic.views import display
+
+    def broken(trace, publish=None):
+        raise KeyError("a bug\nwith lines")
+
+    shown = display._shown(broken, neuron(), publish=None)
+    assert list(shown) == ["text/plain"] and "\n" not in shown["text/plain"]
+    assert shown["text/plain"].startswith("Trace: its view could not be shown (KeyError")
+
+
 def test_the_static_copy_shows_the_live_gradients_table():
     x, w = Value(0.3, label="x"), Value(0.7, label="w")
     s = x

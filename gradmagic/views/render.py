@@ -194,14 +194,14 @@ def graph_html(
         source = choose_dot(
             trace, report, subset=dot_options.pop("subset", None), cache=cache, **dot_options
         )
-    image = cache.get(source) if cache is not None else None
-    if image is None:
-        try:
+    try:  # the cache may be a drawing still being made (widget._Drawing): it can fail too
+        image = cache.get(source) if cache is not None else None
+        if image is None:
             image = svg(source)
-        except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
-            return "".join(parts) + graph_failure_html(exc, source)
-        if cache is not None:
-            cache[source] = image
+            if cache is not None:
+                cache[source] = image
+    except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
+        return "".join(parts) + graph_failure_html(exc, source)
     parts.append(
         f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
         f"{fit(image, shrink)}</div>"

@@ -150,14 +150,14 @@ def _draw(trace, cache, extra_dot: str = "", **options) -> str:
     source = render.to_dot(trace, **options)
     if extra_dot:
         source = source[: source.rfind("}")] + extra_dot + "}"
-    image = cache.get(source) if cache is not None else None
-    if image is None:
-        try:
+    try:
+        image = cache.get(source) if cache is not None else None
+        if image is None:
             image = render.svg(source)
-        except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
-            return render.graph_failure_html(exc, source)
-        if cache is not None:
-            cache[source] = image
+            if cache is not None:
+                cache[source] = image
+    except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
+        return render.graph_failure_html(exc, source)
     head = ""
     if summary is not None:
         head = _paragraph(

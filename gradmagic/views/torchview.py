@@ -114,11 +114,8 @@ def _graph_html(run, open=()) -> str:
     source = to_dot(run, open=open)
     try:
         image = render.svg(source)
-    except Exception as exc:  # noqa: BLE001 - no Graphviz: say so, keep the tables
-        return (
-            f"<p>No picture of the graph ({html.escape(type(exc).__name__)}: Graphviz's "
-            f"<code>dot</code> is needed).</p>"
-        )
+    except Exception as exc:  # noqa: BLE001 - no Graphviz, or too slow: say so, keep the tables
+        return render.graph_failure_html(exc, source)
     note = f"<p style='margin:2px 0'>{html.escape(lay_note)}</p>" if lay_note else ""
     return (
         note + f'<div style="overflow:auto; max-width:100%; max-height:'
