@@ -16,7 +16,11 @@ __all__ = ["register", "unregister", "mimebundle"]
 
 
 def _report_bundle(report) -> dict:
-    return {"text/plain": render.report_text(report), "text/html": render.report_html(report)}
+    card = f'<div class="gradmagic" style="{render.STATIC_CARD}">'
+    return {
+        "text/plain": render.report_text(report),
+        "text/html": card + render.report_html(report) + "</div>",
+    }
 
 
 _FOR = (Trace, CheckReport)

@@ -63,12 +63,15 @@ def flag_words(node, status) -> str:
 
 
 _TABLE = (
-    '<table style="border-collapse:collapse; font-size:12px; font-family:ui-monospace,monospace">'
+    '<table style="border-collapse:collapse; font-size:12px; font-family:ui-monospace,monospace;'
+    ' color:inherit">'
 )
 _CELL = 'style="padding:1px 8px; text-align:{align}; border-bottom:1px solid #e5e7eb"'
 # a body row's line is its own (the table collapses borders), and its cells say only padding and
 # alignment: inline styles, which sanitisers keep and notebook style sheets do not override, but
 # short (a 500-row table is most of a static copy's bytes)
+# A row without a colour of its own is transparent: JupyterLab's style sheet bands odd rows with
+# the theme's page colour, a dark band on the copy's white card in a dark theme.
 _ROW = "border-bottom:1px solid #e5e7eb"
 _TD = '<td style="padding:1px 8px;text-align:{align}">'
 
@@ -111,7 +114,7 @@ def html_table(header, rows, colours=None) -> str:
                     for number, t in zip(_numbers(column), texts)
                 ]
             )
-    plain = f'<tr style="{_ROW}">'
+    plain = f'<tr style="background:transparent;{_ROW}">'
     for k, row in enumerate(zip(*cells)):
         colour = colours[k] if colours else ""
         out += (f'<tr style="background:{colour};{_ROW}">' if colour else plain), *row, "</tr>"

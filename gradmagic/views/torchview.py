@@ -240,7 +240,7 @@ def _table(header, rows, colours=()) -> str:
     body = []
     for n, row in enumerate(rows[:ROWS]):
         colour = colours[n] if n < len(colours) else ""
-        style = f" style='color:{colour}'" if colour else ""
+        style = " style='background:transparent" + (f"; color:{colour}'" if colour else "'")
         body.append(
             f"<tr{style}>"
             + "".join(f"<td style='padding:1px 6px'>{html.escape(str(c))}</td>" for c in row)
@@ -253,7 +253,8 @@ def _table(header, rows, colours=()) -> str:
     )
     return (
         "<div style='max-height:360px;overflow:auto'><table style='border-collapse:collapse;"
-        f"font-size:12px'><tr>{head}</tr>{''.join(body)}</table></div>{more}"
+        "font-size:12px; color:inherit'><thead><tr style='background:transparent'>"
+        f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
     )
 
 
@@ -340,7 +341,12 @@ def html_view(run, open=(), mark_run: str = "") -> str:
     colour = {"pass": PASS_TEXT, "fail": _FAIL, "none": "#374151"}
     mark = {"pass": "✓ ", "fail": "✗ ", "none": ""}
     tag = f' data-gm-run="{html.escape(mark_run)}"' if mark_run else ""
-    parts = [f"<div class='gradmagic-torch'{tag}><p><b>{html.escape(headline(run))}</b></p>"]
+    parts = [
+        f"<div class='gradmagic gradmagic-static gradmagic-torch'{tag} "
+        f'style="{render.STATIC_CARD}">',
+        render.static_style(mark_run) if mark_run else "",
+        f"<p><b>{html.escape(headline(run))}</b></p>",
+    ]
     parts += [f"<div style='color:{WARN_TEXT}'>{html.escape(w)}</div>" for w in run.warnings]
     for status, text in check_lines(run):
         s = status if status in colour else "none"
