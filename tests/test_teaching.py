@@ -212,6 +212,18 @@ def test_the_walk_reproduces_the_seeds_printout(ip):
     assert "v ['f', 'd']" in text and "t ['x', 'a']" in text
 
 
+def test_the_walk_calls_build_topo_on_the_target_by_its_own_name(ip):
+    ip.run_cell("%%autograd -q --no-check\nw = 2.0\nx = 3.0\nloss = w*x + w\nloss")
+    import gradmagic
+
+    page = views.walk_html(gradmagic.last, draw=False)
+    assert "build_topo(loss)" in page and "build_topo(f)" not in page
+    ip.run_cell("%%autograd -q --no-check\nf = 2.0\nx = 3.0\nf*x + x")
+    page = views.walk_html(gradmagic.last, draw=False)  # f is an input here, not the target
+    assert "build_topo(target)  # the cell&#x27;s last expression" in page
+    assert "build_topo(f)" not in page
+
+
 @settings(max_examples=40, deadline=None)
 @given(graphs(max_inputs=3, max_ops=20))
 def test_topological_order_is_valid_and_is_the_seeds(case):
