@@ -797,3 +797,23 @@ def test_a_green_tick_only_where_a_gradient_was_checked():
     assert "⚠" in line and "✓" not in line
     fine = traced(Value(2.0, label="a") * Value(3.0, label="b"))
     assert "✓" in widget.one_line(fine, fine.check())
+
+
+def test_a_constants_undefined_gradient_is_flagged_wherever_it_is_shown(ip):
+    import gradmagic
+
+    # d/dc (x - y)**c at a negative base has no real value: the 2's gradient is nan
+    ip.run_cell("%%autograd -q --no-check\nx = 1.0\ny = 4.0\nloss = (x - y)**2 + x\nloss")
+    trace = gradmagic.last
+    (two,) = [n for n in trace.nodes if n.is_constant and n.data == 2]
+    assert two.grad != two.grad  # nan, and no input's gradient is
+    assert all(n.grad == n.grad for n in trace.nodes if not n.is_constant)
+    flags = render.flags_text(trace, range(trace.n), {})
+    assert flags[two.index] == render.UNDEFINED
+    assert [f for i, f in enumerate(flags) if f and i != two.index] == []
+    data = payload(trace, None)
+    rows = tab(data, "gradients")["payload"]["rows"]
+    (row,) = [r for r in rows if r[0] == str(two.index)]
+    assert render.UNDEFINED in row[-1]
+    assert f" v{two.index} [" not in render.to_dot(trace)  # drawn as micrograd does: one **2
+    assert render.UNDEFINED in render.static_html(trace)

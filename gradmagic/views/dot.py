@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 
 from ..analysis.numbers import all_finite, dims
-from .formatting import FILL, LINE, column_text, figure, fmt
+from .formatting import FILL, LINE, column_text, figure, fmt, undefined_grad
 
 
 LABEL_CHARS = 80  # a drawn line of text at most (a name can be any length)
@@ -410,7 +410,8 @@ MARKED = ("fail", "error", "kink")  # the check's statuses a node is drawn with
 def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_text) -> str:
     data = figure(node.data)
     grad = grad_text[node.index] if grad_text is not None else figure(node.grad)
-    if not node.finite:
+    undefined = undefined_grad(node)
+    if not node.finite or undefined:
         data = ("⚠ " + data) if not all_finite(node.data) else data
         grad = ("⚠ " + grad) if grad_text is None and not all_finite(node.grad) else grad
     name = node.label
@@ -435,7 +436,7 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
         if node.is_leaf
         else FILL["value"]
     )
-    if not node.finite:
+    if not node.finite or undefined:
         attrs.update(color=LINE["nonfinite"], penwidth="2")
     if cut:
         attrs.update(color=LINE["cut"], penwidth="2", style="filled,dashed")

@@ -42,6 +42,16 @@ def _clean(x):
     return x
 
 
+def undefined_grad(node) -> bool:
+    """A constant whose gradient is nan or infinite: the exponent of ``x ** 2`` at a negative
+    ``x`` (``d/dc x**c`` has no real value there). Not an input, so no view says its gradient
+    is wrong; every view marks it."""
+    return node.is_constant and not numbers.all_finite(node.grad)
+
+
+UNDEFINED = "gradient undefined here (a constant, not an input)"
+
+
 def fmt(x, digits: int = 4, *, shape: bool = True) -> str:
     """A number or array on one line (:func:`gradmagic.analysis.numbers.fmt`), never "-0"."""
     return numbers.fmt(_clean(x), digits, shape=shape)

@@ -55,7 +55,18 @@ from .drawing import (  # noqa: F401 - re-exported
     svg,
     svg_data_uri,
 )
-from .formatting import FILL, LINE, column_text, figure, fmt, full, magnitude, md_code  # noqa: F401
+from .formatting import (  # noqa: F401 - re-exported
+    FILL,
+    LINE,
+    UNDEFINED,
+    column_text,
+    figure,
+    fmt,
+    full,
+    magnitude,
+    md_code,
+    undefined_grad,
+)
 from .summary import (  # noqa: F401 - re-exported
     DEFAULT_MAX_NODES,
     DRAW_LIMIT,

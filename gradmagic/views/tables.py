@@ -13,7 +13,7 @@ import numpy as np
 
 from ..analysis.check import STATUSES
 from .dot import op_symbols, statuses
-from .formatting import FILL, LINE, column_text, fmt, magnitude, md_code
+from .formatting import FILL, LINE, UNDEFINED, column_text, fmt, magnitude, md_code, undefined_grad
 
 TABLE_ROWS = 500  # rows of an HTML table before it is cut (as the live view's tables)
 TEXT_ROWS = 40  # rows of a plain-text table before it is cut
@@ -55,6 +55,8 @@ def flag_words(node, status) -> str:
         flags.append("kink")
     if not node.finite:
         flags.append("non-finite")
+    elif undefined_grad(node):
+        flags.append(UNDEFINED)
     if node.cut:
         flags.append(f"cut ({node.cut})")
     if status:
@@ -179,9 +181,11 @@ def flags_text(trace, rows, status: dict, words=None) -> list:
     if not len(index):
         return []
     cuts, nodes = trace.cut_notes, trace.nodes
+    # (a constant's nan gradient leaves it "finite": it is flagged on its own)
+    finite = trace.finite[index] & ~(trace.constant[index] & ~np.isfinite(trace.grad[index]))
     return [
         "" if not k and f and i not in status and i not in cuts else words(nodes[i], status.get(i))
-        for i, k, f in zip(index.tolist(), trace.kink[index].tolist(), trace.finite[index].tolist())
+        for i, k, f in zip(index.tolist(), trace.kink[index].tolist(), finite.tolist())
     ]
 
 

@@ -93,6 +93,8 @@ def _flags(node, status) -> list:
         flags.append("kink: a subgradient was used")
     if not node.finite:
         flags.append("nan or infinite")
+    elif render.undefined_grad(node):
+        flags.append(render.UNDEFINED)
     if node.cut:
         flags.append(f"gradient cut: made outside the graph at {node.cut}")
     if status:
