@@ -790,24 +790,30 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert min(_sizes(mlp)) >= MIN_PX - 0.05
     # nothing in the view is wider than the output area
     assert mlp.evaluate("r => r.scrollWidth <= r.clientWidth + 1")
-    # the first screen shows the tables of inputs from their left edge
+    # the first screen: the target, by the cell's name for it, and what feeds it, no box cut
+    # at the left; the target is in the node picker by that name too
     assert mlp.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == []
+    loss = mlp.locator("svg g.node[data-kind='v']", has_text="loss")
+    assert loss.count() == 1 and loss.evaluate(IN_VIEW)
+    assert mlp.locator(".gm-picker option", has_text="loss").count() == 1
     _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
 
     # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
+    # drawn where the box was (the view does not jump)
     boxes = mlp.locator("svg g.node.gm-group")
     assert boxes.count() >= 2
-    opened = boxes.last.get_attribute("data-id")
-    # (the first screen shows the start of the picture, the inputs: the box is clicked where
-    # it is, as a pointer press and release on it)
+    box = boxes.last  # (pressed where it is, in view or a pan away)
+    opened, before = box.get_attribute("data-id"), box.bounding_box()
     _press_until(
         page,
-        boxes.last,
+        box,
         "n => document.querySelectorAll('.gm-root')[1 - 1]"
         ".querySelectorAll('svg g.cluster').length > n",
         mlp.locator("svg g.cluster").count(),
     )
     assert sum(t.startswith("∇") for t in mlp.evaluate(SVG_TEXT)) == 332
+    after = mlp.locator(f"svg g.gm-frame[data-id='{opened}']").bounding_box()
+    assert abs(after["x"] - before["x"]) <= 2 and abs(after["y"] - before["y"]) <= 2
     _shot(mlp, f"grouped-mlp-opened-{app}.png", docs=app == "jupyterlab")
 
     # a click on the opened group's frame (its title ends in ×) closes it: a box again
@@ -821,6 +827,28 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
         opened,
     )
     assert mlp.locator(f"svg g.node.gm-group[data-id='{opened}']").count() == 1
+
+    # the Backward tab starts at the target by its name, every input's gradient not yet known
+    # (its table cell too), and its steps name nodes as they are written
+    mlp.locator(".gm-tab", has_text="Backward").click()
+    back = mlp.locator(".gm-page[data-tab='backward']")
+    back.locator(".gm-steptext").wait_for(timeout=120_000)
+    back.locator(".gm-port svg").wait_for(timeout=60_000)
+    time.sleep(0.3)
+    assert "the target loss gets the seed" in " ".join(
+        back.locator(".gm-steptext").inner_text().split()
+    )
+    cells = [t for t in back.evaluate(SVG_TEXT) if t.startswith("∇")]
+    assert len(cells) == 332 and set(cells) == {"∇?"}
+    back.locator(".gm-next").first.click()
+    page.wait_for_function(
+        "() => document.querySelector(\".gm-page[data-tab='backward'] .gm-steptext\")"
+        "?.textContent.startsWith('Step 1 of')",
+        timeout=10_000,
+    )
+    step = back.locator(".gm-steptext").inner_text()
+    assert "loss" in step and not re.search(r"(^|\s)#\d+ \+=", step), step
+    _shot(mlp, f"grouped-backward-{app}.png")
 
     # the forward stepper writes long tangents ("∂/∂model.layers[0].neurons[0].b ?") in the
     # grad fields: shortened to their field, they never run over the value beside them

@@ -81,9 +81,15 @@ class _Letters(dict):
         return key
 
 
+# a letter raised (aᵇ) cannot hold a name: written on the line (a^b, a^(b−1))
+_RAISED = (("ᵇ⁻¹", "^(b−1)"), ("ᵃ", "^a"), ("ᵇ", "^b"))
+
+
 @lru_cache(maxsize=256)
 def _template(rule: str) -> str:
     """A rule with its letters ``a`` and ``b`` as format fields (made once per rule)."""
+    for raised, flat in _RAISED:
+        rule = rule.replace(raised, flat)
     return _LETTER.sub(lambda m: "{" + m.group(1) + "}", rule.replace("{", "{{").replace("}", "}}"))
 
 
@@ -200,6 +206,7 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
     nodes = trace.nodes
     order = backward_steps(trace)
     remaining = use_counts(trace) if children is None else [len(c) for c in children]
+    names = teaching.expressions(trace)  # an unnamed node as people write it: tanh(n), x·w
     sofar = {}
     out = []
     for c in order[:limit]:
@@ -216,7 +223,7 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
                 sofar[p] = term if p not in sofar else sofar[p] + term
                 terms.append(
                     [
-                        operand_name(trace, p),
+                        operand_name(trace, p) if p in fold else names[p],
                         render.fmt(node.grad),
                         render.fmt(local[j]),
                         render.fmt(term),
@@ -232,11 +239,11 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
         out.append(
             {
                 "n": int(c),
-                "name": node.name,
+                "name": names[c],
                 "op": render.op_label(trace, c, fold),
                 "grad": render.fmt(node.grad),
                 "tensor": local is None,
-                "inputs": [operand_name(trace, p) for p in node.parents if p not in fold][:TERMS],
+                "inputs": [names[p] for p in node.parents if p not in fold][:TERMS],
                 "rule": rule_text(trace, c, fold),
                 **_capped(terms),
                 "ev": events,
@@ -533,6 +540,10 @@ def _payload(
         if summary is None
         else {"counts": summary.counts, "note": summary.note, "grouped": summary.dot is not None},
         "nodes": entries,
+        # a grouped picture's tables: the input of each ∇ cell, in the order they are drawn
+        "cells": grouped.gradient_cells(trace, summary.groups.params)
+        if summary is not None and summary.groups is not None
+        else None,
         "order": sorted(drawn, reverse=True),  # graph order: the target first
         "tabs": tabs,
     }

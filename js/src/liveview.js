@@ -45,9 +45,9 @@ export const NODE_CLICKS = {
   v: (live, node) => live.pick(node.index),
   o: (live, node) => live.pick(node.index),
   // a group of a picture grouped by the code: the kernel opens it and answers in `opened.graph`
-  g: (live, node) => live.model.send({ type: "open", tab: `group:${node.id}` }),
+  g: (live, node) => { live.anchorAt(node.id); live.model.send({ type: "open", tab: `group:${node.id}` }); },
   // the frame of an opened group: the kernel closes it (and what was opened inside it)
-  f: (live, node) => live.model.send({ type: "close", group: node.id }),
+  f: (live, node) => { live.anchorAt(node.id); live.model.send({ type: "close", group: node.id }); },
 };
 
 export class LiveView {
@@ -144,6 +144,7 @@ export class LiveView {
       const svg = await layout(this.model, dot);
       view.el.dataset.layoutMs = String(Math.round(performance.now() - started));
       view.grads = grads;
+      view.cellOrder = this.data.cells || null;
       view.mount(svg, dot);
       entry.dot = dot;
       return view;
@@ -221,6 +222,27 @@ export class LiveView {
     if (entry) entry.show().then(() => { this.root.dataset.drawn = "1"; }).catch(() => {});
   }
 
+  // where group `id` is on the screen (its top-left corner, in px of the viewport), so that
+  // the picture drawn again with it opened (or closed) keeps it there: nothing jumps
+  anchorAt(id) {
+    const v = this.graphs.find((g) => g.kind === "graph")?.view;
+    const g = v?.view && v.svg.querySelector(`g[data-id="${CSS.escape(id)}"]`);
+    if (!g) return;
+    const b = v.extent(g);
+    const { s, x, y } = v.view;
+    this.anchor = { id, s, x: (b.x - b.w / 2 - x) * s, y: (b.y - b.h / 2 - y) * s };
+  }
+
+  // the new picture's view: the clicked group where it was, else the target's first view
+  placeAnchored(view) {
+    const a = this.anchor;
+    const g = a && view.svg.querySelector(`g[data-id="${CSS.escape(a.id)}"]`);
+    if (!g) return view.initialView(this.data.target);
+    const b = view.extent(g);
+    view.view = { s: a.s, x: b.x - b.w / 2 - a.x / a.s, y: b.y - b.h / 2 - a.y / a.s };
+    view.apply();
+  }
+
   // the kernel opened a group of a picture grouped by the code: draw the new picture
   regrouped() {
     const graph = this.openedTabs().graph;
@@ -231,8 +253,7 @@ export class LiveView {
       const view = entry.view;
       entry.ready = layout(this.model, graph.dot).then((svg) => {
         view.mount(svg, graph.dot);
-        view.view = null;
-        view.initialView("start");
+        this.placeAnchored(view);
         this.select(this.model.get("selected"));
         return view;
       }).catch((err) => { this.failed(view, err); throw err; });

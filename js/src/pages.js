@@ -19,7 +19,7 @@ function graphPage(payload, ctx) {
   entry.view.toolbar.append(panel.picker);
   page.append(entry.view.el, legend(), panel.info);
   entry.show = () => entry.ready.then((v) => {
-    if (!v.view) v.initialView(data.summary && data.summary.grouped ? "start" : data.target);
+    if (!v.view) v.initialView(data.target);
     ctx.select(model.get("selected"));
   });
   return { page, entry };
