@@ -576,22 +576,48 @@ def test_the_static_copy_steps_aside_in_any_markup(browser):
     page.close()
 
 
-@pytest.mark.parametrize("trusted", [False, True], ids=["untrusted", "no-widget-state"])
-def test_a_saved_notebook_shows_the_static_copy(server, browser, trusted):
-    """An executed notebook saved without widget state, opened untrusted or trusted.
+TORCH = """%%autograd
+import torch
+W = torch.tensor([[0.5, -0.3], [0.2, 0.1]], requires_grad=True)
+b = torch.tensor([0.1, -0.2], requires_grad=True)
+x = torch.tensor([1.0, 2.0])
+loss = torch.tanh(W @ x + b).pow(2).sum()
+loss"""
 
-    Untrusted, the front-end strips inline SVG: the ``<img>`` stays. Trusted but with no
-    widget state (the usual save), the widget cannot be shown: the static copy is, and
-    the "model not found" line is hidden.
-    """
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """The test notebook with a PyTorch cell and the grouped MLP, executed once and saved
+    without widget state (the usual save)."""
     from gradmagic.demo import execute
     import nbformat
 
+    path = tmp_path_factory.mktemp("saved") / "view.ipynb"
+    _notebook(path)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells += [nbformat.v4.new_code_cell(c) for c in (TORCH, MLP)]
+    nbformat.write(nb, path)
+    nb = execute(path)
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+@pytest.mark.parametrize(
+    "trusted, theme", [(False, "light"), (True, "dark")], ids=["untrusted", "no-widget-state-dark"]
+)
+def test_a_saved_notebook_shows_the_static_copy(server, browser, saved, trusted, theme):
+    """An executed notebook saved without widget state, opened untrusted or trusted (there in
+    the dark theme): scalar, numpy, PyTorch and grouped runs.
+
+    Untrusted, the front-end strips inline SVG: the ``<img>`` stays. Trusted but with no
+    widget state, the widget cannot be shown: the static copy is, and the "model not found"
+    line is hidden. Each copy reads at 4.5:1 or more, with no error line.
+    """
+    import nbformat
+
     app, base, token, nbdir = server
-    nb = execute(nbdir / "view.ipynb")
-    nb.metadata.pop("widgets", None)  # saved without widget state
     out = nbdir / f"saved-{app}-{'trusted' if trusted else 'untrusted'}.ipynb"
-    nbformat.write(nb, out)
+    nbformat.write(saved, out)
     if trusted:
         subprocess.run(
             [sys.executable, "-m", "jupyter", "trust", str(out)],
@@ -599,20 +625,78 @@ def test_a_saved_notebook_shows_the_static_copy(server, browser, trusted):
             capture_output=True,
             env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"},
         )
+    themes = nbdir.parent / THEMES
+    if theme == "dark":
+        themes.write_text(json.dumps({"theme": "JupyterLab Dark"}))
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    page.goto(_url(app, base, token, out.name))
-    img = page.locator("img.gradmagic-graph:visible")  # (other notebooks may be open, hidden)
-    img.first.wait_for(state="visible", timeout=60_000)
-    assert img.first.evaluate("i => i.complete && i.naturalWidth > 100")  # the SVG decoded
-    time.sleep(2)  # the widget manager has given up on the missing models by now
-    body = page.locator("body").inner_text()
-    assert "model not found" not in body
-    assert "gradmagic v0 data" not in body and "digraph" not in body  # no SVG leftovers
-    BUILD.mkdir(exist_ok=True)
-    page.locator(".jp-OutputArea-child:visible").filter(has=img.first).first.screenshot(
-        path=str(BUILD / f"saved-{'trusted' if trusted else 'untrusted'}-{app}.png")
+    try:
+        page.goto(_url(app, base, token, out.name) + ("&reset" if app == "jupyterlab" else ""))
+        img = page.locator("img.gradmagic-graph:visible")  # (other notebooks may be open, hidden)
+        img.first.wait_for(state="visible", timeout=60_000)
+        assert page.evaluate("document.body.dataset.jpThemeLight") == str(theme == "light").lower()
+        assert img.first.evaluate("i => i.complete && i.naturalWidth > 100")  # the SVG decoded
+        time.sleep(2)  # the widget manager has given up on the missing models by now
+        body = page.locator("body").inner_text()
+        assert "model not found" not in body and "Traceback" not in body
+        assert "gradmagic v0 data" not in body and "digraph" not in body  # no SVG leftovers
+        BUILD.mkdir(exist_ok=True)
+        name = f"saved-{'trusted' if trusted else 'untrusted'}-{theme}-{app}"
+        page.locator(".jp-OutputArea-child:visible").filter(has=img.first).first.screenshot(
+            path=str(BUILD / f"{name}.png")
+        )
+
+        def check(copy, head):
+            _reads_well(copy, head, theme)
+            shot = "torch" if head.startswith("PyTorch") else "grouped" if "loss" in head else ""
+            if shot:
+                copy.screenshot(path=str(BUILD / f"{name}-{shot}.png"))
+
+        seen = _each_copy(page, check)
+        assert len(seen) == 8, seen  # each run once, the PyTorch run's too
+        assert any(head.startswith("PyTorch run: target loss") for head in seen), seen
+    finally:
+        themes.unlink(missing_ok=True)
+        page.close()
+
+
+def _each_copy(page, check) -> list:
+    """``check(copy, headline)`` on each run's static copy shown, the notebook scrolled from
+    top to bottom (JupyterLab draws only the cells near the screen); the headlines seen."""
+    seen = []
+    page.evaluate(
+        "() => { for (const e of document.querySelectorAll('.jp-WindowedPanel-outer,"
+        " .jp-NotebookPanel-notebook')) e.scrollTop = 0; }"
     )
-    page.close()
+    for _ in range(80):
+        copies = page.locator(".gradmagic-static:visible")
+        for k in range(copies.count()):
+            copy = copies.nth(k)
+            head = copy.locator("b").first.inner_text().strip()
+            if head not in seen:
+                seen.append(head)
+                copy.scroll_into_view_if_needed()
+                check(copy, head)
+        moved = page.evaluate(
+            "() => { let moved = false; for (const e of document.querySelectorAll("
+            "'.jp-WindowedPanel-outer, .jp-NotebookPanel-notebook')) { const top = e.scrollTop;"
+            " e.scrollTop += 500; moved = moved || e.scrollTop > top; } return moved; }"
+        )
+        if not moved:
+            break
+        time.sleep(0.3)
+    return seen
+
+
+def _reads_well(copy, head: str, theme: str) -> None:
+    """A static copy with its closed sections opened: text at 4.5:1 or more, no error line,
+    and no word of clicking where nothing can be clicked."""
+    for summary in copy.locator("summary").all():
+        if not summary.evaluate("s => s.parentElement.open"):
+            summary.click()
+    ratio, text = copy.evaluate(CONTRAST)
+    assert ratio >= 4.5, (head, theme, ratio, text)
+    words = copy.inner_text()
+    assert "Click a box" not in words and "Traceback" not in words, head
 
 
 def test_static_fallback_in_nbconvert_html_offline(browser, tmp_path):

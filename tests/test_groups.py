@@ -326,6 +326,9 @@ def test_the_grouped_view_draws_the_target_by_its_name_and_steps_its_tables(ip):
     assert all(target not in summary.groups.members(g.id) for g in summary.groups.view().groups)
     data, _ = tabs._payload(trace, None, summary=summary)
     assert data["nodes"][str(target)]["name"] == "loss"  # in the node picker, by its name
+    # what a click does is said where a click does it: the live view, not the static picture
+    assert "Click a box to open it" in data["summary"]["note"]
+    assert "Click a box" not in render.graph_html(trace, summary=summary)
     # the input of each ∇ cell of the tables, in the order dot draws them
     texts = re.findall(r">(∇[^<]*)<", render.svg(summary.dot))
     cells = data["cells"]

@@ -283,7 +283,7 @@ def summarise(trace, max_nodes=None, report=None):
     summary.note = (
         f"{why}: drawn grouped by the code that made it. A box is a call of a function or a "
         "line of the cell, with how many nodes it holds; a dashed frame is a group opened. "
-        f"Every input is drawn with its gradient ({len(view.params):,} of them). Click a box "
-        "to open it, a frame's title to close it."
+        f"Every input is drawn with its gradient ({len(view.params):,} of them)."
     )
+    summary.hint = "Click a box to open it, a frame's title to close it."
     return summary

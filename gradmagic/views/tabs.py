@@ -538,7 +538,11 @@ def _payload(
         "dots": dots,
         "summary": None
         if summary is None
-        else {"counts": summary.counts, "note": summary.note, "grouped": summary.dot is not None},
+        else {
+            "counts": summary.counts,
+            "note": f"{summary.note} {summary.hint}".strip(),
+            "grouped": summary.dot is not None,
+        },
         "nodes": entries,
         # a grouped picture's tables: the input of each ∇ cell, in the order they are drawn
         "cells": grouped.gradient_cells(trace, summary.groups.params)

@@ -168,13 +168,13 @@ def check_lines(run) -> list:
     ops = run.check["ops"]
     counts = {}
     for r in ops.values():
-        status = "like an op checked" if "like" in r else r["status"]
+        status = "alike" if "like" in r else r["status"]
         counts[status] = counts.get(status, 0) + 1
     out.append(
         (
             "pass" if not counts.get("fail") else "fail",
             "Each op's own gradient vs finite differences: "
-            + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            + ", ".join(_op_count(n, s) for s, n in sorted(counts.items()))
             if counts
             else "No op was checked on its own.",
         )
@@ -192,6 +192,15 @@ def check_lines(run) -> list:
             )
     out.extend(("none", note) for note in run.check.get("notes", []))
     return out
+
+
+def _op_count(n: int, status: str) -> str:
+    """``5 pass``, ``1 fails``, ``2 repeat an op checked``: a count of ops and what they did."""
+    if status == "alike":
+        return f"{n} repeat{'s' if n == 1 else ''} an op checked (and share its result)"
+    if status == "fail":
+        return f"{n} fail{'s' if n == 1 else ''}"
+    return f"{n} {status}"
 
 
 def health_lines(run) -> list:
