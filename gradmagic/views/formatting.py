@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 import numpy as np
 
@@ -94,9 +95,25 @@ def magnitude(x) -> float:
     return math.inf if m != m else m
 
 
+# a number a browser could break at its sign or exponent's hyphen ("5.78e-" / "10")
+_NUMBER = re.compile(r"[-−+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?%?")
+
+
+def whole_numbers(escaped: str) -> str:
+    """HTML text (escaped) with each number that holds a sign or a hyphen kept on one line."""
+    return _NUMBER.sub(
+        lambda m: (
+            f'<span style="white-space:nowrap">{m.group(0)}</span>'
+            if any(c in m.group(0) for c in "-−+")
+            else m.group(0)
+        ),
+        escaped,
+    )
+
+
 def md_code(text: str) -> str:
-    """Escape text for HTML, turning `code` spans into <code>."""
-    pieces = html.escape(text).split("`")
+    """Escape text for HTML, turning `code` spans into <code>; numbers never break."""
+    pieces = whole_numbers(html.escape(text)).split("`")
     return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(pieces))
 
 

@@ -66,6 +66,7 @@ from .formatting import (  # noqa: F401 - re-exported
     magnitude,
     md_code,
     undefined_grad,
+    whole_numbers,
 )
 from .summary import (  # noqa: F401 - re-exported
     DEFAULT_MAX_NODES,

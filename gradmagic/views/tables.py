@@ -13,7 +13,17 @@ import numpy as np
 
 from ..analysis.check import STATUSES
 from .dot import op_symbols, statuses
-from .formatting import FILL, LINE, UNDEFINED, column_text, fmt, magnitude, md_code, undefined_grad
+from .formatting import (
+    FILL,
+    LINE,
+    UNDEFINED,
+    column_text,
+    fmt,
+    magnitude,
+    md_code,
+    undefined_grad,
+    whole_numbers,
+)
 
 TABLE_ROWS = 500  # rows of an HTML table before it is cut (as the live view's tables)
 TEXT_ROWS = 40  # rows of a plain-text table before it is cut
@@ -93,7 +103,8 @@ def html_table(header, rows, colours=None) -> str:
     out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', _TABLE, "<thead><tr>"]
     out += [f"<th {_CELL.format(align='left')}>{html.escape(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
-    left, right = _TD.format(align="left"), _TD.format(align="right")
+    # (a number never breaks: "5.78e-" / "10" at a narrow width)
+    left, right = _TD.format(align="left"), _TD.format(align="right;white-space:nowrap")
     width = len(header)
     # a column at a time (a table has thousands of cells): words left, numbers right
     columns = list(
@@ -108,7 +119,7 @@ def html_table(header, rows, colours=None) -> str:
     for name, column in zip(header, columns):
         texts = _escape_each(column)
         if name in _WORDS:
-            cells.append([left + t + "</td>" for t in texts])
+            cells.append([left + whole_numbers(t) + "</td>" for t in texts])
         else:
             cells.append(
                 [
@@ -356,6 +367,10 @@ _GOOD = "#166534"
 _FLAGGED = "#c2410c"  # text: the kink orange made dark enough to read (4.5:1 on white)
 
 
+def _whole(text: str) -> str:
+    return whole_numbers(html.escape(text))
+
+
 def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     """A CheckReport as HTML: the verdict, the tolerance, notes, then rows worst first.
 
@@ -373,10 +388,10 @@ def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
         else _GOOD
     )
     out = [
-        f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
-        f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>',
+        f'<div><p style="margin:0; color:{colour}"><b>{_whole(head[0])}</b></p>',
+        f'<p style="margin:0; color:#4b5563">{_whole(head[1])}</p>',
     ]
-    out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in head[2:]]
+    out += [f'<p style="margin:2px 0">⚠ {_whole(n)}</p>' for n in head[2:]]
     if torch is not None:
         out.append(_torch_line_html(torch))
     header, rows, status = verdict_rows(report, limit, torch)

@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 
 from ..analysis.torchgraph import layout, shown_name
-from . import torchview
+from . import render, torchview
 from .torchview import _g, _pct, _shape, _status
 
 __all__ = ["payload", "answer", "widget", "mimebundle", "STEPS", "SEND"]
@@ -161,7 +161,7 @@ def _checks_html(run) -> dict:
     lines = torchview.check_lines(run)
     parts = [
         f"<div class='gm-check gm-check-{html.escape(s)}' style='color:"
-        f"{colour.get(s, '#374151')}'>{mark.get(s, '')}{html.escape(t)}</div>"
+        f"{colour.get(s, '#374151')}'>{mark.get(s, '')}{render.whole_numbers(html.escape(t))}</div>"
         for s, t in lines[: torchview.ROWS]
     ]
     if len(lines) > torchview.ROWS:

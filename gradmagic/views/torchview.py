@@ -359,7 +359,9 @@ def html_view(run, open=(), mark_run: str = "") -> str:
     parts += [f"<div style='color:{WARN_TEXT}'>{html.escape(w)}</div>" for w in run.warnings]
     for status, text in check_lines(run):
         s = status if status in colour else "none"
-        parts.append(f"<div style='color:{colour[s]}'>{mark[s]}{html.escape(text)}</div>")
+        parts.append(
+            f"<div style='color:{colour[s]}'>{mark[s]}{render.whole_numbers(html.escape(text))}</div>"
+        )
     report = _answers(run)
     if report is not None:
         parts.append(render.answers_html(report))
