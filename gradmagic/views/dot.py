@@ -200,7 +200,8 @@ _COMMUTES = {"+", "*"}
 
 
 def folded_label(symbol: str, left: str, right: str) -> str:
-    """A binary op's label with its folded constant(s): ``**2``, ``*3``, ``-(-1)``.
+    """A binary op's label with its folded constant(s): ``**2``, ``*3``, ``-(-1)``,
+    ``maximum(0, ·)`` (a function: its arguments in their places, ``·`` the drawn input).
 
     A constant of ``+`` or ``*`` is written after the symbol whichever side it was on
     (``sum()``'s start 0 reads ``+0``, not ``0+``); a negative one after a symbol is put
@@ -210,6 +211,8 @@ def folded_label(symbol: str, left: str, right: str) -> str:
     def after(text):
         return f"({text})" if text.startswith(("-", "−")) else text
 
+    if symbol[:1].isalpha():  # a function, np.maximum(0, x): maximum(0, ·), not "0maximum"
+        return f"{symbol}({left or '·'}, {right or '·'})"
     if left and right:
         return f"{left}{symbol}{after(right)}"
     if right:
