@@ -546,3 +546,14 @@ def test_the_static_copy_spells_the_views_out_when_the_graph_is_drawn_in_full():
     trace.options.max_nodes = 1000
     page = render.static_html(trace)
     assert "Forward mode against reverse mode" in page and "The topological walk" in page
+
+
+def test_the_paths_rules_use_the_operands_names_not_the_tables_letters(ip):
+    import gradmagic
+
+    # the cell's own b is not the rule's b: each rule names its own operands
+    ip.run_cell("%%autograd -q --no-check\nb = 2.0\na = 3.0\nc = a * 5.0\nd = c + b\nd")
+    page = views.paths_html(gradmagic.last, "a", draw=False)
+    rules = re.search(r"Rules used on path 1: ([^<]*)<", page).group(1)
+    assert "∂(c+b)/∂c = 1" in rules and "∂(a·5)/∂a = 5" in rules, rules
+    assert "∂(a+b)" not in rules and "∂(a·b)" not in rules

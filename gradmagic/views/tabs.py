@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import html
 import math
-import re
-from functools import lru_cache
 
 import numpy as np
 
 from . import grouped, render, teaching
 from .tables import verdict_rows
+from .teaching_parts import _Letters, _template, rule_with  # noqa: F401 - widget imports them
 from ..analysis.graph import backward_steps, children_of
 
 __all__ = [
@@ -45,9 +44,6 @@ def _capped(items: list, limit: int = TERMS) -> dict:
     return {"items": items[:limit], "more": max(0, len(items) - limit)}
 
 
-_LETTER = re.compile(r"(?<![A-Za-z_])([ab])(?![A-Za-z_])")
-
-
 def operand_name(trace, index: int, fold=()) -> str:
     """How an operand is written in a rule: its label, a folded constant's value, else #index."""
     node = trace.nodes[index]
@@ -68,29 +64,7 @@ def rule_text(trace, index: int, fold=()) -> str:
     parents = trace.nodes[index].parents
     if not rule or not parents or len(parents) > 2:
         return rule
-    names = _Letters(a=operand_name(trace, parents[0], fold))
-    if len(parents) == 2:
-        names["b"] = operand_name(trace, parents[1], fold)
-    return _template(rule).format_map(names)
-
-
-class _Letters(dict):
-    """The operands' names by letter; a letter with no operand stays itself."""
-
-    def __missing__(self, key):
-        return key
-
-
-# a letter raised (aᵇ) cannot hold a name: written on the line (a^b, a^(b−1))
-_RAISED = (("ᵇ⁻¹", "^(b−1)"), ("ᵃ", "^a"), ("ᵇ", "^b"))
-
-
-@lru_cache(maxsize=256)
-def _template(rule: str) -> str:
-    """A rule with its letters ``a`` and ``b`` as format fields (made once per rule)."""
-    for raised, flat in _RAISED:
-        rule = rule.replace(raised, flat)
-    return _LETTER.sub(lambda m: "{" + m.group(1) + "}", rule.replace("{", "{{").replace("}", "}}"))
+    return rule_with(rule, [operand_name(trace, p, fold) for p in parents])
 
 
 def _flags(node, status) -> list:

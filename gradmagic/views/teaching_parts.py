@@ -6,7 +6,9 @@ tables and drawings. The views themselves are in :mod:`.teaching_forward`,
 from __future__ import annotations
 
 import html
+import re
 import weakref
+from functools import lru_cache
 
 from ..analysis import explanations
 from ..analysis.numbers import fmt
@@ -23,6 +25,33 @@ WIDTH = 24  # an unnamed node's expression longer than this is written by its op
 _GREY = "#4b5563"  # text: 7:1 on the light fill (WCAG AA asks 4.5:1)
 _GOOD = "#166534"
 _BAD = "#dc2626"
+
+
+# =========================================================================== rules
+_LETTER = re.compile(r"(?<![A-Za-z_])([ab])(?![A-Za-z_])")
+# a letter raised (aᵇ) cannot hold a name: written on the line (a^b, a^(b−1))
+_RAISED = (("ᵇ⁻¹", "^(b−1)"), ("ᵃ", "^a"), ("ᵇ", "^b"))
+
+
+class _Letters(dict):
+    """The operands' names by letter; a letter with no operand stays itself."""
+
+    def __missing__(self, key):
+        return key
+
+
+@lru_cache(maxsize=256)
+def _template(rule: str) -> str:
+    """A rule with its letters ``a`` and ``b`` as format fields (made once per rule)."""
+    for raised, flat in _RAISED:
+        rule = rule.replace(raised, flat)
+    return _LETTER.sub(lambda m: "{" + m.group(1) + "}", rule.replace("{", "{{").replace("}", "}}"))
+
+
+def rule_with(rule: str, names: list) -> str:
+    """An op table's rule (written with ``a`` and ``b``) with its operands' ``names`` in
+    their places: ``∂(x·w)/∂x = w``, never the letters, which may be other names of the cell."""
+    return _template(rule).format_map(_Letters(zip("ab", names)))
 
 
 # =========================================================================== expressions

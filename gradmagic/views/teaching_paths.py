@@ -26,6 +26,7 @@ from .teaching_parts import (
     definition,
     expressions,
     local_text,
+    rule_with,
 )
 
 
@@ -62,12 +63,18 @@ def _path_cells(trace, exprs, path, limit: int = ITEMS) -> list:
     return [" ← ".join(route), "·".join(formula), "·".join(numbers), fmt(path.product, 6)]
 
 
-def _rules(trace, path) -> list:
+def _rules(trace, exprs, path) -> list:
+    """The rules of the path's ops, each written with its own operands (the op table's
+    letters ``a``, ``b`` may be other names of the cell)."""
     out = []
     for c, *_ in path.steps:
         entry = OPS.get(trace.nodes[c].op)
-        if entry is not None and entry.rule not in out:
-            out.append(entry.rule)
+        parents = trace.nodes[c].parents
+        if entry is None or not entry.rule or len(parents) > 2:
+            continue
+        rule = rule_with(entry.rule, [exprs[p] for p in parents])
+        if rule not in out:
+            out.append(rule)
     return out
 
 
@@ -147,7 +154,7 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
                     html.escape(" + ".join(r[4] for r in rows) + " = " + fmt(result.listed_sum, 10))
                 )
             )
-        rules = _rules(trace, result.paths[0])
+        rules = _rules(trace, exprs, result.paths[0])
         if rules:
             out.append(
                 _paragraph(
