@@ -81,6 +81,10 @@ def test_the_stepper_follows_a_backward_the_cell_ran_itself():
     assert [s[0] for s in steps] == names
     tanh = next(s for s in steps if s[0] == "TanhBackward0")
     assert tanh[3] == "h" and tanh[4].startswith("σ ")
+    # an AccumulateGrad step lights the box of the parameter it fills
+    nodes = torchlive.payload(run)["nodes"]
+    for step in (s for s in steps if s[0] == "AccumulateGrad"):
+        assert step[1] >= 0 and nodes[str(step[1])]["name"] == step[3], step
 
 
 def gpt(layers: int) -> str:

@@ -305,9 +305,11 @@ def to_dot(
     path = set(path)
     status = statuses(report)
     target = trace.target.index
+    # (top to bottom, ranks alternate values and ops: closer, so a small graph fits a screen)
+    ranksep = 0.2 if rankdir == "TB" else 0.35
     lines = [
         "digraph gradmagic {",
-        f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
+        f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep={ranksep}'
         f"{layout_attrs(len(shown))}];",
         '  node [fontname="Helvetica", fontsize=10, penwidth=1];',
         '  edge [color="#6b7280", arrowsize=0.6];',
@@ -337,7 +339,7 @@ def _op_lines(trace, node, fold, drawn, path, current) -> list:
         "fillcolor": FILL["op"],
         "color": LINE["plain"],
         "margin": "0.04,0.02",
-        "height": "0.3",
+        "height": "0.22",
     }
     if node.kink:
         op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2")

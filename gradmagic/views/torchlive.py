@@ -49,13 +49,15 @@ def payload(run, open=()) -> dict:
     }
     number = {key: n for n, key in enumerate(keys)}
     box_of = {k: n for n, box in enumerate(lay.boxes.values()) for k in box.ops}
+    # (a leaf's box, by its value: the box an AccumulateGrad step lights)
+    leaf_box = {box.value: n for n, box in enumerate(lay.boxes.values()) if box.kind == "leaf"}
     parents: dict = {}
     for a, b in lay.edges:
         parents.setdefault(number[b], []).append(number[a])
     nodes = {
         str(n): _node(run, box, parents.get(n, [])) for n, box in enumerate(lay.boxes.values())
     }
-    steps = _steps(run, box_of)
+    steps = _steps(run, box_of, leaf_box)
     return {
         "kind": "torch",
         "headline": torchview.headline(run),
@@ -226,16 +228,17 @@ def _params(run) -> dict:
     }
 
 
-def _steps(run, box_of) -> dict:
+def _steps(run, box_of, leaf_box) -> dict:
     """The backward pass for the stepper: each autograd node in the order it ran, the box it
-    lights, and the size of the gradient it received."""
+    lights (an ``AccumulateGrad``: its leaf's box, where one is drawn), and the size of the
+    gradient it received."""
     out = []
     for name, k, i in run.backward[:STEPS]:
         g = run.grad_stats[i] if i >= 0 and run.reached[i] else None
         out.append(
             [
                 name,
-                box_of.get(k, -1) if k >= 0 else -1,
+                box_of.get(k, -1) if k >= 0 else leaf_box.get(i, -1),
                 run.ops[k].name if k >= 0 else "",
                 run.name_of(i) if i >= 0 else "",
                 f"σ {_g(g[1])}  max {_g(g[2])}" if g is not None else "",

@@ -8,6 +8,7 @@
 import { h } from "./dom.js";
 
 export const MIN_TEXT_PX = 10; // never draw text smaller than this by default
+export const WHOLE_TEXT_PX = 8; // ... but a graph the Graph tab shows whole at this size or more
 export const FONT_PT = 10; // the DOT's fontsize (graph units are points)
 export const MAX_HEIGHT = 560; // px: the graph's viewport height at most
 const MIN_HEIGHT = 140;
@@ -160,15 +161,18 @@ export class GraphView {
   get width() { return this.port.clientWidth || this.w0; }
   get height() { return this.port.clientHeight || this.h0; }
 
-  // The first view: fitted, but text never under MIN_TEXT_PX; a graph too big for that shows
+  // The first view: fitted, but text never under MIN_TEXT_PX (or `whole`, a scale, for a graph
+  // that fits whole at that size: the Graph tab's small graphs); a graph too big for that shows
   // the part around `target`, the target at the far end of the flow (right for LR, bottom
   // for TB) and what feeds it before it (a grouped picture: the groups and tables nearest
   // the target).
-  initialView(target) {
+  initialView(target, whole = MIN_TEXT_PX / FONT_PT) {
     if (!this.svg) return;
     const w = Math.max(200, this.port.clientWidth || 800);
-    const least = MIN_TEXT_PX / FONT_PT;
     const most = this.room();
+    const s0 = Math.min(w / this.gw, (most - 8) / this.gh, MAX_FIT);
+    // (a graph that fits whole with text of `whole` scale or more opens whole)
+    const least = s0 >= whole ? Math.min(MIN_TEXT_PX / FONT_PT, s0) : MIN_TEXT_PX / FONT_PT;
     const tall = (s) => Math.min(most, Math.max(MIN_HEIGHT, this.gh * s + 8));
     let s = Math.min(w / this.gw, MAX_FIT);
     let height = tall(s);
