@@ -270,6 +270,12 @@ IN_VIEW = """g => {
 }"""
 
 
+SEEN = """g => {
+  const r = g.getBoundingClientRect(), p = g.closest('.gm-port').getBoundingClientRect();
+  return r.right > p.left && r.left < p.right && r.bottom > p.top && r.top < p.bottom;
+}"""
+
+
 OVERLAPS = """page => {
   // texts of one drawn node on one line that run into each other (more than 1 px)
   const out = [];
@@ -826,6 +832,28 @@ def test_the_tour_opens_with_live_views_from_its_saved_state(server, browser):
     page.close()
 
 
+# small graphs that open whole: a softmax's 13 nodes, a ReLU layer's 11
+SOFTMAX = """%%autograd
+z = [1.0, 2.0, 0.5]
+e = [math.exp(v) for v in z]
+s = sum(e)
+p = e[0] / s
+loss = -math.log(p)
+loss"""
+
+RELU = """%%autograd
+import numpy as np
+x = np.array([1.0, -2.0, 3.0])
+W = np.array([[0.5, -0.2, 0.1], [0.3, 0.8, -0.5]])
+h = np.maximum(0, W @ x)
+out = np.array([1.0, -1.0]) @ h
+L = (out - 1.0) ** 2
+L"""
+WHOLE_PX = 8  # a small graph opens whole with text this size or more
+
+# the drawing's width over its height (a left-to-right drawing is wide)
+ASPECT = "p => { const b = p.querySelector('.gm-port svg g.graph').getBBox(); return b.width / b.height; }"
+
 BIG_LOOP = """%%autograd
 w = 0.999
 x = 0.001
@@ -1004,6 +1032,16 @@ VERDICTS_IN_VIEW = """p => {
   return cells.length > 0 && cells.every(c => c.getBoundingClientRect().right <= box.right + 1);
 }"""
 
+# the table rows of a stepped tab's head that its scrolling box shows, unscrolled
+ROWS_IN_HEAD = """p => {
+  const head = p.querySelector('.gm-stephead');
+  if (!head || !head.querySelector('table')) return 99;
+  const box = head.getBoundingClientRect();
+  return [...head.querySelectorAll('table tr')].slice(1).filter(r => {
+    const b = r.getBoundingClientRect(); return b.height && b.top >= box.top && b.bottom <= box.bottom;
+  }).length;
+}"""
+
 THEMES = Path("settings") / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
 
 
@@ -1022,7 +1060,7 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
     if theme == "dark":
         themes.write_text(json.dumps({"theme": "JupyterLab Dark"}))
     nb = nbformat.v4.new_notebook()
-    cells = ("%load_ext gradmagic\nimport math", MLP, WALKTHROUGH)
+    cells = ("%load_ext gradmagic\nimport math", MLP, WALKTHROUGH, SOFTMAX, RELU)
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -1038,12 +1076,15 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
             "false" if theme == "dark" else "true"
         )
         _run_all(page)
-        views = _views(page, 2, timeout=240_000)
+        views = _views(page, 4, timeout=240_000)
         mlp = views.nth(0)
         mlp.scroll_into_view_if_needed()
         groups = mlp.locator("svg g.node.gm-group")
         assert groups.count() >= 2
-        assert any(groups.nth(k).evaluate(IN_VIEW) for k in range(groups.count()))
+        # the target by its name, and the groups that feed it (boxes or opened frames)
+        assert mlp.locator("svg g.node[data-kind='v']", has_text="loss").evaluate(IN_VIEW)
+        shown = mlp.locator("svg g.node.gm-group, svg g.gm-frame")
+        assert any(shown.nth(k).evaluate(SEEN) for k in range(shown.count()))
         assert mlp.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == [], (theme, width)
         _shot(mlp, f"grouped-start-{theme}-{height}-{app}.png")
         for k, cell in ((0, "mlp"), (1, "walk-through")):
@@ -1065,6 +1106,34 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
                 assert ratio >= 4.5, (where, ratio, text)
                 if tab == "Check":  # every verdict in view without scrolling sideways
                     assert shown.evaluate(VERDICTS_IN_VIEW), where
+                if tab == "Paths":  # the paths themselves show, not the table's header alone
+                    assert shown.evaluate(ROWS_IN_HEAD) >= 2, where
+        # small graphs open whole: every drawn box in view, its text 8 px or more
+        for k, cell in ((2, "softmax"), (3, "relu")):
+            view = views.nth(k)
+            view.scroll_into_view_if_needed()
+            view.locator(".gm-tab", has_text="Graph").click()
+            graph = view.locator(".gm-page[data-tab=graph]")
+            graph.locator(".gm-port svg").wait_for(timeout=60_000)
+            boxes = graph.locator("svg g.node")
+            cut = [boxes.nth(j).text_content() for j in range(boxes.count())]
+            cut = [t for j, t in enumerate(cut) if not boxes.nth(j).evaluate(IN_VIEW)]
+            assert boxes.count() >= 8 and cut == [], (cell, theme, width, cut)
+            assert min(_sizes(view)) >= WHOLE_PX - 0.05, (cell, theme, width)
+            assert view.evaluate(CONTRAST)[0] >= 4.5
+        if width < 1000:  # widened, the walk-through is drawn again in the direction that fits
+            walk = views.nth(1)
+            walk.scroll_into_view_if_needed()
+            walk.locator(".gm-tab", has_text="Graph").click()
+            graph = walk.locator(".gm-page[data-tab=graph]")
+            narrow = graph.evaluate(ASPECT)
+            page.set_viewport_size({"width": 1280, "height": height})
+            page.wait_for_function(
+                f"() => ({ASPECT})(document.querySelectorAll('.gm-root')[1]"
+                ".querySelector('.gm-page[data-tab=graph]')) > 2",
+                timeout=20_000,
+            )
+            assert narrow < 2  # it was top to bottom at 800 px
         if theme == "dark":  # the walk-through's cell, code and view, as a user sees it
             walk = views.nth(1)
             walk.locator(".gm-tab", has_text="Graph").click()

@@ -99,8 +99,11 @@ def _right(column: str, cell: str) -> bool:
 TABLE_HEIGHT = 360  # px: a table scrolls past this height
 
 
-def html_table(header, rows, colours=None) -> str:
-    out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', _TABLE, "<thead><tr>"]
+def html_table(header, rows, colours=None, *, one_line: bool = False) -> str:
+    """An HTML table in a box that scrolls past ``TABLE_HEIGHT``; ``one_line``: each row on
+    one line (the box scrolls sideways), so that a short box shows several rows."""
+    table = _TABLE.replace('">', '; white-space:nowrap">', 1) if one_line else _TABLE
+    out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', table, "<thead><tr>"]
     out += [f"<th {_CELL.format(align='left')}>{html.escape(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
     # (a number never breaks: "5.78e-" / "10" at a narrow width)

@@ -162,8 +162,8 @@ def _more(shown: int, total: int, what: str) -> str:
     return f"… and {total - shown:,} more {what}" if total > shown else ""
 
 
-def _table(header, rows, colours=None) -> str:
-    return render.html_table(header, rows, colours)
+def _table(header, rows, colours=None, *, one_line: bool = False) -> str:
+    return render.html_table(header, rows, colours, one_line=one_line)
 
 
 def _draw(trace, cache, extra_dot: str = "", **options) -> str:

@@ -138,16 +138,22 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
     ok = result.grad == result.total or abs(result.total - result.grad) <= 1e-9 * max(
         1.0, abs(result.grad)
     )
-    for k, line in enumerate(head):
-        out.append(
-            _paragraph(
-                ("<b>" + html.escape(line) + "</b>") if k == 0 else html.escape(line),
-                (_GOOD if ok else _BAD) if k == 1 else "",
-            )
+    said = [
+        _paragraph(
+            ("<b>" + html.escape(line) + "</b>") if k == 0 else html.escape(line),
+            (_GOOD if ok else _BAD) if k == 1 else "",
         )
+        for k, line in enumerate(head)
+    ]
+    out.append(said[0])  # (the paths next, then what they sum to: a short box shows them first)
     if result.paths:
         rows = [[str(k + 1)] + _path_cells(trace, exprs, p) for k, p in enumerate(result.paths)]
-        out.append(_table(["#", "path", "local derivatives", "numbers", "product"], rows))
+        # (a row a line: a short box shows several paths, each a scroll away sideways)
+        out.append(
+            _table(["#", "path", "local derivatives", "numbers", "product"], rows, one_line=True)
+        )
+    out += said[1:]
+    if result.paths:
         if result.complete and len(result.paths) > 1:
             out.append(
                 _paragraph(

@@ -188,7 +188,7 @@ export class LiveView {
           this.select(this.model.get("selected"));
         }
         return view;
-      });
+      }).catch(() => entry.view); // (a view that failed to draw has said so already)
     }
   }
 
