@@ -145,13 +145,17 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
         )
         for k, line in enumerate(head)
     ]
-    out.append(said[0])  # (the paths next, then what they sum to: a short box shows them first)
-    if result.paths:
+    if not result.paths:
+        out.append(said[0])
+    else:  # the paths first, then what they are and sum to: a short box shows them first
+        to = html.escape(exprs[trace.target.index])
+        out.append(_paragraph(f"<b>The paths from {html.escape(exprs[i])} to {to}:</b>"))
         rows = [[str(k + 1)] + _path_cells(trace, exprs, p) for k, p in enumerate(result.paths)]
         # (a row a line: a short box shows several paths, each a scroll away sideways)
         out.append(
             _table(["#", "path", "local derivatives", "numbers", "product"], rows, one_line=True)
         )
+        out.append(said[0])
     out += said[1:]
     if result.paths:
         if result.complete and len(result.paths) > 1:
