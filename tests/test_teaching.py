@@ -557,3 +557,13 @@ def test_the_paths_rules_use_the_operands_names_not_the_tables_letters(ip):
     rules = re.search(r"Rules used on path 1: ([^<]*)<", page).group(1)
     assert "∂(c+b)/∂c = 1" in rules and "∂(a·5)/∂a = 5" in rules, rules
     assert "∂(a+b)" not in rules and "∂(a·b)" not in rules
+
+
+def test_a_rule_keeps_an_unnamed_operand_whole(ip):
+    import gradmagic
+
+    ip.run_cell("%%autograd -q --no-check\nx = 3.0\ny = 5.0\n(x - y) ** 2")
+    page = views.paths_html(gradmagic.last, "x", draw=False)
+    rules = re.search(r"Rules used on path 1: ([^<]*)<", page).group(1)
+    # the base is x − y: written in parentheses, never "x − y^2"
+    assert "∂((x − y)^2)/∂(x − y) = 2·(x − y)^(2−1)" in rules, rules

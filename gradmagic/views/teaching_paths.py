@@ -6,6 +6,7 @@ of the local derivatives along it, and why reverse mode never lists them (number
 from __future__ import annotations
 
 import html
+import re
 
 from ..analysis import explanations
 from ..analysis.numbers import fmt
@@ -63,6 +64,21 @@ def _path_cells(trace, exprs, path, limit: int = ITEMS) -> list:
     return [" ← ".join(route), "·".join(formula), "·".join(numbers), fmt(path.product, 6)]
 
 
+_OP_INDEX = re.compile(r"\(\S+\)#\d+")  # an unnamed op node written by its op: (+)#12
+
+
+def _operand(trace, exprs, p: int) -> str:
+    """Node ``p`` as an operand of a rule: its name, its number, ``(+)#12``, or its
+    expression in parentheses (``(x·y)``: a rule's ``a^b`` then reads as written)."""
+    text = exprs[p]
+    node = trace.nodes[p]
+    if node.label or _OP_INDEX.fullmatch(text):
+        return text
+    if node.is_leaf:
+        return f"({text})" if text.startswith(("-", "−")) else text
+    return f"({text})"
+
+
 def _rules(trace, exprs, path) -> list:
     """The rules of the path's ops, each written with its own operands (the op table's
     letters ``a``, ``b`` may be other names of the cell)."""
@@ -72,7 +88,7 @@ def _rules(trace, exprs, path) -> list:
         parents = trace.nodes[c].parents
         if entry is None or not entry.rule or len(parents) > 2:
             continue
-        rule = rule_with(entry.rule, [exprs[p] for p in parents])
+        rule = rule_with(entry.rule, [_operand(trace, exprs, p) for p in parents])
         if rule not in out:
             out.append(rule)
     return out
