@@ -3,10 +3,10 @@
 #   make test   set up and run the whole test suite (what CI runs)
 VENV := .venv
 PY := $(VENV)/bin/python
-NOTEBOOK ?= demo_notebooks/01_backprop_tour.ipynb
+NOTEBOOK ?= 01_backprop_tour.ipynb
 PORT ?= 8888
 
-.PHONY: demo demo-headless test bench notebooks setup-demo setup-test build clean js docs lint
+.PHONY: demo demo-headless test bench notebooks setup-demo setup-test build dist clean js docs lint
 
 setup-demo:
 	scripts/setup.sh lab
@@ -16,19 +16,22 @@ setup-test:
 
 SCRATCH ?= build/notebooks
 
-# JupyterLab served from the repository's root, opening the tour (the printed link goes to it);
-# the file browser starts in $(SCRATCH), so a new notebook lands there, not among the demos.
-# The demos are trusted first: their saved widget state then shows live views at once.
-# Kernels talk to the server over Unix sockets (ipc), which only this user can open, rather
-# than unencrypted loopback TCP (which the kernel warns about at every start).
+# JupyterLab served from $(SCRATCH) (build/, outside git), opening the tour (the printed link
+# goes to it). The demos are copied there first (a newer committed one replaces its copy): the
+# server may rewrite a notebook it opens (its kernel's name, an autosave), and a new notebook
+# lands beside them, so the checkout stays as it was. The copies are trusted: their saved
+# widget state then shows live views at once. Kernels talk to the server over Unix sockets
+# (ipc), which only this user can open, rather than unencrypted loopback TCP (which the kernel
+# warns about at every start).
 demo: setup-demo
 ifeq ($(HEADLESS),1)
 	$(MAKE) demo-headless
 else
 	@mkdir -p $(SCRATCH)
-	@$(VENV)/bin/jupyter trust demo_notebooks/*.ipynb >/dev/null 2>&1 || true
+	@cp -u demo_notebooks/*.ipynb $(SCRATCH)/
+	@$(VENV)/bin/jupyter trust $(SCRATCH)/*.ipynb >/dev/null 2>&1 || true
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) $(if $(filter 0,$(shell id -u)),--allow-root) \
-		--ServerApp.root_dir="$(CURDIR)" --ServerApp.preferred_dir="$(CURDIR)/$(SCRATCH)" \
+		--ServerApp.root_dir="$(CURDIR)/$(SCRATCH)" \
 		--LabApp.default_url=/lab/tree/$(NOTEBOOK) --KernelManager.transport=ipc
 endif
 
@@ -59,6 +62,14 @@ notebooks: setup-test
 build:
 	$(PY) -m pip install -q build
 	$(PY) -m build --outdir dist
+
+# what a release uploads: the sdist and the wheel, built from a clean tree and checked (their
+# metadata and README render on the package index); see CONTRIBUTING.md, "Releasing"
+dist:
+	rm -rf dist
+	$(PY) -m pip install -q build twine
+	$(PY) -m build --outdir dist
+	$(PY) -m twine check --strict dist/*
 
 # the live view's front-end: js/src -> gradmagic/views/static (committed; only needed after editing js/src)
 js:

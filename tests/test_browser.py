@@ -270,6 +270,18 @@ IN_VIEW = """g => {
 }"""
 
 
+ALL_IN_VIEW = """p => [...p.querySelectorAll('.gm-port svg g.node')].every(g => {
+  const r = g.getBoundingClientRect(), q = g.closest('.gm-port').getBoundingClientRect();
+  return r.left >= q.left && r.right <= q.right && r.top >= q.top && r.bottom <= q.bottom;
+})"""
+
+
+SEEN = """g => {
+  const r = g.getBoundingClientRect(), p = g.closest('.gm-port').getBoundingClientRect();
+  return r.right > p.left && r.left < p.right && r.bottom > p.top && r.top < p.bottom;
+}"""
+
+
 OVERLAPS = """page => {
   // texts of one drawn node on one line that run into each other (more than 1 px)
   const out = [];
@@ -576,22 +588,48 @@ def test_the_static_copy_steps_aside_in_any_markup(browser):
     page.close()
 
 
-@pytest.mark.parametrize("trusted", [False, True], ids=["untrusted", "no-widget-state"])
-def test_a_saved_notebook_shows_the_static_copy(server, browser, trusted):
-    """An executed notebook saved without widget state, opened untrusted or trusted.
+TORCH = """%%autograd
+import torch
+W = torch.tensor([[0.5, -0.3], [0.2, 0.1]], requires_grad=True)
+b = torch.tensor([0.1, -0.2], requires_grad=True)
+x = torch.tensor([1.0, 2.0])
+loss = torch.tanh(W @ x + b).pow(2).sum()
+loss"""
 
-    Untrusted, the front-end strips inline SVG: the ``<img>`` stays. Trusted but with no
-    widget state (the usual save), the widget cannot be shown: the static copy is, and
-    the "model not found" line is hidden.
-    """
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """The test notebook with a PyTorch cell and the grouped MLP, executed once and saved
+    without widget state (the usual save)."""
     from gradmagic.demo import execute
     import nbformat
 
+    path = tmp_path_factory.mktemp("saved") / "view.ipynb"
+    _notebook(path)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells += [nbformat.v4.new_code_cell(c) for c in (TORCH, MLP)]
+    nbformat.write(nb, path)
+    nb = execute(path)
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+@pytest.mark.parametrize(
+    "trusted, theme", [(False, "light"), (True, "dark")], ids=["untrusted", "no-widget-state-dark"]
+)
+def test_a_saved_notebook_shows_the_static_copy(server, browser, saved, trusted, theme):
+    """An executed notebook saved without widget state, opened untrusted or trusted (there in
+    the dark theme): scalar, numpy, PyTorch and grouped runs.
+
+    Untrusted, the front-end strips inline SVG: the ``<img>`` stays. Trusted but with no
+    widget state, the widget cannot be shown: the static copy is, and the "model not found"
+    line is hidden. Each copy reads at 4.5:1 or more, with no error line.
+    """
+    import nbformat
+
     app, base, token, nbdir = server
-    nb = execute(nbdir / "view.ipynb")
-    nb.metadata.pop("widgets", None)  # saved without widget state
     out = nbdir / f"saved-{app}-{'trusted' if trusted else 'untrusted'}.ipynb"
-    nbformat.write(nb, out)
+    nbformat.write(saved, out)
     if trusted:
         subprocess.run(
             [sys.executable, "-m", "jupyter", "trust", str(out)],
@@ -599,20 +637,78 @@ def test_a_saved_notebook_shows_the_static_copy(server, browser, trusted):
             capture_output=True,
             env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"},
         )
+    themes = nbdir.parent / THEMES
+    if theme == "dark":
+        themes.write_text(json.dumps({"theme": "JupyterLab Dark"}))
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    page.goto(_url(app, base, token, out.name))
-    img = page.locator("img.gradmagic-graph:visible")  # (other notebooks may be open, hidden)
-    img.first.wait_for(state="visible", timeout=60_000)
-    assert img.first.evaluate("i => i.complete && i.naturalWidth > 100")  # the SVG decoded
-    time.sleep(2)  # the widget manager has given up on the missing models by now
-    body = page.locator("body").inner_text()
-    assert "model not found" not in body
-    assert "gradmagic v0 data" not in body and "digraph" not in body  # no SVG leftovers
-    BUILD.mkdir(exist_ok=True)
-    page.locator(".jp-OutputArea-child:visible").filter(has=img.first).first.screenshot(
-        path=str(BUILD / f"saved-{'trusted' if trusted else 'untrusted'}-{app}.png")
+    try:
+        page.goto(_url(app, base, token, out.name) + ("&reset" if app == "jupyterlab" else ""))
+        img = page.locator("img.gradmagic-graph:visible")  # (other notebooks may be open, hidden)
+        img.first.wait_for(state="visible", timeout=60_000)
+        assert page.evaluate("document.body.dataset.jpThemeLight") == str(theme == "light").lower()
+        assert img.first.evaluate("i => i.complete && i.naturalWidth > 100")  # the SVG decoded
+        time.sleep(2)  # the widget manager has given up on the missing models by now
+        body = page.locator("body").inner_text()
+        assert "model not found" not in body and "Traceback" not in body
+        assert "gradmagic v0 data" not in body and "digraph" not in body  # no SVG leftovers
+        BUILD.mkdir(exist_ok=True)
+        name = f"saved-{'trusted' if trusted else 'untrusted'}-{theme}-{app}"
+        page.locator(".jp-OutputArea-child:visible").filter(has=img.first).first.screenshot(
+            path=str(BUILD / f"{name}.png")
+        )
+
+        def check(copy, head):
+            _reads_well(copy, head, theme)
+            shot = "torch" if head.startswith("PyTorch") else "grouped" if "loss" in head else ""
+            if shot:
+                copy.screenshot(path=str(BUILD / f"{name}-{shot}.png"))
+
+        seen = _each_copy(page, check)
+        assert len(seen) == 8, seen  # each run once, the PyTorch run's too
+        assert any(head.startswith("PyTorch run: target loss") for head in seen), seen
+    finally:
+        themes.unlink(missing_ok=True)
+        page.close()
+
+
+def _each_copy(page, check) -> list:
+    """``check(copy, headline)`` on each run's static copy shown, the notebook scrolled from
+    top to bottom (JupyterLab draws only the cells near the screen); the headlines seen."""
+    seen = []
+    page.evaluate(
+        "() => { for (const e of document.querySelectorAll('.jp-WindowedPanel-outer,"
+        " .jp-NotebookPanel-notebook')) e.scrollTop = 0; }"
     )
-    page.close()
+    for _ in range(80):
+        copies = page.locator(".gradmagic-static:visible")
+        for k in range(copies.count()):
+            copy = copies.nth(k)
+            head = copy.locator("b").first.inner_text().strip()
+            if head not in seen:
+                seen.append(head)
+                copy.scroll_into_view_if_needed()
+                check(copy, head)
+        moved = page.evaluate(
+            "() => { let moved = false; for (const e of document.querySelectorAll("
+            "'.jp-WindowedPanel-outer, .jp-NotebookPanel-notebook')) { const top = e.scrollTop;"
+            " e.scrollTop += 500; moved = moved || e.scrollTop > top; } return moved; }"
+        )
+        if not moved:
+            break
+        time.sleep(0.3)
+    return seen
+
+
+def _reads_well(copy, head: str, theme: str) -> None:
+    """A static copy with its closed sections opened: text at 4.5:1 or more, no error line,
+    and no word of clicking where nothing can be clicked."""
+    for summary in copy.locator("summary").all():
+        if not summary.evaluate("s => s.parentElement.open"):
+            summary.click()
+    ratio, text = copy.evaluate(CONTRAST)
+    assert ratio >= 4.5, (head, theme, ratio, text)
+    words = copy.inner_text()
+    assert "Click a box" not in words and "Traceback" not in words, head
 
 
 def test_static_fallback_in_nbconvert_html_offline(browser, tmp_path):
@@ -742,6 +838,28 @@ def test_the_tour_opens_with_live_views_from_its_saved_state(server, browser):
     page.close()
 
 
+# small graphs that open whole: a softmax's 13 nodes, a ReLU layer's 11
+SOFTMAX = """%%autograd
+z = [1.0, 2.0, 0.5]
+e = [math.exp(v) for v in z]
+s = sum(e)
+p = e[0] / s
+loss = -math.log(p)
+loss"""
+
+RELU = """%%autograd
+import numpy as np
+x = np.array([1.0, -2.0, 3.0])
+W = np.array([[0.5, -0.2, 0.1], [0.3, 0.8, -0.5]])
+h = np.maximum(0, W @ x)
+out = np.array([1.0, -1.0]) @ h
+L = (out - 1.0) ** 2
+L"""
+WHOLE_PX = 8  # a small graph opens whole with text this size or more
+
+# the drawing's width over its height (a left-to-right drawing is wide)
+ASPECT = "p => { const b = p.querySelector('.gm-port svg g.graph').getBBox(); return b.width / b.height; }"
+
 BIG_LOOP = """%%autograd
 w = 0.999
 x = 0.001
@@ -790,24 +908,30 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert min(_sizes(mlp)) >= MIN_PX - 0.05
     # nothing in the view is wider than the output area
     assert mlp.evaluate("r => r.scrollWidth <= r.clientWidth + 1")
-    # the first screen shows the tables of inputs from their left edge
+    # the first screen: the target, by the cell's name for it, and what feeds it, no box cut
+    # at the left; the target is in the node picker by that name too
     assert mlp.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == []
+    loss = mlp.locator("svg g.node[data-kind='v']", has_text="loss")
+    assert loss.count() == 1 and loss.evaluate(IN_VIEW)
+    assert mlp.locator(".gm-picker option", has_text="loss").count() == 1
     _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
 
     # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
+    # drawn where the box was (the view does not jump)
     boxes = mlp.locator("svg g.node.gm-group")
     assert boxes.count() >= 2
-    opened = boxes.last.get_attribute("data-id")
-    # (the first screen shows the start of the picture, the inputs: the box is clicked where
-    # it is, as a pointer press and release on it)
+    box = boxes.last  # (pressed where it is, in view or a pan away)
+    opened, before = box.get_attribute("data-id"), box.bounding_box()
     _press_until(
         page,
-        boxes.last,
+        box,
         "n => document.querySelectorAll('.gm-root')[1 - 1]"
         ".querySelectorAll('svg g.cluster').length > n",
         mlp.locator("svg g.cluster").count(),
     )
     assert sum(t.startswith("∇") for t in mlp.evaluate(SVG_TEXT)) == 332
+    after = mlp.locator(f"svg g.gm-frame[data-id='{opened}']").bounding_box()
+    assert abs(after["x"] - before["x"]) <= 2 and abs(after["y"] - before["y"]) <= 2
     _shot(mlp, f"grouped-mlp-opened-{app}.png", docs=app == "jupyterlab")
 
     # a click on the opened group's frame (its title ends in ×) closes it: a box again
@@ -821,6 +945,28 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
         opened,
     )
     assert mlp.locator(f"svg g.node.gm-group[data-id='{opened}']").count() == 1
+
+    # the Backward tab starts at the target by its name, every input's gradient not yet known
+    # (its table cell too), and its steps name nodes as they are written
+    mlp.locator(".gm-tab", has_text="Backward").click()
+    back = mlp.locator(".gm-page[data-tab='backward']")
+    back.locator(".gm-steptext").wait_for(timeout=120_000)
+    back.locator(".gm-port svg").wait_for(timeout=60_000)
+    time.sleep(0.3)
+    assert "the target loss gets the seed" in " ".join(
+        back.locator(".gm-steptext").inner_text().split()
+    )
+    cells = [t for t in back.evaluate(SVG_TEXT) if t.startswith("∇")]
+    assert len(cells) == 332 and set(cells) == {"∇?"}
+    back.locator(".gm-next").first.click()
+    page.wait_for_function(
+        "() => document.querySelector(\".gm-page[data-tab='backward'] .gm-steptext\")"
+        "?.textContent.startsWith('Step 1 of')",
+        timeout=10_000,
+    )
+    step = back.locator(".gm-steptext").inner_text()
+    assert "loss" in step and not re.search(r"(^|\s)#\d+ \+=", step), step
+    _shot(mlp, f"grouped-backward-{app}.png")
 
     # the forward stepper writes long tangents ("∂/∂model.layers[0].neurons[0].b ?") in the
     # grad fields: shortened to their field, they never run over the value beside them
@@ -892,6 +1038,17 @@ VERDICTS_IN_VIEW = """p => {
   return cells.length > 0 && cells.every(c => c.getBoundingClientRect().right <= box.right + 1);
 }"""
 
+# [the table rows of a stepped tab's head that its scrolling box shows unscrolled, all of them]
+ROWS_IN_HEAD = """p => {
+  const head = p.querySelector('.gm-stephead');
+  if (!head || !head.querySelector('table')) return [0, 0];
+  const box = head.getBoundingClientRect();
+  const rows = [...head.querySelectorAll('table tr')].slice(1);
+  return [rows.filter(r => {
+    const b = r.getBoundingClientRect(); return b.height && b.top >= box.top && b.bottom <= box.bottom;
+  }).length, rows.length];
+}"""
+
 THEMES = Path("settings") / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
 
 
@@ -910,7 +1067,7 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
     if theme == "dark":
         themes.write_text(json.dumps({"theme": "JupyterLab Dark"}))
     nb = nbformat.v4.new_notebook()
-    cells = ("%load_ext gradmagic\nimport math", MLP, WALKTHROUGH)
+    cells = ("%load_ext gradmagic\nimport math", MLP, WALKTHROUGH, SOFTMAX, RELU)
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -926,12 +1083,15 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
             "false" if theme == "dark" else "true"
         )
         _run_all(page)
-        views = _views(page, 2, timeout=240_000)
+        views = _views(page, 4, timeout=240_000)
         mlp = views.nth(0)
         mlp.scroll_into_view_if_needed()
         groups = mlp.locator("svg g.node.gm-group")
         assert groups.count() >= 2
-        assert any(groups.nth(k).evaluate(IN_VIEW) for k in range(groups.count()))
+        # the target by its name, and the groups that feed it (boxes or opened frames)
+        assert mlp.locator("svg g.node[data-kind='v']", has_text="loss").evaluate(IN_VIEW)
+        shown = mlp.locator("svg g.node.gm-group, svg g.gm-frame")
+        assert any(shown.nth(k).evaluate(SEEN) for k in range(shown.count()))
         assert mlp.locator(".gm-page[data-tab=graph]").evaluate(CUT_AT_LEFT) == [], (theme, width)
         _shot(mlp, f"grouped-start-{theme}-{height}-{app}.png")
         for k, cell in ((0, "mlp"), (1, "walk-through")):
@@ -948,11 +1108,50 @@ def test_every_tab_fits_a_screen_and_reads_in_any_theme(server, browser, theme, 
                 screen = view.evaluate(SCREEN)
                 assert view.bounding_box()["height"] <= screen, (where, screen)
                 assert view.evaluate("r => r.scrollWidth <= r.clientWidth + 1"), where
-                assert min(_sizes(view)) >= MIN_PX - 0.05, where
+                # (the Graph tab opens a small graph whole down to 8 px text, else at 10 px)
+                whole = tab == "Graph" and shown.evaluate(ALL_IN_VIEW)
+                assert min(_sizes(view)) >= (WHOLE_PX if whole else MIN_PX) - 0.05, where
                 ratio, text = view.evaluate(CONTRAST)
                 assert ratio >= 4.5, (where, ratio, text)
                 if tab == "Check":  # every verdict in view without scrolling sideways
                     assert shown.evaluate(VERDICTS_IN_VIEW), where
+                if tab == "Paths":  # the paths themselves show, not the table's header alone
+                    seen, rows = shown.evaluate(ROWS_IN_HEAD)
+                    assert seen >= min(2, rows), (where, seen, rows)
+        # small graphs open whole on a wide screen: every drawn box in view, text 8 px or more
+        for k, cell in ((2, "softmax"), (3, "relu")):
+            view = views.nth(k)
+            view.scroll_into_view_if_needed()
+            view.locator(".gm-tab", has_text="Graph").click()
+            graph = view.locator(".gm-page[data-tab=graph]")
+            graph.locator(".gm-port svg").wait_for(timeout=60_000)
+            boxes = graph.locator("svg g.node")
+            whole = graph.evaluate(ALL_IN_VIEW)
+            assert boxes.count() >= 8 and (whole or width < 1000), (cell, theme, width)
+            if whole:
+                assert min(_sizes(view)) >= WHOLE_PX - 0.05, (cell, theme, width)
+            else:  # too small a screen to show it whole: the target in view, nothing cut
+                target = graph.locator(
+                    "svg g.node[data-kind=v]", has_text=re.compile(r"^\s*(loss|L)\b")
+                )
+                assert target.first.evaluate(IN_VIEW), (cell, theme, width)
+                assert graph.evaluate(CUT_AT_LEFT) == [], (cell, theme, width)
+                assert min(_sizes(view)) >= MIN_PX - 0.05, (cell, theme, width)
+            assert view.evaluate(CONTRAST)[0] >= 4.5
+            _shot(view, f"small-{cell}-{theme}-{height}-{app}.png")
+        if width < 1000:  # widened, the walk-through is drawn again in the direction that fits
+            walk = views.nth(1)
+            walk.scroll_into_view_if_needed()
+            walk.locator(".gm-tab", has_text="Graph").click()
+            graph = walk.locator(".gm-page[data-tab=graph]")
+            narrow = graph.evaluate(ASPECT)
+            page.set_viewport_size({"width": 1280, "height": height})
+            page.wait_for_function(
+                f"() => ({ASPECT})(document.querySelectorAll('.gm-root')[1]"
+                ".querySelector('.gm-page[data-tab=graph]')) > 2",
+                timeout=20_000,
+            )
+            assert narrow < 2  # it was top to bottom at 800 px
         if theme == "dark":  # the walk-through's cell, code and view, as a user sees it
             walk = views.nth(1)
             walk.locator(".gm-tab", has_text="Graph").click()

@@ -221,9 +221,10 @@ s""",
     view = g.view()
     assert len(view.groups) + len(view.nodes) <= BUDGET
     assert {trace.nodes[i].label for i in view.params} >= {"w", "x"}
-    # the loop's line holds everything but the inputs, in parts of parts
+    # the loop's line holds everything but the inputs and the target, in parts of parts
     (line,) = [x for x in g.view(set()).groups if x.title == "line 6"]
-    assert line.size == trace.n - len(g.params)
+    assert line.size == trace.n - len(g.params) - 1
+    assert trace.n - 1 in view.nodes  # the target, s, drawn on its own
     part = g.children(line.id)[0]
     assert g.group(part).kind == "part" and len(g.children(part)) <= PART
 
@@ -308,6 +309,39 @@ def test_the_grouped_picture_draws_every_input_with_its_gradient(ip):
     # 10 pt text: nothing drawn smaller
     sizes = {float(s) for s in __import__("re").findall(r'font-size="([\d.]+)"', image)}
     assert sizes and min(sizes) >= 10
+
+
+def test_the_grouped_view_draws_the_target_by_its_name_and_steps_its_tables(ip):
+    import html
+    import re
+
+    from gradmagic.views import grouped, render, tabs
+
+    trace = _run(ip, MLP.replace("--max-nodes 20", ""))
+    target = trace.target.index
+    summary = grouped.summarise(trace)
+    # the target is a record of its own, loss | data | grad, not a line inside a group's box
+    (record,) = [ln for ln in summary.dot.splitlines() if ln.strip().startswith(f"v{target} [")]
+    assert "|loss|" in record and render.FILL["target"] in record
+    assert all(target not in summary.groups.members(g.id) for g in summary.groups.view().groups)
+    data, _ = tabs._payload(trace, None, summary=summary)
+    assert data["nodes"][str(target)]["name"] == "loss"  # in the node picker, by its name
+    # what a click does is said where a click does it: the live view, not the static picture
+    assert "Click a box to open it" in data["summary"]["note"]
+    assert "Click a box" not in render.graph_html(trace, summary=summary)
+    # the input of each ∇ cell of the tables, in the order dot draws them
+    texts = re.findall(r">(∇[^<]*)<", render.svg(summary.dot))
+    cells = data["cells"]
+    assert sorted(cells) == sorted(summary.groups.params)
+    assert [html.unescape(t) for t in texts] == [
+        "∇" + render.figure(trace.nodes[i].grad) for i in cells
+    ]
+    # the backward steps name unnamed nodes as people write them, never "(+)" or "#12" alone
+    steps = tabs._steps(trace, set(summary.shown), render.Folded(trace))["steps"]
+    assert steps[0]["name"] == "loss"
+    for step in steps[:50]:
+        assert step["name"] not in ("(+)", "(*)", "(tanh)")
+        assert not any(re.fullmatch(r"#\d+", item[0]) for item in step["items"])
 
 
 def test_clicking_a_group_in_the_live_view_opens_it_and_keeps_it_opened(ip):

@@ -668,3 +668,26 @@ def test_a_name_of_any_length_is_drawn_clipped_with_its_end_kept():
     svg = render.svg(source)
     widths = [float(v) for v in re.findall(r'<svg width="([0-9.]+)pt', svg)]
     assert widths and widths[0] < 1200
+
+
+def test_numbers_never_break_at_their_sign_or_exponent():
+    page = render.whole_numbers("error 5.78e-10 at -3.5, then 12 and x-1")
+    assert '<span style="white-space:nowrap">5.78e-10</span>' in page
+    assert '<span style="white-space:nowrap">-3.5</span>' in page
+    assert " 12 " in page  # nothing to break in it: as it is
+    header = ["name", "analytic", "note"]
+    table = render.html_table(header, [["x", "5.78e-10", "off by -2e-05"]])
+    assert 'white-space:nowrap">5.78e-10</td>' in table
+    assert '<span style="white-space:nowrap">-2e-05</span>' in table
+
+
+def test_a_function_with_a_folded_constant_reads_as_a_call(ip):
+    import gradmagic
+
+    assert render.folded_label("maximum", "0", "") == "maximum(0, ·)"
+    assert render.folded_label("*", "3", "") == "*3" and render.folded_label("**", "", "2") == "**2"
+    ip.run_cell("import numpy as np")
+    ip.run_cell("%%autograd -q\nx = np.array([1.0, -2.0])\nL = (np.maximum(0, x) * 2).sum()\nL")
+    trace = gradmagic.last
+    labels = render.op_labels(trace, range(trace.n), render.Folded(trace))
+    assert "maximum(0, ·)" in labels and "0maximum" not in labels

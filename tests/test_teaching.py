@@ -213,6 +213,18 @@ def test_the_walk_reproduces_the_seeds_printout(ip):
     assert "v ['f', 'd']" in text and "t ['x', 'a']" in text
 
 
+def test_the_walk_calls_build_topo_on_the_target_by_its_own_name(ip):
+    ip.run_cell("%%autograd -q --no-check\nw = 2.0\nx = 3.0\nloss = w*x + w\nloss")
+    import gradmagic
+
+    page = views.walk_html(gradmagic.last, draw=False)
+    assert "build_topo(loss)" in page and "build_topo(f)" not in page
+    ip.run_cell("%%autograd -q --no-check\nf = 2.0\nx = 3.0\nf*x + x")
+    page = views.walk_html(gradmagic.last, draw=False)  # f is an input here, not the target
+    assert "build_topo(target)  # the cell&#x27;s last expression" in page
+    assert "build_topo(f)" not in page
+
+
 @settings(max_examples=40, deadline=None)
 @given(graphs(max_inputs=3, max_ops=20))
 def test_topological_order_is_valid_and_is_the_seeds(case):
@@ -543,3 +555,24 @@ def test_tangents_are_a_whole_mapping_of_node_index_to_tangent():
     t = run.jvp({"x": 1.0})
     assert list(t.values()) == [t[i] for i in t] == list(dict(t).values())
     assert dict(t.items()) == dict(t) and t.target == list(t.values())[-1] == 6.0
+
+
+def test_the_paths_rules_use_the_operands_names_not_the_tables_letters(ip):
+    import gradmagic
+
+    # the cell's own b is not the rule's b: each rule names its own operands
+    ip.run_cell("%%autograd -q --no-check\nb = 2.0\na = 3.0\nc = a * 5.0\nd = c + b\nd")
+    page = views.paths_html(gradmagic.last, "a", draw=False)
+    rules = re.search(r"Rules used on path 1: ([^<]*)<", page).group(1)
+    assert "∂(c+b)/∂c = 1" in rules and "∂(a·5)/∂a = 5" in rules, rules
+    assert "∂(a+b)" not in rules and "∂(a·b)" not in rules
+
+
+def test_a_rule_keeps_an_unnamed_operand_whole(ip):
+    import gradmagic
+
+    ip.run_cell("%%autograd -q --no-check\nx = 3.0\ny = 5.0\n(x - y) ** 2")
+    page = views.paths_html(gradmagic.last, "x", draw=False)
+    rules = re.search(r"Rules used on path 1: ([^<]*)<", page).group(1)
+    # the base is x − y: written in parentheses, never "x − y^2"
+    assert "∂((x − y)^2)/∂(x − y) = 2·(x − y)^(2−1)" in rules, rules

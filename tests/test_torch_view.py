@@ -81,6 +81,10 @@ def test_the_stepper_follows_a_backward_the_cell_ran_itself():
     assert [s[0] for s in steps] == names
     tanh = next(s for s in steps if s[0] == "TanhBackward0")
     assert tanh[3] == "h" and tanh[4].startswith("σ ")
+    # an AccumulateGrad step lights the box of the parameter it fills
+    nodes = torchlive.payload(run)["nodes"]
+    for step in (s for s in steps if s[0] == "AccumulateGrad"):
+        assert step[1] >= 0 and nodes[str(step[1])]["name"] == step[3], step
 
 
 def gpt(layers: int) -> str:
@@ -222,3 +226,12 @@ def test_the_ops_table_keeps_a_wrong_op_however_late_it_ran():
     assert len(ops["rows"]) == 100 and "more ops not shown" in ops["note"]
     (bad,) = [r for r, c in zip(ops["rows"], ops["classes"]) if c == "fail"]
     assert bad[ops["columns"].index("op")] == "BadTanh"
+
+
+def test_the_op_counts_read_as_english():
+    from gradmagic.views.torchview import _op_count
+
+    assert _op_count(5, "pass") == "5 pass"
+    assert _op_count(1, "fail") == "1 fails" and _op_count(2, "fail") == "2 fail"
+    assert _op_count(1, "alike").startswith("1 repeats an op checked")
+    assert _op_count(3, "alike").startswith("3 repeat an op checked")

@@ -122,13 +122,16 @@ def test_every_rule_names_its_operands_even_with_braces_in_names_or_rule():
     rules = [e.rule for e in [*OPS.values(), *TENSOR_OPS.values()] if getattr(e, "rule", "")]
     assert any("{" in r for r in rules)  # Σ_{j≤i}: a rule's own braces stay
     for rule in rules:
+        # a raised letter (aᵇ) is written on the line (a^b), where a name can stand
+        flat = rule.replace("ᵇ⁻¹", "^(b−1)").replace("ᵃ", "^a").replace("ᵇ", "^b")
         for names in ({"a": "w{0}", "b": "{b}"}, {"a": "x"}):
             by_hand = re.sub(
                 r"(?<![A-Za-z_])([ab])(?![A-Za-z_])",
                 lambda m: names.get(m.group(1), m.group(1)),
-                rule,
+                flat,
             )
-            assert widget._template(rule).format_map(widget._Letters(names)) == by_hand
+            made = widget._template(rule).format_map(widget._Letters(names))
+            assert made == by_hand and "ᵇ" not in made
 
 
 def test_explanations_are_capped():
@@ -329,6 +332,38 @@ def test_mimebundle_publishes_a_static_copy_then_the_widget():
     assert json.loads(widget_model(bundle).data)["run"] == run
     whole = mimebundle(trace)  # no publisher: one bundle with all three
     assert set(whole) == {WIDGET_MIME, "text/html", "text/plain"}
+
+
+def test_a_dot_slower_than_its_limit_leaves_the_view_and_one_line_about_it(monkeypatch, tmp_path):
+    from gradmagic.views import drawing
+
+    slow = tmp_path / "dot"  # a Graphviz that never answers
+    slow.write_text("#!/bin/sh\nexec sleep 30\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setattr(drawing, "DOT_SECONDS", 0.2)
+    monkeypatch.setattr(drawing.DotServer, "TIMEOUT", 0.2)
+    static, bundle = bundle_of(neuron())  # no exception escapes the display
+    assert bundle[WIDGET_MIME]["model_id"]  # the live view (drawn in the browser) is there
+    page = static["text/html"]
+    assert "Traceback" not in page and "gradmagic-graph" not in page  # no picture, and
+    notes = re.findall(r"<p[^>]*>([^<]*took more than 0.2 s[^<]*)</p>", page)
+    assert len(notes) == 1 and "\n" not in notes[0]  # one line says why
+    assert "the tables below still show the run" in notes[0]
+    assert "<table" in page and "gradients match" in page
+    monkeypatch.undo()
+    assert "<svg" in render.svg(render.to_dot(neuron()))  # the real dot draws again
+
+
+def test_a_view_that_fails_is_one_line_not_a_traceback():
+    from gradmagic.views import display
+
+    def broken(trace, publish=None):
+        raise KeyError("a bug\nwith lines")
+
+    shown = display._shown(broken, neuron(), publish=None)
+    assert list(shown) == ["text/plain"] and "\n" not in shown["text/plain"]
+    assert shown["text/plain"].startswith("Trace: its view could not be shown (KeyError")
 
 
 def test_the_static_copy_shows_the_live_gradients_table():
@@ -765,3 +800,23 @@ def test_a_green_tick_only_where_a_gradient_was_checked():
     assert "⚠" in line and "✓" not in line
     fine = traced(Value(2.0, label="a") * Value(3.0, label="b"))
     assert "✓" in widget.one_line(fine, fine.check())
+
+
+def test_a_constants_undefined_gradient_is_flagged_wherever_it_is_shown(ip):
+    import gradmagic
+
+    # d/dc (x - y)**c at a negative base has no real value: the 2's gradient is nan
+    ip.run_cell("%%autograd -q --no-check\nx = 1.0\ny = 4.0\nloss = (x - y)**2 + x\nloss")
+    trace = gradmagic.last
+    (two,) = [n for n in trace.nodes if n.is_constant and n.data == 2]
+    assert two.grad != two.grad  # nan, and no input's gradient is
+    assert all(n.grad == n.grad for n in trace.nodes if not n.is_constant)
+    flags = render.flags_text(trace, range(trace.n), {})
+    assert flags[two.index] == render.UNDEFINED
+    assert [f for i, f in enumerate(flags) if f and i != two.index] == []
+    data = payload(trace, None)
+    rows = tab(data, "gradients")["payload"]["rows"]
+    (row,) = [r for r in rows if r[0] == str(two.index)]
+    assert render.UNDEFINED in row[-1]
+    assert f" v{two.index} [" not in render.to_dot(trace)  # drawn as micrograd does: one **2
+    assert render.UNDEFINED in render.static_html(trace)

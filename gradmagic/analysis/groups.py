@@ -13,8 +13,9 @@ The magic records where each node was made (``trace.site``, see
 * a **part** of a long list of members (``line 12, 1-150 of 1,200``), so that no
   opened group shows more than :data:`PART` items.
 
-The run's inputs (its leaves that are not constants: the named parameters) are
-never inside a group: :meth:`Grouping.view` always shows them. A view is the
+The run's inputs (its leaves that are not constants: the named parameters) and its
+target are never inside a group: :meth:`Grouping.view` always shows them, the target
+by its own name. A view is the
 cell's lines, with the groups in ``opened`` opened one level each, and the edges
 between what is shown (with how many node-level edges each stands for).
 """
@@ -91,6 +92,10 @@ class Grouping:
         self.params = leaves[~trace.constant[leaves]].tolist()
         inside = np.ones(n, dtype=bool)
         inside[self.params] = False
+        # the target too: a box of its own, by its name, never one line of a group's
+        self.target = n - 1 if n and inside[n - 1] else None
+        if self.target is not None:
+            inside[self.target] = False
         self.inside = inside
         # each call's caller (call, line) and the end of its subtree (calls are in preorder)
         m = len(calls)
@@ -302,8 +307,9 @@ class Grouping:
         return np.flatnonzero(mask & inside)
 
     def top(self) -> list:
-        """The items of the cell's own lines: what a view shows with nothing opened."""
-        return self.children("c0")
+        """The items of the cell's own lines, and the target: what a view shows with nothing
+        opened."""
+        return self.children("c0") + ([] if self.target is None else [self.target])
 
     # ---------------------------------------------------------------- a view
     def opened_by_default(self, budget: int = BUDGET) -> set:

@@ -208,7 +208,8 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
     same = sum(1 for r in result["ops"].values() if "like" in r)
     if same:
         result["notes"].append(
-            f"{same} ops repeat an op already checked (the same function on "
+            f"{same} op{' repeats' if same == 1 else 's repeat'} an op already checked "
+            "(the same function on "
             "the same shapes in the same kind of module, as in repeated "
             "blocks): each takes that op's result"
         )

@@ -16,7 +16,11 @@ __all__ = ["register", "unregister", "mimebundle"]
 
 
 def _report_bundle(report) -> dict:
-    return {"text/plain": render.report_text(report), "text/html": render.report_html(report)}
+    card = f'<div class="gradmagic" style="{render.STATIC_CARD}">'
+    return {
+        "text/plain": render.report_text(report),
+        "text/html": card + render.report_html(report) + "</div>",
+    }
 
 
 _FOR = (Trace, CheckReport)
@@ -34,11 +38,24 @@ def register(shell) -> None:
     def publish(bundle):
         shell.display_pub.publish(data=bundle)
 
-    formatter.for_type(Trace, lambda trace: mimebundle(trace, publish=publish))
-    formatter.for_type(CheckReport, _report_bundle)
+    formatter.for_type(Trace, lambda trace: _shown(mimebundle, trace, publish=publish))
+    formatter.for_type(CheckReport, lambda report: _shown(_report_bundle, report))
     formatter.for_type_by_name(  # by name: torch stays unimported
-        *_TORCH_RUN, lambda run: _torch_bundle(run, publish)
+        *_TORCH_RUN, lambda run: _shown(_torch_bundle, run, publish)
     )
+
+
+def _shown(make, value, *args, **kwargs) -> dict:
+    """``make(value, ...)``, or, if making the view failed, one line saying so: a display
+    shows the user no traceback of gradmagic's (the run itself has already finished)."""
+    try:
+        return make(value, *args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the view's own failure, never the cell's
+        said = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        return {
+            "text/plain": f"{type(value).__name__}: its view could not be shown ({said}); "
+            "the run itself finished."
+        }
 
 
 _TORCH_RUN = ("gradmagic.analysis.torchrun", "TorchRun")

@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 
 from ..analysis.numbers import all_finite, dims
-from .formatting import FILL, LINE, column_text, figure, fmt
+from .formatting import FILL, LINE, column_text, figure, fmt, undefined_grad
 
 
 LABEL_CHARS = 80  # a drawn line of text at most (a name can be any length)
@@ -200,7 +200,8 @@ _COMMUTES = {"+", "*"}
 
 
 def folded_label(symbol: str, left: str, right: str) -> str:
-    """A binary op's label with its folded constant(s): ``**2``, ``*3``, ``-(-1)``.
+    """A binary op's label with its folded constant(s): ``**2``, ``*3``, ``-(-1)``,
+    ``maximum(0, ·)`` (a function: its arguments in their places, ``·`` the drawn input).
 
     A constant of ``+`` or ``*`` is written after the symbol whichever side it was on
     (``sum()``'s start 0 reads ``+0``, not ``0+``); a negative one after a symbol is put
@@ -210,6 +211,8 @@ def folded_label(symbol: str, left: str, right: str) -> str:
     def after(text):
         return f"({text})" if text.startswith(("-", "−")) else text
 
+    if symbol[:1].isalpha():  # a function, np.maximum(0, x): maximum(0, ·), not "0maximum"
+        return f"{symbol}({left or '·'}, {right or '·'})"
     if left and right:
         return f"{left}{symbol}{after(right)}"
     if right:
@@ -302,9 +305,11 @@ def to_dot(
     path = set(path)
     status = statuses(report)
     target = trace.target.index
+    # (top to bottom, ranks alternate values and ops: closer, so a small graph fits a screen)
+    ranksep = 0.2 if rankdir == "TB" else 0.35
     lines = [
         "digraph gradmagic {",
-        f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
+        f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep={ranksep}'
         f"{layout_attrs(len(shown))}];",
         '  node [fontname="Helvetica", fontsize=10, penwidth=1];',
         '  edge [color="#6b7280", arrowsize=0.6];',
@@ -334,7 +339,7 @@ def _op_lines(trace, node, fold, drawn, path, current) -> list:
         "fillcolor": FILL["op"],
         "color": LINE["plain"],
         "margin": "0.04,0.02",
-        "height": "0.3",
+        "height": "0.22",
     }
     if node.kink:
         op.update(label=op["label"] + "\\nkink", color=LINE["kink"], penwidth="2")
@@ -410,7 +415,8 @@ MARKED = ("fail", "error", "kink")  # the check's statuses a node is drawn with
 def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_text) -> str:
     data = figure(node.data)
     grad = grad_text[node.index] if grad_text is not None else figure(node.grad)
-    if not node.finite:
+    undefined = undefined_grad(node)
+    if not node.finite or undefined:
         data = ("⚠ " + data) if not all_finite(node.data) else data
         grad = ("⚠ " + grad) if grad_text is None and not all_finite(node.grad) else grad
     name = node.label
@@ -435,7 +441,7 @@ def _value_attrs(node, is_target, status, on_path, is_current, rankdir, grad_tex
         if node.is_leaf
         else FILL["value"]
     )
-    if not node.finite:
+    if not node.finite or undefined:
         attrs.update(color=LINE["nonfinite"], penwidth="2")
     if cut:
         attrs.update(color=LINE["cut"], penwidth="2", style="filled,dashed")

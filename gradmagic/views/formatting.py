@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 import numpy as np
 
@@ -40,6 +41,16 @@ def _clean(x):
     if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
         return x + 0.0
     return x
+
+
+def undefined_grad(node) -> bool:
+    """A constant whose gradient is nan or infinite: the exponent of ``x ** 2`` at a negative
+    ``x`` (``d/dc x**c`` has no real value there). Not an input, so no view says its gradient
+    is wrong; every view marks it."""
+    return node.is_constant and not numbers.all_finite(node.grad)
+
+
+UNDEFINED = "gradient undefined here (a constant, not an input)"
 
 
 def fmt(x, digits: int = 4, *, shape: bool = True) -> str:
@@ -84,9 +95,25 @@ def magnitude(x) -> float:
     return math.inf if m != m else m
 
 
+# a number a browser could break at its sign or exponent's hyphen ("5.78e-" / "10")
+_NUMBER = re.compile(r"[-−+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?%?")
+
+
+def whole_numbers(escaped: str) -> str:
+    """HTML text (escaped) with each number that holds a sign or a hyphen kept on one line."""
+    return _NUMBER.sub(
+        lambda m: (
+            f'<span style="white-space:nowrap">{m.group(0)}</span>'
+            if any(c in m.group(0) for c in "-−+")
+            else m.group(0)
+        ),
+        escaped,
+    )
+
+
 def md_code(text: str) -> str:
-    """Escape text for HTML, turning `code` spans into <code>."""
-    pieces = html.escape(text).split("`")
+    """Escape text for HTML, turning `code` spans into <code>; numbers never break."""
+    pieces = whole_numbers(html.escape(text)).split("`")
     return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(pieces))
 
 

@@ -18,7 +18,7 @@ import re
 from ..analysis.groups import Grouping, View
 from . import dot, render
 
-__all__ = ["grouped_dot", "containers", "summarise"]
+__all__ = ["grouped_dot", "containers", "gradient_cells", "summarise"]
 
 _STEP = re.compile(r"\.[A-Za-z_]\w*|\[[^\[\]]*\]|^[^.\[]+")
 FONT = 10  # pt: the smallest text drawn
@@ -49,6 +49,20 @@ def containers(trace, params: list) -> dict:
     places = [(_place(trace.nodes[i].label or f"input {i}"), i) for i in params]
     for (table, row, column), i in sorted(places, key=lambda p: [_natural(x) for x in p[0]]):
         out.setdefault(table, {}).setdefault(row, {})[column] = i
+    return out
+
+
+def gradient_cells(trace, params: list) -> list:
+    """The inputs whose gradients the tables write, in the order their ``∇`` cells are
+    drawn (table by table, a block of columns at a time, row by row): the live view finds
+    an input's cell by it, to step its gradient through the backward pass."""
+    out = []
+    for rows in containers(trace, params).values():
+        columns = list(dict.fromkeys(c for cells in rows.values() for c in cells))
+        for a in range(0, max(len(columns), 1), COLUMNS):
+            block = columns[a : a + COLUMNS]
+            for cells in rows.values():
+                out += [cells[c] for c in block if c in cells]
     return out
 
 
@@ -269,7 +283,7 @@ def summarise(trace, max_nodes=None, report=None):
     summary.note = (
         f"{why}: drawn grouped by the code that made it. A box is a call of a function or a "
         "line of the cell, with how many nodes it holds; a dashed frame is a group opened. "
-        f"Every input is drawn with its gradient ({len(view.params):,} of them). Click a box "
-        "to open it, a frame's title to close it."
+        f"Every input is drawn with its gradient ({len(view.params):,} of them)."
     )
+    summary.hint = "Click a box to open it, a frame's title to close it."
     return summary

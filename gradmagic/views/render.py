@@ -55,7 +55,19 @@ from .drawing import (  # noqa: F401 - re-exported
     svg,
     svg_data_uri,
 )
-from .formatting import FILL, LINE, column_text, figure, fmt, full, magnitude, md_code  # noqa: F401
+from .formatting import (  # noqa: F401 - re-exported
+    FILL,
+    LINE,
+    UNDEFINED,
+    column_text,
+    figure,
+    fmt,
+    full,
+    magnitude,
+    md_code,
+    undefined_grad,
+    whole_numbers,
+)
 from .summary import (  # noqa: F401 - re-exported
     DEFAULT_MAX_NODES,
     DRAW_LIMIT,
@@ -194,14 +206,14 @@ def graph_html(
         source = choose_dot(
             trace, report, subset=dot_options.pop("subset", None), cache=cache, **dot_options
         )
-    image = cache.get(source) if cache is not None else None
-    if image is None:
-        try:
+    try:  # the cache may be a drawing still being made (widget._Drawing): it can fail too
+        image = cache.get(source) if cache is not None else None
+        if image is None:
             image = svg(source)
-        except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
-            return "".join(parts) + graph_failure_html(exc, source)
-        if cache is not None:
-            cache[source] = image
+            if cache is not None:
+                cache[source] = image
+    except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
+        return "".join(parts) + graph_failure_html(exc, source)
     parts.append(
         f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
         f"{fit(image, shrink)}</div>"

@@ -14,7 +14,17 @@ import numpy as np
 
 from ..analysis.check import STATUSES
 from .dot import op_symbols, statuses
-from .formatting import FILL, LINE, column_text, fmt, magnitude, md_code
+from .formatting import (
+    FILL,
+    LINE,
+    UNDEFINED,
+    column_text,
+    fmt,
+    magnitude,
+    md_code,
+    undefined_grad,
+    whole_numbers,
+)
 
 TABLE_ROWS = 500  # rows of an HTML table before it is cut (as the live view's tables)
 TEXT_ROWS = 40  # rows of a plain-text table before it is cut
@@ -56,6 +66,8 @@ def flag_words(node, status) -> str:
         flags.append("kink")
     if not node.finite:
         flags.append("non-finite")
+    elif undefined_grad(node):
+        flags.append(UNDEFINED)
     if node.cut:
         flags.append(f"cut ({node.cut})")
     if status:
@@ -64,12 +76,15 @@ def flag_words(node, status) -> str:
 
 
 _TABLE = (
-    '<table style="border-collapse:collapse; font-size:12px; font-family:ui-monospace,monospace">'
+    '<table style="border-collapse:collapse; font-size:12px; font-family:ui-monospace,monospace;'
+    ' color:inherit">'
 )
 _CELL = 'style="padding:1px 8px; text-align:{align}; border-bottom:1px solid #e5e7eb"'
 # a body row's line is its own (the table collapses borders), and its cells say only padding and
 # alignment: inline styles, which sanitisers keep and notebook style sheets do not override, but
 # short (a 500-row table is most of a static copy's bytes)
+# A row without a colour of its own is transparent: JupyterLab's style sheet bands odd rows with
+# the theme's page colour, a dark band on the copy's white card in a dark theme.
 _ROW = "border-bottom:1px solid #e5e7eb"
 _TD = '<td style="padding:1px 8px;text-align:{align}">'
 
@@ -85,11 +100,15 @@ def _right(column: str, cell: str) -> bool:
 TABLE_HEIGHT = 360  # px: a table scrolls past this height
 
 
-def html_table(header, rows, colours=None) -> str:
-    out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', _TABLE, "<thead><tr>"]
+def html_table(header, rows, colours=None, *, one_line: bool = False) -> str:
+    """An HTML table in a box that scrolls past ``TABLE_HEIGHT``; ``one_line``: each row on
+    one line (the box scrolls sideways), so that a short box shows several rows."""
+    table = _TABLE.replace('">', '; white-space:nowrap">', 1) if one_line else _TABLE
+    out = [f'<div style="max-height:{TABLE_HEIGHT}px; overflow:auto">', table, "<thead><tr>"]
     out += [f"<th {_CELL.format(align='left')}>{html.escape(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
-    left, right = _TD.format(align="left"), _TD.format(align="right")
+    # (a number never breaks: "5.78e-" / "10" at a narrow width)
+    left, right = _TD.format(align="left"), _TD.format(align="right;white-space:nowrap")
     width = len(header)
     # a column at a time (a table has thousands of cells): words left, numbers right
     columns = list(
@@ -104,7 +123,7 @@ def html_table(header, rows, colours=None) -> str:
     for name, column in zip(header, columns):
         texts = _escape_each(column)
         if name in _WORDS:
-            cells.append([left + t + "</td>" for t in texts])
+            cells.append([left + whole_numbers(t) + "</td>" for t in texts])
         else:
             cells.append(
                 [
@@ -112,7 +131,7 @@ def html_table(header, rows, colours=None) -> str:
                     for number, t in zip(_numbers(column), texts)
                 ]
             )
-    plain = f'<tr style="{_ROW}">'
+    plain = f'<tr style="background:transparent;{_ROW}">'
     for k, row in enumerate(zip(*cells)):
         colour = colours[k] if colours else ""
         out += (f'<tr style="background:{colour};{_ROW}">' if colour else plain), *row, "</tr>"
@@ -177,9 +196,11 @@ def flags_text(trace, rows, status: dict, words=None) -> list:
     if not len(index):
         return []
     cuts, nodes = trace.cut_notes, trace.nodes
+    # (a constant's nan gradient leaves it "finite": it is flagged on its own)
+    finite = trace.finite[index] & ~(trace.constant[index] & ~np.isfinite(trace.grad[index]))
     return [
         "" if not k and f and i not in status and i not in cuts else words(nodes[i], status.get(i))
-        for i, k, f in zip(index.tolist(), trace.kink[index].tolist(), trace.finite[index].tolist())
+        for i, k, f in zip(index.tolist(), trace.kink[index].tolist(), finite.tolist())
     ]
 
 
@@ -359,6 +380,10 @@ _GOOD = "#166534"
 _FLAGGED = "#c2410c"  # text: the kink orange made dark enough to read (4.5:1 on white)
 
 
+def _whole(text: str) -> str:
+    return whole_numbers(html.escape(text))
+
+
 def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     """A CheckReport as HTML: the verdict, the tolerance, notes, then rows worst first.
 
@@ -370,10 +395,10 @@ def report_html(report, limit: int = TABLE_ROWS, *, torch=None) -> str:
     head = report_head(report)
     colour = {"✗": LINE["fail"], "✓": _GOOD}.get(report.mark, _FLAGGED)
     out = [
-        f'<div><p style="margin:0; color:{colour}"><b>{html.escape(head[0])}</b></p>',
-        f'<p style="margin:0; color:#4b5563">{html.escape(head[1])}</p>',
+        f'<div><p style="margin:0; color:{colour}"><b>{_whole(head[0])}</b></p>',
+        f'<p style="margin:0; color:#4b5563">{_whole(head[1])}</p>',
     ]
-    out += [f'<p style="margin:2px 0">⚠ {html.escape(n)}</p>' for n in head[2:]]
+    out += [f'<p style="margin:2px 0">⚠ {_whole(n)}</p>' for n in head[2:]]
     if torch is not None:
         out.append(_torch_line_html(torch))
     header, rows, status = verdict_rows(report, limit, torch)

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from . import grouped, render, teaching
 from .tables import verdict_rows
+from .teaching_parts import _Letters, _template, rule_with  # noqa: F401 - widget imports them
 from ..analysis.graph import backward_steps, children_of
 
 __all__ = [
@@ -47,9 +46,6 @@ def _capped(items: list, limit: int = TERMS) -> dict:
     return {"items": items[:limit], "more": max(0, len(items) - limit)}
 
 
-_LETTER = re.compile(r"(?<![A-Za-z_])([ab])(?![A-Za-z_])")
-
-
 def operand_name(trace, index: int, fold=()) -> str:
     """How an operand is written in a rule: its label, a folded constant's value, else #index."""
     node = trace.nodes[index]
@@ -70,23 +66,7 @@ def rule_text(trace, index: int, fold=()) -> str:
     parents = trace.nodes[index].parents
     if not rule or not parents or len(parents) > 2:
         return rule
-    names = _Letters(a=operand_name(trace, parents[0], fold))
-    if len(parents) == 2:
-        names["b"] = operand_name(trace, parents[1], fold)
-    return _template(rule).format_map(names)
-
-
-class _Letters(dict):
-    """The operands' names by letter; a letter with no operand stays itself."""
-
-    def __missing__(self, key):
-        return key
-
-
-@lru_cache(maxsize=256)
-def _template(rule: str) -> str:
-    """A rule with its letters ``a`` and ``b`` as format fields (made once per rule)."""
-    return _LETTER.sub(lambda m: "{" + m.group(1) + "}", rule.replace("{", "{{").replace("}", "}}"))
+    return rule_with(rule, [operand_name(trace, p, fold) for p in parents])
 
 
 def _flags(node, status) -> list:
@@ -95,6 +75,8 @@ def _flags(node, status) -> list:
         flags.append("kink: a subgradient was used")
     if not node.finite:
         flags.append("nan or infinite")
+    elif render.undefined_grad(node):
+        flags.append(render.UNDEFINED)
     if node.cut:
         flags.append(f"gradient cut: made outside the graph at {node.cut}")
     if status:
@@ -200,6 +182,7 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
     nodes = trace.nodes
     order = backward_steps(trace)
     remaining = use_counts(trace) if children is None else [len(c) for c in children]
+    names = teaching.expressions(trace)  # an unnamed node as people write it: tanh(n), x·w
     sofar: dict[int, float] = {}  # node → the sum of the terms of its gradient so far
     out = []
     for c in order[:limit]:
@@ -216,7 +199,7 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
                 sofar[p] = term if p not in sofar else sofar[p] + term
                 terms.append(
                     [
-                        operand_name(trace, p),
+                        operand_name(trace, p) if p in fold else names[p],
                         render.fmt(node.grad),
                         render.fmt(local[j]),
                         render.fmt(term),
@@ -232,11 +215,11 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
         out.append(
             {
                 "n": int(c),
-                "name": node.name,
+                "name": names[c],
                 "op": render.op_label(trace, c, fold),
                 "grad": render.fmt(node.grad),
                 "tensor": local is None,
-                "inputs": [operand_name(trace, p) for p in node.parents if p not in fold][:TERMS],
+                "inputs": [names[p] for p in node.parents if p not in fold][:TERMS],
                 "rule": rule_text(trace, c, fold),
                 **_capped(terms),
                 "ev": events,
@@ -537,8 +520,16 @@ def _payload(
         "dots": dots,
         "summary": None
         if summary is None
-        else {"counts": summary.counts, "note": summary.note, "grouped": summary.dot is not None},
+        else {
+            "counts": summary.counts,
+            "note": f"{summary.note} {summary.hint}".strip(),
+            "grouped": summary.dot is not None,
+        },
         "nodes": entries,
+        # a grouped picture's tables: the input of each ∇ cell, in the order they are drawn
+        "cells": grouped.gradient_cells(trace, summary.groups.params)
+        if summary is not None and summary.groups is not None
+        else None,
         "order": sorted(drawn, reverse=True),  # graph order: the target first
         "tabs": tabs,
     }

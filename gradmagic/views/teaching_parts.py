@@ -6,7 +6,9 @@ tables and drawings. The views themselves are in :mod:`.teaching_forward`,
 from __future__ import annotations
 
 import html
+import re
 import weakref
+from functools import lru_cache
 from typing import Any
 
 from ..analysis import explanations
@@ -24,6 +26,33 @@ WIDTH = 24  # an unnamed node's expression longer than this is written by its op
 _GREY = "#4b5563"  # text: 7:1 on the light fill (WCAG AA asks 4.5:1)
 _GOOD = "#166534"
 _BAD = "#dc2626"
+
+
+# =========================================================================== rules
+_LETTER = re.compile(r"(?<![A-Za-z_])([ab])(?![A-Za-z_])")
+# a letter raised (aᵇ) cannot hold a name: written on the line (a^b, a^(b−1))
+_RAISED = (("ᵇ⁻¹", "^(b−1)"), ("ᵃ", "^a"), ("ᵇ", "^b"))
+
+
+class _Letters(dict):
+    """The operands' names by letter; a letter with no operand stays itself."""
+
+    def __missing__(self, key):
+        return key
+
+
+@lru_cache(maxsize=256)
+def _template(rule: str) -> str:
+    """A rule with its letters ``a`` and ``b`` as format fields (made once per rule)."""
+    for raised, flat in _RAISED:
+        rule = rule.replace(raised, flat)
+    return _LETTER.sub(lambda m: "{" + m.group(1) + "}", rule.replace("{", "{{").replace("}", "}}"))
+
+
+def rule_with(rule: str, names: list) -> str:
+    """An op table's rule (written with ``a`` and ``b``) with its operands' ``names`` in
+    their places: ``∂(x·w)/∂x = w``, never the letters, which may be other names of the cell."""
+    return _template(rule).format_map(_Letters(zip("ab", names)))
 
 
 # =========================================================================== expressions
@@ -136,8 +165,8 @@ def _more(shown: int, total: int, what: str) -> str:
     return f"… and {total - shown:,} more {what}" if total > shown else ""
 
 
-def _table(header, rows, colours=None) -> str:
-    return render.html_table(header, rows, colours)
+def _table(header, rows, colours=None, *, one_line: bool = False) -> str:
+    return render.html_table(header, rows, colours, one_line=one_line)
 
 
 def _draw(trace, cache, extra_dot: str = "", **options) -> str:
@@ -153,14 +182,14 @@ def _draw(trace, cache, extra_dot: str = "", **options) -> str:
     source = render.to_dot(trace, **options)
     if extra_dot:
         source = source[: source.rfind("}")] + extra_dot + "}"
-    image = cache.get(source) if cache is not None else None
-    if image is None:
-        try:
+    try:
+        image = cache.get(source) if cache is not None else None
+        if image is None:
             image = render.svg(source)
-        except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
-            return render.graph_failure_html(exc, source)
-        if cache is not None:
-            cache[source] = image
+            if cache is not None:
+                cache[source] = image
+    except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
+        return render.graph_failure_html(exc, source)
     head = ""
     if summary is not None:
         head = _paragraph(

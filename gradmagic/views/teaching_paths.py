@@ -6,6 +6,7 @@ of the local derivatives along it, and why reverse mode never lists them (number
 from __future__ import annotations
 
 import html
+import re
 
 from ..analysis import explanations
 from ..analysis.numbers import fmt
@@ -26,6 +27,7 @@ from .teaching_parts import (
     definition,
     expressions,
     local_text,
+    rule_with,
 )
 
 
@@ -62,12 +64,33 @@ def _path_cells(trace, exprs, path, limit: int = ITEMS) -> list:
     return [" ← ".join(route), "·".join(formula), "·".join(numbers), fmt(path.product, 6)]
 
 
-def _rules(trace, path) -> list:
+_OP_INDEX = re.compile(r"\(\S+\)#\d+")  # an unnamed op node written by its op: (+)#12
+
+
+def _operand(trace, exprs, p: int) -> str:
+    """Node ``p`` as an operand of a rule: its name, its number, ``(+)#12``, or its
+    expression in parentheses (``(x·y)``: a rule's ``a^b`` then reads as written)."""
+    text = exprs[p]
+    node = trace.nodes[p]
+    if node.label or _OP_INDEX.fullmatch(text):
+        return text
+    if node.is_leaf:
+        return f"({text})" if text.startswith(("-", "−")) else text
+    return f"({text})"
+
+
+def _rules(trace, exprs, path) -> list:
+    """The rules of the path's ops, each written with its own operands (the op table's
+    letters ``a``, ``b`` may be other names of the cell)."""
     out = []
     for c, *_ in path.steps:
         entry = OPS.get(trace.nodes[c].op)
-        if entry is not None and entry.rule not in out:
-            out.append(entry.rule)
+        parents = trace.nodes[c].parents
+        if entry is None or not entry.rule or len(parents) > 2:
+            continue
+        rule = rule_with(entry.rule, [_operand(trace, exprs, p) for p in parents])
+        if rule not in out:
+            out.append(rule)
     return out
 
 
@@ -131,23 +154,33 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
     ok = result.grad == result.total or abs(result.total - result.grad) <= 1e-9 * max(
         1.0, abs(result.grad)
     )
-    for k, line in enumerate(head):
-        out.append(
-            _paragraph(
-                ("<b>" + html.escape(line) + "</b>") if k == 0 else html.escape(line),
-                (_GOOD if ok else _BAD) if k == 1 else "",
-            )
+    said = [
+        _paragraph(
+            ("<b>" + html.escape(line) + "</b>") if k == 0 else html.escape(line),
+            (_GOOD if ok else _BAD) if k == 1 else "",
         )
-    if result.paths:
+        for k, line in enumerate(head)
+    ]
+    if not result.paths:
+        out.append(said[0])
+    else:  # the paths first, then what they are and sum to: a short box shows them first
+        to = html.escape(exprs[trace.target.index])
+        out.append(_paragraph(f"<b>The paths from {html.escape(exprs[i])} to {to}:</b>"))
         rows = [[str(k + 1)] + _path_cells(trace, exprs, p) for k, p in enumerate(result.paths)]
-        out.append(_table(["#", "path", "local derivatives", "numbers", "product"], rows))
+        # (a row a line: a short box shows several paths, each a scroll away sideways)
+        out.append(
+            _table(["#", "path", "local derivatives", "numbers", "product"], rows, one_line=True)
+        )
+        out.append(said[0])
+    out += said[1:]
+    if result.paths:
         if result.complete and len(result.paths) > 1:
             out.append(
                 _paragraph(
                     html.escape(" + ".join(r[4] for r in rows) + " = " + fmt(result.listed_sum, 10))
                 )
             )
-        rules = _rules(trace, result.paths[0])
+        rules = _rules(trace, exprs, result.paths[0])
         if rules:
             out.append(
                 _paragraph(

@@ -23,7 +23,15 @@ def build_topo(v):
         for child in v._prev:     # the node's inputs, in order
             build_topo(child)
         topo.append(v)            # t [...]
-build_topo(f)"""
+build_topo({target})"""
+
+
+def build_topo_code(trace) -> str:
+    """:data:`BUILD_TOPO` called on the run's target, by the name the cell gave it."""
+    label = trace.target.label
+    if label:
+        return BUILD_TOPO.format(target=label)
+    return BUILD_TOPO.format(target="target") + "  # the cell's last expression"
 
 
 def _elide(items: list, limit: int = ITEMS) -> str:
@@ -152,7 +160,7 @@ def _walk_intro(trace, walk) -> list:
             "visit a node, walk into each of its inputs, then append it to the order. "
             "Every node lands in the order after all its inputs."
         ),
-        f'<pre style="margin:2px 0; font-size:11px">{html.escape(BUILD_TOPO)}</pre>',
+        f'<pre style="margin:2px 0; font-size:11px">{html.escape(build_topo_code(trace))}</pre>',
         _paragraph(
             "<b>As micrograd's lecture prints it</b> (labelled nodes"
             + (

@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 
 from ..analysis.torchgraph import layout, shown_name
-from . import torchview
+from . import render, torchview
 from .torchview import _g, _pct, _shape, _status
 
 __all__ = ["payload", "answer", "widget", "mimebundle", "STEPS", "SEND"]
@@ -49,13 +49,15 @@ def payload(run, open=()) -> dict:
     }
     number = {key: n for n, key in enumerate(keys)}
     box_of = {k: n for n, box in enumerate(lay.boxes.values()) for k in box.ops}
+    # (a leaf's box, by its value: the box an AccumulateGrad step lights)
+    leaf_box = {box.value: n for n, box in enumerate(lay.boxes.values()) if box.kind == "leaf"}
     parents: dict = {}
     for a, b in lay.edges:
         parents.setdefault(number[b], []).append(number[a])
     nodes = {
         str(n): _node(run, box, parents.get(n, [])) for n, box in enumerate(lay.boxes.values())
     }
-    steps = _steps(run, box_of)
+    steps = _steps(run, box_of, leaf_box)
     return {
         "kind": "torch",
         "headline": torchview.headline(run),
@@ -161,7 +163,7 @@ def _checks_html(run) -> dict:
     lines = torchview.check_lines(run)
     parts = [
         f"<div class='gm-check gm-check-{html.escape(s)}' style='color:"
-        f"{colour.get(s, '#374151')}'>{mark.get(s, '')}{html.escape(t)}</div>"
+        f"{colour.get(s, '#374151')}'>{mark.get(s, '')}{render.whole_numbers(html.escape(t))}</div>"
         for s, t in lines[: torchview.ROWS]
     ]
     if len(lines) > torchview.ROWS:
@@ -226,16 +228,17 @@ def _params(run) -> dict:
     }
 
 
-def _steps(run, box_of) -> dict:
+def _steps(run, box_of, leaf_box) -> dict:
     """The backward pass for the stepper: each autograd node in the order it ran, the box it
-    lights, and the size of the gradient it received."""
+    lights (an ``AccumulateGrad``: its leaf's box, where one is drawn), and the size of the
+    gradient it received."""
     out = []
     for name, k, i in run.backward[:STEPS]:
         g = run.grad_stats[i] if i >= 0 and run.reached[i] else None
         out.append(
             [
                 name,
-                box_of.get(k, -1) if k >= 0 else -1,
+                box_of.get(k, -1) if k >= 0 else leaf_box.get(i, -1),
                 run.ops[k].name if k >= 0 else "",
                 run.name_of(i) if i >= 0 else "",
                 f"σ {_g(g[1])}  max {_g(g[2])}" if g is not None else "",

@@ -114,11 +114,8 @@ def _graph_html(run, open=()) -> str:
     source = to_dot(run, open=open)
     try:
         image = render.svg(source)
-    except Exception as exc:  # noqa: BLE001 - no Graphviz: say so, keep the tables
-        return (
-            f"<p>No picture of the graph ({html.escape(type(exc).__name__)}: Graphviz's "
-            f"<code>dot</code> is needed).</p>"
-        )
+    except Exception as exc:  # noqa: BLE001 - no Graphviz, or too slow: say so, keep the tables
+        return render.graph_failure_html(exc, source)
     note = f"<p style='margin:2px 0'>{html.escape(lay_note)}</p>" if lay_note else ""
     return (
         note + f'<div style="overflow:auto; max-width:100%; max-height:'
@@ -171,13 +168,13 @@ def check_lines(run) -> list:
     ops = run.checks["ops"]
     counts: dict[str, int] = {}
     for r in ops.values():
-        status = "like an op checked" if "like" in r else r["status"]
+        status = "alike" if "like" in r else r["status"]
         counts[status] = counts.get(status, 0) + 1
     out.append(
         (
             "pass" if not counts.get("fail") else "fail",
             "Each op's own gradient vs finite differences: "
-            + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            + ", ".join(_op_count(n, s) for s, n in sorted(counts.items()))
             if counts
             else "No op was checked on its own.",
         )
@@ -195,6 +192,15 @@ def check_lines(run) -> list:
             )
     out.extend(("none", note) for note in run.checks.get("notes", []))
     return out
+
+
+def _op_count(n: int, status: str) -> str:
+    """``5 pass``, ``1 fails``, ``2 repeat an op checked``: a count of ops and what they did."""
+    if status == "alike":
+        return f"{n} repeat{'s' if n == 1 else ''} an op checked (and share its result)"
+    if status == "fail":
+        return f"{n} fail{'s' if n == 1 else ''}"
+    return f"{n} {status}"
 
 
 def health_lines(run) -> list:
@@ -243,7 +249,7 @@ def _table(header, rows, colours=()) -> str:
     body = []
     for n, row in enumerate(rows[:ROWS]):
         colour = colours[n] if n < len(colours) else ""
-        style = f" style='color:{colour}'" if colour else ""
+        style = " style='background:transparent" + (f"; color:{colour}'" if colour else "'")
         body.append(
             f"<tr{style}>"
             + "".join(f"<td style='padding:1px 6px'>{html.escape(str(c))}</td>" for c in row)
@@ -256,7 +262,8 @@ def _table(header, rows, colours=()) -> str:
     )
     return (
         "<div style='max-height:360px;overflow:auto'><table style='border-collapse:collapse;"
-        f"font-size:12px'><tr>{head}</tr>{''.join(body)}</table></div>{more}"
+        "font-size:12px; color:inherit'><thead><tr style='background:transparent'>"
+        f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
     )
 
 
@@ -343,11 +350,18 @@ def html_view(run, open=(), mark_run: str = "") -> str:
     colour = {"pass": PASS_TEXT, "fail": _FAIL, "none": "#374151"}
     mark = {"pass": "✓ ", "fail": "✗ ", "none": ""}
     tag = f' data-gm-run="{html.escape(mark_run)}"' if mark_run else ""
-    parts = [f"<div class='gradmagic-torch'{tag}><p><b>{html.escape(headline(run))}</b></p>"]
+    parts = [
+        f"<div class='gradmagic gradmagic-static gradmagic-torch'{tag} "
+        f'style="{render.STATIC_CARD}">',
+        render.static_style(mark_run) if mark_run else "",
+        f"<p><b>{html.escape(headline(run))}</b></p>",
+    ]
     parts += [f"<div style='color:{WARN_TEXT}'>{html.escape(w)}</div>" for w in run.warnings]
     for status, text in check_lines(run):
         s = status if status in colour else "none"
-        parts.append(f"<div style='color:{colour[s]}'>{mark[s]}{html.escape(text)}</div>")
+        parts.append(
+            f"<div style='color:{colour[s]}'>{mark[s]}{render.whole_numbers(html.escape(text))}</div>"
+        )
     report = _answers(run)
     if report is not None:
         parts.append(render.answers_html(report))

@@ -34,7 +34,7 @@ export function stepText(k, payload, data) {
 // the graph after k steps: every grad field unknown, then the steps' events replayed
 function drawStep(view, k, payload, data) {
   const nodes = data.nodes;
-  for (const i of view.nodes.keys()) {
+  for (const i of view.gradIndices()) {
     if (nodes[i]) view.setGrad(i, i === data.target ? null : "grad ?", i === data.target ? "f" : "u");
   }
   for (let s = 0; s < k; s++) {

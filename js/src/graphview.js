@@ -8,6 +8,7 @@
 import { h } from "./dom.js";
 
 export const MIN_TEXT_PX = 10; // never draw text smaller than this by default
+export const WHOLE_TEXT_PX = 8; // ... but a graph the Graph tab shows whole at this size or more
 export const FONT_PT = 10; // the DOT's fontsize (graph units are points)
 export const MAX_HEIGHT = 560; // px: the graph's viewport height at most
 const MIN_HEIGHT = 140;
@@ -85,6 +86,8 @@ export class GraphView {
     this.view = null; // {x, y, s}: the top-left corner in graph units, and px per unit
     this.drag = null;
     this.grads = null; // index -> its gradient's text, where the field was drawn wider
+    this.cellOrder = null; // a grouped picture's tables: the input of each ∇ cell, in order
+    this.cells = new Map(); // index -> the SVG text of its ∇ cell in a table of inputs
     this._listen();
   }
 
@@ -114,6 +117,21 @@ export class GraphView {
     this.svg = svg;
     this.root = svg.querySelector("g.graph");
     this.port.replaceChildren(svg);
+    this._cells();
+  }
+
+  // the ∇ cells of a grouped picture's tables, found in the order the kernel drew them
+  _cells() {
+    this.cells = new Map();
+    if (!this.cellOrder) return;
+    const texts = [...this.svg.querySelectorAll("g.node text")].filter((t) => t.textContent.startsWith("∇"));
+    if (texts.length !== this.cellOrder.length) return; // (not the tables it was told of)
+    this.cellOrder.forEach((i, k) => this.cells.set(i, texts[k]));
+  }
+
+  // every node whose gradient is drawn: its record's grad field or its table cell
+  gradIndices() {
+    return [...this.nodes.keys(), ...[...this.cells.keys()].filter((i) => !this.nodes.has(i))];
   }
 
   _index(g, title) {
@@ -143,14 +161,18 @@ export class GraphView {
   get width() { return this.port.clientWidth || this.w0; }
   get height() { return this.port.clientHeight || this.h0; }
 
-  // The first view: fitted, but text never under MIN_TEXT_PX; a graph too big for that shows
+  // The first view: fitted, but text never under MIN_TEXT_PX (or `whole`, a scale, for a graph
+  // that fits whole at that size: the Graph tab's small graphs); a graph too big for that shows
   // the part around `target`, the target at the far end of the flow (right for LR, bottom
-  // for TB).
-  initialView(target) {
+  // for TB) and what feeds it before it (a grouped picture: the groups and tables nearest
+  // the target).
+  initialView(target, whole = MIN_TEXT_PX / FONT_PT) {
     if (!this.svg) return;
     const w = Math.max(200, this.port.clientWidth || 800);
-    const least = MIN_TEXT_PX / FONT_PT;
     const most = this.room();
+    const s0 = Math.min(w / this.gw, (most - 8) / this.gh, MAX_FIT);
+    // (a graph that fits whole with text of `whole` scale or more opens whole)
+    const least = s0 >= whole ? Math.min(MIN_TEXT_PX / FONT_PT, s0) : MIN_TEXT_PX / FONT_PT;
     const tall = (s) => Math.min(most, Math.max(MIN_HEIGHT, this.gh * s + 8));
     let s = Math.min(w / this.gw, MAX_FIT);
     let height = tall(s);
@@ -163,16 +185,8 @@ export class GraphView {
     this.w0 = w;
     this.h0 = height;
     const fits = this.gw * s <= w + 1 && this.gh * s <= height + 1;
-    const b = fits || target === undefined || target === "start" ? null : this.box(target);
-    if (!fits && target === "start") {
-      // a picture grouped by the code: its start, around its first group (the flow of the
-      // code; a model's tables of inputs can be far taller than it), far enough right that
-      // the group shows beside the inputs that feed it
-      const boxes = [...this.svg.querySelectorAll("g.gm-group")].map((g) => this.extent(g));
-      const first = boxes.reduce((a, e) => (!a || e.x - e.w / 2 < a.x - a.w / 2 ? e : a), null);
-      this.view = first ? this.startAt(first, s, w, height) : { s, x: 0, y: (this.gh - height / s) / 2 };
-      this.clamp();
-    } else if (!b) {
+    const b = fits || target === undefined ? null : this.box(target);
+    if (!b) {
       this.view = fits || target === undefined
         ? { s, x: (this.gw - w / s) / 2, y: (this.gh - height / s) / 2 }
         : { s, x: 0, y: 0 };
@@ -204,29 +218,6 @@ export class GraphView {
       at = Math.max(...cut.map((e) => e[axis] + e[span] / 2)) + 6 / s;
     }
     if (at - this.view[axis] <= room / 2) this.view[axis] = at;
-  }
-
-  // The start of a picture grouped by the code: its first group in view, and left of it the
-  // inputs that feed it (the tables of a model's parameters) from their left edge, and from
-  // the top of the highest one, where the window holds them with the group; else the group
-  // at the right, starting past the inputs the window would cut in half.
-  startAt(first, s, w, height) {
-    const right = first.x + first.w / 2 + 24 / s; // the group's right edge, with a margin
-    const pad = 8 / s;
-    let y = first.y - height / 2 / s;
-    const beside = [...this.svg.querySelectorAll("g.node")].map((g) => this.extent(g)).filter((e) =>
-      e.x + e.w / 2 <= first.x - first.w / 2 && e.y + e.h / 2 > y && e.y - e.h / 2 < y + height / s);
-    const left = Math.min(first.x - first.w / 2, ...beside.map((e) => e.x - e.w / 2)) - pad;
-    let x = left;
-    if (right - left > w / s) {
-      x = right - w / s;
-      const cut = beside.filter((e) => e.x - e.w / 2 < x && e.x + e.w / 2 > x);
-      const past = Math.max(x, ...cut.map((e) => e.x + e.w / 2)) + pad / 2;
-      if (cut.length && past <= first.x - first.w / 2 - pad) x = past;
-    }
-    const top = Math.min(first.y - first.h / 2, ...beside.map((e) => e.y - e.h / 2)) - pad;
-    if (top < y && first.y + first.h / 2 + pad <= top + height / s) y = top;
-    return { s, x, y };
   }
 
   // The viewport's height at most: MAX_HEIGHT, less where the screen is shorter than the
@@ -404,7 +395,7 @@ export class GraphView {
   // when null; `state` "p" (a partial sum) or "u" (not yet known) colours it
   setGrad(index, text, state) {
     const g = this.nodes.get(index)?.v;
-    if (!g) return;
+    if (!g) return this.setCell(index, text, state);
     const texts = g.querySelectorAll("text");
     const last = texts[texts.length - 1];
     if (!last) return;
@@ -419,5 +410,21 @@ export class GraphView {
     fitText(last, text === null ? last.dataset.orig : text, Number(last.dataset.room));
     g.classList.toggle("gm-partial", state === "p");
     g.classList.toggle("gm-unknown", state === "u");
+  }
+
+  // an input's ∇ cell in a table: as setGrad writes a record's field ("grad 0.5 so far"
+  // as "∇0.5", in the partial sum's colour)
+  setCell(index, text, state) {
+    const t = this.cells.get(index);
+    if (!t) return;
+    if (t.dataset.orig === undefined) t.dataset.orig = t.textContent;
+    if (!t.dataset.room) {
+      const w = t.getComputedTextLength();
+      if (w > 0) t.dataset.room = String(w + FIELD_PAD);
+    }
+    const figure = text === null ? null : text.replace(/^grad /, "").replace(/ so far$/, "");
+    fitText(t, figure === null ? t.dataset.orig : `∇${figure}`, Number(t.dataset.room));
+    t.classList.toggle("gm-partial", state === "p");
+    t.classList.toggle("gm-unknown", state === "u");
   }
 }

@@ -2,13 +2,14 @@
 // and the tabs' pages (made when first shown). destroy() removes everything it added.
 
 import { errorText, h } from "./dom.js";
-import { FONT_PT, GraphView, MAX_HEIGHT, MIN_TEXT_PX } from "./graphview.js";
+import { FONT_PT, GraphView, MAX_HEIGHT, MIN_TEXT_PX, WHOLE_TEXT_PX, screenHeight } from "./graphview.js";
 import { widenFields } from "./fields.js";
 import { PAGES } from "./pages.js";
 import { nodePanel, tooltip } from "./panel.js";
 import { layout, svgSize } from "./viz.js";
 
 const ANSWER_WAIT_MS = 20000; // a deferred tab not made by then: no kernel answered
+const AROUND_GRAPH = 170; // px of a view around its graph: headline, tabs, toolbar, legend
 
 // children among drawn nodes -> i's path to the target (i and every node it flows into)
 function pathsOf(nodes) {
@@ -27,17 +28,20 @@ function pathsOf(nodes) {
   };
 }
 
-// A small graph comes in both directions (data.dots): left to right when its text is 10 px or
-// more at `width`, else the direction drawn larger.
-async function chooseDot(model, data, width) {
+// A small graph comes in both directions (data.dots): the one that fits `width` x `height`
+// whole with 10 px text (left to right first), else the one that fits whole with the larger
+// text (at least WHOLE_TEXT_PX), else the one that shows more of itself at 10 px.
+async function chooseDot(model, data, width, height) {
   if (!data.dots) return data.dot;
-  const scale = async (dot) => {
-    const size = svgSize(await layout(model, dot));
-    return size ? Math.min(width / size.w, MAX_HEIGHT / size.h, 4 / 3) : 0;
-  };
-  const lr = await scale(data.dots.LR);
-  if (lr >= MIN_TEXT_PX / FONT_PT) return data.dots.LR;
-  return (await scale(data.dots.TB)) > lr ? data.dots.TB : data.dots.LR;
+  const sizes = {};
+  for (const d of ["LR", "TB"]) sizes[d] = svgSize(await layout(model, data.dots[d])) || { w: 1e9, h: 1e9 };
+  const fit = (d) => Math.min(width / sizes[d].w, height / sizes[d].h, 4 / 3);
+  const shown = (d) => Math.min(1, width / sizes[d].w) * Math.min(1, height / sizes[d].h);
+  const legible = MIN_TEXT_PX / FONT_PT;
+  for (const d of ["LR", "TB"]) if (fit(d) >= legible) return data.dots[d];
+  const [best, other] = fit("LR") >= fit("TB") ? ["LR", "TB"] : ["TB", "LR"];
+  if (fit(best) >= WHOLE_TEXT_PX / FONT_PT) return data.dots[best];
+  return data.dots[shown(other) > shown(best) ? other : best];
 }
 
 // What a click on a drawn node does, by its kind ("v" a value, "o" its operation).
@@ -45,9 +49,9 @@ export const NODE_CLICKS = {
   v: (live, node) => live.pick(node.index),
   o: (live, node) => live.pick(node.index),
   // a group of a picture grouped by the code: the kernel opens it and answers in `opened.graph`
-  g: (live, node) => live.model.send({ type: "open", tab: `group:${node.id}` }),
+  g: (live, node) => { live.anchorAt(node.id); live.model.send({ type: "open", tab: `group:${node.id}` }); },
   // the frame of an opened group: the kernel closes it (and what was opened inside it)
-  f: (live, node) => live.model.send({ type: "close", group: node.id }),
+  f: (live, node) => { live.anchorAt(node.id); live.model.send({ type: "close", group: node.id }); },
 };
 
 export class LiveView {
@@ -84,10 +88,13 @@ export class LiveView {
     this.on("change:tab", () => this.show(model.get("tab")));
     this.on("change:opened", () => this.answered());
     el.append(this.root);
+    this.sizes = new ResizeObserver(() => this.resized());
+    this.sizes.observe(this.root);
     this.show(model.get("tab"));
   }
 
   destroy() {
+    this.sizes.disconnect();
     for (const [event, f] of this.unlisten) this.model.off(event, f);
     for (const made of this.built.values()) clearTimeout(made.timer);
     for (const g of this.graphs) g.view.destroy();
@@ -136,7 +143,7 @@ export class LiveView {
       onHover: this.tip.hover,
     });
     const started = performance.now();
-    this.chosen ||= chooseDot(this.model, this.data, Math.max(200, this.root.clientWidth || 800));
+    this.chosen ||= this.choose();
     const entry = { kind, view };
     const saved = kind === "graph" ? this.openedTabs().graph : null; // groups opened before
     entry.ready = (saved && saved.dot ? Promise.resolve(saved.dot) : this.chosen).then(async (chosen) => {
@@ -144,6 +151,7 @@ export class LiveView {
       const svg = await layout(this.model, dot);
       view.el.dataset.layoutMs = String(Math.round(performance.now() - started));
       view.grads = grads;
+      view.cellOrder = this.data.cells || null;
       view.mount(svg, dot);
       entry.dot = dot;
       return view;
@@ -153,6 +161,35 @@ export class LiveView {
     });
     this.graphs.push(entry);
     return entry;
+  }
+
+  // the direction of a small graph for the output's width and the screen's height now
+  choose() {
+    this.width = this.root.clientWidth || 800;
+    const room = Math.min(MAX_HEIGHT, screenHeight() - AROUND_GRAPH);
+    return chooseDot(this.model, this.data, Math.max(200, this.width - 2), Math.max(120, room));
+  }
+
+  // The output became wider or narrower (a sidebar closed, the window resized): a small
+  // graph is drawn again in the direction that now fits, from its first view.
+  resized() {
+    const width = this.root.clientWidth;
+    if (!this.data.dots || !width || !this.width || Math.abs(width - this.width) < 40) return;
+    this.chosen = this.choose();
+    for (const entry of this.graphs) {
+      if (entry.kind !== "graph") continue;
+      entry.ready = Promise.all([entry.ready, this.chosen]).then(async ([view, dot]) => {
+        if (dot === entry.dot) return view;
+        view.mount(await layout(this.model, dot), dot);
+        entry.dot = dot;
+        view.view = null; // (a hidden page makes its first view when shown)
+        if (view.port.clientWidth) {
+          view.initialView(this.data.target, WHOLE_TEXT_PX / FONT_PT);
+          this.select(this.model.get("selected"));
+        }
+        return view;
+      }).catch(() => entry.view); // (a view that failed to draw has said so already)
+    }
   }
 
   // The graph could not be drawn here: say why in a sentence. (gm-failed lets the static
@@ -221,6 +258,27 @@ export class LiveView {
     if (entry) entry.show().then(() => { this.root.dataset.drawn = "1"; }).catch(() => {});
   }
 
+  // where group `id` is on the screen (its top-left corner, in px of the viewport), so that
+  // the picture drawn again with it opened (or closed) keeps it there: nothing jumps
+  anchorAt(id) {
+    const v = this.graphs.find((g) => g.kind === "graph")?.view;
+    const g = v?.view && v.svg.querySelector(`g[data-id="${CSS.escape(id)}"]`);
+    if (!g) return;
+    const b = v.extent(g);
+    const { s, x, y } = v.view;
+    this.anchor = { id, s, x: (b.x - b.w / 2 - x) * s, y: (b.y - b.h / 2 - y) * s };
+  }
+
+  // the new picture's view: the clicked group where it was, else the target's first view
+  placeAnchored(view) {
+    const a = this.anchor;
+    const g = a && view.svg.querySelector(`g[data-id="${CSS.escape(a.id)}"]`);
+    if (!g) return view.initialView(this.data.target);
+    const b = view.extent(g);
+    view.view = { s: a.s, x: b.x - b.w / 2 - a.x / a.s, y: b.y - b.h / 2 - a.y / a.s };
+    view.apply();
+  }
+
   // the kernel opened a group of a picture grouped by the code: draw the new picture
   regrouped() {
     const graph = this.openedTabs().graph;
@@ -231,8 +289,7 @@ export class LiveView {
       const view = entry.view;
       entry.ready = layout(this.model, graph.dot).then((svg) => {
         view.mount(svg, graph.dot);
-        view.view = null;
-        view.initialView("start");
+        this.placeAnchored(view);
         this.select(this.model.get("selected"));
         return view;
       }).catch((err) => { this.failed(view, err); throw err; });

@@ -5,6 +5,7 @@
 // removed with the view). Another kind of tab adds a function to PAGES.
 
 import { codeSpans, h, legend } from "./dom.js";
+import { FONT_PT, WHOLE_TEXT_PX } from "./graphview.js";
 import { backwardPage } from "./backward.js";
 import { stepsPage } from "./steps.js";
 import { table } from "./tables.js";
@@ -19,7 +20,7 @@ function graphPage(payload, ctx) {
   entry.view.toolbar.append(panel.picker);
   page.append(entry.view.el, legend(), panel.info);
   entry.show = () => entry.ready.then((v) => {
-    if (!v.view) v.initialView(data.summary && data.summary.grouped ? "start" : data.target);
+    if (!v.view) v.initialView(data.target, WHOLE_TEXT_PX / FONT_PT); // a small graph: whole
     ctx.select(model.get("selected"));
   });
   return { page, entry };
