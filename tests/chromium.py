@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+import time
+import urllib.request
+from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
 # headless, and quiet on a machine with no network (Chromium's background connections are
@@ -44,3 +47,16 @@ def stop(server: subprocess.Popen, log) -> None:
     except subprocess.TimeoutExpired:
         server.kill()
     log.close()
+
+
+def wait_until_serving(base: str, token: str, server: subprocess.Popen, log: Path) -> None:
+    """Wait (at most 90 s) until the Jupyter server at ``base`` answers; fail with the end of
+    its ``log`` if it stops or never does."""
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            return
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)

@@ -10,11 +10,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from chromium import wait_until_serving
 
 pytest.importorskip("jupyterlab")
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,16 +70,7 @@ def test_make_demo_leaves_the_checkout_as_it_was(tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, (
-                    tmp_path / "demo.log"
-                ).read_text()[-3000:]
-                time.sleep(0.3)
+        wait_until_serving(base, token, server, tmp_path / "demo.log")
         # the tour is served, and saved back as JupyterLab saves it (its kernel named anew)
         tour = _api(base, token, "01_backprop_tour.ipynb")
         tour["content"]["metadata"]["kernelspec"]["display_name"] = "Python 3 (ipykernel)"

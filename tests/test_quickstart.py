@@ -15,8 +15,6 @@ import re
 import secrets
 import socket
 import subprocess
-import time
-import urllib.request
 import venv
 from pathlib import Path
 
@@ -25,7 +23,7 @@ import pytest
 pytest.importorskip("build")
 ROOT = Path(__file__).resolve().parents[1]
 from building import build_wheel
-from chromium import CHROMIUM, launch, stop
+from chromium import CHROMIUM, launch, stop, wait_until_serving
 
 pytestmark = pytest.mark.slow
 
@@ -169,16 +167,7 @@ def test_the_quick_start_draws_in_jupyterlab_from_the_wheel(fresh):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, (
-                    root / "server.log"
-                ).read_text()[-3000:]
-                time.sleep(0.3)
+        wait_until_serving(base, token, server, root / "server.log")
         with sync_api.sync_playwright() as pw:
             browser = launch(pw)
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
