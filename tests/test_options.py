@@ -216,3 +216,12 @@ def test_grade_checks_its_options_and_reads_the_line_as_the_magic_does():
     assert not bad.passed and "--eps must be positive" in bad.error and "line 1" in bad.error
     # the student's own --expect (a name in their notebook) is not read: -t still is
     assert grade("%%autograd --expect mine -t b\n" + source, {"a": 4}, isolate=False).passed
+
+
+def test_a_bad_line_says_why_and_the_usage_not_the_whole_help(ip):
+    with pytest.raises(UsageError) as shown:
+        ip.run_cell_magic("autograd", "--max-nodes 0", "a = 1.0")
+    text = str(shown.value)
+    assert text.splitlines()[0].startswith("--max-nodes")  # the reason first
+    assert "usage: %autograd" in text and "%%autograd? describes every option" in text
+    assert "draw at most N nodes" not in text and len(text.splitlines()) < 10

@@ -365,6 +365,11 @@ def _parsed(text: str) -> tuple[tuple[str, Any], ...]:
     return tuple(args.items())
 
 
+def usage_text(prog: str = "%autograd") -> str:
+    """The magic's usage line (every option in brief), as argparse writes it."""
+    return _parser(prog).format_usage().strip()
+
+
 def help_text(description: str = "", prog: str = "%autograd") -> str:
     """The magic's help: its usage line, ``description``, then every option with its help."""
     parser = _parser(prog)

@@ -27,7 +27,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from . import runtime as _runtime
 from . import session, torchcell
-from ..analysis.options import OptionError, Options, help_text, option_specs
+from ..analysis.options import OptionError, Options, help_text, option_specs, usage_text
 from ..views import display
 from .expect import parse_expect
 from .cell_text import _ends_with_semicolon, _shell_syntax
@@ -95,7 +95,7 @@ class AutogradMagics(Magics):
             if not source:
                 raise UsageError(
                     "%autograd needs an expression to differentiate, "
-                    f"e.g. %autograd a*b + c\n\n{_help()}"
+                    f"e.g. %autograd a*b + c\n{_usage()}"
                 )
             header = f"%autograd {line}".rstrip()
         else:
@@ -216,11 +216,13 @@ def parse_options(text: str, ns=None) -> Options:
     try:
         return Options.parse(text, ns)
     except OptionError as e:
-        raise UsageError(f"{e}\n\n{_help()}") from None
+        raise UsageError(f"{e}\n{_usage()}") from None
 
 
-def _help() -> str:
-    return AutogradMagics.autograd.__doc__ or ""
+def _usage() -> str:
+    """What a bad line is answered with after its reason: the usage line, as IPython's own
+    magics answer (the whole help is ``%%autograd?``'s)."""
+    return f"{usage_text()}\n(%%autograd? describes every option)"
 
 
 def _point_into(error: SyntaxError, header: str, source: str) -> None:
