@@ -257,3 +257,16 @@ def test_a_pytorch_run_has_the_same_face_as_every_run():
     layer = run.grads_of("net")
     np.testing.assert_array_equal(layer["0"]["weight"], run.grads["net.0.weight"])
     assert isinstance(run.check(), CheckReport) and run.check().passed
+
+
+def test_a_file_an_earlier_cell_opened_is_not_written_by_a_re_run(ip, tmp_path):
+    # fh.write raises no audit event: the re-run's descriptors open for writing go nowhere
+    out = tmp_path / "log.txt"
+    ip.user_ns["fh"] = open(out, "w")
+    try:
+        trace = _run(ip, "fh.write('x')\nfh.flush()\nL = a * a\nL", "a = 2.0")
+        report = trace.check()
+        assert report.oracle == "code" and report.passed, report.verdict
+    finally:
+        ip.user_ns["fh"].close()
+    assert out.read_text() == "x"  # once, by the cell itself
