@@ -472,3 +472,14 @@ def test_a_source_of_a_type_of_its_own_is_sent_as_plain_text():
             raise AssertionError("encoded in the grader")
 
     assert grade(Source(WALK), RIGHT, target=Source("L")).passed
+
+
+@pytest.mark.parametrize("answer", [2.4, 1.7])  # the code's own slope, and the graph's
+def test_a_gradient_the_code_refutes_is_not_graded_either_way(answer):
+    # json round-trips a, which no graph follows: the graph says 1.7, the code 2.4
+    cell = "import json\na = 0.7\nL = json.loads(json.dumps(a)) * a + a\nL"
+    report = gradmagic.grade(cell, {"a": answer})
+    assert not report.passed
+    (row,) = report.rows
+    assert row.status == "error" and "not graded" in row.note
+    assert gradmagic.grade("a = 0.7\nL = a * a + a\nL", {"a": 2.4}).passed

@@ -84,6 +84,10 @@ def _collect(source, names, ns, target, raise_errors, after) -> dict:
         except KeyError:
             continue
         nodes[name] = {"index": node.index, "data": _plain(node.data), "grad": _plain(node.grad)}
+    for i in _disputed(trace):  # the judge grades no answer on a gradient the code refutes
+        for entry in nodes.values():
+            if entry["index"] == i:
+                entry["disputed"] = True
     return {
         "status": "ran",
         "target": trace.target.name,
@@ -91,6 +95,18 @@ def _collect(source, names, ns, target, raise_errors, after) -> dict:
         "nodes": nodes,
         "notes": list(trace.warnings),
     }
+
+
+def _disputed(trace) -> set:
+    """The inputs whose gradient the cell's code, run again, refutes: the recorded graph
+    missed a path from them (see :mod:`gradmagic.notebook.rerun`)."""
+    try:
+        report = trace.check()
+    except Exception:  # noqa: BLE001 - no check, no dispute: the graph's numbers stand
+        return set()
+    if report.oracle != "code":
+        return set()
+    return {r.index for r in report.rows if r.status == "fail" and r.index is not None}
 
 
 def _collect_torch(body, first_line, names, ns, target, after) -> dict:

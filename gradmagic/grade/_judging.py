@@ -150,10 +150,12 @@ class _Reported:
     Trace: ``node(name)`` (``.index``, ``.data``, ``.grad``), ``target.name``, ``branch_dependent``."""
 
     class _Node:
-        __slots__ = ("index", "data", "grad", "name")
+        __slots__ = ("index", "data", "grad", "name", "disputed")
 
-        def __init__(self, name, index, data, grad):
+        def __init__(self, name, index, data, grad, disputed=False):
             self.name, self.index, self.data, self.grad = name, index, data, grad
+            # the code, run again, refutes this gradient: the graph missed a path
+            self.disputed = disputed
 
     def __init__(self, nodes: dict, target: str, branch_dependent: bool):
         self._nodes = nodes
@@ -237,12 +239,30 @@ def _judge(
     return GradeReport.of(report, outcome, how, feedback)
 
 
+def _undisputed(reported, row, key: str):
+    """``row``, an error row where the gradient it grades is one the code refutes: neither
+    the recorded graph's number nor the student's answer is taken on trust then."""
+    if key.endswith(".data") or row.status not in ("pass", "fail"):
+        return row
+    disputed = {n.index for n in reported._nodes.values() if n.disputed}
+    if row.index not in disputed:
+        return row
+    return row._replace(
+        status="error",
+        note="not graded: your code, run again with this input moved, disagrees with the "
+        "gradient its recorded graph gives (a path the magic did not follow)",
+    )
+
+
 def _expect(reported, pairs, atol, rtol) -> CheckReport:
     """:func:`expect`, with arithmetic that fails on a reported number made an error row."""
     try:
         with np.errstate(all="ignore"):
             report = expect(reported, pairs, atol=atol, rtol=rtol)
-            report.rows = [_exactly(row, want) for row, (_, want) in zip(report.rows, pairs)]
+            report.rows = [
+                _undisputed(reported, _exactly(row, want), key)
+                for row, (key, want) in zip(report.rows, pairs)
+            ]
             return report
     except ArithmeticError:
         rows = []
@@ -304,9 +324,16 @@ def _nodes(nodes) -> dict:
         index = node.get("index")
         if type(index) is not int:
             raise _Unreadable
+        disputed = node.get("disputed", False)
+        if type(disputed) is not bool:
+            raise _Unreadable
         name = _text(name)
         out[name] = _Reported._Node(
-            name, index, _number_or_array(node.get("data")), _number_or_array(node.get("grad"))
+            name,
+            index,
+            _number_or_array(node.get("data")),
+            _number_or_array(node.get("grad")),
+            disputed,
         )
     return out
 
