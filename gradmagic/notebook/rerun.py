@@ -62,8 +62,6 @@ _OUTSIDE_PREFIXES = (
     "os.chmod",
     "os.chown",
     "os.utime",
-    "os.putenv",
-    "os.unsetenv",
     "shutil.",
     "tempfile.",
     "sqlite3.connect",
