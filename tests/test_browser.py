@@ -33,6 +33,7 @@ from chromium import CHROMIUM, CUT_AT_LEFT, launch, stop
 BUILD = ROOT / "build"
 DOCS = ROOT / "docs"
 MIN_PX = 10  # no text smaller than this
+WHOLE_PX = 8  # ... but fit or a small graph shown whole may go down to this
 
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
@@ -877,7 +878,8 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     app, base, token, nbdir = server
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell(c) for c in ("%load_ext gradmagic\nimport math", MLP, BIG_LOOP)
+        nbformat.v4.new_code_cell(c)
+        for c in ("%load_ext gradmagic\nimport math", MLP, BIG_LOOP, NEURON)
     ]
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -892,8 +894,8 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     # (?reset: JupyterLab would reopen the notebooks an earlier test left open beside it)
     _open(page, _url(app, base, token, "big.ipynb") + ("&reset" if app == "jupyterlab" else ""))
     _run_all(page)
-    views = _views(page, 2, timeout=240_000)
-    mlp, loop = views.nth(0), views.nth(1)
+    views = _views(page, 3, timeout=240_000)
+    mlp, loop, neuron = views.nth(0), views.nth(1), views.nth(2)
 
     mlp.scroll_into_view_if_needed()
     assert "grouped by the code" in mlp.locator(".gm-summary").inner_text()
@@ -946,6 +948,16 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     )
     assert mlp.locator(f"svg g.node.gm-group[data-id='{opened}']").count() == 1
 
+    # fit: too big to fit whole legibly, it shows the largest part with text of 8 px or more,
+    # around the target, and says so
+    mlp.get_by_title("fit to the view (0)").click()
+    assert min(_sizes(mlp)) >= WHOLE_PX - 0.05
+    assert float(mlp.locator(".gm-graph").first.get_attribute("data-scale")) < 1
+    assert loss.evaluate(IN_VIEW)
+    assert "too big to fit legibly" in mlp.locator(".gm-hint").first.inner_text()
+    page.mouse.move(0, 0)
+    _shot(mlp, f"grouped-mlp-fit-{app}.png")
+
     # the Backward tab starts at the target by its name, every input's gradient not yet known
     # (its table cell too), and its steps name nodes as they are written
     mlp.locator(".gm-tab", has_text="Backward").click()
@@ -989,6 +1001,16 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert {"w", "x", "s"} <= set(text.split())
     assert min(_sizes(loop)) >= MIN_PX - 0.05
     _shot(loop, f"grouped-loop-{app}.png", docs=app == "jupyterlab")
+
+    # a small graph: fit still shows it whole, every record in view
+    neuron.scroll_into_view_if_needed()
+    neuron.get_by_title("zoom in (+)").first.click()
+    neuron.get_by_title("fit to the view (0)").first.click()
+    records = neuron.locator(".gm-page[data-tab=graph] svg g.node")
+    assert records.count() >= 9
+    assert all(r.evaluate(IN_VIEW) for r in records.all())
+    assert min(_sizes(neuron)) >= WHOLE_PX - 0.05
+    assert "too big" not in neuron.locator(".gm-hint").first.inner_text()
     assert not [e for e in errors if "gradmagic" in e.lower() or "gm-" in e], errors
     page.close()
 

@@ -22,6 +22,8 @@ export function screenHeight() {
   return (window.innerHeight >= 300 ? window.innerHeight : 900) - APP_BARS;
 }
 
+const HINT = "drag to pan · ctrl + wheel to zoom · click a node";
+const PART_HINT = "too big to fit legibly: showing part · drag to pan · ctrl + wheel to zoom";
 const MAX_FIT = 4 / 3; // fitting never enlarges past this
 const DRAG_PX = 4; // a press that moves less is a click
 
@@ -77,7 +79,7 @@ export class GraphView {
       h("button", { class: "gm-btn", title: "zoom out (-)", text: "−", onclick: () => this.zoomBy(1 / 1.25) }),
       h("button", { class: "gm-btn", title: "zoom in (+)", text: "+", onclick: () => this.zoomBy(1.25) }),
       h("button", { class: "gm-btn gm-fit", title: "fit to the view (0)", text: "fit", onclick: () => this.fit() }),
-      h("span", { class: "gm-hint", text: "drag to pan · ctrl + wheel to zoom · click a node" }));
+      this.hint = h("span", { class: "gm-hint", text: HINT }));
     this.port = h("div", { class: "gm-port", tabindex: "-1" });
     this.el.append(this.toolbar, this.port);
     this.svg = null;
@@ -85,6 +87,8 @@ export class GraphView {
     this.edges = []; // {g, from, to}
     this.view = null; // {x, y, s}: the top-left corner in graph units, and px per unit
     this.drag = null;
+    this.target = undefined; // the first view's target, and the selected node: what fit shows
+    this.selected = -1;
     this.grads = null; // index -> its gradient's text, where the field was drawn wider
     this.cellOrder = null; // a grouped picture's tables: the input of each ∇ cell, in order
     this.cells = new Map(); // index -> the SVG text of its ∇ cell in a table of inputs
@@ -168,6 +172,7 @@ export class GraphView {
   // the target).
   initialView(target, whole = MIN_TEXT_PX / FONT_PT) {
     if (!this.svg) return;
+    this.target = target;
     const w = Math.max(200, this.port.clientWidth || 800);
     const most = this.room();
     const s0 = Math.min(w / this.gw, (most - 8) / this.gh, MAX_FIT);
@@ -252,12 +257,20 @@ export class GraphView {
     return { ...p, w: b.width, h: b.height };
   }
 
+  // The whole graph, when its text stays WHOLE_TEXT_PX or more; else the largest part that
+  // keeps it so, centred on the selected node (else the target), and the hint says so.
   fit() {
     if (!this.svg) return;
     const { width: w, height: hgt } = this;
-    const s = Math.min(w / this.gw, hgt / this.gh, MAX_FIT);
-    this.view = { s, x: (this.gw - w / s) / 2, y: (this.gh - hgt / s) / 2 };
+    const whole = Math.min(w / this.gw, hgt / this.gh, MAX_FIT);
+    const legible = WHOLE_TEXT_PX / FONT_PT;
+    const s = Math.max(whole, legible);
+    const at = whole < legible && this.box(this.selected >= 0 ? this.selected : this.target);
+    const c = at || { x: this.gw / 2, y: this.gh / 2 };
+    this.view = { s, x: c.x - w / 2 / s, y: c.y - hgt / 2 / s };
+    if (whole < legible) this.clamp();
     this.apply();
+    this.hint.textContent = whole < legible ? PART_HINT : HINT;
   }
 
   apply() {
@@ -369,6 +382,7 @@ export class GraphView {
 
   // classes on nodes/edges: the path highlight and the selected node
   mark(path, selected, cls = "gm-path") {
+    this.selected = selected;
     for (const [i, g] of this.nodes) {
       const on = path.has(i);
       if (g.v) g.v.classList.toggle(cls, on);
