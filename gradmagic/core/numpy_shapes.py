@@ -246,7 +246,9 @@ def _r_stack(exact, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"
     return nodes[0] if len(nodes) == 1 else _fold(_CONCAT, nodes, {"axis": axis})
 
 
-def _r_hstack(exact, tup, *, dtype=None, casting="same_kind"):
+def _reshaped(tup, shape_of) -> list | None:
+    """Each array of ``tup`` as a node of the shape ``shape_of(its numbers)`` gives (None:
+    as it is), or None when ``tup`` is not a sequence of arrays the graph has."""
     tup = _rows(tup)
     if not isinstance(tup, (list, tuple)) or not tup:
         return None
@@ -255,39 +257,32 @@ def _r_hstack(exact, tup, *, dtype=None, casting="same_kind"):
         n = _node_of(x)
         if n is None:
             return None
-        nodes.append(_t._apply(_RESHAPE, n, None, {"shape": np.atleast_1d(_pv(x)).shape}))
+        shape = shape_of(_pv(x))
+        nodes.append(n if shape is None else _t._apply(_RESHAPE, n, None, {"shape": shape}))
+    return nodes
+
+
+def _r_hstack(exact, tup, *, dtype=None, casting="same_kind"):
+    nodes = _reshaped(tup, lambda v: np.atleast_1d(v).shape)
+    if nodes is None:
+        return None
     axis = 0 if np.ndim(exact) == 1 else 1
     return _r_concatenate(exact, nodes, axis=axis, dtype=dtype)
 
 
 def _r_vstack(exact, tup, *, dtype=None, casting="same_kind"):
-    tup = _rows(tup)
-    if not isinstance(tup, (list, tuple)) or not tup:
-        return None
-    nodes = []
-    for x in tup:
-        n = _node_of(x)
-        if n is None:
-            return None
-        shape = np.atleast_2d(_pv(x)).shape
-        nodes.append(_t._apply(_RESHAPE, n, None, {"shape": shape}))
-    return _r_concatenate(exact, nodes, axis=0, dtype=dtype)
+    nodes = _reshaped(tup, lambda v: np.atleast_2d(v).shape)
+    return None if nodes is None else _r_concatenate(exact, nodes, axis=0, dtype=dtype)
+
+
+def _column(v):
+    """A 1-d array (or a number) as a column; a 2-d one as it is."""
+    return np.atleast_1d(v).shape + (1,) if np.ndim(v) < 2 else None
 
 
 def _r_column_stack(exact, tup):
-    tup = _rows(tup)
-    if not isinstance(tup, (list, tuple)) or not tup:
-        return None
-    nodes = []
-    for x in tup:
-        n = _node_of(x)
-        if n is None:
-            return None
-        shape = np.shape(_pv(x))
-        if len(shape) < 2:  # a 1-d array is a column
-            n = _t._apply(_RESHAPE, n, None, {"shape": np.atleast_1d(_pv(x)).shape + (1,)})
-        nodes.append(n)
-    return _r_concatenate(exact, nodes, axis=1)
+    nodes = _reshaped(tup, _column)
+    return None if nodes is None else _r_concatenate(exact, nodes, axis=1)
 
 
 def _r_dstack(exact, tup):
