@@ -836,9 +836,10 @@ def test_the_filter_refuses_namespaces_keys_memfd_and_other_sockets():
 @pytest.mark.parametrize(
     "hog",
     [
-        # processes that hid their memory (non-dumpable), together past the limit
-        "import ctypes, os, time\nfor _ in range(4):\n    if os.fork() == 0:\n"
-        "        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n        b = b'x' * (100 << 20)\n"
+        # processes that hid their memory (non-dumpable), together past the limit; each
+        # stays well under the per-process bound, whatever the worker's own size
+        "import ctypes, os, time\nfor _ in range(6):\n    if os.fork() == 0:\n"
+        "        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n        b = b'x' * (60 << 20)\n"
         "        time.sleep(5)\n        os._exit(0)\ntime.sleep(3)\n",
         # kernel memory: folders in the small /tmp
         "import os\nfor i in range(400000):\n    os.mkdir(f'/tmp/d{i}')\n",
