@@ -321,32 +321,23 @@ def check(
         A :class:`gradmagic.analysis.trace.Trace`: its ``rerun`` runs the code again; a
         trace without one (built with the explicit engine) has its graph replayed.
     eps, atol, rtol:
-        Step and tolerance: a row passes if ``|analytic - numeric| <= atol +
-        rtol * |numeric|`` (the defaults are PyTorch gradcheck's).
+        A row passes if ``|analytic - numeric| <= atol + rtol * |numeric|`` (defaults:
+        PyTorch gradcheck's).
     max_leaves:
-        How many leaves to perturb one by one: ``"auto"`` perturbs every leaf of a small
-        graph and, of a big one, the named leaves first and a seeded random sample, with
-        a note; ``None`` perturbs all; an int caps it. When leaves of a scalar graph are
-        left out, one more row moves all of them at once along a random direction
-        (``index`` None, ``count`` the leaves).
+        How many leaves to perturb one by one: ``"auto"`` every leaf of a small graph, and
+        of a big one the named leaves and a seeded random sample (with a note); ``None``
+        all; an int caps it. One more row moves all leaves at once along a random
+        direction when leaves of a scalar graph are left out (``index`` None, ``count``
+        the leaves).
     max_elements:
         At most this many elements of each array (tensor) leaf are perturbed one by one,
         chosen with ``seed``; its row shows the worst of them. None: ``RERUN_ELEMENTS``
         where the code is run again (one more row moves every element at once), else
         ``REPLAY_ELEMENTS``.
     """
-    for name, x in (("eps", eps), ("atol", atol), ("rtol", rtol)):
-        if not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
-    if eps == 0:
-        raise ValueError("eps must be > 0")
+    _validate(eps=eps, atol=atol, rtol=rtol)
     replay = Replay(trace)
-    # a wide graph replays many points for little more than one: more leaves fit the budget
-    wide = lambda: trace.n <= _WIDE_MAX and replay.grouped() is not None  # noqa: E731
-    if max_elements is None:
-        usable = getattr(trace, "rerun", None) is not None and not trace.rerun.problem
-        max_elements = RERUN_ELEMENTS if usable else REPLAY_ELEMENTS
-    perturbation, notes = choose(trace, max_leaves, max_elements, seed, wide)
+    perturbation, notes = _choose(trace, replay, max_leaves, max_elements, seed)
     notes = _run_notes(trace, notes)
     judge = Judge(trace, atol, rtol)
     code = _Code(trace, replay, judge, perturbation)
@@ -369,6 +360,24 @@ def check(
         unchecked="" if len(perturbation) else _why_unchecked(trace),
         oracle=code.oracle,
     )
+
+
+def _choose(trace, replay, max_leaves, max_elements, seed) -> tuple:
+    """(the leaves and elements to move, notes on what was left out)."""
+    # a wide graph replays many points for little more than one: more leaves fit the budget
+    wide = lambda: trace.n <= _WIDE_MAX and replay.grouped() is not None  # noqa: E731
+    if max_elements is None:
+        usable = getattr(trace, "rerun", None) is not None and not trace.rerun.problem
+        max_elements = RERUN_ELEMENTS if usable else REPLAY_ELEMENTS
+    return choose(trace, max_leaves, max_elements, seed, wide)
+
+
+def _validate(**numbers) -> None:
+    for name, x in numbers.items():
+        if not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
+    if numbers["eps"] == 0:
+        raise ValueError("eps must be > 0")
 
 
 def _measured_rows(code, perturbation, eps: float, notes: list) -> tuple:

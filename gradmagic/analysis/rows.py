@@ -44,6 +44,13 @@ _STATUS = ("pass", "fail", "kink", "nonfinite", "unresolved")  # the check's sta
 RANK = {"error": 0, "fail": 1, "graph": 2, "nonfinite": 3, "unresolved": 4, "kink": 5, "pass": 6}
 
 
+_ERRORS = ("abs_err", "rel_err", "bound")
+_ALONG = (
+    "along a random direction: each leaf moved by ±eps at once, the gradient times the "
+    "move against the change of the target"
+)
+
+
 class CheckRow(NamedTuple):
     """One comparison: a number from the trace (``got``) beside what it should be.
 
@@ -190,63 +197,27 @@ class Judge:
     def _scalar_rows(self, p: Perturbation, m: Measured, numbers: dict) -> list:
         trace, nodes, kinks = self.trace, self.trace.nodes, self.kinks
         index = p.node.tolist()
-        a_l, n_l, e_l, r_l, b_l, s_l = (
-            x.tolist()
-            for x in (
-                numbers["analytic"],
-                m.numeric,
-                numbers["abs_err"],
-                numbers["rel_err"],
-                numbers["bound"],
-                numbers["status"],
-            )
-        )
+        columns = [numbers["analytic"], m.numeric, *(numbers[k] for k in _ERRORS)]
+        a_l, n_l, e_l, r_l, b_l = (x.tolist() for x in columns)
+        codes = numbers["status"].tolist()
+        s_l = [_STATUS[s] for s in codes]
         single = len(index)
         notes = [""] * single
         todo = set(np.flatnonzero(numbers["status"][:single]).tolist())
         todo.update(j for j, i in enumerate(index) if i in kinks)
         for j in todo:
-            notes[j] = _note(s_l[j], j, m, a_l[j], nodes[index[j]], kinks)
+            notes[j] = _note(codes[j], j, m, a_l[j], nodes[index[j]], kinks)
         names = _leaf_names(trace, p.node)
         rows = list(
-            map(
-                _new_row,
-                zip(
-                    names,
-                    a_l,
-                    n_l,
-                    e_l,
-                    r_l,
-                    b_l,
-                    [_STATUS[s] for s in s_l],
-                    notes,
-                    index,
-                    [1] * single,
-                ),
-            )
+            map(_new_row, zip(names, a_l, n_l, e_l, r_l, b_l, s_l, notes, index, [1] * single))
         )
         spread, ways = len(p.spread), len(p.signs)
         for k, j in enumerate(range(single, single + ways), 1):
             name = f"all {spread:,} leaves at once" + (f" ({k})" if ways > 1 else "")
-            note = (
-                "along a random direction: each leaf moved by ±eps at once, the gradient "
-                "times the move against the change of the target"
-            )
-            extra = _note(s_l[j], j, m, a_l[j], None, kinks)
-            rows.append(
-                CheckRow(
-                    name,
-                    a_l[j],
-                    n_l[j],
-                    e_l[j],
-                    r_l[j],
-                    b_l[j],
-                    _STATUS[s_l[j]],
-                    note + (f"; {extra}" if extra else ""),
-                    None,
-                    spread,
-                )
-            )
+            extra = _note(codes[j], j, m, a_l[j], None, kinks)
+            note = _ALONG + (f"; {extra}" if extra else "")
+            numbers_j = (a_l[j], n_l[j], e_l[j], r_l[j], b_l[j], s_l[j])
+            rows.append(CheckRow(name, *numbers_j, note, None, spread))
         return rows
 
     def _array_rows(self, p: Perturbation, m: Measured, numbers: dict) -> list:

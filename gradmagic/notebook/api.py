@@ -119,15 +119,14 @@ def autograd(
 ) -> Callable[..., Run]:
     """``autograd(f)(*args, **kwargs)``: run ``f`` as ``%%autograd`` runs a cell; a :class:`Run`.
 
-    ``fn`` is a function or the source of a cell. A function's own source is
-    rewritten as the magic rewrites a cell's (its literals and ``math`` calls
-    join the graph) and called with the inputs; the graph's leaves are named
-    after its parameters (``w``, ``b``) and after the numbers it reads from its
-    module. Its decorators are not applied again (``@autograd`` above it must
-    not be). A lambda, or a function whose source cannot be read (a builtin,
-    one typed in a plain interpreter), is called as it is: its inputs are still
-    nodes, its own literals are constants. A cell's source is run in a fresh namespace holding
-    the keyword arguments; its last expression (or ``target``) is differentiated.
+    ``fn`` is a function or the source of a cell. A function's own source is rewritten as
+    the magic rewrites a cell's (its literals and ``math`` calls join the graph) and called
+    with the inputs; the graph's leaves are named after its parameters (``w``, ``b``) and
+    after the numbers it reads from its module. Its decorators are not applied again
+    (``@autograd`` above it must not be). A lambda, or a function whose source cannot be
+    read (a builtin, one typed in a plain interpreter), is called as it is: its inputs are
+    still nodes, its own literals are constants. A cell's source is run in a fresh namespace
+    holding the keyword arguments; its last expression (or ``target``) is differentiated.
 
     The keywords are the magic's options (see ``%%autograd?``): ``target``
     (``-t``), ``check=False`` (``--no-check``), ``eps``, ``atol``, ``rtol``,
