@@ -86,6 +86,44 @@ def test_a_path_the_graph_misses_is_red_and_the_numeric_is_the_codes(ip, name):
     assert any("missing from the graph" in n for n in report.notes)
 
 
+# cells where an input reaches the target only by a path the recording cannot see: the
+# graph has no node for it, so only moving what the graph leaves out shows the cut
+WHOLLY_CUT = {
+    "json round trip": (
+        "import json\na = 0.5\nb = 2.0\nL = json.loads(json.dumps(b)) * a\nL",
+        lambda b: __import__("json").loads(__import__("json").dumps(b)) * 0.5,
+        "`b`",
+    ),
+    "statistics helper": (
+        "import statistics\nxs = [1.0, 2.5, 4.0]\nc = 1.5\nL = statistics.fmean(xs) * c\nL",
+        None,
+        "3 numbers",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WHOLLY_CUT))
+def test_an_input_the_graph_never_met_is_red(ip, name):
+    source, plain, said = WHOLLY_CUT[name]
+    report = _run(ip, source).check()
+    assert not report.passed and report.oracle == "code", report.verdict
+    row = next(r for r in report.rows if "outside the graph" in r.name)
+    assert row.status == "fail" and row.got == 0.0 and said in row.name
+    if plain is not None:  # one number moved: its slope is the plain code's, up to its sign
+        assert abs(row.numeric) == pytest.approx(abs(central(plain, 2.0)), rel=1e-5)
+
+
+def test_numbers_outside_the_graph_that_change_nothing_leave_the_tick(ip):
+    """Unused numbers, a count made an int, a printed one: the target does not move with
+    them, and no row is added for them."""
+    source = (
+        "n = 3.0\nunused = 7.5\nprint(unused)\nw = 0.5\nL = sum(w * k for k in range(int(n)))\nL"
+    )
+    report = _run(ip, source).check()
+    assert report.passed and report.oracle == "code", report.verdict
+    assert not any("outside the graph" in r.name for r in report.rows)
+
+
 def test_an_imported_library_writing_into_plain_arrays_is_caught(ip, module_dir):
     x0 = np.array([-1.5, -0.3, 0.4, 2.0])
     ip.user_ns["x"] = x0.copy()

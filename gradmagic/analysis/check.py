@@ -34,7 +34,7 @@ from .numbers import all_finite, fmt
 from .options import DEFAULTS
 from .perturb import Perturbation, choose
 from .replay import Replay
-from .rows import FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
+from .rows import _ERRORS, FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
 
 __all__ = [
     "check",
@@ -345,7 +345,7 @@ def check(
     rows, measured, perturbation, replay_ok = _measured_rows(code, perturbation, eps, notes)
     if not all_finite(measured.f0):
         notes.append(f"The target is {measured.f0}: no slope can be measured.")
-    rows += code.direction(eps, seed)
+    rows += code.direction(eps, seed) + code.strays(eps, seed)
     notes = _code_notes(code, rows, perturbation, notes)
     return CheckReport(
         rows,
@@ -579,6 +579,34 @@ class _Code:
                 total,
             )
         ]
+
+    def strays(self, eps: float, seed: int) -> list:
+        """A failing row where the code answers and moving the numbers the cell made that the
+        graph does not reach (a path it missed) moves the target: their gradient is not 0.
+        (Not for a training loop, whose graph is its last step on purpose.)"""
+        trace = self.trace
+        if self.oracle != "code" or getattr(trace, "steps", None):
+            return []
+        with np.errstate(all="ignore"):
+            done = self.rerun.strays(trace, eps, seed)
+        if done is None:
+            return []
+        m, count = done
+        numbers = self.judge._compare(np.zeros(1), m)
+        if int(numbers["status"][0]) != 1:
+            return []
+        names = getattr(trace, "stray_names", [])
+        shown = ", ".join(f"`{n}`" for n in names[:3]) + (", ..." if len(names) > 3 else "")
+        name = f"{count:,} number{'s' if count > 1 else ''} outside the graph" + (
+            f" ({shown})" if shown else ""
+        )
+        note = (
+            "each moved by ±eps at once: the graph gives them no gradient, but the code's "
+            "target moves with them"
+        )
+        abs_err, rel_err, bound = (float(numbers[k][0]) for k in _ERRORS)
+        numeric = float(m.numeric[0])
+        return [CheckRow(name, 0.0, numeric, abs_err, rel_err, bound, "fail", note, None, count)]
 
 
 def _signs(n: int, seed: int) -> np.ndarray:

@@ -229,8 +229,9 @@ def execute(
     started = time.perf_counter()
     _runtime.births = 0
     _runtime.array_births.clear()
+    del _runtime.float_births[:]
     try:
-        trace, (handles, explicit) = _execute(cell, ns, global_ns, options, counts)
+        trace, (handles, explicit, inside) = _execute(cell, ns, global_ns, options, counts)
     except BaseException:
         if zygote is not None:
             zygote.close()
@@ -245,6 +246,8 @@ def execute(
         },
     )
     trace.rerun.explicit = explicit
+    trace.rerun.outside = frozenset(_runtime.float_births).difference(inside)
+    del _runtime.float_births[:]
     _runtime.array_births.clear()
     return trace
 
@@ -255,7 +258,7 @@ _NOT_KEPT = "it ran with --no-check, which keeps no way to run it again"
 
 def _execute(
     cell: Prepared, ns, global_ns, options: Options, counts
-) -> tuple[Trace, tuple[dict, frozenset]]:
+) -> tuple[Trace, tuple[dict, frozenset, frozenset]]:
     __tracebackhide__ = True
     # an array the cell writes into is an input too: its leaf views the user's memory
     written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
@@ -281,6 +284,9 @@ def _execute(
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)
     named = bindings(ns)
+    inside = frozenset(b for n in walk.order if (b := getattr(n, "_born", 0)))
+    # names bound to numbers born in the cell that the graph does not reach (see .rerun)
+    strays = [k for k in sorted(entry.bound(ns)) if _stray(ns.get(k), inside)]
     settled = _settle(ns, walk, entry)
     if claims is not None:  # the learner's names on the nodes that hold their numbers
         walk.named = sorted(set(walk.named).union(learner.name(claims, walk, ns)))
@@ -292,7 +298,8 @@ def _execute(
     if claims is not None:
         trace.claims = learner.judge(trace, claims, options.atol, options.rtol)
         trace.steps = list(run.steps)
-    handles = _handles(trace, walk.order)
+    handles = _handles(trace, walk.order) + (inside,)
+    trace.stray_names = strays  # type: ignore[attr-defined]
     boundary.release(walk.order)
     return trace, handles
 
@@ -309,8 +316,8 @@ class _PlainRun:
 
     def __call__(self, point):
         cell, ns, rw = self.cell, self.ns, self.cell.rewritten
-        moves, watch, recorded = point
-        probe = _runtime._probe = _runtime.Probe(moves, watch, recorded)
+        probe = _runtime._probe = _runtime.Probe(*point)
+        recorded = probe.recorded
         _runtime.births = 0
         written = [n for n in rw.written if type(ns.get(n)) in (np.ndarray, Array)]
         lift(ns, rw.reads.union(written))
@@ -354,6 +361,11 @@ def _plain_number(rw: Rewritten, name, value, ns) -> float:
     if not isinstance(value, (np.ndarray, np.generic)) and hasattr(value, "data"):
         value = value.data  # the explicit engine's Value or Tensor
     return float(np.sum(np.asarray(value, dtype=float)))
+
+
+def _stray(value, inside: frozenset) -> bool:
+    born = getattr(value, "_born", 0) if type(value) is _runtime.Float else 0
+    return bool(born) and born not in inside
 
 
 def _handles(trace: Trace, order) -> tuple[dict, frozenset]:

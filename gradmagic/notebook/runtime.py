@@ -21,6 +21,7 @@ from builtins import float, int, isinstance, type  # noqa: A004
 
 from numbers import Number
 import sys
+from array import array as _births_array
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -98,12 +99,15 @@ def born(node):
         return _probe.born(node)
     births += 1
     node._born = births
-    if isinstance(node, np.ndarray):  # what it held when born (a write may change it)
+    if type(node) is Float:
+        float_births.append(births)
+    elif isinstance(node, np.ndarray):  # what it held when born (a write may change it)
         array_births[births] = _seen(node)
     return node
 
 
 array_births: dict = {}  # birth → (shape, sum) of the arrays born in the run
+float_births = _births_array("q")  # the births that made a float leaf
 
 
 def tick() -> None:
@@ -120,9 +124,12 @@ class Probe:
     born there (a number, or ``(flat indices, steps)`` for an array); ``watch`` lists the
     births whose plain values are kept in ``seen``, to show the re-run met the same inputs."""
 
-    def __init__(self, moves: dict, watch=(), recorded: bool = False):
+    def __init__(self, moves: dict, watch=(), recorded: bool = False, strays=None):
         self.moves, self.watch = moves, frozenset(watch)
         self.seen: dict = {}
+        # (sign, eps, seed, births): the floats born there are moved too, by ±eps each (a
+        # sign of its own): the leaves the graph does not reach (see .rerun)
+        self.strays = strays
         # a re-run under the magic (for a cell that only runs there: ``x.tanh()`` on a
         # number): what is born is a node, moved as one
         self.recorded = recorded
@@ -137,6 +144,10 @@ class Probe:
         if k in self.watch:
             self.seen[k] = _seen(x)
         step = self.moves.get(k)
+        if step is None and self.strays is not None and type(x) is float:
+            sign, eps, seed, strays = self.strays
+            if k in strays:
+                step = sign * eps * (1 if (k * 2654435761 + seed) >> 13 & 1 else -1)
         return x if step is None else self._moved(x, step)
 
     def _moved(self, x, step):
