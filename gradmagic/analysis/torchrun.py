@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -27,23 +28,19 @@ from .options import Options
 from .torchbackward import backward_order
 from .torchgraph import shown_name
 from .torchhealth import health, probes
-from .torchcalls import Op, assigned_names, modes_set_aside, torch_as_shipped, version_of
+from .torchcalls import assigned_names, modes_set_aside, torch_as_shipped, version_of
 from .torchrecord import Recorder
-from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
+from .torchstats import STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
     "Recorder",
     "TorchRun",
-    "Op",
+    "TorchNode",
     "assigned_names",
     "finish",
     "modes_set_aside",
     "release",
     "torch_as_shipped",
-    "summarise",
-    "to_numpy",
-    "KEEP_BYTES",
-    "STAT_NAMES",
 ]
 
 WORST = 5  # entries of a wrong answer shown, worst first
@@ -146,6 +143,15 @@ class TorchRun:
         row = (self.grad_stats if grad else self.stats)[i]
         return dict(zip(STAT_NAMES, row.tolist()))
 
+    def node(self, name: str) -> TorchNode:
+        """The value ``name`` names, kept whole (its numbers and gradient, numpy); KeyError
+        when there is none, or it was too big to keep."""
+        i = self.index(name)
+        kept = self.full.get(i)
+        if kept is None:
+            raise KeyError(f"{name!r} (too big to be kept whole)")
+        return TorchNode(name, i, kept[0], kept[1])
+
     def check(self):
         """The checks as a :class:`~gradmagic.analysis.check.CheckReport`, as every run has:
         a row for the whole cell (the recorded ops replayed in float64, all parameters moved
@@ -156,8 +162,7 @@ class TorchRun:
         """
         from .check import CheckReport, CheckRow
 
-        opts = self.options
-        atol, rtol = getattr(opts, "atol", 1e-5), getattr(opts, "rtol", 1e-3)
+        atol, rtol = self.options.atol, self.options.rtol
         checks = self.checks or {}
         rows, notes = [], list(checks.get("notes", []))
         named = [("the whole cell, all parameters at once", checks.get("whole"), None)]
@@ -166,39 +171,28 @@ class TorchRun:
             for k, r in checks.get("ops", {}).items()
         ]
         for name, r, k in named:
-            if not r:
-                continue
-            if r.get("status") == "skipped" or "analytic" not in r:
+            if r and (r.get("status") == "skipped" or "analytic" not in r):
                 notes.append(f"{name}: not checked ({r.get('why', 'no reason given')})")
-                continue
-            a, n = float(r["analytic"]), float(r["numeric"])
-            err = abs(a - n)
-            rows.append(
-                CheckRow(
-                    name,
-                    a,
-                    n,
-                    err,
-                    float(r.get("error", 0.0)),
-                    atol + rtol * abs(n),
-                    r["status"],
-                    r.get("why", ""),
-                    k,
+            elif r:
+                a, n = float(r["analytic"]), float(r["numeric"])
+                bound = atol + rtol * abs(n)
+                why = r.get("why", "")
+                rows.append(
+                    CheckRow(
+                        name, a, n, abs(a - n), r.get("error", 0.0), bound, r["status"], why, k
+                    )
                 )
-            )
-        if self.checks is None:
-            unchecked = "the cell ran with --no-check"
-        else:
-            unchecked = "no op could be checked"
         return CheckReport(
             rows,
             kind="check",
             atol=atol,
             rtol=rtol,
-            eps=getattr(opts, "eps", None),
+            eps=self.options.eps,
             notes=notes,
             target=self.name_of(self.target),
-            unchecked=unchecked,
+            unchecked="no op could be checked"
+            if self.checks is not None
+            else "the cell ran with --no-check",
             oracle="ops",
         )
 
@@ -206,12 +200,14 @@ class TorchRun:
         """Compare named gradients (``"dW1"``-style answers, tensors or arrays) with the
         recorded ones, element by element; returns a
         :class:`~gradmagic.analysis.check.CheckReport`."""
-        from .check import differences, expect
+        from .check import differences, expect, expected_pairs
 
-        opts = self.options
-        atol = atol if atol is not None else opts.atol
-        rtol = rtol if rtol is not None else opts.rtol
-        report = expect(_Answers(self), _plain_answers(mapping), atol=atol, rtol=rtol)
+        atol = self.options.atol if atol is None else atol
+        rtol = self.options.rtol if rtol is None else rtol
+        answers = [(k, to_numpy(v)) for k, v in expected_pairs(mapping)]
+        target = TorchNode(self.name_of(self.target))
+        face = SimpleNamespace(node=self.node, target=target, branch_dependent=False)
+        report = expect(face, answers, atol=atol, rtol=rtol)
         for n, row in enumerate(report.rows):  # a wrong array: its worst entries
             if row.status != "fail" or np.ndim(row.got) == 0:
                 continue
@@ -238,32 +234,10 @@ class TorchRun:
         )
 
 
-def _plain_answers(mapping):
-    from .check import expected_pairs
-
-    return [(k, to_numpy(v)) for k, v in expected_pairs(mapping)]
-
-
-class _Answers:
-    """The face of a TorchRun that :func:`gradmagic.analysis.check.expect` reads."""
-
-    branch_dependent = False
-
-    def __init__(self, run: TorchRun):
-        self.run = run
-        self.target = _Named(run.name_of(run.target))
-
-    def node(self, name):
-        run = self.run
-        i = run.index(name)
-        kept = run.full.get(i)
-        if kept is None:
-            raise KeyError(f"{name!r} (too big to be kept whole)")
-        return _Named(name, i, kept[0], kept[1])
-
-
 @dataclass
-class _Named:
+class TorchNode:
+    """A value of a :class:`TorchRun` by name, as :meth:`TorchRun.node` gives it."""
+
     name: str
     index: int | None = None
     data: object = None
