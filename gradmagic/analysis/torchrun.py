@@ -83,7 +83,6 @@ class TorchRun:
     full: Mapping = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
     backward_by_cell: bool = False
     no_gradients: bool = False  # the cell ran no backward and the magic could run none
-    in_place_after: set = field(default_factory=set)  # values written in place after made
     # the autograd nodes in the order backward ran them: (node name, op or -1, value or -1)
     backward: list = field(default_factory=list)
     backward_total: int = 0  # nodes of the backward graph (backward keeps the first STEPS)
@@ -138,10 +137,6 @@ class TorchRun:
         from .trace import grads_of
 
         return grads_of(self.grads, path)
-
-    def stat(self, i: int, grad: bool = False) -> dict:
-        row = (self.grad_stats if grad else self.stats)[i]
-        return dict(zip(STAT_NAMES, row.tolist()))
 
     def node(self, name: str) -> TorchNode:
         """The value ``name`` names, kept whole (its numbers and gradient, numpy); KeyError
@@ -505,9 +500,6 @@ def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> Torc
         graph=graph,
         leaves=leaves,
         params=[i for i in leaves if rec.tensors[i].requires_grad and rec.tensors[i].is_leaf],
-        in_place_after={
-            i for i in shown if version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved
-        },
     )
 
 
