@@ -36,30 +36,10 @@ BUDGET = 1.0  # seconds the per-op checks may take in all (and the whole check, 
 WHOLE_COST = 4  # the whole check's time over the cell's: float64 replays, with a backward
 OP_ELEMENTS = 1 << 22  # numbers in an op's tensors past which it is not checked alone
 KINKS = frozenset(
-    {
-        "relu",
-        "relu_",
-        "abs",
-        "max",
-        "min",
-        "clamp",
-        "amax",
-        "amin",
-        "maximum",
-        "minimum",
-        "hardtanh",
-        "leaky_relu",
-        "sort",
-        "topk",
-        "where",
-        "round",
-        "floor",
-        "ceil",
-        "sign",
-        "max_pool2d",
-        "cummax",
-        "median",
-    }
+    (
+        "relu relu_ abs max min clamp amax amin maximum minimum hardtanh leaky_relu sort topk "
+        "where round floor ceil sign max_pool2d cummax median"
+    ).split()
 )
 _LOW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _TO_LOW_FLOAT = frozenset({"float", "half", "bfloat16"})  # methods that cast to one of them
@@ -181,7 +161,15 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
         }
     else:
         whole = _whole(run, rec, eps, atol, rtol, gen)
-    result: dict[str, Any] = {"whole": whole, "ops": {}, "notes": []}
+    ops, notes = _each_op(run, rec, eps, atol, rtol, gen, budget, start)
+    return {"whole": whole, "ops": ops, "notes": notes}
+
+
+def _each_op(run, rec, eps, atol, rtol, gen, budget: float, start: float) -> tuple:
+    """``(op index → its result, notes)``: custom Functions first, then the others in the
+    order they ran, while the budget lasts; an op like one checked takes its result."""
+    ops: dict[int, Any] = {}
+    notes = []
     order = sorted(run.graph, key=lambda k: (not rec.ops[k].custom, k))
     # until an op check is timed, one is guessed at half the whole check (one big op)
     alike: dict[tuple, int] = {}  # an op's kind → the first op of that kind
@@ -189,7 +177,7 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
     for k in order:
         now = time.perf_counter()
         if now - start + longest > budget:
-            result["notes"].append(
+            notes.append(
                 f"{len(order) - done} of {len(order)} ops were not checked "
                 f"one by one (they would go past the {budget:g} s budget)"
             )
@@ -198,22 +186,19 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
         key = _kind(run, rec, k)
         first = alike.get(key)
         if first is not None:  # the same op on the same shapes in the same kind of module
-            result["ops"][k] = dict(
-                result["ops"][first], status=result["ops"][first]["status"], like=first
-            )
+            ops[k] = dict(ops[first], like=first)
             continue
         alike[key] = k
-        result["ops"][k] = _one(run, rec, k, eps, atol, rtol, gen)
+        ops[k] = _one(run, rec, k, eps, atol, rtol, gen)
         longest = max(longest, time.perf_counter() - now)
-    same = sum(1 for r in result["ops"].values() if "like" in r)
+    same = sum(1 for r in ops.values() if "like" in r)
     if same:
-        result["notes"].append(
+        notes.append(
             f"{same} op{' repeats' if same == 1 else 's repeat'} an op already checked "
-            "(the same function on "
-            "the same shapes in the same kind of module, as in repeated "
-            "blocks): each takes that op's result"
+            "(the same function on the same shapes in the same kind of module, as in "
+            "repeated blocks): each takes that op's result"
         )
-    return result
+    return ops, notes
 
 
 def _kind(run, rec, k) -> tuple:
