@@ -135,10 +135,9 @@ def _reduce(parts, sat_kind, extra) -> tuple:
     big = [r for r in range(m) if sizes[r] >= BIG] if device.type == "cpu" else []
     small = sorted(set(range(m)) - set(big))
     columns = np.full((5, m), np.nan)  # per part: mean, variance, max |x|, non-zeros, saturated
-    pieces = _Parts(parts)
     host, extra_host = None, None
     if small:
-        extra_host, x, offsets = _reduce_small(parts, small, sat_kind, extra, columns, pieces)
+        extra_host, x, offsets = _reduce_small(parts, small, sat_kind, extra, columns)
         if x is not None:
             host = [None] * m
             for q, r in enumerate(small):
@@ -147,10 +146,10 @@ def _reduce(parts, sat_kind, extra) -> tuple:
         columns[:, big] = _alone([parts[r] for r in big], [sat_kind[r] for r in big]).T
     if extra_host is None:
         extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
-    return _table(columns, np.array(sizes, dtype=np.float64), pieces), extra_host, host
+    return _table(columns, np.array(sizes, dtype=np.float64), parts), extra_host, host
 
 
-def _reduce_small(parts, small, sat_kind, extra, columns, pieces) -> tuple:
+def _reduce_small(parts, small, sat_kind, extra, columns) -> tuple:
     """Reduce the parts ``small`` in one buffer, filling their ``columns``: (the ``extra``
     tensors on the host, the buffer on the host or None, the parts' offsets in it)."""
     sub = [parts[r] for r in small]
@@ -159,23 +158,22 @@ def _reduce_small(parts, small, sat_kind, extra, columns, pieces) -> tuple:
     kinds = [sat_kind[r] for r in small]
     saturating = [q for q, kind in enumerate(kinds) if kind]
     reduce = _on_host if sub[0].device.type == "cpu" else _on_device
-    sums, extra_host, x, sub_pieces = reduce(sub, sizes, offsets, saturating, kinds, extra)
+    sums, extra_host, x = reduce(sub, sizes, offsets, saturating, kinds, extra)
     s1, norm2, nonzero, absmax = sums[:4]
     columns[0, small], columns[1, small] = _moments(s1, norm2, np.array(sizes, float))
     columns[2, small], columns[3, small] = absmax, nonzero
     columns[4, [small[q] for q in saturating]] = sums[4][: len(saturating)]
-    pieces.reduced(small, sub_pieces)
     return extra_host, x, offsets
 
 
-def _table(columns, size, pieces) -> np.ndarray:
+def _table(columns, size, parts) -> np.ndarray:
     """The statistics (see :data:`STAT_NAMES`) from the reduced ``columns``; a part holding
     a nan or an inf is summarised again over its finite entries."""
     mean, var, absmax, nonzero, sat = columns
     finite_count = size.copy()
     bad = np.flatnonzero(~np.isfinite(var))
     if bad.size:  # nan or inf inside: the statistics of the finite entries
-        finite_count[bad], s1, norm2, absmax[bad] = _finite_only(pieces, bad).T
+        finite_count[bad], s1, norm2, absmax[bad] = _finite_only(parts, bad).T
         mean[bad], var[bad] = _moments(s1, norm2, finite_count[bad])
     return np.stack(
         [
@@ -261,35 +259,7 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra) -> tuple:
         hits.append(np.count_nonzero(far > SATURATED))
     sums.append(np.array(hits, dtype=np.float64))
     extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
-    pieces = _Pieces(x, offsets)
-    return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces
-
-
-class _Parts:
-    """Part ``r`` as a tensor, for the few whose statistics are taken again (a nan or an
-    inf inside): its piece of the reduced buffer if it went there, else itself."""
-
-    def __init__(self, parts):
-        self.parts, self.at, self.buffer = parts, {}, None
-
-    def reduced(self, rows, buffer_pieces) -> None:
-        self.at = {r: q for q, r in enumerate(rows)}
-        self.buffer = buffer_pieces
-
-    def __getitem__(self, r):
-        q = self.at.get(r)
-        return self.parts[r].detach() if q is None else self.buffer[q]
-
-
-class _Pieces:
-    """The pieces of the host buffer, made as tensors only when one is asked for (a piece
-    with a nan or an inf)."""
-
-    def __init__(self, x, offsets):
-        self.x, self.offsets = x, offsets
-
-    def __getitem__(self, r):
-        return torch.from_numpy(self.x[self.offsets[r] : self.offsets[r + 1]])
+    return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None)
 
 
 def _plain(e):
@@ -332,14 +302,14 @@ def _on_device(parts, sizes, offsets, saturating, sat_kind, extra) -> tuple:
     for e in extra:
         extra_host.append(host_all[at : at + e.numel()])
         at += e.numel()
-    return sums, extra_host, (x.cpu().numpy() if keep else None), pieces
+    return sums, extra_host, (x.cpu().numpy() if keep else None)
 
 
-def _finite_only(pieces, bad) -> np.ndarray:
-    """(count, sum, norm, max |x|) of the finite entries of each piece in ``bad``."""
+def _finite_only(parts, bad) -> np.ndarray:
+    """(count, sum, norm, max |x|) of the finite entries of each part in ``bad``."""
     again = []
     for r in bad.tolist():
-        p = pieces[r]
+        p = parts[r].detach()
         ok = torch.isfinite(p)
         f = torch.where(ok, p, 0.0)
         again.append(
