@@ -50,8 +50,8 @@ class Run:
 
     For code that uses PyTorch, ``trace`` is the
     :class:`~gradmagic.analysis.torchrun.TorchRun` the magic makes of a PyTorch cell, and
-    its names are that run's: ``value``, ``grads`` (numpy arrays), ``check`` (the
-    finite-difference checks as data), ``expect()``.
+    its names are that run's: ``value``, ``grads`` (numpy arrays), ``grads_of()``,
+    ``node()``, ``check()`` and ``expect()``.
     """
 
     __slots__ = ("trace", "__weakref__")
