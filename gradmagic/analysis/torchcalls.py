@@ -2,6 +2,7 @@
 :class:`Op` it is recorded as, its arguments flattened, and the call made as if from the
 user's own line; and the user's modes and patched methods set aside while the magic works.
 
+Why its own: these are facts about torch's calls; the numpy engine has no counterpart.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 

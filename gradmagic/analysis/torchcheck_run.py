@@ -15,6 +15,10 @@ Ops whose result is random (dropout, a recurrent layer's dropout while training)
 as recorded by the whole-cell check; ops whose inputs were written over in place after they ran are not checked one by
 one (what they read is gone), and say so. Every replay draws its random numbers from a seed of
 its own, the same for each of an op's calls, and the cell's generators are left as they were.
+
+Why not :mod:`~gradmagic.analysis.replay`: that replays gradmagic's own columns; here torch's
+recorded calls are called again, with autograd on the replay. The results become rows of
+the shared :class:`~gradmagic.analysis.check.CheckReport` (``TorchRun.check()``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ names modules to open one level whatever the budget (a folded box opens at the m
 named; what is inside stays closed). Ops of
 the cell's own top level that exceed the budget are grouped by the cell's line.
 
+Why not :mod:`~gradmagic.analysis.groups`: that groups a trace's nodes by the cell's lines
+and function calls; a PyTorch run's ops are grouped by the ``nn.Module`` they ran in.
 Reads only the run's plain columns (no tensor): torch is not imported here.
 """
 

@@ -18,6 +18,9 @@ in the same synchronisation. :func:`health` then gathers, for the ops the target
 - ``read_written``: ops that read a value after it was written over through ``.data`` or a
   detached alias (the value kept and shown is what its maker gave, not what they read);
 - ``marks``: value index → short words to show at its node.
+
+Why its own: these are signals of modules, units and parameters, which only a recorded
+PyTorch run has.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ on its tensors, except a copy of what an in-place write is about to change, so i
 outputs, tensors, random numbers and module state are those of a plain run. Everything
 else waits for the cell's end (:func:`gradmagic.analysis.torchrun.finish`).
 
+Why its own: the numpy engine builds gradmagic's graph as the rewritten cell runs; here
+torch builds its own, and this only watches.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 

@@ -12,6 +12,10 @@ no tensor: the values and gradients it keeps whole for ``--expect`` are numpy ar
 within :data:`~gradmagic.analysis.torchstats.KEEP_BYTES`. The checks
 (:mod:`gradmagic.analysis.torchcheck_run`) use the recorder before it is dropped.
 
+Why not a :class:`~gradmagic.analysis.trace.Trace`: torch made this graph and its
+gradients, on any device, at any size; the run is read from a recording of torch calls and
+keeps statistics per tensor, not a row per number. What both do alike is shared: the check
+report (:mod:`~gradmagic.analysis.check`), ``expect``, ``grads_of``, the options.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 

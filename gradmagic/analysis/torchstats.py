@@ -5,6 +5,8 @@ in-place update) on its device and reads the numbers back with one synchronisati
 :func:`keep_full` keeps the small values and gradients whole on the host (for ``--expect``
 and the full tensor on demand).
 
+Why its own: a Trace's numbers are read one by one on the host; a PyTorch run may hold
+billions of them on a GPU, so only these summaries (and the small tensors) come back.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 

@@ -9,6 +9,10 @@ its outputs, tensors, random numbers and module state are those of a plain run.
 namespace, without importing torch: the cell imports torch, or reads a name
 bound to something of torch's (the module, a tensor, an ``nn.Module``, a list
 of tensors, an object of the notebook's whose attributes are tensors).
+
+Why not :func:`~gradmagic.notebook.cell.prepare`: a PyTorch cell is not rewritten (torch
+records its own graph). What the two share is one: the target's choice, the
+:class:`~gradmagic.notebook.cell.NoTarget` it raises, and the callers that run it.
 """
 
 from __future__ import annotations
