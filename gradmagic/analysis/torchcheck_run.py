@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from .options import DEFAULTS
+from .torchgraph import listed
 from .torchcalls import _TENSOR, RANDOM, unflatten, version_of
 
 __all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
@@ -241,7 +242,7 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
     if not params:
         why = "no parameter requires a gradient"
         if left_out:
-            why = f"its parameters are complex ({_few(left_out)}), not moved by this check"
+            why = f"its parameters are complex ({listed(left_out, 5)}), not moved by this check"
         return {"status": "skipped", "why": why}
     twice = [
         k for k in run.graph if rec.ops[k].name in _SCATTERS and _writes_twice(rec, rec.ops[k])
@@ -256,11 +257,6 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
     if left_out:
         out["left_out"] = left_out
     return out
-
-
-def _few(names: list, n: int = 5) -> str:
-    shown = ", ".join(names[:n])
-    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
@@ -303,7 +299,7 @@ def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
             }
         )
         missed = (
-            f"{_few(written)} {'was' if len(written) == 1 else 'were'} written over (through "
+            f"{listed(written, 5)} {'was' if len(written) == 1 else 'were'} written over (through "
             ".data or a detached alias) before being read, which the replay does not follow"
             if written
             else "the recording missed something"

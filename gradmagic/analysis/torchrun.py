@@ -30,7 +30,7 @@ import torch
 
 from .options import Options
 from .torchbackward import backward_order
-from .torchgraph import shown_name
+from .torchgraph import listed, shown_name
 from .torchhealth import health, probes
 from .torchcalls import assigned_names, modes_set_aside, torch_as_shipped, version_of
 from .torchrecord import Recorder
@@ -119,11 +119,10 @@ class TorchRun:
         for i in range(self.n - 1, -1, -1):
             if self.names[i] == name:
                 return i
-        named = sorted(set(filter(None, self.names)))
-        more = f" and {len(named) - 20} more" if len(named) > 20 else ""
+        named = [shown_name(n) for n in sorted(set(filter(None, self.names)))]
         raise KeyError(
             f"no value is named {shown_name(str(name))!r}; named values: "
-            f"{', '.join(shown_name(n) for n in named[:20]) or 'none'}{more}"
+            f"{listed(named, 20) or 'none'}"
         )
 
     @property
@@ -285,7 +284,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         run.warnings.extend(_grad_not_shown(rec, run, passes, set(others)))
     if others and not not_computed:
         run.warnings.append(
-            f"{_listed([run.name_of(i) for i in others])}: the last backward pass to reach "
+            f"{listed([run.name_of(i) for i in others])}: the last backward pass to reach "
             "it did not begin at the target, so its gradient of the target is not known and "
             "not shown"
         )
@@ -320,7 +319,7 @@ def _record_warnings(rec: Recorder, run: TorchRun, target, graph, shown) -> list
     complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
     if complex_:
         warnings.append(
-            f"{_listed(complex_)}: complex numbers, whose statistics and gradients are not "
+            f"{listed(complex_)}: complex numbers, whose statistics and gradients are not "
             "shown (the statistics are of real numbers; .grad and the tensors hold them)"
         )
     return warnings
@@ -356,21 +355,17 @@ def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) ->
         if before:
             held.append(name)
     notes = [
-        f"{_listed(names)}: .grad adds up the {count} backward passes of this cell that "
+        f"{listed(names)}: .grad adds up the {count} backward passes of this cell that "
         "reached it; the gradient shown is that of the target alone"
         for count, names in sorted(again.items())
     ]
     if held:
         notes.append(
-            f"{_listed(held)}: .grad already held a gradient when this cell's backward "
+            f"{listed(held)}: .grad already held a gradient when this cell's backward "
             "reached it (it was not zeroed), and adds the target's to it: the gradient shown "
             "is the target's alone"
         )
     return notes
-
-
-def _listed(names: list) -> str:
-    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _target(rec: Recorder, target) -> tuple:
