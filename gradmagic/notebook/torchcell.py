@@ -26,6 +26,7 @@ import warnings
 
 from . import memory
 from .cell import NO_TARGET, NoTarget, named_target
+from .cell_facts import _assigned_name
 
 __all__ = ["wants_torch", "run"]
 
@@ -249,20 +250,7 @@ def _compiled(source, filename, first_line, compiler):
     final = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         final = ast.Expression(tree.body.pop().value)
-    assigned = _last_assigned(tree)
+    assigned = _assigned_name(tree.body[-1]) if tree.body else None
     code = compiler(tree, filename, "exec")
     final_code = compiler(final, filename, "eval") if final is not None else None
     return code, final_code, assigned, assigned_names(tree)
-
-
-def _last_assigned(tree):
-    """The name the cell's last statement assigns (``loss = ...``), or None."""
-    if not tree.body:
-        return None
-    last = tree.body[-1]
-    target = None
-    if isinstance(last, ast.Assign) and len(last.targets) == 1:
-        target = last.targets[0]
-    elif isinstance(last, (ast.AugAssign, ast.AnnAssign)):
-        target = last.target
-    return target.id if isinstance(target, ast.Name) else None
