@@ -7,6 +7,8 @@ gradient has run, and of the ready nodes the one with the highest sequence numbe
 latest made; ``AccumulateGrad`` first) runs next. Each node is tied to the recorded value
 whose gradient it received: the op output it made, or the leaf it accumulates into.
 
+Why its own: a Trace's backward order is gradmagic's own walk (:mod:`~gradmagic.analysis.graph`);
+this one is torch's engine's, read from its nodes.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 

@@ -2,6 +2,7 @@
 :class:`Op` it is recorded as, its arguments flattened, and the call made as if from the
 user's own line; and the user's modes and patched methods set aside while the magic works.
 
+Why its own: these are facts about torch's calls; the numpy engine has no counterpart.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 
@@ -32,78 +33,22 @@ __all__ = [
 # torch calls that are not operations on values: read an attribute, ask a size, print, run
 # backward, switch grad mode
 _NOT_OPS = frozenset(
-    {
-        "backward",
-        "register_hook",
-        "retain_grad",
-        "requires_grad_",
-        "size",
-        "dim",
-        "numel",
-        "item",
-        "tolist",
-        "numpy",
-        "__repr__",
-        "__format__",
-        "__str__",
-        "__len__",
-        "__bool__",
-        "__float__",
-        "__int__",
-        "__index__",
-        "__hash__",
-        "__iter__",
-        "__contains__",
-        "_set_grad_enabled",
-        "is_grad_enabled",
-        "data_ptr",
-        "stride",
-        "storage_offset",
-        "is_contiguous",
-        "element_size",
-        "untyped_storage",
-        "__reduce_ex__",
-        "__deepcopy__",
-        "grad",
-        "is_floating_point",
-        "is_complex",
-        "get_device",
-        "cpu",
-        "_is_view",
-        "manual_seed",
-        "__array__",
-        "__dlpack__",
-        "__eq_hash__",
-        "equal",
-        "allclose",
-    }
+    (
+        "backward register_hook retain_grad requires_grad_ size dim numel item tolist numpy "
+        "__repr__ __format__ __str__ __len__ __bool__ __float__ __int__ __index__ __hash__ "
+        "__iter__ __contains__ _set_grad_enabled is_grad_enabled data_ptr stride "
+        "storage_offset is_contiguous element_size untyped_storage __reduce_ex__ __deepcopy__ "
+        "grad is_floating_point is_complex get_device cpu _is_view manual_seed __array__ "
+        "__dlpack__ __eq_hash__ equal allclose"
+    ).split()
 )
 # ops whose result is random: the checks take what they made as given
 RANDOM = frozenset(
-    {
-        "dropout",
-        "dropout_",
-        "rand",
-        "randn",
-        "randint",
-        "rand_like",
-        "randn_like",
-        "randint_like",
-        "randperm",
-        "multinomial",
-        "bernoulli",
-        "bernoulli_",
-        "normal",
-        "normal_",
-        "uniform_",
-        "exponential_",
-        "alpha_dropout",
-        "feature_alpha_dropout",
-        "dropout1d",
-        "dropout2d",
-        "dropout3d",
-        "poisson",
-    }
+    (
+        "dropout dropout_ rand randn randint rand_like randn_like randint_like randperm "
+        "multinomial bernoulli bernoulli_ normal normal_ uniform_ exponential_ alpha_dropout "
+        "feature_alpha_dropout dropout1d dropout2d dropout3d poisson"
+    ).split()
 )
 
 
@@ -232,22 +177,9 @@ def _inplace(name: str) -> bool:
 
 
 _INPLACE_DUNDERS = frozenset(
-    {
-        "iadd",
-        "isub",
-        "imul",
-        "itruediv",
-        "ifloordiv",
-        "imod",
-        "ipow",
-        "imatmul",
-        "iand",
-        "ior",
-        "ixor",
-        "ilshift",
-        "irshift",
-        "setitem",
-    }
+    (
+        "iadd isub imul itruediv ifloordiv imod ipow imatmul iand ior ixor ilshift irshift setitem"
+    ).split()
 )
 
 

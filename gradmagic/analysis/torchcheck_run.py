@@ -15,6 +15,10 @@ Ops whose result is random (dropout, a recurrent layer's dropout while training)
 as recorded by the whole-cell check; ops whose inputs were written over in place after they ran are not checked one by
 one (what they read is gone), and say so. Every replay draws its random numbers from a seed of
 its own, the same for each of an op's calls, and the cell's generators are left as they were.
+
+Why not :mod:`~gradmagic.analysis.replay`: that replays gradmagic's own columns; here torch's
+recorded calls are called again, with autograd on the replay. The results become rows of
+the shared :class:`~gradmagic.analysis.check.CheckReport` (``TorchRun.check()``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 import torch
 
 from .options import DEFAULTS
+from .torchgraph import listed
 from .torchcalls import _TENSOR, RANDOM, unflatten, version_of
 
 __all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
@@ -36,30 +41,10 @@ BUDGET = 1.0  # seconds the per-op checks may take in all (and the whole check, 
 WHOLE_COST = 4  # the whole check's time over the cell's: float64 replays, with a backward
 OP_ELEMENTS = 1 << 22  # numbers in an op's tensors past which it is not checked alone
 KINKS = frozenset(
-    {
-        "relu",
-        "relu_",
-        "abs",
-        "max",
-        "min",
-        "clamp",
-        "amax",
-        "amin",
-        "maximum",
-        "minimum",
-        "hardtanh",
-        "leaky_relu",
-        "sort",
-        "topk",
-        "where",
-        "round",
-        "floor",
-        "ceil",
-        "sign",
-        "max_pool2d",
-        "cummax",
-        "median",
-    }
+    (
+        "relu relu_ abs max min clamp amax amin maximum minimum hardtanh leaky_relu sort topk "
+        "where round floor ceil sign max_pool2d cummax median"
+    ).split()
 )
 _LOW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _TO_LOW_FLOAT = frozenset({"float", "half", "bfloat16"})  # methods that cast to one of them
@@ -181,7 +166,15 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
         }
     else:
         whole = _whole(run, rec, eps, atol, rtol, gen)
-    result: dict[str, Any] = {"whole": whole, "ops": {}, "notes": []}
+    ops, notes = _each_op(run, rec, eps, atol, rtol, gen, budget, start)
+    return {"whole": whole, "ops": ops, "notes": notes}
+
+
+def _each_op(run, rec, eps, atol, rtol, gen, budget: float, start: float) -> tuple:
+    """``(op index → its result, notes)``: custom Functions first, then the others in the
+    order they ran, while the budget lasts; an op like one checked takes its result."""
+    ops: dict[int, Any] = {}
+    notes = []
     order = sorted(run.graph, key=lambda k: (not rec.ops[k].custom, k))
     # until an op check is timed, one is guessed at half the whole check (one big op)
     alike: dict[tuple, int] = {}  # an op's kind → the first op of that kind
@@ -189,7 +182,7 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
     for k in order:
         now = time.perf_counter()
         if now - start + longest > budget:
-            result["notes"].append(
+            notes.append(
                 f"{len(order) - done} of {len(order)} ops were not checked "
                 f"one by one (they would go past the {budget:g} s budget)"
             )
@@ -198,22 +191,19 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
         key = _kind(run, rec, k)
         first = alike.get(key)
         if first is not None:  # the same op on the same shapes in the same kind of module
-            result["ops"][k] = dict(
-                result["ops"][first], status=result["ops"][first]["status"], like=first
-            )
+            ops[k] = dict(ops[first], like=first)
             continue
         alike[key] = k
-        result["ops"][k] = _one(run, rec, k, eps, atol, rtol, gen)
+        ops[k] = _one(run, rec, k, eps, atol, rtol, gen)
         longest = max(longest, time.perf_counter() - now)
-    same = sum(1 for r in result["ops"].values() if "like" in r)
+    same = sum(1 for r in ops.values() if "like" in r)
     if same:
-        result["notes"].append(
+        notes.append(
             f"{same} op{' repeats' if same == 1 else 's repeat'} an op already checked "
-            "(the same function on "
-            "the same shapes in the same kind of module, as in repeated "
-            "blocks): each takes that op's result"
+            "(the same function on the same shapes in the same kind of module, as in "
+            "repeated blocks): each takes that op's result"
         )
-    return result
+    return ops, notes
 
 
 def _kind(run, rec, k) -> tuple:
@@ -252,7 +242,7 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
     if not params:
         why = "no parameter requires a gradient"
         if left_out:
-            why = f"its parameters are complex ({_few(left_out)}), not moved by this check"
+            why = f"its parameters are complex ({listed(left_out, 5)}), not moved by this check"
         return {"status": "skipped", "why": why}
     twice = [
         k for k in run.graph if rec.ops[k].name in _SCATTERS and _writes_twice(rec, rec.ops[k])
@@ -267,11 +257,6 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
     if left_out:
         out["left_out"] = left_out
     return out
-
-
-def _few(names: list, n: int = 5) -> str:
-    shown = ", ".join(names[:n])
-    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
@@ -314,7 +299,7 @@ def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
             }
         )
         missed = (
-            f"{_few(written)} {'was' if len(written) == 1 else 'were'} written over (through "
+            f"{listed(written, 5)} {'was' if len(written) == 1 else 'were'} written over (through "
             ".data or a detached alias) before being read, which the replay does not follow"
             if written
             else "the recording missed something"

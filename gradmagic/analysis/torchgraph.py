@@ -9,6 +9,8 @@ names modules to open one level whatever the budget (a folded box opens at the m
 named; what is inside stays closed). Ops of
 the cell's own top level that exceed the budget are grouped by the cell's line.
 
+Why not :mod:`~gradmagic.analysis.groups`: that groups a trace's nodes by the cell's lines
+and function calls; a PyTorch run's ops are grouped by the ``nn.Module`` they ran in.
 Reads only the run's plain columns (no tensor): torch is not imported here.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .options import DEFAULTS
 
-__all__ = ["Box", "Layout", "layout", "shown_name", "NAME_CHARS"]
+__all__ = ["Box", "Layout", "layout", "listed", "shown_name", "NAME_CHARS"]
 
 _INDEX = re.compile(r"\d+\Z")
 
@@ -33,6 +35,11 @@ def shown_name(name: str) -> str:
     out as ``\\x1b``, and cut to :data:`NAME_CHARS` characters."""
     name = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
     return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
+def listed(names: list, n: int = 4) -> str:
+    """The first ``n`` names, and how many more."""
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 @dataclass

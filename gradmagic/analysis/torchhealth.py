@@ -18,6 +18,9 @@ in the same synchronisation. :func:`health` then gathers, for the ops the target
 - ``read_written``: ops that read a value after it was written over through ``.data`` or a
   detached alias (the value kept and shown is what its maker gave, not what they read);
 - ``marks``: value index → short words to show at its node.
+
+Why its own: these are signals of modules, units and parameters, which only a recorded
+PyTorch run has.
 """
 
 from __future__ import annotations
@@ -249,36 +252,25 @@ def _reach(run, mark) -> tuple:
     return unreached, zero
 
 
-def _cut(run, k, limit: int = 10000):
+def _cut(run, k):
     """(how, line) of the place upstream of op ``k`` (an op off the graph) where a value that
     depends on a parameter lost its gradient (``detach``, ``no_grad``), or None."""
-    todo, seen = [k], set[int]()
-    while todo and len(seen) < limit:
-        j = todo.pop()
-        if j in seen:
-            continue
-        seen.add(j)
+    for j in _upstream(run, k):
         op = run.ops[j]
-        if (op.name in ("detach", "detach_") or not op.grad_enabled) and _depends_on_a_parameter(
-            run, j
+        if (op.name in ("detach", "detach_") or not op.grad_enabled) and any(
+            run.requires_grad[i] for m in _upstream(run, j) for i in run.ops[m].inputs
         ):
             return (op.name if op.grad_enabled else "no_grad"), op.line
-        todo.extend(p for p in (run.producer[i] for i in op.inputs) if p >= 0)
     return None
 
 
-def _depends_on_a_parameter(run, k, limit: int = 10000) -> bool:
-    """Whether op ``k`` read (through any ops) a tensor that requires a gradient."""
+def _upstream(run, k, limit: int = 10000):
+    """Op ``k`` and the ops it read from, through any ops (at most ``limit`` of them)."""
     todo, seen = [k], set[int]()
     while todo and len(seen) < limit:
         j = todo.pop()
         if j in seen:
             continue
         seen.add(j)
-        for i in run.ops[j].inputs:
-            if run.requires_grad[i]:
-                return True
-            p = run.producer[i]
-            if p >= 0:
-                todo.append(p)
-    return False
+        yield j
+        todo.extend(p for p in (run.producer[i] for i in run.ops[j].inputs) if p >= 0)

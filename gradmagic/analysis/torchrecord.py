@@ -10,6 +10,8 @@ on its tensors, except a copy of what an in-place write is about to change, so i
 outputs, tensors, random numbers and module state are those of a plain run. Everything
 else waits for the cell's end (:func:`gradmagic.analysis.torchrun.finish`).
 
+Why its own: the numpy engine builds gradmagic's graph as the rewritten cell runs; here
+torch builds its own, and this only watches.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 
@@ -99,7 +101,6 @@ class Recorder(TorchFunctionMode):
         # update once it is written again]: measured with the run's other statistics
         self.updates: dict = {}
         self.updated: dict = {}  # id(parameter) → its value index in updates
-        self.backward_lines: list = []
         self.saved: dict = {}  # value index → what it held before an in-place write
         # id(p.data) → (p.data, p, ".data"), id(h.detach()) → (that, h, "detach()"): the same
         # memory, so a write through the alias is a write into its source
@@ -113,7 +114,6 @@ class Recorder(TorchFunctionMode):
         self.stopped_at = None  # the cell's line where the recording stopped
         self.aside: int | None = None  # id of the module our mode stepped aside for (see _fast)
         self.last_line = None
-        self._cell_frame = None
 
     # ------------------------------------------------------------------ watching
     def __enter__(self):
@@ -223,7 +223,7 @@ class Recorder(TorchFunctionMode):
             if before:
                 self._after_write(before)
             if name == "backward":
-                self.backward_lines.append(self._line())
+                self._line()  # (names what the line before assigned)
             elif name == ".data" and isinstance(out, torch.Tensor) and args:
                 self.data_of[id(out)] = (out, args[0], ".data")
             return out
@@ -417,11 +417,9 @@ class Recorder(TorchFunctionMode):
         for o in outs:
             if not isinstance(o, torch.Tensor):
                 continue
-            j = (
-                self._new(o, k)
-                if not (inplace and outputs == [] and tensors and o is tensors[0])
-                else self._rewritten(o, k, inputs[0])
-            )
+            # (an in-place write makes a new value of the same tensor: the old value's row
+            # keeps the tensor, whose ``_version`` then says it was written over)
+            j = self._new(o, k)
             outputs.append(j)
             if o.requires_grad and o.is_leaf:  # torch.randn(..., requires_grad=True): a leaf
                 if id(o) not in self.leaf_hooks:
@@ -480,11 +478,6 @@ class Recorder(TorchFunctionMode):
             if isinstance(o, torch.Tensor) and o.requires_grad:
                 return True
         return False
-
-    def _rewritten(self, t, k, old) -> int:
-        """An in-place write: the tensor holds a new value (the old value's row keeps the
-        tensor, whose ``_version`` then says it was written over)."""
-        return self._new(t, k)
 
     # ------------------------------------------------------------------ the end
     def remove_hooks(self) -> None:

@@ -12,6 +12,10 @@ no tensor: the values and gradients it keeps whole for ``--expect`` are numpy ar
 within :data:`~gradmagic.analysis.torchstats.KEEP_BYTES`. The checks
 (:mod:`gradmagic.analysis.torchcheck_run`) use the recorder before it is dropped.
 
+Why not a :class:`~gradmagic.analysis.trace.Trace`: torch made this graph and its
+gradients, on any device, at any size; the run is read from a recording of torch calls and
+keeps statistics per tensor, not a row per number. What both do alike is shared: the check
+report (:mod:`~gradmagic.analysis.check`), ``expect``, ``grads_of``, the options.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 
@@ -19,31 +23,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from .options import Options
 from .torchbackward import backward_order
-from .torchgraph import shown_name
+from .torchgraph import listed, shown_name
 from .torchhealth import health, probes
-from .torchcalls import Op, assigned_names, modes_set_aside, torch_as_shipped, version_of
+from .torchcalls import assigned_names, modes_set_aside, torch_as_shipped, version_of
 from .torchrecord import Recorder
-from .torchstats import KEEP_BYTES, STAT_NAMES, keep_full, summarise, to_numpy
+from .torchstats import STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
     "Recorder",
     "TorchRun",
-    "Op",
+    "TorchNode",
     "assigned_names",
     "finish",
     "modes_set_aside",
     "release",
     "torch_as_shipped",
-    "summarise",
-    "to_numpy",
-    "KEEP_BYTES",
-    "STAT_NAMES",
 ]
 
 WORST = 5  # entries of a wrong answer shown, worst first
@@ -86,7 +87,6 @@ class TorchRun:
     full: Mapping = field(default_factory=dict)  # value index → (value, grad) numpy, kept small
     backward_by_cell: bool = False
     no_gradients: bool = False  # the cell ran no backward and the magic could run none
-    in_place_after: set = field(default_factory=set)  # values written in place after made
     # the autograd nodes in the order backward ran them: (node name, op or -1, value or -1)
     backward: list = field(default_factory=list)
     backward_total: int = 0  # nodes of the backward graph (backward keeps the first STEPS)
@@ -119,11 +119,10 @@ class TorchRun:
         for i in range(self.n - 1, -1, -1):
             if self.names[i] == name:
                 return i
-        named = sorted(set(filter(None, self.names)))
-        more = f" and {len(named) - 20} more" if len(named) > 20 else ""
+        named = [shown_name(n) for n in sorted(set(filter(None, self.names)))]
         raise KeyError(
             f"no value is named {shown_name(str(name))!r}; named values: "
-            f"{', '.join(shown_name(n) for n in named[:20]) or 'none'}{more}"
+            f"{listed(named, 20) or 'none'}"
         )
 
     @property
@@ -142,9 +141,14 @@ class TorchRun:
 
         return grads_of(self.grads, path)
 
-    def stat(self, i: int, grad: bool = False) -> dict:
-        row = (self.grad_stats if grad else self.stats)[i]
-        return dict(zip(STAT_NAMES, row.tolist()))
+    def node(self, name: str) -> TorchNode:
+        """The value ``name`` names, kept whole (its numbers and gradient, numpy); KeyError
+        when there is none, or it was too big to keep."""
+        i = self.index(name)
+        kept = self.full.get(i)
+        if kept is None:
+            raise KeyError(f"{name!r} (too big to be kept whole)")
+        return TorchNode(name, i, kept[0], kept[1])
 
     def check(self):
         """The checks as a :class:`~gradmagic.analysis.check.CheckReport`, as every run has:
@@ -156,8 +160,7 @@ class TorchRun:
         """
         from .check import CheckReport, CheckRow
 
-        opts = self.options
-        atol, rtol = getattr(opts, "atol", 1e-5), getattr(opts, "rtol", 1e-3)
+        atol, rtol = self.options.atol, self.options.rtol
         checks = self.checks or {}
         rows, notes = [], list(checks.get("notes", []))
         named = [("the whole cell, all parameters at once", checks.get("whole"), None)]
@@ -166,39 +169,28 @@ class TorchRun:
             for k, r in checks.get("ops", {}).items()
         ]
         for name, r, k in named:
-            if not r:
-                continue
-            if r.get("status") == "skipped" or "analytic" not in r:
+            if r and (r.get("status") == "skipped" or "analytic" not in r):
                 notes.append(f"{name}: not checked ({r.get('why', 'no reason given')})")
-                continue
-            a, n = float(r["analytic"]), float(r["numeric"])
-            err = abs(a - n)
-            rows.append(
-                CheckRow(
-                    name,
-                    a,
-                    n,
-                    err,
-                    float(r.get("error", 0.0)),
-                    atol + rtol * abs(n),
-                    r["status"],
-                    r.get("why", ""),
-                    k,
+            elif r:
+                a, n = float(r["analytic"]), float(r["numeric"])
+                bound = atol + rtol * abs(n)
+                why = r.get("why", "")
+                rows.append(
+                    CheckRow(
+                        name, a, n, abs(a - n), r.get("error", 0.0), bound, r["status"], why, k
+                    )
                 )
-            )
-        if self.checks is None:
-            unchecked = "the cell ran with --no-check"
-        else:
-            unchecked = "no op could be checked"
         return CheckReport(
             rows,
             kind="check",
             atol=atol,
             rtol=rtol,
-            eps=getattr(opts, "eps", None),
+            eps=self.options.eps,
             notes=notes,
             target=self.name_of(self.target),
-            unchecked=unchecked,
+            unchecked="no op could be checked"
+            if self.checks is not None
+            else "the cell ran with --no-check",
             oracle="ops",
         )
 
@@ -206,12 +198,14 @@ class TorchRun:
         """Compare named gradients (``"dW1"``-style answers, tensors or arrays) with the
         recorded ones, element by element; returns a
         :class:`~gradmagic.analysis.check.CheckReport`."""
-        from .check import differences, expect
+        from .check import differences, expect, expected_pairs
 
-        opts = self.options
-        atol = atol if atol is not None else opts.atol
-        rtol = rtol if rtol is not None else opts.rtol
-        report = expect(_Answers(self), _plain_answers(mapping), atol=atol, rtol=rtol)
+        atol = self.options.atol if atol is None else atol
+        rtol = self.options.rtol if rtol is None else rtol
+        answers = [(k, to_numpy(v)) for k, v in expected_pairs(mapping)]
+        target = TorchNode(self.name_of(self.target))
+        face = SimpleNamespace(node=self.node, target=target, branch_dependent=False)
+        report = expect(face, answers, atol=atol, rtol=rtol)
         for n, row in enumerate(report.rows):  # a wrong array: its worst entries
             if row.status != "fail" or np.ndim(row.got) == 0:
                 continue
@@ -238,32 +232,10 @@ class TorchRun:
         )
 
 
-def _plain_answers(mapping):
-    from .check import expected_pairs
-
-    return [(k, to_numpy(v)) for k, v in expected_pairs(mapping)]
-
-
-class _Answers:
-    """The face of a TorchRun that :func:`gradmagic.analysis.check.expect` reads."""
-
-    branch_dependent = False
-
-    def __init__(self, run: TorchRun):
-        self.run = run
-        self.target = _Named(run.name_of(run.target))
-
-    def node(self, name):
-        run = self.run
-        i = run.index(name)
-        kept = run.full.get(i)
-        if kept is None:
-            raise KeyError(f"{name!r} (too big to be kept whole)")
-        return _Named(name, i, kept[0], kept[1])
-
-
 @dataclass
-class _Named:
+class TorchNode:
+    """A value of a :class:`TorchRun` by name, as :meth:`TorchRun.node` gives it."""
+
     name: str
     index: int | None = None
     data: object = None
@@ -312,7 +284,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         run.warnings.extend(_grad_not_shown(rec, run, passes, set(others)))
     if others and not not_computed:
         run.warnings.append(
-            f"{_listed([run.name_of(i) for i in others])}: the last backward pass to reach "
+            f"{listed([run.name_of(i) for i in others])}: the last backward pass to reach "
             "it did not begin at the target, so its gradient of the target is not known and "
             "not shown"
         )
@@ -347,7 +319,7 @@ def _record_warnings(rec: Recorder, run: TorchRun, target, graph, shown) -> list
     complex_ = [run.name_of(i) for i in shown if rec.held(i).is_complex()]
     if complex_:
         warnings.append(
-            f"{_listed(complex_)}: complex numbers, whose statistics and gradients are not "
+            f"{listed(complex_)}: complex numbers, whose statistics and gradients are not "
             "shown (the statistics are of real numbers; .grad and the tensors hold them)"
         )
     return warnings
@@ -383,21 +355,17 @@ def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) ->
         if before:
             held.append(name)
     notes = [
-        f"{_listed(names)}: .grad adds up the {count} backward passes of this cell that "
+        f"{listed(names)}: .grad adds up the {count} backward passes of this cell that "
         "reached it; the gradient shown is that of the target alone"
         for count, names in sorted(again.items())
     ]
     if held:
         notes.append(
-            f"{_listed(held)}: .grad already held a gradient when this cell's backward "
+            f"{listed(held)}: .grad already held a gradient when this cell's backward "
             "reached it (it was not zeroed), and adds the target's to it: the gradient shown "
             "is the target's alone"
         )
     return notes
-
-
-def _listed(names: list) -> str:
-    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _target(rec: Recorder, target) -> tuple:
@@ -531,9 +499,6 @@ def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> Torc
         graph=graph,
         leaves=leaves,
         params=[i for i in leaves if rec.tensors[i].requires_grad and rec.tensors[i].is_leaf],
-        in_place_after={
-            i for i in shown if version_of(rec.tensors[i]) != rec.version[i] and i not in rec.saved
-        },
     )
 
 

@@ -5,6 +5,8 @@ in-place update) on its device and reads the numbers back with one synchronisati
 :func:`keep_full` keeps the small values and gradients whole on the host (for ``--expect``
 and the full tensor on demand).
 
+Why its own: a Trace's numbers are read one by one on the host; a PyTorch run may hold
+billions of them on a GPU, so only these summaries (and the small tensors) come back.
 This module imports torch; nothing imports it unless a cell uses torch.
 """
 
@@ -70,11 +72,11 @@ def summarise(rec, shown: list, extra=()) -> tuple:
     """
     n = len(rec.tensors)
     stats, grad_stats = np.full((2, n, len(STAT_NAMES)), np.nan)
-    parts, rows, sat_kind, pairs = _pieces(rec, shown)
+    parts, rows, sat_kind = _pieces(rec, shown)
     if not parts:
         return stats, grad_stats, [np.asarray(_plain(e)) for e in extra], None, {}
     with np.errstate(all="ignore"):  # (once: a nan's statistics are nan, by design)
-        table, extra_host, host, moved = _reduce(parts, sat_kind, extra, len(pairs))
+        table, extra_host, host = _reduce(parts, sat_kind, extra)
     by_row = {}
     for r, key in enumerate(rows):
         if type(key) is tuple:
@@ -83,12 +85,7 @@ def summarise(rec, shown: list, extra=()) -> tuple:
             stats[key] = table[r]
         else:
             grad_stats[~key] = table[r]
-    updates = {}
-    for (i, before), spread in zip(pairs, moved):
-        updates[i] = np.array([spread, table[before, 1]])
-    for i in rec.updates:
-        if i not in updates:
-            updates[i] = table[[by_row[("update", i)], by_row[("old", i)]], 1]
+    updates = {i: table[[by_row[("update", i)], by_row[("old", i)]], 1] for i in rec.updates}
     if host is not None:
         host = {
             key: value
@@ -100,100 +97,49 @@ def summarise(rec, shown: list, extra=()) -> tuple:
 
 def _pieces(rec, shown) -> tuple:
     """The tensors to summarise (as they are: flattened with the others in one call), their
-    rows (``i``, ``~i``, ``("update", i)``, ``("old", i)``), which saturation each value is
-    measured for, and ``pairs``: (parameter, its row before the update) for the parameters
-    whose update is the difference of two pieces. The last ``2 * len(pairs)`` pieces are
-    those parameters now (rows ``("now", i)``), then before (the value's own row, when the
-    value shown is the copy kept before the write): the difference is taken on the buffer,
-    with no torch call per parameter."""
+    rows (``i``, ``~i``, ``("update", i)``, ``("old", i)``) and which saturation each value
+    is measured for."""
     parts, rows, sat_kind = [], [], []
-    held, grads, producer, ops, saved = rec.held, rec.grads, rec.producer, rec.ops, rec.saved
-    reuse = {}  # value index → the update whose "before" is that value's piece
-    for i, (p, old, update) in rec.updates.items():
-        if (
-            update is None
-            and saved.get(i) is old
-            and (p.dtype, p.shape) == (old.dtype, old.shape)
-            and 0 < old.numel() < BIG
-        ):
-            reuse[i] = p
-    last = []  # (value index, its piece, its saturation): the "before" pieces, at the end
+    held, grads, producer, ops = rec.held, rec.grads, rec.producer, rec.ops
     for i in shown:
         t = held(i)
         if t.is_floating_point() and t.numel():
             k = producer[i]
-            kind = SATURATING.get(ops[k].name, "") if k >= 0 else ""
-            if i in reuse:
-                last.append((i, t, kind))
-            else:
-                parts.append(t)
-                rows.append(i)
-                sat_kind.append(kind)
+            parts.append(t)
+            rows.append(i)
+            sat_kind.append(SATURATING.get(ops[k].name, "") if k >= 0 else "")
         g = grads.get(i)
         if g is not None and g.is_floating_point() and g.numel():
             parts.append(g)
             rows.append(~i)
             sat_kind.append("")
-    paired = {j for j, _, _ in last}
     for i, (p, old, update) in rec.updates.items():
-        if i in paired:
-            continue
         with torch.no_grad():
             parts.append(update if update is not None else p.detach() - old)
         parts.append(old)
         rows.extend((("update", i), ("old", i)))
         sat_kind.extend(("", ""))
-    pairs = []
-    for i, _, _ in last:
-        parts.append(reuse[i])
-        rows.append(("now", i))
-        sat_kind.append("")
-    for i, t, kind in last:
-        pairs.append((i, len(parts)))
-        parts.append(t)
-        rows.append(i)
-        sat_kind.append(kind)
-    return parts, rows, sat_kind, pairs
+    return parts, rows, sat_kind
 
 
-def _reduce(parts, sat_kind, extra, pairs: int) -> tuple:
+def _reduce(parts, sat_kind, extra) -> tuple:
     """(a row of statistics per part, the ``extra`` tensors on the host, each part's numbers
-    on the host or None, the std of each of the last ``pairs`` parts minus the ``pairs``
-    before it): the device's work and the one read back.
+    on the host or None): the device's work and the one read back.
 
     On the CPU a part of :data:`BIG` numbers or more is reduced where it lies
     (:func:`_alone`): copying it into the shared buffer would cost more than the calls
-    saved. The last ``2 * pairs`` parts are never big (see :func:`_pieces`)."""
+    saved."""
     device = parts[0].device
     if any(p.device != device for p in parts):
         parts = [p.detach().to(device) for p in parts]
     m = len(parts)
     sizes = [p.numel() for p in parts]
-    big = []
-    if device.type == "cpu":
-        big = [r for r in range(m - 2 * pairs) if sizes[r] >= BIG]
-    small = [r for r in range(m) if r not in set(big)] if big else list(range(m))
-    # per part: mean, variance, max |x|, non-zeros, saturated
-    columns = np.full((5, m), np.nan)
-    pieces = _Parts(parts)
-    host = None
-    moved: list = []
-    extra_host = None
+    big = [r for r in range(m) if sizes[r] >= BIG] if device.type == "cpu" else []
+    small = sorted(set(range(m)) - set(big))
+    columns = np.full((5, m), np.nan)  # per part: mean, variance, max |x|, non-zeros, saturated
+    host, extra_host = None, None
     if small:
-        sub = [parts[r] for r in small]
-        sub_sizes = [sizes[r] for r in small]
-        offsets = list(accumulate(sub_sizes, initial=0))
-        kinds = [sat_kind[r] for r in small]
-        saturating = [q for q, kind in enumerate(kinds) if kind]
-        reduce = _on_host if device.type == "cpu" else _on_device
-        sums, extra_host, x, sub_pieces, moved = reduce(
-            sub, sub_sizes, offsets, saturating, kinds, extra, pairs
-        )
-        s1, norm2, nonzero, absmax = sums[:4]
-        columns[0, small], columns[1, small] = _moments(s1, norm2, np.array(sub_sizes, float))
-        columns[2, small], columns[3, small] = absmax, nonzero
-        columns[4, [small[q] for q in saturating]] = sums[4][: len(saturating)]
-        pieces.reduced(small, sub_pieces)
+        extra_host, x, offsets = _reduce_small(parts, small, sat_kind, extra, columns)
         if x is not None:
             host = [None] * m
             for q, r in enumerate(small):
@@ -202,14 +148,36 @@ def _reduce(parts, sat_kind, extra, pairs: int) -> tuple:
         columns[:, big] = _alone([parts[r] for r in big], [sat_kind[r] for r in big]).T
     if extra_host is None:
         extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
+    return _table(columns, np.array(sizes, dtype=np.float64), parts), extra_host, host
+
+
+def _reduce_small(parts, small, sat_kind, extra, columns) -> tuple:
+    """Reduce the parts ``small`` in one buffer, filling their ``columns``: (the ``extra``
+    tensors on the host, the buffer on the host or None, the parts' offsets in it)."""
+    sub = [parts[r] for r in small]
+    sizes = [p.numel() for p in sub]
+    offsets = list(accumulate(sizes, initial=0))
+    kinds = [sat_kind[r] for r in small]
+    saturating = [q for q, kind in enumerate(kinds) if kind]
+    reduce = _on_host if sub[0].device.type == "cpu" else _on_device
+    sums, extra_host, x = reduce(sub, sizes, offsets, saturating, kinds, extra)
+    s1, norm2, nonzero, absmax = sums[:4]
+    columns[0, small], columns[1, small] = _moments(s1, norm2, np.array(sizes, float))
+    columns[2, small], columns[3, small] = absmax, nonzero
+    columns[4, [small[q] for q in saturating]] = sums[4][: len(saturating)]
+    return extra_host, x, offsets
+
+
+def _table(columns, size, parts) -> np.ndarray:
+    """The statistics (see :data:`STAT_NAMES`) from the reduced ``columns``; a part holding
+    a nan or an inf is summarised again over its finite entries."""
     mean, var, absmax, nonzero, sat = columns
-    size = np.array(sizes, dtype=np.float64)
     finite_count = size.copy()
     bad = np.flatnonzero(~np.isfinite(var))
     if bad.size:  # nan or inf inside: the statistics of the finite entries
-        finite_count[bad], s1, norm2, absmax[bad] = _finite_only(pieces, bad).T
+        finite_count[bad], s1, norm2, absmax[bad] = _finite_only(parts, bad).T
         mean[bad], var[bad] = _moments(s1, norm2, finite_count[bad])
-    table = np.stack(
+    return np.stack(
         [
             mean,
             np.sqrt(var),
@@ -220,7 +188,6 @@ def _reduce(parts, sat_kind, extra, pairs: int) -> tuple:
         ],
         axis=1,
     )
-    return table, extra_host, host, moved
 
 
 def _moments(s1, norm2, count) -> tuple:
@@ -272,7 +239,7 @@ def _flat(parts, dtype=None):
         return flat if dtype is None or flat.dtype == dtype else flat.to(dtype)
 
 
-def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple:
+def _on_host(parts, sizes, offsets, saturating, sat_kind, extra) -> tuple:
     """The reductions of tensors in the CPU's memory: one concatenation, then numpy's
     ``reduceat`` over one float64 buffer, where torch would pay a dispatch per piece."""
     flat = _flat(parts)
@@ -293,48 +260,8 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple
         far = np.abs(piece) if sat_kind[r] == "tanh" else np.abs(piece - 0.5) + 0.5
         hits.append(np.count_nonzero(far > SATURATED))
     sums.append(np.array(hits, dtype=np.float64))
-    moved = np.zeros(0)
-    if pairs:  # the parameters now minus before: the updates, their spread
-        m = len(sizes)
-        now, before, end = offsets[m - 2 * pairs], offsets[m - pairs], offsets[m]
-        d = x[now:before] - x[before:end]
-        at = starts[m - 2 * pairs : m - pairs] - now
-        moved = _spread(np.add.reduceat(d, at), np.add.reduceat(d * d, at), sizes[m - pairs :])
     extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
-    pieces = _Pieces(x, offsets)
-    return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None), pieces, moved
-
-
-def _spread(s1, s2, sizes) -> np.ndarray:
-    """The std of pieces from their sums and sums of squares."""
-    return np.sqrt(_moments(s1, np.sqrt(s2), np.array(sizes, dtype=np.float64))[1])
-
-
-class _Parts:
-    """Part ``r`` as a tensor, for the few whose statistics are taken again (a nan or an
-    inf inside): its piece of the reduced buffer if it went there, else itself."""
-
-    def __init__(self, parts):
-        self.parts, self.at, self.buffer = parts, {}, None
-
-    def reduced(self, rows, buffer_pieces) -> None:
-        self.at = {r: q for q, r in enumerate(rows)}
-        self.buffer = buffer_pieces
-
-    def __getitem__(self, r):
-        q = self.at.get(r)
-        return self.parts[r].detach() if q is None else self.buffer[q]
-
-
-class _Pieces:
-    """The pieces of the host buffer, made as tensors only when one is asked for (a piece
-    with a nan or an inf)."""
-
-    def __init__(self, x, offsets):
-        self.x, self.offsets = x, offsets
-
-    def __getitem__(self, r):
-        return torch.from_numpy(self.x[self.offsets[r] : self.offsets[r + 1]])
+    return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None)
 
 
 def _plain(e):
@@ -349,7 +276,7 @@ def _numpy(t) -> np.ndarray:
     return (t if t.dtype in _NUMPY_FLOATS else t.to(torch.float64)).numpy()
 
 
-def _on_device(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tuple:
+def _on_device(parts, sizes, offsets, saturating, sat_kind, extra) -> tuple:
     """The reductions on the tensors' device (a GPU): segment reductions over one buffer,
     read back with one synchronisation."""
     device = parts[0].device
@@ -367,35 +294,24 @@ def _on_device(parts, sizes, offsets, saturating, sat_kind, extra, pairs) -> tup
         far = p.abs() if sat_kind[r] == "tanh" else (p - 0.5).abs() + 0.5
         columns.append((far > SATURATED).sum(dtype=torch.float64).reshape(1))
     m = len(sizes)
-    if pairs:  # the parameters now minus before: sums and sums of squares of the updates
-        now, before, end = offsets[m - 2 * pairs], offsets[m - pairs], offsets[m]
-        d = x[now:before] - x[before:end]
-        lengths = torch.tensor(sizes[m - pairs :], device=device)
-        columns.append(torch.segment_reduce(d, "sum", lengths=lengths))
-        columns.append(torch.segment_reduce(d * d, "sum", lengths=lengths))
     extra = [torch.as_tensor(e() if callable(e) else e, device=device) for e in extra]
     flat = torch.cat(columns + [e.detach().to(device, torch.float64).reshape(-1) for e in extra])
     keep = x.numel() * 8 <= KEEP_BYTES
     host_all = flat.cpu().numpy()  # the one synchronisation (with the buffer, if kept)
     sums = list(host_all[: 4 * m].reshape(4, m)) + [host_all[4 * m : 4 * m + len(saturating)]]
     at = 4 * m + len(saturating)
-    moved = np.zeros(0)
-    if pairs:
-        s1, s2 = host_all[at : at + pairs], host_all[at + pairs : at + 2 * pairs]
-        moved = _spread(s1, s2, sizes[m - pairs :])
-        at += 2 * pairs
     extra_host = []
     for e in extra:
         extra_host.append(host_all[at : at + e.numel()])
         at += e.numel()
-    return sums, extra_host, (x.cpu().numpy() if keep else None), pieces, moved
+    return sums, extra_host, (x.cpu().numpy() if keep else None)
 
 
-def _finite_only(pieces, bad) -> np.ndarray:
-    """(count, sum, norm, max |x|) of the finite entries of each piece in ``bad``."""
+def _finite_only(parts, bad) -> np.ndarray:
+    """(count, sum, norm, max |x|) of the finite entries of each part in ``bad``."""
     again = []
     for r in bad.tolist():
-        p = pieces[r]
+        p = parts[r].detach()
         ok = torch.isfinite(p)
         f = torch.where(ok, p, 0.0)
         again.append(

@@ -50,8 +50,8 @@ class Run:
 
     For code that uses PyTorch, ``trace`` is the
     :class:`~gradmagic.analysis.torchrun.TorchRun` the magic makes of a PyTorch cell, and
-    its names are that run's: ``value``, ``grads`` (numpy arrays), ``check`` (the
-    finite-difference checks as data), ``expect()``.
+    its names are that run's: ``value``, ``grads`` (numpy arrays), ``grads_of()``,
+    ``node()``, ``check()`` and ``expect()``.
     """
 
     __slots__ = ("trace", "__weakref__")
@@ -224,30 +224,19 @@ _FN, _ARGS, _KWARGS = "__gradmagic_fn__", "__gradmagic_args__", "__gradmagic_kwa
 
 def _run(source: str, ns: dict, options: Options, filename: str, first_line: int = 1) -> Run:
     __tracebackhide__ = True
-    if torchcell.wants_torch(source, ns):  # torch is the engine: run as it is, recorded
-        return _run_torch(source, ns, options, filename, first_line)
-    cell = prepare(source, ns, filename=filename, first_line=first_line)
     try:
-        trace = execute(cell, ns, options)
+        if torchcell.wants_torch(source, ns):  # torch is the engine: run as it is, recorded
+            trace = torchcell.run(source, ns, options, filename=filename, first_line=first_line)
+        else:
+            trace = execute(
+                prepare(source, ns, filename=filename, first_line=first_line), ns, options
+            )
     except NoTarget as e:
         raise TypeError(f"nothing to differentiate: {e}") from None
     except Exception as e:  # the user's frames only, as the magic shows them
         raise e.with_traceback(user_traceback(e.__traceback__, filename)) from None
     session.last = trace
     return Run(trace)
-
-
-def _run_torch(source: str, ns: dict, options: Options, filename: str, first_line: int) -> Run:
-    """A PyTorch cell's run, as the magic makes it (:mod:`gradmagic.notebook.torchcell`)."""
-    __tracebackhide__ = True
-    try:
-        run = torchcell.run(source, ns, options, filename=filename, first_line=first_line)
-    except torchcell.NoTensorTarget as e:
-        raise TypeError(f"nothing to differentiate: {e}") from None
-    except Exception as e:  # the user's frames only, as the magic shows them
-        raise e.with_traceback(user_traceback(e.__traceback__, filename)) from None
-    session.last = run
-    return Run(run)
 
 
 def _signature(fn) -> inspect.Signature | None:

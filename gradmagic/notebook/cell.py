@@ -698,6 +698,27 @@ def _bound(ns, before: dict, lifted: dict) -> set:
     return {name for name, v in ns.items() if before.get(name, missing) is not v} | set(lifted)
 
 
+NO_TARGET = (
+    "the cell does not end with an expression or an assignment; "
+    "end it with one, or name the target with -t NAME"
+)
+
+
+def named_target(name, value, ns, final: bool, assigned) -> tuple:
+    """(the target, what to call it): the variable ``name`` (``-t``), else the cell's last
+    expression's ``value`` (when it has a ``final`` one), else what its last statement
+    ``assigned``; :class:`NoTarget` when there is none."""
+    if name is not None:
+        if name not in ns:
+            raise NoTarget(f"-t {name}: no variable {name!r} after the cell ran")
+        return ns[name], name
+    if final:
+        return value, "the cell's value"
+    if assigned is not None:
+        return ns.get(assigned), assigned
+    raise NoTarget(NO_TARGET)
+
+
 def find_target(rw: Rewritten, name, value, ns, owner: list | None = None):
     """The node to differentiate after a run; raises :class:`NoTarget` saying why there is none.
 
@@ -705,19 +726,7 @@ def find_target(rw: Rewritten, name, value, ns, owner: list | None = None):
     own autograd object (see :mod:`gradmagic.notebook.learner`) stands for its ``.data``;
     it is appended to ``owner`` when that is a list.
     """
-    if name is not None:
-        if name not in ns:
-            raise NoTarget(f"-t {name}: no variable {name!r} after the cell ran")
-        value, what = ns[name], name
-    elif rw.final is not None:
-        what = "the cell's value"
-    elif rw.target is not None:
-        value, what = ns.get(rw.target), rw.target
-    else:
-        raise NoTarget(
-            "the cell does not end with an expression or an assignment; "
-            "end it with one, or name the target with -t NAME"
-        )
+    value, what = named_target(name, value, ns, rw.final is not None, rw.target)
     if not _runtime.is_node(value) and learner.is_engine_object(value):
         data = learner.owner_data(value, _runtime.is_node)
         if data is None:

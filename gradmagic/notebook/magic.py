@@ -17,6 +17,7 @@ Load it with ``%load_ext gradmagic``; ``%unload_ext gradmagic`` removes it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import re
 
@@ -139,23 +140,32 @@ class AutogradMagics(Magics):
         if cell_form:
             python, skipped = _shell_syntax(shell, source)
             first_line += skipped
-        if torchcell.wants_torch(python, shell.user_ns):  # torch is the engine: run it plain
-            return self._run_torch(python, source, filename, first_line, options, whole_cell)
-        try:
-            cell = prepare(
+        ns = shell.user_ns
+        if torchcell.wants_torch(python, ns):  # torch is the engine: run it plain, recorded
+            make = functools.partial(
+                torchcell.run,
                 python,
-                shell.user_ns,
+                ns,
+                options,
                 filename=filename,
                 first_line=first_line,
                 compiler=shell.compile,
+                global_ns=shell.user_global_ns,
+                source_text=source,
             )
-            cell = dataclasses.replace(cell, source=source)  # the trace keeps the user's text
-        except (SyntaxError, ValueError) as e:
-            if isinstance(e, SyntaxError) and not cell_form:
-                _point_into(e, header, source)
-            return self._fail(e, filename, whole_cell)
+        else:
+            try:
+                cell = prepare(
+                    python, ns, filename=filename, first_line=first_line, compiler=shell.compile
+                )
+                cell = dataclasses.replace(cell, source=source)  # the trace keeps the user's text
+            except (SyntaxError, ValueError) as e:
+                if isinstance(e, SyntaxError) and not cell_form:
+                    _point_into(e, header, source)
+                return self._fail(e, filename, whole_cell)
+            make = functools.partial(execute, cell, ns, options, global_ns=shell.user_global_ns)
         try:
-            trace = execute(cell, shell.user_ns, options, global_ns=shell.user_global_ns)
+            trace = make()
         except NoTarget as e:  # the cell's value, as plain Python shows it, and a note
             if not options.quiet:
                 print(f"%%autograd: {e}")
@@ -164,29 +174,6 @@ class AutogradMagics(Magics):
             return self._fail(e, filename, whole_cell)
         session.last = trace
         return None if options.quiet else trace
-
-    def _run_torch(self, python, source, filename, first_line, options, whole_cell):
-        """A PyTorch cell, run unchanged and recorded (see :mod:`gradmagic.notebook.torchcell`)."""
-        __tracebackhide__ = True
-        try:
-            run = torchcell.run(
-                python,
-                self.shell.user_ns,
-                options,
-                filename=filename,
-                first_line=first_line,
-                compiler=self.shell.compile,
-                global_ns=self.shell.user_global_ns,
-                source_text=source,
-            )
-        except torchcell.NoTensorTarget as e:  # the cell's value, as plain Python shows it
-            if not options.quiet:
-                print(f"%%autograd: {e}")
-            return e.value if e.shown else None
-        except (Exception, KeyboardInterrupt, GraphMemoryError) as e:  # from the user's line
-            return self._fail(e, filename, whole_cell)
-        session.last = run
-        return None if options.quiet else run
 
     def _fail(self, exc: BaseException, filename: str, whole_cell: bool):
         """Show ``exc`` as a plain cell would show it: the user's lines only.

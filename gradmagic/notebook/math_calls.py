@@ -382,7 +382,6 @@ _MAYBE_NO_GRADIENT = (
     "arctan2",
 )
 _PREDICATES = ("isclose", "isfinite", "isnan", "isinf")
-_BUILTINS = {"float": float, "pow": pow, "isinstance": isinstance}
 
 
 def _op_builder(op):

@@ -9,6 +9,10 @@ its outputs, tensors, random numbers and module state are those of a plain run.
 namespace, without importing torch: the cell imports torch, or reads a name
 bound to something of torch's (the module, a tensor, an ``nn.Module``, a list
 of tensors, an object of the notebook's whose attributes are tensors).
+
+Why not :func:`~gradmagic.notebook.cell.prepare`: a PyTorch cell is not rewritten (torch
+records its own graph). What the two share is one: the target's choice, the
+:class:`~gradmagic.notebook.cell.NoTarget` it raises, and the callers that run it.
 """
 
 from __future__ import annotations
@@ -19,24 +23,18 @@ import sys
 import time
 import types
 import warnings
-from collections import OrderedDict
 
 from . import memory
+from .cell import NO_TARGET, NoTarget, named_target
+from .cell_facts import _assigned_name
 
-__all__ = ["wants_torch", "run", "NoTensorTarget"]
+__all__ = ["wants_torch", "run"]
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
-class NoTensorTarget(Exception):
-    """The PyTorch cell ran but nothing of it can be shown; the message says why.
-
-    ``value`` is the cell's value, and ``shown`` says whether plain Python would show it
-    (the cell ends with an expression)."""
-
-    value = None
-    shown = False
+NoTensorTarget = NoTarget  # (the name grade() imports)
 
 
 def wants_torch(source: str, ns) -> bool:
@@ -120,7 +118,7 @@ def run(
 
     The target is ``options.target`` (a name), else the cell's last expression, else
     the name its last statement assigns. Raises what the cell raises (after removing
-    every hook), :class:`NoTensorTarget`, or ``SyntaxError``.
+    every hook), :class:`~gradmagic.notebook.cell.NoTarget`, or ``SyntaxError``.
     """
     __tracebackhide__ = True
     import torch
@@ -130,10 +128,34 @@ def run(
     code, final_code, assigned, assigns = _compiled(source, filename, first_line, compiler)
     if options.target is None and final_code is None and assigned is None:
         exec(code, global_ns, ns)  # no target can come of it: a plain run, nothing recorded
-        raise NoTensorTarget(_NO_TARGET)
+        raise NoTarget(NO_TARGET)
     recorder = torchrun.Recorder(filename, ns, assigns)
-    value = None
-    full: list = []  # (the memory bound, once the process outgrew it)
+    value, ran, full = _recorded(recorder, code, final_code, global_ns, ns, options)
+    try:
+        if recorder.stopped_at is not None:
+            raise NoTarget(_stopped(recorder, full))
+        target = _tensor_target(torch, options.target, value, ns, final_code, assigned)
+        try:
+            source = source if source_text is None else source_text
+            result = _finished(recorder, target, source, options, ns, ran)
+        except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
+            raise NoTarget(
+                f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
+            ) from e
+    except NoTarget as e:  # (what plain Python shows of the cell, it still shows)
+        e.value, e.shown = value, final_code is not None
+        raise
+    finally:
+        recorder.remove_hooks()
+    torchrun.release(result)
+    return result
+
+
+def _recorded(recorder, code, final_code, global_ns, ns, options) -> tuple:
+    """Run the cell under ``recorder``: (its value, the seconds it took, the memory bound
+    if the process outgrew it). What the cell raises is raised, with every hook removed."""
+    __tracebackhide__ = True
+    value, full = None, []
 
     def stop(limit):  # (the record stops at its next op)
         full.append(limit)
@@ -145,31 +167,13 @@ def run(
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
-        ran = time.perf_counter() - started
+        return value, time.perf_counter() - started, full
     except BaseException:
         recorder.remove_hooks()
         raise
-    cell_value = value
-    try:
-        if recorder.stopped_at is not None:
-            raise NoTensorTarget(_stopped(recorder, full))
-        value = _tensor_target(torch, options.target, value, ns, final_code, assigned)
-        try:
-            result = _finished(recorder, value, source, source_text, options, ns, ran)
-        except Exception as e:  # noqa: BLE001 - the cell ran: what it did stands, said plainly
-            raise NoTensorTarget(
-                f"the cell ran, but its record could not be made ({type(e).__name__}: {e})"
-            ) from e
-    except NoTensorTarget as e:  # (what plain Python shows of the cell, it still shows)
-        e.value, e.shown = cell_value, final_code is not None
-        raise
-    finally:
-        recorder.remove_hooks()
-    torchrun.release(result)
-    return result
 
 
-def _finished(recorder, value, source, source_text, options, ns, ran):
+def _finished(recorder, value, source, options, ns, ran):
     """The run's summaries and checks; what they do draws no number of the cell's, and no
     mode or patch of the user's sees it."""
     import torch
@@ -182,7 +186,7 @@ def _finished(recorder, value, source, source_text, options, ns, ran):
         torchrun.torch_as_shipped(),
         torch._C.DisableTorchFunctionSubclass(),  # (nor a tensor subclass of the user's)
     ):
-        result = _finish(torchrun, recorder, value, source, source_text, options, ns)
+        result = torchrun.finish(recorder, value, source=source, options=options, ns=ns)
         if not options.no_check:
             with warnings.catch_warnings():  # the check replays the cell's ops: their
                 warnings.simplefilter("ignore")  # warnings were the cell's, shown once
@@ -205,33 +209,14 @@ def _stopped(recorder, full: list) -> str:
     )
 
 
-def _finish(torchrun, recorder, value, source, source_text, options, ns):
-    """The run's summaries."""
-    result = torchrun.finish(
-        recorder,
-        value,
-        source=source if source_text is None else source_text,
-        options=options,
-        ns=ns,
-    )
-    return result
-
-
 def _tensor_target(torch, name, value, ns, final_code, assigned):
     """The cell's target: the variable ``name`` (``-t``), else its last expression's
-    ``value``, else what its last statement assigned; NoTensorTarget unless it is a
+    ``value``, else what its last statement assigned; NoTarget unless it is a
     one-element ``torch.Tensor``."""
     __tracebackhide__ = True
-    if name is not None:
-        if name not in ns:
-            raise NoTensorTarget(f"-t {name}: no variable {name!r} after the cell ran")
-        value, what = ns[name], name
-    elif final_code is not None:
-        what = "the cell's value"
-    else:  # (the name the last statement assigns)
-        value, what = ns.get(assigned), assigned
+    value, what = named_target(name, value, ns, final_code is not None, assigned)
     if not isinstance(value, torch.Tensor):
-        raise NoTensorTarget(
+        raise NoTarget(
             f"the cell uses PyTorch, so it ran as plain PyTorch, but {what} "
             f"is a {type(value).__name__}, not a torch.Tensor"
         )
@@ -239,45 +224,25 @@ def _tensor_target(torch, name, value, ns, final_code, assigned):
     with torch._C.DisableTorchFunctionSubclass():
         if value.layout != torch.strided or value.is_nested or value.is_meta:
             kind = "meta" if value.is_meta else "nested" if value.is_nested else str(value.layout)
-            raise NoTensorTarget(
+            raise NoTarget(
                 f"{what} is a {kind} tensor; the magic shows dense tensors that hold their numbers"
             )
         if value.is_complex():
-            raise NoTensorTarget(
+            raise NoTarget(
                 f"{what} is a complex tensor; a gradient is taken of a real number "
                 "(.real, .abs(), or a real loss of it)"
             )
         if value.numel() != 1:
-            raise NoTensorTarget(
+            raise NoTarget(
                 f"{what} is a tensor of shape {tuple(value.shape)}; reduce it to "
                 "one number (.sum(), .mean()) to differentiate it"
             )
     return value
 
 
-_NO_TARGET = (
-    "the cell does not end with an expression or an assignment; end "
-    "it with one, or name the target with -t NAME"
-)
-_COMPILED: OrderedDict = OrderedDict()  # the cells compiled last (see _compiled)
-_KEEP = 32
-
-
 def _compiled(source, filename, first_line, compiler):
     """(code, code of the last expression or None, the name the last statement assigns,
-    line → names assigned) of a cell; a cell run again reuses them, re-filed under
-    ``filename`` (the shell names each run's cell anew)."""
-    key = (source, first_line, compiler is compile, getattr(compiler, "flags", None))
-    kept = _COMPILED.get(key)
-    if kept is not None:
-        _COMPILED.move_to_end(key)
-        code, final_code, assigned, assigns = kept
-        return (
-            _refile(code, filename),
-            final_code and _refile(final_code, filename),
-            assigned,
-            assigns,
-        )
+    line → names assigned) of a cell."""
     from ..analysis.torchrun import assigned_names
 
     tree = ast.parse(source, filename)
@@ -285,38 +250,7 @@ def _compiled(source, filename, first_line, compiler):
     final = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         final = ast.Expression(tree.body.pop().value)
-    assigned = _last_assigned(tree)
-    with warnings.catch_warnings(record=True) as caught:  # the filters in force still apply
-        code = compiler(tree, filename, "exec")
-        final_code = compiler(final, filename, "eval") if final is not None else None
-    for w in caught:  # shown as a plain cell shows them; such a cell is compiled again
-        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
-    result = (code, final_code, assigned, assigned_names(tree))
-    if not caught:
-        _COMPILED[key] = result
-        if len(_COMPILED) > _KEEP:
-            _COMPILED.popitem(last=False)
-    return result
-
-
-def _refile(code, filename: str):
-    """``code`` and the code inside it as compiled from ``filename``."""
-    if code.co_filename == filename:
-        return code
-    consts = tuple(
-        _refile(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts
-    )
-    return code.replace(co_filename=filename, co_consts=consts)
-
-
-def _last_assigned(tree):
-    """The name the cell's last statement assigns (``loss = ...``), or None."""
-    if not tree.body:
-        return None
-    last = tree.body[-1]
-    target = None
-    if isinstance(last, ast.Assign) and len(last.targets) == 1:
-        target = last.targets[0]
-    elif isinstance(last, (ast.AugAssign, ast.AnnAssign)):
-        target = last.target
-    return target.id if isinstance(target, ast.Name) else None
+    assigned = _assigned_name(tree.body[-1]) if tree.body else None
+    code = compiler(tree, filename, "exec")
+    final_code = compiler(final, filename, "eval") if final is not None else None
+    return code, final_code, assigned, assigned_names(tree)
