@@ -308,3 +308,37 @@ def test_a_file_an_earlier_cell_opened_is_not_written_by_a_re_run(ip, tmp_path):
     finally:
         ip.user_ns["fh"].close()
     assert out.read_text() == "x"  # once, by the cell itself
+
+
+TRAINING = """
+w = [0.5, -0.3]
+xs = [(1.0, 2.0), (2.0, -1.0)]
+ys = [1.0, -1.0]
+for step in range(4):
+    loss = sum((w[0] * a + w[1] * b - y) ** 2 for (a, b), y in zip(xs, ys))
+    loss.backward()
+    w = [wi - 0.05 * wi.grad for wi in w]
+loss
+"""
+
+
+def test_a_training_loop_on_the_magics_numbers_plots_its_steps_and_ticks_nothing_refuted(ip):
+    """Each step's .grad is a plain number the next step reads: the graph's gradient holds
+    it fixed (the last step's), the code's runs through every update. The check says so and
+    compares with the graph, never a red row over a right last-step gradient."""
+    trace = _run(ip, TRAINING)
+    w, losses = [0.5, -0.3], []
+    data = list(zip([(1.0, 2.0), (2.0, -1.0)], [1.0, -1.0]))
+    for _ in range(4):
+        losses.append(sum((w[0] * a + w[1] * b - y) ** 2 for (a, b), y in data))
+        r = [w[0] * a + w[1] * b - y for (a, b), y in data]
+        g = [sum(2 * rk * x[k] for rk, (x, _) in zip(r, data)) for k in (0, 1)]
+        w = [wi - 0.05 * gi for wi, gi in zip(w, g)]
+    assert trace.steps == pytest.approx(losses, rel=1e-12) and trace.trained
+    report = trace.check()
+    assert report.oracle == "graph" and report.mark not in ("✓", "✗") and not report.passed
+    assert not any(r.status == "fail" for r in report.rows)
+    assert any("the cell trains" in n for n in report.notes)
+    # a single backward() on the target itself is no training: the code still judges
+    single = _run(ip, "a = 2.0\nb = -3.0\nL = a * b\nL.backward()\nL").check()
+    assert single.passed and single.oracle == "code"

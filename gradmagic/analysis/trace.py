@@ -193,7 +193,8 @@ class Trace:
         self.rerun: Any = None
         # a learner's own engine's gradients judged (an expect-kind CheckReport), or None
         self.claims: Any = None
-        self.steps: list = []  # a learner's training: the loss at each backward() called
+        self.steps: list = []  # a training loop: the loss at each backward() the cell called
+        self.trained = False  # backward() was called on a node other than the target
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot

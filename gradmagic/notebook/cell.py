@@ -246,6 +246,8 @@ def execute(
         },
     )
     trace.rerun.explicit = explicit
+    if getattr(trace, "trained", False):
+        trace.rerun.problem = _TRAINED
     trace.rerun.outside = frozenset(_runtime.float_births).difference(inside)
     del _runtime.float_births[:]
     _runtime.array_births.clear()
@@ -253,6 +255,11 @@ def execute(
 
 
 _NO_FORK = "this system cannot fork a process to run the cell again"
+_TRAINED = (
+    "the cell trains (it called backward() and went on): its graph reads each step's .grad "
+    "as plain numbers, as a training step does, so its gradients are the last step's, while "
+    "the code's own derivative runs through every update"
+)
 _NOT_KEPT = "it ran with --no-check, which keeps no way to run it again"
 
 
@@ -297,7 +304,8 @@ def _execute(
     trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
     if claims is not None:
         trace.claims = learner.judge(trace, claims, options.atol, options.rtol)
-        trace.steps = list(run.steps)
+    trace.steps = list(run.steps)
+    trace.trained = any(r != id(target) for r in run.step_roots)
     handles = _handles(trace, walk.order) + (inside,)
     trace.stray_names = strays  # type: ignore[attr-defined]
     boundary.release(walk.order)

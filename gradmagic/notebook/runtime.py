@@ -287,6 +287,10 @@ def backward_of(obj):
     that backward differentiates); their backward then runs on plain numbers, as it would
     without the magic (the truth is gradmagic's own graph)."""
     run = _run
+    if run is not None and type(obj) in _NODES:  # a step of training on gradmagic's nodes
+        run.steps.append(_step_value(obj))
+        run.step_roots.append(id(obj))
+        return obj.backward()
     if run is None or not learner.is_engine_object(obj):
         return obj.backward()
     try:
@@ -301,6 +305,14 @@ def backward_of(obj):
         return obj.backward()
     finally:
         state.recording, state.cut = was, cut
+
+
+def _step_value(obj) -> float:
+    """The plain number of a node ``backward()`` was called on (an array's sum), unrecorded."""
+    data = obj.data if type(obj) in (Value, Tensor) else obj
+    if isinstance(data, np.ndarray):
+        return _FLOAT(np.sum(data.view(np.ndarray)))
+    return _FLOAT(number_nodes.plain(data))
 
 
 def engine_input(x):
@@ -829,6 +841,7 @@ class _Run:
         # (object, its data) of the last one's graph
         self.steps: list = []
         self.held: list = []
+        self.step_roots: list = []  # id() of each gradmagic node backward() was called on
 
 
 _run: _Run | None = None
