@@ -278,12 +278,14 @@ def backward_of(obj):
     run = _run
     if run is None or not learner.is_engine_object(obj):
         return obj.backward()
+    state = engine.state
+    conversions = state.float_conversions  # the loss read for the plot cuts nothing
     try:
         run.steps.append(_FLOAT(np.sum(obj.data)))
     except (TypeError, ValueError):
         pass
+    state.float_conversions = conversions
     run.held = [(v, v.data) for v in learner.learner_graph(obj)]
-    state = engine.state
     was, cut = state.recording, state.cut
     state.recording, state.cut = False, None
     try:
