@@ -147,7 +147,7 @@ def test_a_correct_engine_passes_and_the_cell_is_plain(ip, case, capsys):
     assert state(ip.user_ns, names) == state(ns, names)
     claims = trace.claims
     assert claims is not None and claims.passed, claims.verdict
-    assert len(claims.rows) >= 3
+    assert len(claims.rows) >= 3 and not trace.warnings, trace.warnings
     checked = 0
     before = plain(sources + [setup], "0")[0]
     for row in claims.rows:  # the truth, against the plain code, for the set-up's objects
@@ -317,3 +317,61 @@ def test_a_wrong_backward_of_a_tensor_engine_names_its_worst_element(ip, capsys)
         want = numeric(sources, setup, cell, "W", index)
         assert row.got[index] == pytest.approx(want, rel=1e-4)
     assert "worst element" in row.note
+
+
+def graded(sources, setup, cell, **options):
+    return gradmagic.grade("\n".join(sources + [setup, cell]), None, **options)
+
+
+@pytest.mark.parametrize("case", ["notebook", "micrograd", "numpy tensors", "sorted_graph"])
+def test_grade_judges_a_correct_engines_grad_and_passes(case):
+    sources, setup, cell = CASES[case]
+    report = graded(sources, setup, cell, isolate=False)
+    assert report.outcome == "pass" and len(report.rows) >= 3, str(report)
+    before, checked = plain(sources + [setup], "0")[0], 0
+    for row in report.rows:  # the expected numbers are the truth, from the plain code
+        name = row.name.removesuffix(".grad")
+        if name not in before:
+            continue
+        np.testing.assert_allclose(row.got, eval(name, plain(sources + [setup], cell)[0]).grad)
+        index = None if np.ndim(row.expected) == 0 else (0,) * np.ndim(row.expected)
+        want = numeric(sources, setup, cell, name, index)
+        assert np.asarray(row.expected)[index or ()] == pytest.approx(want, rel=1e-4, abs=1e-6)
+        checked += 1
+    assert checked >= 2
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_grade_fails_a_planted_bug_naming_the_node_with_both_numbers(bug):
+    setup, cell, wrong = BUGS[bug]
+    sources = [buggy(bug)]
+    report = graded(sources, setup, cell, isolate=False)
+    ns = plain(sources + [setup], cell)[0]
+    assert report.outcome == "wrong" and not report.passed
+    failed = {r.name: r for r in report.rows if not r.ok}
+    assert {f"{name}.grad" for name in wrong} <= set(failed)
+    for name in wrong:
+        assert failed[f"{name}.grad"].got == ns[name].grad  # their number, as plain leaves it
+        want = numeric(sources, setup, cell, name)
+        assert failed[f"{name}.grad"].expected == pytest.approx(want, rel=1e-4)
+        assert f"∂{cell.split()[0]}/∂{name}" in str(report)
+    assert any("look at that backward" in note for note in report.notes)
+
+
+def test_grade_judges_an_engine_in_the_sandbox_beside_the_answers():
+    sources, setup, cell = CASES["micrograd"]
+    report = graded(sources, setup, cell)
+    assert report.sandbox["sandboxed"] and report.outcome == "pass", str(report)
+    setup, cell, _ = BUGS["add_overwrites"]
+    source = "\n".join([buggy("add_overwrites"), setup, cell])
+    report = gradmagic.grade(source, {"b.data": 6.0}, feedback="verdicts")
+    assert report.outcome == "wrong" and [r.ok for r in report.rows] == [True, False, True]
+    assert report.rows[1].name == "a.grad" and report.rows[1].expected is None  # not shown
+    text = str(report)
+    assert "✗ a.grad: wrong" in text and "2.0" not in text
+
+
+def test_grade_with_nothing_to_judge_says_so():
+    report = gradmagic.grade("L = 2.0 * 3.0\nL", None, isolate=False)
+    assert report.outcome == "error" and not report.passed
+    assert "nothing to grade" in report.rows[0].note
