@@ -45,78 +45,39 @@ def grade(
     raise_errors: bool = False,
     feedback: str = "full",
 ) -> GradeReport:
-    """Run ``source`` under ``%%autograd``'s rewrite and check the named answers.
+    """Run ``source`` under ``%%autograd``'s rewrite and judge it: a :class:`GradeReport`
+    (kind ``"expect"``; print it, or call ``assert_passed()`` in a test cell). It never
+    raises for anything the cell does; a mistake of the grader's raises at once.
 
-    Parameters
-    ----------
-    source:
-        The cell's code. A first line ``%%autograd ...`` is allowed (its ``-t NAME`` names
-        the target unless ``target`` is given; its other options are ignored); line
-        numbers in messages count it.
-    expected:
-        ``{"a": 6, "b": -4, "L.data": -8}``: gradients of the target by node name (``"a"``
-        or ``"a.grad"``) and values (``"L.data"``); also (name, number) pairs or the text
-        ``"a=6, b=-4"``, read once as floats (or float arrays) before the cell runs. When
-        the cell's value is an object of the student's own autograd engine (a ``Value``
-        with ``.data``, ``.grad`` and ``backward()``), every ``.grad`` their engine left
-        is judged too, against the true gradient (rows ``"a.grad"``); None (the default)
-        grades only those.
-    atol, rtol:
-        An answer is correct if ``|got - expected| <= atol + rtol * |expected|``.
-    target:
-        The variable to differentiate (default: as the magic's).
-    namespace:
-        Names the source may read (default none). Isolated, a pickled copy is sent;
-        with ``isolate=False`` the source runs in this very dict.
-    timeout, memory, processes:
-        The isolated run's limits: seconds of wall clock, start-up included (default 10,
-        outcome ``"timeout"``); MiB of each process, and in the sandbox of all its
-        processes together (default 1024, outcome ``"memory"``); processes and threads
-        in the sandbox (default 32). None for no time or memory limit.
-    isolate, sandbox:
-        ``isolate=True`` (default) runs a fresh child process, by default in the
-        bubblewrap sandbox (:class:`SandboxUnavailable` is raised, before anything runs,
-        where none can be made); ``sandbox=False`` runs the child as the grader's user
-        (the report says so). ``isolate=False`` runs in this process, with no limit:
-        **unsafe for untrusted code**.
-    raise_errors:
-        Re-raise an exception of the cell instead of reporting it (needs ``isolate=False``).
-    feedback:
-        ``"full"`` (default) shows each expected value, the difference and the tolerance;
-        ``"verdicts"`` each answer's verdict only, everywhere the report is shown.
-
-    Returns
-    -------
-    GradeReport
-        Of kind ``"expect"``; print it for the text form, or call ``assert_passed()`` in
-        a test cell. It never raises for anything the cell does.
+    - ``source``: the cell's code; a first line ``%%autograd -t NAME`` may name the target
+      (its other options are ignored; line numbers count it).
+    - ``expected``: ``{"a": 6, "b": -4, "L.data": -8}`` (gradients by node name, ``"a"`` or
+      ``"a.grad"``; values, ``"L.data"``), (name, number) pairs or ``"a=6, b=-4"``, read
+      once as floats or float arrays before the cell runs. When the cell's value is an
+      object of the student's own autograd engine, each ``.grad`` it left is judged too,
+      against the true gradient (rows ``"a.grad"``); None grades only those.
+    - ``atol``, ``rtol``: an answer is right if ``|got - expected| <= atol + rtol*|expected|``.
+    - ``target``: the variable to differentiate (default: as the magic chooses).
+    - ``namespace``: names the source may read (isolated: a pickled copy; else this dict).
+    - ``timeout`` (seconds, 10), ``memory`` (MiB of each process and of the sandbox's
+      together, 1024), ``processes`` (32): the isolated run's limits; None for none.
+    - ``isolate``, ``sandbox``: a fresh child in the bubblewrap sandbox (the default;
+      :class:`SandboxUnavailable` where none can be made), a plain child as the grader's
+      user (``sandbox=False``), or this process (``isolate=False``: no limits, **unsafe
+      for untrusted code**).
+    - ``raise_errors``: re-raise the cell's exception (needs ``isolate=False``).
+    - ``feedback``: ``"full"``, or ``"verdicts"`` (each answer's verdict, the expected
+      values left out everywhere the report is shown).
     """
     pairs = [] if expected is None else _expected(expected)
     source, target = _arguments(source, target, atol, rtol, timeout, memory, processes)
-    if namespace is not None and not isinstance(namespace, dict):
-        raise TypeError(f"namespace must be a dict, got {type(namespace).__name__}")
-    if feedback not in FEEDBACK:
-        raise ValueError(f"feedback must be one of {FEEDBACK}, got {feedback!r}")
-    if sandbox not in (True, False):
-        raise TypeError(f"sandbox must be True or False, got {sandbox!r}")
+    _options(namespace, feedback, sandbox, isolate, raise_errors)
     names = _names(pairs)
     if not isolate:
         ns = {"__name__": "__main__"} if namespace is None else namespace
         data = collect(source, names, ns, target, raise_errors)
         how = {"sandboxed": False, "how": "in the grader's own process", "limits": {}}
         return _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
-    if raise_errors:
-        raise ValueError(
-            "raise_errors=True needs isolate=False: an exception of the "
-            "cell cannot cross from the process that runs it"
-        )
-    why = _sandbox.unavailable() if sandbox else None
-    if why is not None:
-        raise SandboxUnavailable(
-            f"grade() cannot make a sandbox for the cell: {why}. To run it in a plain child "
-            f"process instead (no sandbox: the cell can read and write whatever this user "
-            f"can), pass sandbox=False."
-        )
     data = _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox)
     how = _how(sandbox, timeout, memory)
     report = _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
@@ -141,6 +102,30 @@ def _arguments(source, target, atol, rtol, timeout, memory, processes) -> tuple:
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 4:
         raise ValueError(f"processes must be a whole number >= 4, got {processes!r}")
     return str.__str__(source), target
+
+
+def _options(namespace, feedback, sandbox, isolate, raise_errors) -> None:
+    """Raise for a bad choice of how to run and report, or a sandbox that cannot be made."""
+    if namespace is not None and not isinstance(namespace, dict):
+        raise TypeError(f"namespace must be a dict, got {type(namespace).__name__}")
+    if feedback not in FEEDBACK:
+        raise ValueError(f"feedback must be one of {FEEDBACK}, got {feedback!r}")
+    if sandbox not in (True, False):
+        raise TypeError(f"sandbox must be True or False, got {sandbox!r}")
+    if not isolate:
+        return
+    if raise_errors:
+        raise ValueError(
+            "raise_errors=True needs isolate=False: an exception of the "
+            "cell cannot cross from the process that runs it"
+        )
+    why = _sandbox.unavailable() if sandbox else None
+    if why is not None:
+        raise SandboxUnavailable(
+            f"grade() cannot make a sandbox for the cell: {why}. To run it in a plain child "
+            f"process instead (no sandbox: the cell can read and write whatever this user "
+            f"can), pass sandbox=False."
+        )
 
 
 def _how(sandbox: bool, timeout, memory) -> dict:
