@@ -17,6 +17,7 @@ import pytest
 
 import gradmagic
 from gradmagic.notebook import learner
+from gradmagic.views.dot import to_dot
 from gradmagic.views.widget import _analyses, static_bundle
 from learner_engines import ARRAYS, MLP, NODES, SCALAR, buggy
 
@@ -375,3 +376,13 @@ def test_grade_with_nothing_to_judge_says_so():
     report = gradmagic.grade("L = 2.0 * 3.0\nL", None, isolate=False)
     assert report.outcome == "error" and not report.passed
     assert "nothing to grade" in report.rows[0].note
+
+
+def test_the_graph_draws_each_engine_grad_beside_the_true_one(ip, capsys):
+    sources, (setup, cell, _) = [buggy("add_overwrites")], BUGS["add_overwrites"]
+    trace, _ = magic(ip, sources, setup, cell, capsys)
+    dot = to_dot(trace)
+    ns = plain(sources + [setup], cell)[0]
+    true = numeric(sources, setup, cell, "a")
+    assert f"a|data 3|grad {true:.4g} · yours {ns['a'].grad:.4g} ✗" in dot
+    assert "|grad 1 · yours 1 ✓" in dot  # b, the target
