@@ -18,6 +18,7 @@ import pytest
 import gradmagic
 from gradmagic.notebook import learner
 from gradmagic.views.dot import to_dot
+from gradmagic.views.tabs import payload
 from gradmagic.views.widget import _analyses, static_bundle
 from learner_engines import ARRAYS, MLP, NODES, SCALAR, buggy
 
@@ -290,16 +291,29 @@ def test_a_backward_that_raises_is_said_and_its_gradients_put_back(ip, capsys):
     assert ip.user_ns["a"].grad == 0.0 and ip.user_ns["b"].grad == 0.0
 
 
-def test_the_view_shows_the_loss_per_step(ip, capsys):
-    trace, _ = magic(ip, [SCALAR, MLP], TRAIN_SETUP, TRAIN.format(steps=4), capsys)
+def plotted(html: str, height: int = 90) -> list:
+    """The numbers a loss plot (render.steps_svg) draws, read back from its points and
+    its label's first and last values (the plot's range)."""
+    ys = [float(p.split(",")[1]) for p in html.split('points="')[1].split('"')[0].split()]
+    label = html.split('font-size="11">')[1].split("</text>")[0]
+    first, last = (float(part.split(": ")[1]) for part in label.split(" → "))
+    y0, y1 = ys[0], ys[-1]  # (a loss that falls all the way: the first step highest)
+    return [first + (y - y0) * (last - first) / (y1 - y0) for y in ys]
+
+
+def test_the_view_plots_the_plain_loops_loss_per_step(ip, capsys):
+    sources, steps = [SCALAR, MLP], 5
+    trace, _ = magic(ip, sources, TRAIN_SETUP, TRAIN.format(steps=steps), capsys)
+    _, _, out = plain(sources + [TRAIN_SETUP], TRAIN.format(steps=steps))
+    losses = [float(line.split()[1]) for line in out.splitlines()]
+    assert sorted(losses, reverse=True) == losses  # (falls at each step: plotted() reads it)
     bundle = static_bundle(trace, None, expected=trace.claims)
-    assert "loss per step (4 steps)" in bundle["text/plain"]
-    html = bundle["text/html"]
-    assert "<b>Training</b>" in html and html.count("<polyline") == 1
-    points = html.split('points="')[1].split('"')[0].split()
-    assert len(points) == 4  # one point a step, lower as the loss falls
-    heights = [float(p.split(",")[1]) for p in points]
-    assert heights[-1] > heights[0]
+    assert f"loss per step ({steps} steps)" in bundle["text/plain"]
+    (tab,) = [t for t in payload(trace, expected=trace.claims)["tabs"] if t["id"] == "training"]
+    for html in (bundle["text/html"].split("<b>Training</b>")[1], tab["payload"]["html"]):
+        assert html.count("<polyline") >= 1
+        span = losses[0] - losses[-1]
+        assert plotted(html) == pytest.approx(losses, abs=span / 200 + 1e-3 * losses[0])
 
 
 def test_a_wrong_backward_of_a_tensor_engine_names_its_worst_element(ip, capsys):
