@@ -285,7 +285,8 @@ def backward_of(obj):
     except (TypeError, ValueError):
         pass
     state.float_conversions = conversions
-    run.held = [(v, v.data) for v in learner.learner_graph(obj)]
+    run.links = {}
+    run.held = [(v, v.data) for v in learner.learner_graph(obj, run.links)]
     was, cut = state.recording, state.cut
     state.recording, state.cut = False, None
     try:
@@ -817,9 +818,10 @@ class _Run:
         # id(leaf) -> (leaf, the object it was made from): library results made leaves
         self.made: dict = {}
         # a learner's engine: the value at each backward() the cell called, and the
-        # (object, its data) of the last one's graph
+        # (object, its data) of the last one's graph, and each object's links (by id)
         self.steps: list = []
         self.held: list = []
+        self.links: dict = {}
 
 
 _run: _Run | None = None
