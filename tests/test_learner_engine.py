@@ -10,6 +10,7 @@ plain run's.
 """
 
 import contextlib
+import sys
 import io
 
 import numpy as np
@@ -400,3 +401,17 @@ def test_the_graph_draws_each_engine_grad_beside_the_true_one(ip, capsys):
     true = numeric(sources, setup, cell, "a")
     assert f"a|data 3|grad {true:.4g} · yours {ns['a'].grad:.4g} ✗" in dot
     assert "|grad 1 · yours 1 ✓" in dot  # b, the target
+
+
+def test_an_engine_imported_in_the_cell_itself_holds_inputs(ip, capsys, tmp_path, monkeypatch):
+    (tmp_path / "own_engine.py").write_text(SCALAR)  # found by its source, not imported first
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # the notebook's folder: the module is the learner's own
+    monkeypatch.delitem(sys.modules, "own_engine", raising=False)
+    cell = "from own_engine import Num\na = Num({x}, label='a')\nb = a * a + a ** 3 / 2\nb.backward()\nb"
+    trace, _ = magic(ip, [], "", cell.format(x=0.5), capsys)
+    assert trace.claims.passed and trace.target.name == "b"
+    h = 1e-6
+    up, down = (plain([], cell.format(x=0.5 + d))[1].data for d in (h, -h))
+    assert trace.grads["a"] == pytest.approx((up - down) / (2 * h), rel=1e-6)
+    assert ip.user_ns["a"].grad == pytest.approx(trace.grads["a"], rel=1e-12)

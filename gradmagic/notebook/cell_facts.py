@@ -132,9 +132,10 @@ def _engine_in(module, name: str) -> bool:
             spec = PathFinder.find_spec(".".join(parts[: k + 1]), where)
             if spec is None:
                 return False
-        if spec is None or spec.origin is None:
+        origin = str(spec.origin) if spec is not None else ""
+        if not origin.endswith(".py"):  # (an extension module: no class to read)
             return False
-        with open(spec.origin, encoding="utf-8") as f:
+        with open(origin, encoding="utf-8") as f:
             tree = ast.parse(f.read())
     except (OSError, ValueError, SyntaxError, TypeError, AttributeError, ImportError):
         return False
