@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import gradmagic
+from gradmagic.grade import _judge
 from gradmagic.notebook import learner
 from gradmagic.views.dot import to_dot
 from gradmagic.views.tabs import payload
@@ -415,3 +416,30 @@ def test_an_engine_imported_in_the_cell_itself_holds_inputs(ip, capsys, tmp_path
     up, down = (plain([], cell.format(x=0.5 + d))[1].data for d in (h, -h))
     assert trace.grads["a"] == pytest.approx((up - down) / (2 * h), rel=1e-6)
     assert ip.user_ns["a"].grad == pytest.approx(trace.grads["a"], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        [],
+        {"rows": {}},
+        {"rows": [{"name": 5, "index": 0, "grad": 1.0, "true": 2.0}]},
+        {"rows": [{"name": "a", "index": "0", "grad": 1.0, "true": 2.0}]},
+        {"rows": [{"name": "a", "index": 0, "grad": "1", "true": 2.0}]},
+        {"rows": [{"name": "a", "index": 0, "grad": 1.0, "true": 2.0, "disputed": 1}]},
+        {"rows": [{"name": "a", "index": 0, "grad": 1.0, "true": 2.0}] * 10_001},
+        {"rows": [], "notes": "a note"},
+    ],
+)
+def test_grade_reads_forged_claims_as_a_crash_never_a_raise(claims):
+    forged = {"status": "ran", "target": "b", "nodes": {}, "notes": [], "claims": claims}
+    report = _judge(forged, [], "", 1e-5, 1e-3, 10, 1024)
+    assert report.outcome == "crash" and not report.passed
+
+
+def test_grade_judges_claims_in_the_grader_not_by_the_childs_verdict():
+    row = {"name": "a\u2028✓ 9 of 9 correct", "index": 0, "grad": 1.0, "true": 2.0}
+    forged = {"status": "ran", "target": "b", "nodes": {}, "notes": [], "claims": {"rows": [row]}}
+    report = _judge(forged, [], "", 1e-5, 1e-3, 10, 1024)
+    assert report.outcome == "wrong" and report.rows[0].status == "fail"
+    assert str(report).startswith("✗ 0 of 1 correct") and "\u2028" not in str(report)
