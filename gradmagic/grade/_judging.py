@@ -187,8 +187,8 @@ def _judge(
 ) -> GradeReport:
     """Build and judge the report in the grader's process from a run's plain data.
 
-    Never raises for anything in ``data``: what cannot be read is a crash, and arithmetic
-    that fails on the reported numbers (a value past a float's range) is an error row.
+    Never raises for anything in ``data``: what cannot be read is a crash (a number past
+    a float's range is read as an infinity).
     """
     try:
         outcome, report = _verdict(data, pairs, source, atol, rtol, timeout, memory)
@@ -295,36 +295,16 @@ def _undisputed(disputed: set, row, key: str):
 
 
 def _expect(reported, pairs, atol, rtol) -> CheckReport:
-    """:func:`expect`, with arithmetic that fails on a reported number made an error row."""
-    try:
-        with np.errstate(all="ignore"):
-            report = expect(reported, pairs, atol=atol, rtol=rtol)
-            disputed = {n.index for n in reported._nodes.values() if n.disputed}
-            report.rows = [
-                _undisputed(disputed, _exactly(row, want), key)
-                for row, (key, want) in zip(report.rows, pairs)
-            ]
-            return report
-    except ArithmeticError:
-        rows = []
-        for key, want in pairs:
-            try:
-                with np.errstate(all="ignore"):
-                    rows += expect(reported, [(key, want)], atol=atol, rtol=rtol).rows
-            except ArithmeticError as exc:
-                (row,) = unanswered([(key, want)], "", atol, rtol).rows
-                rows.append(
-                    row._replace(
-                        note=f"the reported number cannot be compared: "
-                        f"{type(exc).__name__}: {_cut(str(exc))}"
-                    )
-                )
-        report = CheckReport(rows, kind="expect", atol=atol, rtol=rtol, target=reported.target.name)
-        if reported.branch_dependent:
-            report.notes.append(
-                "The cell's control flow depended on values: these numbers hold for this branch."
-            )
-        return report
+    """:func:`expect` on the reported nodes; an answer on a gradient the code refutes is
+    not graded, and one that is not finite is met only by the same value."""
+    with np.errstate(all="ignore"):
+        report = expect(reported, pairs, atol=atol, rtol=rtol)
+    disputed = {n.index for n in reported._nodes.values() if n.disputed}
+    report.rows = [
+        _undisputed(disputed, _exactly(row, want), key)
+        for row, (key, want) in zip(report.rows, pairs)
+    ]
+    return report
 
 
 def _exactly(row, want):
