@@ -60,7 +60,6 @@ def engine_class(cls) -> bool:
 
 
 _ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # class → engine_class
-_LAST: list = [None]  # the engine class is_engine_object last said yes to
 
 
 def _engine_class(cls) -> bool:
@@ -82,11 +81,8 @@ def _engine_class(cls) -> bool:
 
 def is_engine_object(v) -> bool:
     """True for an instance of an :func:`engine_class` that has a ``.data`` and a ``.grad``."""
-    cls = type(v)
-    if cls is not _LAST[0]:  # (a walk asks about one class many times: asked once)
-        if not engine_class(cls):
-            return False
-        _LAST[0] = cls
+    if not engine_class(type(v)):
+        return False
     attributes = getattr(v, "__dict__", None)
     if type(attributes) is dict:
         return "data" in attributes and "grad" in attributes
