@@ -287,12 +287,7 @@ def backward_of(obj):
     state.float_conversions = conversions
     run.links = {}
     run.held = [(v, v.data) for v in learner.learner_graph(obj, run.links)]
-    was, cut = state.recording, state.cut
-    state.recording, state.cut = False, None
-    try:
-        return obj.backward()
-    finally:
-        state.recording, state.cut = was, cut
+    return unrecorded(obj.backward)
 
 
 def engine_input(x):
