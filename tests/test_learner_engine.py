@@ -10,13 +10,17 @@ plain run's.
 """
 
 import contextlib
+import sys
 import io
 
 import numpy as np
 import pytest
 
 import gradmagic
+from gradmagic.grade import _judge
 from gradmagic.notebook import learner
+from gradmagic.views.dot import to_dot
+from gradmagic.views.tabs import payload
 from gradmagic.views.widget import _analyses, static_bundle
 from learner_engines import ARRAYS, MLP, NODES, SCALAR, buggy
 
@@ -147,7 +151,7 @@ def test_a_correct_engine_passes_and_the_cell_is_plain(ip, case, capsys):
     assert state(ip.user_ns, names) == state(ns, names)
     claims = trace.claims
     assert claims is not None and claims.passed, claims.verdict
-    assert len(claims.rows) >= 3
+    assert len(claims.rows) >= 3 and not trace.warnings, trace.warnings
     checked = 0
     before = plain(sources + [setup], "0")[0]
     for row in claims.rows:  # the truth, against the plain code, for the set-up's objects
@@ -289,16 +293,29 @@ def test_a_backward_that_raises_is_said_and_its_gradients_put_back(ip, capsys):
     assert ip.user_ns["a"].grad == 0.0 and ip.user_ns["b"].grad == 0.0
 
 
-def test_the_view_shows_the_loss_per_step(ip, capsys):
-    trace, _ = magic(ip, [SCALAR, MLP], TRAIN_SETUP, TRAIN.format(steps=4), capsys)
+def plotted(html: str, height: int = 90) -> list:
+    """The numbers a loss plot (render.steps_svg) draws, read back from its points and
+    its label's first and last values (the plot's range)."""
+    ys = [float(p.split(",")[1]) for p in html.split('points="')[1].split('"')[0].split()]
+    label = html.split('font-size="11">')[1].split("</text>")[0]
+    first, last = (float(part.split(": ")[1]) for part in label.split(" → "))
+    y0, y1 = ys[0], ys[-1]  # (a loss that falls all the way: the first step highest)
+    return [first + (y - y0) * (last - first) / (y1 - y0) for y in ys]
+
+
+def test_the_view_plots_the_plain_loops_loss_per_step(ip, capsys):
+    sources, steps = [SCALAR, MLP], 5
+    trace, _ = magic(ip, sources, TRAIN_SETUP, TRAIN.format(steps=steps), capsys)
+    _, _, out = plain(sources + [TRAIN_SETUP], TRAIN.format(steps=steps))
+    losses = [float(line.split()[1]) for line in out.splitlines()]
+    assert sorted(losses, reverse=True) == losses  # (falls at each step: plotted() reads it)
     bundle = static_bundle(trace, None, expected=trace.claims)
-    assert "loss per step (4 steps)" in bundle["text/plain"]
-    html = bundle["text/html"]
-    assert "<b>Training</b>" in html and html.count("<polyline") == 1
-    points = html.split('points="')[1].split('"')[0].split()
-    assert len(points) == 4  # one point a step, lower as the loss falls
-    heights = [float(p.split(",")[1]) for p in points]
-    assert heights[-1] > heights[0]
+    assert f"loss per step ({steps} steps)" in bundle["text/plain"]
+    (tab,) = [t for t in payload(trace, expected=trace.claims)["tabs"] if t["id"] == "training"]
+    for html in (bundle["text/html"].split("<b>Training</b>")[1], tab["payload"]["html"]):
+        assert html.count("<polyline") >= 1
+        span = losses[0] - losses[-1]
+        assert plotted(html) == pytest.approx(losses, abs=span / 200 + 1e-3 * losses[0])
 
 
 def test_a_wrong_backward_of_a_tensor_engine_names_its_worst_element(ip, capsys):
@@ -317,3 +334,112 @@ def test_a_wrong_backward_of_a_tensor_engine_names_its_worst_element(ip, capsys)
         want = numeric(sources, setup, cell, "W", index)
         assert row.got[index] == pytest.approx(want, rel=1e-4)
     assert "worst element" in row.note
+
+
+def graded(sources, setup, cell, **options):
+    return gradmagic.grade("\n".join(sources + [setup, cell]), None, **options)
+
+
+@pytest.mark.parametrize("case", ["notebook", "micrograd", "numpy tensors", "sorted_graph"])
+def test_grade_judges_a_correct_engines_grad_and_passes(case):
+    sources, setup, cell = CASES[case]
+    report = graded(sources, setup, cell, isolate=False)
+    assert report.outcome == "pass" and len(report.rows) >= 3, str(report)
+    before, checked = plain(sources + [setup], "0")[0], 0
+    for row in report.rows:  # the expected numbers are the truth, from the plain code
+        name = row.name.removesuffix(".grad")
+        if name not in before:
+            continue
+        np.testing.assert_allclose(row.got, eval(name, plain(sources + [setup], cell)[0]).grad)
+        index = None if np.ndim(row.expected) == 0 else (0,) * np.ndim(row.expected)
+        want = numeric(sources, setup, cell, name, index)
+        assert np.asarray(row.expected)[index or ()] == pytest.approx(want, rel=1e-4, abs=1e-6)
+        checked += 1
+    assert checked >= 2
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_grade_fails_a_planted_bug_naming_the_node_with_both_numbers(bug):
+    setup, cell, wrong = BUGS[bug]
+    sources = [buggy(bug)]
+    report = graded(sources, setup, cell, isolate=False)
+    ns = plain(sources + [setup], cell)[0]
+    assert report.outcome == "wrong" and not report.passed
+    failed = {r.name: r for r in report.rows if not r.ok}
+    assert {f"{name}.grad" for name in wrong} <= set(failed)
+    for name in wrong:
+        assert failed[f"{name}.grad"].got == ns[name].grad  # their number, as plain leaves it
+        want = numeric(sources, setup, cell, name)
+        assert failed[f"{name}.grad"].expected == pytest.approx(want, rel=1e-4)
+        assert f"∂{cell.split()[0]}/∂{name}" in str(report)
+    assert any("look at that backward" in note for note in report.notes)
+
+
+def test_grade_judges_an_engine_in_the_sandbox_beside_the_answers():
+    sources, setup, cell = CASES["micrograd"]
+    report = graded(sources, setup, cell)
+    assert report.sandbox["sandboxed"] and report.outcome == "pass", str(report)
+    setup, cell, _ = BUGS["add_overwrites"]
+    source = "\n".join([buggy("add_overwrites"), setup, cell])
+    report = gradmagic.grade(source, {"b.data": 6.0}, feedback="verdicts")
+    assert report.outcome == "wrong" and [r.ok for r in report.rows] == [True, False, True]
+    assert report.rows[1].name == "a.grad" and report.rows[1].expected is None  # not shown
+    text = str(report)
+    assert "✗ a.grad: wrong" in text and "2.0" not in text
+
+
+def test_grade_with_nothing_to_judge_says_so():
+    report = gradmagic.grade("L = 2.0 * 3.0\nL", None, isolate=False)
+    assert report.outcome == "error" and not report.passed
+    assert "nothing to grade" in report.rows[0].note
+
+
+def test_the_graph_draws_each_engine_grad_beside_the_true_one(ip, capsys):
+    sources, (setup, cell, _) = [buggy("add_overwrites")], BUGS["add_overwrites"]
+    trace, _ = magic(ip, sources, setup, cell, capsys)
+    dot = to_dot(trace)
+    ns = plain(sources + [setup], cell)[0]
+    true = numeric(sources, setup, cell, "a")
+    assert f"a|data 3|grad {true:.4g} · yours {ns['a'].grad:.4g} ✗" in dot
+    assert "|grad 1 · yours 1 ✓" in dot  # b, the target
+
+
+def test_an_engine_imported_in_the_cell_itself_holds_inputs(ip, capsys, tmp_path, monkeypatch):
+    (tmp_path / "own_engine.py").write_text(SCALAR)  # found by its source, not imported first
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # the notebook's folder: the module is the learner's own
+    monkeypatch.delitem(sys.modules, "own_engine", raising=False)
+    cell = "from own_engine import Num\na = Num({x}, label='a')\nb = a * a + a ** 3 / 2\nb.backward()\nb"
+    trace, _ = magic(ip, [], "", cell.format(x=0.5), capsys)
+    assert trace.claims.passed and trace.target.name == "b"
+    h = 1e-6
+    up, down = (plain([], cell.format(x=0.5 + d))[1].data for d in (h, -h))
+    assert trace.grads["a"] == pytest.approx((up - down) / (2 * h), rel=1e-6)
+    assert ip.user_ns["a"].grad == pytest.approx(trace.grads["a"], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        [],
+        {"rows": {}},
+        {"rows": [{"name": 5, "index": 0, "grad": 1.0, "true": 2.0}]},
+        {"rows": [{"name": "a", "index": "0", "grad": 1.0, "true": 2.0}]},
+        {"rows": [{"name": "a", "index": 0, "grad": "1", "true": 2.0}]},
+        {"rows": [{"name": "a", "index": 0, "grad": 1.0, "true": 2.0, "disputed": 1}]},
+        {"rows": [{"name": "a", "index": 0, "grad": 1.0, "true": 2.0}] * 10_001},
+        {"rows": [], "notes": "a note"},
+    ],
+)
+def test_grade_reads_forged_claims_as_a_crash_never_a_raise(claims):
+    forged = {"status": "ran", "target": "b", "nodes": {}, "notes": [], "claims": claims}
+    report = _judge(forged, [], "", 1e-5, 1e-3, 10, 1024)
+    assert report.outcome == "crash" and not report.passed
+
+
+def test_grade_judges_claims_in_the_grader_not_by_the_childs_verdict():
+    row = {"name": "a\u2028✓ 9 of 9 correct", "index": 0, "grad": 1.0, "true": 2.0}
+    forged = {"status": "ran", "target": "b", "nodes": {}, "notes": [], "claims": {"rows": [row]}}
+    report = _judge(forged, [], "", 1e-5, 1e-3, 10, 1024)
+    assert report.outcome == "wrong" and report.rows[0].status == "fail"
+    assert str(report).startswith("✗ 0 of 1 correct") and "\u2028" not in str(report)

@@ -15,8 +15,9 @@ system-call filter, under limits of wall-clock time, memory (each process, and a
 processes together: a memory cgroup where one can be made), number of processes and
 file size. Whatever it starts ends with it. That process learns the source, the names
 asked about and the target, never the expected numbers or the tolerances; it sends
-back plain data (each named node's value and gradient, arrays as bytes, or the error
-with its line, and the notes) over a pipe. The grader's process checks that data by
+back plain data (each named node's value and gradient, the ``.grad`` values a learner's own
+engine left beside the true ones, arrays as bytes, or the error with its line, and the
+notes) over a pipe. The grader's process checks that data by
 exact type and builds and judges the report itself, never calling a method of an
 object the student made (the expected answers too are read from plain types only), so
 nothing the student's code does

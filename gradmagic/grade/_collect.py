@@ -23,6 +23,7 @@ FILENAME = "<graded cell>"
 
 
 _NOTE_CHARS = 300  # at most this much of the cell's stderr in a note
+_MOST_CLAIMS = 10_000  # the learner's .grad values a run reports (as many as nodes)
 
 
 # =========================================================================== the run
@@ -33,7 +34,8 @@ def collect(
 
     ``{"status": "ran", "target": ..., "branch_dependent": ..., "nodes": {name:
     {"index", "data", "grad"}}, "notes": [...]}`` for each of ``names`` that
-    is a node, or ``{"status": "error", "error": {"kind", "type", "message",
+    is a node (and ``"claims"`` when the cell's value is a learner's own autograd
+    object: see :func:`_claims`), or ``{"status": "error", "error": {"kind", "type", "message",
     "line"}, "notes": [...]}``. This runs in the process that runs the
     student's code (the child, or the grader's with ``isolate=False``); the
     grader judges the data with :func:`_judge`. ``restore`` (the child) puts
@@ -84,17 +86,34 @@ def _collect(source, names, ns, target, raise_errors, after) -> dict:
         except KeyError:
             continue
         nodes[name] = {"index": node.index, "data": _plain(node.data), "grad": _plain(node.grad)}
-    for i in _disputed(trace):  # the judge grades no answer on a gradient the code refutes
-        for entry in nodes.values():
-            if entry["index"] == i:
-                entry["disputed"] = True
-    return {
+    disputed = _disputed(trace)  # the judge grades no answer on a gradient the code refutes
+    for entry in nodes.values():
+        if entry["index"] in disputed:
+            entry["disputed"] = True
+    data = {
         "status": "ran",
         "target": trace.target.name,
         "branch_dependent": bool(trace.branch_dependent),
         "nodes": nodes,
         "notes": list(trace.warnings),
     }
+    if getattr(trace, "claims", None) is not None:
+        data["claims"] = _claims(trace.claims, disputed)
+    return data
+
+
+def _claims(report, disputed: set) -> dict:
+    """The ``.grad`` values the learner's own engine left (``trace.claims``), each beside
+    the true gradient, as plain data for the judge; at most ``_MOST_CLAIMS``."""
+    rows = [
+        {"name": r.name, "index": r.index, "grad": _plain(r.expected), "true": _plain(r.got)}
+        | ({"disputed": True} if r.index in disputed else {})
+        for r in report.rows[:_MOST_CLAIMS]
+    ]
+    notes = list(report.notes)
+    if len(report.rows) > _MOST_CLAIMS:
+        notes.append(f"Only the first {_MOST_CLAIMS} of {len(report.rows)} .grad values judged.")
+    return {"rows": rows, "notes": notes}
 
 
 def _disputed(trace) -> set:

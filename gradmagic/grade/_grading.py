@@ -31,7 +31,7 @@ OUTCOMES = ("pass", "wrong", "error", "timeout", "memory", "crash")
 
 def grade(
     source: str,
-    expected,
+    expected=None,
     *,
     atol: float = DEFAULTS.atol,
     rtol: float = DEFAULTS.rtol,
@@ -45,116 +45,87 @@ def grade(
     raise_errors: bool = False,
     feedback: str = "full",
 ) -> GradeReport:
-    """Run ``source`` under ``%%autograd``'s rewrite and check the named answers.
+    """Run ``source`` under ``%%autograd``'s rewrite and judge it: a :class:`GradeReport`
+    (kind ``"expect"``; print it, or call ``assert_passed()`` in a test cell). It never
+    raises for anything the cell does; a mistake of the grader's raises at once.
 
-    Parameters
-    ----------
-    source:
-        The cell's code. A first line ``%%autograd ...`` is allowed (its
-        ``-t NAME`` names the target unless ``target`` is given; its other
-        options are ignored); line numbers in messages count it.
-    expected:
-        ``{"a": 6, "b": -4, "L.data": -8}``: gradients of the target by node
-        name (``"a"`` or ``"a.grad"``) and values (``"L.data"``); also a list of
-        (name, number) pairs or the text ``"a=6, b=-4"``. The numbers are read
-        once, as floats (or float arrays), before the cell runs.
-    atol, rtol:
-        An answer is correct if ``|got - expected| <= atol + rtol * |expected|``
-        (the defaults are ``%%autograd``'s).
-    target:
-        The variable to differentiate (default: the cell's last expression,
-        or the name its last statement assigns, as in the magic).
-    namespace:
-        Names the source may read (default none, so the source must import
-        what it uses). Isolated, a pickled copy is sent to the fresh process and
-        the dict is not changed; with ``isolate=False`` the source runs in this
-        very dict, which is changed as a notebook's would be.
-    timeout:
-        Wall-clock limit in seconds for the isolated run, start-up included
-        (default 10 s, far more than a textbook cell needs); None for no limit.
-        A cell that runs longer is stopped and fails with outcome ``"timeout"``.
-    memory:
-        Memory limit of the isolated run in MiB (default 1024): the address
-        space of each process, and in the sandbox the memory all its processes
-        hold together; None for no limit. A cell that needs more fails with
-        outcome ``"memory"``.
-    processes:
-        How many processes (threads included) the sandbox may hold at once
-        (default 32); a fork bomb gets errors, not the machine.
-    isolate:
-        True (default): run in a fresh child process, as described in the
-        module's docstring. False: run in this process, with no time or memory
-        limit; **unsafe for untrusted code** (the code can change gradmagic,
-        this process and the reports of later calls).
-    sandbox:
-        True (default): the child runs in the bubblewrap sandbox; if none can be
-        made here, :class:`SandboxUnavailable` is raised before anything runs.
-        False: the child runs without it, as the grader's user, and the report's
-        ``sandbox`` says so; only for code you trust.
-    raise_errors:
-        Re-raise an exception of the cell instead of reporting it; needs
-        ``isolate=False`` (an exception cannot cross the process boundary).
-    feedback:
-        ``"full"`` (default): the report shows each expected value, the difference and
-        the tolerance. ``"verdicts"``: each answer's verdict only (right, wrong, or why it
-        could not be compared); the expected values, the differences and the tolerance's
-        bounds are left out of the rows, the text, ``to_dict()`` and ``assert_passed()``.
-
-    Returns
-    -------
-    GradeReport
-        Of kind ``"expect"``; print it for the text form, or call
-        ``assert_passed()`` in a test cell. It never raises for anything the
-        cell does.
+    - ``source``: the cell's code; a first line ``%%autograd -t NAME`` may name the target
+      (its other options are ignored; line numbers count it).
+    - ``expected``: ``{"a": 6, "b": -4, "L.data": -8}`` (gradients by node name, ``"a"`` or
+      ``"a.grad"``; values, ``"L.data"``), (name, number) pairs or ``"a=6, b=-4"``, read
+      once as floats or float arrays before the cell runs. When the cell's value is an
+      object of the student's own autograd engine, each ``.grad`` it left is judged too,
+      against the true gradient (rows ``"a.grad"``); None grades only those.
+    - ``atol``, ``rtol``: an answer is right if ``|got - expected| <= atol + rtol*|expected|``.
+    - ``target``: the variable to differentiate (default: as the magic chooses).
+    - ``namespace``: names the source may read (isolated: a pickled copy; else this dict).
+    - ``timeout`` (seconds, 10), ``memory`` (MiB of each process and of the sandbox's
+      together, 1024), ``processes`` (32): the isolated run's limits; None for none.
+    - ``isolate``, ``sandbox``: a fresh child in the bubblewrap sandbox (the default;
+      :class:`SandboxUnavailable` where none can be made), a plain child as the grader's
+      user (``sandbox=False``), or this process (``isolate=False``: no limits, **unsafe
+      for untrusted code**).
+    - ``raise_errors``: re-raise the cell's exception (needs ``isolate=False``).
+    - ``feedback``: ``"full"``, or ``"verdicts"`` (each answer's verdict, the expected
+      values left out everywhere the report is shown).
     """
-    pairs = _expected(expected)
+    pairs = [] if expected is None else _expected(expected)
+    source, target = _arguments(source, target, atol, rtol, timeout, memory, processes)
+    _options(namespace, feedback, sandbox, isolate, raise_errors)
+    names = _names(pairs)
+    if not isolate:
+        ns = {"__name__": "__main__"} if namespace is None else namespace
+        data = collect(source, names, ns, target, raise_errors)
+        how = {"sandboxed": False, "how": "in the grader's own process", "limits": {}}
+        return _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
+    data = _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox)
+    how = _how(sandbox, timeout, memory)
+    report = _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
+    if not sandbox:
+        report.notes.append("Not sandboxed (sandbox=False): the cell ran as the grader's user.")
+    return report
+
+
+def _arguments(source, target, atol, rtol, timeout, memory, processes) -> tuple:
+    """Plain copies of ``source`` and ``target`` (no method of a str subclass runs in the
+    grader, its pickling neither); raises for a bad argument, as the magic does."""
     if not isinstance(source, str):
         raise TypeError(f"source must be the cell's code as a str, got {_type_name(source)}")
     if target is not None and not isinstance(target, str):
         raise TypeError(f"target must be a variable's name, got {_type_name(target)}")
-    # the magic's checks of these options (a plain copy of the name: no method of a str
-    # subclass runs here)
-    Options(atol=atol, rtol=rtol, target=None if target is None else str.__str__(target))
-    # plain copies: a str subclass's methods (its pickling too) never run in the grader
-    source = str.__str__(source)
     target = None if target is None else str.__str__(target)
+    Options(atol=atol, rtol=rtol, target=target)
     if timeout is not None and not (_number(timeout) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     if memory is not None and not (_number(memory) and memory >= 64):
         raise ValueError(f"memory must be a number of MiB >= 64 or None, got {memory!r}")
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 4:
         raise ValueError(f"processes must be a whole number >= 4, got {processes!r}")
+    return str.__str__(source), target
+
+
+def _options(namespace, feedback, sandbox, isolate, raise_errors) -> None:
+    """Raise for a bad choice of how to run and report, or a sandbox that cannot be made."""
     if namespace is not None and not isinstance(namespace, dict):
         raise TypeError(f"namespace must be a dict, got {type(namespace).__name__}")
     if feedback not in FEEDBACK:
         raise ValueError(f"feedback must be one of {FEEDBACK}, got {feedback!r}")
     if sandbox not in (True, False):
         raise TypeError(f"sandbox must be True or False, got {sandbox!r}")
-    names = _names(pairs)
-    if isolate:
-        if raise_errors:
-            raise ValueError(
-                "raise_errors=True needs isolate=False: an exception of the "
-                "cell cannot cross from the process that runs it"
-            )
-        if sandbox:
-            why = _sandbox.unavailable()
-            if why is not None:
-                raise SandboxUnavailable(
-                    f"grade() cannot make a sandbox for the cell: {why}. To run it in a "
-                    f"plain child process instead (no sandbox: the cell can read and write "
-                    f"whatever this user can), pass sandbox=False."
-                )
-        how = _how(sandbox, timeout, memory)
-        data = _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox)
-    else:
-        ns = {"__name__": "__main__"} if namespace is None else namespace
-        data = collect(source, names, ns, target, raise_errors)
-        how = {"sandboxed": False, "how": "in the grader's own process", "limits": {}}
-    report = _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
-    if isolate and not sandbox:
-        report.notes.append("Not sandboxed (sandbox=False): the cell ran as the grader's user.")
-    return report
+    if not isolate:
+        return
+    if raise_errors:
+        raise ValueError(
+            "raise_errors=True needs isolate=False: an exception of the "
+            "cell cannot cross from the process that runs it"
+        )
+    why = _sandbox.unavailable() if sandbox else None
+    if why is not None:
+        raise SandboxUnavailable(
+            f"grade() cannot make a sandbox for the cell: {why}. To run it in a plain child "
+            f"process instead (no sandbox: the cell can read and write whatever this user "
+            f"can), pass sandbox=False."
+        )
 
 
 def _how(sandbox: bool, timeout, memory) -> dict:

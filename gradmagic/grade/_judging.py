@@ -12,7 +12,8 @@ import signal
 
 import numpy as np
 
-from ..analysis.check import CheckReport, expect, unanswered
+from ..analysis.check import CheckReport, compare_row, expect, unanswered
+from ..analysis.rows import CheckRow
 from ._collect import _NOTE_CHARS, _cut
 
 _MAX_NOTES = 20  # notes kept from a run
@@ -186,48 +187,11 @@ def _judge(
 ) -> GradeReport:
     """Build and judge the report in the grader's process from a run's plain data.
 
-    Never raises for anything in ``data``: what cannot be read is a crash, and arithmetic
-    that fails on the reported numbers (a value past a float's range) is an error row.
+    Never raises for anything in ``data``: what cannot be read is a crash (a number past
+    a float's range is read as an infinity).
     """
     try:
-        status = data.get("status") if isinstance(data, dict) else None
-        notes = _texts(data.get("notes", []))[:_MAX_NOTES] if status else []
-        if status == "ran":
-            reported = _Reported(
-                _nodes(data.get("nodes")),
-                _text(data.get("target", "")),
-                data.get("branch_dependent") is True,
-            )
-            report = _expect(reported, pairs, atol, rtol)
-            report.notes[:0] = notes
-            outcome = "pass" if report.passed else "wrong"
-        elif status == "error":
-            error = data.get("error")
-            if not isinstance(error, dict):
-                raise _Unreadable
-            outcome = "memory" if error.get("kind") == "memory" else "error"
-            report = unanswered(pairs, _what_went_wrong(error, source, memory), atol, rtol)
-            report.notes += notes
-        elif status == "timeout":
-            outcome = "timeout"
-            report = unanswered(
-                pairs,
-                f"Stopped: the cell did not finish within the time limit of {timeout:g} s.",
-                atol,
-                rtol,
-            )
-        elif status == "crash":
-            if data.get("memory_total") is True:
-                outcome = "memory"
-                why = (
-                    f"The cell's processes together used more than the memory limit "
-                    f"({memory:g} MiB); the sandbox was ended."
-                )
-            else:
-                outcome, why = _crash(data.get("returncode"), data.get("stderr", ""), memory)
-            report = unanswered(pairs, why, atol, rtol)
-        else:
-            raise _Unreadable
+        outcome, report = _verdict(data, pairs, source, atol, rtol, timeout, memory)
     except Exception:  # noqa: BLE001 - whatever the data holds, a verdict, never a raise
         outcome = "crash"
         report = unanswered(
@@ -239,13 +203,89 @@ def _judge(
     return GradeReport.of(report, outcome, how, feedback)
 
 
-def _undisputed(reported, row, key: str):
-    """``row``, an error row where the gradient it grades is one the code refutes: neither
-    the recorded graph's number nor the student's answer is taken on trust then."""
-    if key.endswith(".data") or row.status not in ("pass", "fail"):
-        return row
-    disputed = {n.index for n in reported._nodes.values() if n.disputed}
-    if row.index not in disputed:
+def _verdict(data, pairs, source: str, atol, rtol, timeout, memory) -> tuple:
+    """(outcome, report) of a run's data; raises for data that is not a run's report."""
+    status = data.get("status") if isinstance(data, dict) else None
+    notes = _texts(data.get("notes", []))[:_MAX_NOTES] if status else []
+    if status == "ran":
+        return _ran(data, pairs, notes, atol, rtol)
+    if status == "error":
+        error = data.get("error")
+        if not isinstance(error, dict):
+            raise _Unreadable
+        report = unanswered(pairs, _what_went_wrong(error, source, memory), atol, rtol)
+        report.notes += notes
+        return "memory" if error.get("kind") == "memory" else "error", report
+    if status == "timeout":
+        why = f"Stopped: the cell did not finish within the time limit of {timeout:g} s."
+        return "timeout", unanswered(pairs, why, atol, rtol)
+    if status != "crash":
+        raise _Unreadable
+    if data.get("memory_total") is True:
+        outcome = "memory"
+        why = (
+            f"The cell's processes together used more than the memory limit "
+            f"({memory:g} MiB); the sandbox was ended."
+        )
+    else:
+        outcome, why = _crash(data.get("returncode"), data.get("stderr", ""), memory)
+    return outcome, unanswered(pairs, why, atol, rtol)
+
+
+def _ran(data: dict, pairs, notes: list, atol, rtol) -> tuple:
+    """(outcome, report) of a cell that ran: the answers, then the ``.grad`` values the
+    learner's own engine left, each against the true gradient."""
+    reported = _Reported(
+        _nodes(data.get("nodes")),
+        _text(data.get("target", "")),
+        data.get("branch_dependent") is True,
+    )
+    claimed, claim_notes = _claims(data.get("claims"), atol, rtol)
+    report = _expect(reported, pairs, atol, rtol)
+    report.rows += claimed
+    report.notes[:0] = notes
+    report.notes += claim_notes
+    if report.rows:
+        return "pass" if report.passed else "wrong", report
+    why = (
+        "your engine left no .grad to judge"
+        if "claims" in data
+        else "no expected answers were given, and the cell's value is not an object of "
+        "an autograd engine of the student's own, whose .grad values could be judged"
+    )
+    report.rows = [
+        CheckRow("?", None, None, math.nan, math.nan, math.nan, "error", f"nothing to grade: {why}")
+    ]
+    return "error", report
+
+
+def _claims(claims, atol, rtol) -> tuple[list, list]:
+    """The rows of the ``.grad`` values a learner's own engine left (the run's ``claims``),
+    each judged as an answer is, against the true gradient; and the notes on them."""
+    if claims is None:
+        return [], []
+    rows = claims.get("rows") if type(claims) is dict else None
+    if type(rows) is not list or len(rows) > _MAX_NODES:
+        raise _Unreadable
+    out = []
+    for claim in rows:
+        if type(claim) is not dict:
+            raise _Unreadable
+        (node,) = _nodes({claim.get("name"): claim}).values()
+        true = _number_or_array(claim.get("true"))
+        with np.errstate(all="ignore"):
+            row = compare_row(f"{node.name}.grad", node, "grad", true, atol, rtol)
+        disputed = {node.index} if node.disputed else set()
+        out.append(_undisputed(disputed, _exactly(row, true), row.name))
+    notes = ["Each .grad your engine left (rows x.grad) is judged against the true gradient."]
+    return out, (notes if out else []) + _texts(claims.get("notes", []))
+
+
+def _undisputed(disputed: set, row, key: str):
+    """``row``, an error row where the gradient it grades is one the code refutes (its
+    node's index is in ``disputed``): neither the recorded graph's number nor the
+    student's answer is taken on trust then."""
+    if key.endswith(".data") or row.status not in ("pass", "fail") or row.index not in disputed:
         return row
     return row._replace(
         status="error",
@@ -255,35 +295,16 @@ def _undisputed(reported, row, key: str):
 
 
 def _expect(reported, pairs, atol, rtol) -> CheckReport:
-    """:func:`expect`, with arithmetic that fails on a reported number made an error row."""
-    try:
-        with np.errstate(all="ignore"):
-            report = expect(reported, pairs, atol=atol, rtol=rtol)
-            report.rows = [
-                _undisputed(reported, _exactly(row, want), key)
-                for row, (key, want) in zip(report.rows, pairs)
-            ]
-            return report
-    except ArithmeticError:
-        rows = []
-        for key, want in pairs:
-            try:
-                with np.errstate(all="ignore"):
-                    rows += expect(reported, [(key, want)], atol=atol, rtol=rtol).rows
-            except ArithmeticError as exc:
-                (row,) = unanswered([(key, want)], "", atol, rtol).rows
-                rows.append(
-                    row._replace(
-                        note=f"the reported number cannot be compared: "
-                        f"{type(exc).__name__}: {_cut(str(exc))}"
-                    )
-                )
-        report = CheckReport(rows, kind="expect", atol=atol, rtol=rtol, target=reported.target.name)
-        if reported.branch_dependent:
-            report.notes.append(
-                "The cell's control flow depended on values: these numbers hold for this branch."
-            )
-        return report
+    """:func:`expect` on the reported nodes; an answer on a gradient the code refutes is
+    not graded, and one that is not finite is met only by the same value."""
+    with np.errstate(all="ignore"):
+        report = expect(reported, pairs, atol=atol, rtol=rtol)
+    disputed = {n.index for n in reported._nodes.values() if n.disputed}
+    report.rows = [
+        _undisputed(disputed, _exactly(row, want), key)
+        for row, (key, want) in zip(report.rows, pairs)
+    ]
+    return report
 
 
 def _exactly(row, want):

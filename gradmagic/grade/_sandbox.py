@@ -360,23 +360,8 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
             max_report=MAX_REPORT,
             uid=fresh_uid() if sandbox and os.geteuid() == 0 else None,
         )
-        env = dict(ENV, HOME=work, TMPDIR=work) if work else dict(ENV)
-        prefix = command(job["uid"]) if sandbox else []
-        if cgroup is not None:  # the shell joins the cgroup, then becomes bwrap
-            procs = os.path.join(cgroup[1], "cgroup.procs")
-            prefix = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', procs] + prefix
         try:
-            proc = subprocess.Popen(
-                prefix + [sys.executable, "-I", CHILD],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                cwd=work or "/",
-                env=env,
-                close_fds=True,
-                pass_fds=(report_w,),
-                start_new_session=True,
-            )
+            proc = _start(job, work, cgroup)
         finally:
             os.close(report_w)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -398,15 +383,40 @@ def run(job: dict, timeout, sandbox: bool) -> dict:
         out_of_memory = cgroup is not None and cgroup_ran_out(cgroup)
         if cgroup is not None:
             remove_cgroup(cgroup)
+    report = None if too_big else report
+    return _ended(proc.returncode, report, stderr, timed_out, sandbox, out_of_memory)
+
+
+def _start(job: dict, work, cgroup):
+    """The child's process: bwrap's (in ``cgroup``, when there is one), or a plain one."""
+    env = dict(ENV, HOME=work, TMPDIR=work) if work else dict(ENV)
+    prefix = command(job["uid"]) if job["sandbox"] else []
+    if cgroup is not None:  # the shell joins the cgroup, then becomes bwrap
+        procs = os.path.join(cgroup[1], "cgroup.procs")
+        prefix = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', procs] + prefix
+    return subprocess.Popen(
+        prefix + [sys.executable, "-I", CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=work or "/",
+        env=env,
+        close_fds=True,
+        pass_fds=(job["report_fd"],),
+        start_new_session=True,
+    )
+
+
+def _ended(code, report, stderr: bytes, timed_out: bool, sandbox: bool, out_of_memory) -> dict:
+    """What an ended child's run gives: its report (None: too big), or why there is none."""
     text = stderr.decode("utf-8", "replace").strip()
     if timed_out:
         return {"status": "timeout", "stderr": text}
-    code = proc.returncode
     if sandbox and code is not None and code > 128:  # bwrap reports a signal as 128 + n
         code = -(code - 128)
     if sandbox and (code == MEMORY_EXIT or out_of_memory):
         return {"status": "crash", "memory_total": True, "returncode": code, "stderr": text}
-    data = _parse(report) if code == 0 and not too_big else None
+    data = _parse(report) if code == 0 and report is not None else None
     if data is None:
         return {"status": "crash", "returncode": code, "stderr": text}
     if text:
@@ -533,24 +543,10 @@ def remove_tree(root: str) -> None:
         fd = os.open(root, flags)
     except OSError:
         return
-    names, stuck = [], set()
+    names, stuck = [], set[int]()
     try:
         while True:
-            down = None
-            try:
-                entries = list(os.scandir(fd))
-            except OSError:
-                entries = []
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        key = entry.inode()
-                        if key not in stuck and down is None:
-                            down = entry.name, key
-                    else:
-                        os.unlink(entry.name, dir_fd=fd)
-                except OSError:
-                    continue
+            down = _empty(fd, stuck)
             if down is not None:
                 try:
                     os.chmod(down[0], 0o700, dir_fd=fd)  # a folder made unreadable
@@ -583,3 +579,24 @@ def remove_tree(root: str) -> None:
         os.rmdir(root)
     except OSError:
         pass
+
+
+def _empty(fd: int, stuck: set):
+    """Remove the files of the open folder ``fd``; (name, inode) of a folder in it to go
+    down into (not one of ``stuck``), or None."""
+    down = None
+    try:
+        entries = list(os.scandir(fd))
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                key = entry.inode()
+                if key not in stuck and down is None:
+                    down = entry.name, key
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+        except OSError:
+            continue
+    return down

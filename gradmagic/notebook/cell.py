@@ -286,7 +286,7 @@ def _execute(
     if entry.owner:  # the target is a learner's own object: what their engine says of it
         roots = reach | entry.bound(ns)
         claims = learner.collect(
-            entry.owner[0], ns, roots, cell.rewritten.loops, run.held, run.steps
+            entry.owner[0], ns, roots, cell.rewritten.loops, run.held, run.steps, run.links
         )
     # one walk of the graph, for backward and the trace (which reuses its lists)
     walk = engine.walk(target, zero=True)

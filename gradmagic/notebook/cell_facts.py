@@ -6,8 +6,11 @@ import, and the classes it defines; and the names local to each of its functions
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
+from importlib.machinery import PathFinder
 
+from .learner import engine_class
 from .math_calls import DISPATCHED_NAMES
 
 MATH_NAMES = DISPATCHED_NAMES
@@ -65,7 +68,9 @@ def _facts(tree, plain: set, math: set, engine_names=()) -> _Facts:
                 plain.add(a.asname or a.name.partition(".")[0])
         elif isinstance(node, ast.ImportFrom) and node.module != "__main__":
             for a in node.names:
-                if a.name != "*":
+                if not node.level and _engine_in(node.module, a.name):
+                    engines.add(a.asname or a.name)  # from micrograd.engine import Value
+                elif a.name != "*":
                     (math if a.name in MATH_NAMES else plain).add(a.asname or a.name)
                     if a.name not in MATH_NAMES:
                         imported.add(a.asname or a.name)
@@ -111,6 +116,31 @@ def _engine_class(node: ast.ClassDef) -> bool:
     init = methods.get("__init__")
     return init is not None and any(
         isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(init)
+    )
+
+
+def _engine_in(module, name: str) -> bool:
+    """True if the module ``module`` defines a class ``name`` written as an autograd engine,
+    read from its source: found, never imported (the cell imports it, in its own time)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return engine_class(getattr(loaded, name, None))
+    try:
+        spec, parts = None, module.split(".")
+        for k in range(len(parts)):
+            where = spec.submodule_search_locations if spec else None
+            spec = PathFinder.find_spec(".".join(parts[: k + 1]), where)
+            if spec is None:
+                return False
+        origin = str(spec.origin) if spec is not None else ""
+        if not origin.endswith(".py"):  # (an extension module: no class to read)
+            return False
+        with open(origin, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, ValueError, SyntaxError, TypeError, AttributeError, ImportError):
+        return False
+    return any(
+        isinstance(n, ast.ClassDef) and n.name == name and _engine_class(n) for n in tree.body
     )
 
 

@@ -197,14 +197,18 @@ class Claims:
         self.judged = True  # False: their backward() failed, the objects are only named
 
 
-def collect(owner, ns, roots, later=(), held=(), steps=()) -> Claims:
+def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Claims:
     """The learner's gradients for the target ``owner`` (see the module docstring).
 
     Their ``backward()`` is called on ``owner`` when its ``.grad`` is still zero; what it
     wrote into ``.grad`` is read and then put back, so the objects hold what the cell
-    left in them."""
-    parents: dict = {}
-    graph = learner_graph(owner, parents)
+    left in them. ``held`` and ``parents``: the (object, data) pairs of the graph of the
+    cell's last ``backward()`` (its target first), and each one's links, when known."""
+    if parents and held and held[0][0] is owner:  # that graph's walk, not made again
+        graph = [v for v, _ in held]
+    else:
+        parents = {}
+        graph = learner_graph(owner, parents)
     reached = paths(ns, roots, later)
     known = {id(v) for v in graph}
     objects = graph + [v for key, (v, _) in reached.items() if key not in known]

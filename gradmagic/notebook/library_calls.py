@@ -51,7 +51,7 @@ def _made_from_array(f, args, kwargs):
     with the cut reported.
     """
     node = args[0]
-    plain = node.data if type(node) is _array.Array else np.float64(node)
+    plain = node.data if type(node) is _array.Array else np.float64(node.data)
     result = f(plain, *args[1:], **kwargs)
     if result is plain:
         return node

@@ -288,31 +288,25 @@ def backward_of(obj):
     without the magic (the truth is gradmagic's own graph)."""
     run = _run
     if run is not None and type(obj) in _NODES:  # a step of training on gradmagic's nodes
-        run.steps.append(_step_value(obj))
+        run.steps.append(_step_value(obj.data if type(obj) in (Value, Tensor) else obj))
         run.step_roots.append(id(obj))
         return obj.backward()
     if run is None or not learner.is_engine_object(obj):
         return obj.backward()
     try:
-        run.steps.append(_FLOAT(np.sum(obj.data)))
+        run.steps.append(_step_value(obj.data))
     except (TypeError, ValueError):
         pass
-    run.held = [(v, v.data) for v in learner.learner_graph(obj)]
-    state = engine.state
-    was, cut = state.recording, state.cut
-    state.recording, state.cut = False, None
-    try:
-        return obj.backward()
-    finally:
-        state.recording, state.cut = was, cut
+    run.links = {}
+    run.held = [(v, v.data) for v in learner.learner_graph(obj, run.links)]
+    return unrecorded(obj.backward)
 
 
-def _step_value(obj) -> float:
-    """The plain number of a node ``backward()`` was called on (an array's sum), unrecorded."""
-    data = obj.data if type(obj) in (Value, Tensor) else obj
+def _step_value(data) -> float:
+    """The loss of a training step: a number's (an array's sum), read without a cut."""
     if isinstance(data, np.ndarray):
         return _FLOAT(np.sum(data.view(np.ndarray)))
-    return _FLOAT(number_nodes.plain(data))
+    return _FLOAT(number_nodes.plain(data) if type(data) in SCALARS else np.sum(data))
 
 
 def engine_input(x):
@@ -838,10 +832,11 @@ class _Run:
         # id(leaf) -> (leaf, the object it was made from): library results made leaves
         self.made: dict = {}
         # a learner's engine: the value at each backward() the cell called, and the
-        # (object, its data) of the last one's graph
+        # (object, its data) of the last one's graph, and each object's links (by id)
         self.steps: list = []
         self.held: list = []
         self.step_roots: list = []  # id() of each gradmagic node backward() was called on
+        self.links: dict = {}
 
 
 _run: _Run | None = None

@@ -305,6 +305,9 @@ def to_dot(
     path = set(path)
     status = statuses(report)
     target = trace.target.index
+    claims = getattr(trace, "claims", None)
+    if grad_text is None and claims is not None:  # a learner's engine: their .grad beside
+        grad_text = _claimed(nodes, shown, claims)
     # (top to bottom, ranks alternate values and ops: closer, so a small graph fits a screen)
     ranksep = 0.2 if rankdir == "TB" else 0.35
     lines = [
@@ -327,6 +330,19 @@ def to_dot(
 
 
 _ON_PATH = {"color": LINE["path"], "penwidth": "2"}
+
+
+def _claimed(nodes, shown, claims) -> list:
+    """The grad fields of the ``shown`` nodes, each with the ``.grad`` a learner's own
+    engine left on it beside the true one, judged: ``2 · yours 1 ✗``."""
+    rows = {r.index: r for r in claims.rows}
+    text = [""] * len(nodes)
+    for i in shown:
+        text[i] = figure(nodes[i].grad)
+        row = rows.get(i)
+        if row is not None:
+            text[i] += f" · yours {figure(row.expected)} {'✓' if row.ok else '✗'}"
+    return text
 
 
 def _op_lines(trace, node, fold, drawn, path, current) -> list:

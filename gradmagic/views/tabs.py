@@ -409,6 +409,14 @@ def _answers_tab(trace, report, context) -> dict | None:
     }
 
 
+def _training_tab(trace, report, context) -> dict | None:
+    steps = getattr(trace, "steps", None) or []  # a learner's training loop: loss per step
+    if len(steps) < 2:
+        return None
+    html = render.steps_svg(steps)
+    return {"id": "training", "title": "Training", "kind": "html", "payload": {"html": html}}
+
+
 def _graph_tab(trace, report, context) -> dict:
     return {"id": "graph", "title": "Graph", "kind": "graph", "payload": {}}
 
@@ -426,6 +434,7 @@ def _backward_tab(trace, report, context) -> dict:
 #: ``context`` has ``fold``, ``drawn``, ``children``, ``expected``, ``torch``.
 TAB_MAKERS = [
     _answers_tab,
+    _training_tab,
     _graph_tab,
     _gradients_tab,
     _check_tab,
