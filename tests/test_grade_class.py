@@ -170,3 +170,15 @@ def test_the_class_command_grades_every_submission(tmp_path, monkeypatch):
     monkeypatch.setattr(_classroom, "progress_bar", bar)
     book = strict_json((out / "gradebook.json").read_text(encoding="utf-8"))["students"]
     assert book["wrong0"]["score"] == 3.0 and len(book) == students
+
+
+@pytest.mark.parametrize("expected", [None, {"w": -4.0}])
+def test_a_missing_cell_is_a_failing_report_with_or_without_answers(expected):
+    """``check_cell(cell)`` with no answers grades a learner's own engine; the cell missing
+    from a submission is an error row saying so, never a raised TypeError."""
+    from gradmagic.grade._checks import run_check
+    from gradmagic.grade._notebook import Check
+
+    report = run_check(Check("cell", ("q9", expected), {}), [])
+    assert report.outcome == "error" and not report.passed
+    assert "no code cell 'q9'" in str(report)

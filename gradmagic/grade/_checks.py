@@ -112,7 +112,7 @@ def _nothing(expected, why: str, options: dict) -> GradeReport:
     from ._grading import MEMORY, TIMEOUT, _expected, _how
     from ._judging import _judge
 
-    pairs = _expected(expected)
+    pairs = [] if expected is None else _expected(expected)  # None: a learner's engine
     data = {"status": "error", "error": {"kind": "notarget", "message": why}}
     sandbox = options.get("sandbox", True)
     how = _how(sandbox, options.get("timeout", TIMEOUT), options.get("memory", MEMORY))
