@@ -92,7 +92,7 @@ WHOLLY_CUT = {
     "json round trip": (
         "import json\na = 0.5\nb = 2.0\nL = json.loads(json.dumps(b)) * a\nL",
         lambda b: __import__("json").loads(__import__("json").dumps(b)) * 0.5,
-        "`b`",
+        "(b)",
     ),
     "statistics helper": (
         "import statistics\nxs = [1.0, 2.5, 4.0]\nc = 1.5\nL = statistics.fmean(xs) * c\nL",
@@ -109,6 +109,7 @@ def test_an_input_the_graph_never_met_is_red(ip, name):
     assert not report.passed and report.oracle == "code", report.verdict
     row = next(r for r in report.rows if "outside the graph" in r.name)
     assert row.status == "fail" and row.got == 0.0 and said in row.name
+    assert any("numbers the graph never reached" in n for n in report.notes)
     if plain is not None:  # one number moved: its slope is the plain code's, up to its sign
         assert abs(row.numeric) == pytest.approx(abs(central(plain, 2.0)), rel=1e-5)
 

@@ -430,17 +430,19 @@ def _code_notes(code, rows: list, perturbation, notes: list) -> list:
     return notes
 
 
+_OUTSIDE = " outside the graph"  # (in the name of the row of the numbers the graph never met)
+
+
 def _missing_paths(trace, rows) -> list:
     """What a disagreement between the graph and the code means, in words."""
     wrong = [r for r in rows if r.status == "fail"]
     if not wrong:
         return []
     named = [r for r in wrong if r.index is not None]
-    names = (
-        ", ".join(f"`{r.name}`" for r in named[:4]) + (", ..." if len(named) > 4 else "")
-        if named
-        else "its inputs"
-    )
+    names = ", ".join(f"`{r.name}`" for r in named[:4]) + (", ..." if len(named) > 4 else "")
+    if any(r.index is None and _OUTSIDE in r.name for r in wrong):
+        names = (names + " and " if names else "") + "numbers the graph never reached"
+    names = names or "its inputs"
     places = [w for w in getattr(trace, "warnings", ()) if w][:1]
     return [
         f"Your code, run again with {names} moved, changes the target by a different amount "
@@ -596,8 +598,8 @@ class _Code:
         if int(numbers["status"][0]) != 1:
             return []
         names = getattr(trace, "stray_names", [])
-        shown = ", ".join(f"`{n}`" for n in names[:3]) + (", ..." if len(names) > 3 else "")
-        name = f"{count:,} number{'s' if count > 1 else ''} outside the graph" + (
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        name = f"{count:,} number{'s' if count > 1 else ''}{_OUTSIDE}" + (
             f" ({shown})" if shown else ""
         )
         note = (
