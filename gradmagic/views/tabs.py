@@ -188,30 +188,7 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
     for c in order[:limit]:
         node = nodes[c]
         local = node.local
-        terms, events = [], []
-        for j, p in enumerate(node.parents):
-            remaining[p] -= 1
-            if p in fold:
-                continue
-            final = remaining[p] == 0
-            if local is not None:
-                term = node.grad * local[j]
-                sofar[p] = term if p not in sofar else sofar[p] + term
-                terms.append(
-                    [
-                        operand_name(trace, p) if p in fold else names[p],
-                        render.fmt(node.grad),
-                        render.fmt(local[j]),
-                        render.fmt(term),
-                        render.fmt(nodes[p].grad if final else sofar[p]),
-                        1 if final else 0,
-                    ]
-                )
-            if p in drawn:
-                if final:
-                    events.append([int(p), render.figure(nodes[p].grad), "f"])
-                elif local is not None:
-                    events.append([int(p), render.figure(sofar[p]), "p"])
+        terms, events = _step_terms(trace, node, remaining, sofar, fold, drawn, names)
         out.append(
             {
                 "n": int(c),
@@ -231,6 +208,38 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
         else ""
     )
     return {"steps": out, "total": len(order), "note": note}
+
+
+def _step_terms(trace, node, remaining, sofar, fold, drawn, names) -> tuple:
+    """(terms, events) of one backward step: ``parent += grad × local = product`` and the
+    parent's running sum, and the drawn parents' grad fields set (``p`` partial, ``f``
+    final); ``remaining`` counts each node's uses still to come, ``sofar`` its sum."""
+    nodes, local = trace.nodes, node.local
+    terms, events = [], []
+    for j, p in enumerate(node.parents):
+        remaining[p] -= 1
+        if p in fold:
+            continue
+        final = remaining[p] == 0
+        if local is not None:
+            term = node.grad * local[j]
+            sofar[p] = term if p not in sofar else sofar[p] + term
+            terms.append(
+                [
+                    names[p],
+                    render.fmt(node.grad),
+                    render.fmt(local[j]),
+                    render.fmt(term),
+                    render.fmt(nodes[p].grad if final else sofar[p]),
+                    1 if final else 0,
+                ]
+            )
+        if p in drawn:
+            if final:
+                events.append([int(p), render.figure(nodes[p].grad), "f"])
+            elif local is not None:
+                events.append([int(p), render.figure(sofar[p]), "p"])
+    return terms, events
 
 
 def _table(
