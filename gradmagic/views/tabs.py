@@ -143,7 +143,8 @@ def _flag_words(node, status) -> str:
     return ", ".join(_flags(node, status))
 
 
-def _node_entry(trace, i, children, fold, status, memo=None) -> dict:
+def _node_entry(trace, i, fold, status) -> dict:
+    """A drawn node's entry, without its explanation (:func:`_explained`)."""
     node = trace.nodes[i]
     data, grad, parents, shape = node.data, node.grad, node.parents, node.shape
     return {
@@ -157,9 +158,7 @@ def _node_entry(trace, i, children, fold, status, memo=None) -> dict:
         "gradFull": render.full(grad),
         "parents": [int(p) for p in parents if p not in fold],
         "leaf": bool(node.is_leaf),
-        "rule": rule_text(trace, i, fold),
         "flags": _flags(node, status.get(i)),
-        **explain(trace, i, children, fold, memo),
     }
 
 
@@ -509,7 +508,8 @@ def _payload(
     drawn = render.drawn_nodes(trace, summary, fold)
     drawn_set = set(drawn)
     context = _Context(trace, drawn_set, fold=fold, expected=expected, torch=torch)
-    entries = _node_entries(trace, report, drawn, drawn_set, fold)
+    defer = defer and trace.n > EAGER_NODES
+    entries = _node_entries(trace, report, drawn, drawn_set, fold, explained=not defer)
     if dot is None and summary is not None and summary.dot is not None:
         dot = summary.dot
     if dot is None:
@@ -518,7 +518,9 @@ def _payload(
         dots = {d: render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d) for d in ways}
         dot = dots[ways[0]]
         dots = dots if len(ways) > 1 else None
-    tabs, deferred = _tabs(trace, report, context, defer and trace.n > EAGER_NODES, gradients)
+    tabs, deferred = _tabs(trace, report, context, defer, gradients)
+    if defer:
+        deferred["node"] = _explainer(drawn, fold)
     data = {
         "run": run,  # the static copy shown with this view hides itself (render.static_style)
         "headline": render.headline(trace),
@@ -545,17 +547,41 @@ def _payload(
     return data, deferred
 
 
-def _node_entries(trace, report, drawn, drawn_set, fold) -> dict:
-    """The drawn nodes' entries by their index (as a string), their parents among them."""
-    children = render.children_among(trace, drawn, cap=2 * TERMS)
+def _node_entries(trace, report, drawn, drawn_set, fold, explained=True) -> dict:
+    """The drawn nodes' entries by their index (as a string), their parents among them;
+    each with its explanation where ``explained`` (else the view asks for it on a click:
+    :func:`_explainer`)."""
     status = render._failed(report)
     entries = {}
-    memo: dict[int, Any] = {}  # each drawn node's local derivatives, read once
     for i in drawn:
-        entry = _node_entry(trace, i, children, fold, status, memo)
+        entry = _node_entry(trace, i, fold, status)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
+    if explained:
+        children = render.children_among(trace, drawn, cap=2 * TERMS)
+        memo: dict[int, Any] = {}  # each drawn node's local derivatives, read once
+        for i in drawn:
+            entries[str(i)].update(_explained(trace, i, children, fold, memo))
     return entries
+
+
+def _explained(trace, i, children, fold, memo=None) -> dict:
+    """What the side panel says of a selected node: :func:`explain` and its rule."""
+    return {"rule": rule_text(trace, i, fold), **explain(trace, i, children, fold, memo)}
+
+
+def _explainer(drawn, fold):
+    """What the live view asks when a node is selected: :func:`_explained`, None for a node
+    not drawn."""
+    drawn_set = set(drawn)
+
+    def make(trace, node: str):
+        i = int(node) if node.isdigit() else -1
+        if i not in drawn_set:
+            return None
+        return _explained(trace, i, render.children_among(trace, [i], cap=2 * TERMS), fold)
+
+    return make
 
 
 def _tabs(trace, report, context, defer: bool, gradients) -> tuple:
