@@ -415,6 +415,15 @@ def test_live_view(server, browser):
     walk.locator(".gm-port").click(position={"x": 5, "y": 5})  # focus the view
     page.keyboard.press("-")
     assert float(port.get_attribute("data-scale")) == pytest.approx(before, rel=1e-3)
+    # "0" fits, as the fit button does (Notebook 7 binds "0, 0" to restarting the kernel)
+    graph.get_by_title("fit to the view (0)").click()
+    fitted = float(port.get_attribute("data-scale"))
+    walk.locator(".gm-port").click(position={"x": 5, "y": 5})
+    page.keyboard.press("+")
+    page.keyboard.press("+")
+    assert float(port.get_attribute("data-scale")) > fitted * 1.5
+    page.keyboard.press("0")
+    assert float(port.get_attribute("data-scale")) == pytest.approx(fitted, rel=1e-3)
 
     # --- a drag pans; window is listened to only while the button is down
     box = graph.locator(".gm-port").bounding_box()

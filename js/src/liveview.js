@@ -80,7 +80,10 @@ export class LiveView {
     this.root.append(h("div", { class: "gm-headline", text: this.data.headline }),
       this.data.notes.map((note) => h("div", { class: "gm-warn", text: `⚠ ${note}` })),
       this.bar, this.pages, this.tip.el);
-    this.root.addEventListener("keydown", (e) => this.key(e));
+    // the view's keys are read at the window's capture phase, before the page's shortcuts:
+    // Notebook 7 reads keys at the document's and takes "0" there (its "0, 0" restarts the kernel)
+    this.keydown = (e) => { if (this.root.contains(e.target)) this.key(e); };
+    window.addEventListener("keydown", this.keydown, true);
     // clicks inside the view give it the keyboard (not the notebook's command mode)
     this.root.addEventListener("pointerdown", (e) => {
       if (!(e.target instanceof HTMLSelectElement || e.target instanceof HTMLInputElement)) this.root.focus({ preventScroll: true });
@@ -95,6 +98,7 @@ export class LiveView {
   }
 
   destroy() {
+    window.removeEventListener("keydown", this.keydown, true);
     this.sizes.disconnect();
     for (const [event, f] of this.unlisten) this.model.off(event, f);
     for (const made of this.built.values()) clearTimeout(made.timer);
