@@ -371,19 +371,8 @@ def _check_tab(trace, report, context) -> dict | None:
             "The numerical check was skipped (--no-check); run gradmagic.last.check() "
             "to compute it."
         )
-        if torch is None:
-            return {
-                "id": "check",
-                "title": "Check",
-                "kind": "html",
-                "payload": {"html": f"<p>{html.escape(text)}</p>"},
-            }
-        return {
-            "id": "check",
-            "title": "Check",
-            "kind": "html",
-            "payload": {"html": f"<p>{html.escape(text)}</p>" + render.torch_html(torch)},
-        }
+        said = f"<p>{html.escape(text)}</p>" + ("" if torch is None else render.torch_html(torch))
+        return {"id": "check", "title": "Check", "kind": "html", "payload": {"html": said}}
     header, rows, status = verdict_rows(report, TABLE_ROWS, torch)
     classes = [st if st != "pass" else "" for st in status]
     head = render._report_head(report)
