@@ -727,14 +727,18 @@ def test_graphviz_travels_as_bytes_in_a_binary_buffer():
 
 def test_the_front_end_stays_inside_its_element():
     """The built view never looks outside the element anywidget gives it: no document-wide
-    queries, no notebook classes; window is listened to only while a drag lasts."""
+    queries, no notebook classes; window is listened to only while a drag lasts, and for keys
+    while the view is shown (each key read only when it is inside the view)."""
     js = (widget.STATIC / "widget.js").read_text()
     for outside in ("document.querySelector", "jp-OutputArea", "data-gm-run", '.closest(".jp'):
         assert outside not in js, outside
     sources = {p.name: p.read_text() for p in (ROOT / "js" / "src").glob("*.js")}
     adds = [name for name, text in sources.items() if "window.addEventListener" in text]
-    assert adds == ["graphview.js"]
+    assert sorted(adds) == ["graphview.js", "liveview.js"]
     assert "destroy()" in sources["graphview.js"] and "abort()" in sources["graphview.js"]
+    live = sources["liveview.js"]
+    assert live.count("window.addEventListener") == 1 and "this.root.contains(e.target)" in live
+    assert 'window.removeEventListener("keydown", this.keydown, true)' in live
 
 
 def test_the_gradients_table_sorts_numbers_by_magnitude_and_sends_keys_only_for_arrays():
