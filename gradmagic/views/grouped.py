@@ -180,7 +180,7 @@ def grouped_dot(
             for i in cells.values():
                 where[f"n{i}"] = f"t{k}"
         lines.append(f"  t{k} [shape=plaintext, label={_table(trace, name, rows, target)}];")
-    body = _frame_bodies(trace, view, target, render._failed(report))
+    body = _frame_bodies(trace, view, target, render.statuses(report))
     lines += body[None]
     lines += _frames(view, body)
     lines += _edges(trace, view, where)

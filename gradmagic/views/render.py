@@ -150,14 +150,6 @@ __all__ = [
     "MISSING_DOT",
 ]
 
-# The names views/widget.py reads from here under their former private spelling.
-_DOT = dot_process
-_failed = statuses
-_magnitude = magnitude
-_report_rows, _report_head = report_rows, report_head
-_answer_rows, _answers_head = answer_rows, answers_head
-
-
 _SUMMARISE = object()  # graph_html's default: summarise the trace itself
 GRAPH_HEIGHT = 600  # px: the static graph scrolls past this height
 

@@ -317,7 +317,7 @@ def _gradient_rows(trace, shown, fold, status) -> list:
 
 def _gradients_tab(trace, report, context) -> dict:
     shown = _gradient_rows_shown(trace)
-    status = render._failed(report)
+    status = render.statuses(report)
     rows = _gradient_rows(trace, shown, context["fold"], status)
     target = trace.target.index
     failed = ("fail", "error")
@@ -333,8 +333,8 @@ def _gradients_tab(trace, report, context) -> dict:
             None,
             None,
             None,
-            _finite_key(render._magnitude(trace._data(i))),
-            _finite_key(render._magnitude(trace._grad(i))),
+            _finite_key(render.magnitude(trace._data(i))),
+            _finite_key(render.magnitude(trace._grad(i))),
             None,
         ]
         for k, i in enumerate(shown)
@@ -375,7 +375,7 @@ def _check_tab(trace, report, context) -> dict | None:
         return {"id": "check", "title": "Check", "kind": "html", "payload": {"html": said}}
     header, rows, status = verdict_rows(report, TABLE_ROWS, torch)
     classes = [st if st != "pass" else "" for st in status]
-    head = render._report_head(report)
+    head = render.report_head(report)
     if torch is not None:
         head.append(torch.verdict)
     note = (
@@ -396,13 +396,13 @@ def _answers_tab(trace, report, context) -> dict | None:
     expected = context.get("expected")
     if expected is None:
         return None
-    header, rows = render._answer_rows(expected, TABLE_ROWS)
+    header, rows = render.answer_rows(expected, TABLE_ROWS)
     classes = ["ok" if row[0] == "✓" else "fail" for row in rows]
     return {
         "id": "answers",
         "title": "Answers",
         "kind": "table",
-        "payload": _table(header, rows, classes=classes, head=render._answers_head(expected)),
+        "payload": _table(header, rows, classes=classes, head=render.answers_head(expected)),
     }
 
 
@@ -540,7 +540,7 @@ def _node_entries(trace, report, drawn, drawn_set, fold, explained=True) -> dict
     """The drawn nodes' entries by their index (as a string), their parents among them;
     each with its explanation where ``explained`` (else the view asks for it on a click:
     :func:`_explainer`)."""
-    status = render._failed(report)
+    status = render.statuses(report)
     entries = {}
     for i in drawn:
         entry = _node_entry(trace, i, fold, status)

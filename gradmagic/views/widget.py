@@ -35,21 +35,15 @@ from . import grouped, render, torchview
 from ..analysis import torchcheck
 from .live import STATIC
 from .tabs import (  # noqa: F401 - the payload's names, importable from here as before
-    DEFERRED,
     EAGER_NODES,
     STEP_LIMIT,
-    TAB_MAKERS,
     TABLE_ROWS,
     TERMS,
     _gradients_tab,
     _Letters,
     _payload,
     _template,
-    explain,
-    operand_name,
     payload,
-    rule_text,
-    use_counts,
 )
 
 __all__ = [
@@ -59,7 +53,6 @@ __all__ = [
     "mimebundle",
     "static_bundle",
     "payload",
-    "TAB_MAKERS",
     "WIDGET_MIME",
     "STATIC",
 ]
@@ -228,12 +221,12 @@ class _Drawing(SvgCache):
             self[source] = known[source]
             self._job = None
         else:
-            self._job = render._DOT.submit(source)
+            self._job = render.dot_process.submit(source)
 
     def get(self, key, default=None):
         if key == self.source and self._job is not None:
             job, self._job = self._job, None
-            image = render._DOT.collect(job)
+            image = render.dot_process.collect(job)
             if image is not None:  # else the static copy asks dot again and says why
                 self[key] = image
         return super().get(key, default)
@@ -271,7 +264,7 @@ def _checked_graph(trace, report, graph) -> tuple:
     subset = summary.shown if summary else None
     dot, drawing = graph["dot"], graph["drawing"]
     rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
-    marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
+    marked = [i for i, status in render.statuses(report).items() if status in render.MARKED]
     if marked and summary is not None and summary.groups is not None:
         opened = summary.groups.opened_by_default()
         dot = summary.dot = grouped.grouped_dot(trace, summary.groups, opened, report)
