@@ -926,6 +926,11 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert loss.count() == 1 and loss.evaluate(IN_VIEW)
     assert mlp.locator(".gm-picker option", has_text="loss").count() == 1
     _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
+    # a big run's side panel: a node's derivatives come from the kernel when it is selected
+    picker = mlp.locator(".gm-picker")
+    picker.select_option(mlp.locator(".gm-picker option", has_text="loss").get_attribute("value"))
+    mlp.locator(".gm-info", has_text="its gradient is the seed").wait_for(timeout=30_000)
+    picker.select_option("-1")
 
     # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
     # drawn where the box was (the view does not jump)
