@@ -238,8 +238,6 @@ def main() -> int:
     # 3. payload
     import json
 
-    from gradmagic.views import torchview
-
     print("Display payload by model size (static HTML; the live view's JSON):")
     for layers in (2, 12, 48):
         ns = {}
