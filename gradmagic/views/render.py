@@ -286,7 +286,8 @@ def inputs(trace) -> list:
 def headline(trace) -> str:
     """One line about the run: target, value, nodes and :func:`inputs` (not constants), and
     where the gradient is cut (a function with no gradient rule: :func:`cut_text`)."""
-    count = len(inputs(trace))
+    leaves = trace.leaf_index
+    count = int((~trace.constant[leaves]).sum())  # (len(inputs(trace)), without their nodes)
     line = (
         f"{trace.target.name} = {fmt(trace.value, 6)}  ({len(trace.nodes):,} nodes, "
         f"{count:,} input{'' if count == 1 else 's'})"
