@@ -9,11 +9,13 @@ it has drawn (its own style sheet, :func:`gradmagic.views.render.static_style`);
 notebook, ``nbconvert --to html`` with no network and a notebook reopened without widget
 state show the copy. Each run appears once.
 
-In the browser everything is interactive without the kernel:
+In the browser everything is interactive without the kernel, but what a big run makes on
+demand (:data:`~gradmagic.views.tabs.DEFERRED` tabs, a node's derivatives):
 
 * click a node (or pick it in the list): its path to the target is highlighted and the side
-  panel shows its local derivatives and the gradient flowing into it; hovering a node shows
-  its full value;
+  panel shows its local derivatives and the gradient flowing into it (past
+  :data:`~gradmagic.views.tabs.EAGER_NODES` nodes, asked of the kernel on its first
+  selection); hovering a node shows its full value;
 * pan (drag) and zoom (buttons, ``+``/``-``/``0`` keys, ctrl + wheel), fitted to the view at
   first but never below 10 px text;
 * **Backward**: previous/next buttons, ``←``/``→`` keys and a slider step through the
