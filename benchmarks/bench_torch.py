@@ -238,15 +238,13 @@ def main() -> int:
     # 3. payload
     import json
 
-    from gradmagic.views import torchlive
-
     print("Display payload by model size (static HTML; the live view's JSON):")
     for layers in (2, 12, 48):
         ns = {}
         exec(cells.GPT_SETUP.replace("model = GPT()", f"model = GPT(layers={layers})"), ns)
         run = torchcell.run(cells.GPT_CELL, ns, quiet)
         page = torchview.html_view(run)
-        live = json.dumps(torchlive.payload(run), separators=(",", ":"))
+        live = json.dumps(torchview.payload(run), separators=(",", ":"))
         print(
             f"  {layers:3d} blocks, {len(run.graph):5d} ops: {len(page):8,d} bytes; "
             f"{len(live):8,d} bytes"

@@ -415,6 +415,15 @@ def test_live_view(server, browser):
     walk.locator(".gm-port").click(position={"x": 5, "y": 5})  # focus the view
     page.keyboard.press("-")
     assert float(port.get_attribute("data-scale")) == pytest.approx(before, rel=1e-3)
+    # "0" fits, as the fit button does (Notebook 7 binds "0, 0" to restarting the kernel)
+    graph.get_by_title("fit to the view (0)").click()
+    fitted = float(port.get_attribute("data-scale"))
+    walk.locator(".gm-port").click(position={"x": 5, "y": 5})
+    page.keyboard.press("+")
+    page.keyboard.press("+")
+    assert float(port.get_attribute("data-scale")) > fitted * 1.5
+    page.keyboard.press("0")
+    assert float(port.get_attribute("data-scale")) == pytest.approx(fitted, rel=1e-3)
 
     # --- a drag pans; window is listened to only while the button is down
     box = graph.locator(".gm-port").bounding_box()
@@ -917,6 +926,11 @@ def test_big_runs_open_grouped_by_their_code(server, browser):
     assert loss.count() == 1 and loss.evaluate(IN_VIEW)
     assert mlp.locator(".gm-picker option", has_text="loss").count() == 1
     _shot(mlp, f"grouped-mlp-{app}.png", docs=app == "jupyterlab")
+    # a big run's side panel: a node's derivatives come from the kernel when it is selected
+    picker = mlp.locator(".gm-picker")
+    picker.select_option(mlp.locator(".gm-picker option", has_text="loss").get_attribute("value"))
+    mlp.locator(".gm-info", has_text="its gradient is the seed").wait_for(timeout=30_000)
+    picker.select_option("-1")
 
     # a click on a box opens it: the kernel answers with the picture, the box becomes a frame
     # drawn where the box was (the view does not jump)

@@ -8,6 +8,7 @@ the browser.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -107,6 +108,19 @@ def browser():
         b.close()
 
 
+def _docs_shot(page, top, bottom, name: str) -> None:
+    """With GRADMAGIC_DOCS_SHOTS=1, the smallest part of the page holding ``top`` and
+    ``bottom`` (the app's column) in docs/img/``name``."""
+    if os.environ.get("GRADMAGIC_DOCS_SHOTS") != "1":
+        return
+    both = top.evaluate_handle(
+        "(a, b) => { let p = a; while (!p.contains(b)) p = p.parentElement; return p; }",
+        bottom.element_handle(),
+    )
+    page.mouse.move(0, 0)  # (no hover box in the picture)
+    both.as_element().screenshot(path=str(ROOT / "docs" / "img" / name))
+
+
 def test_the_view_draws_in_marimo_and_a_click_shows_the_path(marimo_app, browser):
     expect = sync_api.expect
     page = browser.new_page(viewport={"width": 1280, "height": 1100})
@@ -134,6 +148,9 @@ def test_the_view_draws_in_marimo_and_a_click_shows_the_path(marimo_app, browser
     assert "w" in info and "incoming gradient" in info
     # its path to the target (w, its products, tanh, ..., loss) is highlighted
     assert graph.locator("svg g.gm-path").count() >= 6
+    verdict = page.get_by_text("check: all 2 gradients match finite differences")
+    expect(verdict).to_be_visible()
+    _docs_shot(page, page.get_by_text("gradmagic in marimo").first, verdict, "marimo.png")
     # the check is there: its tab lists each input against a finite difference, all passing
     view.locator(".gm-tab", has_text="Check").click()
     check = view.locator(".gm-page[data-tab=check]")
@@ -226,6 +243,8 @@ def test_a_pytorch_function_in_marimo_shows_the_pytorch_view(tmp_path, browser):
         build.mkdir(exist_ok=True)
         page.mouse.move(0, 0)
         view.screenshot(path=str(build / "marimo-torch.png"))
+        if os.environ.get("GRADMAGIC_DOCS_SHOTS") == "1":
+            shutil.copyfile(build / "marimo-torch.png", ROOT / "docs" / "img" / "marimo-torch.png")
         assert not errors, errors
         page.close()
     finally:

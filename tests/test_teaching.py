@@ -566,6 +566,9 @@ def test_the_paths_rules_use_the_operands_names_not_the_tables_letters(ip):
     rules = re.search(r"Rules used on path 1: ([^<]*)<", page).group(1)
     assert "∂(c+b)/∂c = 1" in rules and "∂(a·5)/∂a = 5" in rules, rules
     assert "∂(a+b)" not in rules and "∂(a·b)" not in rules
+    # at the text's own size (a <small> in the live view's 12 px tab is under 10 px)
+    tag = re.search(r"<(\w+)( style=\"[^\"]*\")?>Rules used", page)
+    assert tag.group(1) == "p" and "font-size" not in (tag.group(2) or ""), page
 
 
 def test_a_rule_keeps_an_unnamed_operand_whole(ip):

@@ -148,7 +148,7 @@ def test_a_graph_the_cell_freed_is_said_not_raised():
 
 
 def test_module_names_of_any_length_or_text_are_drawn_escaped_and_clipped():
-    from gradmagic.views import torchlive
+    from gradmagic.views import torchview
 
     names = ["<img src=x onerror=alert(1)>", 'q"]; "v9" [label="pwn', "x\\", "m" * 3000]
     run = _record(
@@ -157,7 +157,7 @@ def test_module_names_of_any_length_or_text_are_drawn_escaped_and_clipped():
         + "\nm = nn.ModuleDict({k: nn.Linear(2, 2) for k in names})\nx = torch.randn(3, 2)",
         "h = x\nfor k in names:\n    h = m[k](h).tanh()\nloss = h.sum()\nloss",
     )
-    source = torchlive.payload(run)["dot"]
+    source = torchview.payload(run)["dot"]
     assert max(len(line) for line in source.splitlines()) < 400
     svg = __import__("gradmagic.views.render", fromlist=["svg"]).svg(source)
     assert "<img" not in svg and "&lt;img src=x" in svg
@@ -375,7 +375,7 @@ def test_an_op_that_read_a_value_written_through_data_is_not_checked_with_the_ol
     assert run.checks["whole"]["status"] == "skipped"
     assert "v was written over (through .data" in run.checks["whole"]["why"]
     # and the view marks the op that read it, and the value whose shown numbers are the maker's
-    from gradmagic.views import torchlive, torchview
+    from gradmagic.views import torchview
 
     marks = run.health["marks"]
     assert run.health["read_written"] == square
@@ -387,7 +387,7 @@ def test_an_op_that_read_a_value_written_through_data_is_not_checked_with_the_ol
         "mul at line 4 read v after it was written over (through .data or a detached alias): "
         "the value shown for it is what its maker gave, not what this op read"
     ]
-    assert "read a value written over" in torchlive.payload(run)["dot"]
+    assert "read a value written over" in torchview.payload(run)["dot"]
     shell.clear_instance()
 
 
@@ -535,7 +535,7 @@ def test_names_with_markup_escapes_and_huge_text_are_shown_as_short_plain_text()
     import json
 
     from gradmagic.analysis.torchgraph import NAME_CHARS
-    from gradmagic.views import render, torchlive, torchview
+    from gradmagic.views import render, torchview
 
     name = "names and reprs with markup, escapes and huge text"
     shell = _shell_after(name, 2)
@@ -544,7 +544,7 @@ def test_names_with_markup_escapes_and_huge_text_are_shown_as_short_plain_text()
     assert any(n.startswith("odd.<script>") for n in run.names)  # (kept whole in the run)
     page = torchview.html_view(run)
     text = torchview.text_view(run) + "\n".join(t for _, t in torchview.check_lines(run))
-    live = torchlive.payload(run)
+    live = torchview.payload(run)
     shown = json.dumps(live)
     for out in (page, text, shown):
         assert "\x1b" not in out and "\\u001b" not in out
@@ -574,19 +574,19 @@ def test_names_with_markup_escapes_and_huge_text_are_shown_as_short_plain_text()
 
 
 def test_a_stack_of_twelve_identical_blocks_is_folded_and_opens():
-    from gradmagic.views import torchlive
+    from gradmagic.views import torchview
 
     name = "a stack of 12 identical blocks in an nn.ModuleList"
     shell = _shell_after(name, 2)
     assert shell.run_cell(f"%%autograd -q\n{torch_corpus.SEQUENCES[name][2][1]}").success
     run = __import__("gradmagic").last
-    nodes = list(torchlive.payload(run)["nodes"].values())
+    nodes = list(torchview.payload(run)["nodes"].values())
     folds = [n for n in nodes if n["op"] == "fold"]
     assert [n["name"] for n in folds] == ["deep.blocks.0-11  Blk x 12"]
-    assert "Blk x 12" in torchlive.payload(run)["dot"]
+    assert "Blk x 12" in torchview.payload(run)["dot"]
     # a click opens its first block, one level; the other eleven stay folded
     assert folds[0]["opens"] == "deep.blocks.0"
-    opened = [n["name"] for n in torchlive.payload(run, open=["deep.blocks.0"])["nodes"].values()]
+    opened = [n["name"] for n in torchview.payload(run, open=["deep.blocks.0"])["nodes"].values()]
     assert "deep.blocks.0.fc  (Linear)" in opened and "deep.blocks.1-11  Blk x 11" in opened
     shell.clear_instance()
 
@@ -610,11 +610,11 @@ def test_a_stack_of_twelve_identical_blocks_is_folded_and_opens():
 def test_a_huge_model_or_cell_gives_a_bounded_view_that_says_what_it_left_out(setup, cell, ops):
     import json
 
-    from gradmagic.views import torchlive, torchview
+    from gradmagic.views import torchview
 
     run = _record("import torch, torch.nn as nn\ntorch.manual_seed(0)\n" + setup, cell)
     assert len(run.graph) == ops
-    live = torchlive.payload(run)
+    live = torchview.payload(run)
     assert len(json.dumps(live)) < 150_000 and len(torchview.html_view(run)) < 150_000
     assert len(live["nodes"]) <= 150
     tabs = {t["id"]: t["payload"] for t in live["tabs"]}

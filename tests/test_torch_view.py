@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 import torch_cells as cells  # noqa: E402
 from gradmagic.analysis.options import Options  # noqa: E402
 from gradmagic.notebook import torchcell  # noqa: E402
-from gradmagic.views import torchlive  # noqa: E402
+from gradmagic.views import torchview  # noqa: E402
+from gradmagic.views.widget import TorchWidget  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -77,12 +78,12 @@ def test_the_stepper_follows_a_backward_the_cell_ran_itself():
     assert run.backward_by_cell
     names = [name for name, _, _ in run.backward]
     assert names[0] == "NllLossBackward0" and names.count("AccumulateGrad") == 7
-    steps = tab(torchlive.payload(run), "backward")["steps"]
+    steps = tab(torchview.payload(run), "backward")["steps"]
     assert [s[0] for s in steps] == names
     tanh = next(s for s in steps if s[0] == "TanhBackward0")
     assert tanh[3] == "h" and tanh[4].startswith("σ ")
     # an AccumulateGrad step lights the box of the parameter it fills
-    nodes = torchlive.payload(run)["nodes"]
+    nodes = torchview.payload(run)["nodes"]
     for step in (s for s in steps if s[0] == "AccumulateGrad"):
         assert step[1] >= 0 and nodes[str(step[1])]["name"] == step[3], step
 
@@ -95,51 +96,51 @@ def test_the_live_payload_is_bounded_at_any_model_size():
     sizes = {}
     for layers in (12, 48):
         run, _ = recorded(gpt(layers), cells.GPT_CELL, no_check=True)
-        data = torchlive.payload(run)
+        data = torchview.payload(run)
         sizes[layers] = len(json.dumps(data))
         assert len(data["nodes"]) <= 150 and len(tab(data, "ops")["rows"]) <= 100
-        assert len(tab(data, "backward")["steps"]) <= torchlive.STEPS
+        assert len(tab(data, "backward")["steps"]) <= torchview.STEPS
         assert any(f"Block x {layers}" in n["name"] for n in data["nodes"].values())
     assert sizes[48] < 200_000 and sizes[48] < 1.5 * sizes[12]
     steps = tab(data, "backward")
-    assert steps["total"] > torchlive.STEPS and "first 1,000" in steps["note"]
+    assert steps["total"] > torchview.STEPS and "first 1,000" in steps["note"]
 
 
 def test_a_click_on_a_folded_block_opens_it_one_level():
     run, _ = recorded(gpt(12), cells.GPT_CELL, no_check=True)
-    data = torchlive.payload(run)
+    data = torchview.payload(run)
     fold = next(n for n in data["nodes"].values() if "Block x 12" in n["name"])
     assert fold["opens"] == "model.blocks.0" and "m" in data["dot"]
-    opened = torchlive.answer(run, {"type": "layout", "open": [fold["opens"]]})
+    opened = torchview.answer(run, {"type": "layout", "open": [fold["opens"]]})
     names = [n["name"] for n in opened["nodes"].values()]
     assert opened["open"] == ["model.blocks.0"]
     assert any("Block x 11" in name for name in names)
     assert any(name.startswith("model.blocks.0.attn") for name in names)
     inner = next(n for n in opened["nodes"].values() if n["name"].startswith("model.blocks.0.attn"))
-    again = torchlive.answer(run, {"type": "layout", "open": ["model.blocks.0", inner["opens"]]})
+    again = torchview.answer(run, {"type": "layout", "open": ["model.blocks.0", inner["opens"]]})
     assert any(n["op"] == "softmax" for n in again["nodes"].values())
-    assert torchlive.answer(run, {"type": "layout", "open": []})["open"] == []
+    assert torchview.answer(run, {"type": "layout", "open": []})["open"] == []
 
 
 def test_the_whole_tensor_is_sent_on_demand_within_its_bound():
     setup = "import torch\nW = torch.randn(200, 100, requires_grad=True)\n"
     run, ns = recorded(setup, "h = torch.tanh(W * 2)\nloss = h.sum()\nloss", no_check=True)
     i = run.index("h")
-    reply = torchlive.answer(run, {"type": "tensor", "value": i})
+    reply = torchview.answer(run, {"type": "tensor", "value": i})
     assert reply["size"] == 20_000 and "..." in reply["data"]  # past SEND: numpy's summary
     assert len(reply["data"]) < 20_000
-    small = torchlive.answer(run, {"type": "tensor", "value": run.index("loss")})
+    small = torchview.answer(run, {"type": "tensor", "value": run.index("loss")})
     expected = float(torch.tanh(ns["W"].detach() * 2).sum())
     assert float(small["data"]) == pytest.approx(expected, rel=1e-6)
     assert float(small["grad"]) == 1.0
-    assert torchlive.answer(run, {"type": "tensor", "value": 10**6})["error"]
-    assert torchlive.answer(run, {"type": "tensor", "value": "x"})["error"]
-    assert torchlive.answer(run, {"type": "nothing"}) is None
+    assert torchview.answer(run, {"type": "tensor", "value": 10**6})["error"]
+    assert torchview.answer(run, {"type": "tensor", "value": "x"})["error"]
+    assert torchview.answer(run, {"type": "nothing"}) is None
 
 
 def test_the_wrong_custom_backward_is_red_in_the_live_view():
     run, _ = recorded(cells.BAD_FUNCTION_SETUP, cells.BAD_FUNCTION_CELL)
-    data = torchlive.payload(run)
+    data = torchview.payload(run)
     bad = [n for n in data["nodes"].values() if n["status"] == "fail"]
     assert [n["flags"][0] for n in bad] == ["gradient wrong: BadTanh"]
     checks = tab(data, "checks")["html"]
@@ -198,7 +199,7 @@ def test_a_parameter_written_twice_is_measured_by_its_first_update():
 
 def test_the_view_draws_the_run_again_when_a_module_is_opened():
     run, _ = recorded(gpt(3), cells.GPT_CELL, no_check=True)
-    view = torchlive.widget(run, "abc")
+    view = TorchWidget(run, "abc")
     view.selected, view.step = 4, 7
     sent = []
     view.send = sent.append
@@ -222,7 +223,7 @@ def test_the_ops_table_keeps_a_wrong_op_however_late_it_ran():
         "a = x @ W\n" + "a = a * 1.0\n" * 150 + "h = BadTanh.apply(a)\nloss = (h ** 2).sum()\nloss"
     )
     run, _ = recorded(setup, cell)
-    ops = tab(torchlive.payload(run), "ops")
+    ops = tab(torchview.payload(run), "ops")
     assert len(ops["rows"]) == 100 and "more ops not shown" in ops["note"]
     (bad,) = [r for r, c in zip(ops["rows"], ops["classes"]) if c == "fail"]
     assert bad[ops["columns"].index("op")] == "BadTanh"

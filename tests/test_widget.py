@@ -254,6 +254,25 @@ def test_the_live_view_defers_the_tabs_that_grow_with_the_graph():
     view.close()
 
 
+def test_a_bigger_run_explains_a_node_when_it_is_selected():
+    """The side panel's rule, local derivatives and incoming gradient of a bigger run are made
+    when the browser asks for one node, and say what the whole payload says."""
+    trace = loop_trace()
+    view = TraceWidget(trace, trace.check())
+    sent, whole = json.loads(view.data)["nodes"], payload(trace)["nodes"]
+    assert sent.keys() == whole.keys()
+    keys = ("rule", "local", "incoming")
+    assert not any(k in entry for entry in sent.values() for k in keys)
+    for i in (trace.target.index, trace.node("x").index, next(iter(sent))):
+        view._on_msg(view, {"type": "open", "tab": f"node:{i}"}, [])
+        told = json.loads(view.opened)[f"node:{i}"]
+        assert {k: told[k] for k in keys} == {k: whole[str(i)][k] for k in keys}
+    assert trace.node("x").index in {int(i) for i in sent}
+    for wrong in ("node:-1", "node:x", f"node:{trace.n + 5}"):  # not a drawn node: said so
+        assert "incoming" not in view.open_tab(wrong)
+    view.close()
+
+
 def test_a_page_without_the_view_closing_its_comm_does_not_cut_it_off():
     """Notebook 7's file page, connected to the same kernel, answers a new widget's comm_open
     with a comm_close (it has no widget manager): the view's own page must still reach it."""
@@ -708,14 +727,18 @@ def test_graphviz_travels_as_bytes_in_a_binary_buffer():
 
 def test_the_front_end_stays_inside_its_element():
     """The built view never looks outside the element anywidget gives it: no document-wide
-    queries, no notebook classes; window is listened to only while a drag lasts."""
+    queries, no notebook classes; window is listened to only while a drag lasts, and for keys
+    while the view is shown (each key read only when it is inside the view)."""
     js = (widget.STATIC / "widget.js").read_text()
     for outside in ("document.querySelector", "jp-OutputArea", "data-gm-run", '.closest(".jp'):
         assert outside not in js, outside
     sources = {p.name: p.read_text() for p in (ROOT / "js" / "src").glob("*.js")}
     adds = [name for name, text in sources.items() if "window.addEventListener" in text]
-    assert adds == ["graphview.js"]
+    assert sorted(adds) == ["graphview.js", "liveview.js"]
     assert "destroy()" in sources["graphview.js"] and "abort()" in sources["graphview.js"]
+    live = sources["liveview.js"]
+    assert live.count("window.addEventListener") == 1 and "this.root.contains(e.target)" in live
+    assert 'window.removeEventListener("keydown", this.keydown, true)' in live
 
 
 def test_the_gradients_table_sorts_numbers_by_magnitude_and_sends_keys_only_for_arrays():

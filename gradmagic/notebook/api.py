@@ -77,21 +77,12 @@ class Run:
 
     def view(self):
         """The live view of this run: an anywidget (``mo.ui.anywidget(run.view())`` in marimo)."""
-        if self.is_torch:
-            from ..views import torchlive
+        from ..views.widget import live_view
 
-            return torchlive.widget(self.trace)
-        from ..views.widget import TraceWidget, _analyses
-
-        report, expected, torch, problems = _analyses(self.trace)
-        return TraceWidget(self.trace, report, expected=expected, torch=torch)
+        return live_view(self.trace)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         # the magic's display: the live view and its static copy in one bundle
-        if self.is_torch:
-            from ..views import torchlive
-
-            return torchlive.mimebundle(self.trace)
         from ..views.widget import mimebundle
 
         return mimebundle(self.trace)

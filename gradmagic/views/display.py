@@ -41,7 +41,7 @@ def register(shell) -> None:
     formatter.for_type(Trace, lambda trace: _shown(mimebundle, trace, publish=publish))
     formatter.for_type(CheckReport, lambda report: _shown(_report_bundle, report))
     formatter.for_type_by_name(  # by name: torch stays unimported
-        *_TORCH_RUN, lambda run: _shown(_torch_bundle, run, publish)
+        *_TORCH_RUN, lambda run: _shown(mimebundle, run, publish=publish)
     )
 
 
@@ -59,12 +59,6 @@ def _shown(make, value, *args, **kwargs) -> dict:
 
 
 _TORCH_RUN = ("gradmagic.analysis.torchrun", "TorchRun")
-
-
-def _torch_bundle(run, publish=None) -> dict:
-    from .torchlive import mimebundle as torch_mimebundle
-
-    return torch_mimebundle(run, publish)
 
 
 def unregister(shell) -> None:

@@ -12,6 +12,7 @@ value ``v<i>`` as in the whole graph, an input table ``t<k>`` with a port ``i<i>
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 
@@ -25,6 +26,7 @@ FONT = 10  # pt: the smallest text drawn
 COLUMNS = 6  # columns of an input table side by side; more go in further blocks below
 
 
+@functools.lru_cache(maxsize=1 << 14)  # (a run's labels are read by each picture made)
 def _place(label: str) -> tuple:
     """``label`` as (table, row, column): ``model.layers[0].neurons[1].w[2]`` →
     ``("model.layers[0].neurons", "[1]", ".w[2]")``; ``xs[0][1]`` → ``("xs", "[0]", "[1]")``;
@@ -47,7 +49,7 @@ def containers(trace, params: list) -> dict:
     :func:`_place`), so that a model's weights read as a grid, a neuron a row."""
     out: dict = {}
     places = [(_place(trace.nodes[i].label or f"input {i}"), i) for i in params]
-    for (table, row, column), i in sorted(places, key=lambda p: [_natural(x) for x in p[0]]):
+    for (table, row, column), i in sorted(places, key=lambda p: tuple(map(_natural, p[0]))):
         out.setdefault(table, {}).setdefault(row, {})[column] = i
     return out
 
@@ -66,9 +68,10 @@ def gradient_cells(trace, params: list) -> list:
     return out
 
 
-def _natural(text: str) -> list:
+@functools.lru_cache(maxsize=1 << 14)
+def _natural(text: str) -> tuple:
     """``"w[10]"`` after ``"w[9]"``: the numbers in ``text`` compared as numbers."""
-    return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"(\d+)", text)]
+    return tuple((0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"(\d+)", text))
 
 
 def _cell(text: str, **attrs) -> str:
@@ -177,7 +180,7 @@ def grouped_dot(
             for i in cells.values():
                 where[f"n{i}"] = f"t{k}"
         lines.append(f"  t{k} [shape=plaintext, label={_table(trace, name, rows, target)}];")
-    body = _frame_bodies(trace, view, target, render._failed(report))
+    body = _frame_bodies(trace, view, target, render.statuses(report))
     lines += body[None]
     lines += _frames(view, body)
     lines += _edges(trace, view, where)

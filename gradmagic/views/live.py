@@ -11,6 +11,7 @@ are made here when the browser first asks for them.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import weakref
@@ -176,13 +177,17 @@ class LiveView(anywidget.AnyWidget):
         return graph
 
     def open_tab(self, ident: str) -> dict | None:
-        """Make the deferred tab ``ident`` and add it to ``opened`` (once)."""
-        if ident.startswith("group:"):
-            return self.open_group(ident[len("group:") :])
+        """Make the deferred tab ``ident`` (or ``node:<i>``, node i's explanation, from the
+        maker ``node``) and add it to ``opened`` (once)."""
+        kind, _, arg = ident.partition(":")
+        if kind == "group":
+            return self.open_group(arg)
         opened = json.loads(self.opened)
         if ident in opened:
             return opened[ident]
         make = self._deferred.get(ident)
+        if make is None and kind == "node" and "node" in self._deferred:
+            make = functools.partial(self._deferred["node"], node=arg)
         if make is None:
             return None
         trace = self._source() if self._source is not None else None
@@ -193,7 +198,7 @@ class LiveView(anywidget.AnyWidget):
                 tab = make(trace) or _EMPTY
             except Exception as exc:  # noqa: BLE001 - a view must not break the kernel
                 tab = _message(f"This view could not be made: {html.escape(str(exc))}")
-            del self._deferred[ident]
+            self._deferred.pop(ident, None)
         opened[ident] = {"id": ident, **tab}
         self.opened = json.dumps(opened, separators=(",", ":"))
         return opened[ident]

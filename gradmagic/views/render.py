@@ -24,7 +24,6 @@ from ..analysis.numbers import SMALL, all_finite, dims  # noqa: F401 - part of t
 from .dot import (  # noqa: F401 - re-exported
     LAYOUT_EXACT,
     MARKED,
-    Among,
     Folded,
     best_direction,
     children_among,
@@ -32,7 +31,6 @@ from .dot import (  # noqa: F401 - re-exported
     drawn_nodes,
     escape_record,
     escape_string,
-    fit_scale,
     folded,
     folded_label,
     layout_attrs,
@@ -41,14 +39,12 @@ from .dot import (  # noqa: F401 - re-exported
     op_label,
     op_labels,
     op_symbol,
-    op_symbols,
     statuses,
     to_dot,
     use_count,
 )
 from .drawing import (  # noqa: F401 - re-exported
     MISSING_DOT,
-    DotServer,
     DrawError,
     dot_process,
     draw_failure,
@@ -74,7 +70,6 @@ from .summary import (  # noqa: F401 - re-exported
     LAYOUT_LIMIT,
     NAMED,
     NEIGHBOURHOOD,
-    Summary,
     drawable,
     layout_size,
     node_limit,
@@ -82,8 +77,6 @@ from .summary import (  # noqa: F401 - re-exported
 )
 from .tables import (  # noqa: F401 - re-exported
     SORT_KEYS,
-    TABLE_ROWS,
-    TEXT_ROWS,
     answer_rows,
     answers_head,
     answers_html,
@@ -96,7 +89,6 @@ from .tables import (  # noqa: F401 - re-exported
     nodes_table_text,
     report_head,
     report_html,
-    report_rows,
     report_text,
     table_html,
     text_table,
@@ -119,7 +111,6 @@ __all__ = [
     "escape_string",
     "to_dot",
     "summarise",
-    "Summary",
     "svg",
     "fit",
     "graph_html",
@@ -132,7 +123,6 @@ __all__ = [
     "table_html",
     "nodes_table_text",
     "column_text",
-    "op_symbols",
     "op_labels",
     "flags_text",
     "cut_text",
@@ -149,14 +139,6 @@ __all__ = [
     "text",
     "MISSING_DOT",
 ]
-
-# The names views/widget.py reads from here under their former private spelling.
-_DOT = dot_process
-_failed = statuses
-_magnitude = magnitude
-_report_rows, _report_head = report_rows, report_head
-_answer_rows, _answers_head = answer_rows, answers_head
-
 
 _SUMMARISE = object()  # graph_html's default: summarise the trace itself
 GRAPH_HEIGHT = 600  # px: the static graph scrolls past this height
@@ -304,7 +286,8 @@ def inputs(trace) -> list:
 def headline(trace) -> str:
     """One line about the run: target, value, nodes and :func:`inputs` (not constants), and
     where the gradient is cut (a function with no gradient rule: :func:`cut_text`)."""
-    count = len(inputs(trace))
+    leaves = trace.leaf_index
+    count = int((~trace.constant[leaves]).sum())  # (len(inputs(trace)), without their nodes)
     line = (
         f"{trace.target.name} = {fmt(trace.value, 6)}  ({len(trace.nodes):,} nodes, "
         f"{count:,} input{'' if count == 1 else 's'})"

@@ -81,44 +81,15 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     bound in the cell, or else each label's last node) and then the inputs.
     """
     limit = node_limit(trace, max_nodes)
-    nodes = trace.nodes
-    n = len(nodes)
+    n = trace.n
     whole = None  # whether every node could be drawn (None: too many to ask)
     if n <= max(limit, DRAW_LIMIT) * 4:
         whole = drawable(trace, drawn_nodes(trace))
     if n <= limit and whole:
         return None
     limit = min(limit, DEFAULT_MAX_NODES)
-    near_budget = max(1, min(NEIGHBOURHOOD, limit))
-    seen = {trace.target.index}
-    queue = deque([trace.target.index])
-    while queue and len(seen) < near_budget:
-        for p in nodes[queue.popleft()].parents:
-            if p not in seen and len(seen) < near_budget:
-                seen.add(p)
-                queue.append(p)
-    if trace.bindings:
-        named = list(dict.fromkeys(trace.bindings.values()))
-    else:  # each label's last node
-        rows = np.flatnonzero(trace.label_code)
-        named = list(dict(zip(trace.label_code[rows].tolist(), rows.tolist())).values())
-    at = trace.leaf_index
-    inputs = at[~trace.constant[at]][-4 * NAMED :].tolist()[::-1]  # the inputs, the last first
-    extra = [i for i in dict.fromkeys(named + inputs) if i not in seen][: max(0, min(NAMED, limit))]
-    leaves = len(trace.leaf_index)
-    made = trace.op_code[trace.op_code >= 0]
-    ops: Counter[str] = Counter()  # op name → nodes it made, counted per op entry
-    first: dict[str, int] = {}  # op name → a node it made, whose op entry gives the symbol
-    per_code = np.bincount(made, minlength=len(trace.ops)) if made.size else np.zeros(0, int)
-    for code, count in enumerate(np.asarray(per_code).tolist()):
-        if count:
-            name = trace.ops[code].name
-            ops[name] += count
-            first.setdefault(name, int(np.argmax(trace.op_code == code)))
-    top = ", ".join(f"{op_symbol(trace, first[op])} {count:,}" for op, count in ops.most_common(6))
-    counts = f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations" + (
-        f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""
-    )
+    seen, extra = _chosen(trace, limit)
+    counts = _counts(trace)
     drawn = f"the {len(seen)} nodes nearest the target" + (
         f" and {len(extra)} of the named nodes and inputs" if extra else ""
     )
@@ -137,3 +108,43 @@ def summarise(trace, max_nodes: int | None = None) -> Summary | None:
     more = f" `%%autograd --max-nodes {n}` draws them all." if whole else ""
     note = f"{why}: this summary draws {drawn}; the Gradients table {listed}.{more}"
     return Summary(shown=sorted(seen | set(extra)), counts=counts, note=note)
+
+
+def _chosen(trace, limit: int) -> tuple:
+    """(the nodes nearest the target, breadth first; the named nodes and inputs beyond them)."""
+    nodes = trace.nodes
+    near_budget = max(1, min(NEIGHBOURHOOD, limit))
+    seen = {trace.target.index}
+    queue = deque([trace.target.index])
+    while queue and len(seen) < near_budget:
+        for p in nodes[queue.popleft()].parents:
+            if p not in seen and len(seen) < near_budget:
+                seen.add(p)
+                queue.append(p)
+    if trace.bindings:
+        named = list(dict.fromkeys(trace.bindings.values()))
+    else:  # each label's last node
+        rows = np.flatnonzero(trace.label_code)
+        named = list(dict(zip(trace.label_code[rows].tolist(), rows.tolist())).values())
+    at = trace.leaf_index
+    inputs = at[~trace.constant[at]][-4 * NAMED :].tolist()[::-1]  # the inputs, the last first
+    extra = [i for i in dict.fromkeys(named + inputs) if i not in seen][: max(0, min(NAMED, limit))]
+    return seen, extra
+
+
+def _counts(trace) -> str:
+    """The nodes, leaves and operations, with the six commonest ops and how many each made."""
+    n, leaves = trace.n, len(trace.leaf_index)
+    made = trace.op_code[trace.op_code >= 0]
+    ops: Counter[str] = Counter()  # op name → nodes it made, counted per op entry
+    first: dict[str, int] = {}  # op name → a node it made, whose op entry gives the symbol
+    per_code = np.bincount(made, minlength=len(trace.ops)) if made.size else np.zeros(0, int)
+    for code, count in enumerate(np.asarray(per_code).tolist()):
+        if count:
+            name = trace.ops[code].name
+            ops[name] += count
+            first.setdefault(name, int(np.argmax(trace.op_code == code)))
+    top = ", ".join(f"{op_symbol(trace, first[op])} {count:,}" for op, count in ops.most_common(6))
+    return f"{n:,} nodes: {leaves:,} leaves, {n - leaves:,} operations" + (
+        f" ({top}{', ...' if len(ops) > 6 else ''})" if top else ""
+    )

@@ -143,7 +143,8 @@ def _flag_words(node, status) -> str:
     return ", ".join(_flags(node, status))
 
 
-def _node_entry(trace, i, children, fold, status, memo=None) -> dict:
+def _node_entry(trace, i, fold, status) -> dict:
+    """A drawn node's entry, without its explanation (:func:`_explained`)."""
     node = trace.nodes[i]
     data, grad, parents, shape = node.data, node.grad, node.parents, node.shape
     return {
@@ -157,9 +158,7 @@ def _node_entry(trace, i, children, fold, status, memo=None) -> dict:
         "gradFull": render.full(grad),
         "parents": [int(p) for p in parents if p not in fold],
         "leaf": bool(node.is_leaf),
-        "rule": rule_text(trace, i, fold),
         "flags": _flags(node, status.get(i)),
-        **explain(trace, i, children, fold, memo),
     }
 
 
@@ -188,30 +187,7 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
     for c in order[:limit]:
         node = nodes[c]
         local = node.local
-        terms, events = [], []
-        for j, p in enumerate(node.parents):
-            remaining[p] -= 1
-            if p in fold:
-                continue
-            final = remaining[p] == 0
-            if local is not None:
-                term = node.grad * local[j]
-                sofar[p] = term if p not in sofar else sofar[p] + term
-                terms.append(
-                    [
-                        operand_name(trace, p) if p in fold else names[p],
-                        render.fmt(node.grad),
-                        render.fmt(local[j]),
-                        render.fmt(term),
-                        render.fmt(nodes[p].grad if final else sofar[p]),
-                        1 if final else 0,
-                    ]
-                )
-            if p in drawn:
-                if final:
-                    events.append([int(p), render.figure(nodes[p].grad), "f"])
-                elif local is not None:
-                    events.append([int(p), render.figure(sofar[p]), "p"])
+        terms, events = _step_terms(trace, node, remaining, sofar, fold, drawn, names)
         out.append(
             {
                 "n": int(c),
@@ -231,6 +207,38 @@ def _steps(trace, drawn, fold, children=None, limit=STEP_LIMIT) -> dict:
         else ""
     )
     return {"steps": out, "total": len(order), "note": note}
+
+
+def _step_terms(trace, node, remaining, sofar, fold, drawn, names) -> tuple:
+    """(terms, events) of one backward step: ``parent += grad × local = product`` and the
+    parent's running sum, and the drawn parents' grad fields set (``p`` partial, ``f``
+    final); ``remaining`` counts each node's uses still to come, ``sofar`` its sum."""
+    nodes, local = trace.nodes, node.local
+    terms, events = [], []
+    for j, p in enumerate(node.parents):
+        remaining[p] -= 1
+        if p in fold:
+            continue
+        final = remaining[p] == 0
+        if local is not None:
+            term = node.grad * local[j]
+            sofar[p] = term if p not in sofar else sofar[p] + term
+            terms.append(
+                [
+                    names[p],
+                    render.fmt(node.grad),
+                    render.fmt(local[j]),
+                    render.fmt(term),
+                    render.fmt(nodes[p].grad if final else sofar[p]),
+                    1 if final else 0,
+                ]
+            )
+        if p in drawn:
+            if final:
+                events.append([int(p), render.figure(nodes[p].grad), "f"])
+            elif local is not None:
+                events.append([int(p), render.figure(sofar[p]), "p"])
+    return terms, events
 
 
 def _table(
@@ -309,7 +317,7 @@ def _gradient_rows(trace, shown, fold, status) -> list:
 
 def _gradients_tab(trace, report, context) -> dict:
     shown = _gradient_rows_shown(trace)
-    status = render._failed(report)
+    status = render.statuses(report)
     rows = _gradient_rows(trace, shown, context["fold"], status)
     target = trace.target.index
     failed = ("fail", "error")
@@ -325,8 +333,8 @@ def _gradients_tab(trace, report, context) -> dict:
             None,
             None,
             None,
-            _finite_key(render._magnitude(trace._data(i))),
-            _finite_key(render._magnitude(trace._grad(i))),
+            _finite_key(render.magnitude(trace._data(i))),
+            _finite_key(render.magnitude(trace._grad(i))),
             None,
         ]
         for k, i in enumerate(shown)
@@ -363,22 +371,11 @@ def _check_tab(trace, report, context) -> dict | None:
             "The numerical check was skipped (--no-check); run gradmagic.last.check() "
             "to compute it."
         )
-        if torch is None:
-            return {
-                "id": "check",
-                "title": "Check",
-                "kind": "html",
-                "payload": {"html": f"<p>{html.escape(text)}</p>"},
-            }
-        return {
-            "id": "check",
-            "title": "Check",
-            "kind": "html",
-            "payload": {"html": f"<p>{html.escape(text)}</p>" + render.torch_html(torch)},
-        }
+        said = f"<p>{html.escape(text)}</p>" + ("" if torch is None else render.torch_html(torch))
+        return {"id": "check", "title": "Check", "kind": "html", "payload": {"html": said}}
     header, rows, status = verdict_rows(report, TABLE_ROWS, torch)
     classes = [st if st != "pass" else "" for st in status]
-    head = render._report_head(report)
+    head = render.report_head(report)
     if torch is not None:
         head.append(torch.verdict)
     note = (
@@ -399,13 +396,13 @@ def _answers_tab(trace, report, context) -> dict | None:
     expected = context.get("expected")
     if expected is None:
         return None
-    header, rows = render._answer_rows(expected, TABLE_ROWS)
+    header, rows = render.answer_rows(expected, TABLE_ROWS)
     classes = ["ok" if row[0] == "✓" else "fail" for row in rows]
     return {
         "id": "answers",
         "title": "Answers",
         "kind": "table",
-        "payload": _table(header, rows, classes=classes, head=render._answers_head(expected)),
+        "payload": _table(header, rows, classes=classes, head=render.answers_head(expected)),
     }
 
 
@@ -509,7 +506,8 @@ def _payload(
     drawn = render.drawn_nodes(trace, summary, fold)
     drawn_set = set(drawn)
     context = _Context(trace, drawn_set, fold=fold, expected=expected, torch=torch)
-    entries = _node_entries(trace, report, drawn, drawn_set, fold)
+    defer = defer and trace.n > EAGER_NODES
+    entries = _node_entries(trace, report, drawn, drawn_set, fold, explained=not defer)
     if dot is None and summary is not None and summary.dot is not None:
         dot = summary.dot
     if dot is None:
@@ -518,7 +516,9 @@ def _payload(
         dots = {d: render.to_dot(trace, report, subset=subset, fold=fold, rankdir=d) for d in ways}
         dot = dots[ways[0]]
         dots = dots if len(ways) > 1 else None
-    tabs, deferred = _tabs(trace, report, context, defer and trace.n > EAGER_NODES, gradients)
+    tabs, deferred = _tabs(trace, report, context, defer, gradients)
+    if defer:
+        deferred["node"] = _explainer(drawn, fold)
     data = {
         "run": run,  # the static copy shown with this view hides itself (render.static_style)
         "headline": render.headline(trace),
@@ -545,17 +545,41 @@ def _payload(
     return data, deferred
 
 
-def _node_entries(trace, report, drawn, drawn_set, fold) -> dict:
-    """The drawn nodes' entries by their index (as a string), their parents among them."""
-    children = render.children_among(trace, drawn, cap=2 * TERMS)
-    status = render._failed(report)
+def _node_entries(trace, report, drawn, drawn_set, fold, explained=True) -> dict:
+    """The drawn nodes' entries by their index (as a string), their parents among them;
+    each with its explanation where ``explained`` (else the view asks for it on a click:
+    :func:`_explainer`)."""
+    status = render.statuses(report)
     entries = {}
-    memo: dict[int, Any] = {}  # each drawn node's local derivatives, read once
     for i in drawn:
-        entry = _node_entry(trace, i, children, fold, status, memo)
+        entry = _node_entry(trace, i, fold, status)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
+    if explained:
+        children = render.children_among(trace, drawn, cap=2 * TERMS)
+        memo: dict[int, Any] = {}  # each drawn node's local derivatives, read once
+        for i in drawn:
+            entries[str(i)].update(_explained(trace, i, children, fold, memo))
     return entries
+
+
+def _explained(trace, i, children, fold, memo=None) -> dict:
+    """What the side panel says of a selected node: :func:`explain` and its rule."""
+    return {"rule": rule_text(trace, i, fold), **explain(trace, i, children, fold, memo)}
+
+
+def _explainer(drawn, fold):
+    """What the live view asks when a node is selected: :func:`_explained`, None for a node
+    not drawn."""
+    drawn_set = set(drawn)
+
+    def make(trace, node: str):
+        i = int(node) if node.isdigit() else -1
+        if i not in drawn_set:
+            return None
+        return _explained(trace, i, render.children_among(trace, [i], cap=2 * TERMS), fold)
+
+    return make
 
 
 def _tabs(trace, report, context, defer: bool, gradients) -> tuple:

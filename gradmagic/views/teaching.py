@@ -244,18 +244,9 @@ def forward_tab(trace, report=None, context=None) -> dict | None:
             ],
         )
     )
-    return {
-        "id": "forward",
-        "title": "Forward",
-        "kind": "steps",
-        "payload": {
-            "head": head,
-            "frames": frames,
-            "total": len(frames),
-            "note": note,
-            "legend": "grad fields show each node's tangent: ? not yet computed",
-        },
-    }
+    return _stepped(
+        "forward", head, frames, note, "grad fields show each node's tangent: ? not yet computed"
+    )
 
 
 def _add_pass_frames(frames, trace, exprs, drawn, inputs, k, i) -> None:
@@ -351,18 +342,9 @@ def walk_tab(trace, report=None, context=None) -> dict | None:
         if len(walk.events) > STEP_FRAMES
         else ""
     )
-    return {
-        "id": "walk",
-        "title": "Walk",
-        "kind": "steps",
-        "payload": {
-            "head": head,
-            "frames": frames,
-            "total": len(frames),
-            "note": note,
-            "legend": "green: the node the walk is at; blue: the recursion stack",
-        },
-    }
+    return _stepped(
+        "walk", head, frames, note, "green: the node the walk is at; blue: the recursion stack"
+    )
 
 
 def paths_tab(trace, report=None, context=None) -> dict | None:
@@ -409,18 +391,13 @@ def paths_tab(trace, report=None, context=None) -> dict | None:
             )
     if not stepped:
         heads = [paths_html(trace, draw=False)]
-    return {
-        "id": "paths",
-        "title": "Paths",
-        "kind": "steps",
-        "payload": {
-            "head": "".join(heads),
-            "frames": frames,
-            "total": len(frames),
-            "note": "",
-            "legend": "blue: the path; green: the input",
-        },
-    }
+    return _stepped("paths", "".join(heads), frames, "", "blue: the path; green: the input")
+
+
+def _stepped(ident: str, head: str, frames: list, note: str, legend: str) -> dict:
+    """A tab of kind ``steps``: its ``head`` HTML, then ``frames`` stepped through."""
+    payload = {"head": head, "frames": frames, "total": len(frames), "note": note, "legend": legend}
+    return {"id": ident, "title": ident.title(), "kind": "steps", "payload": payload}
 
 
 TABS = [forward_tab, walk_tab, paths_tab]

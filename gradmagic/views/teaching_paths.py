@@ -161,48 +161,37 @@ def paths_html(trace, input=None, *, cache=None, draw: bool = True) -> str:
         )
         for k, line in enumerate(head)
     ]
-    if not result.paths:
-        out.append(said[0])
-    else:  # the paths first, then what they are and sum to: a short box shows them first
-        to = html.escape(exprs[trace.target.index])
-        out.append(_paragraph(f"<b>The paths from {html.escape(exprs[i])} to {to}:</b>"))
-        rows = [[str(k + 1)] + _path_cells(trace, exprs, p) for k, p in enumerate(result.paths)]
-        # (a row a line: a short box shows several paths, each a scroll away sideways)
-        out.append(
-            _table(["#", "path", "local derivatives", "numbers", "product"], rows, one_line=True)
-        )
-        out.append(said[0])
-    out += said[1:]
-    if result.paths:
-        if result.complete and len(result.paths) > 1:
-            out.append(
-                _paragraph(
-                    html.escape(" + ".join(r[4] for r in rows) + " = " + fmt(result.listed_sum, 10))
-                )
-            )
-        rules = _rules(trace, exprs, result.paths[0])
-        if rules:
-            out.append(
-                _paragraph(
-                    "<small>Rules used on path 1: " + html.escape("; ".join(rules)) + "</small>",
-                    _GREY,
-                )
-            )
+    out += _listing(trace, exprs, result, i, said) if result.paths else said
     zero = _zero_lines(trace, exprs, result)
     if zero:
+        lines = "<br>".join(html.escape(z) for z in zero)
         out.append(
-            _paragraph(
-                "Branches that do not depend on "
-                + html.escape(exprs[i])
-                + ":<br>"
-                + "<br>".join(html.escape(z) for z in zero),
-                _GREY,
-            )
+            _paragraph(f"Branches that do not depend on {html.escape(exprs[i])}:<br>{lines}", _GREY)
         )
     if draw and result.paths:
         out.append(_draw(trace, cache, path=set(result.paths[0].nodes), current=i))
     out.append("</div>")
     return "".join(out)
+
+
+def _listing(trace, exprs, result, i, said) -> list:
+    """The paths as a table (a short box shows them first), then what they are and sum to,
+    and the rules path 1 uses."""
+    to = html.escape(exprs[trace.target.index])
+    rows = [[str(k + 1)] + _path_cells(trace, exprs, p) for k, p in enumerate(result.paths)]
+    out = [
+        _paragraph(f"<b>The paths from {html.escape(exprs[i])} to {to}:</b>"),
+        # (a row a line: a short box shows several paths, each a scroll away sideways)
+        _table(["#", "path", "local derivatives", "numbers", "product"], rows, one_line=True),
+        *said,
+    ]
+    if result.complete and len(result.paths) > 1:
+        total = " + ".join(r[4] for r in rows) + " = " + fmt(result.listed_sum, 10)
+        out.append(_paragraph(html.escape(total)))
+    rules = _rules(trace, exprs, result.paths[0])
+    if rules:  # (at the text's own size: 10 px or more wherever it is shown)
+        out.append(_paragraph("Rules used on path 1: " + html.escape("; ".join(rules)), _GREY))
+    return out
 
 
 def paths_text(trace, input=None) -> str:

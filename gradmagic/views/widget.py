@@ -9,11 +9,13 @@ it has drawn (its own style sheet, :func:`gradmagic.views.render.static_style`);
 notebook, ``nbconvert --to html`` with no network and a notebook reopened without widget
 state show the copy. Each run appears once.
 
-In the browser everything is interactive without the kernel:
+In the browser everything is interactive without the kernel, but what a big run makes on
+demand (:data:`~gradmagic.views.tabs.DEFERRED` tabs, a node's derivatives):
 
 * click a node (or pick it in the list): its path to the target is highlighted and the side
-  panel shows its local derivatives and the gradient flowing into it; hovering a node shows
-  its full value;
+  panel shows its local derivatives and the gradient flowing into it (past
+  :data:`~gradmagic.views.tabs.EAGER_NODES` nodes, asked of the kernel on its first
+  selection); hovering a node shows its full value;
 * pan (drag) and zoom (buttons, ``+``/``-``/``0`` keys, ctrl + wheel), fitted to the view at
   first but never below 10 px text;
 * **Backward**: previous/next buttons, ``←``/``→`` keys and a slider step through the
@@ -31,33 +33,28 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import grouped, render
+from . import grouped, render, torchview
 from ..analysis import torchcheck
 from .live import STATIC
 from .tabs import (  # noqa: F401 - the payload's names, importable from here as before
-    DEFERRED,
     EAGER_NODES,
     STEP_LIMIT,
-    TAB_MAKERS,
     TABLE_ROWS,
     TERMS,
     _gradients_tab,
     _Letters,
     _payload,
     _template,
-    explain,
-    operand_name,
     payload,
-    rule_text,
-    use_counts,
 )
 
 __all__ = [
     "TraceWidget",
+    "TorchWidget",
+    "live_view",
     "mimebundle",
     "static_bundle",
     "payload",
-    "TAB_MAKERS",
     "WIDGET_MIME",
     "STATIC",
 ]
@@ -102,27 +99,62 @@ def TraceWidget(trace, report=None, *, expected=None, torch=None, run: str = "",
     opens them (``opened``). ``parts`` (``summary``, ``fold``, ``dot``, ``gradients``) are
     what the caller already computed.
     """
+    data, deferred = _payload(trace, report, expected=expected, torch=torch, run=run, **parts)
+    groups = getattr(parts.get("summary"), "groups", None)
+    return _live(
+        trace,
+        data,
+        deferred=deferred,
+        grouped_view=sorted(groups.opened_by_default()) if groups is not None else None,
+    )
+
+
+def TorchWidget(run, run_id: str = ""):
+    """The live view of a PyTorch run (:func:`gradmagic.views.torchview.payload`); the
+    browser asks the kernel later for a module opened or a tensor whole."""
+
+    def reply(run, content):
+        out = torchview.answer(run, content)
+        if out is not None and "kind" in out:
+            out["run"] = run_id
+        return out
+
+    return _live(run, dict(torchview.payload(run), run=run_id), answer=reply)
+
+
+def _live(run, data: dict, **options):
+    """A :class:`~gradmagic.views.live.LiveView` of ``data``, holding ``run`` weakly."""
     _, LiveView = _classes()
     from .live import keep_open, library
 
-    data, deferred = _payload(trace, report, expected=expected, torch=torch, run=run, **parts)
-    first = data["tabs"][0]["id"] if data["tabs"] else ""
     source: Callable[[], Any]
     try:
-        source = weakref.ref(trace)
-    except TypeError:  # a trace that takes no weak references: kept
-        source = lambda: trace  # noqa: E731
-    groups = getattr(parts.get("summary"), "groups", None)
+        source = weakref.ref(run)
+    except TypeError:  # a run that takes no weak references: kept
+        source = lambda: run  # noqa: E731
+    first = data["tabs"][0]["id"] if data["tabs"] else ""
     view = LiveView(
         lib=library(),
         data=json.dumps(data, separators=(",", ":")),
         tab=first,
         source=source,
-        deferred=deferred,
-        grouped_view=sorted(groups.opened_by_default()) if groups is not None else None,
+        **options,
     )
     keep_open(view)
     return view
+
+
+def live_view(run):
+    """The live view of any run, its check and answers computed as the display does."""
+    if _is_torch(run):
+        return TorchWidget(run)
+    report, expected, torch, _ = _analyses(run)
+    return TraceWidget(run, report, expected=expected, torch=torch)
+
+
+def _is_torch(run) -> bool:
+    """A PyTorch run (told by its class's name: torch stays unimported)."""
+    return type(run).__name__ == "TorchRun"
 
 
 # =========================================================================== the bundle
@@ -191,12 +223,12 @@ class _Drawing(SvgCache):
             self[source] = known[source]
             self._job = None
         else:
-            self._job = render._DOT.submit(source)
+            self._job = render.dot_process.submit(source)
 
     def get(self, key, default=None):
         if key == self.source and self._job is not None:
             job, self._job = self._job, None
-            image = render._DOT.collect(job)
+            image = render.dot_process.collect(job)
             if image is not None:  # else the static copy asks dot again and says why
                 self[key] = image
         return super().get(key, default)
@@ -234,7 +266,7 @@ def _checked_graph(trace, report, graph) -> tuple:
     subset = summary.shown if summary else None
     dot, drawing = graph["dot"], graph["drawing"]
     rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
-    marked = [i for i, status in render._failed(report).items() if status in render.MARKED]
+    marked = [i for i, status in render.statuses(report).items() if status in render.MARKED]
     if marked and summary is not None and summary.groups is not None:
         opened = summary.groups.opened_by_default()
         dot = summary.dot = grouped.grouped_dot(trace, summary.groups, opened, report)
@@ -272,7 +304,10 @@ def mimebundle(trace, publish=None) -> dict:
     own process while the check runs and the live view's payload is built. The
     picture is handed to ``dot`` before the check: the check's verdicts colour a
     node only when it fails (or sits on a kink), and only then is it drawn again.
+    A PyTorch run shows the same way, from :mod:`gradmagic.views.torchview`.
     """
+    if _is_torch(trace):
+        return _torch_mimebundle(trace, publish)
     graph = _graph(trace)
     report, expected, torch, problems = _analyses(trace)
     dot, dots, drawing = _checked_graph(trace, report, graph)
@@ -308,6 +343,22 @@ def mimebundle(trace, publish=None) -> dict:
         dot=dot,
         gradients=gradients["payload"],
     )
+    return _shown(static, view, publish, lambda: one_line(trace, report, expected))
+
+
+def _torch_mimebundle(run, publish=None) -> dict:
+    run_id = secrets.token_hex(8)
+    static = torchview.mimebundle(run, mark_run=run_id)
+    try:
+        view = TorchWidget(run, run_id)
+    except ImportError:  # anywidget is not installed: the static view stands alone
+        view = None
+    return _shown(static, view, publish, lambda: torchview.headline(run))
+
+
+def _shown(static: dict, view, publish, line: Callable[[], str]) -> dict:
+    """The bundle of a static copy and its live view: one bundle, or the copy published
+    first and the widget with one line of text (see :func:`mimebundle`)."""
     if view is None:
         return static
     bundle = view._repr_mimebundle_()
@@ -315,7 +366,7 @@ def mimebundle(trace, publish=None) -> dict:
     if publish is None:
         return {**static, WIDGET_MIME: bundle[WIDGET_MIME]}
     publish(static)
-    return {WIDGET_MIME: bundle[WIDGET_MIME], "text/plain": one_line(trace, report, expected)}
+    return {WIDGET_MIME: bundle[WIDGET_MIME], "text/plain": line()}
 
 
 def one_line(trace, report=None, expected=None) -> str:

@@ -69,7 +69,8 @@ export class LiveView {
       class: "gm-root", tabindex: "0", "data-lm-suppress-shortcuts": "true", "data-run": this.data.run || null,
     });
     this.tip = tooltip(this.root, this.data.nodes);
-    this.panel = nodePanel(this.data, (i) => this.pick(i));
+    this.panel = nodePanel(this.data, (i) => this.pick(i), (i) => this.told(i));
+    this.asked = new Map(); // node -> when its derivatives were asked of the kernel
     this.bar = h("div", { class: "gm-tabs", role: "tablist" });
     this.pages = h("div", { class: "gm-pages" });
     this.buttons = new Map(this.data.tabs.map((tab) => [tab.id, h("button", {
@@ -79,7 +80,10 @@ export class LiveView {
     this.root.append(h("div", { class: "gm-headline", text: this.data.headline }),
       this.data.notes.map((note) => h("div", { class: "gm-warn", text: `⚠ ${note}` })),
       this.bar, this.pages, this.tip.el);
-    this.root.addEventListener("keydown", (e) => this.key(e));
+    // the view's keys are read at the window's capture phase, before the page's shortcuts:
+    // Notebook 7 reads keys at the document's and takes "0" there (its "0, 0" restarts the kernel)
+    this.keydown = (e) => { if (this.root.contains(e.target)) this.key(e); };
+    window.addEventListener("keydown", this.keydown, true);
     // clicks inside the view give it the keyboard (not the notebook's command mode)
     this.root.addEventListener("pointerdown", (e) => {
       if (!(e.target instanceof HTMLSelectElement || e.target instanceof HTMLInputElement)) this.root.focus({ preventScroll: true });
@@ -94,6 +98,7 @@ export class LiveView {
   }
 
   destroy() {
+    window.removeEventListener("keydown", this.keydown, true);
     this.sizes.disconnect();
     for (const [event, f] of this.unlisten) this.model.off(event, f);
     for (const made of this.built.values()) clearTimeout(made.timer);
@@ -124,6 +129,28 @@ export class LiveView {
       g.view.reveal(i);
     }
     this.root.dataset.selected = String(i);
+  }
+
+  // Node i's derivatives ({local, incoming}): in the payload for a small run, else made by
+  // the kernel when first asked and kept in `opened` (as a deferred tab is), else why not.
+  told(i) {
+    const n = this.data.nodes[i];
+    if (n.incoming) return n;
+    const made = this.openedTabs()[`node:${i}`];
+    if (made) return made.incoming ? made : "Its derivatives could not be made: run the cell again.";
+    const since = this.asked.get(i);
+    if (since === undefined) {
+      this.asked.set(i, performance.now());
+      try {
+        this.model.send({ type: "open", tab: `node:${i}` });
+      } catch {
+        this.asked.set(i, -Infinity); // no live kernel (a saved notebook reopened)
+      }
+      setTimeout(() => { if (this.model.get("selected") === i) this.panel.show(i); }, ANSWER_WAIT_MS);
+    }
+    return performance.now() - (this.asked.get(i) ?? 0) < ANSWER_WAIT_MS
+      ? "Asking the kernel for its local derivatives and incoming gradient…"
+      : "No kernel answered: run the cell again to see its local derivatives and incoming gradient.";
   }
 
   // what the page makers share (see pages.js)
@@ -299,6 +326,8 @@ export class LiveView {
   // the kernel made deferred tabs: replace their waiting pages
   answered() {
     this.regrouped();
+    const selected = this.model.get("selected");
+    if (selected >= 0 && this.data.nodes[selected]) this.panel.show(selected);
     for (const [id, made] of [...this.built]) {
       const tab = made.waiting && this.data.tabs.find((t) => t.id === id);
       if (!tab || !this.resolve(tab)) continue;

@@ -1,4 +1,4 @@
-// A recorded PyTorch run in the live view (gradmagic.views.torchlive.payload): the same
+// A recorded PyTorch run in the live view (gradmagic.views.torchview.payload): the same
 // LiveView, with three additions registered by widget.js.
 //   torchgraph     the Graph tab, plus what the selected box's value is (its whole numbers on
 //                  demand, asked of the kernel) and a way back from opened modules
