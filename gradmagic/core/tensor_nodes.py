@@ -105,7 +105,7 @@ class Tensor:
         """d target / d this tensor after ``backward()`` (zeros before; same shape as data)."""
         g = self._grad
         if g is None:
-            g = self._grad = np.zeros(self.data.shape)
+            g = self._grad = np.zeros(self.data.shape, _grad_type(self))
         return g
 
     @grad.setter
@@ -132,7 +132,8 @@ class Tensor:
         g = self._grad
         owned: object = getattr(self, "_owned_grad", None)
         if g is None or g is not owned:
-            g = np.zeros(self.data.shape) if g is None else np.array(g, dtype=_F64)
+            kind = _grad_type(self)
+            g = np.zeros(self.data.shape, kind) if g is None else np.array(g, dtype=kind)
             self._grad = self._owned_grad = g
         return g
 
@@ -145,12 +146,15 @@ class Tensor:
         writable array, since optimizers and users work on it.
         """
         old = self._grad
+        kind = _grad_type(self)
+        if g.dtype != kind and kind is _F64:  # a real number's share of a complex gradient
+            g = g.real
         if old is not None:
             self._grad = old + g
         elif self._a is None and (
-            g is upstream or g.base is not None or not g.flags.writeable or g.dtype != _F64
+            g is upstream or g.base is not None or not g.flags.writeable or g.dtype != kind
         ):
-            self._grad = np.array(g, dtype=_F64)
+            self._grad = np.array(g, dtype=kind)
         else:
             self._grad = g
 
@@ -375,6 +379,12 @@ class Tensor:
         return format(self.data, spec) if spec else str(self.data)
 
 
+def _grad_type(node):
+    """The dtype of ``node``'s gradient: complex128 for complex numbers (d/d(real part)
+    − i d/d(imaginary part), HIPS autograd's and JAX's convention), else float64."""
+    return np.complex128 if node.data.dtype.kind == "c" else _F64
+
+
 def _on_plain_arrays(what: str, func, args, kwargs):
     """``func`` on the plain arrays (a function with no gradient rule, in a recorded cell).
 
@@ -483,8 +493,8 @@ def _apply(op, a, b=None, params=None) -> Tensor:
         shapes = " and ".join(str(np.shape(x.data)) for x in (a, b) if x is not None)
         noun = "shape" if b is None else "shapes"
         raise ValueError(f"{op.symbol} cannot be applied to {noun} {shapes}: {e}") from None
-    if data.__class__ is not np.ndarray:
-        data = np.asarray(data, dtype=_F64)
+    if data.__class__ is not np.ndarray:  # (a numpy scalar: a complex one stays complex)
+        data = np.asarray(data, dtype=np.complex128 if isinstance(data, complex) else _F64)
     if (
         _ARRAY_CLASSES
         and track
