@@ -20,6 +20,7 @@ from .array import (
     _pv,
     _quiet_graph,
 )
+from .numpy_reductions import abs2
 from .numpy_shapes import _as_array_node, _ints
 from .tensor import TENSOR_OPS
 
@@ -334,12 +335,12 @@ def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
     ndim = np.ndim(_pv(x))
     with _quiet_graph():
         if axis is None and ord is None:
-            return np.sqrt(np.sum(node * node))
+            return np.sqrt(np.sum(abs2(node)))
         axes = tuple(range(ndim)) if axis is None else _t._axes(axis, ndim)
         if len(axes) == 1:
             a = axes
             if ord is None or ord == 2:
-                return np.sqrt(np.sum(node * node, axis=a, keepdims=keepdims))
+                return np.sqrt(np.sum(abs2(node), axis=a, keepdims=keepdims))
             if ord == np.inf:
                 return np.max(np.abs(node), axis=a, keepdims=keepdims)
             if ord == -np.inf:
@@ -352,7 +353,7 @@ def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
             return None
         r, c = axes
         if ord is None or ord == "fro":
-            return np.sqrt(np.sum(node * node, axis=axes, keepdims=keepdims))
+            return np.sqrt(np.sum(abs2(node), axis=axes, keepdims=keepdims))
         if keepdims:
             return None
         if ord in (1, -1):

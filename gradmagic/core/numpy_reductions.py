@@ -109,10 +109,15 @@ def _r_var(
     n = a.size if axes is None else int(np.prod([a.shape[i] for i in axes]))
     with _quiet_graph():
         d = a - np.mean(a, axis=axes, keepdims=True)
-        v = np.sum(d * d, axis=axes, keepdims=keep) / (n - ddof)
+        v = np.sum(abs2(d), axis=axes, keepdims=keep) / (n - ddof)
         if _std and n == 1:  # the spread of one number is 0 wherever it is
             return v * 0.0
         return np.sqrt(v) if _std else v
+
+
+def abs2(x):
+    """``|x|²`` of an array node, elementwise: ``x * x``, or ``Re(x * conj(x))`` if complex."""
+    return x * x if x.dtype.kind != "c" else np.real(x * np.conj(x))
 
 
 def _r_std(exact, *args, **kwargs):

@@ -366,13 +366,22 @@ def _r_full(exact, shape, fill_value, dtype=None, order="C", *, device=None, lik
     return _link(TENSOR_OPS["broadcast_to"], exact, node, None, {"shape": exact.shape})
 
 
-def _r_real(exact, val):
-    node = _node_of(val)
-    return None if node is None else _t._apply(_COPY, node)
+def _part(name):
+    """The rule of ``np.real``, ``np.imag``: the op ``name`` of the node."""
+
+    def rule(exact, val):
+        node = _node_of(val)
+        return None if node is None else _t._apply(TENSOR_OPS[name], node)
+
+    return rule
 
 
 def _r_real_if_close(exact, a, tol=100):
-    return _r_real(exact, a)
+    return _part("real" if np.isrealobj(exact) else "copy")(exact, a)
+
+
+def _r_angle(exact, z, deg=False):
+    return None if deg else _part("angle")(exact, z)
 
 
 def _r_array(exact, obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
@@ -431,7 +440,9 @@ FUNCTION_RULES.update(
         np.rollaxis: _r_rollaxis,
         np.linspace: _r_linspace,
         np.full: _r_full,
-        np.real: _r_real,
+        np.real: _part("real"),
+        np.imag: _part("imag"),
+        np.angle: _r_angle,
         np.real_if_close: _r_real_if_close,
         np.array: _r_array,
         np.asarray: _r_asarray,

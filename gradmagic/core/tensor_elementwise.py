@@ -144,6 +144,18 @@ def _sinc_dx(g, out, x):
     return g * np.where(x == 0, 0.0, (np.cos(px) - out) / safe)
 
 
+def _imag_dx(g, out, x):
+    return -1j * g
+
+
+def _angle_dx(g, out, x):
+    return g * np.conj(1j * x) / (np.abs(x) ** 2)
+
+
+def _torch_imag(torch):
+    return lambda x: torch.imag(x) if x.is_complex() else torch.zeros_like(x)
+
+
 def _zero_at(out, x):
     return bool(np.any(np.asarray(x) == 0))
 
@@ -385,14 +397,21 @@ OPS = [
         "abs",
         1,
         np.abs,
-        (lambda g, out, x: g * np.sign(x),),
+        (lambda g, out, x: g * np.conj(np.sign(x)),),
         np.abs,
-        "∂|a|/∂a = sign(a) (0 at a = 0)",
+        "∂|a|/∂a = sign(a) (0 at a = 0; of a complex a: conj(a) / abs(a))",
         kink=_any_zero,
         method="__abs__ abs",
         numpy=("absolute", "fabs"),
         torch="abs",
     ),
+    # complex numbers: gradients are d/d(real part) − i d/d(imaginary part)
+    _unary_entry(
+        "conj", np.conjugate, lambda g, out, x: np.conj(g), "∂conj(a): the gradient's conjugate"
+    ),
+    _unary_entry("real", np.real, lambda g, out, x: g, "∂Re(a)/∂a = 1", numpy=()),
+    _unary_entry("imag", np.imag, _imag_dx, "∂Im(a)/∂a = −i", _torch_imag, numpy=()),
+    _unary_entry("angle", np.angle, _angle_dx, "∂arg(a)/∂a = −i/a", numpy=()),
     # elementwise, one input
     _unary_entry("tan", np.tan, lambda g, out, x: g * (1.0 + out * out), "∂tan a/∂a = 1 + tan²a"),
     _unary_entry(

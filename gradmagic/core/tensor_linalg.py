@@ -237,7 +237,7 @@ def _svdvals(x):
 
 def _svdvals_dx(g, out, x):
     u, s, vh = np.linalg.svd(x, full_matrices=False)
-    return (u * np.asarray(g)[..., None, :]) @ vh
+    return np.conj((u * np.asarray(g)[..., None, :]) @ vh)  # (of a complex x too)
 
 
 def _svd_u(x):

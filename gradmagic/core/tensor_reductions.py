@@ -149,7 +149,7 @@ def _prod(x, axis, keepdims):
 def _prod_dx(g, out, x, axis, keepdims):
     axes = _all_axes(axis, np.ndim(x))
     ge = _expand(g, axis, keepdims)
-    return ge * _others_product(np.asarray(x, dtype=float), axes)
+    return ge * _others_product(np.asarray(x), axes)
 
 
 def _prod_batched(x, axis, keepdims):
