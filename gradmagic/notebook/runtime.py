@@ -32,7 +32,7 @@ from ..core import engine, number_nodes
 from ..core.engine import SCALAR_NODES, Value
 from ..core.number_nodes import SCALARS, Float, Int, constant
 from ..core import array as _array
-from ..core.array import Array, Scalar64, array_leaf
+from ..core.array import Array, Scalar64, array_leaf, complex_leaf, PLAIN_TYPES
 from ..core.tensor import Tensor
 from . import learner
 from .library_calls import (
@@ -70,8 +70,8 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- nodes
-_NODES = SCALAR_NODES | {Tensor, Array, Scalar64}
-_ARRAY_NODES = frozenset({Tensor, Array, Scalar64})
+_NODES = SCALAR_NODES | {Tensor, *PLAIN_TYPES}
+_ARRAY_NODES = frozenset({Tensor, *PLAIN_TYPES})
 _int_of = int.__index__
 _FLOAT = float  # held here: code run under the magic may rebind builtins.float
 
@@ -178,7 +178,7 @@ def _seen(x):
     if isinstance(x, np.ndarray):  # (read as plain numbers: no node of the graph, no warning)
         plain = x.view(np.ndarray)
         with np.errstate(all="ignore"):
-            return (plain.shape, float(np.sum(plain, dtype=float)))
+            return (plain.shape, float(np.sum(plain.real, dtype=float)))
     try:
         return _FLOAT(x)
     except (TypeError, ValueError):
@@ -194,6 +194,8 @@ def literal(x):
     """
     if _run is None:
         return x if _probe is None else _probe.born(x)
+    if x.__class__ is complex:
+        return born(complex_leaf(x))
     return born(Float(x) if x.__class__ is _FLOAT else Int(x))
 
 
@@ -327,6 +329,7 @@ def changing(v, name: str):
 
 _EXACT_NUMBERS = frozenset({int, float, np.float64})
 """Number types that have a number node class (other numpy scalars stay plain)."""
+_COMPLEX = frozenset({complex, np.complex128, *PLAIN_TYPES}) - {Array, Scalar64}
 
 
 def new_leaf(x, name: str):
@@ -339,8 +342,10 @@ def new_leaf(x, name: str):
     constant).
     """
     cls = type(x)
-    if cls is Array or (cls is np.ndarray and x.dtype == np.float64):
+    if cls is Array or (cls is np.ndarray and x.dtype in _array._HELD):
         return array_leaf(x, name)
+    if cls in _COMPLEX:
+        return complex_leaf(x, name)
     if cls is Scalar64:
         leaf = constant(np.float64(x))
         leaf.label = name
@@ -557,7 +562,7 @@ def prepare_call(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
-_MADE_FROM = frozenset({Array, Scalar64})  # np.asarray(x) of these keeps the graph
+_MADE_FROM = frozenset(PLAIN_TYPES)  # np.asarray(x) of these keeps the graph
 _STEPS = frozenset({np.round, np.around, np.fix})
 """numpy functions (not ufuncs) that are piecewise constant: a number node taken as its plain
 number loses no gradient."""
@@ -764,11 +769,7 @@ def type_of(*args):
         return type(number_nodes.plain(x))
     if kind is Tensor:
         return type(x.data[()]) if x.data.ndim == 0 else type(x.data)
-    if kind is Array:
-        return np.ndarray
-    if kind is Scalar64:
-        return np.float64
-    return kind
+    return PLAIN_TYPES.get(kind, kind)
 
 
 # --------------------------------------------------------------------------- errors
