@@ -502,6 +502,9 @@ class _Code:
                 return done
             self.oracle = "graph"
             self.problem = f"The check compared with the recorded graph only: {self.rerun.problem}."
+        if any(np.iscomplexobj(a) for a in self.trace.tensor_data.values()):
+            self.problem += " Its replay computes real numbers only: this graph is not checked."
+            perturbation = perturbation.select([])
         return self.replay.measure(perturbation, eps), perturbation
 
     def with_direction(self, perturbation, seed: int):
@@ -603,6 +606,8 @@ def _why_unchecked(trace) -> str:
     leaves = trace.leaf_index
     if not len(leaves) or trace.parent_a[-1] < 0 and trace.constant[-1]:
         return "the target is a constant: it depends on no input"
+    if any(np.iscomplexobj(trace.tensor_data.get(i)) for i in leaves.tolist()):
+        return "its inputs are complex numbers, which the check does not move"
     return (
         "the target depends on no input: every leaf is a constant (a number written in "
         "the cell, or requires_grad=False)"

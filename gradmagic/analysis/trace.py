@@ -431,6 +431,8 @@ class Trace:
         kept: set = set()  # ids of the arrays kept as they are
         for i in odd:
             x = values[i]
+            if isinstance(x, complex):  # a complex number's gradient: a 0-d array of it
+                x = np.array(x)
             if isinstance(x, np.ndarray):
                 if x.__class__ is np.ndarray and x.base is None and id(x) not in kept and fresh(i):
                     kept.add(id(x))
