@@ -180,6 +180,8 @@ def _r_vdot(exact, a, b):
     if na is None or nb is None:
         return None
     flat = [_t._apply(_RESHAPE, n, None, {"shape": (-1,)}) for n in (na, nb)]
+    if np.iscomplexobj(_pv(a)):  # vdot conjugates its first argument
+        flat[0] = np.conj(flat[0])
     return _einsum_nodes("i,i->", flat)
 
 
@@ -260,14 +262,14 @@ def _r_solve(exact, a, b):
 
 
 def _r_cholesky(exact, a, /, *, upper=False):
-    if upper:
+    if upper or np.iscomplexobj(_pv(a)):  # (a Hermitian matrix: no rule yet)
         return None
     return _linalg_unary("cholesky")(exact, a)
 
 
 def _r_eigh(exact, a, UPLO="L"):
     node = _node_of(a)
-    if node is None:
+    if node is None or np.iscomplexobj(_pv(a)):  # (a Hermitian matrix: no rule yet)
         return None
     params = _triangle(UPLO)
     w = _link(TENSOR_OPS["eigvalsh"], exact[0], node, None, params)
@@ -277,9 +279,9 @@ def _r_eigh(exact, a, UPLO="L"):
 
 def _r_eigvalsh(exact, a, UPLO="L"):
     node = _node_of(a)
-    return (
-        None if node is None else _link(TENSOR_OPS["eigvalsh"], exact, node, None, _triangle(UPLO))
-    )
+    if node is None or np.iscomplexobj(_pv(a)):  # (a Hermitian matrix: no rule yet)
+        return None
+    return _link(TENSOR_OPS["eigvalsh"], exact, node, None, _triangle(UPLO))
 
 
 def _triangle(uplo):
@@ -298,9 +300,10 @@ def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
         return _link(TENSOR_OPS["svdvals"], exact, node)
     s = _link(TENSOR_OPS["svdvals"], exact.S, node)
     m, n = np.shape(_pv(a))[-2:]
-    if full_matrices and m != n:  # U's (or Vh's) extra columns are any basis: no derivative
-        u = _cut_result(exact.U, "the U of numpy.linalg.svd(full_matrices=True)", (a,))
-        vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd(full_matrices=True)", (a,))
+    # U's (or Vh's) extra columns are any basis: no derivative (complex ones: no rule yet)
+    if full_matrices and m != n or np.iscomplexobj(_pv(a)):
+        u = _cut_result(exact.U, "the U of numpy.linalg.svd", (a,))
+        vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd", (a,))
     else:
         u = _link(TENSOR_OPS["svd_u"], exact.U, node)
         vh = _link(TENSOR_OPS["svd_vh"], exact.Vh, node)
@@ -323,7 +326,7 @@ def _r_matrix_power(exact, a, n):
 
 
 def _r_pinv(exact, a, rcond=None, hermitian=False, *, rtol=_NoValue):
-    if rcond is not None or hermitian or rtol is not _NoValue:
+    if rcond is not None or hermitian or rtol is not _NoValue or np.iscomplexobj(_pv(a)):
         return None
     return _linalg_unary("pinv")(exact, a)
 

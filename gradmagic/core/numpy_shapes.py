@@ -15,7 +15,6 @@ from .array import (
     FUNCTION_RULES,
     _CONCAT,
     _COPY,
-    _F64,
     _GETITEM,
     _RESHAPE,
     _TRANSPOSE,
@@ -340,9 +339,9 @@ def _as_array_node(node):
     if node.__class__ is Array or node.__class__ is Tensor:
         return node
     return (
-        _adopt(np.array(node.data, dtype=_F64), _t._apply(_COPY, node))
+        _adopt(np.array(node.data), _t._apply(_COPY, node))
         if node.requires_grad
-        else _view(np.array(node.data, dtype=_F64), Array)
+        else _view(np.array(node.data), Array)
     )
 
 

@@ -28,10 +28,9 @@ def _pow_dx(g, out, x, y):
 
 
 def _pow_dy(g, out, x, y):
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    x = np.asarray(x, dtype=np.result_type(x, out))  # (a negative x to a complex power: ln x)
     # d/dy x**y = x**y ln x; at x = 0 it is 0 for y > 0 and undefined otherwise
-    return g * np.where(x == 0, np.where(y > 0, 0.0, np.nan), out * np.log(x))
+    return g * np.where(x == 0, np.where(np.real(y) > 0, 0.0, np.nan), out * np.log(x))
 
 
 def _share(x, y, pick):
