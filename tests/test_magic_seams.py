@@ -214,6 +214,27 @@ def _plain_grad(cell, data, name):
         ("L = np.sum(np.asarray(a, dtype=np.complex128).imag * a) + a[0]", {"a": A0}),
         ("w = z * x\nL = w.real * w.imag + np.angle(z.conjugate())", {"z": 0.3 - 1.2j, "x": 0.7}),
         ("w = np.sum(z * a)\nL = np.var(z) + (w * w.conj()).real", {"z": A0 - 1j * B0, "a": B0}),
+        (
+            "w = z * 1.0\nw[0] = x * 1j\nw += x\nw *= z\nL = np.sum(np.abs(w))",
+            {"z": A0 - 1j * B0, "x": 0.7},
+        ),
+        (
+            "w = np.zeros(3, dtype=complex)\nfor i in range(3):\n    w[i] = z[i] * x\nL = np.sum(w.imag)",
+            {"z": A0 + 1j * B0, "x": 0.7},
+        ),
+        (
+            "w = np.empty(3, complex)\nnp.multiply(z, x, out=w)\nL = np.real(np.vdot(z, w))",
+            {"z": A0 - 1j * B0, "x": 0.7},
+        ),
+        ("w = np.empty(3)\nnp.multiply(a, x, out=w)\nL = np.sum(w ** 2)", {"a": A0, "x": 0.7}),
+        (
+            "L = abs(np.linalg.det(np.outer(z, z) + np.eye(3))) + np.abs(np.linalg.inv(np.diag(z)).sum())",
+            {"z": A0 - 1j * B0},
+        ),
+        (
+            "L = np.abs(np.sum(np.sort(z) * np.cumprod(z) * z[[0, 0, 2]] * np.array([z[1], x, 2.0])))",
+            {"z": A0 - 1j * B0, "x": 0.7},
+        ),
     ],
 )
 def test_complex_numbers_are_differentiated(cell, data):

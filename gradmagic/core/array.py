@@ -165,7 +165,7 @@ def _ufunc_into(ufunc, method, inputs, kwargs, args, plain_kwargs, out, writes):
         olds[id(o)] = _before_write(o)
     exact = _numpy(getattr(ufunc, method), args, plain_kwargs)
     result = _outputs(exact, plain_kwargs["out"], out)
-    if rule is not None and target.__class__ is Array and target.dtype == _F64:
+    if rule is not None and target.__class__ is Array and target.dtype in _HELD:
         op, parents = rule
         if old is not None:
             parents = tuple(old if p is target else p for p in parents)
@@ -299,7 +299,7 @@ def _setitem(arr, key, plain_key, value) -> None:
     y = None
     if index is not None and (basic or _writes.distinct(arr.shape, index)):
         y = _parent(value)
-    if y is None or arr.dtype != _F64:
+    if y is None or arr.dtype not in _HELD:
         _write(
             arr,
             "an assignment to its elements",
@@ -430,6 +430,9 @@ def numpy_with_nodes(f):
     if isinstance(f, np.ufunc):
 
         def call(*args, **kwargs):
+            out = kwargs.get("out")
+            if out is not None and out.__class__ is not tuple:  # as numpy hands it on
+                kwargs["out"] = (out,)
             return _ufunc(f, "__call__", args, kwargs)
     else:
 

@@ -578,7 +578,7 @@ def _has_float_node(xs, depth: int = 0) -> bool:
         if (kind is list or kind is tuple) and depth < 32:
             if _has_float_node(x, depth + 1):
                 return True
-        elif depth and (kind is Array or kind is Scalar64) and x.requires_grad:
+        elif depth and kind in _MADE_FROM and x.requires_grad:
             return True
     return False
 
@@ -670,7 +670,7 @@ def _as_constant(r, args=()):
         cls = type(r)
         if cls is np.float64 or cls is _FLOAT:
             return born(constant(r))
-        if cls is np.ndarray and r.dtype == np.float64 and not any(r is a for a in args):
+        if cls is np.ndarray and r.dtype in _array._HELD and not any(r is a for a in args):
             return born(_array.array_constant(r))
         if (cls is Value or cls is Tensor) and r._a is None:
             return born(r)  # a leaf of the explicit engine, made by the cell
