@@ -60,10 +60,6 @@ class _Open:
         self.site = cursor.site
 
 
-def is_open(arr) -> bool:
-    return arr.__dict__.get("_open") is not None
-
-
 def can_add(arr) -> bool:
     """Whether a write into ``arr`` can join its open node: no node read its numbers since."""
     open_ = arr.__dict__.get("_open")
