@@ -431,8 +431,6 @@ class Trace:
         kept: set = set()  # ids of the arrays kept as they are
         for i in odd:
             x = values[i]
-            if isinstance(x, complex):  # a complex number's gradient: a 0-d array of it
-                x = np.array(x)
             if isinstance(x, np.ndarray):
                 if x.__class__ is np.ndarray and x.base is None and id(x) not in kept and fresh(i):
                     kept.add(id(x))
@@ -443,6 +441,9 @@ class Trace:
             elif isinstance(x, int) and exact is not None:
                 exact[i] = x
                 values[i] = real(x)
+            elif isinstance(x, complex):  # a complex number's gradient: a 0-d array of it
+                arrays[i] = np.array(x)
+                values[i] = np.nan
             else:
                 values[i] = real(x)
         return np.array(values, dtype=np.float64) if n else np.zeros(0)

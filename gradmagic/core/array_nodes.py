@@ -121,8 +121,8 @@ class Scalar64(np.float64):
 
     @property
     def data(self):
-        """The number as a 0-d array."""
-        return np.array(plain_array(self))
+        """The number as a 0-d float64 array."""
+        return np.array(_float_of(self))
 
     @property
     def shape(self):
@@ -168,8 +168,13 @@ class Complex128(np.complex128):
     requires_grad = False
     __hash__ = np.complex128.__hash__
 
+    @property
+    def data(self):
+        """The number as a 0-d complex128 array."""
+        return np.array(_complex_of(self))
 
-for _name in ("data", "shape", "__repr__", "__str__", "__reduce_ex__", "__copy__", "__deepcopy__"):
+
+for _name in ("shape", "__repr__", "__str__", "__reduce_ex__", "__copy__", "__deepcopy__"):
     setattr(Complex128, _name, Scalar64.__dict__[_name])
 
 
@@ -221,7 +226,7 @@ for _named, _base in PLAIN_TYPES.items():  # named as numpy's (or Python's) own
     _named.__module__ = _base.__module__
 
 
-def _scalar_binary(ufunc, name, base=np.float64):
+def _scalar_binary(ufunc, name, base=np.float64, number=_float_of):
     """``s <op> other`` for a numpy scalar node: ``base``'s own arithmetic, then the link."""
     method = getattr(base, name)
     reflected = name.startswith("__r")
@@ -232,7 +237,7 @@ def _scalar_binary(ufunc, name, base=np.float64):
             return NotImplemented
         if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
             return ufunc(other, self) if reflected else ufunc(self, other)
-        r = _numpy(method, (plain_array(self), _pv(other)), {}, True)
+        r = _numpy(method, (base(number(self)), _pv(other)), {}, True)
         if r is NotImplemented or not tracking():
             return r
         return _link_call(ufunc, r, (other, self) if reflected else (self, other))
@@ -241,11 +246,11 @@ def _scalar_binary(ufunc, name, base=np.float64):
     return forward
 
 
-def _scalar_unary(ufunc, name, base=np.float64):
+def _scalar_unary(ufunc, name, base=np.float64, number=_float_of):
     method = getattr(base, name)
 
     def forward(self):
-        r = _numpy(method, (plain_array(self),), {}, True)
+        r = _numpy(method, (base(number(self)),), {}, True)
         if not tracking():
             return r
         return _link_call(ufunc, r, (self,))
@@ -254,6 +259,11 @@ def _scalar_unary(ufunc, name, base=np.float64):
     return forward
 
 
+_SCALAR_KINDS = (
+    (Scalar64, _F64, _float_of),
+    (Complex128, _C128, _complex_of),
+    (Complex, complex, _complex_of),
+)
 _uf: np.ufunc
 for _name, _uf in (
     ("add", np.add),
@@ -264,18 +274,18 @@ for _name, _uf in (
     ("mod", np.remainder),
     ("pow", np.power),
 ):
-    for _cls, _base in ((Scalar64, np.float64), (Complex128, _C128), (Complex, complex)):
+    for _cls, _base, _of in _SCALAR_KINDS:
         for _m in (f"__{_name}__", f"__r{_name}__"):
             if hasattr(_base, _m):
-                setattr(_cls, _m, _scalar_binary(_uf, _m, _base))
+                setattr(_cls, _m, _scalar_binary(_uf, _m, _base, _of))
 for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute)):
-    for _cls, _base in ((Scalar64, np.float64), (Complex128, _C128), (Complex, complex)):
-        setattr(_cls, f"__{_name}__", _scalar_unary(_uf, f"__{_name}__", _base))
-for _cls, _base in ((Complex128, _C128), (Complex, complex)):  # z.real, z.imag, z.conjugate()
-    _cls.conjugate = _cls.conj = _scalar_unary(np.conjugate, "conjugate", _base)  # type: ignore[method-assign]
+    for _cls, _base, _of in _SCALAR_KINDS:
+        setattr(_cls, f"__{_name}__", _scalar_unary(_uf, f"__{_name}__", _base, _of))
+for _cls, _base, _of in _SCALAR_KINDS[1:]:  # z.real, z.imag, z.conjugate()
+    _cls.conjugate = _cls.conj = _scalar_unary(np.conjugate, "conjugate", _base, _of)  # type: ignore[method-assign]
     _cls.real = property(lambda self: np.real(self))  # type: ignore[assignment]
     _cls.imag = property(lambda self: np.imag(self))  # type: ignore[assignment]
-del _name, _uf, _cls, _base, _m, _named
+del _name, _uf, _cls, _base, _m, _named, _of
 
 
 # --------------------------------------------------------------------------- plain values
@@ -409,6 +419,8 @@ def _adopt(exact, node):
         if exact.dtype not in _HELD:
             return exact
         out = _view(exact, Array)
+    elif cls is np.float64:
+        out = Scalar64(exact)
     elif cls in _SCALAR_ARRAYS:  # a node made by the rule itself (a composite): a new one
         out = cls(plain_array(exact))
     elif cls is float and node.data.size == 1:  # numpy's Python float (np.real(1j))
@@ -445,6 +457,8 @@ def _link(op, exact, a, b=None, params=None, sited=True):
         if exact.dtype not in _HELD:
             return exact
         out = _scalar_node(exact[()]) if exact.ndim == 0 else _view(exact, Array)
+    elif cls is np.float64:
+        out = Scalar64(exact)
     elif cls is Array and exact.dtype in _HELD:
         out = exact
     elif cls is float:  # Python's float of a complex node (abs(z)): a number node

@@ -33,6 +33,7 @@ __all__ = ["Tensor"]
 
 _new = object.__new__
 _F64 = np.float64
+_COMPLEX = np.dtype(np.complex128)
 _NO_PARAMS: dict = {}
 
 
@@ -102,10 +103,13 @@ class Tensor:
     # ---------------------------------------------------------------- gradient
     @property
     def grad(self) -> np.ndarray:
-        """d target / d this tensor after ``backward()`` (zeros before; same shape as data)."""
+        """d target / d this tensor after ``backward()`` (zeros before; same shape as data).
+
+        For complex numbers (the magic's array nodes) it is d/d(real part) − i d/d(imaginary
+        part), HIPS autograd's and JAX's convention for a real target."""
         g = self._grad
         if g is None:
-            g = self._grad = np.zeros(self.data.shape, _grad_type(self))
+            g = self._grad = np.zeros(self.data.shape, self.dtype)
         return g
 
     @grad.setter
@@ -132,7 +136,7 @@ class Tensor:
         g = self._grad
         owned: object = getattr(self, "_owned_grad", None)
         if g is None or g is not owned:
-            kind = _grad_type(self)
+            kind = self.dtype
             g = np.zeros(self.data.shape, kind) if g is None else np.array(g, dtype=kind)
             self._grad = self._owned_grad = g
         return g
@@ -146,15 +150,14 @@ class Tensor:
         writable array, since optimizers and users work on it.
         """
         old = self._grad
-        kind = _grad_type(self)
-        if g.dtype != kind and kind is _F64:  # a real number's share of a complex gradient
+        if g.dtype is _COMPLEX and self.dtype is not _COMPLEX:  # a real number's share of it
             g = g.real
         if old is not None:
             self._grad = old + g
         elif self._a is None and (
-            g is upstream or g.base is not None or not g.flags.writeable or g.dtype != kind
+            g is upstream or g.base is not None or not g.flags.writeable or g.dtype != self.dtype
         ):
-            self._grad = np.array(g, dtype=kind)
+            self._grad = np.array(g, dtype=self.dtype)
         else:
             self._grad = g
 
@@ -377,12 +380,6 @@ class Tensor:
 
     def __format__(self, spec):
         return format(self.data, spec) if spec else str(self.data)
-
-
-def _grad_type(node):
-    """The dtype of ``node``'s gradient: complex128 for complex numbers (d/d(real part)
-    − i d/d(imaginary part), HIPS autograd's and JAX's convention), else float64."""
-    return np.complex128 if node.data.dtype.kind == "c" else _F64
 
 
 def _on_plain_arrays(what: str, func, args, kwargs):

@@ -56,7 +56,7 @@ class TensorOp(OpBase):
             return
         for parent, x, rule in zip((a, b), args, self.df):
             if parent.__class__ in SCALAR_NODES:  # a real number: the real part of its share
-                parent.grad += float(np.real(np.sum(rule(grad, out, *args, **params))))
+                parent.grad += float(np.sum(rule(grad, out, *args, **params)).real)
             elif parent.requires_grad:
                 g = rule(grad, out, *args, **params)
                 if g.__class__ is not _NDARRAY or g.shape != x.shape:

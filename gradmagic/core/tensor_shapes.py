@@ -26,11 +26,6 @@ def _transpose_batched(x, axes):
     return np.transpose(x, (0, *rest))
 
 
-def _zeros(shape, g):
-    """Zeros of ``shape`` to put the gradient ``g`` in (complex if ``g`` is)."""
-    return np.zeros(shape, np.result_type(g, 0.0))
-
-
 def _bincount(pos, g, n: int):
     """``np.bincount`` of the weights ``g``, complex ones too."""
     if np.iscomplexobj(g):
@@ -43,7 +38,7 @@ def _getitem(x, index, basic):
 
 
 def _getitem_dx(g, out, x, index, basic):
-    gx = _zeros(np.shape(x), g)
+    gx = np.zeros(np.shape(x), g.dtype)  # (complex if g is)
     if basic:  # ints, slices, masks: every element is picked at most once
         gx[index] = g
     else:  # integer arrays may pick an element twice
@@ -79,7 +74,7 @@ def _writes_grads(g, size: int, writes):
     last, each written region's gradient taken for its value and then zeroed (an element
     written again later no longer depends on the earlier value)."""
     gx = np.array(g, dtype=np.result_type(g, 0.0))
-    gv = _zeros(size, g)
+    gv = np.zeros(size, gx.dtype)
     for index, start, stop, shape in reversed(writes):
         if not shape:  # one element
             gv[start] = gx[index]
@@ -212,7 +207,7 @@ def _sorted(x, axis, order):
 
 
 def _sort_dx(g, out, x, axis, order):
-    gx = _zeros(np.shape(x), g)
+    gx = np.zeros(np.shape(x), g.dtype)  # (complex if g is)
     np.put_along_axis(gx, order, g, axis=axis)
     return gx
 
