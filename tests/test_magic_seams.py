@@ -256,3 +256,16 @@ def test_complex_numbers_are_differentiated(cell, data):
 def test_a_complex_result_with_no_rule_is_a_cut():
     run = gradmagic.autograd("L = np.sum(np.real(np.fft.fft(a)))\nL")(np=np, a=A0.copy())
     assert any("numpy.fft" in w and "no gradient rule" in w for w in run.trace.warnings)
+
+
+def test_a_graph_of_complex_numbers_is_not_replayed_on_real_numbers():
+    """Where the code cannot be run again the check replays the graph, and --torch always
+    does, on real numbers: a graph holding complex numbers is said to be unchecked."""
+    run = gradmagic.autograd("L = np.sum(np.abs(z * x)) + x\nL")(np=np, z=A0 - 1j * B0, x=0.5)
+    run.trace.rerun.problem = "it cannot here"
+    report = run.check()
+    assert not report.rows and "complex numbers" in report.unchecked
+    pytest.importorskip("torch")
+    from gradmagic.analysis import torchcheck
+
+    assert "complex numbers" in torchcheck.compare(run.trace).error

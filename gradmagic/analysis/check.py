@@ -33,7 +33,7 @@ import numpy as np
 from .numbers import all_finite, fmt
 from .options import DEFAULTS
 from .perturb import Perturbation, choose
-from .replay import Replay
+from .replay import Measured, Replay
 from .rows import FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
 
 __all__ = [
@@ -504,7 +504,9 @@ class _Code:
             self.problem = f"The check compared with the recorded graph only: {self.rerun.problem}."
         if any(np.iscomplexobj(a) for a in self.trace.tensor_data.values()):
             self.problem += " Its replay computes real numbers only: this graph is not checked."
-            perturbation = perturbation.select([])
+            none = np.zeros(0)
+            f0 = float(np.sum(self.trace.target.data))
+            return Measured(f0, none, none, none, none), perturbation.select([])
         return self.replay.measure(perturbation, eps), perturbation
 
     def with_direction(self, perturbation, seed: int):
@@ -606,8 +608,11 @@ def _why_unchecked(trace) -> str:
     leaves = trace.leaf_index
     if not len(leaves) or trace.parent_a[-1] < 0 and trace.constant[-1]:
         return "the target is a constant: it depends on no input"
-    if any(np.iscomplexobj(trace.tensor_data.get(i)) for i in leaves.tolist()):
-        return "its inputs are complex numbers, which the check does not move"
+    if any(np.iscomplexobj(a) for a in trace.tensor_data.values()):
+        return (
+            "the graph holds complex numbers: the check moves its real inputs only, and only "
+            "where it can run the code again"
+        )
     return (
         "the target depends on no input: every leaf is a constant (a number written in "
         "the cell, or requires_grad=False)"
