@@ -212,7 +212,10 @@ def _plain_grad(cell, data, name):
         ("L = abs(1j * x) + x", {"x": 2.0}),
         ("L = np.sum(np.abs(np.exp(1j * a)) * a)", {"a": A0}),
         ("L = np.sum(np.asarray(a, dtype=np.complex128).imag * a) + a[0]", {"a": A0}),
-        ("w = z * x\nL = w.real * w.imag + np.angle(z.conjugate())", {"z": 0.3 - 1.2j, "x": 0.7}),
+        (
+            "w = z * x\nL = w.real * w.imag + np.angle(z.conjugate(), deg=True) / 90",
+            {"z": 0.3 - 1.2j, "x": 0.7},
+        ),
         ("w = np.sum(z * a)\nL = np.var(z) + (w * w.conj()).real", {"z": A0 - 1j * B0, "a": B0}),
         (
             "w = z * 1.0\nw[0] = x * 1j\nw += x\nw *= z\nL = np.sum(np.abs(w))",

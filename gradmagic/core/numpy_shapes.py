@@ -380,7 +380,8 @@ def _r_real_if_close(exact, a, tol=100):
 
 
 def _r_angle(exact, z, deg=False):
-    return None if deg else _part("angle")(exact, z)
+    node = _part("angle")(exact, z)
+    return np.rad2deg(node) if deg and node is not None else node
 
 
 def _r_array(exact, obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
