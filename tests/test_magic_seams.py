@@ -209,6 +209,7 @@ def _plain_grad(cell, data, name):
         ("L = np.sum(np.abs(z))", {"z": np.array([1 + 2j, 3 - 1j])}),
         ("L = abs(c) + x", {"c": 1.5 - 2j, "x": 2.0}),
         ("L = abs(x * 1j) + x", {"x": 2.0}),
+        ("c = complex(x, y)\nL = abs(c) + c.imag + abs(complex(x))", {"x": 0.7, "y": -0.4}),
         ("L = abs(1j * x) + x", {"x": 2.0}),
         ("L = np.sum(np.abs(np.exp(1j * a)) * a)", {"a": A0}),
         ("L = np.sum(np.asarray(a, dtype=np.complex128).imag * a) + a[0]", {"a": A0}),
