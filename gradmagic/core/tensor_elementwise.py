@@ -143,14 +143,6 @@ def _sinc_dx(g, out, x):
     return g * np.where(x == 0, 0.0, (np.cos(px) - out) / safe)
 
 
-def _imag_dx(g, out, x):
-    return -1j * g
-
-
-def _angle_dx(g, out, x):
-    return g * np.conj(1j * x) / (np.abs(x) ** 2)
-
-
 def _torch_imag(torch):
     return lambda x: torch.imag(x) if x.is_complex() else torch.zeros_like(x)
 
@@ -409,8 +401,10 @@ OPS = [
         "conj", np.conjugate, lambda g, out, x: np.conj(g), "∂conj(a): the gradient's conjugate"
     ),
     _unary_entry("real", np.real, lambda g, out, x: g, "∂Re(a)/∂a = 1", numpy=()),
-    _unary_entry("imag", np.imag, _imag_dx, "∂Im(a)/∂a = −i", _torch_imag, numpy=()),
-    _unary_entry("angle", np.angle, _angle_dx, "∂arg(a)/∂a = −i/a", numpy=()),
+    _unary_entry(
+        "imag", np.imag, lambda g, out, x: -1j * g, "∂Im(a)/∂a = −i", _torch_imag, numpy=()
+    ),
+    _unary_entry("angle", np.angle, lambda g, out, x: -1j * g / x, "∂arg(a)/∂a = −i/a", numpy=()),
     # elementwise, one input
     _unary_entry("tan", np.tan, lambda g, out, x: g * (1.0 + out * out), "∂tan a/∂a = 1 + tan²a"),
     _unary_entry(
