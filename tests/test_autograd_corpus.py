@@ -42,12 +42,14 @@ def test_real_inputs_are_right_in_99_percent_of_the_cases(outcomes):
     assert n > 800 and share >= 0.99, "\n".join(marked)
 
 
-def test_complex_inputs_are_never_a_silent_tick(outcomes):
-    """gradmagic differentiates real numbers: a complex input is named in a warning."""
+def test_complex_inputs_are_right_in_95_percent_of_the_cases(outcomes):
+    """A complex input's gradient is HIPS autograd's: d/d(real part) − i d/d(imaginary part)."""
     share, n = _share(outcomes, True)
     print(f"complex inputs: {100 * share:.1f}% right of {n}")
-    picked = [(c, o) for c, o in zip(CASES, outcomes) if c.complex]
-    assert n > 100 and all(o.status in ("right", "marked") for _, o in picked)
+    marked = [
+        f"{c}: {o.detail}" for c, o in zip(CASES, outcomes) if c.complex and o.status != "right"
+    ]
+    assert n > 100 and share >= 0.95, "\n".join(marked)
 
 
 def test_hips_autograd_checks_most_cases(outcomes):

@@ -62,11 +62,12 @@ def test_syntax_error_points_at_the_users_line():
 
 
 # --------------------------------------------------------------------------- literals
-def test_numeric_literals_become_leaves_bools_and_complex_do_not():
+def test_numeric_literals_become_leaves_bools_do_not():
     ns, _ = run("a = 2.0\nb = 3\nc = True\nd = 1j\ne = None\nf = 'x'")
     assert _runtime.is_node(ns["a"]) and ns["a"].data == 2.0 and ns["a"].is_leaf
     assert _runtime.is_node(ns["b"]) and type(ns["b"].data) is int
-    assert ns["c"] is True and ns["d"] == 1j and ns["e"] is None and ns["f"] == "x"
+    assert _runtime.is_node(ns["d"]) and ns["d"] == 1j and ns["d"].is_leaf
+    assert ns["c"] is True and ns["e"] is None and ns["f"] == "x"
 
 
 def test_negative_literal_is_one_leaf():

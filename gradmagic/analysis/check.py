@@ -33,7 +33,7 @@ import numpy as np
 from .numbers import all_finite, fmt
 from .options import DEFAULTS
 from .perturb import Perturbation, choose
-from .replay import Replay
+from .replay import Measured, Replay
 from .rows import _ERRORS, FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
 
 __all__ = [
@@ -513,6 +513,11 @@ class _Code:
                 return done
             self.oracle = "graph"
             self.problem = f"The check compared with the recorded graph only: {self.rerun.problem}."
+        if any(np.iscomplexobj(a) for a in self.trace.tensor_data.values()):
+            self.problem += " Its replay computes real numbers only: this graph is not checked."
+            none = np.zeros(0)
+            f0 = float(np.sum(self.trace.target.data))
+            return Measured(f0, none, none, none, none), perturbation.select([])
         return self.replay.measure(perturbation, eps), perturbation
 
     def with_direction(self, perturbation, seed: int):
@@ -642,6 +647,11 @@ def _why_unchecked(trace) -> str:
     leaves = trace.leaf_index
     if not len(leaves) or trace.parent_a[-1] < 0 and trace.constant[-1]:
         return "the target is a constant: it depends on no input"
+    if any(np.iscomplexobj(a) for a in trace.tensor_data.values()):
+        return (
+            "the graph holds complex numbers: the check moves its real inputs only, and only "
+            "where it can run the code again"
+        )
     return (
         "the target depends on no input: every leaf is a constant (a number written in "
         "the cell, or requires_grad=False)"

@@ -34,7 +34,7 @@ def all_finite(x) -> bool:
 
 def short(x) -> str:
     if isinstance(x, np.ndarray):
-        return f"{float(x):.4g}" if x.ndim == 0 else "×".join(map(str, x.shape)) + " array"
+        return f"{x.item():.4g}" if x.ndim == 0 else "×".join(map(str, x.shape)) + " array"
     if isinstance(x, float):
         return f"{x:.4g}"
     return str(x)

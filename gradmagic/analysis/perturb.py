@@ -105,6 +105,12 @@ def choose(trace, max_leaves, max_elements: int, seed: int, wide=None):
     leaves = trace.leaf_index
     fixed = leaves[trace.constant[leaves]]
     leaves = leaves[~trace.constant[leaves]]
+    if trace.tensor_data:  # complex inputs: this check moves real numbers only
+        real = [not np.iscomplexobj(trace.tensor_data.get(i, 0.0)) for i in leaves.tolist()]
+        if not all(real):
+            names = ", ".join(nodes[i].name for i in leaves[~np.array(real)].tolist()[:5])
+            notes.append(f"complex inputs not checked ({names}): the check moves real numbers.")
+            leaves = leaves[np.array(real, dtype=bool)]
     # unnamed constants are numbers written in the cell: not worth a note
     named = [nodes[i].label for i in fixed[trace.label_code[fixed] > 0].tolist()]
     if named:

@@ -88,7 +88,7 @@ def rounding_scale(trace) -> float:
         for i, data in trace.tensor_data.items():
             grad = trace.tensor_grad.get(i)
             if ops[i] and grad is not None:
-                t = np.ravel(np.asarray(grad, dtype=float) * np.asarray(data, dtype=float))
+                t = np.ravel(np.abs(np.asarray(grad) * np.asarray(data)))
                 t = t[np.isfinite(t)]
                 total += float(np.square(t).sum())
     return math.sqrt(total) if math.isfinite(total) else math.inf

@@ -138,6 +138,8 @@ def _replay(torch, trace):
     """Every node as a torch tensor: returns (leaf index → leaf tensor, target tensor)."""
     functions: dict = {}  # op code -> its torch function (the entry's ``torch``)
     tensors = trace.tensor_data
+    if any(np.iscomplexobj(a) for a in tensors.values()):
+        raise _Unsupported("the graph holds complex numbers, which this replay does not")
     vals = [None] * trace.n
     leaves = {}
     with torch.enable_grad():

@@ -442,6 +442,9 @@ class Trace:
             elif isinstance(x, int) and exact is not None:
                 exact[i] = x
                 values[i] = real(x)
+            elif isinstance(x, complex):  # a complex number's gradient: a 0-d array of it
+                arrays[i] = np.array(x)
+                values[i] = np.nan
             else:
                 values[i] = real(x)
         return np.array(values, dtype=np.float64) if n else np.zeros(0)

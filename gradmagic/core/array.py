@@ -55,6 +55,7 @@ from .array_nodes import (  # noqa: F401
     _CUMSUM,
     _F64,
     _GETITEM,
+    _HELD,
     _MAX,
     _MAXIMUM,
     _MEAN,
@@ -70,6 +71,8 @@ from .array_nodes import (  # noqa: F401
     _UFUNC_VALUES,
     Array,
     Scalar64,
+    Complex128,
+    Complex,
     _adopt,
     _any_tracked,
     _call_rule,
@@ -91,12 +94,14 @@ from .array_nodes import (  # noqa: F401
     array_constant,
     array_leaf,
     as_float,
+    complex_leaf,
+    PLAIN_TYPES,
     is_array_node,
     plain_array,
     tracking,
 )
 
-__all__ = ["Array", "Scalar64", "array_leaf", "is_array_node", "plain_array"]
+__all__ = ["Array", "Scalar64", "array_leaf", "complex_leaf", "is_array_node", "plain_array"]
 
 
 # --------------------------------------------------------------------------- numpy dispatch
@@ -160,7 +165,7 @@ def _ufunc_into(ufunc, method, inputs, kwargs, args, plain_kwargs, out, writes):
         olds[id(o)] = _before_write(o)
     exact = _numpy(getattr(ufunc, method), args, plain_kwargs)
     result = _outputs(exact, plain_kwargs["out"], out)
-    if rule is not None and target.__class__ is Array and target.dtype == _F64:
+    if rule is not None and target.__class__ is Array and target.dtype in _HELD:
         op, parents = rule
         if old is not None:
             parents = tuple(old if p is target else p for p in parents)
@@ -294,7 +299,7 @@ def _setitem(arr, key, plain_key, value) -> None:
     y = None
     if index is not None and (basic or _writes.distinct(arr.shape, index)):
         y = _parent(value)
-    if y is None or arr.dtype != _F64:
+    if y is None or arr.dtype not in _HELD:
         _write(
             arr,
             "an assignment to its elements",
@@ -409,7 +414,7 @@ def _function(func, args, kwargs):
 
 
 def _dtype_ok(dtype) -> bool:
-    return dtype is None or np.dtype(dtype) == _F64
+    return dtype is None or np.dtype(dtype) in _HELD
 
 
 def _is_tensor(x) -> bool:
@@ -425,6 +430,9 @@ def numpy_with_nodes(f):
     if isinstance(f, np.ufunc):
 
         def call(*args, **kwargs):
+            out = kwargs.get("out")
+            if out is not None and out.__class__ is not tuple:  # as numpy hands it on
+                kwargs["out"] = (out,)
             return _ufunc(f, "__call__", args, kwargs)
     else:
 
@@ -480,8 +488,6 @@ _VALUE_FUNCTIONS = frozenset(
         np.isposinf,
         np.fix,
         np.lexsort,
-        np.imag,
-        np.angle,
         np.array_equiv,
     }
 )
@@ -570,7 +576,8 @@ _t._ARRAY_CLASSES.update(_ARRAYS)
 _t._WRITABLE.add(Array)
 tensor_nodes._array_result = _link
 _t._function_rule = tensor_function
-_numbers.DEFER.add(Scalar64)
+_numbers.DEFER.update(_ARRAYS[1:])
+_numbers.COMPLEX.append(Complex)
 
 
 def _numpy_ufunc(self, ufunc, method, *inputs, **kwargs):
@@ -592,8 +599,8 @@ def _numpy_function(self, func, types, args, kwargs):
 # (numpy's protocols put on the classes here, where their rules are) a float node given to
 # numpy's function by a name the cell's rewrite cannot see (f = np.mean; f(x)) reaches its
 # rule too: numpy would read it as a plain float64
-for _cls in (Array, Scalar64, _numbers.Float, _numbers.Float64):
+for _cls in (*_ARRAYS, _numbers.Float, _numbers.Float64):
     _cls.__array_function__ = _numpy_function  # type: ignore[method-assign, union-attr]
-for _cls in (Array, Scalar64, _numbers.Float, _numbers.Int, _numbers.Float64):
+for _cls in (*_ARRAYS, _numbers.Float, _numbers.Int, _numbers.Float64):
     _cls.__array_ufunc__ = _numpy_ufunc  # type: ignore[method-assign, union-attr]
 del _cls

@@ -23,6 +23,7 @@ from .array import (
     as_float,
     _F64,
     _GETITEM,
+    _HELD,
     _RESHAPE,
     Array,
     Scalar64,
@@ -99,11 +100,11 @@ class _ArraySurface:
 
     @property
     def real(self):
-        return self.view()
+        return np.real(self) if self.dtype.kind == "c" else self.view()
 
     @property
     def imag(self):
-        return _view(self, _ndarray).imag
+        return np.imag(self) if self.dtype.kind == "c" else _view(self, _ndarray).imag
 
     def view(self, *args, **kwargs):
         if not args and not kwargs:
@@ -176,7 +177,7 @@ class _ArraySurface:
         )
         if not (tracking() and self.requires_grad):
             return exact
-        if exact.dtype != _F64:
+        if exact.dtype not in _HELD:
             return _cut_result(exact, f"astype({np.dtype(dtype).name})", (self,))
         if exact is _view(self, _ndarray) or not copy:
             return self
@@ -381,7 +382,7 @@ def _converting(name):
 
 
 def _item(self, *args):
-    if not args and self.size == 1 and tracking() and self.requires_grad:
+    if not args and self.size == 1 and tracking() and self.requires_grad and self.dtype == _F64:
         return as_float(self)  # a number node of the same graph
     return _converting_item(self, *args)
 

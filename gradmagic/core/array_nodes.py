@@ -29,9 +29,12 @@ from .sites import cursor
 from . import tensor as _t
 from .tensor import Tensor, TENSOR_OPS
 
-__all__ = ["Array", "Scalar64", "array_leaf", "is_array_node", "plain_array"]
+__all__ = ["Array", "Scalar64", "array_leaf", "complex_leaf", "is_array_node", "plain_array"]
 
-_F64 = np.float64
+_F64, _C128 = np.float64, np.complex128
+_F64_TYPE = np.dtype(_F64)
+_HELD = frozenset({_F64_TYPE, np.dtype(_C128)})  # the dtypes an array node holds
+_complex_of = complex.__complex__  # type: ignore[attr-defined]
 _ndarray = np.ndarray
 _view = np.ndarray.view
 _float_of = float.__float__
@@ -126,19 +129,20 @@ class Scalar64(np.float64):
         return ()
 
     def __repr__(self):
-        return repr(np.float64(_float_of(self)))
+        return repr(plain_array(self))
 
     def __str__(self):
-        return str(np.float64(_float_of(self)))
+        return str(plain_array(self))
 
     def __reduce_ex__(self, protocol):
-        return np.float64, (_float_of(self),)
+        plain = plain_array(self)
+        return type(plain), (complex(plain) if isinstance(plain, complex) else float(plain),)
 
     def __copy__(self):
-        return np.float64(_float_of(self))
+        return plain_array(self)
 
     def __deepcopy__(self, memo=None):
-        return np.float64(_float_of(self))
+        return plain_array(self)
 
     def __float__(self):
         if tracking() and self.requires_grad:
@@ -153,6 +157,32 @@ class Scalar64(np.float64):
     __hash__ = np.float64.__hash__
 
 
+class Complex128(np.complex128):
+    """A numpy complex128 that is a tensor node (a 0-d complex result of an array node);
+    named ``complex128``. Its links, ``data`` and plain copies are as :class:`Scalar64`'s."""
+
+    _grad = None
+    label = ""
+    _op = _a = _b = _mark = _params = None
+    _site = -1
+    requires_grad = False
+    __hash__ = np.complex128.__hash__
+
+    @property
+    def data(self):
+        """The number as a 0-d complex128 array."""
+        return np.array(_complex_of(self))
+
+
+for _name in ("shape", "__repr__", "__str__", "__reduce_ex__", "__copy__", "__deepcopy__"):
+    setattr(Complex128, _name, Scalar64.__dict__[_name])
+
+
+class Complex(Complex128):
+    """A Python complex number that is a node (an input, or Python arithmetic on one);
+    named ``complex``, its arithmetic Python's own."""
+
+
 def as_float(x):
     """``float(x)`` of a one-element array node ``x`` while a cell is recorded: a Python
     float that is a number node of the same graph (linked through a copy of ``x``, whose
@@ -162,9 +192,12 @@ def as_float(x):
     return _numbers.of_tensor(number, link)
 
 
-_ARRAYS = (Array, Scalar64)
-_NODE_CLASSES = frozenset({Array, Scalar64, Tensor}) | SCALAR_NODES
-_TENSOR_NODES = frozenset({Array, Scalar64, Tensor})
+_SCALAR_ARRAYS = frozenset({Scalar64, Complex128, Complex})  # the 0-d array nodes
+_ARRAYS = (Array, Scalar64, Complex128, Complex)
+_NODE_CLASSES = frozenset({Array, Scalar64, Complex128, Complex, Tensor}) | SCALAR_NODES
+_TENSOR_NODES = frozenset({Array, Scalar64, Complex128, Complex, Tensor})
+PLAIN_TYPES = {Array: np.ndarray, Scalar64: _F64, Complex128: _C128, Complex: complex}
+"""An array node's class → the type it stands for (what ``type(x)`` gives in a plain cell)."""
 
 # the tensor protocol (grad, backward, parents, kink, ...) is Tensor's own
 for _name in (
@@ -184,17 +217,18 @@ for _name in (
     "backward",
     "_replay",
 ):
-    setattr(Array, _name, Tensor.__dict__[_name])
-    setattr(Scalar64, _name, Tensor.__dict__[_name])
+    for _cls in _ARRAYS:
+        setattr(_cls, _name, Tensor.__dict__[_name])
 
-for _cls, _base in ((Array, np.ndarray), (Scalar64, np.float64)):  # named as numpy's
-    _cls.__name__ = _cls.__qualname__ = _base.__name__
-    _cls.__module__ = _base.__module__
+_named: type
+for _named, _base in PLAIN_TYPES.items():  # named as numpy's (or Python's) own
+    _named.__name__ = _named.__qualname__ = _base.__name__
+    _named.__module__ = _base.__module__
 
 
-def _scalar_binary(ufunc, name):
-    """``s <op> other`` for a Scalar64: numpy's own scalar arithmetic, then the link."""
-    method = getattr(np.float64, name)
+def _scalar_binary(ufunc, name, base=np.float64, number=_float_of):
+    """``s <op> other`` for a numpy scalar node: ``base``'s own arithmetic, then the link."""
+    method = getattr(base, name)
     reflected = name.startswith("__r")
 
     def forward(self, other):
@@ -203,7 +237,7 @@ def _scalar_binary(ufunc, name):
             return NotImplemented
         if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
             return ufunc(other, self) if reflected else ufunc(self, other)
-        r = _numpy(method, (np.float64(_float_of(self)), _pv(other)), {}, True)
+        r = _numpy(method, (base(number(self)), _pv(other)), {}, True)
         if r is NotImplemented or not tracking():
             return r
         return _link_call(ufunc, r, (other, self) if reflected else (self, other))
@@ -212,11 +246,11 @@ def _scalar_binary(ufunc, name):
     return forward
 
 
-def _scalar_unary(ufunc, name):
-    method = getattr(np.float64, name)
+def _scalar_unary(ufunc, name, base=np.float64, number=_float_of):
+    method = getattr(base, name)
 
     def forward(self):
-        r = _numpy(method, (np.float64(_float_of(self)),), {}, True)
+        r = _numpy(method, (base(number(self)),), {}, True)
         if not tracking():
             return r
         return _link_call(ufunc, r, (self,))
@@ -225,6 +259,11 @@ def _scalar_unary(ufunc, name):
     return forward
 
 
+_SCALAR_KINDS = (
+    (Scalar64, _F64, _float_of),
+    (Complex128, _C128, _complex_of),
+    (Complex, complex, _complex_of),
+)
 _uf: np.ufunc
 for _name, _uf in (
     ("add", np.add),
@@ -235,28 +274,38 @@ for _name, _uf in (
     ("mod", np.remainder),
     ("pow", np.power),
 ):
-    setattr(Scalar64, f"__{_name}__", _scalar_binary(_uf, f"__{_name}__"))
-    setattr(Scalar64, f"__r{_name}__", _scalar_binary(_uf, f"__r{_name}__"))
+    for _cls, _base, _of in _SCALAR_KINDS:
+        for _m in (f"__{_name}__", f"__r{_name}__"):
+            if hasattr(_base, _m):
+                setattr(_cls, _m, _scalar_binary(_uf, _m, _base, _of))
 for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute)):
-    setattr(Scalar64, f"__{_name}__", _scalar_unary(_uf, f"__{_name}__"))
-del _name, _uf, _cls, _base
+    for _cls, _base, _of in _SCALAR_KINDS:
+        setattr(_cls, f"__{_name}__", _scalar_unary(_uf, f"__{_name}__", _base, _of))
+for _cls, _base, _of in _SCALAR_KINDS[1:]:  # z.real, z.imag, z.conjugate()
+    _cls.conjugate = _cls.conj = _scalar_unary(np.conjugate, "conjugate", _base, _of)  # type: ignore[method-assign]
+    _cls.real = property(lambda self: np.real(self))  # type: ignore[assignment]
+    _cls.imag = property(lambda self: np.imag(self))  # type: ignore[assignment]
+del _name, _uf, _cls, _base, _m, _named, _of
 
 
 # --------------------------------------------------------------------------- plain values
 def plain_array(x):
-    """``x``'s plain value: an Array's plain ndarray, a Scalar64's np.float64, else ``x``."""
+    """``x``'s plain value: an Array's plain ndarray, a Scalar64's np.float64 (a
+    Complex128's np.complex128, a Complex's complex), else ``x``."""
     cls = x.__class__
     if cls is Array:
         return _view(x, _ndarray)
     if cls is Scalar64:
         return np.float64(_float_of(x))
+    if cls is Complex128 or cls is Complex:
+        return PLAIN_TYPES[cls](_complex_of(x))
     return x
 
 
 def _pv(x):
     """``x`` as numpy would see it with no node: Arrays, Tensors, Values as plain numbers."""
     cls = x.__class__
-    if cls is Array or cls is Scalar64:
+    if cls is Array or cls in _SCALAR_ARRAYS:
         return plain_array(x)
     if cls is Tensor or cls is Value:
         return x.data
@@ -298,12 +347,12 @@ def _plain_key(key):
 
 
 def is_array_node(x) -> bool:
-    return x.__class__ is Array or x.__class__ is Scalar64
+    return x.__class__ is Array or x.__class__ in _SCALAR_ARRAYS
 
 
 def _tracked(x) -> bool:
     cls = x.__class__
-    if cls is Array or cls is Scalar64 or cls is Tensor:
+    if cls in _TENSOR_NODES:
         return x.requires_grad
     return cls in SCALAR_NODES
 
@@ -330,6 +379,14 @@ def array_leaf(x, label: str = ""):
     return leaf
 
 
+def complex_leaf(x, label: str = ""):
+    """A fresh leaf of the complex number ``x`` (Python's, numpy's complex128, or a node)."""
+    leaf = _scalar_node(plain_array(x))
+    leaf.label = label
+    leaf.requires_grad = True
+    return leaf
+
+
 def array_constant(x):
     """A float64 array numpy made in a recorded cell, as an array node needing no gradient."""
     return _view(x, Array)
@@ -339,6 +396,15 @@ def _parent(x):
     """``x`` as a parent of a node: a node itself, or a constant for a number or array."""
     if x.__class__ in _NODE_CLASSES:
         return x
+    return _operand(x)
+
+
+def _operand(x):
+    """``x`` as a constant parent (a complex number or array too), or None."""
+    if isinstance(x, (complex, np.complexfloating)) or (
+        isinstance(x, _ndarray) and x.dtype.kind == "c"
+    ):
+        return _t._constant(np.array(x, dtype=_C128))
     return _t._operand(x)
 
 
@@ -350,16 +416,20 @@ def _adopt(exact, node):
     if cls is Array:
         out = exact
     elif cls is _ndarray:
-        if exact.dtype != _F64:
+        if exact.dtype not in _HELD:
             return exact
         out = _view(exact, Array)
     elif cls is np.float64:
         out = Scalar64(exact)
-    elif cls is Scalar64:  # a node made by the rule itself (a composite): a new one
-        out = Scalar64(_float_of(exact))
+    elif cls in _SCALAR_ARRAYS:  # a node made by the rule itself (a composite): a new one
+        out = cls(plain_array(exact))
+    elif cls is float and node.data.size == 1:  # numpy's Python float (np.real(1j))
+        return _numbers.of_tensor(exact, node)
     else:
-        return exact
-    if out.dtype != _F64:
+        out = _scalar_node(exact)
+        if out is None:
+            return exact
+    if out.dtype not in _HELD:
         return exact
     out._op, out._a, out._b, out._params = node._op, node._a, node._b, node._params
     out.requires_grad = True
@@ -369,20 +439,34 @@ def _adopt(exact, node):
     return out
 
 
+def _scalar_node(exact):
+    """The numpy (or Python complex) scalar ``exact`` as a fresh node, or None."""
+    cls = exact.__class__
+    if cls is np.float64:
+        return Scalar64(exact)
+    if cls is _C128 or cls is complex:
+        return Complex128(exact) if cls is _C128 else Complex(exact)
+    return None
+
+
 def _link(op, exact, a, b=None, params=None, sited=True):
     """``exact`` (numpy's result of ``op`` on ``a``, ``b``) as a node linked to them
     (``sited``: marked as made at the running line, as :func:`_adopt` does not)."""
     cls = exact.__class__
     if cls is _ndarray:
-        if exact.dtype != _F64:
+        if exact.dtype not in _HELD:
             return exact
-        out = Scalar64(exact[()]) if exact.ndim == 0 and _t._ARRAY_CLASSES else _view(exact, Array)
+        out = _scalar_node(exact[()]) if exact.ndim == 0 else _view(exact, Array)
     elif cls is np.float64:
         out = Scalar64(exact)
-    elif cls is Array and exact.dtype == _F64:
+    elif cls is Array and exact.dtype in _HELD:
         out = exact
+    elif cls is float:  # Python's float of a complex node (abs(z)): a number node
+        return _numbers.of_tensor(exact, _link(op, _F64(exact), a, b, params, sited))
     else:
-        return exact
+        out = _scalar_node(exact)
+        if out is None:
+            return exact
     out._op, out._a, out._b, out._params = op, a, b, params
     if sited:
         out._site = cursor.site
@@ -404,7 +488,7 @@ def plain_options(kwargs, allowed) -> bool:
     only keys in ``allowed``."""
     for k, v in kwargs.items():
         if k == "dtype":
-            if v is not None and np.dtype(v) != _F64:
+            if v is not None and np.dtype(v) not in _HELD:
                 return False
         elif k == "where":
             if v is not True:
@@ -425,7 +509,7 @@ def _call_rule(ufunc, inputs, kwargs):
         parents = tuple(map(_node_of, inputs))
     elif ufunc is np.square:
         op, parents = _POW, (_parent(inputs[0]), _t._constant(np.array(2.0)))
-    elif ufunc is np.positive or ufunc is np.conjugate:
+    elif ufunc is np.positive:
         op, parents = _COPY, (_parent(inputs[0]),)
     elif ufunc is np.reciprocal:
         op, parents = _DIV, (_t._constant(np.array(1.0)), _parent(inputs[0]))
@@ -439,13 +523,13 @@ def _call_rule(ufunc, inputs, kwargs):
 
 def _link_call(ufunc, exact, inputs, kwargs=None):
     """numpy's result of ``ufunc(*inputs)`` as a node, the cut reported if it has no rule."""
-    if ufunc in _UFUNC_VALUES:  # piecewise constant: plain values, no gradient to lose
-        return exact
+    if ufunc in _UFUNC_VALUES and getattr(exact, "dtype", _F64_TYPE).kind != "c":
+        return exact  # piecewise constant: plain values, no gradient to lose
     rule = _call_rule(ufunc, inputs, kwargs or {})
     if rule is None:
         return _cut_result(exact, f"numpy.{ufunc.__name__}", inputs)
-    kind = getattr(exact, "dtype", _F64)
-    if kind != _F64 and kind.kind in "fc":  # float32 * x is float32, as in numpy: no node
+    kind = getattr(exact, "dtype", _F64_TYPE)
+    if kind not in _HELD and kind.kind in "fc":  # float32 * x is float32, as in numpy: no node
         return _cut_result(exact, f"numpy.{ufunc.__name__} giving {kind.name}", inputs)
     op, parents = rule
     return _link(op, exact, *parents)
@@ -461,22 +545,14 @@ def _cut_result(exact, what, inputs):
         node = None
         if (
             exact.__class__ is _ndarray
-            and exact.dtype == _F64
+            and exact.dtype in _HELD
             and not any(exact is x for x in inputs)
         ):
             exact = node = _view(exact, Array)
-        elif exact.__class__ is np.float64:
-            exact = node = Scalar64(exact)
-        _cut(f"{what} {_why_cut(exact)}: a node entered it as plain numbers", node, what)
+        elif _scalar_node(exact) is not None:
+            exact = node = _scalar_node(exact)
+        _cut(f"{what} has no gradient rule: a node entered it as plain numbers", node, what)
     return exact
-
-
-def _why_cut(exact) -> str:
-    """Why a result is cut: its numbers' kind where no node can hold them, else no rule."""
-    kind = getattr(exact, "dtype", None)
-    if kind is not None and kind.kind == "c":
-        return "gives complex numbers, which gradmagic does not differentiate"
-    return "has no gradient rule"
 
 
 def _cut(message: str, node=None, what: str = "") -> None:
@@ -577,21 +653,21 @@ def _node_of(x):
         return x
     if (cls is list or cls is tuple) and _holds_nodes(x):
         return _packed(x)
-    return _t._operand(x)
+    return _operand(x)
 
 
-def _pieces(x, out, plain):
+def _pieces(x, out, plain, dtype):
     for e in x:
         cls = e.__class__
         if cls is list or cls is tuple:
-            _pieces(e, out, plain)
+            _pieces(e, out, plain, dtype)
         elif cls in SCALAR_NODES or (cls in _TENSOR_NODES and e.requires_grad):
             if plain:
                 out.append(_t._constant(np.concatenate(plain)))
                 plain.clear()
             out.append(e)
         else:
-            plain.append(np.ravel(np.asarray(_pv(e), dtype=_F64)))
+            plain.append(np.ravel(np.asarray(_pv(e), dtype=dtype)))
 
 
 def _packed(x):
@@ -605,10 +681,10 @@ def _packed(x):
         exact = np.asarray(_deep_plain(x))
     except ValueError:  # a ragged list: numpy makes no array of it
         return None
-    if exact.dtype != _F64:
+    if exact.dtype not in _HELD:
         return None
     pieces, plain = [], []
-    _pieces(x, pieces, plain)
+    _pieces(x, pieces, plain, exact.dtype)
     if plain:
         pieces.append(_t._constant(np.concatenate(plain)))
     if (

@@ -25,8 +25,9 @@ import numpy as np
 from . import tensor as _t
 from .array_nodes import (
     _F64,
+    _HELD,
+    _SCALAR_ARRAYS,
     Array,
-    Scalar64,
     _COPY,
     _adopt,
     _link,
@@ -59,10 +60,6 @@ class _Open:
         self.site = cursor.site
 
 
-def is_open(arr) -> bool:
-    return arr.__dict__.get("_open") is not None
-
-
 def can_add(arr) -> bool:
     """Whether a write into ``arr`` can join its open node: no node read its numbers since."""
     open_ = arr.__dict__.get("_open")
@@ -93,7 +90,7 @@ def add(arr, index, y) -> None:
     if y.__class__ is Array or (y.__class__ is Tensor and not y.requires_grad):
         if y.requires_grad:  # its memory may change later: the write keeps its numbers now
             # (an Array here: a Tensor that enters this branch has no requires_grad)
-            y = _link(_COPY, np.array(_view(y, _ndarray), dtype=_F64), y)  # type: ignore[arg-type, type-var]
+            y = _link(_COPY, np.array(_view(y, _ndarray)), y)  # type: ignore[arg-type, type-var]
         else:
             y = np.array(_pv(y), dtype=_F64)
     shape = np.shape(_pv(y))
@@ -145,7 +142,7 @@ def read(arr, key):
     cls = y.__class__
     if cls is np.ndarray:  # a constant
         return exact
-    if cls is Scalar64 or cls in SCALAR_NODES:
+    if cls in _SCALAR_ARRAYS or cls in SCALAR_NODES:
         return _link(_COPY, exact, y)
     return None
 
@@ -180,8 +177,8 @@ def _vector(values, size: int, site: int):
     if plain:
         pieces.append((None, np.concatenate(plain)))
     buffer = np.concatenate([p[1] for p in pieces]) if len(pieces) > 1 else pieces[0][1]
-    if buffer.size != size or buffer.dtype != _F64:
-        buffer = np.asarray(buffer, dtype=_F64).reshape(-1)
+    if buffer.size != size or buffer.dtype not in _HELD:
+        buffer = np.asarray(buffer, dtype=np.result_type(buffer, _F64)).reshape(-1)
     nodes, start = [], 0
     for y, numbers in pieces:
         stop = start + numbers.size

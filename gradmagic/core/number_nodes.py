@@ -315,12 +315,17 @@ def _numpy_cut(r, node) -> None:
 _NP_GENERIC = np.generic
 
 
+COMPLEX: list = []
+"""The class of complex number nodes (``core.array_nodes.Complex``), once imported."""
+
+
 def _complex(pyop, x, z, swap: bool, node):
-    """Python's complex result of a number node ``x`` meeting the complex ``z``; the cut
-    reported, as gradmagic follows real numbers only."""
-    r = pyop(z, x) if swap else pyop(x, z)
-    _complex_cut(node, x)
-    return r
+    """A number node ``x`` meeting the complex ``z``: while a cell is recorded, ``z`` as a
+    complex node, which computes Python's own result as a node."""
+    if COMPLEX and _recording():
+        z = COMPLEX[0](z)
+        return pyop(z, node) if swap else pyop(node, z)
+    return pyop(z, x) if swap else pyop(x, z)
 
 
 def _complex_cut(node, x) -> None:

@@ -20,6 +20,7 @@ from .array import (
     _pv,
     _quiet_graph,
 )
+from .numpy_reductions import abs2
 from .numpy_shapes import _as_array_node, _ints
 from .tensor import TENSOR_OPS
 
@@ -179,6 +180,8 @@ def _r_vdot(exact, a, b):
     if na is None or nb is None:
         return None
     flat = [_t._apply(_RESHAPE, n, None, {"shape": (-1,)}) for n in (na, nb)]
+    if np.iscomplexobj(_pv(a)):  # vdot conjugates its first argument
+        flat[0] = np.conj(flat[0])
     return _einsum_nodes("i,i->", flat)
 
 
@@ -259,14 +262,14 @@ def _r_solve(exact, a, b):
 
 
 def _r_cholesky(exact, a, /, *, upper=False):
-    if upper:
+    if upper or np.iscomplexobj(_pv(a)):  # (a Hermitian matrix: no rule yet)
         return None
     return _linalg_unary("cholesky")(exact, a)
 
 
 def _r_eigh(exact, a, UPLO="L"):
     node = _node_of(a)
-    if node is None:
+    if node is None or np.iscomplexobj(_pv(a)):  # (a Hermitian matrix: no rule yet)
         return None
     params = _triangle(UPLO)
     w = _link(TENSOR_OPS["eigvalsh"], exact[0], node, None, params)
@@ -276,9 +279,9 @@ def _r_eigh(exact, a, UPLO="L"):
 
 def _r_eigvalsh(exact, a, UPLO="L"):
     node = _node_of(a)
-    return (
-        None if node is None else _link(TENSOR_OPS["eigvalsh"], exact, node, None, _triangle(UPLO))
-    )
+    if node is None or np.iscomplexobj(_pv(a)):  # (a Hermitian matrix: no rule yet)
+        return None
+    return _link(TENSOR_OPS["eigvalsh"], exact, node, None, _triangle(UPLO))
 
 
 def _triangle(uplo):
@@ -297,9 +300,10 @@ def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
         return _link(TENSOR_OPS["svdvals"], exact, node)
     s = _link(TENSOR_OPS["svdvals"], exact.S, node)
     m, n = np.shape(_pv(a))[-2:]
-    if full_matrices and m != n:  # U's (or Vh's) extra columns are any basis: no derivative
-        u = _cut_result(exact.U, "the U of numpy.linalg.svd(full_matrices=True)", (a,))
-        vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd(full_matrices=True)", (a,))
+    # U's (or Vh's) extra columns are any basis: no derivative (complex ones: no rule yet)
+    if full_matrices and m != n or np.iscomplexobj(_pv(a)):
+        u = _cut_result(exact.U, "the U of numpy.linalg.svd", (a,))
+        vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd", (a,))
     else:
         u = _link(TENSOR_OPS["svd_u"], exact.U, node)
         vh = _link(TENSOR_OPS["svd_vh"], exact.Vh, node)
@@ -322,7 +326,7 @@ def _r_matrix_power(exact, a, n):
 
 
 def _r_pinv(exact, a, rcond=None, hermitian=False, *, rtol=_NoValue):
-    if rcond is not None or hermitian or rtol is not _NoValue:
+    if rcond is not None or hermitian or rtol is not _NoValue or np.iscomplexobj(_pv(a)):
         return None
     return _linalg_unary("pinv")(exact, a)
 
@@ -334,12 +338,12 @@ def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
     ndim = np.ndim(_pv(x))
     with _quiet_graph():
         if axis is None and ord is None:
-            return np.sqrt(np.sum(node * node))
+            return np.sqrt(np.sum(abs2(node)))
         axes = tuple(range(ndim)) if axis is None else _t._axes(axis, ndim)
         if len(axes) == 1:
             a = axes
             if ord is None or ord == 2:
-                return np.sqrt(np.sum(node * node, axis=a, keepdims=keepdims))
+                return np.sqrt(np.sum(abs2(node), axis=a, keepdims=keepdims))
             if ord == np.inf:
                 return np.max(np.abs(node), axis=a, keepdims=keepdims)
             if ord == -np.inf:
@@ -352,7 +356,7 @@ def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
             return None
         r, c = axes
         if ord is None or ord == "fro":
-            return np.sqrt(np.sum(node * node, axis=axes, keepdims=keepdims))
+            return np.sqrt(np.sum(abs2(node), axis=axes, keepdims=keepdims))
         if keepdims:
             return None
         if ord in (1, -1):

@@ -109,10 +109,15 @@ def _r_var(
     n = a.size if axes is None else int(np.prod([a.shape[i] for i in axes]))
     with _quiet_graph():
         d = a - np.mean(a, axis=axes, keepdims=True)
-        v = np.sum(d * d, axis=axes, keepdims=keep) / (n - ddof)
+        v = np.sum(abs2(d), axis=axes, keepdims=keep) / (n - ddof)
         if _std and n == 1:  # the spread of one number is 0 wherever it is
             return v * 0.0
         return np.sqrt(v) if _std else v
+
+
+def abs2(x):
+    """``|x|²`` of an array node, elementwise: ``x * x``, or ``Re(x * conj(x))`` if complex."""
+    return x * x if x.dtype.kind != "c" else np.real(x * np.conj(x))
 
 
 def _r_std(exact, *args, **kwargs):
@@ -170,7 +175,7 @@ def _r_sort(exact, a, axis=-1, kind=None, order=None, *, stable=None):
     node = _node_of(a)
     if node is None or order is not None:
         return None
-    plain = np.asarray(_pv(a), dtype=_F64)
+    plain = np.asarray(_pv(a), dtype=np.result_type(_pv(a), _F64))
     if axis is None:
         plain = plain.reshape(-1)
         node = _t._apply(_RESHAPE, node, None, {"shape": (-1,)})
@@ -184,7 +189,7 @@ def _r_partition(exact, a, kth, axis=-1, kind="introselect", order=None):
     node = _node_of(a)
     if node is None or order is not None or axis is None:
         return None
-    plain = np.asarray(_pv(a), dtype=_F64)
+    plain = np.asarray(_pv(a), dtype=np.result_type(_pv(a), _F64))
     axis = _t._axes(axis, plain.ndim)[0]
     where = np.argpartition(plain, _pv(kth), axis=axis, kind=kind)
     if not np.array_equal(np.take_along_axis(plain, where, axis), exact, equal_nan=True):
@@ -225,7 +230,7 @@ def _r_diff(exact, a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
         return None
     with _quiet_graph():
         if node.__class__ is not Array and node.__class__ is not Tensor:
-            node = _adopt(np.array(_pv(a), dtype=_F64), _t._apply(_COPY, node))
+            node = _adopt(np.array(_pv(a)), _t._apply(_COPY, node))
         ndim = np.ndim(_pv(a))
         ax = _t._axes(axis, ndim)[0]
         parts = [node]

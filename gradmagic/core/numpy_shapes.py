@@ -15,7 +15,6 @@ from .array import (
     FUNCTION_RULES,
     _CONCAT,
     _COPY,
-    _F64,
     _GETITEM,
     _RESHAPE,
     _TRANSPOSE,
@@ -340,9 +339,9 @@ def _as_array_node(node):
     if node.__class__ is Array or node.__class__ is Tensor:
         return node
     return (
-        _adopt(np.array(node.data, dtype=_F64), _t._apply(_COPY, node))
+        _adopt(np.array(node.data), _t._apply(_COPY, node))
         if node.requires_grad
-        else _view(np.array(node.data, dtype=_F64), Array)
+        else _view(np.array(node.data), Array)
     )
 
 
@@ -366,13 +365,23 @@ def _r_full(exact, shape, fill_value, dtype=None, order="C", *, device=None, lik
     return _link(TENSOR_OPS["broadcast_to"], exact, node, None, {"shape": exact.shape})
 
 
-def _r_real(exact, val):
-    node = _node_of(val)
-    return None if node is None else _t._apply(_COPY, node)
+def _part(name):
+    """The rule of ``np.real``, ``np.imag``: the op ``name`` of the node."""
+
+    def rule(exact, val):
+        node = _node_of(val)
+        return None if node is None else _t._apply(TENSOR_OPS[name], node)
+
+    return rule
 
 
 def _r_real_if_close(exact, a, tol=100):
-    return _r_real(exact, a)
+    return _part("real" if np.isrealobj(exact) else "copy")(exact, a)
+
+
+def _r_angle(exact, z, deg=False):
+    node = _part("angle")(exact, z)
+    return np.rad2deg(node) if deg and node is not None else node
 
 
 def _r_array(exact, obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
@@ -431,7 +440,9 @@ FUNCTION_RULES.update(
         np.rollaxis: _r_rollaxis,
         np.linspace: _r_linspace,
         np.full: _r_full,
-        np.real: _r_real,
+        np.real: _part("real"),
+        np.imag: _part("imag"),
+        np.angle: _r_angle,
         np.real_if_close: _r_real_if_close,
         np.array: _r_array,
         np.asarray: _r_asarray,

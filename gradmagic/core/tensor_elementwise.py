@@ -28,10 +28,9 @@ def _pow_dx(g, out, x, y):
 
 
 def _pow_dy(g, out, x, y):
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    x = np.asarray(x, dtype=np.result_type(x, out))  # (a negative x to a complex power: ln x)
     # d/dy x**y = x**y ln x; at x = 0 it is 0 for y > 0 and undefined otherwise
-    return g * np.where(x == 0, np.where(y > 0, 0.0, np.nan), out * np.log(x))
+    return g * np.where(x == 0, np.where(np.real(y) > 0, 0.0, np.nan), out * np.log(x))
 
 
 def _share(x, y, pick):
@@ -142,6 +141,10 @@ def _sinc_dx(g, out, x):
     px = np.pi * x
     safe = np.where(x == 0, 1.0, x)
     return g * np.where(x == 0, 0.0, (np.cos(px) - out) / safe)
+
+
+def _torch_imag(torch):
+    return lambda x: torch.imag(x) if x.is_complex() else torch.zeros_like(x)
 
 
 def _zero_at(out, x):
@@ -385,14 +388,23 @@ OPS = [
         "abs",
         1,
         np.abs,
-        (lambda g, out, x: g * np.sign(x),),
+        (lambda g, out, x: g * np.conj(np.sign(x)),),
         np.abs,
-        "∂|a|/∂a = sign(a) (0 at a = 0)",
+        "∂|a|/∂a = sign(a) (0 at a = 0; of a complex a: conj(a) / abs(a))",
         kink=_any_zero,
         method="__abs__ abs",
         numpy=("absolute", "fabs"),
         torch="abs",
     ),
+    # complex numbers: gradients are d/d(real part) − i d/d(imaginary part)
+    _unary_entry(
+        "conj", np.conjugate, lambda g, out, x: np.conj(g), "∂conj(a): the gradient's conjugate"
+    ),
+    _unary_entry("real", np.real, lambda g, out, x: g, "∂Re(a)/∂a = 1", numpy=()),
+    _unary_entry(
+        "imag", np.imag, lambda g, out, x: -1j * g, "∂Im(a)/∂a = −i", _torch_imag, numpy=()
+    ),
+    _unary_entry("angle", np.angle, lambda g, out, x: -1j * g / x, "∂arg(a)/∂a = −i/a", numpy=()),
     # elementwise, one input
     _unary_entry("tan", np.tan, lambda g, out, x: g * (1.0 + out * out), "∂tan a/∂a = 1 + tan²a"),
     _unary_entry(

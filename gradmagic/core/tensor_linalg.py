@@ -80,7 +80,7 @@ def _einsum_embed(gk, letters, kept, mine, shape):
     if len(letters) == len(mine):
         return full
     # a repeated letter: the gradient sits on the diagonal
-    gx = np.zeros(shape)
+    gx = np.zeros(shape, full.dtype)
     grid = np.indices(full.shape, sparse=True)
     gx[tuple(grid[letters.index(c)] for c in mine)] = full
     return gx
@@ -133,7 +133,7 @@ def _det_dx(g, out, x):
     u, sv, vh = np.linalg.svd(x)
     sign = np.linalg.det(u) * np.linalg.det(vh)
     others = _others_product(sv, (sv.ndim - 1,))
-    cof = (sign[..., None, None] * (u * others[..., None, :])) @ vh
+    cof = (sign[..., None, None] * (np.conj(u) * others[..., None, :])) @ np.conj(vh)
     return np.asarray(g)[..., None, None] * cof
 
 
@@ -237,7 +237,7 @@ def _svdvals(x):
 
 def _svdvals_dx(g, out, x):
     u, s, vh = np.linalg.svd(x, full_matrices=False)
-    return (u * np.asarray(g)[..., None, :]) @ vh
+    return np.conj((u * np.asarray(g)[..., None, :]) @ vh)  # (of a complex x too)
 
 
 def _svd_u(x):

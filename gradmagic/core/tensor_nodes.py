@@ -33,6 +33,7 @@ __all__ = ["Tensor"]
 
 _new = object.__new__
 _F64 = np.float64
+_COMPLEX = np.dtype(np.complex128)
 _NO_PARAMS: dict = {}
 
 
@@ -102,10 +103,13 @@ class Tensor:
     # ---------------------------------------------------------------- gradient
     @property
     def grad(self) -> np.ndarray:
-        """d target / d this tensor after ``backward()`` (zeros before; same shape as data)."""
+        """d target / d this tensor after ``backward()`` (zeros before; same shape as data).
+
+        For complex numbers (the magic's array nodes) it is d/d(real part) − i d/d(imaginary
+        part), HIPS autograd's and JAX's convention for a real target."""
         g = self._grad
         if g is None:
-            g = self._grad = np.zeros(self.data.shape)
+            g = self._grad = np.zeros(self.data.shape, self.dtype)
         return g
 
     @grad.setter
@@ -132,7 +136,8 @@ class Tensor:
         g = self._grad
         owned: object = getattr(self, "_owned_grad", None)
         if g is None or g is not owned:
-            g = np.zeros(self.data.shape) if g is None else np.array(g, dtype=_F64)
+            kind = self.dtype
+            g = np.zeros(self.data.shape, kind) if g is None else np.array(g, dtype=kind)
             self._grad = self._owned_grad = g
         return g
 
@@ -145,12 +150,14 @@ class Tensor:
         writable array, since optimizers and users work on it.
         """
         old = self._grad
+        if g.dtype is _COMPLEX and self.dtype is not _COMPLEX:  # a real number's share of it
+            g = g.real
         if old is not None:
             self._grad = old + g
         elif self._a is None and (
-            g is upstream or g.base is not None or not g.flags.writeable or g.dtype != _F64
+            g is upstream or g.base is not None or not g.flags.writeable or g.dtype != self.dtype
         ):
-            self._grad = np.array(g, dtype=_F64)
+            self._grad = np.array(g, dtype=self.dtype)
         else:
             self._grad = g
 
@@ -483,8 +490,8 @@ def _apply(op, a, b=None, params=None) -> Tensor:
         shapes = " and ".join(str(np.shape(x.data)) for x in (a, b) if x is not None)
         noun = "shape" if b is None else "shapes"
         raise ValueError(f"{op.symbol} cannot be applied to {noun} {shapes}: {e}") from None
-    if data.__class__ is not np.ndarray:
-        data = np.asarray(data, dtype=_F64)
+    if data.__class__ is not np.ndarray:  # (a numpy scalar: a complex one stays complex)
+        data = np.asarray(data, dtype=np.complex128 if isinstance(data, complex) else _F64)
     if (
         _ARRAY_CLASSES
         and track

@@ -51,11 +51,12 @@ class TensorOp(OpBase):
             and a.requires_grad
             and out.size * 8 <= args[0].size
         ):
-            self._scatter(a._grad_to_add_into(), grad, **params)
+            into = a._grad_to_add_into()
+            self._scatter(into, grad if into.dtype == grad.dtype else grad.real, **params)
             return
         for parent, x, rule in zip((a, b), args, self.df):
-            if parent.__class__ in SCALAR_NODES:
-                parent.grad += float(np.sum(rule(grad, out, *args, **params)))
+            if parent.__class__ in SCALAR_NODES:  # a real number: the real part of its share
+                parent.grad += float(np.sum(rule(grad, out, *args, **params)).real)
             elif parent.requires_grad:
                 g = rule(grad, out, *args, **params)
                 if g.__class__ is not _NDARRAY or g.shape != x.shape:

@@ -149,7 +149,7 @@ def _prod(x, axis, keepdims):
 def _prod_dx(g, out, x, axis, keepdims):
     axes = _all_axes(axis, np.ndim(x))
     ge = _expand(g, axis, keepdims)
-    return ge * _others_product(np.asarray(x, dtype=float), axes)
+    return ge * _others_product(np.asarray(x), axes)
 
 
 def _prod_batched(x, axis, keepdims):
@@ -172,14 +172,14 @@ def _torch_prod(torch):
 
 
 def _cumprod_dx(g, out, x, axis):
-    x = np.asarray(x, dtype=float)
+    x = np.asarray(x)
     if not np.any(x == 0):
         return _cumsum_dx(g * out, out, x, axis) / x
     # a zero: each output's derivative by the product of the others on its way
     xm = np.moveaxis(x, axis, -1)
-    gm = np.moveaxis(np.asarray(g, dtype=float), axis, -1)
+    gm = np.moveaxis(np.asarray(g), axis, -1)
     n = xm.shape[-1]
-    gx = np.zeros_like(xm)
+    gx = np.zeros(xm.shape, np.result_type(xm, gm, 0.0))
     for k in range(n):  # d out_i / d x_k for i >= k: prod_{j<=i, j!=k} x_j
         others = xm.copy()
         others[..., k] = 1.0

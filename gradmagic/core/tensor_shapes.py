@@ -26,12 +26,19 @@ def _transpose_batched(x, axes):
     return np.transpose(x, (0, *rest))
 
 
+def _bincount(pos, g, n: int):
+    """``np.bincount`` of the weights ``g``, complex ones too."""
+    if np.iscomplexobj(g):
+        return _bincount(pos, g.real, n) + 1j * _bincount(pos, g.imag, n)
+    return np.bincount(pos, weights=g, minlength=n)
+
+
 def _getitem(x, index, basic):
     return x[index]
 
 
 def _getitem_dx(g, out, x, index, basic):
-    gx = np.zeros(np.shape(x))
+    gx = np.zeros(np.shape(x), g.dtype)  # (complex if g is)
     if basic:  # ints, slices, masks: every element is picked at most once
         gx[index] = g
     else:  # integer arrays may pick an element twice
@@ -55,7 +62,7 @@ def _getitem_batched(x, index, basic):
 # ``writes``: ``(index, start, stop, shape)`` for each write ``x[index] = v[start:stop]`` in
 # order, the value's numbers in ``shape`` (its own, with as many axes as ``x[index]``)
 def _writes(x, v, writes):
-    out = np.array(x, dtype=float)
+    out = np.array(x, dtype=np.result_type(x, v, 0.0))
     v = np.ravel(v)
     for index, start, stop, shape in writes:
         out[index] = v[start:stop].reshape(shape)
@@ -66,8 +73,8 @@ def _writes_grads(g, size: int, writes):
     """The gradients of ``x`` and of ``v``: one copy of ``g``, the writes undone from the
     last, each written region's gradient taken for its value and then zeroed (an element
     written again later no longer depends on the earlier value)."""
-    gx = np.array(g, dtype=float)
-    gv = np.zeros(size)
+    gx = np.array(g, dtype=np.result_type(g, 0.0))
+    gv = np.zeros(size, gx.dtype)
     for index, start, stop, shape in reversed(writes):
         if not shape:  # one element
             gv[start] = gx[index]
@@ -83,7 +90,7 @@ def _writes_grads(g, size: int, writes):
 
 def _writes_batched(x, v, writes):
     k = max(x.shape[0], v.shape[0])
-    out = np.array(np.broadcast_to(x, (k,) + x.shape[1:]), dtype=float)
+    out = np.array(np.broadcast_to(x, (k,) + x.shape[1:]), dtype=np.result_type(x, v, 0.0))
     v = v.reshape(v.shape[0], -1)
     for index, start, stop, shape in writes:
         out[(slice(None),) + index] = v[:, start:stop].reshape((v.shape[0],) + shape)
@@ -109,7 +116,7 @@ class _WritesOp(TensorOp):
         gx, gv = _writes_grads(node.grad, np.size(b.data), node._params["writes"])
         for parent, g in ((a, gx), (b, gv)):
             if parent.__class__ in SCALAR_NODES:
-                parent.grad += float(np.sum(g))
+                parent.grad += float(np.sum(g).real)
             elif parent.requires_grad:
                 parent._add_grad(g.reshape(np.shape(parent.data)), None)
 
@@ -162,7 +169,7 @@ def _moving(fn):
     def dx(g, out, x, **params):
         pos = _positions(fn, x, params)
         g = np.broadcast_to(g, pos.shape)
-        back = np.bincount(pos.reshape(-1), weights=g.reshape(-1), minlength=np.size(x) + 1)
+        back = _bincount(pos.reshape(-1), g.reshape(-1), np.size(x) + 1)
         return back[1:].reshape(np.shape(x))
 
     def batched(x, **params):
@@ -200,7 +207,7 @@ def _sorted(x, axis, order):
 
 
 def _sort_dx(g, out, x, axis, order):
-    gx = np.zeros(np.shape(x))
+    gx = np.zeros(np.shape(x), g.dtype)  # (complex if g is)
     np.put_along_axis(gx, order, g, axis=axis)
     return gx
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..core import engine, number_nodes
-from ..core.array import Array, Scalar64, plain_array
+from ..core.array import _HELD, PLAIN_TYPES, plain_array
 from ..core.number_nodes import SCALARS
 from ..core.tensor import Tensor
 from . import own
@@ -55,7 +55,7 @@ __all__ = [
 LIMIT = 200_000
 """The most objects one cell's walk visits (a bound on its time)."""
 
-NUMBER_NODES = SCALARS | {Array, Scalar64}
+NUMBER_NODES = SCALARS | set(PLAIN_TYPES)
 """Node classes the magic makes; never left where a later cell can find them."""
 
 _ATOMS = frozenset(
@@ -144,7 +144,7 @@ def plain_of(v, made: dict):
     cls = type(v)
     if cls is Tensor:
         return v.data[()] if v.data.ndim == 0 else v.data
-    if cls is Array or cls is Scalar64:
+    if cls in PLAIN_TYPES:
         return plain_array(v)
     return number_nodes.plain(v)
 
@@ -542,7 +542,7 @@ def _foreign(cls) -> bool:
 
 
 # --------------------------------------------------------------------------- the start of a cell
-_LIFTED = frozenset({float, np.float64})
+_LIFTED = frozenset({float, np.float64, complex, np.complex128})
 """The kinds of number found in the cell's data that become leaves (ints stay ints:
 counts, indices and keys are not parameters)."""
 DATA_SIZE = 10_000
@@ -579,13 +579,13 @@ def lift_reachable(ns, names, made: dict, new_leaf, engine=None) -> "_Lifter":
 
 def unfollowed(ns, names) -> list[str]:
     """One warning per name in ``names`` whose value holds numbers no leaf is made of:
-    complex numbers, and floats of another precision than float64 (``float32``)."""
+    numbers of another precision than float64 and complex128 (``float32``)."""
     out = []
     for name in sorted(names):
         kind = _unfollowed_kind(ns.get(name), 0, [DATA_SIZE])
         if kind is not None:
             out.append(
-                f"{name!r} holds {kind}: gradmagic differentiates real float64 numbers "
+                f"{name!r} holds {kind}: gradmagic differentiates float64 and complex128 numbers "
                 f"only, so no gradient is shown for {name!r}"
             )
     return out
@@ -596,12 +596,10 @@ def _unfollowed_kind(v, depth, budget) -> str | None:
     if budget[0] < 0 or depth > 8:
         return None
     cls = type(v)
-    if cls is complex or isinstance(v, np.complexfloating):
-        return "a complex number"
-    if isinstance(v, np.floating) and cls is not np.float64:
+    if isinstance(v, (np.floating, np.complexfloating)) and cls not in _LIFTED:
         return f"a {np.dtype(cls).name} number"
-    if cls is np.ndarray and v.dtype.kind in "fc" and v.dtype != np.float64:
-        return "complex numbers" if v.dtype.kind == "c" else f"a {v.dtype.name} array"
+    if cls is np.ndarray and v.dtype.kind in "fc" and v.dtype not in _HELD:
+        return f"a {v.dtype.name} array"
     if cls is list or cls is tuple:
         items = v
     elif cls is dict:
@@ -611,7 +609,7 @@ def _unfollowed_kind(v, depth, budget) -> str | None:
     if len(items) > DATA_SIZE:
         return None
     for e in items:
-        if type(e) not in _PLAIN_ATOMS or type(e) is complex:
+        if type(e) not in _PLAIN_ATOMS:
             kind = _unfollowed_kind(e, depth + 1, budget)
             if kind is not None:
                 return kind
@@ -680,7 +678,7 @@ class _Lifter:
 
     def leaf(self, e, path):
         if type(e) is np.ndarray:
-            if e.dtype != np.float64:
+            if e.dtype not in _HELD:
                 return e
             new = self.arrays.get(id(e))
             if new is not None:

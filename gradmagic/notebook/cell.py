@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import functools
 import inspect
 import pkgutil
 import threading
@@ -269,7 +268,7 @@ def _execute(
     __tracebackhide__ = True
     # an array the cell writes into is an input too: its leaf views the user's memory
     written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
-    unfollowed = boundary.unfollowed(ns, cell.rewritten.reads) + _complex_literals(cell.source)
+    unfollowed = boundary.unfollowed(ns, cell.rewritten.reads)
     lifted = lift(ns, cell.rewritten.reads.union(written))
     before = dict(ns)
     reach = boundary.roots(ns, cell.rewritten.names)
@@ -384,7 +383,7 @@ def _handles(trace: Trace, order) -> tuple[dict, frozenset]:
     for i in leaves.tolist():
         node = order[i]
         born = getattr(node, "_born", 0)
-        if born:
+        if born and not np.iscomplexobj(trace.tensor_data.get(i, 0.0)):  # (moved: real ones)
             handles[i] = born
         if type(node) is Value or type(node) is Tensor:
             explicit.add(i)
@@ -427,37 +426,6 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
         boundary.restore(entry.lifter)
         boundary.settle(ns, made=entry.made(), bound=entry.bound(ns), reach=entry.reach)
         raise
-
-
-def _complex_literals(source: str) -> list[str]:
-    """A warning if the cell writes complex literals (``1j``): arithmetic with them is
-    Python's own, which no node follows (``1j * x`` asks the complex first)."""
-    return list(_complex_warning(source))
-
-
-@functools.lru_cache(maxsize=64)
-def _complex_warning(source: str) -> tuple[str, ...]:
-    if "j" not in source:
-        return ()
-    try:
-        with warnings.catch_warnings():  # the cell's own compile warns, once, as plain
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source)
-    except SyntaxError:
-        return ()
-    found = sorted(
-        {
-            repr(n.value)
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and type(n.value) is complex
-        }
-    )
-    if not found:
-        return ()
-    return (
-        f"the cell writes the complex number {', '.join(found)}: gradmagic differentiates real "
-        "numbers only, so no gradient flows through complex arithmetic",
-    )
 
 
 def _settle(ns, walk, entry: _Entry):
@@ -759,6 +727,11 @@ def find_target(rw: Rewritten, name, value, ns, owner: list | None = None):
         raise NoTarget(
             f"{what} is a tensor of shape {value.data.shape}; reduce it "
             "to one number (.sum(), .mean()) to differentiate it"
+        )
+    if np.iscomplexobj(value.data):
+        raise NoTarget(
+            f"{what} is a complex number: a gradient is taken of a real one; differentiate "
+            "its real part, imaginary part or size (np.real, np.imag, abs)"
         )
     return value
 

@@ -159,7 +159,7 @@ def _is_library(func, plain, defined) -> bool:
 
 
 def _is_number(node) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float, complex)
 
 
 def _constant_tuple(node) -> bool:

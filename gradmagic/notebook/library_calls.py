@@ -47,15 +47,19 @@ def _made_from_array(f, args, kwargs):
     """``np.asarray(W, ...)`` and its kin on an array node: numpy's result, the node kept.
 
     Where numpy would return the array itself, it is the node itself (``is`` holds); a
-    float64 copy is a copy node; anything else (another dtype) is numpy's plain result,
-    with the cut reported.
+    float64 (or complex128) copy is a copy node; anything else (another dtype) is numpy's
+    plain result, with the cut reported.
     """
     node = args[0]
-    plain = node.data if type(node) is _array.Array else np.float64(node.data)
+    plain = _array.plain_array(node)
     result = f(plain, *args[1:], **kwargs)
     if result is plain:
         return node
-    if type(result) is np.ndarray and result.dtype == np.float64 and result.shape == plain.shape:
+    if (
+        type(result) is np.ndarray
+        and result.dtype in _array._HELD
+        and result.shape == np.shape(plain)
+    ):
         if not _array.tracking():
             return result
         return _array._adopt(result, _array._t._apply(_array._COPY, node))

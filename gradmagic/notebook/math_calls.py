@@ -278,6 +278,16 @@ def _pow(base, exp, mod=None):
     return base**exp
 
 
+def _complex(*args, **kwargs):
+    """``complex(x, y)`` of number nodes: ``x + y * 1j``, a complex node of the graph."""
+    nodes = any(type(a) in SCALARS for a in args)
+    if kwargs or not nodes or len(args) > 2 or _runtime._run is None:
+        return _complex_cut(*args, **kwargs)
+    exact = complex(*map(_num, args))  # (raises as Python does)
+    z = args[0] + (args[1] * 1j if len(args) == 2 else 0j)
+    return z if z == exact else _complex_cut(*args)  # (inf * 1j is not complex(0, inf))
+
+
 def _isinstance(obj, cls):
     kind = type(obj)
     return isinstance(obj, cls) or ((kind is Value or kind is Tensor) and isinstance(obj.data, cls))
@@ -438,11 +448,12 @@ def _table() -> tuple[dict, frozenset[str]]:
     table[pow] = _pow
     table[isinstance] = _isinstance
     table[math.fsum] = _fsum
-    table[complex] = _cut(complex)  # a complex number holds plain floats: no node follows it
+    table[complex] = _complex
     names.update(("pow", "isinstance", "fsum", "complex"))
     return table, frozenset(names)
 
 
+_complex_cut = _cut(complex)
 DISPATCH, DISPATCHED_NAMES = _table()
 """Function → its graph-keeping version; DISPATCHED_NAMES: the names a cell calls them by."""
 

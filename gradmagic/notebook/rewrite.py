@@ -336,7 +336,8 @@ class _Rewriter(ast.NodeTransformer):
 
     # ---------------------------------------------------------------- expressions
     def _operand(self, node, other):
-        """An arithmetic operand: a literal stays plain beside a non-literal."""
+        """An arithmetic operand: a real literal stays plain beside a non-literal (Python's
+        complex would compute ``1j * x`` itself, so a complex one is a leaf)."""
         folded = node
         if (
             isinstance(node, ast.UnaryOp)
@@ -344,7 +345,7 @@ class _Rewriter(ast.NodeTransformer):
             and _is_number(node.operand)
         ):
             folded = node.operand
-        if _is_number(folded) and not _is_number(other):
+        if _is_number(folded) and not _is_number(other) and type(folded.value) is not complex:
             return self._visit(node, plain=True)
         return self.visit(node)
 

@@ -35,7 +35,6 @@ _INT_BUILTINS = frozenset(
         "bytes",
         "bytearray",
         "int",
-        "complex",
     }
 )
 _PLAIN_BUILTINS = frozenset(

@@ -33,7 +33,7 @@ from ..core import engine, number_nodes
 from ..core.engine import SCALAR_NODES, Value
 from ..core.number_nodes import SCALARS, Float, Int, constant
 from ..core import array as _array
-from ..core.array import Array, Scalar64, array_leaf
+from ..core.array import Array, Scalar64, array_leaf, complex_leaf, PLAIN_TYPES
 from ..core.tensor import Tensor
 from . import learner
 from .library_calls import (
@@ -71,8 +71,8 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- nodes
-_NODES = SCALAR_NODES | {Tensor, Array, Scalar64}
-_ARRAY_NODES = frozenset({Tensor, Array, Scalar64})
+_NODES = SCALAR_NODES | {Tensor, *PLAIN_TYPES}
+_ARRAY_NODES = frozenset({Tensor, *PLAIN_TYPES})
 _int_of = int.__index__
 _FLOAT = float  # held here: code run under the magic may rebind builtins.float
 
@@ -189,7 +189,7 @@ def _seen(x):
     if isinstance(x, np.ndarray):  # (read as plain numbers: no node of the graph, no warning)
         plain = x.view(np.ndarray)
         with np.errstate(all="ignore"):
-            return (plain.shape, float(np.sum(plain, dtype=float)))
+            return (plain.shape, float(np.sum(plain.real, dtype=float)))
     try:
         return _FLOAT(x)
     except (TypeError, ValueError):
@@ -205,6 +205,8 @@ def literal(x):
     """
     if _run is None:
         return x if _probe is None else _probe.born(x)
+    if x.__class__ is complex:
+        return born(complex_leaf(x))
     return born(Float(x) if x.__class__ is _FLOAT else Int(x))
 
 
@@ -344,6 +346,7 @@ def changing(v, name: str):
 
 _EXACT_NUMBERS = frozenset({int, float, np.float64})
 """Number types that have a number node class (other numpy scalars stay plain)."""
+_COMPLEX = frozenset({complex, np.complex128, *PLAIN_TYPES}) - {Array, Scalar64}
 
 
 def new_leaf(x, name: str):
@@ -356,8 +359,10 @@ def new_leaf(x, name: str):
     constant).
     """
     cls = type(x)
-    if cls is Array or (cls is np.ndarray and x.dtype == np.float64):
+    if cls is Array or (cls is np.ndarray and x.dtype in _array._HELD):
         return array_leaf(x, name)
+    if cls in _COMPLEX:
+        return complex_leaf(x, name)
     if cls is Scalar64:
         leaf = constant(np.float64(x))
         leaf.label = name
@@ -574,7 +579,7 @@ def prepare_call(f, /, *args, **kwargs):
 
 
 _NO_KWARGS: dict = {}
-_MADE_FROM = frozenset({Array, Scalar64})  # np.asarray(x) of these keeps the graph
+_MADE_FROM = frozenset(PLAIN_TYPES)  # np.asarray(x) of these keeps the graph
 _STEPS = frozenset({np.round, np.around, np.fix})
 """numpy functions (not ufuncs) that are piecewise constant: a number node taken as its plain
 number loses no gradient."""
@@ -590,7 +595,7 @@ def _has_float_node(xs, depth: int = 0) -> bool:
         if (kind is list or kind is tuple) and depth < 32:
             if _has_float_node(x, depth + 1):
                 return True
-        elif depth and (kind is Array or kind is Scalar64) and x.requires_grad:
+        elif depth and kind in _MADE_FROM and x.requires_grad:
             return True
     return False
 
@@ -682,7 +687,7 @@ def _as_constant(r, args=()):
         cls = type(r)
         if cls is np.float64 or cls is _FLOAT:
             return born(constant(r))
-        if cls is np.ndarray and r.dtype == np.float64 and not any(r is a for a in args):
+        if cls is np.ndarray and r.dtype in _array._HELD and not any(r is a for a in args):
             return born(_array.array_constant(r))
         if (cls is Value or cls is Tensor) and r._a is None:
             return born(r)  # a leaf of the explicit engine, made by the cell
@@ -781,11 +786,7 @@ def type_of(*args):
         return type(number_nodes.plain(x))
     if kind is Tensor:
         return type(x.data[()]) if x.data.ndim == 0 else type(x.data)
-    if kind is Array:
-        return np.ndarray
-    if kind is Scalar64:
-        return np.float64
-    return kind
+    return PLAIN_TYPES.get(kind, kind)
 
 
 # --------------------------------------------------------------------------- errors
