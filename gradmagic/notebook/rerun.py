@@ -23,6 +23,8 @@ re-run must meet the same inputs and give the recorded value, or nothing is judg
 from __future__ import annotations
 
 import fcntl
+import functools
+import gc
 import io
 import os
 import pickle
@@ -173,6 +175,8 @@ class Zygote:
         if pid == 0:  # the child never returns
             code = 1
             try:
+                os.setpgid(0, 0)  # (closed with the process that runs its points)
+                gc.freeze()  # (a collection would touch, so copy, every page it shares)
                 os.close(self._requests)
                 os.close(self._replies)
                 for fd in others:
@@ -184,6 +188,10 @@ class Zygote:
                 os._exit(code)
         os.close(requests)
         os.close(replies)
+        try:
+            os.setpgid(pid, pid)  # (as the child does: whichever comes first)
+        except OSError:  # (it has ended)
+            pass
         self.pid = pid
         _LIVE.append(weakref.ref(self))
         while len(_live()) > KEEP:
@@ -221,7 +229,7 @@ class Zygote:
             _close(fd)
         self._requests = self._replies = -1
         try:
-            os.kill(self.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
         except (OSError, ChildProcessError):
             pass
@@ -259,61 +267,85 @@ def _quiet() -> None:
 def _serve(job, requests: int, replies: int) -> None:
     """The zygote's loop: each request is a list of points, answered in one list.
 
-    A fork costs more than a small cell's run, so one process runs all the points of a
-    request, the namespace, the moved inputs and the random generators put back between them;
-    the unmoved point is run again at the end, and if it no longer gives the same, the cell
-    changes state the next run reads, and each point is run in a fork of its own instead.
+    A fork costs more than a small cell's run, so one process (a fork of the zygote, made at
+    the first request) runs all the points of every request, the namespace, the moved inputs
+    and the random generators put back between them. The unmoved point is run again at the
+    end of each request: if it no longer gives what it first gave, the cell changes state the
+    next run reads, and each point is run in a fork of its own from then on.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    alone = False
+    worker: _Worker | None = None
+    leaky = False
     while True:
         request = _receive(requests)
         if request is None:  # the kernel closed its end: it is gone, or the run was dropped
             return
         points, timeout, first, budget, must = request
         answers = None
-        if not alone:  # (past the budget only the first ``must`` points start)
+        if not leaky:  # (past the budget only the first ``must`` points start)
+            worker = worker or _Worker(functools.partial(_work_all, job, {}))
             rest = timeout * len(points) if budget is None else budget + timeout * must
-            total = first + rest
-            answers = _forked(lambda p=points, b=budget, m=must: _work_all(job, p, b, m), total)
-            if answers[0] == "leaky":
-                answers, alone = None, True
-            elif answers[0] in ("timeout", "ended"):
+            answers = worker.ask((points, budget, must), first + rest)
+            if answers[0] in ("timeout", "ended"):
                 answers = [answers] * len(points)
-        if answers is None:
+            leaky = answers[0] == "leaky"
+            if leaky or any(a[0] != "ok" for a in answers):  # (a failed run may leave state)
+                worker.close()
+                worker = None
+        if leaky:
             answers, start = [], time.monotonic()
             for k, point in enumerate(points):
                 if k >= must and budget is not None and time.monotonic() - start > budget:
                     break
-                answers.append(_forked(lambda p=point: _work(job, p), first if k == 0 else timeout))
+                alone = _Worker(functools.partial(_work, job))
+                answers.append(alone.ask(point, first if k == 0 else timeout))
+                alone.close()
         _send(replies, answers)
 
 
-def _forked(work, timeout: float):
-    """``work()`` in a fork of this process, its answer; ``("timeout",)`` past ``timeout``."""
-    inbox, outbox = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+class _Worker:
+    """A fork of this process that answers ``work(request)`` for each request it is sent."""
+
+    def __init__(self, work):
+        inbox, self._to = os.pipe()
+        self._from, outbox = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self._to)
+            os.close(self._from)
+            try:
+                _enter(keep=outbox)
+                while (request := _receive(inbox)) is not None:
+                    _send(outbox, work(request))
+            finally:
+                os._exit(0)
         os.close(inbox)
+        os.close(outbox)
+
+    def ask(self, request, timeout: float):
+        """Its answer to ``request``; ``("timeout",)`` past ``timeout`` seconds, ``("ended",)``
+        if it ended (either way it is closed)."""
+        deadline = time.monotonic() + timeout
         try:
-            _enter(keep=outbox)
-            _send(outbox, work())
-        finally:
-            os._exit(0)
-    os.close(outbox)
-    deadline = time.monotonic() + timeout
-    try:
-        answer = _receive(inbox, deadline)
-    finally:
-        os.close(inbox)
-    if answer is None:
-        try:
-            os.kill(pid, signal.SIGKILL)
+            _send(self._to, request)
+            answer = _receive(self._from, deadline)
         except OSError:
-            pass
-        answer = ("timeout",) if time.monotonic() >= deadline else ("ended",)
-    os.waitpid(pid, 0)
-    return answer
+            answer = None
+        if answer is None:
+            answer = ("timeout",) if time.monotonic() >= deadline else ("ended",)
+            self.close()
+        return answer
+
+    def close(self) -> None:
+        if self.pid > 0:
+            _close(self._to)
+            _close(self._from)
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = 0
 
 
 def _enter(keep: int) -> None:
@@ -359,25 +391,26 @@ def _blind(keep: int) -> None:
         os.close(null)
 
 
-def _work_all(job, points, budget=None, must=1):
+def _work_all(job, kept: dict, request):
     """Every point in this process, the state put back before each (see :func:`_serve`);
-    past ``budget`` seconds, only the first ``must``."""
-    kept = _Kept(job.namespaces)
+    past ``budget`` seconds, only the first ``must``. ``kept`` holds the state to put back
+    and the unmoved point's first answer, from this process's first request."""
+    if not kept:
+        kept["state"] = _Kept(job.namespaces)
+    state, (points, budget, must) = kept["state"], request
     answers: list = []
     start = time.monotonic()
     for k, point in enumerate(points):
         if k >= must and budget is not None and time.monotonic() - start > budget:
             break
-        kept.restore()
+        state.restore()
         answers.append(_work(job, point))
         if answers[-1][0] == OUTSIDE:
             return [answers[-1]] * len(points)
-    kept.restore()
-    answers.append(_work(job, points[0]))  # the unmoved point again: did state leak?
-    again = answers.pop()
-    if again != answers[0]:
-        return ("leaky",)
-    return answers
+    state.restore()
+    again = _work(job, points[0])  # the unmoved point again: did state leak?
+    first = kept.setdefault(repr(points[0]), answers[0])
+    return ("leaky",) if again != answers[0] or first != answers[0] else answers
 
 
 class _Kept:
