@@ -13,7 +13,8 @@ the fork the re-runs start from) and against the plain cell, all in this process
 Each is the best of 7 rounds, a round being a recorded run and then its check. Target: the
 check at most 2x the recorded run at 10^4 nodes and up. A fork is a fixed cost
 (about 1-2 ms on a common Linux machine, more in a sandbox), so a sub-millisecond cell pays
-more than 2x; the absolute time is printed beside the ratio.
+more than 2x; the absolute time is printed beside the ratio. It runs in a child process whose
+BLAS runs on one thread (see ``timing.one_blas_thread``).
 
 PyTorch cells are checked op by op on the recorded ops (not by re-running the cell); their
 cost against the plain step is printed by ``bench_torch.py``.
@@ -29,7 +30,7 @@ import os
 from IPython.testing import globalipapp
 
 from gradmagic.notebook import session
-from timing import best, timed
+from timing import best, one_blas_thread, timed
 
 ROUNDS = 7  # each round a recorded run, then its check
 
@@ -75,6 +76,9 @@ CELLS = {
 
 
 def main() -> bool:
+    status = one_blas_thread(__file__)  # (see above)
+    if status is not None:
+        return status == 0
     shell = globalipapp.get_ipython()
     shell.run_line_magic("load_ext", "gradmagic")
     print(f"fork of this process: {1e3 * _fork_cost():.1f} ms")
