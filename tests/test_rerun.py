@@ -128,6 +128,32 @@ def test_every_check_of_a_run_starts_from_the_state_the_cell_started_from(ip, re
     assert len(ip.user_ns["seen"]) == count
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="finds processes in /proc")
+def test_closing_the_re_runs_leaves_no_process_behind(ip):
+    # the process that ran the points is the zygote's child: ended and reaped by it, not
+    # left to whoever adopts orphans (which, in a container, may never reap them)
+    trace = _run(ip, "L = a * a\nL", "a = 2.0")
+    assert trace.check().passed
+    zygote = trace.rerun.zygote._process.pid
+    workers = _children(zygote)
+    assert workers
+    trace.rerun.close()
+    assert not [pid for pid in (zygote, *workers) if os.path.exists(f"/proc/{pid}")]
+
+
+def _children(parent: int) -> list:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append(int(pid))
+    return found
+
+
 def test_a_cell_that_writes_a_file_is_not_run_again_and_gets_no_tick(ip, tmp_path):
     out = tmp_path / "log.txt"
     trace = _run(

@@ -156,13 +156,11 @@ def _read(fd: int, n: int, deadline: float | None):
 
 class Zygote:
     """A child process forked now, holding the process as it is, that runs ``job(point)`` for
-    each point it is sent, each in a fork of its own. ``job`` returns a float (the target) or
-    raises; a point's answer is ``("ok", value, seen)``, ``("error", text)``,
-    ``("outside", event)`` or ``("timeout",)``."""
+    each point it is sent, in a fork of its own (see :class:`_Answers`). ``job`` returns a
+    float (the target) or raises; a point's answer is ``("ok", value, seen)``,
+    ``("error", text)``, ``("outside", event)`` or ``("timeout",)``."""
 
     def __init__(self, job):
-        requests, self._requests = os.pipe()
-        self._replies, replies = os.pipe()
         others = [fd for z in _live() for fd in z._fds()]
         global _RANDOM
         _RANDOM = random.getstate()
@@ -171,38 +169,22 @@ class Zygote:
         np.random.get_state()
         with warnings.catch_warnings():  # (a multi-threaded kernel: the child uses no thread)
             warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # the child never returns
-            code = 1
-            try:
-                os.setpgid(0, 0)  # (closed with the process that runs its points)
-                gc.freeze()  # (a collection would touch, so copy, every page it shares)
-                os.close(self._requests)
-                os.close(self._replies)
-                for fd in others:
-                    _close(fd)
-                _quiet()
-                _serve(job, requests, replies)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(requests)
-        os.close(replies)
+            answers = _Answers(job)
+            self._process = _Worker(answers, functools.partial(_zygote, others), answers.end)
         try:
-            os.setpgid(pid, pid)  # (as the child does: whichever comes first)
+            os.setpgid(self._process.pid, self._process.pid)  # (as the child does, first or not)
         except OSError:  # (it has ended)
             pass
-        self.pid = pid
         _LIVE.append(weakref.ref(self))
         while len(_live()) > KEEP:
             _live()[0].close()
 
     def _fds(self):
-        return [fd for fd in (self._requests, self._replies) if fd >= 0]
+        return [fd for fd in (self._process._to, self._process._from) if fd >= 0]
 
     @property
     def alive(self) -> bool:
-        return self.pid > 0
+        return self._process.pid > 0
 
     def run(self, points: list, timeout: float, first_timeout: float, budget=None, must=1) -> list:
         """The answers for ``points`` (the first is given ``first_timeout``, each other
@@ -211,35 +193,32 @@ class Zygote:
         then stop short."""
         if not self.alive:
             return [("error", "the re-run process was closed")] * len(points)
-        try:
-            _send(self._requests, (points, timeout, first_timeout, budget, must))
-            deadline = time.monotonic() + first_timeout + timeout * len(points) + 5
-            answers = _receive(self._replies, deadline)
-        except OSError:
-            answers = None
-        if answers is None:
-            self.close()
+        request = (points, timeout, first_timeout, budget, must)
+        answers = self._process.ask(request, first_timeout + timeout * len(points) + 5)
+        if isinstance(answers, tuple):  # (it timed out, or ended: it is closed)
             return [("error", "the re-run process stopped answering")] * len(points)
         return answers
 
     def close(self) -> None:
-        if self.pid <= 0:
-            return
-        for fd in self._fds():
-            _close(fd)
-        self._requests = self._replies = -1
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        except (OSError, ChildProcessError):
-            pass
-        self.pid = 0
+        self._process.close(grace=0.1)
 
     def __del__(self):
         try:
             self.close()
         except Exception:  # noqa: BLE001 - at the interpreter's end, os may be gone
             pass
+
+
+def _zygote(others: list, keep: int) -> None:
+    """The zygote's start: its own process group (closed with the process that runs its
+    points), the garbage collector's objects frozen (a collection would touch, so copy,
+    every page it shares), the other zygotes' pipes closed, its output nowhere."""
+    os.setpgid(0, 0)
+    gc.freeze()
+    for fd in others:
+        _close(fd)
+    _quiet()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _live() -> list:
@@ -264,8 +243,8 @@ def _quiet() -> None:
     sys.stdin = io.StringIO()
 
 
-def _serve(job, requests: int, replies: int) -> None:
-    """The zygote's loop: each request is a list of points, answered in one list.
+class _Answers:
+    """The zygote's answer to each request, a list of points, answered in one list.
 
     A fork costs more than a small cell's run, so one process (a fork of the zygote, made at
     the first request) runs all the points of every request, the namespace, the moved inputs
@@ -273,51 +252,58 @@ def _serve(job, requests: int, replies: int) -> None:
     end of each request: if it no longer gives what it first gave, the cell changes state the
     next run reads, and each point is run in a fork of its own from then on.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    worker: _Worker | None = None
-    leaky = False
-    while True:
-        request = _receive(requests)
-        if request is None:  # the kernel closed its end: it is gone, or the run was dropped
-            return
+
+    def __init__(self, job):
+        self.job, self.worker, self.leaky = job, None, False
+
+    def __call__(self, request):
         points, timeout, first, budget, must = request
-        answers = None
-        if not leaky:  # (past the budget only the first ``must`` points start)
-            worker = worker or _Worker(functools.partial(_work_all, job, {}))
+        if not self.leaky:  # (past the budget only the first ``must`` points start)
+            job = self.job
+            self.worker = self.worker or _Worker(functools.partial(_work_all, job, {}), _enter)
             rest = timeout * len(points) if budget is None else budget + timeout * must
-            answers = worker.ask((points, budget, must), first + rest)
+            answers = self.worker.ask((points, budget, must), first + rest)
             if answers[0] in ("timeout", "ended"):
                 answers = [answers] * len(points)
-            leaky = answers[0] == "leaky"
-            if leaky or any(a[0] != "ok" for a in answers):  # (a failed run may leave state)
-                worker.close()
-                worker = None
-        if leaky:
-            answers, start = [], time.monotonic()
-            for k, point in enumerate(points):
-                if k >= must and budget is not None and time.monotonic() - start > budget:
-                    break
-                alone = _Worker(functools.partial(_work, job))
-                answers.append(alone.ask(point, first if k == 0 else timeout))
-                alone.close()
-        _send(replies, answers)
+            self.leaky = answers[0] == "leaky"
+            if self.leaky or any(a[0] != "ok" for a in answers):  # (state may be left)
+                self.end()
+            if not self.leaky:
+                return answers
+        answers, start = [], time.monotonic()
+        for k, point in enumerate(points):
+            if k >= must and budget is not None and time.monotonic() - start > budget:
+                break
+            alone = _Worker(functools.partial(_work, self.job), _enter)
+            answers.append(alone.ask(point, first if k == 0 else timeout))
+            alone.close()
+        return answers
+
+    def end(self) -> None:
+        """Ends the worker (the zygote reaps it: nothing is left to whoever adopts orphans)."""
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
 
 
 class _Worker:
-    """A fork of this process that answers ``work(request)`` for each request it is sent."""
+    """A fork of this process that answers ``work(request)`` for each request it is sent,
+    after ``enter(the descriptor it answers on)``; ``end()`` runs when its requests end."""
 
-    def __init__(self, work):
+    def __init__(self, work, enter, end=None):
         inbox, self._to = os.pipe()
         self._from, outbox = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
-            os.close(self._to)
-            os.close(self._from)
             try:
-                _enter(keep=outbox)
+                os.close(self._to)
+                os.close(self._from)
+                enter(outbox)
                 while (request := _receive(inbox)) is not None:
                     _send(outbox, work(request))
             finally:
+                if end is not None:
+                    end()
                 os._exit(0)
         os.close(inbox)
         os.close(outbox)
@@ -336,16 +322,29 @@ class _Worker:
             self.close()
         return answer
 
-    def close(self) -> None:
-        if self.pid > 0:
-            _close(self._to)
-            _close(self._from)
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            os.waitpid(self.pid, 0)
-            self.pid = 0
+    def close(self, grace: float = 0.0) -> None:
+        """Ends it: its requests end, it is given ``grace`` seconds to end by itself, then it
+        is killed (with the process group it leads, for a zygote)."""
+        if self.pid <= 0:
+            return
+        _close(self._to)
+        _close(self._from)
+        self._to = self._from = -1
+        given = time.monotonic() + grace
+        try:
+            while os.waitpid(self.pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() >= given:
+                    for kill in (os.killpg, os.kill):
+                        try:
+                            kill(self.pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                    os.waitpid(self.pid, 0)
+                    break
+                time.sleep(0.001)
+        except ChildProcessError:  # (reaped already: SIGCHLD ignored)
+            pass
+        self.pid = 0
 
 
 def _enter(keep: int) -> None:
