@@ -267,25 +267,21 @@ def walk(root, zero: bool = False) -> Walk:
     w.grads, w.zeroed = None, zero
     w.order, w.codes, w.pa, w.pb, w.named = [], [], [], [], []
     w.data, w.ints, w.odd, w.odd_data = _array("d"), [], [], []
-    try:
-        _walk(w, root, zero, True)
-    except AttributeError:  # an op entry of no table (a test's own node class): walk again
-        for column in (w.order, w.codes, w.pa, w.pb, w.named, w.data, w.ints, w.odd, w.odd_data):
-            del column[:]
-        _walk(w, root, zero, False)
+    _walk(w, root, zero)
     return w
 
 
-def _walk(w: Walk, root, zero: bool, tables: bool) -> None:
-    """:func:`walk` into ``w``'s columns; ``tables``: every op entry has a ``_trace_code``
-    (those of the op tables). One loop (a call per node would cost a sixth of the walk)."""
+def _walk(w: Walk, root, zero: bool) -> None:
+    """:func:`walk` into ``w``'s columns: one loop (a call per node would cost a sixth of
+    the walk). An op entry of no table (a test's own node class) has code 255."""
     entered = state.last_mark + 1
     w.base = base = i = entered + 1
     scalar, float_nodes, int_nodes, nan = SCALAR_NODES, FLOAT_NODES, INT_NODES, math.nan
     stack, tensors = [root], False
     push, pop, append, code_append = stack.append, stack.pop, w.order.append, w.codes.append
-    a_append, b_append, data_append = w.pa.append, w.pb.append, w.data.append
-    int_append, odd_append, odd_data_append = w.ints.append, w.odd.append, w.odd_data.append
+    a_append, b_append, named_append = w.pa.append, w.pb.append, w.named.append
+    data_append, int_append = w.data.append, w.ints.append
+    odd_append, odd_data_append = w.odd.append, w.odd_data.append
     try:
         while stack:
             v = stack[-1]
@@ -322,9 +318,9 @@ def _walk(w: Walk, root, zero: bool, tables: bool) -> None:
                 a_append(a._mark)
                 b = v._b
                 b_append(entered if b is None else b._mark)
-                code_append(v._op._trace_code if tables else getattr(v._op, "_trace_code", 255))
+                code_append(getattr(v._op, "_trace_code", 255))
             if v.label:
-                w.named.append(i - 1 - base)
+                named_append(i - 1 - base)
             cls = v.__class__  # its number as a float, read while the node is at hand
             if cls in float_nodes:
                 data_append(v)  # a float itself
