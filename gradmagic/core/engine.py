@@ -290,35 +290,26 @@ def _walk(w: Walk, root, zero: bool) -> None:
                 if m is not None and m > entered:  # placed (pushed by two children)
                     pop()
                     continue
-                a = v._a
-                if a is not None:  # its parents first (a leaf, or a node whose parents
-                    m = a._mark  # are placed already, is placed at once)
-                    waiting = m is None or m < entered
-                    if waiting:
-                        push(a)
-                    b = v._b
-                    if b is not None:
-                        m = b._mark
-                        if m is None or m < entered:
-                            push(b)
-                            waiting = True
-                    if waiting:
-                        v._mark = entered
-                        continue
+                a, b, waiting = v._a, v._b, False  # its parents are placed before it
+                if a is not None and (a._mark is None or a._mark < entered):
+                    push(a)
+                    waiting = True
+                if b is not None and (b._mark is None or b._mark < entered):
+                    push(b)
+                    waiting = True
+                if waiting:
+                    v._mark = entered
+                    continue
             pop()  # its parents are placed: place it
             v._mark = i
             i += 1
             append(v)
-            a = v._a
-            if a is None:  # a leaf (an entry on a leaf is odd)
-                a_append(entered)
-                b_append(entered)
-                code_append(0 if v._op is None else 255)
-            else:
-                a_append(a._mark)
-                b = v._b
-                b_append(entered if b is None else b._mark)
-                code_append(getattr(v._op, "_trace_code", 255))
+            a, b, op = v._a, v._b, v._op  # (an entry on a leaf is odd: 255)
+            a_append(entered if a is None else a._mark)
+            b_append(entered if a is None or b is None else b._mark)
+            code_append(
+                (0 if op is None else 255) if a is None else getattr(op, "_trace_code", 255)
+            )
             if v.label:
                 named_append(i - 1 - base)
             cls = v.__class__  # its number as a float, read while the node is at hand
