@@ -228,24 +228,23 @@ def execute(
         zygote = rerun.Zygote(_PlainRun(cell, ns, global_ns, options))
     started = time.perf_counter()
     _runtime.births = 0
-    _runtime.array_births.clear()
+    _runtime.array_births = None if zygote is None else {}
     try:
         trace, (handles, explicit) = _execute(cell, ns, global_ns, options, counts)
     except BaseException:
         if zygote is not None:
             zygote.close()
         raise
+    finally:
+        arrays, _runtime.array_births = _runtime.array_births or {}, None
     trace.rerun = rerun.Rerun(
         zygote,
         handles,
         time.perf_counter() - started,
         problem="" if zygote is not None else _NOT_KEPT if options.no_check else _NO_FORK,
-        arrays={
-            b: _runtime.array_births[b] for b in handles.values() if b in _runtime.array_births
-        },
+        arrays={b: arrays[b] for b in handles.values() if b in arrays},
     )
     trace.rerun.explicit = explicit
-    _runtime.array_births.clear()
     return trace
 
 

@@ -98,12 +98,13 @@ def born(node):
         return _probe.born(node)
     births += 1
     node._born = births
-    if isinstance(node, np.ndarray):  # what it held when born (a write may change it)
-        array_births[births] = _seen(node)
+    if array_births is not None and isinstance(node, np.ndarray):  # what it held when born
+        array_births[births] = _seen(node)  # (a write may change it)
     return node
 
 
-array_births: dict = {}  # birth → (shape, sum) of the arrays born in the run
+# birth → (shape, sum) of the arrays born in the run, for its re-runs (None: none is kept)
+array_births: dict | None = None
 
 
 def tick() -> None:
