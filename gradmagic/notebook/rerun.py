@@ -10,8 +10,8 @@ the gradient must match.
 Every re-run happens in a child process forked when the recorded run began (a
 :class:`Zygote`): it starts from exactly the state the cell started from (the names, the
 objects they reach, modules, random generators) and whatever it changes dies with it, so the
-user's namespace is never touched. Each point is one more fork of that child, with its output
-thrown away and its time and memory bounded. A re-run that reaches the outside world (opens a
+user's namespace is never touched. The points run in a fork of that child (see
+:class:`_Answers`), with their output thrown away and their time and memory bounded. A re-run that reaches the outside world (opens a
 file for writing, a socket, a subprocess: the events Python's audit hooks report) is stopped,
 and the check says that it compared with the recorded graph only.
 
@@ -156,7 +156,7 @@ def _read(fd: int, n: int, deadline: float | None):
 
 class Zygote:
     """A child process forked now, holding the process as it is, that runs ``job(point)`` for
-    each point it is sent, in a fork of its own (see :class:`_Answers`). ``job`` returns a
+    each point it is sent, in a fork of it (see :class:`_Answers`). ``job`` returns a
     float (the target) or raises; a point's answer is ``("ok", value, seen)``,
     ``("error", text)``, ``("outside", event)`` or ``("timeout",)``."""
 
