@@ -20,14 +20,11 @@ Run: ``python benchmarks/bench_vectorised.py``.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from timing import best
+from timing import best, one_blas_thread
 
 N, D, H, C = 256, 64, 128, 10
 
@@ -99,18 +96,10 @@ def measure(repeat: int = 100) -> dict:
     return best(fns, repeat)
 
 
-_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def main() -> bool:
-    if any(os.environ.get(name) != "1" for name in _ONE_THREAD):  # (see above)
-        env = {**os.environ, **dict.fromkeys(_ONE_THREAD, "1")}
-        here = str(Path(__file__).resolve().parent)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
-        done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True)
-        print(done.stdout, end="")
-        print(done.stderr, end="", file=sys.stderr)
-        return done.returncode == 0
+    status = one_blas_thread(__file__)  # (see above)
+    if status is not None:
+        return status == 0
     t = measure()
     floor = t["numpy forward"]
     print(f"## A vectorised 2-layer net's gradient ({N} x {D} -> {H} -> {C})\n")

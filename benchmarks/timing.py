@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import subprocess
+import sys
 import time
 
 
@@ -31,3 +34,22 @@ def best(fns: dict, repeat: int, clock=time.perf_counter) -> dict:
         for name, f in fns.items():
             fastest[name] = min(fastest[name], timed(f, clock))
     return fastest
+
+
+_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_blas_thread(script: str) -> int | None:
+    """Run ``script`` again in a child whose BLAS runs on one thread, its output passed on,
+    and return its exit status; None when this process is that child already. On a busy
+    machine a multi-threaded BLAS makes a 0.1 ms product take 20 ms now and then, for every
+    contender alike, which hides the rest."""
+    if all(os.environ.get(name) == "1" for name in _ONE_THREAD):
+        return None
+    env = {**os.environ, **dict.fromkeys(_ONE_THREAD, "1")}
+    here = os.path.dirname(os.path.abspath(__file__))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True)
+    print(done.stdout, end="")
+    print(done.stderr, end="", file=sys.stderr)
+    return done.returncode

@@ -152,6 +152,47 @@ def test_a_right_cell_passes_against_its_code(ip):
     assert {r.name for r in report.rows} == {"a", "b", "c", "f"}
 
 
+@pytest.mark.parametrize("reads_back", [False, True])
+def test_every_check_of_a_run_starts_from_the_state_the_cell_started_from(ip, reads_back):
+    # a cell that grows a list it reads gives other values when re-run in one process: each
+    # re-run must still see the list as the recorded run did, at every check asked
+    grow = "seen.append(a)\n" if reads_back else ""
+    trace = _run(ip, f"{grow}L = a * a * len(seen) + b\nL", "seen = [0]\na = 1.5\nb = 2.0")
+    count = len(ip.user_ns["seen"])
+    for eps in (None, 1e-5):
+        report = trace.check(eps)
+        assert report.passed and report.oracle == "code", report.verdict
+        grads = {r.name: r.numeric for r in report.rows if r.index is not None}
+        assert grads == {"a": pytest.approx(3.0 * count, rel=1e-6), "b": pytest.approx(1.0)}
+    assert len(ip.user_ns["seen"]) == count
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="finds processes in /proc")
+def test_closing_the_re_runs_leaves_no_process_behind(ip):
+    # the process that ran the points is the zygote's child: ended and reaped by it, not
+    # left to whoever adopts orphans (which, in a container, may never reap them)
+    trace = _run(ip, "L = a * a\nL", "a = 2.0")
+    assert trace.check().passed
+    zygote = trace.rerun.zygote._process.pid
+    workers = _children(zygote)
+    assert workers
+    trace.rerun.close()
+    assert not [pid for pid in (zygote, *workers) if os.path.exists(f"/proc/{pid}")]
+
+
+def _children(parent: int) -> list:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append(int(pid))
+    return found
+
+
 def test_a_cell_that_writes_a_file_is_not_run_again_and_gets_no_tick(ip, tmp_path):
     out = tmp_path / "log.txt"
     trace = _run(

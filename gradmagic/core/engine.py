@@ -37,9 +37,6 @@ Design notes:
   (shared by every node class) and are importable from here.
 * Every operation comes from the table in :mod:`gradmagic.core.ops`; each is also
   reachable by name through :func:`apply`.
-* ``_walk`` is one long function (about 95 lines) on purpose: its loop runs once per node
-  of every recorded graph, and the only split that would shorten it, reading a node's number
-  in a helper, adds a call per node that costs a sixth of the walk's time.
 """
 
 from __future__ import annotations
@@ -266,39 +263,25 @@ def walk(root, zero: bool = False) -> Walk:
     """
     if state.open_writes:
         _graph.settle()
-    try:
-        return _walk(root, zero, True)
-    except AttributeError:  # an op entry of no table (a test's own node class): walk again
-        return _walk(root, zero, False)
+    w = Walk()
+    w.grads, w.zeroed = None, zero
+    w.order, w.codes, w.pa, w.pb, w.named = [], [], [], [], []
+    w.data, w.ints, w.odd, w.odd_data = _array("d"), [], [], []
+    _walk(w, root, zero)
+    return w
 
 
-def _walk(root, zero: bool, tables: bool) -> Walk:
-    """:func:`walk`; ``tables``: every op entry has a ``_trace_code`` (those of the op tables)."""
+def _walk(w: Walk, root, zero: bool) -> None:
+    """:func:`walk` into ``w``'s columns: one loop (a call per node would cost a sixth of
+    the walk). An op entry of no table (a test's own node class) has code 255."""
     entered = state.last_mark + 1
-    base = i = entered + 1
-    none = base - 1
-    scalar, float_nodes, int_nodes = SCALAR_NODES, FLOAT_NODES, INT_NODES
-    tensors = False
-    order: list[GraphNode] = []
-    codes: list[int] = []
-    pa: list[int] = []
-    pb: list[int] = []
-    named: list[int] = []
-    ints: list[int] = []
-    odd: list[int] = []
-    odd_data: list[Any] = []
-    data = _array("d")
-    nan = math.nan
-    stack = [root]
-    push, pop, append = stack.append, stack.pop, order.append
-    code_append, a_append, b_append, named_append = (
-        codes.append,
-        pa.append,
-        pb.append,
-        named.append,
-    )
-    data_append, odd_append, odd_data_append = data.append, odd.append, odd_data.append
-    int_append = ints.append
+    w.base = base = i = entered + 1
+    scalar, float_nodes, int_nodes, nan = SCALAR_NODES, FLOAT_NODES, INT_NODES, math.nan
+    stack, tensors = [root], False
+    push, pop, append, code_append = stack.append, stack.pop, w.order.append, w.codes.append
+    a_append, b_append, named_append = w.pa.append, w.pb.append, w.named.append
+    data_append, int_append = w.data.append, w.ints.append
+    odd_append, odd_data_append = w.odd.append, w.odd_data.append
     try:
         while stack:
             v = stack[-1]
@@ -307,76 +290,53 @@ def _walk(root, zero: bool, tables: bool) -> Walk:
                 if m is not None and m > entered:  # placed (pushed by two children)
                     pop()
                     continue
-                a = v._a
-                if a is not None:  # its parents first (a leaf, or a node whose parents
-                    m = a._mark  # are placed already, is placed at once)
-                    waiting = m is None or m < entered
-                    if waiting:
-                        push(a)
-                    b = v._b
-                    if b is not None:
-                        m = b._mark
-                        if m is None or m < entered:
-                            push(b)
-                            waiting = True
-                    if waiting:
-                        v._mark = entered
-                        continue
-            # its parents are placed: place it
-            pop()
+                a, b, waiting = v._a, v._b, False  # its parents are placed before it
+                if a is not None and (a._mark is None or a._mark < entered):
+                    push(a)
+                    waiting = True
+                if b is not None and (b._mark is None or b._mark < entered):
+                    push(b)
+                    waiting = True
+                if waiting:
+                    v._mark = entered
+                    continue
+            pop()  # its parents are placed: place it
             v._mark = i
             i += 1
             append(v)
-            a = v._a
-            if a is None:
-                a_append(none)
-                b_append(none)
-                op = v._op
-                code_append(0 if op is None else 255)  # (an entry on a leaf: odd)
-            else:  # a node with parents has an op entry
-                a_append(a._mark)
-                b = v._b
-                b_append(none if b is None else b._mark)
-                code_append(v._op._trace_code if tables else getattr(v._op, "_trace_code", 255))
+            a, b, op = v._a, v._b, v._op  # (an entry on a leaf is odd: 255)
+            a_append(entered if a is None else a._mark)
+            b_append(entered if a is None or b is None else b._mark)
+            code_append(
+                (0 if op is None else 255) if a is None else getattr(op, "_trace_code", 255)
+            )
             if v.label:
                 named_append(i - 1 - base)
-            # its number as a float, read while the node is at hand
-            cls = v.__class__
+            cls = v.__class__  # its number as a float, read while the node is at hand
             if cls in float_nodes:
                 data_append(v)  # a float itself
-                if zero:
-                    v.grad = 0.0
             elif cls is Value and v.data.__class__ is _FLOAT:
                 data_append(v.data)
-                if zero:
-                    v.grad = 0.0
             elif cls in int_nodes or cls is Value and v.data.__class__ is _INT:
                 try:
                     data_append(v.data)  # a plain int (the Trace keeps it exact)
                 except OverflowError:  # too big for a float: nan, its int in order
                     data_append(nan)
                 int_append(i - 1 - base)
-                if zero:
-                    v.grad = 0.0
             else:  # a bool, an int subclass, an array...: kept aside for the Trace
                 data_append(nan)
                 odd_append(i - 1 - base)
-                if cls in scalar:
-                    odd_data_append(v.data)
-                    if zero:
-                        v.grad = 0.0
-                else:  # (the Trace of a graph with tensors reads its nodes' data)
+                if cls not in scalar:  # (the Trace of a graph with tensors reads their data)
                     odd_data_append(None)
                     tensors = True
                     if zero:
                         v._zero_grad()
+                    continue
+                odd_data_append(v.data)
+            if zero:
+                v.grad = 0.0
     finally:
-        state.last_mark = i
-    w = Walk()
-    w.order, w.codes, w.pa, w.pb, w.named = order, codes, pa, pb, named
-    w.data, w.ints, w.odd, w.odd_data, w.grads = data, ints, odd, odd_data, None
-    w.base, w.tensors, w.zeroed = base, tensors, zero
-    return w
+        state.last_mark, w.tensors = i, tensors
 
 
 def _other(x):

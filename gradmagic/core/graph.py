@@ -247,10 +247,16 @@ def backward(root, seed, walk_=None) -> None:
         _backward_nodes(root, seed, order)
         return
     root.grad = seed
-    keep = walk_ is not None  # the gradients for the walk's Trace, read as they become final
-    if keep:
-        walk_.grads = grads = _array("d")
-        grad_append = grads.append
+    if walk_ is not None:  # the gradients for the walk's Trace, read as they become final
+        walk_.grads = _array("d")
+    _backward_numbers(order, None if walk_ is None else walk_.grads)
+
+
+def _backward_numbers(order, grads) -> None:
+    """The sweep over a graph of numbers (see :func:`backward`), each node's gradient added
+    to ``grads`` (unless None) as it becomes final."""
+    keep = grads is not None
+    grad_append: Any = grads.append if keep else None
     add, sub, mul, relu = _ADD, _SUB, _MUL, _RELU
     for v in reversed(order):
         g = v.grad

@@ -227,29 +227,28 @@ def execute(
         zygote = rerun.Zygote(_PlainRun(cell, ns, global_ns, options))
     started = time.perf_counter()
     _runtime.births = 0
-    _runtime.array_births.clear()
-    del _runtime.float_births[:]
+    _runtime.array_births = None if zygote is None else {}
+    _runtime.float_births = None if zygote is None else _runtime.births_list()
     try:
         trace, (handles, explicit, inside) = _execute(cell, ns, global_ns, options, counts)
     except BaseException:
         if zygote is not None:
             zygote.close()
         raise
+    finally:
+        arrays, _runtime.array_births = _runtime.array_births or {}, None
+        floats, _runtime.float_births = _runtime.float_births or (), None
     trace.rerun = rerun.Rerun(
         zygote,
         handles,
         time.perf_counter() - started,
         problem="" if zygote is not None else _NOT_KEPT if options.no_check else _NO_FORK,
-        arrays={
-            b: _runtime.array_births[b] for b in handles.values() if b in _runtime.array_births
-        },
+        arrays={b: arrays[b] for b in handles.values() if b in arrays},
     )
     trace.rerun.explicit = explicit
     if getattr(trace, "trained", False):
         trace.rerun.problem = _TRAINED
-    trace.rerun.outside = frozenset(_runtime.float_births).difference(inside)
-    del _runtime.float_births[:]
-    _runtime.array_births.clear()
+    trace.rerun.outside = frozenset(floats).difference(inside)
     return trace
 
 

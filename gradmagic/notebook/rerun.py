@@ -10,8 +10,8 @@ the gradient must match.
 Every re-run happens in a child process forked when the recorded run began (a
 :class:`Zygote`): it starts from exactly the state the cell started from (the names, the
 objects they reach, modules, random generators) and whatever it changes dies with it, so the
-user's namespace is never touched. Each point is one more fork of that child, with its output
-thrown away and its time and memory bounded. A re-run that reaches the outside world (opens a
+user's namespace is never touched. The points run in a fork of that child (see
+:class:`_Answers`), with their output thrown away and their time and memory bounded. A re-run that reaches the outside world (opens a
 file for writing, a socket, a subprocess: the events Python's audit hooks report) is stopped,
 and the check says that it compared with the recorded graph only.
 
@@ -23,6 +23,8 @@ re-run must meet the same inputs and give the recorded value, or nothing is judg
 from __future__ import annotations
 
 import fcntl
+import functools
+import gc
 import io
 import os
 import pickle
@@ -154,13 +156,11 @@ def _read(fd: int, n: int, deadline: float | None):
 
 class Zygote:
     """A child process forked now, holding the process as it is, that runs ``job(point)`` for
-    each point it is sent, each in a fork of its own. ``job`` returns a float (the target) or
-    raises; a point's answer is ``("ok", value, seen)``, ``("error", text)``,
-    ``("outside", event)`` or ``("timeout",)``."""
+    each point it is sent, in a fork of it (see :class:`_Answers`). ``job`` returns a
+    float (the target) or raises; a point's answer is ``("ok", value, seen)``,
+    ``("error", text)``, ``("outside", event)`` or ``("timeout",)``."""
 
     def __init__(self, job):
-        requests, self._requests = os.pipe()
-        self._replies, replies = os.pipe()
         others = [fd for z in _live() for fd in z._fds()]
         global _RANDOM
         _RANDOM = random.getstate()
@@ -169,32 +169,22 @@ class Zygote:
         np.random.get_state()
         with warnings.catch_warnings():  # (a multi-threaded kernel: the child uses no thread)
             warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # the child never returns
-            code = 1
-            try:
-                os.close(self._requests)
-                os.close(self._replies)
-                for fd in others:
-                    _close(fd)
-                _quiet()
-                _serve(job, requests, replies)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(requests)
-        os.close(replies)
-        self.pid = pid
+            answers = _Answers(job)
+            self._process = _Worker(answers, functools.partial(_zygote, others), answers.end)
+        try:
+            os.setpgid(self._process.pid, self._process.pid)  # (as the child does, first or not)
+        except OSError:  # (it has ended)
+            pass
         _LIVE.append(weakref.ref(self))
         while len(_live()) > KEEP:
             _live()[0].close()
 
     def _fds(self):
-        return [fd for fd in (self._requests, self._replies) if fd >= 0]
+        return [fd for fd in (self._process._to, self._process._from) if fd >= 0]
 
     @property
     def alive(self) -> bool:
-        return self.pid > 0
+        return self._process.pid > 0
 
     def run(self, points: list, timeout: float, first_timeout: float, budget=None, must=1) -> list:
         """The answers for ``points`` (the first is given ``first_timeout``, each other
@@ -203,35 +193,32 @@ class Zygote:
         then stop short."""
         if not self.alive:
             return [("error", "the re-run process was closed")] * len(points)
-        try:
-            _send(self._requests, (points, timeout, first_timeout, budget, must))
-            deadline = time.monotonic() + first_timeout + timeout * len(points) + 5
-            answers = _receive(self._replies, deadline)
-        except OSError:
-            answers = None
-        if answers is None:
-            self.close()
+        request = (points, timeout, first_timeout, budget, must)
+        answers = self._process.ask(request, first_timeout + timeout * len(points) + 5)
+        if isinstance(answers, tuple):  # (it timed out, or ended: it is closed)
             return [("error", "the re-run process stopped answering")] * len(points)
         return answers
 
     def close(self) -> None:
-        if self.pid <= 0:
-            return
-        for fd in self._fds():
-            _close(fd)
-        self._requests = self._replies = -1
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        except (OSError, ChildProcessError):
-            pass
-        self.pid = 0
+        self._process.close(grace=0.1)
 
     def __del__(self):
         try:
             self.close()
         except Exception:  # noqa: BLE001 - at the interpreter's end, os may be gone
             pass
+
+
+def _zygote(others: list, keep: int) -> None:
+    """The zygote's start: its own process group (closed with the process that runs its
+    points), the garbage collector's objects frozen (a collection would touch, so copy,
+    every page it shares), the other zygotes' pipes closed, its output nowhere."""
+    os.setpgid(0, 0)
+    gc.freeze()
+    for fd in others:
+        _close(fd)
+    _quiet()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _live() -> list:
@@ -256,64 +243,108 @@ def _quiet() -> None:
     sys.stdin = io.StringIO()
 
 
-def _serve(job, requests: int, replies: int) -> None:
-    """The zygote's loop: each request is a list of points, answered in one list.
+class _Answers:
+    """The zygote's answer to each request, a list of points, answered in one list.
 
-    A fork costs more than a small cell's run, so one process runs all the points of a
-    request, the namespace, the moved inputs and the random generators put back between them;
-    the unmoved point is run again at the end, and if it no longer gives the same, the cell
-    changes state the next run reads, and each point is run in a fork of its own instead.
+    A fork costs more than a small cell's run, so one process (a fork of the zygote, made at
+    the first request) runs all the points of every request, the namespace, the moved inputs
+    and the random generators put back between them. The unmoved point is run again at the
+    end of each request: if it no longer gives what it first gave, the cell changes state the
+    next run reads, and each point is run in a fork of its own from then on.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    alone = False
-    while True:
-        request = _receive(requests)
-        if request is None:  # the kernel closed its end: it is gone, or the run was dropped
-            return
+
+    def __init__(self, job):
+        self.job, self.worker, self.leaky = job, None, False
+
+    def __call__(self, request):
         points, timeout, first, budget, must = request
-        answers = None
-        if not alone:  # (past the budget only the first ``must`` points start)
+        if not self.leaky:  # (past the budget only the first ``must`` points start)
+            job = self.job
+            self.worker = self.worker or _Worker(functools.partial(_work_all, job, {}), _enter)
             rest = timeout * len(points) if budget is None else budget + timeout * must
-            total = first + rest
-            answers = _forked(lambda p=points, b=budget, m=must: _work_all(job, p, b, m), total)
-            if answers[0] == "leaky":
-                answers, alone = None, True
-            elif answers[0] in ("timeout", "ended"):
+            answers = self.worker.ask((points, budget, must), first + rest)
+            if answers[0] in ("timeout", "ended"):
                 answers = [answers] * len(points)
-        if answers is None:
-            answers, start = [], time.monotonic()
-            for k, point in enumerate(points):
-                if k >= must and budget is not None and time.monotonic() - start > budget:
-                    break
-                answers.append(_forked(lambda p=point: _work(job, p), first if k == 0 else timeout))
-        _send(replies, answers)
+            self.leaky = answers[0] == "leaky"
+            if self.leaky or any(a[0] != "ok" for a in answers):  # (state may be left)
+                self.end()
+            if not self.leaky:
+                return answers
+        answers, start = [], time.monotonic()
+        for k, point in enumerate(points):
+            if k >= must and budget is not None and time.monotonic() - start > budget:
+                break
+            alone = _Worker(functools.partial(_work, self.job), _enter)
+            answers.append(alone.ask(point, first if k == 0 else timeout))
+            alone.close()
+        return answers
+
+    def end(self) -> None:
+        """Ends the worker (the zygote reaps it: nothing is left to whoever adopts orphans)."""
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
 
 
-def _forked(work, timeout: float):
-    """``work()`` in a fork of this process, its answer; ``("timeout",)`` past ``timeout``."""
-    inbox, outbox = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+class _Worker:
+    """A fork of this process that answers ``work(request)`` for each request it is sent,
+    after ``enter(the descriptor it answers on)``; ``end()`` runs when its requests end."""
+
+    def __init__(self, work, enter, end=None):
+        inbox, self._to = os.pipe()
+        self._from, outbox = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                os.close(self._to)
+                os.close(self._from)
+                enter(outbox)
+                while (request := _receive(inbox)) is not None:
+                    _send(outbox, work(request))
+            finally:
+                if end is not None:
+                    end()
+                os._exit(0)
         os.close(inbox)
+        os.close(outbox)
+
+    def ask(self, request, timeout: float):
+        """Its answer to ``request``; ``("timeout",)`` past ``timeout`` seconds, ``("ended",)``
+        if it ended (either way it is closed)."""
+        deadline = time.monotonic() + timeout
         try:
-            _enter(keep=outbox)
-            _send(outbox, work())
-        finally:
-            os._exit(0)
-    os.close(outbox)
-    deadline = time.monotonic() + timeout
-    try:
-        answer = _receive(inbox, deadline)
-    finally:
-        os.close(inbox)
-    if answer is None:
-        try:
-            os.kill(pid, signal.SIGKILL)
+            _send(self._to, request)
+            answer = _receive(self._from, deadline)
         except OSError:
+            answer = None
+        if answer is None:
+            answer = ("timeout",) if time.monotonic() >= deadline else ("ended",)
+            self.close()
+        return answer
+
+    def close(self, grace: float = 0.0) -> None:
+        """Ends it: its requests end, it is given ``grace`` seconds to end by itself, then it
+        is killed (with the process group it leads, for a zygote)."""
+        if self.pid <= 0:
+            return
+        _close(self._to)
+        _close(self._from)
+        self._to = self._from = -1
+        given = time.monotonic() + grace
+        try:
+            while os.waitpid(self.pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() >= given:
+                    for kill in (os.killpg, os.kill):
+                        try:
+                            kill(self.pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                    os.waitpid(self.pid, 0)
+                    break
+                time.sleep(0.001)
+        except ChildProcessError:  # (reaped already: SIGCHLD ignored)
             pass
-        answer = ("timeout",) if time.monotonic() >= deadline else ("ended",)
-    os.waitpid(pid, 0)
-    return answer
+        self.pid = 0
 
 
 def _enter(keep: int) -> None:
@@ -359,25 +390,26 @@ def _blind(keep: int) -> None:
         os.close(null)
 
 
-def _work_all(job, points, budget=None, must=1):
+def _work_all(job, kept: dict, request):
     """Every point in this process, the state put back before each (see :func:`_serve`);
-    past ``budget`` seconds, only the first ``must``."""
-    kept = _Kept(job.namespaces)
+    past ``budget`` seconds, only the first ``must``. ``kept`` holds the state to put back
+    and the unmoved point's first answer, from this process's first request."""
+    if not kept:
+        kept["state"] = _Kept(job.namespaces)
+    state, (points, budget, must) = kept["state"], request
     answers: list = []
     start = time.monotonic()
     for k, point in enumerate(points):
         if k >= must and budget is not None and time.monotonic() - start > budget:
             break
-        kept.restore()
+        state.restore()
         answers.append(_work(job, point))
         if answers[-1][0] == OUTSIDE:
             return [answers[-1]] * len(points)
-    kept.restore()
-    answers.append(_work(job, points[0]))  # the unmoved point again: did state leak?
-    again = answers.pop()
-    if again != answers[0]:
-        return ("leaky",)
-    return answers
+    state.restore()
+    again = _work(job, points[0])  # the unmoved point again: did state leak?
+    first = kept.setdefault(repr(points[0]), answers[0])
+    return ("leaky",) if again != answers[0] or first != answers[0] else answers
 
 
 class _Kept:

@@ -99,15 +99,21 @@ def born(node):
         return _probe.born(node)
     births += 1
     node._born = births
-    if type(node) is Float:
+    if array_births is not None and isinstance(node, np.ndarray):  # what it held when born
+        array_births[births] = _seen(node)  # (a write may change it)
+    elif float_births is not None and type(node) is Float:
         float_births.append(births)
-    elif isinstance(node, np.ndarray):  # what it held when born (a write may change it)
-        array_births[births] = _seen(node)
     return node
 
 
-array_births: dict = {}  # birth → (shape, sum) of the arrays born in the run
-float_births = _births_array("q")  # the births that made a float leaf
+# birth → (shape, sum) of the arrays born in the run, for its re-runs (None: none is kept)
+array_births: dict | None = None
+float_births: Any = None  # the births that made a float leaf, for its re-runs (see .rerun)
+
+
+def births_list():
+    """An empty list of births (8 bytes each)."""
+    return _births_array("q")
 
 
 def tick() -> None:
@@ -516,10 +522,24 @@ def prepare_call(f, /, *args, **kwargs):
     the result still depends on them.
     """
     global call_function, call_args, call_kwargs
-    token = None
-    if f is sys.getsizeof:  # the size of the number the cell holds, not of its node
-        call_function, call_args, call_kwargs = f, [shown(a) for a in args], kwargs
+    numpy = _numpy_without_graph(f)
+    call = _answered(f, args, kwargs, numpy)
+    if call is not None:
+        call_function, call_args, call_kwargs = call
         return None
+    if numpy and not any(type(a) is Tensor for a in args):
+        args, kwargs, token = _cut_call(f, args, kwargs)
+    else:
+        args, kwargs, token = _ints_call(f, args, kwargs)
+    call_function, call_args, call_kwargs = f, args, kwargs
+    return token
+
+
+def _answered(f, args, kwargs, numpy: bool):
+    """``(function, args, kwargs)`` to call instead of ``f`` where the magic answers the call
+    its own way, else None (``numpy``: ``f`` is a numpy function that loses the graph)."""
+    if f is sys.getsizeof:  # the size of the number the cell holds, not of its node
+        return f, [shown(a) for a in args], kwargs
     if (
         _run is not None
         and _array.takes_nodes(f)
@@ -527,55 +547,50 @@ def prepare_call(f, /, *args, **kwargs):
     ):
         # numpy would read number nodes (and lists of nodes) as plain numbers: numpy's own
         # result, as a node of the graph
-        call_function, call_args, call_kwargs = (
-            _array.numpy_with_nodes(f),
-            [_ints_deep(a) for a in args],
-            kwargs,
-        )
+        return _array.numpy_with_nodes(f), [_ints_deep(a) for a in args], kwargs
+    if not numpy:
         return None
-    numpy = _numpy_without_graph(f)
-    if numpy and args and type(args[0]) in _MADE_FROM and f in _ARRAY_MAKERS:
-        call_function, call_args, call_kwargs = (
-            _given,
-            (_made_from_array(f, args, kwargs),),
-            _NO_KWARGS,
-        )
-        return None
-    if numpy and f in _STEPS and not kwargs.get("out"):  # piecewise constant: gradient 0
-        call_function, call_args = f, [_array._deep_plain(a) for a in args]
-        call_kwargs = kwargs
-        return None
-    if numpy and not any(type(a) is Tensor for a in args):
-        name = _describe(f)
-        run = _run
-        before = len(run.cut_nodes) if run is not None else 0
-        args = [_data(a, name) for a in args]
-        kwargs = {k: _data(v, name) for k, v in kwargs.items()}
-        if run is not None and len(run.cut_nodes) > before:  # its result is made by a cut
-            _, line, _, function = run.cut_nodes[-1]
-            token = (None, (), (line, function))
-    elif numpy and _array_of_one_tensor(f, args, kwargs):
-        result = args[0].copy() if f is np.array else args[0]
-        call_function, call_args, call_kwargs = _given, (result,), _NO_KWARGS
-        return None
-    else:
-        args = [_ints_deep(a) for a in args]
-        kwargs = {k: _ints_deep(v) for k, v in kwargs.items()}
-        run = _run
-        if run is not None:
-            nodes = [a for a in _flat(args) if type(a) in SCALARS]
-            nodes += [v for v in _flat(kwargs.values()) if type(v) in SCALARS]
-            made = None  # an array a cut made, going in (np.sum(np.array([x, y])))
-            if run.cut_arrays:
-                for a in _flat(args):
-                    entry = run.cut_arrays.get(id(a))
-                    if entry is not None and entry[0] is a:
-                        made = entry[1]
-                        break
-            if nodes or made:
-                token = (f, nodes, made)
-    call_function, call_args, call_kwargs = f, args, kwargs
-    return token
+    if args and type(args[0]) in _MADE_FROM and f in _ARRAY_MAKERS:
+        return _given, (_made_from_array(f, args, kwargs),), _NO_KWARGS
+    if f in _STEPS and not kwargs.get("out"):  # piecewise constant: gradient 0
+        return f, [_array._deep_plain(a) for a in args], kwargs
+    if args and _array_of_one_tensor(f, args, kwargs):
+        return _given, (args[0].copy() if f is np.array else args[0],), _NO_KWARGS
+    return None
+
+
+def _cut_call(f, args, kwargs) -> tuple:
+    """``(args, kwargs, token)`` for a numpy function that cannot keep the graph: every node
+    as its plain number, the cut recorded; the token says where a cut made the result."""
+    name = _describe(f)
+    run = _run
+    before = len(run.cut_nodes) if run is not None else 0
+    args = [_data(a, name) for a in args]
+    kwargs = {k: _data(v, name) for k, v in kwargs.items()}
+    if run is not None and len(run.cut_nodes) > before:  # its result is made by a cut
+        _, line, _, function = run.cut_nodes[-1]
+        return args, kwargs, (None, (), (line, function))
+    return args, kwargs, None
+
+
+def _ints_call(f, args, kwargs) -> tuple:
+    """``(args, kwargs, token)`` for any other call: int-valued nodes as ints; the token
+    lists the number nodes that went in (and an array a cut made, going in)."""
+    args = [_ints_deep(a) for a in args]
+    kwargs = {k: _ints_deep(v) for k, v in kwargs.items()}
+    run = _run
+    if run is None:
+        return args, kwargs, None
+    nodes = [a for a in _flat(args) if type(a) in SCALARS]
+    nodes += [v for v in _flat(kwargs.values()) if type(v) in SCALARS]
+    made = None  # an array a cut made, going in (np.sum(np.array([x, y])))
+    if run.cut_arrays:
+        for a in _flat(args):
+            entry = run.cut_arrays.get(id(a))
+            if entry is not None and entry[0] is a:
+                made = entry[1]
+                break
+    return args, kwargs, (f, nodes, made) if nodes or made else None
 
 
 _NO_KWARGS: dict = {}
