@@ -70,6 +70,23 @@ def test_arrays_varargs_and_keywords():
     assert type(x) is np.ndarray and x.tolist() == [1.0, -2.0, 0.5]
 
 
+def product(x, y):
+    return np.sum(x * y) + 1.0
+
+
+@pytest.mark.parametrize("shared", [0.6, np.array([1.0, -2.0, 0.5])], ids=["float", "array"])
+def test_one_object_passed_for_two_parameters_is_two_inputs(shared):
+    """``f(a, a)``: each parameter's own gradient, holding the other fixed (as autograd
+    gives it), never one leaf under the first name with the sum of both."""
+    run = autograd(product)(shared, shared)
+    for name in ("x", "y"):
+        np.testing.assert_allclose(
+            run.grads[name], central(lambda v: product(v, shared), np.array(shared)), rtol=1e-6
+        )
+    assert run.check().passed
+    assert run.value == pytest.approx(product(shared, shared), rel=1e-15)
+
+
 def test_a_cells_source_with_its_inputs():
     run = autograd("e = a*b\nd = e + 10.0\nL = d * -2.0\nL")(a=2.0, b=-3.0)
     expected = {"a": 6.0, "b": -4.0, "e": -2.0, "d": -2.0, "L": 1.0}

@@ -33,6 +33,8 @@ import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from ..analysis.options import DEFAULTS, Options
 from ..analysis.trace import Trace
 from . import session, torchcell
@@ -179,6 +181,7 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             raise TypeError(f"{name}(): {e}") from None
         if bound is not None:
             bound.apply_defaults()
+            _unshared(bound.arguments)
         ns = dict(getattr(fn, "__globals__", {}))  # a copy: the module is left as it was
         ns.update(_closure(fn))
         if (
@@ -211,6 +214,20 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
 
 
 _FN, _ARGS, _KWARGS = "__gradmagic_fn__", "__gradmagic_args__", "__gradmagic_kwargs__"
+
+
+def _unshared(arguments: dict) -> None:
+    """Each parameter its own input, as in autograd: a number or array passed for two
+    parameters (``f(a, a)``) is copied for the second, which would otherwise share the
+    first's leaf (its gradient, the sum of both, shown under one name only)."""
+    seen: set = set()
+    for name, value in arguments.items():
+        if id(value) in seen:
+            if type(value) is float:
+                arguments[name] = float.fromhex(value.hex())  # (a new float object)
+            elif isinstance(value, (np.ndarray, np.generic)):
+                arguments[name] = value.copy()
+        seen.add(id(arguments[name]))
 
 
 def _run(source: str, ns: dict, options: Options, filename: str, first_line: int = 1) -> Run:
