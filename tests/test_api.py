@@ -239,3 +239,13 @@ def test_a_pytorch_source_with_nothing_to_differentiate_says_so():
     with pytest.raises(TypeError, match="nothing to differentiate"):
         autograd("import torch\nn = 3")()
     assert torch is not None
+
+
+def test_a_parameter_that_does_not_reach_the_value_has_gradient_zero():
+    """As autograd gives it: 0 in the input's shape, for each number the arguments hold that
+    the value does not depend on (a step function's input, an unused item of a dict)."""
+    x = np.array([0.7, -0.2])
+    run = autograd(lambda x, y, d: np.sum(np.floor(x)) + d["a"] * 2.0)(x, 3.0, {"a": 1.5, "b": 2.5})
+    assert run.grads["y"] == 0.0 and run.grads_of("d") == {"a": 2.0, "b": 0.0}
+    np.testing.assert_array_equal(run.grads["x"], np.zeros(2))
+    assert run.grads["x"].shape == x.shape and run.check().passed

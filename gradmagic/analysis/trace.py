@@ -195,6 +195,7 @@ class Trace:
         self.claims: Any = None
         self.steps: list = []  # a training loop: the loss at each backward() the cell called
         self.trained = False  # backward() was called on a node other than the target
+        self.zero_grads: dict = {}  # label → 0: a function's inputs that do not reach the target
         self._names = None  # label → node index, made on first use
 
     # ------------------------------------------------------------------ the snapshot
@@ -574,8 +575,12 @@ class Trace:
 
     @property
     def grads(self) -> dict:
-        """label → gradient of the target, for every labelled node."""
-        return {name: self._grad(i) for name, i in self._named().items()}
+        """label → gradient of the target, for every labelled node (and 0 for a named input
+        that does not reach the target: a function's parameter, see ``zero_grads``)."""
+        grads = {name: self._grad(i) for name, i in self._named().items()}
+        for name, zero in self.zero_grads.items():
+            grads.setdefault(name, zero)
+        return grads
 
     def grads_of(self, path: str):
         """The gradient of what ``path`` names, in the shape of the data it names.

@@ -195,7 +195,7 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             # the value is bound to the function's name: the target is drawn as "loss = ..."
             source = f"{code}{fname} = {fname}({_call_text(signature, bound)})\n"
             filename = _remember(source, fname, before)
-            return _run(source, ns, options, filename, first_line=line)
+            return _zeros(_run(source, ns, options, filename, first_line=line), bound.arguments)
         # called as it is: the inputs are nodes, the function's own text is not rewritten
         named = name if name.isidentifier() and not keyword.iskeyword(name) else "result"
         if signature is not None and named in signature.parameters:
@@ -208,7 +208,8 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             call = f"{_FN}(*{_ARGS}, **{_KWARGS})"
         ns[_FN] = fn
         source = f"{named} = {call}\n"
-        return _run(source, ns, options, _remember(source, name))
+        run = _run(source, ns, options, _remember(source, name))
+        return run if bound is None else _zeros(run, bound.arguments)
 
     return run
 
@@ -228,6 +229,29 @@ def _unshared(arguments: dict) -> None:
             elif isinstance(value, (np.ndarray, np.generic)):
                 arguments[name] = value.copy()
         seen.add(id(arguments[name]))
+
+
+def _zeros(run: Run, arguments: dict) -> Run:
+    """``run``, its gradients holding 0 for each number the arguments hold that does not
+    reach the target (as autograd gives it), named by its path (``x``, ``xs[1]``)."""
+    if isinstance(run.trace, Trace):
+        named = run.trace.grads
+        stack = list(arguments.items())
+        while stack:
+            path, value = stack.pop()
+            if type(value) in (list, tuple):
+                stack += [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+            elif type(value) is dict:
+                stack += [(f"{path}[{k!r}]", v) for k, v in value.items()]
+            elif path not in named and _real(value):
+                run.trace.zero_grads[path] = np.zeros_like(value) if np.ndim(value) else 0.0
+    return run
+
+
+def _real(value) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind == "f"
+    return type(value) is float or isinstance(value, np.floating)
 
 
 def _run(source: str, ns: dict, options: Options, filename: str, first_line: int = 1) -> Run:
