@@ -441,7 +441,7 @@ def _missing_paths(trace, rows) -> list:
     named = [r for r in wrong if r.index is not None]
     names = ", ".join(f"`{r.name}`" for r in named[:4]) + (", ..." if len(named) > 4 else "")
     if any(r.index is None and _OUTSIDE in r.name for r in wrong):
-        names = (names + " and " if names else "") + "numbers the graph never reached"
+        names = (names + " and " if names else "") + "inputs the graph never reached"
     names = names or "its inputs"
     places = [w for w in getattr(trace, "warnings", ()) if w][:1]
     return [
@@ -604,7 +604,7 @@ class _Code:
             return []
         names = getattr(trace, "stray_names", [])
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-        name = f"{count:,} number{'s' if count > 1 else ''}{_OUTSIDE}" + (
+        name = f"{count:,} input{'s' if count > 1 else ''}{_OUTSIDE}" + (
             f" ({shown})" if shown else ""
         )
         note = (

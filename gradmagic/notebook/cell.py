@@ -228,7 +228,7 @@ def execute(
     started = time.perf_counter()
     _runtime.births = 0
     _runtime.array_births = None if zygote is None else {}
-    _runtime.float_births = None if zygote is None else _runtime.births_list()
+    _runtime.input_births = None if zygote is None else _runtime.births_list()
     try:
         trace, (handles, explicit, inside) = _execute(cell, ns, global_ns, options, counts)
     except BaseException:
@@ -237,7 +237,7 @@ def execute(
         raise
     finally:
         arrays, _runtime.array_births = _runtime.array_births or {}, None
-        floats, _runtime.float_births = _runtime.float_births or (), None
+        strays, _runtime.input_births = _runtime.input_births or (), None
     trace.rerun = rerun.Rerun(
         zygote,
         handles,
@@ -248,7 +248,7 @@ def execute(
     trace.rerun.explicit = explicit
     if getattr(trace, "trained", False):
         trace.rerun.problem = _TRAINED
-    trace.rerun.outside = frozenset(floats).difference(inside)
+    trace.rerun.outside = frozenset(strays).difference(inside)
     return trace
 
 
@@ -370,7 +370,7 @@ def _plain_number(rw: Rewritten, name, value, ns) -> float:
 
 
 def _stray(value, inside: frozenset) -> bool:
-    born = getattr(value, "_born", 0) if type(value) is _runtime.Float else 0
+    born = getattr(value, "_born", 0) if type(value) in (_runtime.Float, Array) else 0
     return bool(born) and born not in inside
 
 

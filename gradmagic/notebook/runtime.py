@@ -101,14 +101,21 @@ def born(node):
     node._born = births
     if array_births is not None and isinstance(node, np.ndarray):  # what it held when born
         array_births[births] = _seen(node)  # (a write may change it)
-    elif float_births is not None and type(node) is Float:
-        float_births.append(births)
+    return node
+
+
+def _input(node):
+    """``born(node)``, a float written in the cell or a float or float array lent to it: an
+    input the check moves (see .rerun) when the graph does not reach it."""
+    node = born(node)
+    if input_births is not None and (type(node) is Float or type(node) is Array):
+        input_births.append(births)
     return node
 
 
 # birth → (shape, sum) of the arrays born in the run, for its re-runs (None: none is kept)
 array_births: dict | None = None
-float_births: Any = None  # the births that made a float leaf, for its re-runs (see .rerun)
+input_births: Any = None  # the births :func:`_input` made, for its re-runs (see .rerun)
 
 
 def births_list():
@@ -150,11 +157,22 @@ class Probe:
         if k in self.watch:
             self.seen[k] = _seen(x)
         step = self.moves.get(k)
-        if step is None and self.strays is not None and type(x) is float:
-            sign, eps, seed, strays = self.strays
-            if k in strays:
-                step = sign * eps * (1 if (k * 2654435761 + seed) >> 13 & 1 else -1)
+        if step is None and self.strays is not None and k in self.strays[3]:
+            step = self._stray_step(x, k)
         return x if step is None else self._moved(x, step)
+
+    def _stray_step(self, x, k: int):
+        """The move of a number born outside the graph: a random step of 0.5 to 1.5 eps up or
+        down for each of its numbers (a float, or a float array's elements), the same in
+        both directions; random sizes, so that a number and one made from it (through a
+        path the graph missed) do not cancel."""
+        sign, eps, seed, _ = self.strays
+        if type(x) is float or isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.size:
+            rng = np.random.default_rng((k, seed))
+            n = np.size(x)
+            steps = sign * eps * rng.choice((-1.0, 1.0), n) * rng.uniform(0.5, 1.5, n)
+            return float(steps[0]) if type(x) is float else (np.arange(n), steps)
+        return None
 
     def _moved(self, x, step):
         """``x`` moved by ``step``: a number as a number of its own type; an array, or the
@@ -213,7 +231,7 @@ def literal(x):
         return x if _probe is None else _probe.born(x)
     if x.__class__ is complex:
         return born(complex_leaf(x))
-    return born(Float(x) if x.__class__ is _FLOAT else Int(x))
+    return _input(Float(x)) if x.__class__ is _FLOAT else born(Int(x))
 
 
 def labelled(v, name: str):
@@ -393,7 +411,7 @@ def lent_leaf(x, name: str):
     if made is None:
         tick()
         return None
-    return born(made)
+    return _input(made)
 
 
 # --------------------------------------------------------------------------- plain numbers
