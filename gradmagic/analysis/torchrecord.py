@@ -113,6 +113,7 @@ class Recorder(TorchFunctionMode):
         self.made_bytes = 0
         self.stopped_at = None  # the cell's line where the recording stopped
         self.aside: int | None = None  # id of the module our mode stepped aside for (see _fast)
+        self.losses: list = []  # what each backward() of the cell began at (one real number)
         self.last_line = None
 
     # ------------------------------------------------------------------ watching
@@ -213,6 +214,8 @@ class Recorder(TorchFunctionMode):
             self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
             root = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
             self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
+            if name == "backward":
+                self._step(root)
         before = None
         if inplace and args:
             before = self._before_write(args[0], None if skip else (args[1:], kwargs))
@@ -286,6 +289,12 @@ class Recorder(TorchFunctionMode):
             ):
                 self.updates[i] = [p, old, None]
                 self.updated[id(p)] = i
+
+    @_plainly
+    def _step(self, root) -> None:
+        """Keep the loss a backward() begins at (read when the cell ends)."""
+        if isinstance(root, torch.Tensor) and root.numel() == 1 and root.is_floating_point():
+            self.losses.append(root.detach())
 
     def _line(self):
         """The cell's line running now; labels the names the line before it assigned."""
@@ -365,8 +374,11 @@ class Recorder(TorchFunctionMode):
                     root, accumulates = rec.pass_root
                     rec.leaf_root[key] = root  # (whose gradient the kept one is)
                     if accumulates:
-                        count, held = passes.get(key, (0, False))
-                        # (a leaf's hook runs before torch adds g into its .grad)
+                        # (a leaf's hook runs before torch adds g into its .grad; one set to
+                        # None since the last pass, by zero_grad(), starts the count again)
+                        count, held = (
+                            passes.get(key, (0, False)) if t.grad is not None else (0, False)
+                        )
                         passes[key] = (count + 1, held or (count == 0 and t.grad is not None))
             else:
 

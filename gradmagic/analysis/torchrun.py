@@ -90,6 +90,7 @@ class TorchRun:
     # the autograd nodes in the order backward ran them: (node name, op or -1, value or -1)
     backward: list = field(default_factory=list)
     backward_total: int = 0  # nodes of the backward graph (backward keeps the first STEPS)
+    steps: list = field(default_factory=list)  # the loss at each backward() the cell called
 
     @property
     def value(self) -> float | np.ndarray:
@@ -274,6 +275,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         )
     run.source, run.options, run.backward_by_cell = source, Options.of(options), ran_backward
     run.stats, run.grad_stats = stats, grad_stats
+    run.steps = [float(loss) for loss in rec.losses]
     run.full = keep_full(rec, shown, t_index, host)
     run.backward, run.backward_total = backward_order(rec, target, graph)
     run.warnings.extend(_record_warnings(rec, run, target, graph, shown))

@@ -58,6 +58,7 @@ def payload(run, open=()) -> dict:
         str(n): _node(run, box, parents.get(n, [])) for n, box in enumerate(lay.boxes.values())
     }
     steps = _steps(run, box_of, leaf_box)
+    plot = {"html": render.steps_svg(run.steps)} if len(run.steps) > 1 else None
     return {
         "kind": "torch",
         "headline": torchview.headline(run),
@@ -73,6 +74,8 @@ def payload(run, open=()) -> dict:
             {"id": "graph", "title": "Graph", "kind": "torchgraph", "payload": None},
             {"id": "backward", "title": "Backward", "kind": "torchbackward", "payload": steps},
             {"id": "checks", "title": "Checks", "kind": "html", "payload": _checks_html(run)},
+            *[{"id": "training", "title": "Training", "kind": "html", "payload": plot}]
+            * bool(plot),
             {"id": "ops", "title": "Ops", "kind": "table", "payload": _ops_table(run, box_of)},
             {"id": "params", "title": "Parameters", "kind": "table", "payload": _params(run)},
         ],

@@ -372,6 +372,8 @@ def html_view(run, open=(), mark_run: str = "") -> str:
             + "".join(f"<li>{html.escape(t)}</li>" for t in health)
             + "</ul>"
         )
+    if len(run.steps) > 1:  # a training loop: the loss at each backward()
+        parts.append(f"<p><b>Training</b></p>{render.steps_svg(run.steps)}")
     parts.append(_graph_html(run, open))
     rows, colours = op_rows(run)
     parts.append(
@@ -398,6 +400,8 @@ def text_view(run) -> str:
     if report is not None:
         lines.append(render.answers_text(report))
     lines += ["health: " + t for t in health_lines(run)]
+    if len(run.steps) > 1:
+        lines.append(f"loss per step: {run.steps[0]:.4g} → {run.steps[-1]:.4g}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,93 @@
+"""%%autograd on a PyTorch training loop: it runs as the plain loop does, ``run.steps`` holds
+the loss at each backward(), and the microscope shows the last step: its graph, its gradients
+(PyTorch's own ``.grad`` of the plain loop's last backward) and a check that passes."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_torch_cell import one_thread, run_magic, same, shells  # noqa: E402, F401
+
+SETUP = """
+import torch
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+X, y = torch.randn(32, 3), torch.randn(32, 1)
+opt = torch.optim.{optimizer}(net.parameters(), lr=0.05)
+losses, grads = [], {{}}
+"""
+FORWARD = "loss = ((net(X) - y) ** 2).mean()"
+KEEP = """    losses.append(loss.item())
+    grads = {n: p.grad.clone() for n, p in net.named_parameters()}
+    print("step", step, round(loss.item(), 5))"""
+LOOPS = {  # (the cell, its target's gradients as PyTorch gives them after the plain cell)
+    "zero_grad first": f"""for step in range({{n}}):
+    opt.zero_grad()
+    {FORWARD}
+    loss.backward()
+{KEEP}
+    opt.step()
+loss""",
+    "zero_grad last": f"""for step in range({{n}}):
+    {FORWARD}
+    loss.backward()
+{KEEP}
+    opt.step()
+    opt.zero_grad()
+loss""",
+    "target after the loop": f"""for step in range({{n}}):
+    opt.zero_grad()
+    {FORWARD}
+    loss.backward()
+{KEEP}
+    opt.step()
+final = ((net(X) - y) ** 2).mean()""",
+}
+
+
+def printed(capsys) -> list:
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+
+
+def run_both(capsys, optimizer: str, loop: str, n: int):
+    """The loop run plain and under the magic from the same state: (plain shell, run)."""
+    plain, magic = shells(SETUP.format(optimizer=optimizer))
+    cell = LOOPS[loop].replace("{n}", str(n))
+    capsys.readouterr()
+    assert plain.run_cell(cell).success
+    plain_out = printed(capsys)
+    run = run_magic(magic, cell)
+    assert printed(capsys) == plain_out and len(plain_out) == n
+    for name in ("net", "opt"):
+        a, b = plain.user_ns[name].state_dict(), magic.user_ns[name].state_dict()
+        assert same(a, b), name
+    assert plain.user_ns["losses"] == magic.user_ns["losses"]
+    return plain, run
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+@pytest.mark.parametrize("loop", list(LOOPS))
+def test_a_training_loop_shows_its_losses_and_its_last_step(capsys, optimizer, loop):
+    plain, run = run_both(capsys, optimizer, loop, n=12)
+    ns = plain.user_ns
+    assert run.steps == ns["losses"] and len(set(run.steps)) == 12  # (the loss moved)
+    if loop == "target after the loop":
+        params = list(ns["net"].parameters())
+        want = dict(
+            zip(dict(ns["net"].named_parameters()), torch.autograd.grad(ns["final"], params))
+        )
+        assert not run.backward_by_cell and run.value == ns["final"].item()
+    else:
+        want = ns["grads"]
+        assert run.value == ns["losses"][-1]
+    for name, g in want.items():
+        assert run.node(f"net.{name}").grad.tolist() == g.tolist(), name
+    # the graph is one step's: its ops are those of a one-step loop
+    _, one = run_both(capsys, optimizer, loop, n=1)
+    assert [run.ops[k].name for k in run.graph] == [one.ops[k].name for k in one.graph]
+    report = run.check()
+    assert report.rows and all(row.status == "pass" for row in report.rows), report.rows
+    assert report.rows[0].name.startswith("the whole cell")
+    assert run.health["cuts"] == [] and run.warnings == []
