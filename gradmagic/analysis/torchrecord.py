@@ -17,6 +17,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import sys
 from typing import Any
@@ -42,7 +43,7 @@ from .torchcalls import (
     version_of,
 )
 
-__all__ = ["Recorder", "HOLD_BYTES"]
+__all__ = ["Recorder", "HOLD_BYTES", "ancestors", "graph_values"]
 
 
 # modules with a fused path torch takes only when no mode is on and no gradient is wanted
@@ -114,6 +115,8 @@ class Recorder(TorchFunctionMode):
         self.stopped_at = None  # the cell's line where the recording stopped
         self.aside: int | None = None  # id of the module our mode stepped aside for (see _fast)
         self.losses: list = []  # what each backward() of the cell began at (one real number)
+        self.mark = 0  # values recorded when the last backward() began (see _let_go)
+        self.slots: dict = {}  # value index → [it], read by the hook that keeps its gradient
         self.last_line = None
 
     # ------------------------------------------------------------------ watching
@@ -216,6 +219,7 @@ class Recorder(TorchFunctionMode):
             self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
             if name == "backward":
                 self._step(root)
+                self._let_go(root)
         before = None
         if inplace and args:
             before = self._before_write(args[0], None if skip else (args[1:], kwargs))
@@ -370,6 +374,8 @@ class Recorder(TorchFunctionMode):
                 self.leaf_hooks[key] = t
 
                 def keep(g):
+                    if key not in index_of:  # (its value was let go of, and not read since)
+                        return
                     grads[index_of[key]] = g
                     root, accumulates = rec.pass_root
                     rec.leaf_root[key] = root  # (whose gradient the kept one is)
@@ -381,9 +387,11 @@ class Recorder(TorchFunctionMode):
                         )
                         passes[key] = (count + 1, held or (count == 0 and t.grad is not None))
             else:
+                slot = self.slots[i] = [i]
 
                 def keep(g):
-                    grads[i] = g
+                    if slot[0] is not None:
+                        grads[slot[0]] = g
 
             try:
                 self.handles.append(t.register_hook(keep))
@@ -394,12 +402,13 @@ class Recorder(TorchFunctionMode):
         # another value: a hook on the autograd node that made it, which receives the
         # gradients of its outputs (cheaper than a tensor hook, and the node stays the one
         # that made this value if the tensor is written over in place later)
-        slot = t.output_nr
+        nr, slot = t.output_nr, [i]
+        self.slots[i] = slot
 
         def keep_node(grad_inputs, grad_outputs):
-            g = grad_outputs[slot]
-            if g is not None:
-                grads[i] = g
+            g = grad_outputs[nr]
+            if g is not None and slot[0] is not None:
+                grads[slot[0]] = g
 
         self.handles.append(t.grad_fn.register_hook(keep_node))
         self.hooked.add(i)
@@ -491,8 +500,105 @@ class Recorder(TorchFunctionMode):
                 return True
         return False
 
+    # ------------------------------------------------------------------ one step kept
+    @_plainly
+    def _let_go(self, root) -> None:
+        """As a backward() begins, let go of what was made before the previous one began,
+        unless this pass reaches it or a tensor of the namespace depends on it: a training
+        loop keeps about one step in the record, as a plain run keeps one step's graph."""
+        mark, self.mark = self.mark, len(self.tensors)
+        if not mark:
+            return
+        keep = set(range(mark, len(self.tensors)))
+        named = [t for t in list(self.ns.values()) if isinstance(t, torch.Tensor)]
+        for t in (root, *named, *self.leaf_hooks.values()):
+            i = self.index_of.get(id(t))
+            if i is not None and self.tensors[i] is t:
+                keep.add(i)
+                keep.update(graph_values(self, ancestors(self, i)))
+        self._keep(keep)
+        self.mark = len(self.tensors)
+
+    def _keep(self, keep: set) -> None:
+        """Renumber the record to the values ``keep`` and the ops that read only them (an
+        op that read a value let go of goes too, and what it made is a leaf)."""
+        ops = []
+        for k, op in enumerate(self.ops):
+            if keep.issuperset(op.inputs) and keep.intersection(op.outputs):
+                keep.update(op.outputs)
+                ops.append(k)
+        if len(keep) == len(self.tensors):
+            return
+        order = sorted(keep)
+        new = {old: n for n, old in enumerate(order)}
+        new_op = {old: n for n, old in enumerate(ops)}
+        for k in ops:
+            op = self.ops[k]
+            op.inputs, op.outputs = (
+                tuple(new[i] for i in op.inputs),
+                tuple(new[i] for i in op.outputs),
+            )
+        self.ops = [self.ops[k] for k in ops]
+        self.tensors = [self.tensors[i] for i in order]
+        self.version = [self.version[i] for i in order]
+        self.producer = [new_op.get(self.producer[i], -1) for i in order]
+
+        def moved(d: dict) -> dict:
+            return {new[i]: v for i, v in d.items() if i in new}
+
+        self.labels, self.saved, self.updates = (
+            moved(self.labels),
+            moved(self.saved),
+            moved(self.updates),
+        )
+        self.written_at = {i: bisect.bisect_left(ops, k) for i, k in moved(self.written_at).items()}
+        self.updated = {key: new[i] for key, i in self.updated.items() if i in new}
+        self.hooked = {new[i] for i in self.hooked if i in new}
+        self.pending = [new[i] for i in self.pending if i in new]
+        self.alias_writes = [(line, new[i]) for line, i in self.alias_writes if i in new]
+        for i, slot in self.slots.items():  # (the hooks read the slots: renumbered in place)
+            slot[0] = new.get(i)
+        self.slots = {slot[0]: slot for slot in self.slots.values() if slot[0] is not None}
+        for d in (self.grads, self.index_of):  # (the hooks hold these dicts: changed in place)
+            kept = (
+                {key: new[i] for key, i in d.items() if i in new}
+                if d is self.index_of
+                else moved(d)
+            )
+            d.clear()
+            d.update(kept)
+        self.made_bytes = sum(t.nelement() * t.element_size() for t in self.tensors)
+
     # ------------------------------------------------------------------ the end
     def remove_hooks(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
+
+
+def ancestors(rec: Recorder, target: int) -> list:
+    """The ops ``target`` depends on through ops that carry a gradient (grad mode on, an
+    output that requires one), in the order they ran."""
+    seen, todo = set(), [target]
+    ops = rec.ops
+    while todo:
+        i = todo.pop()
+        k = rec.producer[i]
+        if k < 0 or k in seen:
+            continue
+        op = ops[k]
+        t = rec.tensors[i]
+        if not (op.grad_enabled and t.requires_grad) or t.is_leaf:
+            continue  # made without a gradient (a constant for the target), or a leaf
+        seen.add(k)
+        todo.extend(op.inputs)
+    return sorted(seen)
+
+
+def graph_values(rec, graph) -> list:
+    """The values the ops of ``graph`` read and make."""
+    out = set()
+    for k in graph:
+        out.update(rec.ops[k].inputs)
+        out.update(rec.ops[k].outputs)
+    return sorted(out)

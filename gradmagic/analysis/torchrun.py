@@ -33,7 +33,7 @@ from .torchbackward import backward_order
 from .torchgraph import listed, shown_name
 from .torchhealth import health, probes
 from .torchcalls import assigned_names, modes_set_aside, torch_as_shipped, version_of
-from .torchrecord import Recorder
+from .torchrecord import Recorder, ancestors, graph_values
 from .torchstats import STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
@@ -263,7 +263,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:
         rec.grads[t_index] = torch.ones_like(target)
-    graph = _ancestors(rec, t_index)
+    graph = ancestors(rec, t_index)
     shown = sorted(set(graph_values(rec, graph)) | {t_index})
     probe = probes(rec, graph)
     with torch._C.DisableTorchFunctionSubclass():  # (the numbers held, not a subclass's)
@@ -309,7 +309,8 @@ def _record_warnings(rec: Recorder, run: TorchRun, target, graph, shown) -> list
         names = ", ".join(run.name_of(i) for i in unseen[:3]) + (", ..." if len(unseen) > 3 else "")
         warnings.append(
             f"{names} {'was' if len(unseen) == 1 else 'were'} made by ops the record did not "
-            "see (in an earlier cell, or inside a torch.jit module): the graph and its "
+            "see (in an earlier cell, inside a torch.jit module, or before an earlier "
+            "backward(), whose ops the record let go of): the graph and its "
             "gradients start there, not at what made them"
         )
     for line, i in dict((i, (line, i)) for line, i in rec.alias_writes).values():
@@ -502,34 +503,6 @@ def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> Torc
         leaves=leaves,
         params=[i for i in leaves if rec.tensors[i].requires_grad and rec.tensors[i].is_leaf],
     )
-
-
-def _ancestors(rec: Recorder, target: int) -> list:
-    """The ops ``target`` depends on through ops that carry a gradient (grad mode on, an
-    output that requires one), in the order they ran."""
-    seen, todo = set(), [target]
-    ops = rec.ops
-    while todo:
-        i = todo.pop()
-        k = rec.producer[i]
-        if k < 0 or k in seen:
-            continue
-        op = ops[k]
-        t = rec.tensors[i]
-        if not (op.grad_enabled and t.requires_grad) or t.is_leaf:
-            continue  # made without a gradient (a constant for the target), or a leaf
-        seen.add(k)
-        todo.extend(op.inputs)
-    return sorted(seen)
-
-
-def graph_values(rec, graph) -> list:
-    """The values the ops of ``graph`` read and make."""
-    out = set()
-    for k in graph:
-        out.update(rec.ops[k].inputs)
-        out.update(rec.ops[k].outputs)
-    return sorted(out)
 
 
 def _names(rec: Recorder, ns, shown) -> list:
