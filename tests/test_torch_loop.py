@@ -52,9 +52,10 @@ def printed(capsys) -> list:
 
 
 def run_both(capsys, optimizer: str, loop: str, n: int):
-    """The loop run plain and under the magic from the same state: (plain shell, run)."""
+    """The loop (a cell, or its name in LOOPS) run plain and under the magic from the same
+    state: (plain shell, run)."""
     plain, magic = shells(SETUP.format(optimizer=optimizer))
-    cell = LOOPS[loop].replace("{n}", str(n))
+    cell = LOOPS.get(loop, loop).replace("{n}", str(n))
     capsys.readouterr()
     assert plain.run_cell(cell).success
     plain_out = printed(capsys)
@@ -93,3 +94,23 @@ def test_a_training_loop_shows_its_losses_and_its_last_step(capsys, optimizer, l
     assert report.rows and all(row.status == "pass" for row in report.rows), report.rows
     assert report.rows[0].name.startswith("the whole cell")
     assert run.health["cuts"] == [] and run.warnings == []
+
+
+def test_gradient_accumulation_says_grad_adds_up_the_passes_and_names_the_parameters(capsys):
+    cell = """opt.zero_grad()
+for step in range(4):
+    loss = ((net(X[8 * step : 8 * step + 8]) - y[8 * step : 8 * step + 8]) ** 2).mean()
+    loss.backward()
+    losses.append(loss.item())
+    print("step", step, round(loss.item(), 5))
+loss"""
+    plain, run = run_both(capsys, "SGD", cell, n=4)
+    ns = plain.user_ns
+    assert run.steps == ns["losses"]
+    last = ((ns["net"](ns["X"][24:]) - ns["y"][24:]) ** 2).mean()  # the target alone
+    params = dict(ns["net"].named_parameters())
+    for (name, p), g in zip(params.items(), torch.autograd.grad(last, list(params.values()))):
+        assert run.node(f"net.{name}").grad.tolist() == g.tolist(), name
+        assert not torch.equal(p.grad, g)  # (.grad holds the sum of the four)
+    (note,) = run.warnings
+    assert "4 backward passes" in note and all(f"net.{n}" in note for n in params)

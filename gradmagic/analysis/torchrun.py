@@ -352,7 +352,8 @@ def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) ->
         i = rec.index_of.get(key)
         if t is None or i is None or t.grad is None or i in unknown:  # (zeroed since, or
             continue  # its gradient of the target not known)
-        name = run.name_of(i)
+        # (named as the target read it: an optimizer's step may have written it since)
+        name = run.name_of(max((j for j in run.params if rec.tensors[j] is t), default=i))
         if count > 1:
             again.setdefault(count, []).append(name)
         if before:
