@@ -37,6 +37,13 @@ loss""",
     opt.step()
     opt.zero_grad()
 loss""",
+    "zeroed in place": f"""for step in range({{n}}):
+    opt.zero_grad(set_to_none=False)
+    {FORWARD}
+    loss.backward()
+{KEEP}
+    opt.step()
+loss""",
     "target after the loop": f"""for step in range({{n}}):
     opt.zero_grad()
     {FORWARD}

@@ -220,6 +220,8 @@ class Recorder(TorchFunctionMode):
             if name == "backward":
                 self._step(root)
                 self._let_go(root)
+        if name in ("zero_", "_foreach_zero_") and args and self.passes:
+            self._zeroed(args[0])
         before = None
         if inplace and args:
             before = self._before_write(args[0], None if skip else (args[1:], kwargs))
@@ -299,6 +301,15 @@ class Recorder(TorchFunctionMode):
         """Keep the loss a backward() begins at (read when the cell ends)."""
         if isinstance(root, torch.Tensor) and root.numel() == 1 and root.is_floating_point():
             self.losses.append(root.detach())
+
+    @_plainly
+    def _zeroed(self, grads) -> None:
+        """A leaf's ``.grad`` zeroed in place (``zero_grad(set_to_none=False)``): its count
+        of backward passes starts again."""
+        ids = {id(g) for g in (grads if isinstance(grads, (list, tuple)) else (grads,))}
+        for key, t in self.leaf_hooks.items():
+            if id(t.grad) in ids:
+                self.passes[key] = (0, False)
 
     def _line(self):
         """The cell's line running now; labels the names the line before it assigned."""
@@ -381,11 +392,9 @@ class Recorder(TorchFunctionMode):
                     rec.leaf_root[key] = root  # (whose gradient the kept one is)
                     if accumulates:
                         # (a leaf's hook runs before torch adds g into its .grad; one set to
-                        # None since the last pass, by zero_grad(), starts the count again)
-                        count, held = (
-                            passes.get(key, (0, False)) if t.grad is not None else (0, False)
-                        )
-                        passes[key] = (count + 1, held or (count == 0 and t.grad is not None))
+                        # None or zeroed since the last pass starts the count again)
+                        count, held = (0, False) if t.grad is None else passes.get(key, (0, True))
+                        passes[key] = (count + 1, held)
             else:
                 slot = self.slots[i] = [i]
 
