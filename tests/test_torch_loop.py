@@ -121,3 +121,25 @@ loss"""
         assert not torch.equal(p.grad, g)  # (.grad holds the sum of the four)
     (note,) = run.warnings
     assert "4 backward passes" in note and all(f"net.{n}" in note for n in params)
+
+
+def test_a_loss_of_an_earlier_step_is_kept_when_named_and_said_let_go_of_when_not():
+    _, magic = shells(SETUP.format(optimizer="SGD"))
+    loop = """held = []
+for step in range(3):
+    opt.zero_grad()
+    {FORWARD}
+    held.append(loss)
+    first = held[0]
+    loss.backward()
+    opt.step()
+"""
+    named = run_magic(magic, loop.format(FORWARD=FORWARD) + "first")
+    assert named.value == named.steps[0] != named.steps[-1]
+    assert len(named.graph) == 6 and named.warnings == []
+    assert all(row.status == "pass" for row in named.check().rows)
+    unnamed = run_magic(
+        magic, loop.replace("    first = held[0]\n", "").format(FORWARD=FORWARD) + "held[0]"
+    )
+    assert unnamed.graph == [] and not unnamed.check().rows
+    assert "before a later backward() of the cell, which let go of" in unnamed.warnings[0]

@@ -301,8 +301,12 @@ def _record_warnings(rec: Recorder, run: TorchRun, target, graph, shown) -> list
     warnings: list = []
     if not graph and target.grad_fn is not None:
         warnings.append(
-            "the target was computed before this cell ran, so none of its "
-            "ops were recorded: run the cell that computes it under the magic"
+            "none of the target's ops were recorded: it was computed before this cell ran "
+            "(run the cell that computes it under the magic)"
+            if not rec.mark
+            else "none of the target's ops were recorded: it was computed before this cell "
+            "ran, or before a later backward() of the cell, which let go of the ops before it "
+            "(bind it to a name, which keeps its ops)"
         )
     unseen = [i for i in run.leaves if rec.tensors[i].grad_fn is not None]
     if unseen and graph:
