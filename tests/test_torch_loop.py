@@ -101,6 +101,13 @@ def test_a_training_loop_shows_its_losses_and_its_last_step(capsys, optimizer, l
     assert report.rows and all(row.status == "pass" for row in report.rows), report.rows
     assert report.rows[0].name.startswith("the whole cell")
     assert run.health["cuts"] == [] and run.warnings == []
+    # the view plots the steps
+    from gradmagic.views import render, torchlive, torchview
+
+    (tab,) = [t for t in torchlive.payload(run)["tabs"] if t["id"] == "training"]
+    assert tab["payload"]["html"] == render.steps_svg(run.steps) in torchview.html_view(run)
+    assert f"loss per step: {run.steps[0]:.4g} → {run.steps[-1]:.4g}" in torchview.text_view(run)
+    assert not [t for t in torchlive.payload(one)["tabs"] if t["id"] == "training"]
 
 
 def test_gradient_accumulation_says_grad_adds_up_the_passes_and_names_the_parameters(capsys):
