@@ -101,6 +101,14 @@ def test_a_training_loop_shows_its_losses_and_its_last_step(capsys, optimizer, l
     assert report.rows and all(row.status == "pass" for row in report.rows), report.rows
     assert report.rows[0].name.startswith("the whole cell")
     assert run.health["cuts"] == [] and run.warnings == []
+    if optimizer == "SGD" and loop != "target after the loop":  # the last step's update size
+        params = dict(ns["net"].named_parameters())
+        assert len(run.health["params"]) == len(params)
+        for row in run.health["params"]:
+            p, g = params[row["name"][4:]].detach(), 0.05 * ns["grads"][row["name"][4:]]
+            if p.numel() > 1:
+                want = g.double().std() / (p + g).double().std()
+                assert row["update_to_data"] == pytest.approx(want.item(), rel=1e-4)
     # the view plots the steps
     from gradmagic.views import render, torchlive, torchview
 
