@@ -5,7 +5,8 @@ and keeps a reference to the inputs and outputs of those that concern the gradie
 module hooks say which ``nn.Module`` each call ran in; a wrapper of
 ``autograd.Function.apply`` records custom Functions as one op each. Tensor hooks keep the
 gradients: on the leaves from the start, on the other values when a ``backward()`` starts
-(or just before an in-place write changes them). While the cell runs nothing is computed
+(or just before an in-place write changes them), which also keeps its loss and lets go of
+earlier steps (a training loop keeps one step). While the cell runs nothing is computed
 on its tensors, except a copy of what an in-place write is about to change, so its
 outputs, tensors, random numbers and module state are those of a plain run. Everything
 else waits for the cell's end (:func:`gradmagic.analysis.torchrun.finish`).
