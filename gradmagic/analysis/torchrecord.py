@@ -213,14 +213,14 @@ class Recorder(TorchFunctionMode):
         if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)
             inplace = True
         if name == "backward" or func is _AUTOGRAD_GRAD:
-            # (torch.autograd.grad and backward(inputs=...) stop at tensors whose nodes do
-            # not run: those get tensor hooks, which fire there)
-            self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
             root = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-            self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
             if name == "backward":
                 self._step(root)
                 self._let_go(root)
+            # (torch.autograd.grad and backward(inputs=...) stop at tensors whose nodes do
+            # not run: those get tensor hooks, which fire there)
+            self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
+            self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
         if name in ("zero_", "_foreach_zero_") and args and self.passes:
             self._zeroed(args[0])
         before = None
@@ -379,16 +379,17 @@ class Recorder(TorchFunctionMode):
         self.pending = []
 
     def _hook(self, t, i, leaf=False, node=False):
-        grads = self.grads
+        rec = self  # (whose dicts _keep renumbers; a slot holds a value's index as it is now)
         if leaf or not node or t.grad_fn is None:
             if leaf:  # a parameter updated in place is a new value: the latest one gets it
-                key, index_of, passes, rec = id(t), self.index_of, self.passes, self
+                key, passes = id(t), self.passes
                 self.leaf_hooks[key] = t
 
                 def keep(g):
-                    if key not in index_of:  # (its value was let go of, and not read since)
+                    i = rec.index_of.get(key)
+                    if i is None:  # (its value was let go of, and not read since)
                         return
-                    grads[index_of[key]] = g
+                    rec.grads[i] = g
                     root, accumulates = rec.pass_root
                     rec.leaf_root[key] = root  # (whose gradient the kept one is)
                     if accumulates:
@@ -401,7 +402,7 @@ class Recorder(TorchFunctionMode):
 
                 def keep(g):
                     if slot[0] is not None:
-                        grads[slot[0]] = g
+                        rec.grads[slot[0]] = g
 
             try:
                 self.handles.append(t.register_hook(keep))
@@ -418,7 +419,7 @@ class Recorder(TorchFunctionMode):
         def keep_node(grad_inputs, grad_outputs):
             g = grad_outputs[nr]
             if g is not None and slot[0] is not None:
-                grads[slot[0]] = g
+                rec.grads[slot[0]] = g
 
         self.handles.append(t.grad_fn.register_hook(keep_node))
         self.hooked.add(i)
@@ -544,39 +545,24 @@ class Recorder(TorchFunctionMode):
         new_op = {old: n for n, old in enumerate(ops)}
         for k in ops:
             op = self.ops[k]
-            op.inputs, op.outputs = (
-                tuple(new[i] for i in op.inputs),
-                tuple(new[i] for i in op.outputs),
-            )
+            op.inputs = tuple(new[i] for i in op.inputs)
+            op.outputs = tuple(new[i] for i in op.outputs)
         self.ops = [self.ops[k] for k in ops]
         self.tensors = [self.tensors[i] for i in order]
         self.version = [self.version[i] for i in order]
         self.producer = [new_op.get(self.producer[i], -1) for i in order]
 
-        def moved(d: dict) -> dict:
-            return {new[i]: v for i, v in d.items() if i in new}
-
-        self.labels, self.saved, self.updates = (
-            moved(self.labels),
-            moved(self.saved),
-            moved(self.updates),
-        )
-        self.written_at = {i: bisect.bisect_left(ops, k) for i, k in moved(self.written_at).items()}
+        for name in ("labels", "saved", "grads", "updates", "written_at"):  # (value index → ...)
+            setattr(self, name, {new[i]: v for i, v in getattr(self, name).items() if i in new})
+        self.written_at = {i: bisect.bisect_left(ops, k) for i, k in self.written_at.items()}
         self.updated = {key: new[i] for key, i in self.updated.items() if i in new}
         self.hooked = {new[i] for i in self.hooked if i in new}
         self.pending = [new[i] for i in self.pending if i in new]
         self.alias_writes = [(line, new[i]) for line, i in self.alias_writes if i in new]
+        self.index_of = {key: new[i] for key, i in self.index_of.items() if i in new}
         for i, slot in self.slots.items():  # (the hooks read the slots: renumbered in place)
             slot[0] = new.get(i)
         self.slots = {slot[0]: slot for slot in self.slots.values() if slot[0] is not None}
-        for d in (self.grads, self.index_of):  # (the hooks hold these dicts: changed in place)
-            kept = (
-                {key: new[i] for key, i in d.items() if i in new}
-                if d is self.index_of
-                else moved(d)
-            )
-            d.clear()
-            d.update(kept)
         self.made_bytes = sum(t.nelement() * t.element_size() for t in self.tensors)
 
     # ------------------------------------------------------------------ the end
