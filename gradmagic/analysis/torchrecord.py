@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import functools
 import sys
+import time
 from typing import Any
 
 import torch
@@ -117,6 +118,7 @@ class Recorder(TorchFunctionMode):
         self.aside: int | None = None  # id of the module our mode stepped aside for (see _fast)
         self.losses: list = []  # what each backward() of the cell began at (one real number)
         self.mark = 0  # values recorded when the last backward() began (see _let_go)
+        self.since = self.kept_since = 0.0  # when it began; when what is kept began
         self.slots: dict = {}  # value index → [it], read by the hook that keeps its gradient
         self.last_line = None
 
@@ -342,9 +344,10 @@ class Recorder(TorchFunctionMode):
         return self.tensors[i] if saved is None else saved
 
     def _value(self, t) -> int:
-        """The value index of tensor ``t`` as an input (a new leaf if unseen)."""
+        """The value index of tensor ``t`` as an input (a new leaf if unseen, or if a leaf
+        written over out of sight: ``p.data += ...`` makes a new value of a parameter)."""
         i = self.index_of.get(id(t))
-        if i is not None and self.tensors[i] is t:
+        if i is not None and self.tensors[i] is t and not (i in self.saved and t.is_leaf):
             return i
         return self._new(t, -1)
 
@@ -517,9 +520,11 @@ class Recorder(TorchFunctionMode):
         """As a backward() begins, let go of what was made before the previous one began,
         unless this pass reaches it or a tensor of the namespace depends on it: a training
         loop keeps about one step in the record, as a plain run keeps one step's graph."""
-        mark, self.mark = self.mark, len(self.tensors)
+        mark, since = self.mark, self.since
+        self.mark, self.since = len(self.tensors), time.perf_counter()
         if not mark:
             return
+        self.kept_since = since
         keep = set(range(mark, len(self.tensors)))
         named = [t for t in list(self.ns.values()) if isinstance(t, torch.Tensor)]
         for t in (root, *named, *self.leaf_hooks.values()):
