@@ -210,14 +210,15 @@ def _params(run, probed, mark) -> list:
 
 
 def _cuts(run, rec, mark) -> list:
-    """Where a value that depends on a parameter enters the graph without its gradient."""
-    in_graph = set(run.graph)
+    """Where a value that depends on a parameter enters the graph without its gradient
+    (a parameter written in place by an optimizer's step is a parameter still)."""
+    in_graph, params = set(run.graph), set(run.params)
     cuts = []
     for k in run.graph:
         op = run.ops[k]
         for i in op.inputs:
             j = run.producer[i]
-            if j < 0 or j in in_graph:
+            if j < 0 or j in in_graph or (i in params and run.ops[j].inplace):
                 continue
             found = _cut(run, j)
             if found is not None:

@@ -5,7 +5,8 @@ and keeps a reference to the inputs and outputs of those that concern the gradie
 module hooks say which ``nn.Module`` each call ran in; a wrapper of
 ``autograd.Function.apply`` records custom Functions as one op each. Tensor hooks keep the
 gradients: on the leaves from the start, on the other values when a ``backward()`` starts
-(or just before an in-place write changes them). While the cell runs nothing is computed
+(or just before an in-place write changes them), which also keeps its loss and lets go of
+earlier steps (a training loop keeps one step). While the cell runs nothing is computed
 on its tensors, except a copy of what an in-place write is about to change, so its
 outputs, tensors, random numbers and module state are those of a plain run. Everything
 else waits for the cell's end (:func:`gradmagic.analysis.torchrun.finish`).
@@ -17,8 +18,10 @@ This module imports torch; nothing imports it unless a cell uses torch.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import sys
+import time
 from typing import Any
 
 import torch
@@ -42,7 +45,7 @@ from .torchcalls import (
     version_of,
 )
 
-__all__ = ["Recorder", "HOLD_BYTES"]
+__all__ = ["Recorder", "HOLD_BYTES", "ancestors", "graph_values"]
 
 
 # modules with a fused path torch takes only when no mode is on and no gradient is wanted
@@ -113,6 +116,10 @@ class Recorder(TorchFunctionMode):
         self.made_bytes = 0
         self.stopped_at = None  # the cell's line where the recording stopped
         self.aside: int | None = None  # id of the module our mode stepped aside for (see _fast)
+        self.losses: list = []  # what each backward() of the cell began at (one real number)
+        self.mark = 0  # values recorded when the last backward() began (see _let_go)
+        self.since = self.kept_since = 0.0  # when it began; when what is kept began
+        self.slots: dict = {}  # value index → [it], read by the hook that keeps its gradient
         self.last_line = None
 
     # ------------------------------------------------------------------ watching
@@ -208,11 +215,16 @@ class Recorder(TorchFunctionMode):
         if kwargs.get("inplace") is True:  # F.relu(x, inplace=True), F.dropout(..., inplace=True)
             inplace = True
         if name == "backward" or func is _AUTOGRAD_GRAD:
+            root = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+            if name == "backward":
+                self._step(root)
+                self._let_go(root)
             # (torch.autograd.grad and backward(inputs=...) stop at tensors whose nodes do
             # not run: those get tensor hooks, which fire there)
             self._hook_pending(node=name == "backward" and kwargs.get("inputs") is None)
-            root = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
             self.pass_root = (root, name == "backward")  # (autograd.grad adds to no .grad)
+        if name in ("zero_", "_foreach_zero_") and args and self.passes:
+            self._zeroed(args[0])
         before = None
         if inplace and args:
             before = self._before_write(args[0], None if skip else (args[1:], kwargs))
@@ -287,6 +299,21 @@ class Recorder(TorchFunctionMode):
                 self.updates[i] = [p, old, None]
                 self.updated[id(p)] = i
 
+    @_plainly
+    def _step(self, root) -> None:
+        """Keep the loss a backward() begins at (read when the cell ends)."""
+        if isinstance(root, torch.Tensor) and root.numel() == 1 and root.is_floating_point():
+            self.losses.append(root.detach())
+
+    @_plainly
+    def _zeroed(self, grads) -> None:
+        """A leaf's ``.grad`` zeroed in place (``zero_grad(set_to_none=False)``): its count
+        of backward passes starts again."""
+        ids = {id(g) for g in (grads if isinstance(grads, (list, tuple)) else (grads,))}
+        for key, t in self.leaf_hooks.items():
+            if id(t.grad) in ids:
+                self.passes[key] = (0, False)
+
     def _line(self):
         """The cell's line running now; labels the names the line before it assigned."""
         f = sys._getframe(2)
@@ -317,9 +344,10 @@ class Recorder(TorchFunctionMode):
         return self.tensors[i] if saved is None else saved
 
     def _value(self, t) -> int:
-        """The value index of tensor ``t`` as an input (a new leaf if unseen)."""
+        """The value index of tensor ``t`` as an input (a new leaf if unseen, or if a leaf
+        written over out of sight: ``p.data += ...`` makes a new value of a parameter)."""
         i = self.index_of.get(id(t))
-        if i is not None and self.tensors[i] is t:
+        if i is not None and self.tensors[i] is t and not (i in self.saved and t.is_leaf):
             return i
         return self._new(t, -1)
 
@@ -354,24 +382,30 @@ class Recorder(TorchFunctionMode):
         self.pending = []
 
     def _hook(self, t, i, leaf=False, node=False):
-        grads = self.grads
+        rec = self  # (whose dicts _keep renumbers; a slot holds a value's index as it is now)
         if leaf or not node or t.grad_fn is None:
             if leaf:  # a parameter updated in place is a new value: the latest one gets it
-                key, index_of, passes, rec = id(t), self.index_of, self.passes, self
+                key, passes = id(t), self.passes
                 self.leaf_hooks[key] = t
 
                 def keep(g):
-                    grads[index_of[key]] = g
+                    i = rec.index_of.get(key)
+                    if i is None:  # (its value was let go of, and not read since)
+                        return
+                    rec.grads[i] = g
                     root, accumulates = rec.pass_root
                     rec.leaf_root[key] = root  # (whose gradient the kept one is)
                     if accumulates:
-                        count, held = passes.get(key, (0, False))
-                        # (a leaf's hook runs before torch adds g into its .grad)
-                        passes[key] = (count + 1, held or (count == 0 and t.grad is not None))
+                        # (a leaf's hook runs before torch adds g into its .grad; one set to
+                        # None or zeroed since the last pass starts the count again)
+                        count, held = (0, False) if t.grad is None else passes.get(key, (0, True))
+                        passes[key] = (count + 1, held)
             else:
+                slot = self.slots[i] = [i]
 
                 def keep(g):
-                    grads[i] = g
+                    if slot[0] is not None:
+                        rec.grads[slot[0]] = g
 
             try:
                 self.handles.append(t.register_hook(keep))
@@ -382,12 +416,13 @@ class Recorder(TorchFunctionMode):
         # another value: a hook on the autograd node that made it, which receives the
         # gradients of its outputs (cheaper than a tensor hook, and the node stays the one
         # that made this value if the tensor is written over in place later)
-        slot = t.output_nr
+        nr, slot = t.output_nr, [i]
+        self.slots[i] = slot
 
         def keep_node(grad_inputs, grad_outputs):
-            g = grad_outputs[slot]
-            if g is not None:
-                grads[i] = g
+            g = grad_outputs[nr]
+            if g is not None and slot[0] is not None:
+                rec.grads[slot[0]] = g
 
         self.handles.append(t.grad_fn.register_hook(keep_node))
         self.hooked.add(i)
@@ -479,8 +514,92 @@ class Recorder(TorchFunctionMode):
                 return True
         return False
 
+    # ------------------------------------------------------------------ one step kept
+    @_plainly
+    def _let_go(self, root) -> None:
+        """As a backward() begins, let go of what was made before the previous one began,
+        unless this pass reaches it or a tensor of the namespace depends on it: a training
+        loop keeps about one step in the record, as a plain run keeps one step's graph."""
+        mark, since = self.mark, self.since
+        self.mark, self.since = len(self.tensors), time.perf_counter()
+        if not mark:
+            return
+        self.kept_since = since
+        keep = set(range(mark, len(self.tensors)))
+        named = [t for t in list(self.ns.values()) if isinstance(t, torch.Tensor)]
+        for t in (root, *named, *self.leaf_hooks.values()):
+            i = self.index_of.get(id(t))
+            if i is not None and self.tensors[i] is t:
+                keep.add(i)
+                keep.update(graph_values(self, ancestors(self, i)))
+        self._keep(keep)
+        self.mark = len(self.tensors)
+
+    def _keep(self, keep: set) -> None:
+        """Renumber the record to the values ``keep`` and the ops that read only them (an
+        op that read a value let go of goes too, and what it made is a leaf)."""
+        ops = []
+        for k, op in enumerate(self.ops):
+            if keep.issuperset(op.inputs) and keep.intersection(op.outputs):
+                keep.update(op.outputs)
+                ops.append(k)
+        if len(keep) == len(self.tensors):
+            return
+        order = sorted(keep)
+        new = {old: n for n, old in enumerate(order)}
+        new_op = {old: n for n, old in enumerate(ops)}
+        for k in ops:
+            op = self.ops[k]
+            op.inputs = tuple(new[i] for i in op.inputs)
+            op.outputs = tuple(new[i] for i in op.outputs)
+        self.ops = [self.ops[k] for k in ops]
+        self.tensors = [self.tensors[i] for i in order]
+        self.version = [self.version[i] for i in order]
+        self.producer = [new_op.get(self.producer[i], -1) for i in order]
+
+        for name in ("labels", "saved", "grads", "updates", "written_at"):  # (value index → ...)
+            setattr(self, name, {new[i]: v for i, v in getattr(self, name).items() if i in new})
+        self.written_at = {i: bisect.bisect_left(ops, k) for i, k in self.written_at.items()}
+        self.updated = {key: new[i] for key, i in self.updated.items() if i in new}
+        self.hooked = {new[i] for i in self.hooked if i in new}
+        self.pending = [new[i] for i in self.pending if i in new]
+        self.alias_writes = [(line, new[i]) for line, i in self.alias_writes if i in new]
+        self.index_of = {key: new[i] for key, i in self.index_of.items() if i in new}
+        for i, slot in self.slots.items():  # (the hooks read the slots: renumbered in place)
+            slot[0] = new.get(i)
+        self.slots = {slot[0]: slot for slot in self.slots.values() if slot[0] is not None}
+        self.made_bytes = sum(t.nelement() * t.element_size() for t in self.tensors)
+
     # ------------------------------------------------------------------ the end
     def remove_hooks(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
+
+
+def ancestors(rec: Recorder, target: int) -> list:
+    """The ops ``target`` depends on through ops that carry a gradient (grad mode on, an
+    output that requires one), in the order they ran."""
+    seen, todo = set(), [target]
+    ops = rec.ops
+    while todo:
+        i = todo.pop()
+        k = rec.producer[i]
+        if k < 0 or k in seen:
+            continue
+        op = ops[k]
+        t = rec.tensors[i]
+        if not (op.grad_enabled and t.requires_grad) or t.is_leaf:
+            continue  # made without a gradient (a constant for the target), or a leaf
+        seen.add(k)
+        todo.extend(op.inputs)
+    return sorted(seen)
+
+
+def graph_values(rec, graph) -> list:
+    """The values the ops of ``graph`` read and make."""
+    out = set()
+    for k in graph:
+        out.update(rec.ops[k].inputs)
+        out.update(rec.ops[k].outputs)
+    return sorted(out)

@@ -33,7 +33,7 @@ from .torchbackward import backward_order
 from .torchgraph import listed, shown_name
 from .torchhealth import health, probes
 from .torchcalls import assigned_names, modes_set_aside, torch_as_shipped, version_of
-from .torchrecord import Recorder
+from .torchrecord import Recorder, ancestors, graph_values
 from .torchstats import STAT_NAMES, keep_full, summarise, to_numpy
 
 __all__ = [
@@ -90,6 +90,7 @@ class TorchRun:
     # the autograd nodes in the order backward ran them: (node name, op or -1, value or -1)
     backward: list = field(default_factory=list)
     backward_total: int = 0  # nodes of the backward graph (backward keeps the first STEPS)
+    steps: list = field(default_factory=list)  # the loss at each backward() the cell called
 
     @property
     def value(self) -> float | np.ndarray:
@@ -262,7 +263,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:
         rec.grads[t_index] = torch.ones_like(target)
-    graph = _ancestors(rec, t_index)
+    graph = ancestors(rec, t_index)
     shown = sorted(set(graph_values(rec, graph)) | {t_index})
     probe = probes(rec, graph)
     with torch._C.DisableTorchFunctionSubclass():  # (the numbers held, not a subclass's)
@@ -274,6 +275,7 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
         )
     run.source, run.options, run.backward_by_cell = source, Options.of(options), ran_backward
     run.stats, run.grad_stats = stats, grad_stats
+    run.steps = [float(loss) for loss in rec.losses]
     run.full = keep_full(rec, shown, t_index, host)
     run.backward, run.backward_total = backward_order(rec, target, graph)
     run.warnings.extend(_record_warnings(rec, run, target, graph, shown))
@@ -299,15 +301,20 @@ def _record_warnings(rec: Recorder, run: TorchRun, target, graph, shown) -> list
     warnings: list = []
     if not graph and target.grad_fn is not None:
         warnings.append(
-            "the target was computed before this cell ran, so none of its "
-            "ops were recorded: run the cell that computes it under the magic"
+            "none of the target's ops were recorded: it was computed before this cell ran "
+            "(run the cell that computes it under the magic)"
+            if not rec.mark
+            else "none of the target's ops were recorded: it was computed before this cell "
+            "ran, or before a later backward() of the cell, which let go of the ops before it "
+            "(bind it to a name, which keeps its ops)"
         )
     unseen = [i for i in run.leaves if rec.tensors[i].grad_fn is not None]
     if unseen and graph:
         names = ", ".join(run.name_of(i) for i in unseen[:3]) + (", ..." if len(unseen) > 3 else "")
         warnings.append(
             f"{names} {'was' if len(unseen) == 1 else 'were'} made by ops the record did not "
-            "see (in an earlier cell, or inside a torch.jit module): the graph and its "
+            "see (in an earlier cell, inside a torch.jit module, or before an earlier "
+            "backward(), whose ops the record let go of): the graph and its "
             "gradients start there, not at what made them"
         )
     for line, i in dict((i, (line, i)) for line, i in rec.alias_writes).values():
@@ -349,7 +356,8 @@ def _grad_not_shown(rec: Recorder, run: TorchRun, passes: dict, unknown: set) ->
         i = rec.index_of.get(key)
         if t is None or i is None or t.grad is None or i in unknown:  # (zeroed since, or
             continue  # its gradient of the target not known)
-        name = run.name_of(i)
+        # (named as the target read it: an optimizer's step may have written it since)
+        name = run.name_of(max((j for j in run.params if rec.tensors[j] is t), default=i))
         if count > 1:
             again.setdefault(count, []).append(name)
         if before:
@@ -500,34 +508,6 @@ def _snapshot(rec: Recorder, t_index: int, graph: list, shown: list, ns) -> Torc
         leaves=leaves,
         params=[i for i in leaves if rec.tensors[i].requires_grad and rec.tensors[i].is_leaf],
     )
-
-
-def _ancestors(rec: Recorder, target: int) -> list:
-    """The ops ``target`` depends on through ops that carry a gradient (grad mode on, an
-    output that requires one), in the order they ran."""
-    seen, todo = set(), [target]
-    ops = rec.ops
-    while todo:
-        i = todo.pop()
-        k = rec.producer[i]
-        if k < 0 or k in seen:
-            continue
-        op = ops[k]
-        t = rec.tensors[i]
-        if not (op.grad_enabled and t.requires_grad) or t.is_leaf:
-            continue  # made without a gradient (a constant for the target), or a leaf
-        seen.add(k)
-        todo.extend(op.inputs)
-    return sorted(seen)
-
-
-def graph_values(rec, graph) -> list:
-    """The values the ops of ``graph`` read and make."""
-    out = set()
-    for k in graph:
-        out.update(rec.ops[k].inputs)
-        out.update(rec.ops[k].outputs)
-    return sorted(out)
 
 
 def _names(rec: Recorder, ns, shown) -> list:

@@ -412,6 +412,8 @@ def html_view(run, open=(), mark_run: str = "") -> str:
     if report is not None:
         parts.append(render.answers_html(report))
     parts.append(checks_html(run))
+    if len(run.steps) > 1:  # a training loop: the loss at each backward()
+        parts.append(f"<p><b>Training</b></p>{render.steps_svg(run.steps)}")
     parts.append(_graph_html(run, open))
     parts.append(
         "<details open><summary>Ops: values and gradients</summary>"
@@ -433,6 +435,8 @@ def text_view(run) -> str:
     if report is not None:
         lines.append(render.answers_text(report))
     lines += ["health: " + t for t in health_lines(run)]
+    if len(run.steps) > 1:
+        lines.append(f"loss per step: {run.steps[0]:.4g} → {run.steps[-1]:.4g}")
     return "\n".join(lines)
 
 
@@ -462,6 +466,7 @@ def payload(run, open=()) -> dict:
     parents: dict = {}
     for a, b in lay.edges:
         parents.setdefault(number[b], []).append(number[a])
+    plot = {"html": render.steps_svg(run.steps)} if len(run.steps) > 1 else None
     return {
         "kind": "torch",
         "headline": headline(run),
@@ -487,6 +492,8 @@ def payload(run, open=()) -> dict:
                 "kind": "html",
                 "payload": {"html": checks_html(run)},
             },
+            *[{"id": "training", "title": "Training", "kind": "html", "payload": plot}]
+            * bool(plot),
             {"id": "ops", "title": "Ops", "kind": "table", "payload": _ops_table(run, box_of)},
             {"id": "params", "title": "Parameters", "kind": "table", "payload": _params_table(run)},
         ],
