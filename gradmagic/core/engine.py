@@ -272,8 +272,7 @@ def walk(root, zero: bool = False) -> Walk:
 
 
 def _walk(w: Walk, root, zero: bool) -> None:
-    """:func:`walk` into ``w``'s columns: one loop (a call per node would cost a sixth of
-    the walk). An op entry of no table (a test's own node class) has code 255."""
+    """:func:`walk` into ``w``'s columns, in one loop (a call per node costs a sixth)."""
     entered = state.last_mark + 1
     w.base = base = i = entered + 1
     scalar, float_nodes, int_nodes, nan = SCALAR_NODES, FLOAT_NODES, INT_NODES, math.nan
@@ -304,7 +303,7 @@ def _walk(w: Walk, root, zero: bool) -> None:
             v._mark = i
             i += 1
             append(v)
-            a, b, op = v._a, v._b, v._op  # (an entry on a leaf is odd: 255)
+            a, b, op = v._a, v._b, v._op  # (an entry of no table, or on a leaf, is 255)
             a_append(entered if a is None else a._mark)
             b_append(entered if a is None or b is None else b._mark)
             code_append(
