@@ -11,7 +11,8 @@ cell ends, :func:`settle` walks all of it once and
   so it is an input of the run, checked and drawn as one;
 * puts the plain number back wherever a node is held, so a later cell finds
   Python's own types (``gradmagic.last`` keeps the values and gradients);
-* keeps the names bound to nodes of the graph (``x.grad`` works after the cell),
+* keeps the names bound to float and array nodes of the graph (``x.grad`` works
+  after the cell; an int or a numpy scalar is its own type again),
   cut from their parents: the trace holds the graph, no live node does, so no
   gradient can flow from one cell's graph into another's.
 
@@ -29,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..core import engine, number_nodes
-from ..core.array import _HELD, PLAIN_TYPES, plain_array
-from ..core.number_nodes import SCALARS
+from ..core.array import _HELD, PLAIN_TYPES, Array, plain_array
+from ..core.number_nodes import SCALARS, Float
 from ..core.tensor import Tensor
 from . import own
 
@@ -57,6 +58,9 @@ LIMIT = 200_000
 
 NUMBER_NODES = SCALARS | set(PLAIN_TYPES)
 """Node classes the magic makes; never left where a later cell can find them."""
+KEPT = frozenset({Float, Array, Tensor})
+"""Nodes a name keeps after the cell when the graph holds them (for ``x.grad``); any other
+node (an int, a numpy scalar) is its plain number again."""
 
 _ATOMS = frozenset(
     {
@@ -269,7 +273,7 @@ def settle(ns, *, made: dict, bound: set, walk=None, value=None, reach=None) -> 
         if cls in NUMBER_NODES or cls is Tensor:
             if name not in bound:
                 continue  # an earlier cell's node, or an explicit Tensor: left as it is
-            if walk is None or walk.index(v) < 0:
+            if walk is None or cls not in KEPT or walk.index(v) < 0:
                 ns[name] = plain_of(v, made)
             continue  # (a node of the graph stays bound, for x.grad; release cuts it)
         new = walker.value(v, (name,), 0)
