@@ -314,6 +314,9 @@ def path_text(path) -> str:
 
 class _Walker:
     def __init__(self, ns, made, walk):
+        from .learner import is_engine_object
+
+        self.engine = is_engine_object
         self.ns = ns
         self.made = made
         self.walk = walk
@@ -491,6 +494,28 @@ class _Walker:
         if f.__dict__:
             self._dict(f.__dict__, path, depth)
 
+    def _links(self, e, cls, path, depth) -> bool:
+        """True when ``e``, held by a learner's autograd object of class ``cls``, is its links
+        (a set, tuple or list) or its ``_backward`` closure, holding only objects of ``cls``
+        and plain numbers: those objects are walked, ``e`` is not visited as an object of
+        its own (their graph is most of what a training cell leaves)."""
+        kind = type(e)
+        if kind is set or kind is tuple or kind is list:
+            held = e
+        elif kind is types.FunctionType and not (e.__defaults__ or e.__kwdefaults__ or e.__dict__):
+            try:
+                held = [c.cell_contents for c in e.__closure__ or ()]
+            except ValueError:  # an empty cell
+                return False
+        else:
+            return False
+        if not all(type(x) is cls or type(x) in _ATOMS for x in held):
+            return False
+        for x in held:
+            if type(x) is cls:
+                self.value(x, path, depth)
+        return True
+
     def _attributes(self, v, cls, path, depth):
         if isinstance(v, type):  # the notebook's class: its class attributes
             for k, e in list(vars(v).items()):
@@ -505,31 +530,43 @@ class _Walker:
             return
         attributes = getattr(v, "__dict__", None)
         if type(attributes) is dict:
+            mine = cls if self.engine(v) else None
             for k, e in list(attributes.items()):
-                if type(e) in _ATOMS:
+                if type(e) in _ATOMS or (mine and self._links(e, mine, (path, ".", k), depth)):
                     continue
                 new = self.value(e, (path, ".", k), depth)
                 if new is not e:
                     attributes[k] = new
+        for slot in _slots(cls):
+            try:
+                e = object.__getattribute__(v, slot)
+            except AttributeError:
+                continue
+            if type(e) in _ATOMS:
+                continue
+            new = self.value(e, (path, ".", slot), depth)
+            if new is not e:
+                try:
+                    object.__setattr__(v, slot, new)
+                except (AttributeError, TypeError):
+                    pass
+
+
+_SLOTS: dict = {}  # class → the names of its instances' slots
+
+
+def _slots(cls) -> list:
+    names = _SLOTS.get(cls)
+    if names is None:
+        if len(_SLOTS) > 4096:
+            _SLOTS.clear()
+        names = _SLOTS[cls] = []
         for klass in cls.__mro__:
             slots = klass.__dict__.get("__slots__")
-            if not slots or klass.__module__ == "builtins":
-                continue
-            for slot in (slots,) if isinstance(slots, str) else slots:
-                if slot in ("__dict__", "__weakref__"):
-                    continue
-                try:
-                    e = object.__getattribute__(v, slot)
-                except AttributeError:
-                    continue
-                if type(e) in _ATOMS:
-                    continue
-                new = self.value(e, (path, ".", slot), depth)
-                if new is not e:
-                    try:
-                        object.__setattr__(v, slot, new)
-                    except (AttributeError, TypeError):
-                        pass
+            if slots and klass.__module__ != "builtins":
+                names += [slots] if isinstance(slots, str) else slots
+        names[:] = [n for n in names if n not in ("__dict__", "__weakref__")]
+    return names
 
 
 def _users(obj) -> bool:

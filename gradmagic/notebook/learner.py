@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import types
-import weakref
 
 import numpy as np
 
@@ -59,7 +58,7 @@ def engine_class(cls) -> bool:
     return answer
 
 
-_ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # class → engine_class
+_ENGINES: dict = {}  # class → engine_class (a plain dict: a weak one costs more than a look-up)
 
 
 def _engine_class(cls) -> bool:
