@@ -30,6 +30,7 @@ __all__ = ["is_engine_object", "engine_class", "owner_data", "collect", "name", 
 
 LINKS = ("_prev", "_children", "children", "_parents", "parents", "prev", "_inputs", "_ctx")
 """Attributes in which a learner's engine keeps what an object was computed from."""
+_LINKED = frozenset(LINKS)
 
 _FOREIGN = ("torch", "jax", "tensorflow", "numpy", "gradmagic", "builtins")
 _MOST = 200_000  # the most objects one search visits
@@ -80,7 +81,11 @@ def _engine_class(cls) -> bool:
 
 def is_engine_object(v) -> bool:
     """True for an instance of an :func:`engine_class` that has a ``.data`` and a ``.grad``."""
-    if not engine_class(type(v)):
+    try:
+        known = _ENGINES[type(v)]  # (engine_class's cache, read without a call)
+    except (KeyError, TypeError):
+        known = engine_class(type(v))
+    if not known:
         return False
     attributes = getattr(v, "__dict__", None)
     if type(attributes) is dict:
@@ -100,9 +105,10 @@ def links(v) -> list:
     """The learner's objects ``v`` was computed from, as its engine links them."""
     found = []
     attributes = getattr(v, "__dict__", None)
-    for attr in LINKS:
-        if type(attributes) is dict:
-            held = attributes.get(attr)
+    mine = type(attributes) is dict
+    for attr in [a for a in attributes if a in _LINKED] if mine else LINKS:
+        if mine:
+            held = attributes[attr]
         else:
             try:
                 held = getattr(v, attr, None)
@@ -115,7 +121,7 @@ def links(v) -> list:
         if is_engine_object(held):
             found.append(held)
         elif isinstance(held, (list, tuple, set, frozenset, collections.deque)):
-            found.extend(e for e in held if is_engine_object(e))
+            found += [e for e in held if is_engine_object(e)]
     return found
 
 
@@ -276,6 +282,8 @@ def _nonzero(g) -> bool:
 
 def _numbers(g, data):
     """A learner's ``.grad`` as plain numbers: a float, or a float array (None: zeros)."""
+    if type(g) is float:
+        return g
     if g is None:
         shape = np.shape(data)
         return np.zeros(shape) if shape else 0.0
