@@ -210,7 +210,7 @@ def functions_of(v) -> list:
     methods, property getters); those of a notebook instance's class; what a module of
     the learner's defines (all of it: a cell may call any of it as ``layers.f``)."""
     if isinstance(v, types.FunctionType):
-        return [v] if _users(v) else []
+        return [v] if own.is_own(v) else []
     if isinstance(v, types.ModuleType):  # a module of the learner's: what it defines
         if not own.own_module(v.__name__):
             return []
@@ -219,11 +219,11 @@ def functions_of(v) -> list:
             f for x in mine if isinstance(x, (type, types.FunctionType)) for f in functions_of(x)
         ]
     cls = v if isinstance(v, type) else type(v)
-    if not _users(cls):
+    if not own.is_own(cls):
         return []
     found = []
     for klass in cls.__mro__:
-        if not _users(klass):
+        if not own.is_own(klass):
             continue
         for attr in vars(klass).values():
             f = getattr(attr, "__func__", attr)
@@ -395,10 +395,10 @@ class _Walker:
                     new = self.value(e, (path, "[]", i if len(i) != 1 else i[0]), depth)
                     if new is not e:
                         v[i] = new
-        elif isinstance(v, _SKIP_TYPES) and not (cls is type and _users(v)):
+        elif isinstance(v, _SKIP_TYPES) and not (cls is type and own.is_own(v)):
             pass
         elif isinstance(v, types.FunctionType):
-            if _users(v):
+            if own.is_own(v):
                 self._function(v, path, depth)
         elif isinstance(v, (types.MethodType, types.BuiltinMethodType)):
             pass
@@ -569,12 +569,6 @@ def _slots(cls) -> list:
     return names
 
 
-def _users(obj) -> bool:
-    """True for a function or class of the learner's own code: defined in the notebook, or
-    in a module beside it (:mod:`gradmagic.notebook.own`)."""
-    return own.is_own(obj)
-
-
 def _foreign(cls) -> bool:
     module = getattr(cls, "__module__", None)
     if not isinstance(module, str):
@@ -681,21 +675,15 @@ def restore(lifter) -> None:
         if ns.get(name) is new:
             ns[name] = old
     lifter.names = []
-    if not lifter.containers:
-        return
     made = lifter.made
     for container in lifter.containers:
+        mapping = isinstance(container, dict)
+        setitem = dict.__setitem__ if mapping else type(container).__setitem__
         try:
-            if isinstance(container, dict):
-                for k, e in list(dict.items(container)):
-                    entry = made.get(id(e))
-                    if entry is not None and entry[0] is e:
-                        dict.__setitem__(container, k, entry[1])
-            else:
-                for i, e in enumerate(list(container)):
-                    entry = made.get(id(e))
-                    if entry is not None and entry[0] is e:
-                        container[i] = entry[1]
+            for k, e in list(dict.items(container) if mapping else enumerate(container)):
+                entry = made.get(id(e))
+                if entry is not None and entry[0] is e:
+                    setitem(container, k, entry[1])
         except Exception:  # a container the cell made odd (a list subclass that refuses)
             continue
     lifter.containers = []
@@ -787,7 +775,7 @@ class _Lifter:
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
                     self._mapping(attributes, path, stack, ".", skip="grad")
-            elif _users(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
+            elif own.is_own(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
                     self._mapping(attributes, path, stack, ".")

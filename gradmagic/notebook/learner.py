@@ -105,10 +105,10 @@ def links(v) -> list:
     """The learner's objects ``v`` was computed from, as its engine links them."""
     found = []
     attributes = getattr(v, "__dict__", None)
-    mine = type(attributes) is dict
-    for attr in [a for a in attributes if a in _LINKED] if mine else LINKS:
-        if mine:
-            held = attributes[attr]
+    mine = attributes if type(attributes) is dict else None
+    for attr in LINKS if mine is None else [a for a in mine if a in _LINKED]:
+        if mine is not None:
+            held = mine[attr]
         else:
             try:
                 held = getattr(v, attr, None)
