@@ -512,7 +512,7 @@ class _Walker:
         if not all(type(x) is cls or type(x) in _ATOMS for x in held):
             return False
         for x in held:
-            if type(x) is cls:
+            if type(x) is cls and id(x) not in self.seen:
                 self.value(x, path, depth)
         return True
 
