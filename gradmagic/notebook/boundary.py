@@ -379,7 +379,9 @@ class _Walker:
                 pass
 
     def _contents(self, v, cls, path, depth):
-        if isinstance(v, list):
+        if self.engine(v):  # a learner's autograd object: asked first, the most numerous
+            self._attributes(v, cls, path, depth, cls)
+        elif isinstance(v, list):
             self._sequence(v, path, depth, list.__setitem__)
         elif isinstance(v, dict):
             self._dict(v, path, depth)
@@ -509,14 +511,16 @@ class _Walker:
                 return False
         else:
             return False
-        if not all(type(x) is cls or type(x) in _ATOMS for x in held):
-            return False
         for x in held:
-            if type(x) is cls and id(x) not in self.seen:
-                self.value(x, path, depth)
+            kind = type(x)
+            if kind is cls:
+                if id(x) not in self.seen:
+                    self.value(x, path, depth)
+            elif kind not in _ATOMS:
+                return False  # (visited as any object: what was walked here is seen)
         return True
 
-    def _attributes(self, v, cls, path, depth):
+    def _attributes(self, v, cls, path, depth, mine=None):
         if isinstance(v, type):  # the notebook's class: its class attributes
             for k, e in list(vars(v).items()):
                 if type(e) in _ATOMS or k.startswith("__"):
@@ -530,7 +534,6 @@ class _Walker:
             return
         attributes = getattr(v, "__dict__", None)
         if type(attributes) is dict:
-            mine = cls if self.engine(v) else None
             for k, e in list(attributes.items()):
                 if type(e) in _ATOMS or (mine and self._links(e, mine, (path, ".", k), depth)):
                     continue
