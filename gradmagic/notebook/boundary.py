@@ -379,12 +379,12 @@ class _Walker:
                 pass
 
     def _contents(self, v, cls, path, depth):
-        if self.engine(v):  # a learner's autograd object: asked first, the most numerous
-            self._attributes(v, cls, path, depth, cls)
-        elif isinstance(v, list):
+        if isinstance(v, list):
             self._sequence(v, path, depth, list.__setitem__)
         elif isinstance(v, dict):
             self._dict(v, path, depth)
+        elif self.engine(v):  # a learner's autograd object: asked early, the most numerous
+            self._attributes(v, cls, path, depth, cls)
         elif isinstance(v, tuple):
             return self._tuple(v, cls, path, depth)
         elif isinstance(v, (set, frozenset)):

@@ -240,7 +240,7 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
             made_from = parents.get(id(v))
             if made_from is None:
                 made_from = links(v)
-            mine = any(numbers.get(id(p), p.data) is data for p in made_from)
+            mine = any([numbers.get(id(p), p.data) is data for p in made_from])
             grad = _numbers(v.grad, data)
             claims.items.append((v, data, grad, names.get(id(v)) or _label(v), mine))
     finally:
