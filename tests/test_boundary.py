@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 import fidelity_corpus
 import pytest
 
@@ -351,3 +353,41 @@ def test_a_value_kept_by_a_cache_is_a_named_constant_in_a_later_cell(ip):
     assert later.cut_places and "earlier cell" in later.warnings[-1]
     again = magic(ip, "y = 6.0\nf(y)")  # f(5.0) and f(4.0) hit the cache
     assert again.cut_places and again.value == 8.0
+
+
+def _types(v) -> list:
+    """The exact type of ``v`` and of what its lists, tuples and dicts hold, at any depth
+    (a node's class is named as the type it stands for, so names alone cannot tell)."""
+    items = v.values() if type(v) is dict else v if type(v) in (list, tuple) else ()
+    return [type(v)] + [t for e in items for t in _types(e)]
+
+
+def test_numpy_scalars_of_the_graph_are_numpy_scalars_for_later_cells(ip):
+    setup = "import numpy as np\na = np.array([1.0, 2.0])\nw = np.array([3.0, -4.0])"
+    last = "np.sum(L * w) + m"
+    cells = [
+        "c = np.sum(w * (1 + 2j))\nL = np.sum(a * w) + np.real(c)\nm = np.mean(a) * L\n"
+        "box = {'k': [np.mean(a), c], 't': (a * 2.0, m)}\nm",
+        "M = L * 2.0\nkinds = [type(L), type(c), type(m)]",
+        f"R = {last}\nR",  # (a later cell reads them: numbers, no warning)
+    ]
+    plain: dict = {}
+    exec(setup, plain)
+    assert ip.run_cell(setup).success
+    for k, cell in enumerate(cells):
+        exec(cell, plain)
+        if k % 2:
+            assert ip.run_cell(cell).success
+        else:
+            trace = magic(ip, cell)
+            assert not any("no gradient is shown" in w for w in trace.warnings), trace.warnings
+
+    def f(w):  # the last cell, plain, as a function of w
+        return float(eval(last, {**plain, "w": w}))
+
+    numeric = [(f(plain["w"] + d) - f(plain["w"] - d)) / 2e-6 for d in np.eye(2) * 1e-6]
+    assert trace.grads["w"] == pytest.approx(numeric, rel=1e-6)
+    for name in ("c", "L", "m", "box", "M", "kinds", "R"):
+        mine, theirs = ip.user_ns[name], plain[name]
+        assert _types(mine) == _types(theirs), name
+        assert fidelity_corpus.deep_state(mine) == fidelity_corpus.deep_state(theirs), name

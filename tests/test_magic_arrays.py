@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gradmagic
-from gradmagic.core.array import Array, Scalar64
+from gradmagic.core.array import Array
 from numeric import central
 
 pytestmark = pytest.mark.usefixtures("ip")
@@ -188,7 +188,7 @@ def test_arrays_and_their_numbers_look_like_numpys_in_and_after_the_cell(ip, cap
     assert autograd(ip, body).success
     assert capsys.readouterr().out == printed
     W, s, L = (ip.user_ns[k] for k in ("W", "s", "L"))
-    assert type(W) is Array and type(s) is Scalar64 and type(L) is Scalar64
+    assert type(W) is Array and type(s) is np.float64 and type(L) is np.float64
     assert type(W).__name__ == "ndarray" and type(W).__module__ == "numpy"
     assert repr(W) == "array([ 1.5, -2. ])" and repr(L) == "np.float64(-1.0)"
     assert json.dumps(L) == "-1.0" and W.grad.tolist() == [2.0, 2.0]

@@ -11,7 +11,8 @@ cell ends, :func:`settle` walks all of it once and
   so it is an input of the run, checked and drawn as one;
 * puts the plain number back wherever a node is held, so a later cell finds
   Python's own types (``gradmagic.last`` keeps the values and gradients);
-* keeps the names bound to nodes of the graph (``x.grad`` works after the cell),
+* keeps the names bound to float and array nodes of the graph (``x.grad`` works
+  after the cell; an int or a numpy scalar is its own type again),
   cut from their parents: the trace holds the graph, no live node does, so no
   gradient can flow from one cell's graph into another's.
 
@@ -29,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..core import engine, number_nodes
-from ..core.array import _HELD, PLAIN_TYPES, plain_array
-from ..core.number_nodes import SCALARS
+from ..core.array import _HELD, PLAIN_TYPES, Array, plain_array
+from ..core.number_nodes import SCALARS, Float
 from ..core.tensor import Tensor
 from . import own
 
@@ -57,6 +58,9 @@ LIMIT = 200_000
 
 NUMBER_NODES = SCALARS | set(PLAIN_TYPES)
 """Node classes the magic makes; never left where a later cell can find them."""
+KEPT = frozenset({Float, Array, Tensor})
+"""Nodes a name keeps after the cell when the graph holds them (for ``x.grad``); any other
+node (an int, a numpy scalar) is its plain number again."""
 
 _ATOMS = frozenset(
     {
@@ -206,7 +210,7 @@ def functions_of(v) -> list:
     methods, property getters); those of a notebook instance's class; what a module of
     the learner's defines (all of it: a cell may call any of it as ``layers.f``)."""
     if isinstance(v, types.FunctionType):
-        return [v] if _users(v) else []
+        return [v] if own.is_own(v) else []
     if isinstance(v, types.ModuleType):  # a module of the learner's: what it defines
         if not own.own_module(v.__name__):
             return []
@@ -215,11 +219,11 @@ def functions_of(v) -> list:
             f for x in mine if isinstance(x, (type, types.FunctionType)) for f in functions_of(x)
         ]
     cls = v if isinstance(v, type) else type(v)
-    if not _users(cls):
+    if not own.is_own(cls):
         return []
     found = []
     for klass in cls.__mro__:
-        if not _users(klass):
+        if not own.is_own(klass):
             continue
         for attr in vars(klass).values():
             f = getattr(attr, "__func__", attr)
@@ -269,7 +273,7 @@ def settle(ns, *, made: dict, bound: set, walk=None, value=None, reach=None) -> 
         if cls in NUMBER_NODES or cls is Tensor:
             if name not in bound:
                 continue  # an earlier cell's node, or an explicit Tensor: left as it is
-            if walk is None or walk.index(v) < 0:
+            if walk is None or cls not in KEPT or walk.index(v) < 0:
                 ns[name] = plain_of(v, made)
             continue  # (a node of the graph stays bound, for x.grad; release cuts it)
         new = walker.value(v, (name,), 0)
@@ -310,6 +314,9 @@ def path_text(path) -> str:
 
 class _Walker:
     def __init__(self, ns, made, walk):
+        from .learner import is_engine_object
+
+        self.engine = is_engine_object
         self.ns = ns
         self.made = made
         self.walk = walk
@@ -376,6 +383,8 @@ class _Walker:
             self._sequence(v, path, depth, list.__setitem__)
         elif isinstance(v, dict):
             self._dict(v, path, depth)
+        elif self.engine(v):  # a learner's autograd object: asked early, the most numerous
+            self._attributes(v, cls, path, depth, cls)
         elif isinstance(v, tuple):
             return self._tuple(v, cls, path, depth)
         elif isinstance(v, (set, frozenset)):
@@ -388,10 +397,10 @@ class _Walker:
                     new = self.value(e, (path, "[]", i if len(i) != 1 else i[0]), depth)
                     if new is not e:
                         v[i] = new
-        elif isinstance(v, _SKIP_TYPES) and not (cls is type and _users(v)):
+        elif isinstance(v, _SKIP_TYPES) and not (cls is type and own.is_own(v)):
             pass
         elif isinstance(v, types.FunctionType):
-            if _users(v):
+            if own.is_own(v):
                 self._function(v, path, depth)
         elif isinstance(v, (types.MethodType, types.BuiltinMethodType)):
             pass
@@ -487,7 +496,31 @@ class _Walker:
         if f.__dict__:
             self._dict(f.__dict__, path, depth)
 
-    def _attributes(self, v, cls, path, depth):
+    def _links(self, e, cls, path, depth) -> bool:
+        """True when ``e``, held by a learner's autograd object of class ``cls``, is its links
+        (a set, tuple or list) or its ``_backward`` closure, holding only objects of ``cls``
+        and plain numbers: those objects are walked, ``e`` is not visited as an object of
+        its own (their graph is most of what a training cell leaves)."""
+        kind = type(e)
+        if kind is set or kind is tuple or kind is list:
+            held = e
+        elif kind is types.FunctionType and not (e.__defaults__ or e.__kwdefaults__ or e.__dict__):
+            try:
+                held = [c.cell_contents for c in e.__closure__ or ()]
+            except ValueError:  # an empty cell
+                return False
+        else:
+            return False
+        for x in held:
+            kind = type(x)
+            if kind is cls:
+                if id(x) not in self.seen:
+                    self.value(x, path, depth)
+            elif kind not in _ATOMS:
+                return False  # (visited as any object: what was walked here is seen)
+        return True
+
+    def _attributes(self, v, cls, path, depth, mine=None):
         if isinstance(v, type):  # the notebook's class: its class attributes
             for k, e in list(vars(v).items()):
                 if type(e) in _ATOMS or k.startswith("__"):
@@ -502,36 +535,41 @@ class _Walker:
         attributes = getattr(v, "__dict__", None)
         if type(attributes) is dict:
             for k, e in list(attributes.items()):
-                if type(e) in _ATOMS:
+                if type(e) in _ATOMS or (mine and self._links(e, mine, (path, ".", k), depth)):
                     continue
                 new = self.value(e, (path, ".", k), depth)
                 if new is not e:
                     attributes[k] = new
+        for slot in _slots(cls):
+            try:
+                e = object.__getattribute__(v, slot)
+            except AttributeError:
+                continue
+            if type(e) in _ATOMS:
+                continue
+            new = self.value(e, (path, ".", slot), depth)
+            if new is not e:
+                try:
+                    object.__setattr__(v, slot, new)
+                except (AttributeError, TypeError):
+                    pass
+
+
+_SLOTS: dict = {}  # class → the names of its instances' slots
+
+
+def _slots(cls) -> list:
+    names = _SLOTS.get(cls)
+    if names is None:
+        if len(_SLOTS) > 4096:
+            _SLOTS.clear()
+        names = _SLOTS[cls] = []
         for klass in cls.__mro__:
             slots = klass.__dict__.get("__slots__")
-            if not slots or klass.__module__ == "builtins":
-                continue
-            for slot in (slots,) if isinstance(slots, str) else slots:
-                if slot in ("__dict__", "__weakref__"):
-                    continue
-                try:
-                    e = object.__getattribute__(v, slot)
-                except AttributeError:
-                    continue
-                if type(e) in _ATOMS:
-                    continue
-                new = self.value(e, (path, ".", slot), depth)
-                if new is not e:
-                    try:
-                        object.__setattr__(v, slot, new)
-                    except (AttributeError, TypeError):
-                        pass
-
-
-def _users(obj) -> bool:
-    """True for a function or class of the learner's own code: defined in the notebook, or
-    in a module beside it (:mod:`gradmagic.notebook.own`)."""
-    return own.is_own(obj)
+            if slots and klass.__module__ != "builtins":
+                names += [slots] if isinstance(slots, str) else slots
+        names[:] = [n for n in names if n not in ("__dict__", "__weakref__")]
+    return names
 
 
 def _foreign(cls) -> bool:
@@ -640,21 +678,15 @@ def restore(lifter) -> None:
         if ns.get(name) is new:
             ns[name] = old
     lifter.names = []
-    if not lifter.containers:
-        return
     made = lifter.made
     for container in lifter.containers:
+        mapping = isinstance(container, dict)
+        setitem = dict.__setitem__ if mapping else type(container).__setitem__
         try:
-            if isinstance(container, dict):
-                for k, e in list(dict.items(container)):
-                    entry = made.get(id(e))
-                    if entry is not None and entry[0] is e:
-                        dict.__setitem__(container, k, entry[1])
-            else:
-                for i, e in enumerate(list(container)):
-                    entry = made.get(id(e))
-                    if entry is not None and entry[0] is e:
-                        container[i] = entry[1]
+            for k, e in list(dict.items(container) if mapping else enumerate(container)):
+                entry = made.get(id(e))
+                if entry is not None and entry[0] is e:
+                    setitem(container, k, entry[1])
         except Exception:  # a container the cell made odd (a list subclass that refuses)
             continue
     lifter.containers = []
@@ -746,7 +778,7 @@ class _Lifter:
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
                     self._mapping(attributes, path, stack, ".", skip="grad")
-            elif _users(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
+            elif own.is_own(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
                     self._mapping(attributes, path, stack, ".")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import types
-import weakref
 
 import numpy as np
 
@@ -31,6 +30,7 @@ __all__ = ["is_engine_object", "engine_class", "owner_data", "collect", "name", 
 
 LINKS = ("_prev", "_children", "children", "_parents", "parents", "prev", "_inputs", "_ctx")
 """Attributes in which a learner's engine keeps what an object was computed from."""
+_LINKED = frozenset(LINKS)
 
 _FOREIGN = ("torch", "jax", "tensorflow", "numpy", "gradmagic", "builtins")
 _MOST = 200_000  # the most objects one search visits
@@ -59,7 +59,7 @@ def engine_class(cls) -> bool:
     return answer
 
 
-_ENGINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # class → engine_class
+_ENGINES: dict = {}  # class → engine_class (a plain dict: a weak one costs more than a look-up)
 
 
 def _engine_class(cls) -> bool:
@@ -81,7 +81,11 @@ def _engine_class(cls) -> bool:
 
 def is_engine_object(v) -> bool:
     """True for an instance of an :func:`engine_class` that has a ``.data`` and a ``.grad``."""
-    if not engine_class(type(v)):
+    try:
+        known = _ENGINES[type(v)]  # (engine_class's cache, read without a call)
+    except (KeyError, TypeError):
+        known = engine_class(type(v))
+    if not known:
         return False
     attributes = getattr(v, "__dict__", None)
     if type(attributes) is dict:
@@ -101,9 +105,10 @@ def links(v) -> list:
     """The learner's objects ``v`` was computed from, as its engine links them."""
     found = []
     attributes = getattr(v, "__dict__", None)
-    for attr in LINKS:
-        if type(attributes) is dict:
-            held = attributes.get(attr)
+    mine = attributes if type(attributes) is dict else None
+    for attr in LINKS if mine is None else [a for a in mine if a in _LINKED]:
+        if mine is not None:
+            held = mine[attr]
         else:
             try:
                 held = getattr(v, attr, None)
@@ -116,7 +121,7 @@ def links(v) -> list:
         if is_engine_object(held):
             found.append(held)
         elif isinstance(held, (list, tuple, set, frozenset, collections.deque)):
-            found.extend(e for e in held if is_engine_object(e))
+            found += [e for e in held if is_engine_object(e)]
     return found
 
 
@@ -235,7 +240,7 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
             made_from = parents.get(id(v))
             if made_from is None:
                 made_from = links(v)
-            mine = any(numbers.get(id(p), p.data) is data for p in made_from)
+            mine = any([numbers.get(id(p), p.data) is data for p in made_from])
             grad = _numbers(v.grad, data)
             claims.items.append((v, data, grad, names.get(id(v)) or _label(v), mine))
     finally:
@@ -277,6 +282,8 @@ def _nonzero(g) -> bool:
 
 def _numbers(g, data):
     """A learner's ``.grad`` as plain numbers: a float, or a float array (None: zeros)."""
+    if type(g) is float:
+        return g
     if g is None:
         shape = np.shape(data)
         return np.zeros(shape) if shape else 0.0

@@ -73,14 +73,15 @@ class AutogradMagics(Magics):
         fresh leaves, those in the lists, dicts and objects it reads too; numbers
         it keeps in containers and objects are inputs named by their paths
         (gradmagic.last.grads["n.w[0]"], gradmagic.last.grads_of("n.w")).
-        Names bound to the graph's nodes stay bound to them, so x.grad works
-        after the cell; every other number, at any depth, is plain again. A
-        cell whose value is not differentiable shows it as plain Python does,
-        with a note. A cell whose value is an object of your own autograd engine
-        (micrograd's Value, written in the notebook or imported) is differentiated
-        at its .data, and each .grad your engine produced is judged against the
-        true gradient (gradmagic.last.claims); a training loop over it shows its
-        last step. Modules beside the notebook are followed as its cells are.
+        Names bound to the graph's float and array nodes stay bound to them, so
+        x.grad works after the cell; every other number, at any depth, is plain
+        again (an int, a numpy scalar). A cell whose value is not differentiable
+        shows it as plain Python does, with a note. A cell whose value is an
+        object of your own autograd engine (micrograd's Value, written in the
+        notebook or imported) is differentiated at its .data, and each .grad your
+        engine produced is judged against the true gradient
+        (gradmagic.last.claims); a training loop over it shows its last step.
+        Modules beside the notebook are followed as its cells are.
         A cell whose target is a PyTorch tensor runs unchanged,
         recorded with PyTorch as the engine. The display checks each input's gradient against a central finite
         difference (--eps); a big graph checks a seeded sample of its inputs one
