@@ -312,10 +312,17 @@ def path_text(path) -> str:
     return "".join(reversed(steps))
 
 
+def _no_engine(v) -> bool:
+    return False
+
+
+is_engine_object = _no_engine
+"""Whether an object is a learner's own autograd object (set by :mod:`.learner`, which
+imports this module)."""
+
+
 class _Walker:
     def __init__(self, ns, made, walk):
-        from .learner import is_engine_object
-
         self.engine = is_engine_object
         self.ns = ns
         self.made = made
