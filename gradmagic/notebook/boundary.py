@@ -542,7 +542,7 @@ def _foreign(cls) -> bool:
 
 
 # --------------------------------------------------------------------------- the start of a cell
-_LIFTED = frozenset({float, np.float64, complex, np.complex128})
+_LIFTED = frozenset({float, np.float64, complex, np.complex128, np.float32, np.float16})
 """The kinds of number found in the cell's data that become leaves (ints stay ints:
 counts, indices and keys are not parameters)."""
 DATA_SIZE = 10_000
@@ -579,14 +579,14 @@ def lift_reachable(ns, names, made: dict, new_leaf, engine=None) -> "_Lifter":
 
 def unfollowed(ns, names) -> list[str]:
     """One warning per name in ``names`` whose value holds numbers no leaf is made of:
-    numbers of another precision than float64 and complex128 (``float32``)."""
+    numbers of another kind than float64, float32, float16 and complex128 (``complex64``)."""
     out = []
     for name in sorted(names):
         kind = _unfollowed_kind(ns.get(name), 0, [DATA_SIZE])
         if kind is not None:
             out.append(
-                f"{name!r} holds {kind}: gradmagic differentiates float64 and complex128 numbers "
-                f"only, so no gradient is shown for {name!r}"
+                f"{name!r} holds {kind}: gradmagic differentiates float64, float32, float16 and "
+                f"complex128 numbers only, so no gradient is shown for {name!r}"
             )
     return out
 

@@ -33,7 +33,7 @@ from ..core import engine, number_nodes
 from ..core.engine import SCALAR_NODES, Value
 from ..core.number_nodes import SCALARS, Float, Int, constant
 from ..core import array as _array
-from ..core.array import Array, Scalar64, array_leaf, complex_leaf, PLAIN_TYPES
+from ..core.array import Array, Scalar64, array_leaf, scalar_leaf, PLAIN_TYPES
 from ..core.tensor import Tensor
 from . import learner
 from .library_calls import (
@@ -206,7 +206,7 @@ def literal(x):
     if _run is None:
         return x if _probe is None else _probe.born(x)
     if x.__class__ is complex:
-        return born(complex_leaf(x))
+        return born(scalar_leaf(x))
     return born(Float(x) if x.__class__ is _FLOAT else Int(x))
 
 
@@ -346,7 +346,9 @@ def changing(v, name: str):
 
 _EXACT_NUMBERS = frozenset({int, float, np.float64})
 """Number types that have a number node class (other numpy scalars stay plain)."""
-_COMPLEX = frozenset({complex, np.complex128, *PLAIN_TYPES}) - {Array, Scalar64}
+_SCALAR_LEAVES = frozenset({complex, np.complex128, np.float32, np.float16, *PLAIN_TYPES})
+_SCALAR_LEAVES -= {Array, Scalar64}
+"""Numbers that become 0-d array leaves (complex numbers, numpy's lower precisions)."""
 
 
 def new_leaf(x, name: str):
@@ -361,8 +363,8 @@ def new_leaf(x, name: str):
     cls = type(x)
     if cls is Array or (cls is np.ndarray and x.dtype in _array._HELD):
         return array_leaf(x, name)
-    if cls in _COMPLEX:
-        return complex_leaf(x, name)
+    if cls in _SCALAR_LEAVES:
+        return scalar_leaf(x, name)
     if cls is Scalar64:
         leaf = constant(np.float64(x))
         leaf.label = name
