@@ -87,11 +87,32 @@ def rounding_scale(trace) -> float:
         total = float(np.square(terms).sum())
         for i, data in trace.tensor_data.items():
             grad = trace.tensor_grad.get(i)
-            if ops[i] and grad is not None:
-                t = np.ravel(np.abs(np.asarray(grad) * np.asarray(data)))
+            if ops[i] and grad is not None:  # (float32 rounds by its own epsilon)
+                t = np.ravel(np.abs(np.asarray(grad) * data)) * (_epsilon(data) / _EPS_FLOAT)
                 t = t[np.isfinite(t)]
                 total += float(np.square(t).sum())
     return math.sqrt(total) if math.isfinite(total) else math.inf
+
+
+def _epsilon(data) -> float:
+    return float(np.finfo(data.dtype).eps) if data.dtype.kind in "fc" else _EPS_FLOAT
+
+
+def in_precision(trace, eps: float, atol: float, rtol: float) -> tuple:
+    """``(eps, atol, rtol, note)`` for the least precise numbers the graph holds: where they
+    are float32 or float16, a step of at least the cube root of their machine epsilon (the
+    step at which a central difference's rounding and truncation errors balance) and
+    tolerances of at least its square root, as gradcheck and check_grads loosen theirs."""
+    machine = max(map(_epsilon, trace.tensor_data.values()), default=_EPS_FLOAT)
+    if machine <= _EPS_FLOAT:
+        return eps, atol, rtol, ""
+    eps, tol = max(eps, machine ** (1 / 3)), machine**0.5
+    kind = "float16" if machine > 1e-4 else "float32"
+    note = (
+        f"The graph computes in {kind}: inputs are moved by {eps:.2g} (the cube root of its "
+        f"machine epsilon) and atol and rtol are at least {tol:.2g} (its square root)."
+    )
+    return eps, max(atol, tol), max(rtol, tol), note
 
 
 class Replay:

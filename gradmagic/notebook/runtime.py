@@ -165,7 +165,9 @@ class Probe:
             where, steps = step
             x.flat[where] = x.flat[where] + steps
             return x
-        return x + step  # (an int moves as a real number, as the graph's gradient reads it)
+        if type(step) is tuple:  # a numpy float32 or float16 number: its one element
+            step = step[1][0]
+        return x + float(step)  # (in x's precision; an int moves as a real number)
 
     def undo(self) -> None:
         """Put back what the moves changed in place."""
@@ -186,6 +188,8 @@ def _seen(x):
         x = x.data
     elif type(x) is Tensor:
         x = x.data
+    elif isinstance(x, (np.float32, np.float16)):  # a 0-d array node's number
+        x = np.asarray(x)
     if isinstance(x, np.ndarray):  # (read as plain numbers: no node of the graph, no warning)
         plain = x.view(np.ndarray)
         with np.errstate(all="ignore"):
