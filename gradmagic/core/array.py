@@ -71,6 +71,8 @@ from .array_nodes import (  # noqa: F401
     _UFUNC_VALUES,
     Array,
     Scalar64,
+    Scalar32,
+    Scalar16,
     Complex128,
     Complex,
     _adopt,

@@ -254,6 +254,8 @@ def _scalar_binary(ufunc, name, base=np.float64, number=_float_of):
         if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
             return ufunc(other, self) if reflected else ufunc(self, other)
         r = _numpy(method, (base(number(self)), _pv(other)), {}, True)
+        if r is NotImplemented and cls in _SCALARS:  # float32 * a float64 node: numpy's ufunc
+            return ufunc(other, self) if reflected else ufunc(self, other)
         if r is NotImplemented or not tracking():
             return r
         return _link_call(ufunc, r, (other, self) if reflected else (self, other))
