@@ -66,6 +66,7 @@ CASES = [
         {"x": np.float64(0.7)},
     ),
     ("L = float(np.float32(2.0) * x) * x + np.float16(x)", {"x": np.float64(1.5)}),
+    ("L = np.float32(2) * x + x ** np.float16(3) - np.float32(1) / x", {"x": np.float64(1.5)}),
     (
         "w = x * 1.0\nw[0] = s\nw *= x\nL = w.sum() + np.tanh(w).max()",
         {

@@ -579,7 +579,7 @@ _t._WRITABLE.add(Array)
 tensor_nodes._array_result = _link
 _t._function_rule = tensor_function
 _numbers.DEFER.update(_ARRAYS[1:])
-_numbers.COMPLEX.append(Complex)
+_numbers.LIFTED.update({complex: Complex, np.float32: Scalar32, np.float16: Scalar16})
 
 
 def _numpy_ufunc(self, ufunc, method, *inputs, **kwargs):

@@ -315,15 +315,17 @@ def _numpy_cut(r, node) -> None:
 _NP_GENERIC = np.generic
 
 
-COMPLEX: list = []
-"""The class of complex number nodes (``core.array_nodes.Complex``), once imported."""
+LIFTED: dict = {}
+"""A number kind that array nodes hold (complex, numpy's float32 and float16) → its node
+class (``core.array_nodes``), once imported."""
 
 
-def _complex(pyop, x, z, swap: bool, node):
-    """A number node ``x`` meeting the complex ``z``: while a cell is recorded, ``z`` as a
-    complex node, which computes Python's own result as a node."""
-    if COMPLEX and _recording():
-        z = COMPLEX[0](z)
+def _lifted(pyop, x, z, swap: bool, node):
+    """A number node ``x`` meeting ``z``, a complex or a numpy float32 or float16: while a
+    cell is recorded, ``z`` as a node of its kind, which computes Python's (numpy's) own
+    result as a node."""
+    if _recording():
+        z = LIFTED[z.__class__](z)
         return pyop(z, node) if swap else pyop(node, z)
     return pyop(z, x) if swap else pyop(x, z)
 
@@ -358,8 +360,8 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
     def forward(self, other):
         x = _plain_of(self)
         if other.__class__ not in own:
-            if other.__class__ is complex:
-                return _complex(pyop, x, other, swap, self)
+            if other.__class__ in LIFTED:
+                return _lifted(pyop, x, other, swap, self)
             if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
@@ -478,8 +480,8 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
             return method(_plain_of(self), _plain_of(other), _plain_of(mod))
         x = _plain_of(self)
         if other.__class__ not in own:
-            if other.__class__ is complex:
-                return _complex(pow, x, other, swap, self)
+            if other.__class__ in LIFTED:
+                return _lifted(pow, x, other, swap, self)
             if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
