@@ -51,6 +51,7 @@ def _reference(cell, data, name, path=()):
 CASES = [
     ("L = np.sum(x * x)", {"x": A.astype(np.float32)}),
     ("L = np.sum(np.sin(h) * h) + h.var()", {"h": A.astype(np.float16)}),
+    ("L = np.sum(np.tanh(x) * x.astype('float64'))", {"x": A.astype(np.float32)}),
     ("L = np.sum(x * a) + np.mean(x**2) * a[0]", {"x": A.astype(np.float32), "a": A[::-1]}),
     (
         "y = a.astype('float32')\nL = np.sum(np.exp(y) * y) + np.float32(0.5) * y.max()",

@@ -1,5 +1,5 @@
-"""The magic's array nodes: :class:`Array` and :class:`Scalar64`, and how numpy's results
-become nodes.
+"""The magic's array nodes: :class:`Array` and the numpy scalar nodes (:class:`Scalar64`,
+``Scalar32``, ``Scalar16``, :class:`Complex128`), and how numpy's results become nodes.
 
 The classes carry a tensor node's links in their instance dict and show themselves as
 numpy's own (``ndarray``, ``float64``). Here too: an object's plain value (``_pv``), numpy's
@@ -55,7 +55,8 @@ def tracking() -> bool:
 
 # --------------------------------------------------------------------------- the classes
 class Array(np.ndarray):
-    """A float64 ``ndarray`` that is a tensor node of the graph (what the magic makes of an array).
+    """A float ``ndarray`` (float64, float32, float16 or complex128) that is a tensor node of
+    the graph (what the magic makes of an array).
 
     Its type is named ``numpy.ndarray``; ``repr``, ``str``, indexing, views and
     every numpy function behave as on a plain array. ``data`` is the plain
@@ -392,7 +393,7 @@ def _any_tracked(xs) -> bool:
 
 # --------------------------------------------------------------------------- making nodes
 def array_leaf(x, label: str = ""):
-    """A fresh leaf viewing ``x``'s memory (a float64 ndarray, or an Array of an earlier run)."""
+    """A fresh leaf viewing ``x``'s memory (a float ndarray, or an Array of an earlier run)."""
     if x.__class__ is not _ndarray:
         x = _view(x, _ndarray)
     leaf = _view(x, Array)
@@ -411,7 +412,7 @@ def scalar_leaf(x, label: str = ""):
 
 
 def array_constant(x):
-    """A float64 array numpy made in a recorded cell, as an array node needing no gradient."""
+    """A float array numpy made in a recorded cell, as an array node needing no gradient."""
     return _view(x, Array)
 
 

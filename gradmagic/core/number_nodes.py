@@ -301,7 +301,7 @@ def _finite_as_floats(pyop, x, y) -> bool:
 
 
 def _numpy_cut(r, node) -> None:
-    """Report a numpy scalar result of another type (``np.float32(2) * x``): no node holds
+    """Report a numpy scalar result of another type (``np.int8(2) * x``): no node holds
     it, so no gradient flows through it."""
     cut = state.cut
     if cut is not None and isinstance(r, _NP_GENERIC) and node.__class__ is not Int:
@@ -352,8 +352,8 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
     exception and message are exactly plain Python's; while a cell is recorded
     the result becomes a node. An int node meeting a plain float computes as
     plain Python would, with float's method (``int.__mul__`` declines a float).
-    A numpy scalar operand computes with Python's operator on the plain
-    numbers (numpy's own promotion: ``np.float32(2) * x`` is a float32). With
+    A numpy scalar operand computes with numpy's own promotion (``np.float32(2) * x``
+    is a float32 node: see :func:`_lifted`). With
     ``quiet`` (numpy float64 nodes), numpy's warnings name the user's line.
     """
 

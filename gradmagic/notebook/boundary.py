@@ -557,7 +557,7 @@ def lift_reachable(ns, names, made: dict, new_leaf, engine=None) -> "_Lifter":
 
     Before a cell runs, the lists, dicts, deques and notebook-class instances the
     cell's names hold (at any depth) get a fresh leaf in place of each float and
-    float64 array: a number the code keeps is a parameter the run differentiates.
+    float array: a number the code keeps is a parameter the run differentiates.
     Tuples, sets, library objects and containers of more than :data:`DATA_SIZE`
     items are left as they are. ``made`` learns each leaf's original object; give the
     result to :func:`name_lifted` once the graph is walked, then to :func:`restore`.
@@ -692,7 +692,7 @@ class _Lifter:
         return new
 
     def tuple(self, t, path, depth=0):
-        """``t`` with a leaf for each float and float64 array it holds (nested tuples
+        """``t`` with a leaf for each float and float array it holds (nested tuples
         too), ``made`` told the new tuple's original; ``t`` itself if it holds none. The
         lists and dicts it holds are walked, their numbers lifted in place."""
         if len(t) > DATA_SIZE or depth > 32:

@@ -359,7 +359,7 @@ def new_leaf(x, name: str):
     """A fresh leaf labelled ``name`` holding ``x``'s number(s), or None if there is none.
 
     ``x`` may be a number of an exact type, a Value (its data is taken), a
-    float64 array or an array node (an :class:`~gradmagic.core.array.Array` leaf viewing
+    float array or an array node (an :class:`~gradmagic.core.array.Array` leaf viewing
     the same memory, so writes in the cell change the user's array as in plain numpy), or
     a Tensor (a Tensor leaf; its ``requires_grad`` is kept, so constant data stays
     constant).
