@@ -52,6 +52,11 @@ CASES = [
     ("L = np.sum(x * x)", {"x": A.astype(np.float32)}),
     ("L = np.sum(np.sin(h) * h) + h.var()", {"h": A.astype(np.float16)}),
     ("L = np.sum(np.tanh(x) * x.astype('float64'))", {"x": A.astype(np.float32)}),
+    (
+        "L = a.sum().astype(np.float32) * x[1:2].item() + a.max().astype(np.float64)"
+        " + x.astype(np.float16, copy=False).sum() + x.astype(np.float32, copy=False)[0]",
+        {"a": A, "x": A.astype(np.float32)},
+    ),
     ("L = np.sum(x * a) + np.mean(x**2) * a[0]", {"x": A.astype(np.float32), "a": A[::-1]}),
     (
         "y = a.astype('float32')\nL = np.sum(np.exp(y) * y) + np.float32(0.5) * y.max()",

@@ -56,6 +56,7 @@ from .array_nodes import (  # noqa: F401
     _F64,
     _GETITEM,
     _HELD,
+    _SCALAR_ARRAYS,
     _MAX,
     _MAXIMUM,
     _MEAN,
