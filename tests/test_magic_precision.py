@@ -129,3 +129,19 @@ def test_float32_literals_and_arrays_in_a_list_are_inputs():
         want = _reference(cell_w, data, "ws", (i,))
         np.testing.assert_allclose(run.grads[f"ws[{i}]"], want, rtol=1e-5)
     assert run.check().passed
+
+
+@pytest.mark.parametrize("cell, data", CASES[:4])
+def test_the_graph_replayed_and_torch_agree_in_low_precision(cell, data):
+    """Where the code cannot be run again the check replays the graph, and --torch replays
+    it in float64: both allow for the rounding of float32 and float16 numbers."""
+    run = gradmagic.autograd(cell + "\nL")(np=np, **{k: v.copy() for k, v in data.items()})
+    run.trace.rerun.problem = "it cannot here"
+    report = run.check()
+    assert report.rows and all(r.status == "graph" and r.abs_err <= r.bound for r in report.rows)
+    assert not any(n.startswith("Replay mismatch") for n in report.notes), report.notes
+    pytest.importorskip("torch")
+    from gradmagic.analysis import torchcheck
+
+    comparison = torchcheck.compare(run.trace)
+    assert comparison.passed, comparison.verdict
