@@ -94,6 +94,8 @@ def test_low_precision_inputs_are_differentiated_in_their_precision(cell, data):
         assert np.asarray(g).dtype == np.asarray(x).dtype and np.shape(g) == np.shape(x), name
         want = _reference(cell, data, name)
         np.testing.assert_allclose(g, want, rtol=CLOSE[np.asarray(x).dtype.type], atol=1e-4)
+    for name, g in run.grads.items():  # every node's gradient in its own dtype (L's too)
+        assert np.asarray(g).dtype == np.asarray(run.trace.values[name]).dtype, name
     report = run.check()
     assert report.rows and all(r.status == "pass" for r in report.rows), report.rows
     assert any("inputs are moved by" in n for n in report.notes), report.notes

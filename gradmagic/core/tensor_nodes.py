@@ -117,7 +117,7 @@ class Tensor:
         if value is None:  # as in torch: forget the gradient (reads as zeros)
             self._grad = None
             return
-        g = np.asarray(value, dtype=_F64)
+        g = np.asarray(value, dtype=self.dtype)
         if g.shape != self.data.shape:
             try:
                 g = np.broadcast_to(g, self.data.shape).copy()
