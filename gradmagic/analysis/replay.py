@@ -89,14 +89,14 @@ def rounding_scale(trace) -> float:
             grad = trace.tensor_grad.get(i)
             if ops[i] and grad is not None:  # (float32 rounds by its own epsilon)
                 wide = np.asarray(data, dtype=np.result_type(data.dtype, np.float64))
-                t = np.ravel(np.abs(np.asarray(grad) * wide)) * (_epsilon(data) / _EPS_FLOAT)
+                t = np.ravel(np.abs(np.asarray(grad) * wide)) * (_epsilon(data.dtype) / _EPS_FLOAT)
                 t = t[np.isfinite(t)]
                 total += float(np.square(t).sum())
     return math.sqrt(total) if math.isfinite(total) else math.inf
 
 
-def _epsilon(data) -> float:
-    return float(np.finfo(data.dtype).eps) if data.dtype.kind in "fc" else _EPS_FLOAT
+def _epsilon(dtype) -> float:
+    return float(np.finfo(dtype).eps) if dtype.kind in "fc" else _EPS_FLOAT
 
 
 def in_precision(trace, eps: float, atol: float, rtol: float) -> tuple:
@@ -104,13 +104,12 @@ def in_precision(trace, eps: float, atol: float, rtol: float) -> tuple:
     are float32 or float16, a step of at least the cube root of their machine epsilon (the
     step at which a central difference's rounding and truncation errors balance) and
     tolerances of at least its square root, as gradcheck and check_grads loosen theirs."""
-    machine = max(map(_epsilon, trace.tensor_data.values()), default=_EPS_FLOAT)
-    if machine <= _EPS_FLOAT:
+    kind = max({x.dtype for x in trace.tensor_data.values()}, key=_epsilon, default=None)
+    if kind is None or _epsilon(kind) <= _EPS_FLOAT:
         return eps, atol, rtol, ""
-    eps, tol = max(eps, machine ** (1 / 3)), machine**0.5
-    kind = "float16" if machine > 1e-4 else "float32"
+    eps, tol = max(eps, _epsilon(kind) ** (1 / 3)), _epsilon(kind) ** 0.5
     note = (
-        f"The graph computes in {kind}: inputs are moved by {eps:.2g} (the cube root of its "
+        f"The graph computes in {kind.name}: inputs are moved by {eps:.2g} (the cube root of its "
         f"machine epsilon) and atol and rtol are at least {tol:.2g} (its square root)."
     )
     return eps, max(atol, tol), max(rtol, tol), note
