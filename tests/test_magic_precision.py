@@ -147,3 +147,16 @@ def test_the_graph_replayed_and_torch_agree_in_low_precision(cell, data):
 
     comparison = torchcheck.compare(run.trace)
     assert comparison.passed, comparison.verdict
+
+
+def test_the_check_in_float32_still_sees_a_path_the_graph_missed():
+    """The looser step and tolerance still fail a gradient that misses a path (tolist()
+    leaves the graph: the code's slope is 3 more than the graph's for x[1]), and do not
+    take it for a kink, though a step this long parts a smooth function's one-sided
+    slopes."""
+    cell = "L = np.sum(x * x) + x.tolist()[1] * 3"
+    run = gradmagic.autograd(cell + "\nL")(np=np, x=A.astype(np.float32))
+    report = run.check()
+    assert any("inputs are moved by 0.0049" in n for n in report.notes), report.notes
+    assert [r.status for r in report.rows if r.name == "x"] == ["fail"]
+    assert not report.passed
