@@ -53,6 +53,10 @@ CASES = [
     ("L = np.sum(np.sin(h) * h) + h.var()", {"h": A.astype(np.float16)}),
     ("L = np.sum(np.tanh(x) * x.astype('float64'))", {"x": A.astype(np.float32)}),
     (
+        "v = np.full(3, a[0], dtype=np.float32)\nL = (v * x).sum() + np.full(2, a[1]).sum()",
+        {"a": A, "x": A.astype(np.float32)},
+    ),
+    (
         "L = a.sum().astype(np.float32) * x[1:2].item() + a.max().astype(np.float64)"
         " + x.astype(np.float16, copy=False).sum() + x.astype(np.float32, copy=False)[0]",
         {"a": A, "x": A.astype(np.float32)},

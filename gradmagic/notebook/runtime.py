@@ -593,7 +593,8 @@ _FLOAT_NODES = frozenset({Float, number_nodes.Float64})
 
 
 def _has_float_node(xs, depth: int = 0) -> bool:
-    """True if ``xs`` holds a float number node or a tracked array node inside a list."""
+    """True if ``xs`` holds a float number node, a tracked array node inside a list, or a
+    tracked 0-d one (``np.full(3, W[0])``: numpy dispatches on no fill value)."""
     for x in xs:
         kind = type(x)
         if kind in _FLOAT_NODES:
@@ -601,7 +602,7 @@ def _has_float_node(xs, depth: int = 0) -> bool:
         if (kind is list or kind is tuple) and depth < 32:
             if _has_float_node(x, depth + 1):
                 return True
-        elif depth and kind in _MADE_FROM and x.requires_grad:
+        elif kind in _MADE_FROM and x.requires_grad and (depth or not x.shape):
             return True
     return False
 
