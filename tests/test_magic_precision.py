@@ -164,3 +164,12 @@ def test_the_check_in_float32_still_sees_a_path_the_graph_missed():
     assert any("inputs are moved by 0.0049" in n for n in report.notes), report.notes
     assert [r.status for r in report.rows if r.name == "x"] == ["fail"]
     assert not report.passed
+
+
+def test_resize_of_an_array_node_is_plain_numpys(ip):
+    """A float32 array the cell makes, and one an earlier cell made, resized in place."""
+    ip.user_ns.update(np=np, d=np.arange(6, dtype=np.float32))
+    assert ip.run_cell(
+        "%%autograd -q\nd.resize((2, 3))\ne = np.arange(4.0)\ne.resize((2, 2))"
+    ).success
+    assert ip.user_ns["d"].shape == (2, 3) and ip.user_ns["e"].shape == (2, 2)

@@ -271,9 +271,12 @@ def _mutator(name):
         result = [None]
 
         def write():
-            result[0] = _numpy(
-                base, (_view(self, _ndarray), *_deep_plain(args)), _deep_plain(kwargs)
-            )
+            plain = self if name == "resize" else _view(self, _ndarray)
+            result[0] = _numpy(base, (plain, *_deep_plain(args)), _deep_plain(kwargs))
+            owner = self.base  # the user's array a leaf views, resized alike (its shape)
+            if name == "resize" and owner.__class__ is _ndarray and owner.size == self.size:
+                if owner.flags.c_contiguous and owner.ctypes.data == self.ctypes.data:
+                    owner.shape = self.shape
 
         _write(self, f".{name}()", write, args)
         return result[0]
