@@ -200,7 +200,7 @@ def test_a_value_with_nothing_to_differentiate_is_shown_as_plain_python_shows_it
     [
         ("import numpy as np, math\nW = np.array([1.0, 2.0])\nmath.exp(W.sum())", "math.exp"),
         ("from decimal import Decimal\nx = 2.0\nDecimal(x) * 3", "decimal.Decimal"),
-        ("import numpy as np\nx = 0.9\nnp.float32(x) * 3", "numpy.float32"),
+        ("import numpy as np\nx = 0.9\nnp.complex64(x) * 3", "numpy.complex64"),
     ],
 )
 def test_a_value_that_left_the_graph_names_the_cut(ip, capsys, body, where):

@@ -325,7 +325,7 @@ def test_numbers_from_earlier_cells_become_labelled_leaves(ip):
     assert ip.user_ns["flag"] is True
 
 
-def test_numbers_with_other_arithmetic_are_not_lifted(ip):
+def test_numbers_with_other_arithmetic_are_not_lifted_a_float32_is(ip):
     from fractions import Fraction
 
     ip.user_ns.update(
@@ -334,7 +334,8 @@ def test_numbers_with_other_arithmetic_are_not_lifted(ip):
     assert autograd(
         ip, "a = h * 2\nb = q + Fraction(1, 6)\nc = i8 + np.int8(27)\nL = a * 1.0"
     ).success
-    assert type(ip.user_ns["h"]) is np.float32 and ip.user_ns["a"] == np.float32(0.1) * 2
+    assert isinstance(ip.user_ns["h"], np.float32) and ip.user_ns["a"] == np.float32(0.1) * 2
+    assert gradmagic.last.grads["h"] == 2.0 and gradmagic.last.grads["h"].dtype == np.float32
     assert ip.user_ns["b"] == Fraction(1, 2) and type(ip.user_ns["i8"]) is np.int8
 
 

@@ -795,12 +795,15 @@ def test_integer_valued_functions_give_numpys_values_and_no_cut():
     assert not cuts
 
 
-def test_a_float32_result_is_numpys_and_the_cut_is_reported():
+def test_a_float32_result_is_numpys_and_a_node_a_complex64_one_a_cut():
     with recording() as cuts:
         leaf = array_leaf(np.array([1.0, 2.0]), "x")
         got = np.flip(leaf).astype(np.float32)
-    assert got.dtype == np.float32 and got.tolist() == [2.0, 1.0]
-    assert cuts and "float32" in cuts[0]
+        (got * got).sum().backward()
+        low = leaf.astype(np.complex64)
+    assert got.dtype == np.float32 and got.tolist() == [2.0, 1.0] and got.grad.dtype == np.float32
+    assert leaf.grad.dtype == np.float64 and leaf.grad.tolist() == [2.0, 4.0]
+    assert low.dtype == np.complex64 and cuts and "complex64" in cuts[0]
 
 
 def test_svd_of_a_non_square_matrix_with_full_matrices_cuts_u_and_vh_and_says_so():

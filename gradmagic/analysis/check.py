@@ -33,7 +33,7 @@ import numpy as np
 from .numbers import all_finite, fmt
 from .options import DEFAULTS
 from .perturb import Perturbation, choose
-from .replay import Measured, Replay
+from .replay import Measured, Replay, in_precision
 from .rows import _ERRORS, FLAGGED, OK, STATUSES, CheckRow, Judge, plain, worst_first
 
 __all__ = [
@@ -336,9 +336,10 @@ def check(
         ``REPLAY_ELEMENTS``.
     """
     _validate(eps=eps, atol=atol, rtol=rtol)
+    eps, atol, rtol, precision = in_precision(trace, eps, atol, rtol)
     replay = Replay(trace)
     perturbation, notes = _choose(trace, replay, max_leaves, max_elements, seed)
-    notes = _run_notes(trace, notes)
+    notes = _run_notes(trace, notes + ([precision] if precision else []))
     judge = Judge(trace, atol, rtol)
     code = _Code(trace, replay, judge, perturbation)
     perturbation = code.with_direction(perturbation, seed)

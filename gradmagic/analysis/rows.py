@@ -183,6 +183,8 @@ class Judge:
             jump = np.abs(fwd - bwd) > (
                 atol + rtol * np.maximum(np.abs(fwd), np.abs(bwd)) + 4 * noise
             )
+            # a kink explains a gradient between its one-sided slopes, no other
+            jump &= np.abs(analytic - (fwd + bwd) / 2) <= np.abs(fwd - bwd) / 2 + bound + noise
         status = np.where(
             ~finite, 3, np.where(close, 0, np.where(unresolved, 4, np.where(jump, 2, 1)))
         )

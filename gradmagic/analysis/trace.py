@@ -393,7 +393,7 @@ class Trace:
             v = order[i]
             g = grads.get(i)
             if g is None:  # a numpy scalar gradient
-                g = grads[i] = np.array(v.grad, dtype=float).reshape(x.shape)
+                g = grads[i] = np.array(v.grad, dtype=x.dtype).reshape(x.shape)
                 self.grad[i] = np.nan
             if v._a is None:
                 fixed = constant[i] = not v.requires_grad

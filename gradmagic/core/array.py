@@ -56,6 +56,7 @@ from .array_nodes import (  # noqa: F401
     _F64,
     _GETITEM,
     _HELD,
+    _SCALAR_ARRAYS,
     _MAX,
     _MAXIMUM,
     _MEAN,
@@ -71,6 +72,8 @@ from .array_nodes import (  # noqa: F401
     _UFUNC_VALUES,
     Array,
     Scalar64,
+    Scalar32,
+    Scalar16,
     Complex128,
     Complex,
     _adopt,
@@ -94,14 +97,14 @@ from .array_nodes import (  # noqa: F401
     array_constant,
     array_leaf,
     as_float,
-    complex_leaf,
+    scalar_leaf,
     PLAIN_TYPES,
     is_array_node,
     plain_array,
     tracking,
 )
 
-__all__ = ["Array", "Scalar64", "array_leaf", "complex_leaf", "is_array_node", "plain_array"]
+__all__ = ["Array", "Scalar64", "array_leaf", "scalar_leaf", "is_array_node", "plain_array"]
 
 
 # --------------------------------------------------------------------------- numpy dispatch
@@ -577,7 +580,7 @@ _t._WRITABLE.add(Array)
 tensor_nodes._array_result = _link
 _t._function_rule = tensor_function
 _numbers.DEFER.update(_ARRAYS[1:])
-_numbers.COMPLEX.append(Complex)
+_numbers.LIFTED.update({complex: Complex, np.float32: Scalar32, np.float16: Scalar16})
 
 
 def _numpy_ufunc(self, ufunc, method, *inputs, **kwargs):
@@ -600,7 +603,7 @@ def _numpy_function(self, func, types, args, kwargs):
 # numpy's function by a name the cell's rewrite cannot see (f = np.mean; f(x)) reaches its
 # rule too: numpy would read it as a plain float64
 for _cls in (*_ARRAYS, _numbers.Float, _numbers.Float64):
-    _cls.__array_function__ = _numpy_function  # type: ignore[method-assign, union-attr]
+    _cls.__array_function__ = _numpy_function
 for _cls in (*_ARRAYS, _numbers.Float, _numbers.Int, _numbers.Float64):
-    _cls.__array_ufunc__ = _numpy_ufunc  # type: ignore[method-assign, union-attr]
+    _cls.__array_ufunc__ = _numpy_ufunc
 del _cls

@@ -26,7 +26,9 @@ from .array import (
     _HELD,
     _RESHAPE,
     Array,
+    Complex,
     Scalar64,
+    _SCALAR_ARRAYS,
     _adopt,
     _cut_result,
     _deep_plain,
@@ -36,6 +38,7 @@ from .array import (
     _numpy,
     _plain_key,
     _pv,
+    plain_array,
     _setitem,
     _tracked,
     _view,
@@ -179,7 +182,7 @@ class _ArraySurface:
             return exact
         if exact.dtype not in _HELD:
             return _cut_result(exact, f"astype({np.dtype(dtype).name})", (self,))
-        if exact is _view(self, _ndarray) or not copy:
+        if not copy and exact.dtype == self.dtype:  # numpy gives the array itself
             return self
         return _adopt(exact, _t._apply(_COPY, self))
 
@@ -268,9 +271,12 @@ def _mutator(name):
         result = [None]
 
         def write():
-            result[0] = _numpy(
-                base, (_view(self, _ndarray), *_deep_plain(args)), _deep_plain(kwargs)
-            )
+            plain = self if name == "resize" else _view(self, _ndarray)
+            result[0] = _numpy(base, (plain, *_deep_plain(args)), _deep_plain(kwargs))
+            owner = self.base  # the user's array a leaf views, resized alike (its shape)
+            if name == "resize" and owner.__class__ is _ndarray and owner.size == self.size:
+                if owner.flags.c_contiguous and owner.ctypes.data == self.ctypes.data:
+                    owner.shape = self.shape
 
         _write(self, f".{name}()", write, args)
         return result[0]
@@ -382,7 +388,7 @@ def _converting(name):
 
 
 def _item(self, *args):
-    if not args and self.size == 1 and tracking() and self.requires_grad and self.dtype == _F64:
+    if not args and self.size == 1 and tracking() and self.requires_grad and self.dtype.kind == "f":
         return as_float(self)  # a number node of the same graph
     return _converting_item(self, *args)
 
@@ -392,3 +398,17 @@ for _name in ("tolist", "item", "__float__"):
 _converting_item = Array.item
 Array.item = _item  # type: ignore[method-assign]
 del _op, _name, _m
+
+
+def _scalar_astype(self, dtype, *args, **kwargs):
+    """``s.astype(dtype)`` of a numpy scalar node: numpy's number, linked by a copy."""
+    exact = plain_array(self).astype(dtype, *args, **kwargs)
+    if not (tracking() and self.requires_grad) or exact.dtype.kind not in "fc":
+        return exact
+    if exact.dtype not in _HELD:
+        return _cut_result(exact, f"astype({exact.dtype.name})", (self,))
+    return _link(_COPY, exact, self)
+
+
+for _cls in _SCALAR_ARRAYS - {Complex}:
+    _cls.astype = _scalar_astype

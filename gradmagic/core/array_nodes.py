@@ -1,5 +1,5 @@
-"""The magic's array nodes: :class:`Array` and :class:`Scalar64`, and how numpy's results
-become nodes.
+"""The magic's array nodes: :class:`Array` and the numpy scalar nodes (:class:`Scalar64`,
+``Scalar32``, ``Scalar16``, :class:`Complex128`), and how numpy's results become nodes.
 
 The classes carry a tensor node's links in their instance dict and show themselves as
 numpy's own (``ndarray``, ``float64``). Here too: an object's plain value (``_pv``), numpy's
@@ -29,11 +29,12 @@ from .sites import cursor
 from . import tensor as _t
 from .tensor import Tensor, TENSOR_OPS
 
-__all__ = ["Array", "Scalar64", "array_leaf", "complex_leaf", "is_array_node", "plain_array"]
+__all__ = ["Array", "Scalar64", "array_leaf", "scalar_leaf", "is_array_node", "plain_array"]
 
-_F64, _C128 = np.float64, np.complex128
+_F64, _C128, _F32, _F16 = np.float64, np.complex128, np.float32, np.float16
 _F64_TYPE = np.dtype(_F64)
-_HELD = frozenset({_F64_TYPE, np.dtype(_C128)})  # the dtypes an array node holds
+_HELD = frozenset(map(np.dtype, (_F64, _C128, _F32, _F16)))  # the dtypes an array node holds
+_low_of = np.generic.__float__  # a float32's or float16's number (exact as a Python float)
 _complex_of = complex.__complex__  # type: ignore[attr-defined]
 _ndarray = np.ndarray
 _view = np.ndarray.view
@@ -54,7 +55,8 @@ def tracking() -> bool:
 
 # --------------------------------------------------------------------------- the classes
 class Array(np.ndarray):
-    """A float64 ``ndarray`` that is a tensor node of the graph (what the magic makes of an array).
+    """A float ``ndarray`` (float64, float32, float16 or complex128) that is a tensor node of
+    the graph (what the magic makes of an array).
 
     Its type is named ``numpy.ndarray``; ``repr``, ``str``, indexing, views and
     every numpy function behave as on a plain array. ``data`` is the plain
@@ -152,7 +154,7 @@ class Scalar64(np.float64):
     def item(self, *args):
         if not args and tracking() and self.requires_grad:
             return as_float(self)  # a number node of the same graph
-        return np.float64(_float_of(self)).item(*args)
+        return plain_array(self).item(*args)
 
     __hash__ = np.float64.__hash__
 
@@ -183,6 +185,20 @@ class Complex(Complex128):
     named ``complex``, its arithmetic Python's own."""
 
 
+def _low_float(base):
+    """The node class of a numpy scalar of a lower precision (``float32``, ``float16``):
+    :class:`Scalar64`'s surface, its numbers and arithmetic ``base``'s own."""
+    names = ("shape", "__repr__", "__str__", "__reduce_ex__", "__copy__", "__deepcopy__", "item")
+    body = {n: Scalar64.__dict__[n] for n in names}
+    body.update(_grad=None, label="", _op=None, _a=None, _b=None, _mark=None, _params=None)
+    body.update(_site=-1, requires_grad=False, __hash__=base.__hash__)
+    body["data"] = property(lambda self: np.array(base(_low_of(self))), doc="A 0-d array.")
+    return type(base.__name__, (base,), body)
+
+
+Scalar32, Scalar16 = _low_float(_F32), _low_float(_F16)
+
+
 def as_float(x):
     """``float(x)`` of a one-element array node ``x`` while a cell is recorded: a Python
     float that is a number node of the same graph (linked through a copy of ``x``, whose
@@ -192,11 +208,12 @@ def as_float(x):
     return _numbers.of_tensor(number, link)
 
 
-_SCALAR_ARRAYS = frozenset({Scalar64, Complex128, Complex})  # the 0-d array nodes
-_ARRAYS = (Array, Scalar64, Complex128, Complex)
-_NODE_CLASSES = frozenset({Array, Scalar64, Complex128, Complex, Tensor}) | SCALAR_NODES
-_TENSOR_NODES = frozenset({Array, Scalar64, Complex128, Complex, Tensor})
+_SCALAR_ARRAYS = frozenset({Scalar64, Complex128, Complex, Scalar32, Scalar16})  # 0-d nodes
+_ARRAYS = (Array, *_SCALAR_ARRAYS)
+_NODE_CLASSES = frozenset({*_ARRAYS, Tensor}) | SCALAR_NODES
+_TENSOR_NODES = frozenset({*_ARRAYS, Tensor})
 PLAIN_TYPES = {Array: np.ndarray, Scalar64: _F64, Complex128: _C128, Complex: complex}
+PLAIN_TYPES.update({Scalar32: _F32, Scalar16: _F16})
 """An array node's class → the type it stands for (what ``type(x)`` gives in a plain cell)."""
 
 # the tensor protocol (grad, backward, parents, kink, ...) is Tensor's own
@@ -238,6 +255,8 @@ def _scalar_binary(ufunc, name, base=np.float64, number=_float_of):
         if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
             return ufunc(other, self) if reflected else ufunc(self, other)
         r = _numpy(method, (base(number(self)), _pv(other)), {}, True)
+        if r is NotImplemented and cls in _SCALARS:  # float32 * a float64 node: numpy's ufunc
+            return ufunc(other, self) if reflected else ufunc(self, other)
         if r is NotImplemented or not tracking():
             return r
         return _link_call(ufunc, r, (other, self) if reflected else (self, other))
@@ -263,6 +282,8 @@ _SCALAR_KINDS = (
     (Scalar64, _F64, _float_of),
     (Complex128, _C128, _complex_of),
     (Complex, complex, _complex_of),
+    (Scalar32, _F32, _low_of),
+    (Scalar16, _F16, _low_of),
 )
 _uf: np.ufunc
 for _name, _uf in (
@@ -281,7 +302,7 @@ for _name, _uf in (
 for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute)):
     for _cls, _base, _of in _SCALAR_KINDS:
         setattr(_cls, f"__{_name}__", _scalar_unary(_uf, f"__{_name}__", _base, _of))
-for _cls, _base, _of in _SCALAR_KINDS[1:]:  # z.real, z.imag, z.conjugate()
+for _cls, _base, _of in _SCALAR_KINDS[1:3]:  # z.real, z.imag, z.conjugate()
     _cls.conjugate = _cls.conj = _scalar_unary(np.conjugate, "conjugate", _base, _of)  # type: ignore[method-assign]
     _cls.real = property(lambda self: np.real(self))  # type: ignore[assignment]
     _cls.imag = property(lambda self: np.imag(self))  # type: ignore[assignment]
@@ -299,6 +320,8 @@ def plain_array(x):
         return np.float64(_float_of(x))
     if cls is Complex128 or cls is Complex:
         return PLAIN_TYPES[cls](_complex_of(x))
+    if cls is Scalar32 or cls is Scalar16:
+        return PLAIN_TYPES[cls](_low_of(x))
     return x
 
 
@@ -370,7 +393,7 @@ def _any_tracked(xs) -> bool:
 
 # --------------------------------------------------------------------------- making nodes
 def array_leaf(x, label: str = ""):
-    """A fresh leaf viewing ``x``'s memory (a float64 ndarray, or an Array of an earlier run)."""
+    """A fresh leaf viewing ``x``'s memory (a float ndarray, or an Array of an earlier run)."""
     if x.__class__ is not _ndarray:
         x = _view(x, _ndarray)
     leaf = _view(x, Array)
@@ -379,8 +402,9 @@ def array_leaf(x, label: str = ""):
     return leaf
 
 
-def complex_leaf(x, label: str = ""):
-    """A fresh leaf of the complex number ``x`` (Python's, numpy's complex128, or a node)."""
+def scalar_leaf(x, label: str = ""):
+    """A fresh leaf of the number ``x``: a complex (Python's, numpy's complex128), a numpy
+    float32 or float16, or a node of one."""
     leaf = _scalar_node(plain_array(x))
     leaf.label = label
     leaf.requires_grad = True
@@ -388,7 +412,7 @@ def complex_leaf(x, label: str = ""):
 
 
 def array_constant(x):
-    """A float64 array numpy made in a recorded cell, as an array node needing no gradient."""
+    """A float array numpy made in a recorded cell, as an array node needing no gradient."""
     return _view(x, Array)
 
 
@@ -441,12 +465,11 @@ def _adopt(exact, node):
 
 def _scalar_node(exact):
     """The numpy (or Python complex) scalar ``exact`` as a fresh node, or None."""
-    cls = exact.__class__
-    if cls is np.float64:
-        return Scalar64(exact)
-    if cls is _C128 or cls is complex:
-        return Complex128(exact) if cls is _C128 else Complex(exact)
-    return None
+    cls = _SCALAR_NODE_OF.get(exact.__class__)
+    return None if cls is None else cls(exact)
+
+
+_SCALAR_NODE_OF = {v: k for k, v in PLAIN_TYPES.items() if k is not Array}
 
 
 def _link(op, exact, a, b=None, params=None, sited=True):

@@ -301,7 +301,7 @@ def _finite_as_floats(pyop, x, y) -> bool:
 
 
 def _numpy_cut(r, node) -> None:
-    """Report a numpy scalar result of another type (``np.float32(2) * x``): no node holds
+    """Report a numpy scalar result of another type (``np.int8(2) * x``): no node holds
     it, so no gradient flows through it."""
     cut = state.cut
     if cut is not None and isinstance(r, _NP_GENERIC) and node.__class__ is not Int:
@@ -315,15 +315,17 @@ def _numpy_cut(r, node) -> None:
 _NP_GENERIC = np.generic
 
 
-COMPLEX: list = []
-"""The class of complex number nodes (``core.array_nodes.Complex``), once imported."""
+LIFTED: dict = {}
+"""A number kind that array nodes hold (complex, numpy's float32 and float16) → its node
+class (``core.array_nodes``), once imported."""
 
 
-def _complex(pyop, x, z, swap: bool, node):
-    """A number node ``x`` meeting the complex ``z``: while a cell is recorded, ``z`` as a
-    complex node, which computes Python's own result as a node."""
-    if COMPLEX and _recording():
-        z = COMPLEX[0](z)
+def _lifted(pyop, x, z, swap: bool, node):
+    """A number node ``x`` meeting ``z``, a complex or a numpy float32 or float16: while a
+    cell is recorded, ``z`` as a node of its kind, which computes Python's (numpy's) own
+    result as a node."""
+    if _recording():
+        z = LIFTED[z.__class__](z)
         return pyop(z, node) if swap else pyop(node, z)
     return pyop(z, x) if swap else pyop(x, z)
 
@@ -350,16 +352,16 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
     exception and message are exactly plain Python's; while a cell is recorded
     the result becomes a node. An int node meeting a plain float computes as
     plain Python would, with float's method (``int.__mul__`` declines a float).
-    A numpy scalar operand computes with Python's operator on the plain
-    numbers (numpy's own promotion: ``np.float32(2) * x`` is a float32). With
+    A numpy scalar operand computes with numpy's own promotion (``np.float32(2) * x``
+    is a float32 node: see :func:`_lifted`). With
     ``quiet`` (numpy float64 nodes), numpy's warnings name the user's line.
     """
 
     def forward(self, other):
         x = _plain_of(self)
         if other.__class__ not in own:
-            if other.__class__ is complex:
-                return _complex(pyop, x, other, swap, self)
+            if other.__class__ in LIFTED:
+                return _lifted(pyop, x, other, swap, self)
             if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)
@@ -478,8 +480,8 @@ def _number_pow(base, swap: bool, own=_OWN, quiet=False):
             return method(_plain_of(self), _plain_of(other), _plain_of(mod))
         x = _plain_of(self)
         if other.__class__ not in own:
-            if other.__class__ is complex:
-                return _complex(pow, x, other, swap, self)
+            if other.__class__ in LIFTED:
+                return _lifted(pow, x, other, swap, self)
             if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
                 return NotImplemented
             y = _plain_of(other)

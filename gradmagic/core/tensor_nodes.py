@@ -117,7 +117,7 @@ class Tensor:
         if value is None:  # as in torch: forget the gradient (reads as zeros)
             self._grad = None
             return
-        g = np.asarray(value, dtype=_F64)
+        g = np.asarray(value, dtype=self.dtype)
         if g.shape != self.data.shape:
             try:
                 g = np.broadcast_to(g, self.data.shape).copy()
@@ -149,15 +149,13 @@ class Tensor:
         or a view of it, at no copy. A leaf's gradient is always its own
         writable array, since optimizers and users work on it.
         """
-        old = self._grad
-        if g.dtype is _COMPLEX and self.dtype is not _COMPLEX:  # a real number's share of it
-            g = g.real
+        old, kind = self._grad, self.dtype
+        if g.dtype is not kind:  # in this node's precision (a real node: the real part)
+            g = (g.real if g.dtype is _COMPLEX and kind is not _COMPLEX else g).astype(kind)
         if old is not None:
             self._grad = old + g
-        elif self._a is None and (
-            g is upstream or g.base is not None or not g.flags.writeable or g.dtype != self.dtype
-        ):
-            self._grad = np.array(g, dtype=self.dtype)
+        elif self._a is None and (g is upstream or g.base is not None or not g.flags.writeable):
+            self._grad = np.array(g)
         else:
             self._grad = g
 
@@ -236,7 +234,7 @@ class Tensor:
                     "shape to start from (backward(grad=...)), or reduce it to one number "
                     "first, e.g. T.sum() or T.mean()"
                 )
-            seed = np.ones(self.shape)
+            seed = np.ones(self.shape, self.dtype)
         else:
             seed = _array(grad, "the gradient passed to backward()")
             try:

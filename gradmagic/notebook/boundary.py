@@ -587,7 +587,7 @@ def _foreign(cls) -> bool:
 
 
 # --------------------------------------------------------------------------- the start of a cell
-_LIFTED = frozenset({float, np.float64, complex, np.complex128})
+_LIFTED = frozenset({float, np.float64, complex, np.complex128, np.float32, np.float16})
 """The kinds of number found in the cell's data that become leaves (ints stay ints:
 counts, indices and keys are not parameters)."""
 DATA_SIZE = 10_000
@@ -602,7 +602,7 @@ def lift_reachable(ns, names, made: dict, new_leaf, engine=None) -> "_Lifter":
 
     Before a cell runs, the lists, dicts, deques and notebook-class instances the
     cell's names hold (at any depth) get a fresh leaf in place of each float and
-    float64 array: a number the code keeps is a parameter the run differentiates.
+    float array: a number the code keeps is a parameter the run differentiates.
     Tuples, sets, library objects and containers of more than :data:`DATA_SIZE`
     items are left as they are. ``made`` learns each leaf's original object; give the
     result to :func:`name_lifted` once the graph is walked, then to :func:`restore`.
@@ -624,14 +624,14 @@ def lift_reachable(ns, names, made: dict, new_leaf, engine=None) -> "_Lifter":
 
 def unfollowed(ns, names) -> list[str]:
     """One warning per name in ``names`` whose value holds numbers no leaf is made of:
-    numbers of another precision than float64 and complex128 (``float32``)."""
+    numbers of another kind than float64, float32, float16 and complex128 (``complex64``)."""
     out = []
     for name in sorted(names):
         kind = _unfollowed_kind(ns.get(name), 0, [DATA_SIZE])
         if kind is not None:
             out.append(
-                f"{name!r} holds {kind}: gradmagic differentiates float64 and complex128 numbers "
-                f"only, so no gradient is shown for {name!r}"
+                f"{name!r} holds {kind}: gradmagic differentiates float64, float32, float16 and "
+                f"complex128 numbers only, so no gradient is shown for {name!r}"
             )
     return out
 
@@ -731,7 +731,7 @@ class _Lifter:
         return new
 
     def tuple(self, t, path, depth=0):
-        """``t`` with a leaf for each float and float64 array it holds (nested tuples
+        """``t`` with a leaf for each float and float array it holds (nested tuples
         too), ``made`` told the new tuple's original; ``t`` itself if it holds none. The
         lists and dicts it holds are walked, their numbers lifted in place."""
         if len(t) > DATA_SIZE or depth > 32:

@@ -47,8 +47,8 @@ def _made_from_array(f, args, kwargs):
     """``np.asarray(W, ...)`` and its kin on an array node: numpy's result, the node kept.
 
     Where numpy would return the array itself, it is the node itself (``is`` holds); a
-    float64 (or complex128) copy is a copy node; anything else (another dtype) is numpy's
-    plain result, with the cut reported.
+    copy of a dtype array nodes hold (float64, float32, float16, complex128) is a copy node;
+    anything else (another dtype) is numpy's plain result, with the cut reported.
     """
     node = args[0]
     plain = _array.plain_array(node)

@@ -25,7 +25,7 @@ import numpy as np
 from . import runtime as _runtime
 from ..core import array as _array
 from ..core import engine, number_nodes
-from ..core.array import Scalar64
+from ..core.array import Scalar16, Scalar32, Scalar64
 from ..core.engine import SCALAR_NODES, Value
 from ..core.number_nodes import SCALARS, Int, with_data
 from ..core.ops import OPS
@@ -35,6 +35,7 @@ from .runtime import _ARRAY_NODES, _as_constant, _describe, _record, _who, is_no
 
 
 _SCALAR_NODES = SCALAR_NODES
+_FLOAT_SCALARS = frozenset({Scalar64, Scalar32, Scalar16})
 
 
 def _num(x):
@@ -72,18 +73,14 @@ def _keeps(build, tensors: bool = True):
                     if type(args[0]) is Tensor:
                         return _on_tensor(f, build, args[0])
                     return _on_array(f, build, args[0])
-                if not tensors and len(args) == 1 and type(args[0]) is Scalar64:
-                    if f is np.float64:
-                        return args[0]  # np.float64(x) of a float64 node: the same number
-                    if f is float and args[0].requires_grad and _array.tracking():
-                        return _array.as_float(args[0])  # a number node of the same graph
-                    if args[0].requires_grad and _array.tracking():
-                        _record(
-                            f"{_describe(f)} takes an array node as a plain number (its "
-                            "result is a Python float)",
-                            None,
-                            _describe(f),
-                        )
+                x = args[0] if len(args) == 1 else None
+                if not tensors and type(x) in _FLOAT_SCALARS and x.requires_grad:
+                    if f is np.float64 and type(x) is Scalar64:
+                        return x  # np.float64(x) of a float64 node: the same number
+                    if f is float and _array.tracking():
+                        return _array.as_float(x)  # a number node of the same graph
+                    if _array.tracking():  # np.float64 of a float32 node: a copy, linked
+                        return _array._link(_array._COPY, plain(_array._pv(x)), x)
                 return plain(*args, **kwargs)
             if any(type(a) in _ARRAY_NODES for a in args):
                 return f(*args)  # Values and Tensors mixed: as plain Python (conversions counted)
@@ -189,28 +186,16 @@ def _cut(f):
 
 
 def _narrowing(f):
-    """Wrap a conversion to a number kind that has no node (``np.float32``): Python's own
-    result, the cut recorded when a node goes in."""
-    name = _describe(f)
+    """Wrap a conversion to numpy's ``float32`` or ``float16``: numpy's own number(s) in
+    that precision, linked to the node that went in by a copy."""
 
     def convert(*args, **kwargs):
-        if len(args) == 1 and not kwargs and _runtime._run is not None:
+        if len(args) == 1 and not kwargs and _runtime._run is not None and _array.tracking():
             x = args[0]
-            if type(x) in _SCALAR_NODES and type(x) is not Int:
-                _record(
-                    f"{name} makes a number of its own precision, which no node follows: "
-                    f"{_who(x)} entered it as a plain number",
-                    None,
-                    name,
-                )
-                return f(x.data)
-            if type(x) in _ARRAY_NODES and x.requires_grad and _array.tracking():
-                _record(
-                    f"{name} makes numbers of their own precision, which no node follows",
-                    None,
-                    name,
-                )
-                return f(_array.plain_array(x) if type(x) is not Tensor else x.data)
+            if (type(x) in _SCALAR_NODES and type(x) is not Int) or (
+                type(x) in _ARRAY_NODES and type(x) is not Tensor and x.requires_grad
+            ):
+                return _array._link(_array._COPY, f(_array._pv(x)), x)
         return f(*args, **kwargs)
 
     return functools.update_wrapper(convert, f, updated=())
@@ -442,7 +427,7 @@ def _table() -> tuple[dict, frozenset[str]]:
         table[t] = _keeps(_as_float, tensors=False)(t)  # a Tensor converts: floats have
         # methods (round, is_integer) a Tensor has not
         names.add(t.__name__)
-    for t in (np.float32, np.float16):  # numbers of their own precision: no node follows them
+    for t in (np.float32, np.float16):  # numbers of their own precision, nodes too
         table[t] = _narrowing(t)
         names.add(t.__name__)
     table[pow] = _pow

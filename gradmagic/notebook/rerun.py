@@ -500,8 +500,9 @@ class Rerun:
         data, tensors = trace.data, trace.tensor_data
         for i, e in zip(perturbation.node.tolist(), perturbation.elem.tolist()):
             born = self.handles[i]
-            x = float(data[i]) if e < 0 else float(np.asarray(tensors[i]).flat[e])
-            up, down = x + eps, x - eps
+            kind = float if e < 0 else np.asarray(tensors[i]).dtype.type
+            x = float(data[i]) if e < 0 else float(tensors[i].flat[e])
+            up, down = float(kind(x + eps)), float(kind(x - eps))  # in the input's precision
             hp.append(up - x)
             hm.append(x - down)
             if e < 0:

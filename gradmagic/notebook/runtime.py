@@ -33,7 +33,7 @@ from ..core import engine, number_nodes
 from ..core.engine import SCALAR_NODES, Value
 from ..core.number_nodes import SCALARS, Float, Int, constant
 from ..core import array as _array
-from ..core.array import Array, Scalar64, array_leaf, complex_leaf, PLAIN_TYPES
+from ..core.array import Array, Scalar64, array_leaf, scalar_leaf, PLAIN_TYPES
 from ..core.tensor import Tensor
 from . import learner
 from .library_calls import (
@@ -189,7 +189,9 @@ class Probe:
             where, steps = step
             x.flat[where] = x.flat[where] + steps
             return x
-        return x + step  # (an int moves as a real number, as the graph's gradient reads it)
+        if type(step) is tuple:  # a numpy float32 or float16 number: its one element
+            step = step[1][0]
+        return x + float(step)  # (in x's precision; an int moves as a real number)
 
     def undo(self) -> None:
         """Put back what the moves changed in place."""
@@ -210,6 +212,8 @@ def _seen(x):
         x = x.data
     elif type(x) is Tensor:
         x = x.data
+    elif isinstance(x, (np.float32, np.float16)):  # a 0-d array node's number
+        x = np.asarray(x)
     if isinstance(x, np.ndarray):  # (read as plain numbers: no node of the graph, no warning)
         plain = x.view(np.ndarray)
         with np.errstate(all="ignore"):
@@ -230,7 +234,7 @@ def literal(x):
     if _run is None:
         return x if _probe is None else _probe.born(x)
     if x.__class__ is complex:
-        return born(complex_leaf(x))
+        return born(scalar_leaf(x))
     return _input(Float(x)) if x.__class__ is _FLOAT else born(Int(x))
 
 
@@ -370,14 +374,16 @@ def changing(v, name: str):
 
 _EXACT_NUMBERS = frozenset({int, float, np.float64})
 """Number types that have a number node class (other numpy scalars stay plain)."""
-_COMPLEX = frozenset({complex, np.complex128, *PLAIN_TYPES}) - {Array, Scalar64}
+_SCALAR_LEAVES = frozenset({complex, np.complex128, np.float32, np.float16, *PLAIN_TYPES})
+_SCALAR_LEAVES -= {Array, Scalar64}
+"""Numbers that become 0-d array leaves (complex numbers, numpy's lower precisions)."""
 
 
 def new_leaf(x, name: str):
     """A fresh leaf labelled ``name`` holding ``x``'s number(s), or None if there is none.
 
     ``x`` may be a number of an exact type, a Value (its data is taken), a
-    float64 array or an array node (an :class:`~gradmagic.core.array.Array` leaf viewing
+    float array or an array node (an :class:`~gradmagic.core.array.Array` leaf viewing
     the same memory, so writes in the cell change the user's array as in plain numpy), or
     a Tensor (a Tensor leaf; its ``requires_grad`` is kept, so constant data stays
     constant).
@@ -385,8 +391,8 @@ def new_leaf(x, name: str):
     cls = type(x)
     if cls is Array or (cls is np.ndarray and x.dtype in _array._HELD):
         return array_leaf(x, name)
-    if cls in _COMPLEX:
-        return complex_leaf(x, name)
+    if cls in _SCALAR_LEAVES:
+        return scalar_leaf(x, name)
     if cls is Scalar64:
         leaf = constant(np.float64(x))
         leaf.label = name
@@ -620,7 +626,8 @@ _FLOAT_NODES = frozenset({Float, number_nodes.Float64})
 
 
 def _has_float_node(xs, depth: int = 0) -> bool:
-    """True if ``xs`` holds a float number node or a tracked array node inside a list."""
+    """True if ``xs`` holds a float number node, a tracked array node inside a list, or a
+    tracked 0-d one (``np.full(3, W[0])``: numpy dispatches on no fill value)."""
     for x in xs:
         kind = type(x)
         if kind in _FLOAT_NODES:
@@ -628,7 +635,7 @@ def _has_float_node(xs, depth: int = 0) -> bool:
         if (kind is list or kind is tuple) and depth < 32:
             if _has_float_node(x, depth + 1):
                 return True
-        elif depth and kind in _MADE_FROM and x.requires_grad:
+        elif kind in _MADE_FROM and x.requires_grad and (depth or not x.shape):
             return True
     return False
 
