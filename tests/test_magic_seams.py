@@ -257,6 +257,27 @@ def test_complex_numbers_are_differentiated(cell, data):
         assert any("complex inputs not checked" in n for n in report.notes), report.notes
 
 
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "w = np.complex128(2 + 1j) * (x * 1j)",
+        "w = (x * 1j) * np.complex128(2 + 1j)",
+        "w = np.float64(2.0) * (x * 1j) - np.complex128(1j) / (x * 1j)",
+        "w = (x * 1j) ** np.float64(2.0) + np.float64(2.0) ** (x * 1j)",
+    ],
+)
+def test_python_and_numpy_complex_numbers_give_plain_types(ip, cell):
+    """A Python complex meeting a numpy number gives what Python's operators give (numpy's
+    type where numpy's method wins), with the real input's gradient kept."""
+    ip.user_ns.update(np=np, x=0.7)
+    ip.run_cell(cell)
+    plain = ip.user_ns["w"]
+    assert ip.run_cell("%%autograd -q\n" + cell + "\nL = abs(w)\nL").success
+    assert type(ip.user_ns["w"]) is type(plain) and ip.user_ns["w"] == plain
+    truth = _plain_grad(cell + "\nL = abs(w)", {"x": 0.7}, "x")
+    assert gradmagic.last.grads["x"] == pytest.approx(float(truth), rel=1e-6)
+
+
 def test_a_complex_result_with_no_rule_is_a_cut():
     run = gradmagic.autograd("L = np.sum(np.real(np.fft.fft(a)))\nL")(np=np, a=A0.copy())
     assert any("numpy.fft" in w and "no gradient rule" in w for w in run.trace.warnings)

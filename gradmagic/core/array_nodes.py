@@ -16,6 +16,7 @@ from __future__ import annotations
 # code, as in plain Python, and not the engine's
 from builtins import float, int, isinstance  # noqa: A004
 
+import operator
 import sys
 import warnings
 import weakref
@@ -247,6 +248,7 @@ def _scalar_binary(ufunc, name, base=np.float64, number=_float_of):
     """``s <op> other`` for a numpy scalar node: ``base``'s own arithmetic, then the link."""
     method = getattr(base, name)
     reflected = name.startswith("__r")
+    plain_operator = getattr(operator, name.replace("__r", "__", 1) if reflected else name)
 
     def forward(self, other):
         cls = other.__class__
@@ -254,7 +256,14 @@ def _scalar_binary(ufunc, name, base=np.float64, number=_float_of):
             return NotImplemented
         if cls is Array or cls is Tensor:  # the array decides (broadcasting, out=)
             return ufunc(other, self) if reflected else ufunc(self, other)
-        r = _numpy(method, (base(number(self)), _pv(other)), {}, True)
+        plain = _pv(other)
+        if base is complex and isinstance(plain, np.generic):
+            # a Python complex and a numpy number: the result's type is what Python's operator
+            # gives (np.complex128 * 1j is numpy's, though this subclass's method runs first)
+            pair = (plain, complex(number(self))) if reflected else (number(self), plain)
+            r = _numpy(plain_operator, pair, {}, True)
+        else:
+            r = _numpy(method, (base(number(self)), plain), {}, True)
         if r is NotImplemented and cls in _SCALARS:  # float32 * a float64 node: numpy's ufunc
             return ufunc(other, self) if reflected else ufunc(self, other)
         if r is NotImplemented or not tracking():
