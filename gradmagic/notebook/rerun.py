@@ -474,7 +474,7 @@ class Rerun:
         self.plain_error = ""
         self.left_out = 0  # inputs not moved one by one, past the budget
         self.explicit: frozenset = frozenset()  # the explicit engine's leaves (their graph is code)
-        self.outside: frozenset = frozenset()  # births of float leaves the graph does not reach
+        self.outside: frozenset = frozenset()  # births of inputs the graph does not reach
 
     def close(self) -> None:
         if self.zygote is not None:
@@ -558,15 +558,14 @@ class Rerun:
         return Measured(np.float64(values[0]), f[0::2], f[1::2], steps, steps)
 
     def strays(self, trace, eps: float, seed: int):
-        """(the :class:`Measured` of moving every float the cell made that the graph does not
-        reach, by ±eps at once, how many there were), or None: none, or no plain re-run."""
+        """(the :class:`Measured` of moving every input the graph does not reach at once, each
+        number by a random 0.5 to 1.5 eps, how many inputs), or None: none, or no plain
+        re-run."""
         if self.zygote is None or not self.outside or self.mode != "plain" or self.problem:
             return None
-        per = (
-            max(2.0, 3 * self.seconds) if self.per_point is None else max(0.5, 20 * self.per_point)
-        )
+        first, per, budget = self._limits()
         points: list = [({}, (), False, (sign, eps, seed, self.outside)) for sign in (1, -1)]
-        answers = self.zygote.run(points, per, per, max(BUDGET, BUDGET_TIMES * self.seconds), 2)
+        answers = self.zygote.run(points, per, first, budget, 2)
         if len(answers) < 2 or any(a[0] != "ok" for a in answers):
             return None  # (moved numbers that broke the code: nothing judged, no problem set)
         count = len(self.outside)
@@ -574,14 +573,18 @@ class Rerun:
         plus, minus, steps = np.array([answers[0][1]]), np.array([answers[1][1]]), np.array([eps])
         return Measured(f0, plus, minus, steps, steps), count
 
+    def _limits(self) -> tuple:
+        """Seconds for the first point, for each other one, and for all of them."""
+        first = max(2.0, 3 * self.seconds)
+        per = first if self.per_point is None else max(0.5, 20 * self.per_point)
+        return first, per, max(BUDGET, BUDGET_TIMES * self.seconds)
+
     def _values(self, trace, moves: list, must: int | None = None):
         """The target at each of ``moves`` (the first: no move), or None (see measure); past
         the budget, only the first ``must`` (all of them if None)."""
         assert self.zygote is not None
         watch = tuple(self.handles.values())
-        first = max(2.0, 3 * self.seconds)
-        per = first if self.per_point is None else max(0.5, 20 * self.per_point)
-        budget = max(BUDGET, BUDGET_TIMES * self.seconds)
+        first, per, budget = self._limits()
         started = time.perf_counter()
         while True:
             recorded = self.mode == "magic"

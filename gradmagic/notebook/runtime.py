@@ -140,8 +140,8 @@ class Probe:
     def __init__(self, moves: dict, watch=(), recorded: bool = False, strays=None):
         self.moves, self.watch = moves, frozenset(watch)
         self.seen: dict = {}
-        # (sign, eps, seed, births): the floats born there are moved too, by ±eps each (a
-        # sign of its own): the leaves the graph does not reach (see .rerun)
+        # (sign, eps, seed, births): the inputs born there are moved too (see _stray_step):
+        # the inputs the graph does not reach (see .rerun)
         self.strays = strays
         # a re-run under the magic (for a cell that only runs there: ``x.tanh()`` on a
         # number): what is born is a node, moved as one
