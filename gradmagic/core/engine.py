@@ -275,12 +275,11 @@ def _walk(w: Walk, root, zero: bool) -> None:
     """:func:`walk` into ``w``'s columns, in one loop (a call per node costs a sixth)."""
     entered = state.last_mark + 1
     w.base = base = i = entered + 1
-    scalar, float_nodes, int_nodes, nan = SCALAR_NODES, FLOAT_NODES, INT_NODES, math.nan
+    float_nodes, int_nodes, nan = FLOAT_NODES, INT_NODES, math.nan
     stack, tensors = [root], False
     push, pop, append, code_append = stack.append, stack.pop, w.order.append, w.codes.append
     a_append, b_append, named_append = w.pa.append, w.pb.append, w.named.append
     data_append, int_append = w.data.append, w.ints.append
-    odd_append, odd_data_append = w.odd.append, w.odd_data.append
     try:
         while stack:
             v = stack[-1]
@@ -323,19 +322,31 @@ def _walk(w: Walk, root, zero: bool) -> None:
                     data_append(nan)
                 int_append(i - 1 - base)
             else:  # a bool, an int subclass, an array...: kept aside for the Trace
-                data_append(nan)
-                odd_append(i - 1 - base)
-                if cls not in scalar:  # (the Trace of a graph with tensors reads their data)
-                    odd_data_append(None)
-                    tensors = True
-                    if zero:
-                        v._zero_grad()
-                    continue
-                odd_data_append(v.data)
+                tensors = _odd(w, v, i - 1 - base, zero) or tensors
+                continue
             if zero:
                 v.grad = 0.0
     finally:
         state.last_mark, w.tensors = i, tensors
+
+
+def _odd(w: Walk, v, row: int, zero: bool) -> bool:
+    """Keep node ``v`` (row ``row``) aside for the Trace; True if it is a tensor.
+
+    A bool or an int subclass keeps its number; a tensor keeps nothing here, as
+    the Trace of a graph with tensors reads their data itself.
+    """
+    w.data.append(math.nan)
+    w.odd.append(row)
+    if v.__class__ in SCALAR_NODES:
+        w.odd_data.append(v.data)
+        if zero:
+            v.grad = 0.0
+        return False
+    w.odd_data.append(None)
+    if zero:
+        v._zero_grad()
+    return True
 
 
 def _other(x):
