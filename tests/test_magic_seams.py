@@ -51,6 +51,10 @@ CELLS = [  # (name, cell): L is the target
         "item_of_a_one_element_slice",
         "v = W[1:2, 2:3].item()\nL = v ** 3 + float(W[3, 0]) * v",
     ),
+    (
+        "item_of_an_index",
+        "L = W.item(4) * W.item(-1) + W.item((0, 1)) ** 2 + W.item(3, 2) * W.item(0)",
+    ),
 ]
 
 

@@ -388,9 +388,15 @@ def _converting(name):
 
 
 def _item(self, *args):
-    if not args and self.size == 1 and tracking() and self.requires_grad and self.dtype.kind == "f":
-        return as_float(self)  # a number node of the same graph
-    return _converting_item(self, *args)
+    """``a.item()``, ``a.item(k)``, ``a.item(i, j)``: a number node of the same graph."""
+    if not (tracking() and self.requires_grad and self.dtype.kind == "f"):
+        return _converting_item(self, *args)
+    plain_array(self).item(*args)  # numpy's own error for a wrong index
+    if not args:
+        return as_float(self)
+    if len(args) == 1 and not isinstance(args[0], tuple):
+        return as_float(self.reshape(-1)[args[0]])  # a flat index
+    return as_float(self[args[0] if len(args) == 1 else args])
 
 
 for _name in ("tolist", "item", "__float__"):
