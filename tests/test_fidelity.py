@@ -467,3 +467,22 @@ def test_backward_through_nan_warns_nothing_a_plain_cell_does_not(ip):
             assert ip.run_cell(text).success
         seen.append([str(w.message) for w in caught])
     assert seen[1] == seen[0]
+
+
+def test_copies_of_numbers_and_arrays_keep_identity_layout_and_the_graph(ip):
+    # copy.deepcopy of a float or a numpy scalar is the number itself, as plainly;
+    # of an array, a copy in the array's own layout; either way the gradient flows on
+    ip.run_cell("import copy, numpy as np\nF = np.asfortranarray(np.arange(6.0).reshape(2, 3))")
+    body = (
+        "a = 0.5\nb = copy.deepcopy([a, a * 2])\nsame = b[0] is a and copy.copy(a) is a\n"
+        "s = np.float64(2.0) * a\nsame = same and copy.deepcopy(s) is s\n"
+        "V = copy.deepcopy(F * a)\nfortran = V.flags.f_contiguous\n"
+        "L = b[0] * b[1] + copy.copy(s) + V.sum()\nL"
+    )
+    result = run(ip, body)
+    assert result.success, result.error_in_exec
+    assert ip.user_ns["same"] is True and ip.user_ns["fortran"] is True
+    import gradmagic
+
+    # L = 2a^2 + 2a + 15a: dL/da = 4a + 2 + 15
+    assert gradmagic.last.grads["a"] == pytest.approx(19.0)

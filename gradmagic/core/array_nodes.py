@@ -93,11 +93,11 @@ class Array(np.ndarray):
     def __reduce__(self):
         return _view(self, _ndarray).__reduce__()
 
-    def __copy__(self):
-        return _view(self, _ndarray).copy()
+    def __copy__(self):  # numpy's order "K"; a node of the same graph while recorded
+        return self.copy("K")
 
     def __deepcopy__(self, memo=None):
-        return _view(self, _ndarray).copy()
+        return self.copy("K")
 
     def __array_wrap__(self, arr, context=None, return_scalar=False):
         arr = _view(arr, _ndarray) if isinstance(arr, _ndarray) else arr
@@ -141,11 +141,11 @@ class Scalar64(np.float64):
         plain = plain_array(self)
         return type(plain), (complex(plain) if isinstance(plain, complex) else float(plain),)
 
-    def __copy__(self):
-        return plain_array(self)
+    def __copy__(self):  # a number is its own copy, as a plain one is
+        return self
 
     def __deepcopy__(self, memo=None):
-        return plain_array(self)
+        return self
 
     def __float__(self):
         if tracking() and self.requires_grad:

@@ -79,8 +79,14 @@ class Float(GraphNode, float):
         self._site = cursor.site
         return self
 
-    def __reduce_ex__(self, protocol):  # copies and pickles are plain floats
+    def __reduce_ex__(self, protocol):  # pickles are plain floats
         return _FLOAT, (_float_of(self),)
+
+    def __copy__(self):  # a number is its own copy, as a plain one is
+        return self
+
+    def __deepcopy__(self, memo=None):
+        return self
 
     __hash__ = float.__hash__
 
@@ -107,6 +113,12 @@ class Int(GraphNode, int):
 
     def __reduce_ex__(self, protocol):
         return _INT, (_int_of(self),)
+
+    def __copy__(self):  # a number is its own copy, as a plain one is
+        return self
+
+    def __deepcopy__(self, memo=None):
+        return self
 
     __hash__ = int.__hash__
 
@@ -135,6 +147,12 @@ class Float64(np.float64):
 
     def __reduce_ex__(self, protocol):
         return np.float64, (_float_of(self),)
+
+    def __copy__(self):  # a number is its own copy, as a plain one is
+        return self
+
+    def __deepcopy__(self, memo=None):
+        return self
 
     __hash__ = np.float64.__hash__
 
