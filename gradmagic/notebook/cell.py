@@ -303,7 +303,10 @@ def _execute(
     if claims is not None:
         trace.claims = learner.judge(trace, claims, options.atol, options.rtol)
     trace.steps = list(run.steps)
-    trace.trained = any(r != id(target) for r in run.step_roots)
+    # trained: backward() on another node of gradmagic's, or steps of a learner's engine
+    trace.trained = any(r != id(target) for r in run.step_roots) or (
+        claims is not None and len(run.steps) > 1
+    )
     handles = _handles(trace, walk.order) + (inside,)
     trace.stray_names = strays  # type: ignore[attr-defined]
     boundary.release(walk.order)
