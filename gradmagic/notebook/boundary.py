@@ -709,7 +709,7 @@ class _Lifter:
         self.budget = LIFT_LIMIT
         self.visits = LIMIT
         self.containers: list = []  # the lists, deques and dicts that hold a leaf made here
-        self.names: list = []  # (ns, name, new tuple, old tuple): the tuples a name held
+        self.names: list = []  # (ns, name, new, old): the tuples a name held, slots' numbers
 
     def item(self, e, path):
         """A container's item lifted: a leaf, a tuple of leaves, or ``e`` itself."""
@@ -785,10 +785,31 @@ class _Lifter:
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
                     self._mapping(attributes, path, stack, ".", skip="grad")
+                self._slots(v, cls, path, stack, skip="grad")
             elif own.is_own(cls) and not isinstance(v, (type, types.FunctionType, tuple)):
                 attributes = getattr(v, "__dict__", None)
                 if type(attributes) is dict:
                     self._mapping(attributes, path, stack, ".")
+                self._slots(v, cls, path, stack)
+
+    def _slots(self, v, cls, path, stack, skip=None):
+        """The numbers in ``v``'s slots lifted, as an instance dict's are (put back by
+        :func:`restore` through :class:`_SlotsOf`)."""
+        for slot in _slots(cls):
+            if slot == skip:
+                continue
+            try:
+                e = object.__getattribute__(v, slot)
+            except AttributeError:
+                continue
+            kind = type(e)
+            if (kind in _LIFTED or kind is np.ndarray or kind is tuple) and self.budget > 0:
+                new = self.item(e, (path, ".", slot))
+                if new is not e:
+                    object.__setattr__(v, slot, new)
+                    self.names.append((_SlotsOf(v), slot, new, e))
+            elif kind not in _ATOMS:
+                stack.append((e, (path, ".", slot)))
 
     def _mapping(self, d, path, stack, kind, skip=None):
         lifted = False
@@ -807,6 +828,19 @@ class _Lifter:
                 stack.append((e, (path, kind, k)))
         if lifted:
             self.containers.append(d)
+
+
+class _SlotsOf:
+    """An object's slots read and written as a namespace is (``get``, ``[name] = ``)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def get(self, name):
+        return getattr(self.obj, name, None)
+
+    def __setitem__(self, name, value):
+        object.__setattr__(self.obj, name, value)
 
 
 _PLAIN_ATOMS = _ATOMS - _LIFTED

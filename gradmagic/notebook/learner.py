@@ -44,7 +44,7 @@ def _foreign(cls) -> bool:
 
 def engine_class(cls) -> bool:
     """True for a class whose instances are a learner's autograd objects: arithmetic
-    written in Python (``__add__`` or ``__mul__``) and a ``backward`` method or a
+    written in Python (``__add__``, ``__mul__``, ``__matmul__``...) and a ``backward`` method or a
     ``grad`` its ``__init__`` sets (not PyTorch's, numpy's or gradmagic's own)."""
     try:
         return _ENGINES[cls]
@@ -60,6 +60,7 @@ def engine_class(cls) -> bool:
     return answer
 
 
+_ARITHMETIC = ("__add__", "__mul__", "__matmul__", "__sub__", "__truediv__", "__pow__")
 _ENGINES: dict = {}  # class → engine_class (a plain dict: a weak one costs more than a look-up)
 
 
@@ -68,7 +69,7 @@ def _engine_class(cls) -> bool:
         return False
     try:
         arithmetic = any(
-            isinstance(getattr(cls, op, None), types.FunctionType) for op in ("__add__", "__mul__")
+            isinstance(getattr(cls, op, None), types.FunctionType) for op in _ARITHMETIC
         )
         if not arithmetic:
             return False
@@ -89,9 +90,9 @@ def is_engine_object(v) -> bool:
     if not known:
         return False
     attributes = getattr(v, "__dict__", None)
-    if type(attributes) is dict:
-        return "data" in attributes and "grad" in attributes
-    return hasattr(v, "data") and hasattr(v, "grad")
+    if type(attributes) is dict and "data" in attributes and "grad" in attributes:
+        return True
+    return hasattr(v, "data") and hasattr(v, "grad")  # slots, or properties of theirs
 
 
 def owner_data(v, is_node):
