@@ -194,3 +194,33 @@ def test_what_counts_as_the_learners_own_can_be_set(ip, homework, monkeypatch):
     assert ip.run_cell(SETUP).success
     ip.run_cell("%%autograd -q\nout = conv_forward_naive(x, w, b)\n(out * out).sum()")
     assert "w" not in (gradmagic.last.grads if gradmagic.last is not None else {})
+
+
+KEEPER = '''
+import numpy as np
+
+SEEN = []
+_cache = {}
+
+
+def scaled(x):
+    """Keeps what it is given and what it made, in module globals."""
+    SEEN.append(x)
+    if x not in _cache:
+        _cache[x] = x * 2 + np.tanh(x)
+    return _cache[x]
+'''
+
+
+def test_what_a_learners_module_keeps_is_plain_after_the_cell(ip, homework):
+    (homework / "hw" / "keeper.py").write_text(KEEPER)
+    assert ip.run_cell("import hw.keeper as keeper").success
+    assert ip.run_cell("%%autograd -q\nx = 0.5\ny = keeper.scaled(x) * keeper.scaled(x)\ny").success
+    x = 0.5
+    assert gradmagic.last.grads["x"] == pytest.approx(
+        2 * (2 * x + np.tanh(x)) * (3 - np.tanh(x) ** 2)
+    )
+    keeper = sys.modules["hw.keeper"]
+    assert [type(v) for v in keeper.SEEN] == [float, float]
+    assert [(type(k), type(v)) for k, v in keeper._cache.items()] == [(float, np.float64)]
+    sys.modules.pop("hw.keeper", None)

@@ -283,6 +283,18 @@ def settle(ns, *, made: dict, bound: set, walk=None, value=None, reach=None) -> 
     return walker.settled
 
 
+def settle_module(globals_: dict, made: dict) -> None:
+    """Make every number a module's globals reach plain again, as :func:`settle` does
+    for the namespace (a module keeps no node, not even one of the graph)."""
+    names = {
+        k
+        for k, v in globals_.items()
+        if not k.startswith("__") and not isinstance(v, types.ModuleType)
+    }
+    bound = {k for k in names if type(globals_[k]) in NUMBER_NODES}
+    settle(globals_, made=made, bound=bound, reach=names)
+
+
 def release(order) -> None:
     """Cut every node the magic made in ``order`` (the graph's walk) from its parents
     (call it after the trace is made).

@@ -438,6 +438,8 @@ def _settle(ns, walk, entry: _Entry):
     settled = boundary.settle(
         ns, made=entry.made(), bound=entry.bound(ns), reach=entry.reach, walk=walk
     )
+    for module in own.own_modules():  # what the learner's modules keep is plain too
+        boundary.settle_module(vars(module), entry.made())
     if settled.named or lifted_named:  # leaves named by the path that reaches them
         walk.named = sorted(set(walk.named).union(settled.named, lifted_named))
     return settled

@@ -17,7 +17,7 @@ import os
 import sys
 import sysconfig
 
-__all__ = ["FOLDERS", "is_own", "own_module"]
+__all__ = ["FOLDERS", "is_own", "own_module", "own_modules"]
 
 FOLDERS: list[str] | None = None
 """The folder trees whose modules are the learner's own (None: the working directory)."""
@@ -37,18 +37,32 @@ def _installed() -> tuple[str, ...]:
 _INSTALLED = _installed()
 
 
-def own_module(name) -> bool:
-    """True for the name of a module that is the learner's own (see the module docstring)."""
+def own_module(name, folders=None) -> bool:
+    """True for the name of a module that is the learner's own (see the module docstring);
+    ``folders``: :func:`_folders`, when the caller asks of many modules."""
     if name == "__main__":
         return True
     if not isinstance(name, str) or name.partition(".")[0] in _LIBRARIES:
         return False
-    folders = tuple(FOLDERS) if FOLDERS is not None else (os.getcwd(),)
-    key = (name, folders)
+    key = (name, folders or _folders())
     known = _known.get(key)
     if known is None:
-        known = _known[key] = _in_folders(sys.modules.get(name), folders)
+        known = _known[key] = _in_folders(sys.modules.get(name), key[1])
     return known
+
+
+def own_modules() -> list:
+    """The learner's own modules that are imported (not the notebook's ``__main__``)."""
+    folders = _folders()
+    return [
+        m
+        for name, m in list(sys.modules.items())
+        if name != "__main__" and m is not None and own_module(name, folders)
+    ]
+
+
+def _folders() -> tuple:
+    return tuple(FOLDERS) if FOLDERS is not None else (os.getcwd(),)
 
 
 def _in_folders(module, folders) -> bool:
