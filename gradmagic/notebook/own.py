@@ -62,7 +62,12 @@ def own_modules() -> list:
 
 
 def _folders() -> tuple:
-    return tuple(FOLDERS) if FOLDERS is not None else (os.getcwd(),)
+    if FOLDERS is not None:
+        return tuple(FOLDERS)
+    try:
+        return (os.getcwd(),)
+    except OSError:  # the working directory was deleted: no folder holds the learner's modules
+        return ()
 
 
 def _in_folders(module, folders) -> bool:
