@@ -81,6 +81,7 @@ def T(name):
     return f
 
 
+COMPLEX_INSIDE = ("eig", "eigvals", "fft", "fft2")  # cases whose graph holds complex numbers
 POS = (0.3, 2.0)
 UNIT = (-0.9, 0.9)
 CASES = [
@@ -436,6 +437,13 @@ CASES = [
         [(3, 3)],
         lambda a: _signless_torch(T("linalg.svd")(a)),
     ),
+    Case("eig", lambda a: np.abs(np.linalg.eig(a)[0]) + np.abs(np.linalg.eig(a)[1]), [(3, 3)]),
+    Case("eigvals", lambda a: np.real(np.linalg.eigvals(a)) ** 2, [(2, 3, 3)], seed=2),
+    Case("fft", lambda a: np.real(np.fft.fft(a, axis=0)) + np.imag(np.fft.ifft(a, 5)), [(4, 5)]),
+    Case(
+        "fft2", lambda a: np.abs(np.fft.fftn(a, (3, 4))) + np.fft.irfft2(np.fft.rfft2(a)), [(3, 4)]
+    ),
+    Case("fftshift", lambda a: np.fft.fftshift(a) * np.fft.ifftshift(a, axes=1), [(3, 4)]),
     Case("pinv", np.linalg.pinv, [(4, 3)], T("linalg.pinv")),
     Case("pinv_wide", np.linalg.pinv, [(2, 3)], T("linalg.pinv")),
     Case("norm_default", np.linalg.norm, [(3, 4)], T("linalg.norm")),
@@ -623,6 +631,7 @@ NEW_OPS = {
     "cholesky",
     "eigvalsh",
     "eigvecs",
+    "eig",
     "svdvals",
     "svd_u",
     "svd_vh",
@@ -649,6 +658,7 @@ def test_every_entry_has_a_torch_function_that_computes_its_forward():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(0).uniform(0.2, 0.8, (3, 3))
     for name in NEW_OPS - {
+        "eig",
         "svd_u",
         "svd_vh",
         "sinc",
@@ -843,8 +853,8 @@ def test_the_numerical_check_and_the_torch_replay_pass_on_each_rule(case):
     trace = Trace(target)
     report = trace.check()
     assert report.passed, str(report)
-    if case.name.startswith("svd") and case.name != "svd_values":
-        return  # U and V: torch picks other signs than LAPACK for some pairs
+    if case.name.startswith("svd") and case.name != "svd_values" or case.name in COMPLEX_INSIDE:
+        return  # U and V: torch picks other signs than LAPACK; complex numbers: not replayed
     pytest.importorskip("torch")
     comparison = torchcheck.compare(trace)
     assert comparison.passed, comparison.verdict
@@ -874,7 +884,9 @@ tril triu vsplit mean std var add multiply subtract divide maximum minimum fmax 
 logaddexp2 true_divide mod remainder power arctan2 hypot sinc trace where cross linspace outer
 gradient
 diagonal linalg.norm linalg.cholesky linalg.det linalg.eigh linalg.inv linalg.pinv
-linalg.slogdet linalg.solve linalg.svd""".split()
+linalg.slogdet linalg.solve linalg.svd linalg.eig fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn
+fft.ifftn fft.rfft fft.irfft fft.rfft2 fft.irfft2 fft.rfftn fft.irfftn fft.fftshift
+fft.ifftshift""".split()
 # the ones it lists as having no gradient
 HIPS_NO_GRADIENT = """floor ceil round rint around fix trunc all any argmax argmin argpartition
 argsort argwhere nonzero flatnonzero count_nonzero searchsorted sign ndim shape floor_divide
@@ -882,7 +894,7 @@ logical_and logical_or logical_not logical_xor isfinite isinf isnan isneginf isp
 isclose array_equal array_equiv greater greater_equal less less_equal equal not_equal
 iscomplexobj iscomplex size isreal zeros_like ones_like empty_like full_like""".split()
 # its rules this package has not (each listed in docs/numpy.md with the reason)
-NOT_HERE = {"linalg.eig", "angle", "imag"}  # angle, imag: values of a real array
+NOT_HERE = {"angle", "imag"}  # angle, imag: values of a real array
 
 
 def _numpy(name):
@@ -910,7 +922,8 @@ def test_every_function_of_hips_autograds_lists_has_a_rule_or_a_reason():
 
 
 # --------------------------------------------------------------------------- gradmagic.Tensor
-TENSOR_CASES = [c for c in CASES if c.name not in ("full",)]  # np.full has no numpy dispatch
+# np.full has no numpy dispatch; a Tensor holds no complex numbers
+TENSOR_CASES = [c for c in CASES if c.name not in ("full", *COMPLEX_INSIDE)]
 
 
 @pytest.mark.parametrize("case", TENSOR_CASES, ids=[c.name for c in TENSOR_CASES])
