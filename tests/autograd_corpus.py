@@ -496,7 +496,9 @@ NUMPY_TESTS = [
     Family("r_", "np.r_[a, b, a]", [[(3, 2)], [(3, 2)]], wrt=("a",)),
     Family("r_one", "np.r_[a] * np.r_[a, a][:3]", [[(3, 2)]]),
     Family("r_range", "np.r_[a, b, 1:10]", [[(10,)], [(10,)]], wrt=("a",)),
-    Family("c_", "np.c_[a, b, a]", [[(3, 2)], [(3, 2)]], wrt=("a",)),
+    Family("c_", "np.c_[a, b, a]", [[(3, 2), (3,)], [(3, 2), (3,)]], together=True),
+    Family("r_numbers", "np.r_[a, 2.0, b] @ np.r_[b, a, a] * np.c_[a, b]", [[F], [F]]),
+    Family("r_directive", "np.r_[d, a, b]", [[(3,)], [(3,)]], {"d": ["0,2", "1,2,0", "-1"]}),
     Family(
         "var_ddof",
         "np.var(a, axis=k, keepdims=kd, ddof=d) + np.std(a, axis=k, keepdims=kd, ddof=d)",
