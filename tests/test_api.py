@@ -281,3 +281,11 @@ def test_an_array_result_is_refused_a_constant_one_has_gradient_zero():
     if np.dtype(np.longdouble) != np.float64:
         with pytest.raises(TypeError, match=f"'x' holds a {np.dtype(np.longdouble).name} array"):
             autograd(lambda x: np.sum(x))(np.ones(2, np.longdouble))
+
+
+def test_a_function_called_as_it_is_warns_of_math_calls_only():
+    """numpy's np.sin keeps a number node's graph; math.sin reads it as a plain float."""
+    run = autograd(lambda x: np.sin(x) * 2.0, check=False)(0.5)
+    assert run.grads["x"] == pytest.approx(2 * math.cos(0.5)) and not run.trace.warnings
+    run = autograd(lambda x: math.sin(x) + x, check=False)(0.5)
+    assert any("calls sin" in w for w in run.trace.warnings)
