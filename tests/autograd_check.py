@@ -187,7 +187,7 @@ def outcome(case: Case, seed: int = 0) -> Outcome:
             ):
                 problems.append(f"{path}: {got} where it is {want}")
     if not problems:
-        return Outcome("right", "; ".join(notes))
+        return Outcome("right", "; ".join(notes + [f"said: {s}" for s in said]))
     return Outcome("marked" if said else "wrong", "; ".join(problems + notes))
 
 

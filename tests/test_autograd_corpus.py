@@ -49,6 +49,11 @@ def test_no_case_is_wrong_without_a_mark(outcomes):
     assert not wrong, "\n".join([_counts(outcomes), *wrong])
 
 
+def test_a_right_gradient_comes_with_no_warning(outcomes):
+    warned = [f"{c}: {o.detail}" for c, o in zip(CASES, outcomes) if "said: " in o.detail]
+    assert not warned, "\n".join(warned)
+
+
 def test_real_inputs_are_right_in_99_percent_of_the_cases(outcomes):
     share, n = _share(outcomes, False)
     print(_counts(outcomes))

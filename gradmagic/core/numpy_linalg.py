@@ -133,7 +133,8 @@ def _without_ellipsis(spec, arrays):
     for shape, sub, k in zip(shapes, ins, counts):
         at = sub.index("...") if "..." in sub else 0
         for j in range(k):
-            sizes[n - k + j] = max(sizes[n - k + j], shape[at + j])
+            if sizes[n - k + j] == 1:  # (broadcast: the size that is not 1, 0 too)
+                sizes[n - k + j] = shape[at + j]
     new_ins, new_arrays = [], []
     for x, shape, sub, k in zip(arrays, shapes, ins, counts):
         if "..." not in sub:
