@@ -441,7 +441,9 @@ CASES = [
     Case("eigvals", lambda a: np.real(np.linalg.eigvals(a)) ** 2, [(2, 3, 3)], seed=2),
     Case("fft", lambda a: np.real(np.fft.fft(a, axis=0)) + np.imag(np.fft.ifft(a, 5)), [(4, 5)]),
     Case(
-        "fft2", lambda a: np.abs(np.fft.fftn(a, (3, 4))) + np.fft.irfft2(np.fft.rfft2(a)), [(3, 4)]
+        "fft2",
+        lambda a: np.abs(np.fft.fftn(a, (3, 4), (0, 1))) + np.fft.irfft2(np.fft.rfft2(a)),
+        [(3, 4)],
     ),
     Case("fftshift", lambda a: np.fft.fftshift(a) * np.fft.ifftshift(a, axes=1), [(3, 4)]),
     Case("pinv", np.linalg.pinv, [(4, 3)], T("linalg.pinv")),
