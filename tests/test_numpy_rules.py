@@ -567,6 +567,8 @@ def test_replay_with_a_leading_axis_equals_the_forward(case):
     out, _, _ = node_run(case, arrays, _seed(np.shape(plain_value(case, arrays))))
     rng = np.random.default_rng(3)
     for node in _nodes(out):
+        if any(np.iscomplexobj(p.data) for p in (node, *node.parents)):
+            continue  # (a graph holding complex numbers is not replayed)
         parents = [np.asarray(np.asarray(p.data), dtype=float) for p in node.parents]
         shaken = [p + 1e-4 * rng.normal(size=(3,) + p.shape) for p in parents]
         batch = node._replay(shaken)
