@@ -1,4 +1,5 @@
-"""numpy's products and linear algebra on array nodes: ``np.dot``, ``np.einsum``, ``np.linalg.*``.
+"""numpy's products, linear algebra and Fourier transforms on array nodes: ``np.dot``,
+``np.einsum``, ``np.linalg.*``, ``np.fft.*``.
 
 Rules as in :mod:`gradmagic.core.numpy_reductions`.
 """
