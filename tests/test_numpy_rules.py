@@ -818,6 +818,11 @@ def test_a_float32_result_is_numpys_and_a_node_a_complex64_one_a_cut():
     assert got.dtype == np.float32 and got.tolist() == [2.0, 1.0] and got.grad.dtype == np.float32
     assert leaf.grad.dtype == np.float64 and leaf.grad.tolist() == [2.0, 4.0]
     assert low.dtype == np.complex64 and cuts and "complex64" in cuts[0]
+    # a rule whose numpy result is complex64 (the transform of float32 numbers): a cut too
+    with recording() as cuts:
+        spectrum = np.fft.fft(got) * np.linalg.eig(np.array([[0, 1], [-1, 0]], np.float32) * got)[0]
+    assert spectrum.dtype == np.complex64 and len(cuts) == 2
+    assert "fft giving complex64" in cuts[0] and "eig giving" in cuts[1]
 
 
 def test_svd_of_a_non_square_matrix_with_full_matrices_cuts_u_and_vh_and_says_so():
