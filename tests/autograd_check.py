@@ -187,7 +187,7 @@ def outcome(case: Case, seed: int = 0) -> Outcome:
             ):
                 problems.append(f"{path}: {got} where it is {want}")
     if not problems:
-        return Outcome("right", "; ".join(notes))
+        return Outcome("right", "; ".join(notes + [f"said: {s}" for s in said]))
     return Outcome("marked" if said else "wrong", "; ".join(problems + notes))
 
 
@@ -204,7 +204,7 @@ def run_all(cases):
 def _functions(expr: str) -> list[str]:
     import re
 
-    names = re.findall(r"np\.((?:linalg\.)?[a-z_0-9]+)\(", expr)
+    names = re.findall(r"np\.((?:linalg\.|fft\.)?[a-z_0-9]+)\(", expr)
     operators = [f"`{op}`" for op in ("+", "-", "*", "/", "**", "%", "@") if f" {op} " in expr]
     return [f"`{n}`" for n in dict.fromkeys(names)] + operators
 
@@ -229,10 +229,31 @@ def _how(name: str) -> str:
     return "none"
 
 
+def _ruled() -> list[str]:
+    """The public names of numpy's functions that have a rule (``FUNCTION_RULES``)."""
+    from gradmagic.core import array
+
+    names = []
+    for module, prefix in ((np, ""), (np.linalg, "linalg."), (np.fft, "fft.")):
+        for name in dir(module):
+            f = getattr(module, name)
+            if name[0] != "_" and callable(f) and _has_rule(array.FUNCTION_RULES, f):
+                names.append(f"`{prefix}{name}`")
+    return names
+
+
+def _has_rule(rules, f) -> bool:
+    try:
+        return f in rules
+    except TypeError:  # unhashable
+        return False
+
+
 def status_table(cases, outcomes) -> str:
-    """The docs' table: each numpy function the corpus calls, how gradmagic differentiates
-    it, and its cases by outcome (real and complex inputs apart); the totals first."""
-    rows: dict = {}
+    """The docs' table: each numpy function the corpus calls or that has a rule, how
+    gradmagic differentiates it, and its cases by outcome (real and complex inputs apart);
+    the totals first."""
+    rows: dict = {name: {False: {}, True: {}} for name in _ruled()}
     totals = {False: {}, True: {}}
     for case, out in zip(cases, outcomes):
         t = totals[case.complex]
@@ -241,10 +262,10 @@ def status_table(cases, outcomes) -> str:
             row = rows.setdefault(name, {False: {}, True: {}})[case.complex]
             row[out.status] = row.get(out.status, 0) + 1
 
-    def cell(counts):
+    def cell(counts, other=None):
         n = sum(counts.values())
         if not n:
-            return ""
+            return "not in the corpus" if other is not None and not sum(other.values()) else ""
         parts = [f"{counts.get('right', 0)}/{n} right"]
         parts += [f"{counts[k]} {k}" for k in ("marked", "wrong") if counts.get(k)]
         return ", ".join(parts)
@@ -265,6 +286,7 @@ def status_table(cases, outcomes) -> str:
     ]
     for name in sorted(rows, key=lambda n: n.strip("`").lower()):
         row = rows[name]
-        lines.append(f"| {name} | {_how(name)} | {cell(row[False])} | {cell(row[True])} |")
+        real, other = cell(row[False], row[True]), cell(row[True])
+        lines.append(f"| {name} | {_how(name)} | {real} | {other} |")
     lines += ["", END]
     return "\n".join(lines)

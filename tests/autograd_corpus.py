@@ -1,6 +1,6 @@
 """The differentiable numpy functions and the inputs HIPS autograd's own test suite checks
-(its test_numpy, test_scalar_ops, test_linalg, test_systematic, test_binary_ops and list,
-tuple and dict tests), written here as families of expressions: one family is one
+(its test_numpy, test_scalar_ops, test_linalg, test_systematic, test_binary_ops, test_fft and
+list, tuple and dict tests), written here as families of expressions: one family is one
 expression, the grids its inputs and keywords are drawn from, and the range of its numbers.
 
 Each case is a cell ``out = <expression>`` on the inputs ``a``, ``b``, ``c`` ...;
@@ -423,7 +423,131 @@ CONTAINERS = [
     Family("complex_in_list", "np.abs(a[0]) * a[1]", [[[Z, F]]]),
 ]
 
-FAMILIES = UNARY + BINARY + STATS + SHAPES + EINSUM + STACKS + LINALG + CONTAINERS
+MORE_LINALG = [
+    Family(
+        "eig",
+        "np.abs(np.linalg.eig(a)[0])[..., None, :] * np.abs(np.linalg.eig(a)[1])",
+        [[(4, 4), (2, 4, 4)]],
+    ),
+    Family("eig_complex", "np.linalg.eig(a)[0] + np.abs(np.linalg.eig(a)[1])", [[(Z, (4, 4))]]),
+    Family("eigvals", "np.abs(np.linalg.eigvals(a))", [[(4, 4), (Z, (3, 3))]]),
+    Family(
+        "eigh_complex",
+        "np.linalg.eigh(a, u)[0] + np.abs(np.linalg.eigh(a, u)[1])",
+        [[(Z, (4, 4))]],
+        {"u": ["L", "U"]},
+    ),
+    Family(
+        "svd_complex_vectors",
+        "np.abs(np.linalg.svd(a, full_matrices=False)[k])",
+        [[(Z, (3, 2)), (Z, (2, 3)), (Z, (3, 3)), (Z, (2, 3, 2))]],
+        {"k": [0, 2]},
+    ),
+    Family(
+        "cholesky_stack",
+        "np.linalg.cholesky(a @ np.swapaxes(a, -1, -2) + 3.0 * np.eye(3))",
+        [[(2, 3, 3)]],
+    ),
+    Family("pinv_stack", "np.linalg.pinv(a)", [[(2, 5, 3), (5, 2), (2, 3, 5)]]),
+    Family(
+        "norm_complex_axes",
+        "np.linalg.norm(a, ord=o, axis=k)",
+        [[(Z, (3, 4, 2))]],
+        {"o": [None, "nuc"], "k": [(0, 1)]},
+    ),
+]
+
+
+def _fft(name, shapes, keywords=None, complex_in=False):
+    grid = [(Z, s) for s in shapes] if complex_in else shapes
+    kw = ", ".join(f"{k}={k}" for k in keywords or {})
+    call = f"np.fft.{name}(a{', ' + kw if kw else ''})"
+    return Family(f"fft_{name}", call, [grid], keywords or {})
+
+
+FFT = [
+    _fft("fft", [(5, 5)], {"n": [None, 3, 7], "axis": [-1, 0], "norm": [None, "ortho"]}),
+    _fft("ifft", [(5, 5)], {"n": [None, 3, 7], "norm": [None, "forward"]}),
+    _fft("fft", [(4, 3)], {"n": [None, 5]}, complex_in=True),
+    _fft("rfft", [(4, 4), (5,)], {"n": [None, 3, 6], "axis": [-1, 0], "norm": [None, "ortho"]}),
+    _fft("irfft", [(4, 3)], {"n": [None, 3, 6], "axis": [-1, 0], "norm": [None, "ortho"]}, True),
+    _fft("fft2", [(5, 5), (3, 5, 5)], {"s": [None, (3, 7)]}),
+    _fft("ifft2", [(5, 5)], {"s": [None, (3, 7)], "axes": [(-2, -1), (1, 0)]}),
+    _fft("fftn", [(5, 5), (3, 4, 5)], {"s": [None, (3, 7)], "axes": [(0, 1), (1, 0)]}),
+    _fft("ifftn", [(3, 4, 5)], {"axes": [None, (0, 2)]}),
+    _fft("rfft2", [(4, 4), (4, 4, 4)], {"s": [None, (3, 6)]}),
+    _fft("irfft2", [(4, 3), (4, 4, 3)], {"s": [None, (3, 6)]}, complex_in=True),
+    _fft("rfftn", [(4, 4, 4)], {"axes": [None, (0, 1), (2, 0)]}),
+    _fft("irfftn", [(4, 4, 3)], {"s": [None, (4, 5, 4)], "axes": [(0, 1, 2)]}, complex_in=True),
+    _fft("fftshift", [(5, 5), (4, 4)], {"axes": [None, 1, (1, 0)]}),
+    _fft("ifftshift", [(5, 5), (4, 4)], {"axes": [None, 0]}),
+    Family("rfftn_picked", "np.fft.rfftn(a)[(0, 1, 0), (3, 2, 2)]", [[(4, 4, 4)]]),
+    Family("irfftn_picked", "np.fft.irfftn(a)[(0, 1, 0), (3, 3, 2)]", [[(Z, (4, 4, 3))]]),
+]
+
+# test_numpy's own functions: indexing, np.r_ and np.c_, ties, arrays built of numbers
+NUMPY_TESTS = [
+    Family("index_ints", "a[3, 0, 1] * a[1, 2, 0]", [[(5, 6, 4)]]),
+    Family("index_slices", "a[::-1, 2:4, :]", [[(5, 6, 4)]]),
+    Family("index_lists", "a[[0, 1, 2], :, :]", [[(5, 6, 4)]]),
+    Family("index_mixed", "a[3, 2:, [1, 3]]", [[(5, 6, 4)]]),
+    Family("index_twice", "np.sum(a[[0, 1, 0]]) * np.sum(a[[0, 0]])", [[(3,)]]),
+    Family("index_dot", "np.dot(a[:2], a[2:])", [[(4,)]]),
+    Family("r_", "np.r_[a, b, a]", [[(3, 2)], [(3, 2)]], wrt=("a",)),
+    Family("r_one", "np.r_[a] * np.r_[a, a][:3]", [[(3, 2)]]),
+    Family("r_range", "np.r_[a, b, 1:10]", [[(10,)], [(10,)]], wrt=("a",)),
+    Family("c_", "np.c_[a, b, a]", [[(3, 2), (3,)], [(3, 2), (3,)]], together=True),
+    Family("r_numbers", "np.r_[a, 2.0, b] @ np.r_[b, a, a] * np.c_[a, b]", [[F], [F]]),
+    Family("r_directive", "np.r_[d, a, b]", [[(3,)], [(3,)]], {"d": ["0,2", "1,2,0", "-1"]}),
+    Family(
+        "var_ddof",
+        "np.var(a, axis=k, keepdims=kd, ddof=d) + np.std(a, axis=k, keepdims=kd, ddof=d)",
+        [[(3,), (3, 4), (1, 3)]],
+        {"k": [None], "kd": [True, False], "d": [0, 1]},
+    ),
+    Family(
+        "var_ddof_rows",
+        "np.var(a, axis=k, keepdims=kd, ddof=2) * np.std(a, axis=k, keepdims=kd, ddof=2)",
+        [[(3, 4), (1, 3)]],
+        {"k": [None, 1], "kd": [True, False]},
+    ),
+    Family(
+        "max_ties", "np.max(np.array([[a, a], [a, 0.5]]), axis=1) + np.max(np.array([a, a]))", [[F]]
+    ),
+    Family(
+        "min_ties",
+        "np.min(np.array([[a, a, a], [a, 0.5, 0.5], [0.5, 0.5, 0.5], [a, a, 0.5]]), axis=0)",
+        [[F]],
+    ),
+    Family(
+        "maximum_ties",
+        "np.maximum(np.array([a, a, 0.5]), np.array([[a, 0.5, a], [a, a, 0.5]])) + np.maximum(a, a)",
+        [[F]],
+    ),
+    Family("array_of_numbers", "np.array([[a, a * 1.0, a + 2.5], [a**2, a, a / 2.0]])", [[F]]),
+    Family("array_of_arrays", "np.array([a, a * 2.0, b])", [[(3, 2)], [(3, 2)]]),
+    Family("sum_axes", "np.sum(a, axis=(1, 2)) + sum([a, a])[:, 0, 0]", [[(3, 4, 2)]]),
+    Family("flips", "np.flipud(a) + np.fliplr(a) * np.rot90(a) + np.roll(a, 3)", [[(4, 4)]]),
+    Family("methods", "a.reshape((2, 6)).ravel() * a.flatten() + a.T.ravel()", [[(3, 4)]]),
+    Family("diagonal", "np.diagonal(a, offset=k, axis1=1, axis2=2)", [[(2, 3, 4)]], {"k": [0, 1]}),
+    Family(
+        "nan_to_num", "np.nan_to_num(a) * np.diagonal(np.diag(a, k), k)", [[(4,)]], {"k": [-1, 0]}
+    ),
+]
+
+FAMILIES = (
+    UNARY
+    + BINARY
+    + STATS
+    + SHAPES
+    + EINSUM
+    + STACKS
+    + LINALG
+    + MORE_LINALG
+    + FFT
+    + NUMPY_TESTS
+    + CONTAINERS
+)
 
 
 def all_cases():

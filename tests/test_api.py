@@ -249,3 +249,43 @@ def test_a_parameter_that_does_not_reach_the_value_has_gradient_zero():
     assert run.grads["y"] == 0.0 and run.grads_of("d") == {"a": 2.0, "b": 0.0}
     np.testing.assert_array_equal(run.grads["x"], np.zeros(2))
     assert run.grads["x"].shape == x.shape and run.check().passed
+
+
+def test_a_default_that_names_a_local_of_the_function_that_made_it():
+    def make():
+        red = np.sum
+
+        def f(a, r=red, *, k=red):
+            return r(a * a) + k(a)
+
+        return f
+
+    a = np.array([1.0, 2.0])
+    run = autograd(make(), check=False)(a)
+    np.testing.assert_allclose(run.grads["a"], 2 * a + 1)
+
+
+def test_an_array_result_is_refused_a_constant_one_has_gradient_zero():
+    """As HIPS autograd's grad: a gradient is of one number; a constant has gradient 0."""
+    with pytest.raises(TypeError, match=r"shape \(2,\); reduce it to one number"):
+        autograd(lambda x: np.sin(x))(np.array([0.1, 0.2]))
+
+    def constant(x):
+        return 3.0
+
+    run = autograd(constant, check=False)(np.array([0.1, 0.2]))
+    assert run.value == 3.0 and np.array_equal(run.grads["x"], [0.0, 0.0])
+    # an input whose numbers are not followed is named when nothing is left to differentiate
+    with pytest.raises(TypeError, match="'x' holds a complex64 array"):
+        autograd(lambda x: np.sum(np.abs(x)))(np.ones(2, np.complex64))
+    if np.dtype(np.longdouble) != np.float64:
+        with pytest.raises(TypeError, match=f"'x' holds a {np.dtype(np.longdouble).name} array"):
+            autograd(lambda x: np.sum(x))(np.ones(2, np.longdouble))
+
+
+def test_a_function_called_as_it_is_warns_of_math_calls_only():
+    """numpy's np.sin keeps a number node's graph; math.sin reads it as a plain float."""
+    run = autograd(lambda x: np.sin(x) * 2.0, check=False)(0.5)
+    assert run.grads["x"] == pytest.approx(2 * math.cos(0.5)) and not run.trace.warnings
+    run = autograd(lambda x: math.sin(x) + x, check=False)(0.5)
+    assert any("calls sin" in w for w in run.trace.warnings)

@@ -283,8 +283,8 @@ def test_python_and_numpy_complex_numbers_give_plain_types(ip, cell):
 
 
 def test_a_complex_result_with_no_rule_is_a_cut():
-    run = gradmagic.autograd("L = np.sum(np.real(np.fft.fft(a)))\nL")(np=np, a=A0.copy())
-    assert any("numpy.fft" in w and "no gradient rule" in w for w in run.trace.warnings)
+    run = gradmagic.autograd("L = np.sum(np.real(np.fft.ihfft(a)))\nL")(np=np, a=A0.copy())
+    assert any("numpy.ihfft" in w and "no gradient rule" in w for w in run.trace.warnings)
 
 
 def test_a_graph_of_complex_numbers_is_not_replayed_on_real_numbers():

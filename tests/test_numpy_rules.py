@@ -81,6 +81,7 @@ def T(name):
     return f
 
 
+COMPLEX_INSIDE = ("eig", "eigvals", "fft", "fft2")  # cases whose graph holds complex numbers
 POS = (0.3, 2.0)
 UNIT = (-0.9, 0.9)
 CASES = [
@@ -436,6 +437,15 @@ CASES = [
         [(3, 3)],
         lambda a: _signless_torch(T("linalg.svd")(a)),
     ),
+    Case("eig", lambda a: np.abs(np.linalg.eig(a)[0]) + np.abs(np.linalg.eig(a)[1]), [(3, 3)]),
+    Case("eigvals", lambda a: np.real(np.linalg.eigvals(a)) ** 2, [(2, 3, 3)], seed=2),
+    Case("fft", lambda a: np.real(np.fft.fft(a, axis=0)) + np.imag(np.fft.ifft(a, 5)), [(4, 5)]),
+    Case(
+        "fft2",
+        lambda a: np.abs(np.fft.fftn(a, (3, 4), (0, 1))) + np.fft.irfft2(np.fft.rfft2(a)),
+        [(3, 4)],
+    ),
+    Case("fftshift", lambda a: np.fft.fftshift(a) * np.fft.ifftshift(a, axes=1), [(3, 4)]),
     Case("pinv", np.linalg.pinv, [(4, 3)], T("linalg.pinv")),
     Case("pinv_wide", np.linalg.pinv, [(2, 3)], T("linalg.pinv")),
     Case("norm_default", np.linalg.norm, [(3, 4)], T("linalg.norm")),
@@ -557,6 +567,8 @@ def test_replay_with_a_leading_axis_equals_the_forward(case):
     out, _, _ = node_run(case, arrays, _seed(np.shape(plain_value(case, arrays))))
     rng = np.random.default_rng(3)
     for node in _nodes(out):
+        if any(np.iscomplexobj(p.data) for p in (node, *node.parents)):
+            continue  # (a graph holding complex numbers is not replayed)
         parents = [np.asarray(np.asarray(p.data), dtype=float) for p in node.parents]
         shaken = [p + 1e-4 * rng.normal(size=(3,) + p.shape) for p in parents]
         batch = node._replay(shaken)
@@ -623,6 +635,7 @@ NEW_OPS = {
     "cholesky",
     "eigvalsh",
     "eigvecs",
+    "eig",
     "svdvals",
     "svd_u",
     "svd_vh",
@@ -649,6 +662,7 @@ def test_every_entry_has_a_torch_function_that_computes_its_forward():
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(0).uniform(0.2, 0.8, (3, 3))
     for name in NEW_OPS - {
+        "eig",
         "svd_u",
         "svd_vh",
         "sinc",
@@ -804,6 +818,11 @@ def test_a_float32_result_is_numpys_and_a_node_a_complex64_one_a_cut():
     assert got.dtype == np.float32 and got.tolist() == [2.0, 1.0] and got.grad.dtype == np.float32
     assert leaf.grad.dtype == np.float64 and leaf.grad.tolist() == [2.0, 4.0]
     assert low.dtype == np.complex64 and cuts and "complex64" in cuts[0]
+    # a rule whose numpy result is complex64 (the transform of float32 numbers): a cut too
+    with recording() as cuts:
+        spectrum = np.fft.fft(got) * np.linalg.eig(np.array([[0, 1], [-1, 0]], np.float32) * got)[0]
+    assert spectrum.dtype == np.complex64 and len(cuts) == 2
+    assert "fft giving complex64" in cuts[0] and "eig giving" in cuts[1]
 
 
 def test_svd_of_a_non_square_matrix_with_full_matrices_cuts_u_and_vh_and_says_so():
@@ -843,8 +862,8 @@ def test_the_numerical_check_and_the_torch_replay_pass_on_each_rule(case):
     trace = Trace(target)
     report = trace.check()
     assert report.passed, str(report)
-    if case.name.startswith("svd") and case.name != "svd_values":
-        return  # U and V: torch picks other signs than LAPACK for some pairs
+    if case.name.startswith("svd") and case.name != "svd_values" or case.name in COMPLEX_INSIDE:
+        return  # U and V: torch picks other signs than LAPACK; complex numbers: not replayed
     pytest.importorskip("torch")
     comparison = torchcheck.compare(trace)
     assert comparison.passed, comparison.verdict
@@ -874,7 +893,9 @@ tril triu vsplit mean std var add multiply subtract divide maximum minimum fmax 
 logaddexp2 true_divide mod remainder power arctan2 hypot sinc trace where cross linspace outer
 gradient
 diagonal linalg.norm linalg.cholesky linalg.det linalg.eigh linalg.inv linalg.pinv
-linalg.slogdet linalg.solve linalg.svd""".split()
+linalg.slogdet linalg.solve linalg.svd linalg.eig fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn
+fft.ifftn fft.rfft fft.irfft fft.rfft2 fft.irfft2 fft.rfftn fft.irfftn fft.fftshift
+fft.ifftshift""".split()
 # the ones it lists as having no gradient
 HIPS_NO_GRADIENT = """floor ceil round rint around fix trunc all any argmax argmin argpartition
 argsort argwhere nonzero flatnonzero count_nonzero searchsorted sign ndim shape floor_divide
@@ -882,7 +903,7 @@ logical_and logical_or logical_not logical_xor isfinite isinf isnan isneginf isp
 isclose array_equal array_equiv greater greater_equal less less_equal equal not_equal
 iscomplexobj iscomplex size isreal zeros_like ones_like empty_like full_like""".split()
 # its rules this package has not (each listed in docs/numpy.md with the reason)
-NOT_HERE = {"linalg.eig", "angle", "imag"}  # angle, imag: values of a real array
+NOT_HERE = {"angle", "imag"}  # angle, imag: values of a real array
 
 
 def _numpy(name):
@@ -910,7 +931,8 @@ def test_every_function_of_hips_autograds_lists_has_a_rule_or_a_reason():
 
 
 # --------------------------------------------------------------------------- gradmagic.Tensor
-TENSOR_CASES = [c for c in CASES if c.name not in ("full",)]  # np.full has no numpy dispatch
+# np.full has no numpy dispatch; a Tensor holds no complex numbers
+TENSOR_CASES = [c for c in CASES if c.name not in ("full", *COMPLEX_INSIDE)]
 
 
 @pytest.mark.parametrize("case", TENSOR_CASES, ids=[c.name for c in TENSOR_CASES])

@@ -396,6 +396,9 @@ def _function(func, args, kwargs):
     if func in _SAME_NUMBER and args and args[0].__class__ in _numbers.SCALARS:
         if exact == args[0] and not isinstance(exact, _ndarray):
             return args[0]  # np.real(x) of a real number node: x's own number
+    other = _other_dtype(exact)
+    if other is not None:  # (float32 in, complex64 out: np.fft.fft) no node holds it
+        rule, func = None, f"{getattr(func, '__name__', func)} giving {other.name}"
     if rule is not None:
         if func not in _SEQUENCES:  # numbers and lists holding nodes, as array nodes
             args = tuple(map(_lift, args))
@@ -414,6 +417,15 @@ def _function(func, args, kwargs):
     return _cut_result(
         exact, f"numpy.{getattr(func, '__name__', func)}", list(args) + list(kwargs.values())
     )
+
+
+def _other_dtype(exact):
+    """The dtype of a float or complex part of ``exact`` that no array node holds, or None."""
+    for part in exact if isinstance(exact, tuple) else (exact,):
+        dtype = getattr(part, "dtype", None)
+        if dtype is not None and dtype.kind in "fc" and dtype not in _HELD:
+            return dtype
+    return None
 
 
 def _dtype_ok(dtype) -> bool:

@@ -1,4 +1,5 @@
-"""numpy's products and linear algebra on array nodes: ``np.dot``, ``np.einsum``, ``np.linalg.*``.
+"""numpy's products, linear algebra and Fourier transforms on array nodes: ``np.dot``,
+``np.einsum``, ``np.linalg.*``, ``np.fft.*``.
 
 Rules as in :mod:`gradmagic.core.numpy_reductions`.
 """
@@ -133,7 +134,8 @@ def _without_ellipsis(spec, arrays):
     for shape, sub, k in zip(shapes, ins, counts):
         at = sub.index("...") if "..." in sub else 0
         for j in range(k):
-            sizes[n - k + j] = max(sizes[n - k + j], shape[at + j])
+            if sizes[n - k + j] == 1:  # (broadcast: the size that is not 1, 0 too)
+                sizes[n - k + j] = shape[at + j]
     new_ins, new_arrays = [], []
     for x, shape, sub, k in zip(arrays, shapes, ins, counts):
         if "..." not in sub:
@@ -269,7 +271,7 @@ def _r_cholesky(exact, a, /, *, upper=False):
 
 def _r_eigh(exact, a, UPLO="L"):
     node = _node_of(a)
-    if node is None or np.iscomplexobj(_pv(a)):  # (a Hermitian matrix: no rule yet)
+    if node is None:
         return None
     params = _triangle(UPLO)
     w = _link(TENSOR_OPS["eigvalsh"], exact[0], node, None, params)
@@ -279,9 +281,20 @@ def _r_eigh(exact, a, UPLO="L"):
 
 def _r_eigvalsh(exact, a, UPLO="L"):
     node = _node_of(a)
-    if node is None or np.iscomplexobj(_pv(a)):  # (a Hermitian matrix: no rule yet)
+    return (
+        None if node is None else _link(TENSOR_OPS["eigvalsh"], exact, node, None, _triangle(UPLO))
+    )
+
+
+def _r_eig(exact, a):
+    node = _node_of(a)
+    if node is None:
         return None
-    return _link(TENSOR_OPS["eigvalsh"], exact, node, None, _triangle(UPLO))
+    if not isinstance(exact, tuple):  # eigvals
+        return _link(TENSOR_OPS["eig"], exact, node, None, {"part": 0})
+    return type(exact)(
+        *(_link(TENSOR_OPS["eig"], e, node, None, {"part": k}) for k, e in enumerate(exact))
+    )
 
 
 def _triangle(uplo):
@@ -300,8 +313,8 @@ def _r_svd(exact, a, full_matrices=True, compute_uv=True, hermitian=False):
         return _link(TENSOR_OPS["svdvals"], exact, node)
     s = _link(TENSOR_OPS["svdvals"], exact.S, node)
     m, n = np.shape(_pv(a))[-2:]
-    # U's (or Vh's) extra columns are any basis: no derivative (complex ones: no rule yet)
-    if full_matrices and m != n or np.iscomplexobj(_pv(a)):
+    # U's (or Vh's) extra columns are any basis: no derivative
+    if full_matrices and m != n:
         u = _cut_result(exact.U, "the U of numpy.linalg.svd", (a,))
         vh = _cut_result(exact.Vh, "the Vh of numpy.linalg.svd", (a,))
     else:
@@ -376,6 +389,75 @@ def _r_norm_any(exact, x, ord=None, axis=None, keepdims=False):
         return None
 
 
+# discrete Fourier transforms: along each axis, a product with the transform's matrix
+def _dft(kind, m, n, norm):
+    """``M`` (m, ·) with ``kind(x, n)[k] = sum_j x[j] M[j, k]`` for ``x`` of length m
+    (cut or padded with zeros to n); an irfft is the real part of that sum (it reads its
+    input as the first half of a Hermitian one: every other term counted twice)."""
+    inverse = kind in ("ifft", "irfft")
+    rows = min(m, n // 2 + 1 if kind == "irfft" else n)
+    cols = n // 2 + 1 if kind == "rfft" else n
+    j, k = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    out = np.zeros((m, cols), complex)
+    out[:rows] = np.exp((2j if inverse else -2j) * np.pi * j * k / n)
+    if kind == "irfft":  # the terms k and n - k: twice the real part of one
+        out[1 : (n + 1) // 2] *= 2
+    if norm == "ortho":
+        return out / np.sqrt(n)
+    return out / n if inverse == (norm != "forward") else out
+
+
+def _r_fft(kind):
+    def rule(exact, a, n=None, axis=-1, norm=None, out=None):
+        node = _node_of(a)
+        if node is None or out is not None:
+            return None
+        m = np.shape(_pv(a))[axis]
+        n = (2 * (m - 1) if kind == "irfft" else m) if n is None else _t._int(n)
+        with _quiet_graph():
+            y = np.moveaxis(_as_array_node(node), axis, -1) @ _dft(kind, m, n, norm)
+            return np.moveaxis(np.real(y) if kind == "irfft" else y, -1, axis)
+
+    return rule
+
+
+def _r_fftn(kind, every=None):
+    """The n-dimensional transform: the one-dimensional one along each axis, as numpy does
+    (an rfftn's rfft first, an irfftn's irfft last)."""
+
+    def rule(exact, a, s=None, axes=every, norm=None, out=None):
+        shape = np.shape(_pv(a))
+        if out is not None or s is not None and None in s:
+            return None
+        if s is None:
+            axes = range(len(shape)) if axes is None else axes
+            s = [shape[k] for k in axes]
+            s[-1] = 2 * (s[-1] - 1) if kind == "irfft" else s[-1]
+        axes = list(range(-len(s), 0) if axes is None else axes)
+        f = np.fft.ifft if kind[0] == "i" else np.fft.fft
+        steps = [(f, i) for i in range(len(s))]
+        if kind in ("rfft", "irfft"):  # the real axis, the last: its transform first or last
+            real = (getattr(np.fft, kind), len(s) - 1)
+            steps = [real] + steps[:-1] if kind == "rfft" else steps[:-1] + [real]
+        with _quiet_graph():
+            y = _node_of(a)
+            for f, i in steps:
+                y = f(y, _t._int(s[i]), axes[i], norm)
+            return y
+
+    return rule
+
+
+def _r_fftshift(sign):
+    def rule(exact, x, axes=None):
+        shape = np.shape(_pv(x))
+        axes = range(len(shape)) if axes is None else [axes] if np.ndim(axes) == 0 else axes
+        with _quiet_graph():
+            return np.roll(_node_of(x), [sign * (shape[k] // 2) for k in axes], tuple(axes))
+
+    return rule
+
+
 FUNCTION_RULES.update(
     {
         np.dot: _r_dot_any,
@@ -395,8 +477,17 @@ FUNCTION_RULES.update(
         np.linalg.cholesky: _r_cholesky,
         np.linalg.eigh: _r_eigh,
         np.linalg.eigvalsh: _r_eigvalsh,
+        np.linalg.eig: _r_eig,
+        np.linalg.eigvals: _r_eig,
         np.linalg.svd: _r_svd,
         np.linalg.pinv: _r_pinv,
         np.linalg.matrix_power: _r_matrix_power,
+        np.fft.fftshift: _r_fftshift(1),
+        np.fft.ifftshift: _r_fftshift(-1),
+        **{getattr(np.fft, k): _r_fft(k) for k in ("fft", "ifft", "rfft", "irfft")},
+        **{getattr(np.fft, k + "n"): _r_fftn(k) for k in ("fft", "ifft", "rfft", "irfft")},
+        **{
+            getattr(np.fft, k + "2"): _r_fftn(k, (-2, -1)) for k in ("fft", "ifft", "rfft", "irfft")
+        },
     }
 )

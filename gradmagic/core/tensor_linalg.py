@@ -165,10 +165,11 @@ def _solve_da(g, out, a, b, vec):
 
 
 def _lower_read(sym):
-    """The gradient of a function that reads a symmetric matrix from its lower triangle
-    (numpy's cholesky and eigh): an off-diagonal element stands for two, the upper
-    triangle is not read. ``sym`` is the gradient for symmetric changes."""
-    low = np.tril(sym + _mT(sym))
+    """The gradient of a function that reads a symmetric (Hermitian) matrix from its lower
+    triangle (numpy's cholesky and eigh): an off-diagonal element stands for two, the upper
+    triangle is not read, a diagonal one is real. ``sym`` is the gradient for symmetric
+    changes."""
+    low = np.tril(sym + np.conj(_mT(sym)))
     return low - 0.5 * np.eye(sym.shape[-1]) * low
 
 
@@ -209,7 +210,7 @@ def _eigvalsh(x, uplo="L"):
 
 def _eigvalsh_dx(g, out, x, uplo="L"):
     w, v = np.linalg.eigh(x, uplo)
-    return _triangle_read((v * np.asarray(g)[..., None, :]) @ _mT(v), uplo)
+    return _triangle_read((np.conj(v) * np.asarray(g)[..., None, :]) @ _mT(v), uplo)
 
 
 def _eigvecs(x, uplo="L"):
@@ -221,9 +222,30 @@ def _eigvecs_dx(g, out, x, uplo="L"):
     gap = w[..., None, :] - w[..., :, None]  # w_j - w_i
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(np.eye(w.shape[-1], dtype=bool), 0.0, 1.0 / gap)
-    inner = f * (_mT(v) @ g)
-    ga = v @ inner @ _mT(v)
-    return _triangle_read(0.5 * (ga + _mT(ga)), uplo)
+    return _triangle_read(np.conj(v) @ (f * (_mT(v) @ g)) @ _mT(v), uplo)
+
+
+def _eig(x, part):
+    return np.linalg.eig(x)[part]
+
+
+def _eig_dx(g, out, x, part):
+    w, v = np.linalg.eig(x)
+    vt, eye = _mT(v), np.eye(w.shape[-1])
+    if part == 0:  # the eigenvalues: V⁻ᵀ diag(ḡ) Vᵀ
+        inner = np.asarray(g)[..., None, :] * eye
+    else:  # the eigenvectors, of unit length: their own scale's change taken out
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(eye == 1, 0.0, 1.0 / (w[..., None, :] - w[..., :, None]))
+        vg = vt @ g
+        inner = f * vg - f * ((vt @ np.conj(v)) @ (np.real(vg) * eye))
+    r = np.linalg.solve(vt, inner @ vt)
+    return r if np.iscomplexobj(x) else np.real(r)
+
+
+def _eig_kink(out, x, part):
+    w = np.sort_complex(np.linalg.eigvals(x))
+    return bool(np.any(np.diff(w, axis=-1) == 0))
 
 
 def _eigh_kink(out, x, uplo="L"):
@@ -248,31 +270,28 @@ def _svd_vh(x):
     return np.linalg.svd(x, full_matrices=False)[2]
 
 
-def _svd_parts(x):
+def _svd_dx(g, x, part):
+    """HIPS autograd's rule for U (``part`` 0) or Vh (2) of the thin SVD A = U S Vᴴ, complex
+    A too: F_ij = 1/(s_j² − s_i²) (1 on the diagonal), the terms outside U's and V's
+    columns through (I − UUᴴ) and (I − VVᴴ)."""
     u, s, vh = np.linalg.svd(x, full_matrices=False)
-    s2 = s * s
+    v, eye = np.conj(_mT(vh)), np.eye(s.shape[-1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(
-            np.eye(s.shape[-1], dtype=bool), 0.0, 1.0 / (s2[..., None, :] - s2[..., :, None])
-        )  # 1/(s_j² − s_i²)
-    return u, s, _mT(vh), f
-
-
-def _svd_u_dx(g, out, x):
-    u, s, v, f = _svd_parts(x)
-    ut_g = _mT(u) @ g
-    inner = (f * (ut_g - _mT(ut_g))) * s[..., None, :]
-    outside = (g - u @ ut_g) / s[..., None, :]  # (I − UUᵀ) G S⁻¹
-    return (u @ inner + outside) @ _mT(v)
-
-
-def _svd_vh_dx(g, out, x):
-    u, s, v, f = _svd_parts(x)
-    gv = _mT(g)
-    vt_g = _mT(v) @ gv
-    inner = s[..., :, None] * (f * (vt_g - _mT(vt_g)))
-    outside = _mT((gv - v @ vt_g) / s[..., None, :])  # S⁻¹ Gᵥᵀ (I − VVᵀ)
-    return u @ (inner @ _mT(v) + outside)
+        f = 1.0 / (s[..., None, :] ** 2 - s[..., :, None] ** 2 + eye)
+    if part == 0:
+        ug = _mT(u) @ g
+        t = (f * (ug - np.conj(_mT(ug)))) * s[..., None, :]
+        t = t + 1j * np.imag(eye * ug) / s[..., None, :] if np.iscomplexobj(u) else t
+        rest = _mT((v / s[..., None, :]) @ _mT(g) @ (np.eye(u.shape[-2]) - u @ np.conj(_mT(u))))
+    else:
+        gv = np.conj(_mT(g))
+        vg = _mT(v) @ gv
+        t = s[..., :, None] * (f * (vg - np.conj(_mT(vg))))
+        rest = np.conj(
+            (u / s[..., None, :]) @ _mT(gv) @ (np.eye(v.shape[-2]) - v @ np.conj(_mT(v)))
+        )
+    r = np.conj(u) @ t @ _mT(v) + rest
+    return r if np.iscomplexobj(x) else np.real(r)
 
 
 def _svd_kink(out, x):
@@ -399,6 +418,17 @@ OPS = [
         torch=_from_lower(lambda torch, a: torch.linalg.eigh(a)[1]),
     ),
     TensorOp(
+        "eig",
+        1,
+        _eig,
+        (_eig_dx,),
+        _eig,
+        "for A = V diag(w) V⁻¹, V's columns of unit length: ∂L/∂A = V⁻ᵀ(diag(ḡw) + F ∘ VᵀḠv − "
+        "F ∘ (VᵀV̄ (Re(VᵀḠv) ∘ I)))Vᵀ, F_ij = 1/(w_j − w_i) (undefined at repeated eigenvalues)",
+        kink=_eig_kink,
+        torch=lambda torch: lambda x, part: torch.linalg.eig(x)[part],
+    ),
+    TensorOp(
         "svdvals",
         1,
         _svdvals,
@@ -411,7 +441,7 @@ OPS = [
         "svd_u",
         1,
         _svd_u,
-        (_svd_u_dx,),
+        (lambda g, out, x: _svd_dx(g, x, 0),),
         _svd_u,
         "for A = U S Vᵀ: ∂L/∂A = U(F ∘ (UᵀḠ − ḠᵀU))S Vᵀ + (I − UUᵀ)ḠS⁻¹Vᵀ, "
         "F_ij = 1/(s_j² − s_i²) (undefined at repeated or zero singular values)",
@@ -423,7 +453,7 @@ OPS = [
         "svd_vh",
         1,
         _svd_vh,
-        (_svd_vh_dx,),
+        (lambda g, out, x: _svd_dx(g, x, 2),),
         _svd_vh,
         "for A = U S Vᵀ, G = ∂L/∂V: ∂L/∂A = U S(F ∘ (VᵀG − GᵀV))Vᵀ + U S⁻¹Gᵀ(I − VVᵀ)",
         kink=_svd_kink,

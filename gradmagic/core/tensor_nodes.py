@@ -611,7 +611,7 @@ def _index(key):
                 "a Tensor cannot be an index (its numbers carry gradients); "
                 "index with ints, slices or integer/boolean arrays"
             )
-        elif isinstance(k, (list, range, np.ndarray)):
+        elif isinstance(k, (list, tuple, range, np.ndarray)):
             arr = np.asarray(k)
             if arr.size == 0:
                 arr = arr.astype(np.intp)

@@ -191,6 +191,7 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
             and defined[0] not in signature.parameters
         ):
             fname, code, line, before = defined
+            ns.update(_default_names(fn, code))
             ns.update(bound.arguments)
             # the value is bound to the function's name: the target is drawn as "loss = ..."
             source = f"{code}{fname} = {fname}({_call_text(signature, bound)})\n"
@@ -301,6 +302,19 @@ def _definition(fn) -> tuple[str, str, int, list[str]] | None:
     body = text.splitlines(True)[node.lineno - 1 :]  # from the def line: no decorators
     line = start + node.lineno - 1
     return node.name, "".join(body), line, file_lines[: line - 1]
+
+
+def _default_names(fn, code: str) -> dict:
+    """The defaults that are a name (``def f(x, r=red)``), by that name: the ``def`` is run
+    again where the name may not be (a local of the function that made ``fn``)."""
+    args = ast.parse(code).body[0].args  # type: ignore[attr-defined]
+    pairs = list(zip(args.defaults, fn.__defaults__ or ()))
+    pairs += [
+        (d, (fn.__kwdefaults__ or {}).get(a.arg))
+        for a, d in zip(args.kwonlyargs, args.kw_defaults)
+        if d is not None
+    ]
+    return {d.id: v for d, v in pairs if isinstance(d, ast.Name)}
 
 
 def _closure(fn) -> dict:

@@ -23,7 +23,9 @@ and stops after :data:`LIMIT` objects; what it did not reach is counted in
 
 from __future__ import annotations
 
+import cmath
 import collections
+import math
 import types
 from typing import Any
 
@@ -176,11 +178,11 @@ def unrewritten_math(ns, reach, math_names, runtime, followed=frozenset()) -> li
     (``followed``: the codes it ran rewritten): they compute on plain numbers. One line each, naming the function and what it calls."""
     lines = []
     for name in sorted(reach):
-        v = ns.get(name)
-        for code in _code_of(v):
+        for f in functions_of(ns.get(name)):
+            code = f.__code__
             if code in followed or compiled_by_magic(code, runtime):
                 continue
-            called = sorted(global_names(code) & math_names)
+            called = sorted(_of_math(f.__globals__, global_names(code), math_names))
             if called:
                 what = code.co_qualname if hasattr(code, "co_qualname") else code.co_name
                 lines.append(
@@ -190,6 +192,17 @@ def unrewritten_math(ns, reach, math_names, runtime, followed=frozenset()) -> li
                     "under %%autograd to follow it)"
                 )
     return lines
+
+
+def _of_math(home, names, math_names) -> set:
+    """The ``math_names`` that ``names`` (a function's globals) reach in math or cmath, which
+    read a number node as a plain float; numpy's functions of those names keep its graph."""
+    if any(home.get(n) is math or home.get(n) is cmath for n in names):  # math.tanh
+        return names & math_names
+    return {n for n in names & math_names if id(home.get(n)) in _MATH_FUNCTIONS}
+
+
+_MATH_FUNCTIONS = {id(f) for m in (math, cmath) for f in vars(m).values() if callable(f)}
 
 
 def compiled_by_magic(code, runtime, depth=0) -> bool:

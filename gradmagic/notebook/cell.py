@@ -416,6 +416,8 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
         return find_target(cell.rewritten, options.target, value, ns, entry.owner)
     except NoTarget as e:  # the names and the cell's value hold plain values
         unfollow(entry.followed)
+        if entry.unfollowed and e.args:  # an input of a dtype not followed: say which
+            e.args = (f"{e.args[0]}; {'; '.join(entry.unfollowed)}",)
         _explain_no_target(
             e, cell, ns, options, entry.run, value, entry.lifter, entry.reach, entry.followed_codes
         )

@@ -407,6 +407,11 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_Subscript(self, node):
+        # np.r_[a, b], np.c_[a, b] join arrays: their items are read, not an index
+        if isinstance(node.value, ast.Attribute) and node.value.attr in ("r_", "c_"):
+            node.value = _runtime("joined", self.visit(node.value), like=node.value)
+            node.slice = self.visit(node.slice)
+            return node
         node.value = self.visit(node.value)
         node.slice = self._plain(node.slice)
         return node

@@ -800,6 +800,39 @@ def fn(f):
     return kept
 
 
+class _Joined:
+    """``np.r_`` or ``np.c_`` whose node items numpy would read as plain numbers (a number;
+    a vector ``np.c_`` makes a column) are first given that shape by rules that keep the
+    graph."""
+
+    def __init__(self, concat):
+        self.concat = concat
+
+    def __getitem__(self, key):
+        items = key if type(key) is tuple else (key,)
+        ndmin, trans1d = self.concat.ndmin, self.concat.trans1d
+        if items and isinstance(items[0], str):  # a directive: 'axis,ndmin,trans1d'
+            parts = items[0].split(",")
+            ndmin = int(parts[1]) if len(parts) > 1 else ndmin
+            trans1d = int(parts[2]) if len(parts) > 2 else trans1d
+        items = tuple(_shaped(x, ndmin, trans1d) if is_node(x) else x for x in items)
+        return self.concat[items if type(key) is tuple else items[0]]
+
+
+def _shaped(x, ndmin, trans1d):
+    nd = np.ndim(x)
+    if nd >= ndmin or ndmin > 2:
+        return x
+    if nd == 0:
+        return np.reshape(x, (1,) * ndmin)
+    return x[:, None] if trans1d == 0 else x[None, :]
+
+
+def joined(concat):
+    """What the rewrite puts in place of ``np.r_`` and ``np.c_`` before ``[...]``."""
+    return _Joined(concat) if isinstance(concat, type(np.r_).__base__) else concat
+
+
 def same(a, b) -> bool:
     """``a is b`` as plain Python answers it when an int node is one side: equal ints are
     one object where CPython shares them (-5 to 256; IPython compiles each statement
