@@ -137,6 +137,8 @@ class Trace:
     tensor_grad: dict[int, Any]
     params: dict
     _leaves: np.ndarray | None
+    _finite: np.ndarray | None  # (the columns finite and kink, made when first read)
+    _kink: np.ndarray | None
     _names: dict[str, int] | None
     _report: tuple[Any, Any] | None  # (settings, CheckReport) of the last check()
 
@@ -382,33 +384,50 @@ class Trace:
         self._flags(order)
 
     def _flags(self, order) -> None:
-        """``constant``, ``finite``, ``kink`` (and the tensor nodes' extras) from the columns."""
-        n = self.n
+        """``constant`` (and the tensor nodes' extras) from the columns; ``finite`` and
+        ``kink`` are made from them when first read."""
         no_grad = []
         self.constant = (self.parent_a < 0) & (self.label_code == 0)
-        self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
-        self.kink = np.zeros(n, dtype=bool)
-        grads, params, constant, finite = self.tensor_grad, self.params, self.constant, self.finite
+        grads, params, constant = self.tensor_grad, self.params, self.constant
         for i, x in self.tensor_data.items():  # tensor nodes, one by one
             v = order[i]
-            g = grads.get(i)
-            if g is None:  # a numpy scalar gradient
-                g = grads[i] = np.array(v.grad, dtype=x.dtype).reshape(x.shape)
+            if i not in grads:  # a numpy scalar gradient
+                grads[i] = np.array(v.grad, dtype=x.dtype).reshape(x.shape)
                 self.grad[i] = np.nan
             if v._a is None:
-                fixed = constant[i] = not v.requires_grad
-                if fixed:
+                constant[i] = not v.requires_grad
+                if constant[i]:
                     no_grad.append(i)
             else:
-                fixed = constant[i] = False
+                constant[i] = False
                 if v._params:  # (replay reads none as no params)
                     params[i] = v.params
-                if v._op.kink is not None:
-                    self.kink[i] = bool(v.kink)
-            finite[i] = all_finite(x) and (fixed or all_finite(g))
         self.no_grad = frozenset(no_grad)
-        self._scalar_kinks()
-        self._leaves = None
+        self._finite = self._kink = self._leaves = None
+
+    @property
+    def finite(self) -> np.ndarray:
+        """bool column: data and grad are finite (a constant: data alone)."""
+        if self._finite is None:
+            constant = self.constant
+            finite = np.isfinite(self.data) & (np.isfinite(self.grad) | constant)
+            for i, x in self.tensor_data.items():
+                finite[i] = all_finite(x) and (constant[i] or all_finite(self.tensor_grad[i]))
+            self._finite = finite
+        return self._finite
+
+    @property
+    def kink(self) -> np.ndarray:
+        """bool column: a subgradient was used at the node (its op's kink test)."""
+        if self._kink is None:
+            self._kink = np.zeros(self.n, dtype=bool)
+            for i, x in self.tensor_data.items():
+                entry = self.op_entry(i)
+                if entry is not None and entry.kink is not None and self.parent_a[i] >= 0:
+                    parents = [self._data(p) for p in Node(self, i).parents]
+                    self._kink[i] = bool(entry.kink(x, *parents, **self.params.get(i, {})))
+            self._scalar_kinks()
+        return self._kink
 
     def _find(self, query: np.ndarray) -> np.ndarray:
         """The index of the node with each id in ``query`` (int32), -1 where none has it."""
@@ -478,7 +497,7 @@ class Trace:
                     [bool(test(*[data(p) for p in Node(self, i).parents])) for i in rows.tolist()],
                     dtype=bool,
                 )
-            self.kink[rows] = hit
+            self._kink[rows] = hit
 
     def _data(self, i: int):
         """Node ``i``'s data as recorded: a float, the exact int, or an array."""

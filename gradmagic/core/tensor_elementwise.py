@@ -90,6 +90,12 @@ def _negated_grad(g, out, *args):
 _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
 
 
+def _tanh_dx(g, out, x):
+    d = out * out  # (1 - out²) made in one array: big temporaries cost more than the sums
+    np.subtract(1.0, d, out=d)
+    return np.multiply(g, d, out=d) if g.dtype == d.dtype else g * d
+
+
 def _unit(name):
     """``torch -> function`` for a torch function of one tensor, called as ``f(x)``."""
     return lambda torch: getattr(torch, name)
@@ -322,7 +328,7 @@ OPS = [
         "tanh",
         1,
         np.tanh,
-        (lambda g, out, x: g * (1.0 - out * out),),
+        (_tanh_dx,),
         np.tanh,
         "∂tanh a/∂a = 1 − tanh²a",
         method="tanh",
