@@ -14,10 +14,12 @@ reads the columns.
 from __future__ import annotations
 
 
+import sys
 from collections.abc import Mapping
 from itertools import chain, repeat
 from typing import Any
 from operator import attrgetter
+from sys import getrefcount
 
 import numpy as np
 
@@ -67,12 +69,38 @@ _FLOATS = {float}
 
 
 def _fresh(order, classes):
-    """``fresh(i)``: whether node ``i`` of ``order`` is of one of ``classes``."""
-    return lambda i: order[i].__class__ in classes
+    """``fresh(i, x)``: whether ``x``, node ``i``'s array, owns its numbers and the node is of
+    one of ``classes``."""
+    return lambda i, x: x.base is None and order[i].__class__ in classes
 
 
-_FRESH_DATA = frozenset({Scalar64})
 _FRESH_GRADS = frozenset({Array, Scalar64})
+_COUNTED = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
+
+
+def _fresh_data(order, parents_a, parents_b):
+    """``fresh(i, x)`` for node ``i``'s data ``x``: a numpy scalar node's (made afresh at each
+    read), or an array node's plain view whose numbers only the graph holds: the node is
+    held by the walk's list and its children alone, its memory by it and ``x`` alone (so
+    nothing can change it later). CPython's reference counts say so; elsewhere it is copied."""
+    links = np.concatenate((parents_a[parents_a >= 0], parents_b[parents_b >= 0]))
+    children = np.bincount(links, minlength=len(order)).tolist()
+
+    def fresh(i, x):
+        node = order[i]
+        if node.__class__ is Scalar64:
+            return x.base is None
+        owner = node.base if node.__class__ is Array and _COUNTED else None
+        return (
+            owner is not None
+            and owner.__class__ is np.ndarray
+            and owner.base is None
+            and x.base is owner
+            and getrefcount(node) == children[i] + 3  # (the list, the links, node, the call)
+            and getrefcount(owner) == 4  # (node.base, x.base, owner, the call)
+        )
+
+    return fresh
 
 
 class Trace:
@@ -364,10 +392,10 @@ class Trace:
     def _values(self, order) -> None:
         """The data and grad columns read from the nodes (tensor nodes one by one)."""
         n = self.n
-        # what no one else holds is kept as it is: a numpy scalar node's data (made afresh at
-        # each read), the gradient of a node the magic made (its numbers plain again after
-        # the cell, the node dropped; the sweep adds contributions out of place)
-        fresh = _fresh(order, _FRESH_DATA)
+        # what no one else holds is kept as it is: the data of the magic's nodes nothing else
+        # holds (see _fresh_data), the gradient of a node the magic made (its numbers plain
+        # again after the cell, the node dropped; the sweep adds contributions out of place)
+        fresh = _fresh_data(order, self.parent_a, self.parent_b)
         exact: dict[int, Any] = {}  # (filled by _column with the int values)
         self.exact = exact
         self.data = self._column(list(map(_DATA, order)), self.tensor_data, exact, fresh)
@@ -441,7 +469,7 @@ class Trace:
     def _column(self, values: list, arrays: dict, exact: dict | None, fresh) -> np.ndarray:
         """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``.
 
-        An array is copied unless ``fresh(i)`` says no one else holds it and it shares its
+        An array is copied unless ``fresh(i, x)`` says no one else holds it and it shares its
         memory with no other array kept (a node's gradient may be its child's, or a view
         of it): each entry of ``arrays`` owns its numbers."""
         n = len(values)
@@ -453,7 +481,7 @@ class Trace:
         for i in odd:
             x = values[i]
             if isinstance(x, np.ndarray):
-                if x.__class__ is np.ndarray and x.base is None and id(x) not in kept and fresh(i):
+                if x.__class__ is np.ndarray and id(x) not in kept and fresh(i, x):
                     kept.add(id(x))
                 else:
                     x = x.copy()
