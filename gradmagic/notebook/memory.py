@@ -71,6 +71,7 @@ def _peak() -> int | None:
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _size = _pages if _pages() is not None else _peak
+_READABLE = _size() is not None
 
 
 def limit(most: float | None = None) -> int:
@@ -94,7 +95,7 @@ class _Watch:
     def __init__(self):
         self.lock = threading.Lock()
         self.wake = threading.Event()
-        # (the cell's thread id, the size not to pass, what to call there instead of raising)
+        # (the cell's thread id, the --max-memory given, what to call there instead of raising)
         self.active: tuple | None = None
         self.limit = MOST
         self.fired = False  # (a stop was raised in the block that runs)
@@ -105,11 +106,14 @@ class _Watch:
             self.wake.wait()
             self.wake.clear()
             wait = 0  # (polls until the exception is raised again)
-            while self.active is not None:
+            watched, bound = None, 0
+            while (active := self.active) is not None:
+                if active is not watched:  # a block began: its bound, read here, not in it
+                    watched, self.limit = active, limit(active[1])
+                    bound = (_size() or 0) + self.limit
                 time.sleep(POLL)
                 with self.lock:
-                    active = self.active
-                    if active is None or (_size() or 0) <= active[1]:
+                    if self.active is not watched or (_size() or 0) <= bound:
                         continue
                     if active[2] is not None:
                         active[2](self.limit)
@@ -147,15 +151,13 @@ def bounded(on_limit=None, most: float | None = None):
 
     ``on_limit(limit)``: called (from the watcher's thread) instead of stopping the block,
     for a recording that can stop itself and let the cell run on (a PyTorch cell's)."""
-    start = _size()
-    if start is None:
+    if not _READABLE:
         yield
         return
     me = threading.get_ident()
     outer = _watch.active
-    _watch.limit = limit(most)
     with _watch.lock:
-        _watch.active = (me, start + _watch.limit, on_limit)
+        _watch.active = (me, most, on_limit)
         _watch.fired = False
     if _watch.thread is None:
         _watch.thread = threading.Thread(target=_watch.run, name="gradmagic-memory", daemon=True)
