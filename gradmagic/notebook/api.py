@@ -30,6 +30,7 @@ import inspect
 import keyword
 import linecache
 import textwrap
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,7 +38,7 @@ import numpy as np
 
 from ..analysis.options import DEFAULTS, Options
 from ..analysis.trace import Trace
-from . import session, torchcell
+from . import boundary, session, torchcell
 from .magic import NoTarget, execute, prepare, user_traceback
 
 __all__ = ["autograd", "Run"]
@@ -172,6 +173,7 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
     signature = _signature(fn)
     name = getattr(fn, "__name__", "f")
     defined = _definition(fn)
+    reads = _module_names(fn, defined)
 
     @functools.wraps(fn)
     def run(*args, **kwargs) -> Run:
@@ -182,7 +184,10 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
         if bound is not None:
             bound.apply_defaults()
             _unshared(bound.arguments)
-        ns = dict(getattr(fn, "__globals__", {}))  # a copy: the module is left as it was
+        module = getattr(
+            fn, "__globals__", {}
+        )  # what it reads, copied: the module is left as it was
+        ns = {k: module[k] for k in reads if k in module}
         ns.update(_closure(fn))
         if (
             defined is not None
@@ -301,6 +306,18 @@ def _definition(fn) -> tuple[str, str, int, list[str]] | None:
     body = text.splitlines(True)[node.lineno - 1 :]  # from the def line: no decorators
     line = start + node.lineno - 1
     return node.name, "".join(body), line, file_lines[: line - 1]
+
+
+def _module_names(fn, defined) -> frozenset:
+    """The names of its module ``fn`` can read: those of its code (and of the code inside it),
+    of its ``def`` (defaults, annotations) and the module's dunder names. The run's namespace
+    holds these alone, so its cost does not grow with the module's other names."""
+    code = getattr(fn, "__code__", None)
+    names = boundary.global_names(code) if isinstance(code, types.CodeType) else set()
+    if defined is not None:
+        names.update(n.id for n in ast.walk(ast.parse(defined[1])) if isinstance(n, ast.Name))
+    names.update(k for k in getattr(fn, "__globals__", {}) if k.startswith("__"))
+    return frozenset(names)
 
 
 def _closure(fn) -> dict:
