@@ -240,7 +240,7 @@ def _zeros(run: Run, arguments: dict) -> Run:
     """``run``, its gradients holding 0 for each number the arguments hold that does not
     reach the target (as autograd gives it), named by its path (``x``, ``xs[1]``)."""
     if isinstance(run.trace, Trace):
-        named = run.trace.grads
+        named = run.trace._named()  # (the labels grads has, with no gradient read)
         stack = list(arguments.items())
         while stack:
             path, value = stack.pop()
