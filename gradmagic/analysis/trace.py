@@ -68,21 +68,15 @@ _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anythin
 _FLOATS = {float}
 
 
-def _fresh(order, classes):
-    """``fresh(i, x)``: whether ``x``, node ``i``'s array, owns its numbers and the node is of
-    one of ``classes``."""
-    return lambda i, x: x.base is None and order[i].__class__ in classes
-
-
 _FRESH_GRADS = frozenset({Array, Scalar64})
 _COUNTED = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
 
 
 def _fresh_data(order, parents_a, parents_b):
     """``fresh(i, x)`` for node ``i``'s data ``x``: a numpy scalar node's (made afresh at each
-    read), or an array node's plain view whose numbers only the graph holds: the node is
-    held by the walk's list and its children alone, its memory by it and ``x`` alone (so
-    nothing can change it later). CPython's reference counts say so; elsewhere it is copied."""
+    read), or an array node's plain view whose numbers only the graph holds (CPython's
+    reference counts: the node held by the walk's list and its children, its memory by it
+    and ``x``), which nothing can change later."""
     links = np.concatenate((parents_a[parents_a >= 0], parents_b[parents_b >= 0]))
     children = np.bincount(links, minlength=len(order)).tolist()
 
@@ -406,7 +400,7 @@ class Trace:
             except (TypeError, ValueError, OverflowError):
                 pass
         if grad is None:
-            fresh = _fresh(order, _FRESH_GRADS)
+            fresh = lambda i, x: x.base is None and order[i].__class__ in _FRESH_GRADS  # noqa: E731
             grad = self._column(list(map(_GRAD, order)), self.tensor_grad, None, fresh)
         self.grad = grad
         self._flags(order)
@@ -448,13 +442,13 @@ class Trace:
     def kink(self) -> np.ndarray:
         """bool column: a subgradient was used at the node (its op's kink test)."""
         if self._kink is None:
-            self._kink = np.zeros(self.n, dtype=bool)
+            self._kink = kink = np.zeros(self.n, dtype=bool)
             for i, x in self.tensor_data.items():
                 entry = self.op_entry(i)
                 if entry is not None and entry.kink is not None and self.parent_a[i] >= 0:
                     parents = [self._data(p) for p in Node(self, i).parents]
-                    self._kink[i] = bool(entry.kink(x, *parents, **self.params.get(i, {})))
-            self._scalar_kinks()
+                    kink[i] = bool(entry.kink(x, *parents, **self.params.get(i, {})))
+            self._scalar_kinks(kink)
         return self._kink
 
     def _find(self, query: np.ndarray) -> np.ndarray:
@@ -497,7 +491,7 @@ class Trace:
                 values[i] = real(x)
         return np.array(values, dtype=np.float64) if n else np.zeros(0)
 
-    def _scalar_kinks(self) -> None:
+    def _scalar_kinks(self, kink: np.ndarray) -> None:
         """``kink`` for scalar nodes: each kinked op's test on its parents' data column."""
         for c, entry in enumerate(self.ops):
             test = getattr(entry, "kink", None)
@@ -525,7 +519,7 @@ class Trace:
                     [bool(test(*[data(p) for p in Node(self, i).parents])) for i in rows.tolist()],
                     dtype=bool,
                 )
-            self._kink[rows] = hit
+            kink[rows] = hit
 
     def _data(self, i: int):
         """Node ``i``'s data as recorded: a float, the exact int, or an array."""

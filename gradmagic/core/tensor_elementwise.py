@@ -92,10 +92,9 @@ _LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
 
 def _tanh_dx(g, out, x):
     d = out * out  # (1 - out²) made in one array: big temporaries cost more than the sums
-    if d.__class__ is not np.ndarray or getattr(g, "dtype", None) != d.dtype or g.shape != d.shape:
-        return g * (1.0 - d)
-    np.subtract(1.0, d, out=d)
-    return np.multiply(g, d, out=d)
+    if d.__class__ is np.ndarray and getattr(g, "dtype", None) == d.dtype and g.shape == d.shape:
+        return np.multiply(g, np.subtract(1.0, d, out=d), out=d)
+    return g * (1.0 - d)
 
 
 def _unit(name):

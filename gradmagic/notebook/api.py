@@ -352,7 +352,6 @@ def _remember(source: str, name: str, before: list[str] | None = None) -> str:
     """A file name for ``source`` (after the lines ``before`` it) that tracebacks can show."""
     filename = f"<gradmagic.autograd {name}>"
     lines = [*(before or ()), *source.splitlines(True)]
-    entry = linecache.cache.get(filename)
-    if entry is None or entry[2] != lines:  # (a run again: its lines are there)
+    if linecache.cache.get(filename, ())[2:3] != (lines,):  # (a run again: its lines are there)
         linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     return filename

@@ -41,34 +41,25 @@ def own_module(name) -> bool:
     """True for the name of a module that is the learner's own (see the module docstring)."""
     if name == "__main__":
         return True
-    if not isinstance(name, str) or name in _LIBRARY or name.partition(".")[0] in _LIBRARIES:
+    if not isinstance(name, str) or name.partition(".")[0] in _LIBRARIES:
         return False
     folders = tuple(FOLDERS) if FOLDERS is not None else (os.getcwd(),)
     key = (name, folders)
     known = _known.get(key)
     if known is None:
-        path = _path(sys.modules.get(name))
-        if path is None and name in sys.modules:  # installed, or no file: in no folder
-            _LIBRARY.add(name)
-        known = _known[key] = path is not None and any(
-            path.startswith(os.path.realpath(f) + os.sep) for f in folders
-        )
+        known = _known[key] = _in_folders(sys.modules.get(name), folders)
     return known
 
 
-_LIBRARY: set = set()  # modules no folder makes the learner's (found without the folders)
-
-
-def _path(module) -> str | None:
-    """The real path of ``module``'s file, None for one with no file or an installed one."""
+def _in_folders(module, folders) -> bool:
     path = getattr(module, "__file__", None)
-    if not isinstance(path, str):
-        return None
+    if not isinstance(path, str) or not folders:
+        return False
     path = os.path.realpath(path)
     parts = path.split(os.sep)
     if "site-packages" in parts or "dist-packages" in parts or path.startswith(_INSTALLED):
-        return None
-    return path
+        return False
+    return any(path.startswith(os.path.realpath(f) + os.sep) for f in folders)
 
 
 def is_own(obj) -> bool:
