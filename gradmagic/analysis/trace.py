@@ -299,7 +299,7 @@ class Trace:
             self._number_ops(lambda i: order[i]._op)
             return
         arr = np.frombuffer(raw, np.uint8)
-        used = sorted(np.flatnonzero(np.bincount(arr)).tolist(), key=raw.find)
+        used = sorted(set(raw), key=raw.find)
         renumber = [-1] * 256
         for number, code in enumerate(c for c in used if c):
             renumber[code] = number
