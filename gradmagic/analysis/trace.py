@@ -3,9 +3,10 @@
 A :class:`Trace` is what ``%%autograd`` returns and what every view, the
 numerical check, the expected answers and the PyTorch replay read. It copies
 what it needs from the live nodes when it is made -- values, gradients, op
-entries, parent links, labels -- into numpy columns, and keeps no live node:
-later changes to the Values (an optimizer step, another backward) do not
-change it, and a kept trace costs about 30 bytes a node.
+entries, parent links, labels -- into numpy columns (an array only the graph
+holds is kept, not copied), and keeps no live node: later changes to the Values
+(an optimizer step, another backward) do not change it, and a kept trace costs
+about 30 bytes a node.
 
 ``trace.nodes[i]`` gives a :class:`Node`, a small view made on demand that
 reads the columns.
