@@ -184,10 +184,8 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
         if bound is not None:
             bound.apply_defaults()
             _unshared(bound.arguments)
-        module = getattr(
-            fn, "__globals__", {}
-        )  # what it reads, copied: the module is left as it was
-        ns = {k: module[k] for k in reads if k in module}
+        module = getattr(fn, "__globals__", {})
+        ns = {k: module[k] for k in reads if k in module}  # a copy: the module is left as it was
         ns.update(_closure(fn))
         if (
             defined is not None
