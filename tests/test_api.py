@@ -28,6 +28,24 @@ def mixed(x, *rest, k=2.0, **named):
     return total
 
 
+OFFSET = 0.25  # read only by a function inside the function
+
+
+def shifted(x, k=SCALE):
+    def inner(v):
+        return v * OFFSET
+
+    return np.sum(inner(x) * k)
+
+
+def test_the_module_numbers_a_function_reads_by_its_defaults_and_inner_code():
+    x = np.array([1.0, -2.0, 3.0])
+    run = autograd(shifted)(x)
+    assert run.value == shifted(x)
+    assert np.allclose(run.grads["x"], OFFSET * SCALE) and run.grads["k"] == np.sum(x) * OFFSET
+    assert run.grads["OFFSET"] == pytest.approx(np.sum(x) * SCALE, rel=1e-12)
+
+
 def test_a_function_gives_value_and_gradients_against_central_differences(numgrad):
     run = autograd(tanh_loss)(0.5, b=-1.0)
     assert isinstance(run.trace, Trace) and run.trace is gradmagic.last

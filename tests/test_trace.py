@@ -164,6 +164,32 @@ def test_a_trace_is_unaffected_by_later_changes_to_live_nodes():
     assert tt.node("T").data.tolist() == [1.0, -2.0] and tt.node("T").grad.tolist() == [2.0, -4.0]
 
 
+def test_a_function_run_trace_keeps_its_arrays_when_the_user_writes_into_them_later():
+    from gradmagic import autograd
+
+    kept = []
+
+    def f(w, x):
+        h = np.tanh(x @ w + 0.5)
+        kept.append(h)  # an intermediate the user keeps, and a view of another
+        kept.append((h * h)[1:])
+        z = h * w.sum()
+        return np.sum(z * z), z
+
+    def loss(w, x):
+        return f(w, x)[0]
+
+    for fn in (loss, lambda w, x: f(w, x)[0]):  # its text rewritten, or called as it is
+        w, x = np.array([0.3, -0.2]), np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.1]])
+        plain = f(w.copy(), x.copy())[0]
+        run = autograd(fn, check=False)(w=w, x=x)
+        data = {i: a.copy() for i, a in run.trace.tensor_data.items()}
+        for a in (*kept, w, x):
+            a[...] = 7.0
+        assert all(np.array_equal(run.trace.tensor_data[i], a) for i, a in data.items())
+        assert run.value == plain and len(data) >= 8
+
+
 def test_ints_stay_ints_and_huge_ints_read_as_inf():
     n = Value(3, label="n")
     big = Value(10**400, label="big")

@@ -11,12 +11,13 @@ or ``ValueError``), and the documentation's table of options (:func:`option_spec
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import math
 import numbers
 import shlex
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import Field, dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields
 from typing import Any, NamedTuple, NoReturn, Optional
 
 __all__ = [
@@ -183,8 +184,8 @@ class Options:
     def of(cls, value: Options | Mapping[str, Any] | None = None) -> Options:
         if value is None:
             return cls()
-        if isinstance(value, Options):
-            return replace(value)
+        if isinstance(value, Options):  # a copy (its values were checked as it was made)
+            return copy.copy(value)
         names = {f.name for f in fields(cls)}
         unknown = set(value) - names
         if unknown:

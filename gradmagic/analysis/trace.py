@@ -3,9 +3,10 @@
 A :class:`Trace` is what ``%%autograd`` returns and what every view, the
 numerical check, the expected answers and the PyTorch replay read. It copies
 what it needs from the live nodes when it is made -- values, gradients, op
-entries, parent links, labels -- into numpy columns, and keeps no live node:
-later changes to the Values (an optimizer step, another backward) do not
-change it, and a kept trace costs about 30 bytes a node.
+entries, parent links, labels -- into numpy columns (an array only the graph
+holds is kept, not copied), and keeps no live node: later changes to the Values
+(an optimizer step, another backward) do not change it, and a kept trace costs
+about 30 bytes a node.
 
 ``trace.nodes[i]`` gives a :class:`Node`, a small view made on demand that
 reads the columns.
@@ -14,10 +15,12 @@ reads the columns.
 from __future__ import annotations
 
 
+import sys
 from collections.abc import Mapping
 from itertools import chain, repeat
 from typing import Any
 from operator import attrgetter
+from sys import getrefcount
 
 import numpy as np
 
@@ -66,13 +69,33 @@ _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anythin
 _FLOATS = {float}
 
 
-def _fresh(order, classes):
-    """``fresh(i)``: whether node ``i`` of ``order`` is of one of ``classes``."""
-    return lambda i: order[i].__class__ in classes
-
-
-_FRESH_DATA = frozenset({Scalar64})
 _FRESH_GRADS = frozenset({Array, Scalar64})
+_COUNTED = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
+
+
+def _fresh_data(order, parents_a, parents_b):
+    """``fresh(i, x)`` for node ``i``'s data ``x``: a numpy scalar node's (made afresh at each
+    read), or an array node's plain view whose numbers only the graph holds (CPython's
+    reference counts: the node held by the walk's list and its children, its memory by it
+    and ``x``), which nothing can change later."""
+    links = np.concatenate((parents_a[parents_a >= 0], parents_b[parents_b >= 0]))
+    children = np.bincount(links, minlength=len(order)).tolist()
+
+    def fresh(i, x):
+        node = order[i]
+        if node.__class__ is Scalar64:
+            return x.base is None
+        owner = node.base if node.__class__ is Array and _COUNTED else None
+        return (
+            owner is not None
+            and owner.__class__ is np.ndarray
+            and owner.base is None
+            and x.base is owner
+            and getrefcount(node) == children[i] + 3  # (the list, the links, node, the call)
+            and getrefcount(owner) == 4  # (node.base, x.base, owner, the call)
+        )
+
+    return fresh
 
 
 class Trace:
@@ -137,6 +160,8 @@ class Trace:
     tensor_grad: dict[int, Any]
     params: dict
     _leaves: np.ndarray | None
+    _finite: np.ndarray | None  # (the columns finite and kink, made when first read)
+    _kink: np.ndarray | None
     _names: dict[str, int] | None
     _report: tuple[Any, Any] | None  # (settings, CheckReport) of the last check()
 
@@ -275,7 +300,7 @@ class Trace:
             self._number_ops(lambda i: order[i]._op)
             return
         arr = np.frombuffer(raw, np.uint8)
-        used = sorted(np.flatnonzero(np.bincount(arr)).tolist(), key=raw.find)
+        used = sorted(set(raw), key=raw.find)
         renumber = [-1] * 256
         for number, code in enumerate(c for c in used if c):
             renumber[code] = number
@@ -362,10 +387,10 @@ class Trace:
     def _values(self, order) -> None:
         """The data and grad columns read from the nodes (tensor nodes one by one)."""
         n = self.n
-        # what no one else holds is kept as it is: a numpy scalar node's data (made afresh at
-        # each read), the gradient of a node the magic made (its numbers plain again after
-        # the cell, the node dropped; the sweep adds contributions out of place)
-        fresh = _fresh(order, _FRESH_DATA)
+        # what no one else holds is kept as it is: the data of the magic's nodes nothing else
+        # holds (see _fresh_data), the gradient of a node the magic made (its numbers plain
+        # again after the cell, the node dropped; the sweep adds contributions out of place)
+        fresh = _fresh_data(order, self.parent_a, self.parent_b)
         exact: dict[int, Any] = {}  # (filled by _column with the int values)
         self.exact = exact
         self.data = self._column(list(map(_DATA, order)), self.tensor_data, exact, fresh)
@@ -376,39 +401,56 @@ class Trace:
             except (TypeError, ValueError, OverflowError):
                 pass
         if grad is None:
-            fresh = _fresh(order, _FRESH_GRADS)
+            fresh = lambda i, x: x.base is None and order[i].__class__ in _FRESH_GRADS  # noqa: E731
             grad = self._column(list(map(_GRAD, order)), self.tensor_grad, None, fresh)
         self.grad = grad
         self._flags(order)
 
     def _flags(self, order) -> None:
-        """``constant``, ``finite``, ``kink`` (and the tensor nodes' extras) from the columns."""
-        n = self.n
+        """``constant`` (and the tensor nodes' extras) from the columns; ``finite`` and
+        ``kink`` are made from them when first read."""
         no_grad = []
         self.constant = (self.parent_a < 0) & (self.label_code == 0)
-        self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
-        self.kink = np.zeros(n, dtype=bool)
-        grads, params, constant, finite = self.tensor_grad, self.params, self.constant, self.finite
+        grads, params, constant = self.tensor_grad, self.params, self.constant
         for i, x in self.tensor_data.items():  # tensor nodes, one by one
             v = order[i]
-            g = grads.get(i)
-            if g is None:  # a numpy scalar gradient
-                g = grads[i] = np.array(v.grad, dtype=x.dtype).reshape(x.shape)
+            if i not in grads:  # a numpy scalar gradient
+                grads[i] = np.array(v.grad, dtype=x.dtype).reshape(x.shape)
                 self.grad[i] = np.nan
             if v._a is None:
-                fixed = constant[i] = not v.requires_grad
-                if fixed:
+                constant[i] = not v.requires_grad
+                if constant[i]:
                     no_grad.append(i)
             else:
-                fixed = constant[i] = False
+                constant[i] = False
                 if v._params:  # (replay reads none as no params)
                     params[i] = v.params
-                if v._op.kink is not None:
-                    self.kink[i] = bool(v.kink)
-            finite[i] = all_finite(x) and (fixed or all_finite(g))
         self.no_grad = frozenset(no_grad)
-        self._scalar_kinks()
-        self._leaves = None
+        self._finite = self._kink = self._leaves = None
+
+    @property
+    def finite(self) -> np.ndarray:
+        """bool column: data and grad are finite (a constant: data alone)."""
+        if self._finite is None:
+            constant = self.constant
+            finite = np.isfinite(self.data) & (np.isfinite(self.grad) | constant)
+            for i, x in self.tensor_data.items():
+                finite[i] = all_finite(x) and (constant[i] or all_finite(self.tensor_grad[i]))
+            self._finite = finite
+        return self._finite
+
+    @property
+    def kink(self) -> np.ndarray:
+        """bool column: a subgradient was used at the node (its op's kink test)."""
+        if self._kink is None:
+            self._kink = kink = np.zeros(self.n, dtype=bool)
+            for i, x in self.tensor_data.items():
+                entry = self.op_entry(i)
+                if entry is not None and entry.kink is not None and self.parent_a[i] >= 0:
+                    parents = [self._data(p) for p in Node(self, i).parents]
+                    kink[i] = bool(entry.kink(x, *parents, **self.params.get(i, {})))
+            self._scalar_kinks(kink)
+        return self._kink
 
     def _find(self, query: np.ndarray) -> np.ndarray:
         """The index of the node with each id in ``query`` (int32), -1 where none has it."""
@@ -422,7 +464,7 @@ class Trace:
     def _column(self, values: list, arrays: dict, exact: dict | None, fresh) -> np.ndarray:
         """A float64 column of ``values``; arrays go to ``arrays``, ints also to ``exact``.
 
-        An array is copied unless ``fresh(i)`` says no one else holds it and it shares its
+        An array is copied unless ``fresh(i, x)`` says no one else holds it and it shares its
         memory with no other array kept (a node's gradient may be its child's, or a view
         of it): each entry of ``arrays`` owns its numbers."""
         n = len(values)
@@ -434,7 +476,7 @@ class Trace:
         for i in odd:
             x = values[i]
             if isinstance(x, np.ndarray):
-                if x.__class__ is np.ndarray and x.base is None and id(x) not in kept and fresh(i):
+                if x.__class__ is np.ndarray and id(x) not in kept and fresh(i, x):
                     kept.add(id(x))
                 else:
                     x = x.copy()
@@ -450,7 +492,7 @@ class Trace:
                 values[i] = real(x)
         return np.array(values, dtype=np.float64) if n else np.zeros(0)
 
-    def _scalar_kinks(self) -> None:
+    def _scalar_kinks(self, kink: np.ndarray) -> None:
         """``kink`` for scalar nodes: each kinked op's test on its parents' data column."""
         for c, entry in enumerate(self.ops):
             test = getattr(entry, "kink", None)
@@ -478,7 +520,7 @@ class Trace:
                     [bool(test(*[data(p) for p in Node(self, i).parents])) for i in rows.tolist()],
                     dtype=bool,
                 )
-            self.kink[rows] = hit
+            kink[rows] = hit
 
     def _data(self, i: int):
         """Node ``i``'s data as recorded: a float, the exact int, or an array."""

@@ -61,8 +61,11 @@ def _reduction(op):
             return None
         keep = False if keepdims is _NoValue else bool(keepdims)
         axes = None if axis is None else _t._axes(axis, a.ndim)
+        params = {"axis": axes, "keepdims": keep}
+        if a.__class__ is not Tensor and a.requires_grad:  # numpy's exact result is the node's
+            return _link(op, exact, a, None, params)
         with _quiet_graph():  # numpy's exact result warned already
-            return _t._apply(op, a, None, {"axis": axes, "keepdims": keep})
+            return _t._apply(op, a, None, params)
 
     return rule
 

@@ -30,6 +30,7 @@ import inspect
 import keyword
 import linecache
 import textwrap
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,7 +38,7 @@ import numpy as np
 
 from ..analysis.options import DEFAULTS, Options
 from ..analysis.trace import Trace
-from . import session, torchcell
+from . import boundary, session, torchcell
 from .magic import NoTarget, execute, prepare, user_traceback
 
 __all__ = ["autograd", "Run"]
@@ -172,6 +173,7 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
     signature = _signature(fn)
     name = getattr(fn, "__name__", "f")
     defined = _definition(fn)
+    reads = _module_names(fn, defined)
 
     @functools.wraps(fn)
     def run(*args, **kwargs) -> Run:
@@ -182,7 +184,8 @@ def _function_runner(fn: Callable, options: Options) -> Callable[..., Run]:
         if bound is not None:
             bound.apply_defaults()
             _unshared(bound.arguments)
-        ns = dict(getattr(fn, "__globals__", {}))  # a copy: the module is left as it was
+        module = getattr(fn, "__globals__", {})
+        ns = {k: module[k] for k in reads if k in module}  # a copy: the module is left as it was
         ns.update(_closure(fn))
         if (
             defined is not None
@@ -236,7 +239,7 @@ def _zeros(run: Run, arguments: dict) -> Run:
     """``run``, its gradients holding 0 for each number the arguments hold that does not
     reach the target (as autograd gives it), named by its path (``x``, ``xs[1]``)."""
     if isinstance(run.trace, Trace):
-        named = run.trace.grads
+        named = run.trace._named()  # (the labels grads has, with no gradient read)
         stack = list(arguments.items())
         while stack:
             path, value = stack.pop()
@@ -317,6 +320,18 @@ def _default_names(fn, code: str) -> dict:
     return {d.id: v for d, v in pairs if isinstance(d, ast.Name)}
 
 
+def _module_names(fn, defined) -> frozenset:
+    """The names of its module ``fn`` can read: those of its code (and of the code inside it),
+    of its ``def`` (defaults, annotations) and the module's dunder names. The run's namespace
+    holds these alone, so its cost does not grow with the module's other names."""
+    code = getattr(fn, "__code__", None)
+    names = boundary.global_names(code) if isinstance(code, types.CodeType) else set()
+    if defined is not None:
+        names.update(n.id for n in ast.walk(ast.parse(defined[1])) if isinstance(n, ast.Name))
+    names.update(k for k in getattr(fn, "__globals__", {}) if k.startswith("__"))
+    return frozenset(names)
+
+
 def _closure(fn) -> dict:
     """The values of ``fn``'s free variables, by name (empty cells left out)."""
     code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
@@ -349,5 +364,6 @@ def _remember(source: str, name: str, before: list[str] | None = None) -> str:
     """A file name for ``source`` (after the lines ``before`` it) that tracebacks can show."""
     filename = f"<gradmagic.autograd {name}>"
     lines = [*(before or ()), *source.splitlines(True)]
-    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    if linecache.cache.get(filename, ())[2:3] != (lines,):  # (a run again: its lines are there)
+        linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     return filename

@@ -230,7 +230,9 @@ def execute(
     _runtime.array_births = None if zygote is None else {}
     _runtime.input_births = None if zygote is None else _runtime.births_list()
     try:
-        trace, (handles, explicit, inside) = _execute(cell, ns, global_ns, options, counts)
+        trace, (handles, explicit, inside) = _execute(
+            cell, ns, global_ns, options, counts, zygote is not None
+        )
     except BaseException:
         if zygote is not None:
             zygote.close()
@@ -262,7 +264,7 @@ _NOT_KEPT = "it ran with --no-check, which keeps no way to run it again"
 
 
 def _execute(
-    cell: Prepared, ns, global_ns, options: Options, counts
+    cell: Prepared, ns, global_ns, options: Options, counts, handled: bool = True
 ) -> tuple[Trace, tuple[dict, frozenset, frozenset]]:
     __tracebackhide__ = True
     # an array the cell writes into is an input too: its leaf views the user's memory
@@ -307,7 +309,7 @@ def _execute(
     trace.trained = any(r != id(target) for r in run.step_roots) or (
         claims is not None and len(run.steps) > 1
     )
-    handles = _handles(trace, walk.order) + (inside,)
+    handles = (_handles(trace, walk.order) if handled else ({}, frozenset())) + (inside,)
     trace.stray_names = strays  # type: ignore[attr-defined]
     boundary.release(walk.order)
     return trace, handles

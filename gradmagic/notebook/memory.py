@@ -27,6 +27,7 @@ __all__ = ["GraphMemoryError", "bounded", "limit"]
 # less when the machine has less free
 MOST = 1 << 30
 POLL = 0.05  # seconds between two readings of the process's size
+LINGER = 20  # polls the watcher stays awake after a block ends (the next may begin soon)
 # polls before the exception is raised again in a cell still running: code that runs
 # between two lines of the cell (a gc callback, a __del__, an ``except Exception``) can
 # swallow it, as it can swallow KeyboardInterrupt
@@ -71,6 +72,7 @@ def _peak() -> int | None:
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _size = _pages if _pages() is not None else _peak
+_READABLE = _size() is not None
 
 
 def limit(most: float | None = None) -> int:
@@ -94,22 +96,29 @@ class _Watch:
     def __init__(self):
         self.lock = threading.Lock()
         self.wake = threading.Event()
-        # (the cell's thread id, the size not to pass, what to call there instead of raising)
-        self.active: tuple | None = None
+        # [the cell's thread id, the --max-memory given, what to call there instead of raising,
+        # the size not to pass (read by the watcher as the block begins, not by the block)]
+        self.active: list | None = None
         self.limit = MOST
         self.fired = False  # (a stop was raised in the block that runs)
+        self.idle = True  # (waiting to be woken: it polls on a while after a block ends)
         self.thread: threading.Thread | None = None
 
     def run(self) -> None:
         while True:
             self.wake.wait()
             self.wake.clear()
-            wait = 0  # (polls until the exception is raised again)
-            while self.active is not None:
+            wait, quiet = 0, 0  # (polls until the exception is raised again; polls idle)
+            while quiet < LINGER:  # (a block that begins meanwhile need not wake it)
+                active = self.active
+                if active is not None and active[3] is None:  # a block began: its bound
+                    self.limit = limit(active[1])
+                    active[3] = (_size() or 0) + self.limit
                 time.sleep(POLL)
                 with self.lock:
-                    active = self.active
-                    if active is None or (_size() or 0) <= active[1]:
+                    quiet = 0 if self.active is not None else quiet + 1
+                    self.idle = quiet >= LINGER
+                    if self.active is not active or active is None or (_size() or 0) <= active[3]:
                         continue
                     if active[2] is not None:
                         active[2](self.limit)
@@ -147,20 +156,20 @@ def bounded(on_limit=None, most: float | None = None):
 
     ``on_limit(limit)``: called (from the watcher's thread) instead of stopping the block,
     for a recording that can stop itself and let the cell run on (a PyTorch cell's)."""
-    start = _size()
-    if start is None:
+    if not _READABLE:
         yield
         return
     me = threading.get_ident()
     outer = _watch.active
-    _watch.limit = limit(most)
     with _watch.lock:
-        _watch.active = (me, start + _watch.limit, on_limit)
+        _watch.active = [me, most, on_limit, None]
         _watch.fired = False
+        idle = _watch.idle
     if _watch.thread is None:
         _watch.thread = threading.Thread(target=_watch.run, name="gradmagic-memory", daemon=True)
         _watch.thread.start()
-    _watch.wake.set()
+    if idle:
+        _watch.wake.set()
     try:
         yield
     finally:
