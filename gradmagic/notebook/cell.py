@@ -9,6 +9,7 @@ import ast
 import asyncio
 import inspect
 import pkgutil
+import textwrap
 import threading
 import time
 import types
@@ -265,10 +266,8 @@ def _execute(
     cell: Prepared, ns, global_ns, options: Options, counts
 ) -> tuple[Trace, tuple[dict, frozenset, frozenset]]:
     __tracebackhide__ = True
-    # an array the cell writes into is an input too: its leaf views the user's memory
-    written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
     unfollowed = boundary.unfollowed(ns, cell.rewritten.reads)
-    lifted = lift(ns, cell.rewritten.reads.union(written))
+    lifted = _lift_inputs(ns, cell.rewritten)
     before = dict(ns)
     reach = boundary.roots(ns, cell.rewritten.names)
     followed = follow(ns, reach)
@@ -325,8 +324,7 @@ class _PlainRun:
         probe = _runtime._probe = _runtime.Probe(*point)
         recorded = probe.recorded
         _runtime.births = 0
-        written = [n for n in rw.written if type(ns.get(n)) in (np.ndarray, Array)]
-        lift(ns, rw.reads.union(written))
+        _lift_inputs(ns, rw)
         follow(ns, boundary.roots(ns, rw.names))
         self.lifter = boundary.lift_reachable(
             ns, rw.reads, {}, _runtime.lent_leaf, learner.is_engine_object
@@ -339,15 +337,9 @@ class _PlainRun:
         # are still the code's own; the graph it builds is thrown away
         with _runtime.recording(cell.filename):
             cursor.start()
-            cursor.enter(rw.function)
-            try:
-                _run_code(cell.code, self.global_ns, ns)
-                cursor.site = cursor.base + rw.final_site
-                value = _run_code(cell.final, self.global_ns, ns) if cell.final else None
-            finally:
-                cursor.leave()
+            value = _run_recorded(cell, self.global_ns, ns)
         target = find_target(rw, self.target, value, ns)
-        return float(np.sum(np.asarray(target.data, dtype=float))), probe.seen
+        return _sum(target.data), probe.seen
 
     def undo(self) -> None:
         """Put back the numbers the last call moved or lent (the namespace is the caller's)."""
@@ -366,7 +358,29 @@ def _plain_number(rw: Rewritten, name, value, ns) -> float:
         value = ns.get(rw.target)
     if not isinstance(value, (np.ndarray, np.generic)) and hasattr(value, "data"):
         value = value.data  # the explicit engine's Value or Tensor
+    return _sum(value)
+
+
+def _sum(value) -> float:
     return float(np.sum(np.asarray(value, dtype=float)))
+
+
+def _lift_inputs(ns, rw: Rewritten) -> dict:
+    """:func:`lift` the names the cell reads, and the arrays it writes into: such an array
+    is an input too, its leaf a view of the user's memory."""
+    written = [n for n in rw.written if type(ns.get(n)) in (np.ndarray, Array)]
+    return lift(ns, rw.reads.union(written))
+
+
+def _run_recorded(cell: Prepared, global_ns, ns):
+    """The cell's code run with the site cursor in it (the recording on); its value."""
+    cursor.enter(cell.rewritten.function)
+    try:
+        _run_code(cell.code, global_ns, ns)
+        cursor.site = cursor.base + cell.rewritten.final_site
+        return _run_code(cell.final, global_ns, ns) if cell.final else None
+    finally:
+        cursor.leave()
 
 
 def _stray(value, inside: frozenset) -> bool:
@@ -403,13 +417,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
             memory.bounded(most=options.max_memory),
         ):
             entry.first = cursor.start()
-            cursor.enter(cell.rewritten.function)
-            try:
-                _run_code(cell.code, global_ns, ns)
-                cursor.site = cursor.base + cell.rewritten.final_site
-                value = _run_code(cell.final, global_ns, ns) if cell.final else None
-            finally:
-                cursor.leave()
+            value = _run_recorded(cell, global_ns, ns)
         return find_target(cell.rewritten, options.target, value, ns, entry.owner)
     except NoTarget as e:  # the names and the cell's value hold plain values
         unfollow(entry.followed)
@@ -563,9 +571,6 @@ _FOLLOWED: dict = {}  # a plain cell's function code → its rewritten code (Fal
 
 def _rewritten(f, plain, math_names, engines=()):
     """``f``'s code rewritten as a magic cell's is, or False where that cannot be done."""
-    import inspect
-    import textwrap
-
     code = f.__code__
     if code.co_name == "<lambda>":
         return False
