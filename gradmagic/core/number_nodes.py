@@ -188,14 +188,9 @@ def _number_node(r, op, a, b):
 def of_tensor(number, node):
     """A Float holding ``number``, the one number of the tensor node ``node`` (``float(s)``,
     ``s.item()``): a scalar node of the same graph, linked to ``node`` by ``float``."""
-    out = float.__new__(Float, number)
-    out.grad = 0.0
-    out.label = ""
-    out._mark = None
-    out._site = cursor.site
+    out = Float(number)
     out._op = OPS["float"]
     out._a = node
-    out._b = None
     return out
 
 
@@ -238,11 +233,6 @@ def with_data(node, number):
 
 def plain(x):
     """A number node's plain number (of its own type: float, int or numpy float64)."""
-    return _plain_of(x)
-
-
-def _plain_of(x):
-    """A number node's plain number (of its own type: float, int or numpy float64)."""
     cls = x.__class__
     if cls is Float:
         return _float_of(x)
@@ -251,6 +241,9 @@ def _plain_of(x):
     if cls is Float64:
         return np.float64(_float_of(x))
     return x
+
+
+_plain_of = plain
 
 
 def _recording() -> bool:
@@ -383,6 +376,9 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
                     r = reflected(y, x)
         if r is NotImplemented or not _recording():
             return r
+        if r.__class__ is complex:  # a negative number to a fractional power
+            _complex_cut(self, x)
+            return r
         return _number_node(r, op, other, self) if swap else _number_node(r, op, self, other)
 
     return forward
@@ -472,42 +468,16 @@ def _direct(f, *args):
 
 
 def _number_pow(base, swap: bool, own=_OWN, quiet=False):
+    """``**`` as :func:`_number_binary` makes it, and ``pow(a, b, m)`` (integers only, no
+    gradient) on the plain numbers."""
     method = base.__rpow__ if swap else base.__pow__
     reflected = float.__pow__ if swap else float.__rpow__
+    binary = _number_binary(OPS["**"], method, reflected, swap, own, pow, quiet)
 
     def forward(self, other, mod=None):
-        if mod is not None:  # pow(a, b, m): integers only, no gradient
+        if mod is not None:
             return method(_plain_of(self), _plain_of(other), _plain_of(mod))
-        x = _plain_of(self)
-        if other.__class__ not in own:
-            if other.__class__ in LIFTED:
-                return _lifted(pow, x, other, swap, self)
-            if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
-                return NotImplemented
-            y = _plain_of(other)
-            r = _at_caller(pow, y, x) if swap else _at_caller(pow, x, y)
-        else:
-            y = _plain_of(other)
-            if quiet and not (
-                _finite_as_floats(pow, y, x) if swap else _finite_as_floats(pow, x, y)
-            ):
-                r = _at_caller(method, x, y)
-                if r is NotImplemented and y.__class__ is _FLOAT:
-                    r = _at_caller(reflected, y, x)
-            else:
-                r = method(x, y)
-                if r is NotImplemented and y.__class__ is _FLOAT:
-                    r = reflected(y, x)
-        if r is NotImplemented or not _recording():
-            return r
-        if r.__class__ is complex:  # a negative number to a fractional power
-            _complex_cut(self, x)
-            return r
-        return (
-            _number_node(r, OPS["**"], other, self)
-            if swap
-            else _number_node(r, OPS["**"], self, other)
-        )
+        return binary(self, other)
 
     return forward
 
@@ -523,32 +493,11 @@ for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN), (Float64, np.f
             if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
                 _rname = _name.replace("__", "__r", 1)
                 _pyop = getattr(operator, _name.strip("_"))
-                setattr(
-                    _cls,
-                    _name,
-                    _number_binary(
-                        _op,
-                        getattr(_base, _name),
-                        getattr(float, _rname),
-                        False,
-                        _own,
-                        _pyop,
-                        _quiet,
-                    ),
-                )
-                setattr(
-                    _cls,
-                    _rname,
-                    _number_binary(
-                        _op,
-                        getattr(_base, _rname),
-                        getattr(float, _name),
-                        True,
-                        _own,
-                        _pyop,
-                        _quiet,
-                    ),
-                )
+                for _m, _r, _swap in ((_name, _rname, False), (_rname, _name, True)):
+                    _forward = _number_binary(
+                        _op, getattr(_base, _m), getattr(float, _r), _swap, _own, _pyop, _quiet
+                    )
+                    setattr(_cls, _m, _forward)
             elif _op.arity == 1 and _name in ("__neg__", "__abs__"):
                 setattr(_cls, _name, _number_unary(_op, getattr(_base, _name)))
             elif _op.arity == 1 and not _name.startswith("__"):
@@ -566,7 +515,7 @@ for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN), (Float64, np.f
             f"__{_name}__",
             _number_compare(getattr(_base, f"__{_name}__"), getattr(operator, _name)),
         )
-del _cls, _base, _own, _rname, _name, _op, _pyop, _quiet
+del _cls, _base, _own, _rname, _name, _op, _pyop, _quiet, _m, _r, _swap, _forward
 
 
 # ---------------------------------------------------------------- Float's fast path
@@ -614,13 +563,7 @@ def _float_fast(general, op, method, swap: bool):
 for _op in OPS.values():
     for _name in _op.method.split():
         if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
-            _rname = _name.replace("__", "__r", 1)
-            setattr(
-                Float, _name, _float_fast(Float.__dict__[_name], _op, getattr(float, _name), False)
-            )
-            setattr(
-                Float,
-                _rname,
-                _float_fast(Float.__dict__[_rname], _op, getattr(float, _rname), True),
-            )
-del _op, _name, _rname
+            for _m in (_name, _name.replace("__", "__r", 1)):
+                _forward = _float_fast(Float.__dict__[_m], _op, getattr(float, _m), _m != _name)
+                setattr(Float, _m, _forward)
+del _op, _name, _m, _forward
