@@ -103,7 +103,7 @@ def _torch_nan_to_num(torch):
     return lambda x, nan, posinf, neginf: torch.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
 
 
-def _unary_entry(name, f, d, rule, torch=None, numpy=None, kink=None, display=""):
+def _unary_entry(name, f, d, rule, torch=None, numpy=None, kink=None, display="", method=""):
     return TensorOp(
         name,
         1,
@@ -113,6 +113,7 @@ def _unary_entry(name, f, d, rule, torch=None, numpy=None, kink=None, display=""
         rule,
         kink=kink,
         display=display,
+        method=method,
         numpy=(name,) if numpy is None else numpy,
         torch=torch or _unit(name),
     )
@@ -145,10 +146,6 @@ def _sinc_dx(g, out, x):
 
 def _torch_imag(torch):
     return lambda x: torch.imag(x) if x.is_complex() else torch.zeros_like(x)
-
-
-def _zero_at(out, x):
-    return bool(np.any(np.asarray(x) == 0))
 
 
 OPS = [
@@ -285,38 +282,10 @@ OPS = [
         numpy=("negative",),
         torch="neg",
     ),
-    TensorOp(
-        "exp",
-        1,
-        _quiet(np.exp),
-        (lambda g, out, x: g * out,),
-        _quiet(np.exp),
-        "∂eᵃ/∂a = eᵃ",
-        method="exp",
-        numpy=("exp",),
-        torch="exp",
-    ),
-    TensorOp(
-        "log",
-        1,
-        _quiet(np.log),
-        (_quiet(lambda g, out, x: g / x),),
-        _quiet(np.log),
-        "∂ln a/∂a = 1/a",
-        method="log",
-        numpy=("log",),
-        torch="log",
-    ),
-    TensorOp(
-        "sqrt",
-        1,
-        _quiet(np.sqrt),
-        (_quiet(lambda g, out, x: g * 0.5 / out),),
-        _quiet(np.sqrt),
-        "∂√a/∂a = 1/(2√a)",
-        method="sqrt",
-        numpy=("sqrt",),
-        torch="sqrt",
+    _unary_entry("exp", np.exp, lambda g, out, x: g * out, "∂eᵃ/∂a = eᵃ", method="exp"),
+    _unary_entry("log", np.log, lambda g, out, x: g / x, "∂ln a/∂a = 1/a", method="log"),
+    _unary_entry(
+        "sqrt", np.sqrt, lambda g, out, x: g * 0.5 / out, "∂√a/∂a = 1/(2√a)", method="sqrt"
     ),
     TensorOp(
         "tanh",
@@ -329,27 +298,9 @@ OPS = [
         numpy=("tanh",),
         torch="tanh",
     ),
-    TensorOp(
-        "sin",
-        1,
-        _quiet(np.sin),
-        (lambda g, out, x: g * np.cos(x),),
-        _quiet(np.sin),
-        "∂sin a/∂a = cos a",
-        method="sin",
-        numpy=("sin",),
-        torch="sin",
-    ),
-    TensorOp(
-        "cos",
-        1,
-        _quiet(np.cos),
-        (lambda g, out, x: -g * np.sin(x),),
-        _quiet(np.cos),
-        "∂cos a/∂a = −sin a",
-        method="cos",
-        numpy=("cos",),
-        torch="cos",
+    _unary_entry("sin", np.sin, lambda g, out, x: g * np.cos(x), "∂sin a/∂a = cos a", method="sin"),
+    _unary_entry(
+        "cos", np.cos, lambda g, out, x: -g * np.sin(x), "∂cos a/∂a = −sin a", method="cos"
     ),
     TensorOp(
         "atan",
@@ -459,7 +410,7 @@ OPS = [
         lambda g, out, x: g / (3.0 * out * out),
         "∂∛a/∂a = 1/(3∛a²) (infinite at 0)",
         torch=_cbrt_torch,
-        kink=_zero_at,
+        kink=_any_zero,
     ),
     _unary_entry("sinc", np.sinc, _sinc_dx, "∂sinc a/∂a = (cos πa − sinc a)/a (0 at a = 0)"),
     _unary_entry(
