@@ -25,20 +25,25 @@ def _expand(g, axis, keepdims: bool):
 
 
 # --------------------------------------------------------------------------- reductions
-def _sum(x, axis, keepdims):
-    return np.sum(x, axis=axis, keepdims=keepdims)
+def _reduction(reduce):
+    """Forward and batched forward of a reduction over ``axis`` (numpy's ``reduce``)."""
+
+    def f(x, axis, keepdims):
+        return reduce(x, axis=axis, keepdims=keepdims)
+
+    def batched(x, axis, keepdims):
+        return reduce(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
+
+    return f, batched
+
+
+_sum, _sum_batched = _reduction(np.sum)
+_mean, _mean_batched = _reduction(np.mean)
+_prod, _prod_batched = _reduction(np.prod)
 
 
 def _sum_dx(g, out, x, axis, keepdims):
     return np.broadcast_to(_expand(g, axis, keepdims), np.shape(x))
-
-
-def _sum_batched(x, axis, keepdims):
-    return np.sum(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
-
-
-def _mean(x, axis, keepdims):
-    return np.mean(x, axis=axis, keepdims=keepdims)
 
 
 def _mean_dx(g, out, x, axis, keepdims):
@@ -46,15 +51,8 @@ def _mean_dx(g, out, x, axis, keepdims):
     return np.broadcast_to(_expand(g, axis, keepdims) / count, np.shape(x))
 
 
-def _mean_batched(x, axis, keepdims):
-    return np.mean(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
-
-
 def _extreme(reduce):
     """Forward, rule, batched forward and kink test of a max or min reduction."""
-
-    def f(x, axis, keepdims):
-        return reduce(x, axis=axis, keepdims=keepdims)
 
     def winners(out, x, axis, keepdims):
         return x == _expand(out, axis, keepdims)
@@ -63,17 +61,14 @@ def _extreme(reduce):
         hit = winners(out, x, axis, keepdims)
         return hit * (_expand(g, axis, keepdims) / hit.sum(axis=axis, keepdims=True))
 
-    def batched(x, axis, keepdims):
-        return reduce(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
-
     def kink(out, x, axis, keepdims):
         return bool(np.any(winners(out, x, axis, keepdims).sum(axis=axis) > 1))
 
-    return f, dx, batched, kink
+    return *_reduction(reduce), dx, kink
 
 
-_max_f, _max_dx, _max_batched, _max_kink = _extreme(np.max)
-_min_f, _min_dx, _min_batched, _min_kink = _extreme(np.min)
+_max_f, _max_batched, _max_dx, _max_kink = _extreme(np.max)
+_min_f, _min_batched, _min_dx, _min_kink = _extreme(np.min)
 
 
 def _cumsum_dx(g, out, x, axis):
@@ -105,11 +100,7 @@ def _log_softmax_dx(g, out, x, axis):
 
 def _along(f):
     """A softmax-like forward for a batched input (the axis moves by one)."""
-
-    def g(x, axis):
-        return f(x, axis + 1)
-
-    return g
+    return lambda x, axis: f(x, axis + 1)
 
 
 # --------------------------------------------------------------------------- PyTorch
@@ -137,23 +128,14 @@ def _torch_cumsum(torch):
     )
 
 
-# --------------------------------------------------------------------------- reductions
 def _all_axes(axis, ndim):
     return tuple(range(ndim)) if axis is None else tuple(axis)
-
-
-def _prod(x, axis, keepdims):
-    return np.prod(x, axis=axis, keepdims=keepdims)
 
 
 def _prod_dx(g, out, x, axis, keepdims):
     axes = _all_axes(axis, np.ndim(x))
     ge = _expand(g, axis, keepdims)
     return ge * _others_product(np.asarray(x), axes)
-
-
-def _prod_batched(x, axis, keepdims):
-    return np.prod(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
 
 
 def _torch_prod(torch):

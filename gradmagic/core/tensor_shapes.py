@@ -132,20 +132,11 @@ def _torch_transpose(torch):
 
 
 def _torch_getitem(torch):
-    def convert(i):
-        """A numpy index (ints, slices, arrays, masks, tuples of them) for a torch tensor."""
-        if isinstance(i, tuple):
-            return tuple(convert(j) for j in i)
-        if isinstance(i, (np.ndarray, list)):
-            return torch.as_tensor(np.asarray(i))
-        if isinstance(i, np.integer):
-            return int(i)
-        return i
-
-    return lambda x, index, basic: x[convert(index)]
+    return lambda x, index, basic: x[_torch_index(torch, index)]
 
 
 def _torch_index(torch, i):
+    """A numpy index (ints, slices, arrays, masks, tuples of them) for a torch tensor."""
     if isinstance(i, tuple):
         return tuple(_torch_index(torch, j) for j in i)
     if isinstance(i, (np.ndarray, list)):
@@ -178,10 +169,7 @@ def _moving(fn):
         padded = np.concatenate((np.zeros((x.shape[0], 1)), flat), axis=1)
         return padded[:, pos]
 
-    def forward(x, **params):
-        return fn(x, **params)
-
-    return forward, dx, batched
+    return fn, dx, batched
 
 
 def _torch_moving(fn):
@@ -262,11 +250,9 @@ def _pack_batched(x, y):
 
 
 def _roll_torch(torch, x, shift, axis):
-    return (
-        torch.roll(x, shifts=shift, dims=axis if axis is not None else None)
-        if axis is not None
-        else torch.roll(x.reshape(-1), shifts=shift).reshape(x.shape)
-    )
+    if axis is None:
+        return torch.roll(x.reshape(-1), shifts=shift).reshape(x.shape)
+    return torch.roll(x, shifts=shift, dims=axis)
 
 
 def _moving_entry(name, fn, rule, torch=None, display=""):
