@@ -45,36 +45,13 @@ __all__ = ["Zygote", "Rerun", "available", "OUTSIDE"]
 
 # events a re-run may not cause: they reach past the process (files written, the network,
 # other programs); reading a file is fine
-_OUTSIDE_PREFIXES = (
-    "socket.",
-    "subprocess.",
-    "os.exec",
-    "os.posix_spawn",
-    "os.spawn",
-    "os.fork",
-    "os.kill",
-    "os.system",
-    "os.remove",
-    "os.rename",
-    "os.rmdir",
-    "os.mkdir",
-    "os.link",
-    "os.symlink",
-    "os.truncate",
-    "os.chmod",
-    "os.chown",
-    "os.utime",
-    "shutil.",
-    "tempfile.",
-    "sqlite3.connect",
-    "urllib.",
-    "http.",
-    "ftplib.",
-    "smtplib.",
-    "webbrowser.",
-    "winreg.",
-    "ctypes.dlopen",
-    "pty.",
+_OUTSIDE_PREFIXES = tuple(
+    (
+        "socket. subprocess. os.exec os.posix_spawn os.spawn os.fork os.kill os.system "
+        "os.remove os.rename os.rmdir os.mkdir os.link os.symlink os.truncate os.chmod "
+        "os.chown os.utime shutil. tempfile. sqlite3.connect urllib. http. ftplib. "
+        "smtplib. webbrowser. winreg. ctypes.dlopen pty."
+    ).split()
 )
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 OUTSIDE = "outside"
