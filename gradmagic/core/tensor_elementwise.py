@@ -270,82 +270,65 @@ OPS = [
         torch=_torch_where,
     ),
     # elementwise unary
-    TensorOp(
+    _unary_entry(
         "neg",
-        1,
         np.negative,
-        (_negated_grad,),
-        np.negative,
+        _negated_grad,
         "∂(−a)/∂a = −1",
+        numpy=("negative",),
         display="−",
         method="__neg__",
-        numpy=("negative",),
-        torch="neg",
     ),
     _unary_entry("exp", np.exp, lambda g, out, x: g * out, "∂eᵃ/∂a = eᵃ", method="exp"),
     _unary_entry("log", np.log, lambda g, out, x: g / x, "∂ln a/∂a = 1/a", method="log"),
     _unary_entry(
         "sqrt", np.sqrt, lambda g, out, x: g * 0.5 / out, "∂√a/∂a = 1/(2√a)", method="sqrt"
     ),
-    TensorOp(
+    _unary_entry(
         "tanh",
-        1,
         np.tanh,
-        (lambda g, out, x: g * (1.0 - out * out),),
-        np.tanh,
+        lambda g, out, x: g * (1.0 - out * out),
         "∂tanh a/∂a = 1 − tanh²a",
         method="tanh",
-        numpy=("tanh",),
-        torch="tanh",
     ),
     _unary_entry("sin", np.sin, lambda g, out, x: g * np.cos(x), "∂sin a/∂a = cos a", method="sin"),
     _unary_entry(
         "cos", np.cos, lambda g, out, x: -g * np.sin(x), "∂cos a/∂a = −sin a", method="cos"
     ),
-    TensorOp(
+    _unary_entry(
         "atan",
-        1,
         np.arctan,
-        (lambda g, out, x: g / (1.0 + x * x),),
-        np.arctan,
+        lambda g, out, x: g / (1.0 + x * x),
         "∂atan a/∂a = 1/(1 + a²)",
-        method="atan",
         numpy=("arctan",),
-        torch="atan",
+        method="atan",
     ),
-    TensorOp(
+    _unary_entry(
         "sigmoid",
-        1,
         _sigmoid,
-        (lambda g, out, x: g * out * (1.0 - out),),
-        _sigmoid,
+        lambda g, out, x: g * out * (1.0 - out),
         "∂σ(a)/∂a = σ(a)(1 − σ(a))",
+        numpy=(),
         display="σ",
         method="sigmoid",
-        torch="sigmoid",
     ),
-    TensorOp(
+    _unary_entry(
         "relu",
-        1,
         _relu,
-        (lambda g, out, x: g * (x > 0),),
-        _relu,
+        lambda g, out, x: g * (x > 0),
         "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)",
+        numpy=(),
         kink=_any_zero,
         method="relu",
-        torch="relu",
     ),
-    TensorOp(
+    _unary_entry(
         "abs",
-        1,
         np.abs,
-        (lambda g, out, x: g * np.conj(np.sign(x)),),
-        np.abs,
+        lambda g, out, x: g * np.conj(np.sign(x)),
         "∂|a|/∂a = sign(a) (0 at a = 0; of a complex a: conj(a) / abs(a))",
+        numpy=("absolute", "fabs"),
         kink=_any_zero,
         method="__abs__ abs",
-        numpy=("absolute", "fabs"),
-        torch="abs",
     ),
     # complex numbers: gradients are d/d(real part) − i d/d(imaginary part)
     _unary_entry(
