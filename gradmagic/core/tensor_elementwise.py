@@ -229,33 +229,21 @@ OPS = [
         numpy=("remainder",),
         torch="remainder",
     ),
-    TensorOp(
+    _binary_entry(
         "maximum",
-        2,
         np.maximum,
-        (
-            lambda g, out, x, y: g * _share(x, y, np.greater),
-            lambda g, out, x, y: g * _share(y, x, np.greater),
-        ),
-        _pairwise(np.maximum),
+        lambda g, out, x, y: g * _share(x, y, np.greater),
+        lambda g, out, x, y: g * _share(y, x, np.greater),
         "∂max(a,b)/∂a = 1 where a > b (½ at ties)",
         kink=_any_tie,
-        numpy=("maximum",),
-        torch="maximum",
     ),
-    TensorOp(
+    _binary_entry(
         "minimum",
-        2,
         np.minimum,
-        (
-            lambda g, out, x, y: g * _share(x, y, np.less),
-            lambda g, out, x, y: g * _share(y, x, np.less),
-        ),
-        _pairwise(np.minimum),
+        lambda g, out, x, y: g * _share(x, y, np.less),
+        lambda g, out, x, y: g * _share(y, x, np.less),
         "∂min(a,b)/∂a = 1 where a < b (½ at ties)",
         kink=_any_tie,
-        numpy=("minimum",),
-        torch="minimum",
     ),
     TensorOp(
         "where",
