@@ -124,7 +124,6 @@ def _refile(code: types.CodeType, filename: str) -> types.CodeType:
 
 
 _TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-_CO_COROUTINE = inspect.CO_COROUTINE
 
 
 def _compile(compiler, tree, filename: str, mode: str):
@@ -142,7 +141,7 @@ def _compile(compiler, tree, filename: str, mode: str):
 def _run_code(code, global_ns, ns):
     """``exec`` or ``eval`` of the cell's code; a cell with top-level ``await`` is a
     coroutine, run to its end (see :func:`_await`)."""
-    if code.co_flags & _CO_COROUTINE:
+    if code.co_flags & inspect.CO_COROUTINE:
         return _await(eval(code, global_ns, ns))
     return eval(code, global_ns, ns)
 
@@ -200,11 +199,21 @@ class _Entry:
     owner: list = field(default_factory=list)  # the learner's object the target is the data of
     unfollowed: list = field(default_factory=list)  # inputs no leaf is made of
 
-    def made(self):
-        return _made(self.run, self.lifted, self.reached)
+    def made(self) -> dict:
+        """id(node) → (node, the object it stands for): library results, lifted names and
+        the numbers the cell's data held."""
+        made = dict(self.reached)
+        if self.run is not None:
+            made.update(self.run.made)
+        for old, new in self.lifted.values():
+            made[id(new)] = (new, old)
+        return made
 
-    def bound(self, ns):
-        return _bound(ns, self.before, self.lifted)
+    def bound(self, ns) -> set:
+        """The names the cell bound (or the magic lifted)."""
+        before, missing = self.before, object()
+        changed = {name for name, v in ns.items() if before.get(name, missing) is not v}
+        return changed | set(self.lifted)
 
 
 def execute(
@@ -659,23 +668,6 @@ def _cuts_text(cuts) -> str:
     )
     more = f" and {len(places) - 3} more places" if len(places) > 3 else ""
     return "numbers left the graph at " + "; ".join(places[:3]) + more
-
-
-def _made(run, lifted, reached) -> dict:
-    """id(node) → (node, the object it stands for): library results, lifted names and the
-    numbers the cell's data held."""
-    made = dict(reached)
-    if run is not None:
-        made.update(run.made)
-    for old, new in lifted.values():
-        made[id(new)] = (new, old)
-    return made
-
-
-def _bound(ns, before: dict, lifted: dict) -> set:
-    """The names the cell bound (or the magic lifted)."""
-    missing = object()
-    return {name for name, v in ns.items() if before.get(name, missing) is not v} | set(lifted)
 
 
 NO_TARGET = (
