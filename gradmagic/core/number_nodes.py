@@ -35,6 +35,15 @@ _FLOAT, _INT = float, int
 _float_of, _int_of = float.__float__, int.__index__
 
 
+def _leaf(node):
+    """``node``, a number just made, as a leaf of the graph made at the current site."""
+    node.grad = 0.0
+    node.label = ""
+    node._op = node._a = node._b = node._mark = None
+    node._site = cursor.site
+    return node
+
+
 def _set_data(self, value):
     """``x.data = ...`` on a number node: a number cannot change; the message says how a
     training step is written instead."""
@@ -72,12 +81,7 @@ class Float(GraphNode, float):
     data = property(float.__float__, _set_data, doc="The number as a plain float.")
 
     def __new__(cls, x=0.0, /):
-        self = _FLOAT.__new__(cls, x)
-        self.grad = 0.0
-        self.label = ""
-        self._op = self._a = self._b = self._mark = None
-        self._site = cursor.site
-        return self
+        return _leaf(_FLOAT.__new__(cls, x))
 
     def __reduce_ex__(self, protocol):  # copies and pickles are plain floats
         return _FLOAT, (_float_of(self),)
@@ -98,12 +102,7 @@ class Int(GraphNode, int):
     data = property(int.__index__, _set_data, doc="The number as a plain int.")
 
     def __new__(cls, x=0, /, *base):
-        self = _INT.__new__(cls, x, *base)
-        self.grad = 0.0
-        self.label = ""
-        self._op = self._a = self._b = self._mark = None
-        self._site = cursor.site
-        return self
+        return _leaf(_INT.__new__(cls, x, *base))
 
     def __reduce_ex__(self, protocol):
         return _INT, (_int_of(self),)
@@ -126,12 +125,7 @@ class Float64(np.float64):
     data = property(float.__float__, _set_data, doc="The number as a plain float.")
 
     def __new__(cls, x=0.0, /):
-        self = np.float64.__new__(cls, x)
-        self.grad = 0.0
-        self.label = ""
-        self._op = self._a = self._b = self._mark = None
-        self._site = cursor.site
-        return self
+        return _leaf(np.float64.__new__(cls, x))
 
     def __reduce_ex__(self, protocol):
         return np.float64, (_float_of(self),)
