@@ -171,14 +171,15 @@ def rewrite(
     )
 
 
-def _calls_builtin(node, name: str, defined) -> bool:
-    """``node`` is a call of the builtin ``name`` (not one the cell defines) on literals."""
+def _calls_builtin(node, name: str, defined, constants: bool = True) -> bool:
+    """``node`` is a call of the builtin ``name`` (not one the cell defines) without keywords,
+    on literals if ``constants``."""
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == name
         and name not in defined
-        and all(isinstance(a, ast.Constant) for a in node.args)
+        and not (constants and any(not isinstance(a, ast.Constant) for a in node.args))
         and not node.keywords
     )
 
@@ -500,24 +501,17 @@ class _Rewriter(ast.NodeTransformer):
             self._adapt_args(node, self._shown)
         elif kind == _INTS:
             self._adapt_args(node, self._count)
-        elif kind == _PLAIN:  # literals stay plain; names read here are read (lifted)
+        else:  # plain and library calls: literals stay plain; names read here are lifted
             node.args = [self._visit(a, plain=True) for a in node.args]
             node.keywords = [self._visit(k, plain=True) for k in node.keywords]
-            if _is_timeit(node):  # it keeps nothing: what it times is the plain code
+            if kind != _PLAIN:  # a library call, adapted at run time
+                node = _library_call(node)
+            elif _is_timeit(node):  # it keeps nothing: what it times is the plain code
                 node.args.insert(0, node.func)
                 node.func = _runtime("unrecorded", like=node).func
-            if (
-                isinstance(node.func, ast.Name)
-                and node.func.id == "type"
-                and len(node.args) == 1
-                and not node.keywords
-            ):
+            elif _calls_builtin(node, "type", (), constants=False) and len(node.args) == 1:
                 # type(x) names Python's type for a number node (float, not a subclass)
                 node.func = _runtime("type_of", like=node).func
-        else:  # a library call: plain literals, names lifted, adapted at run time
-            node.args = [self._visit(a, plain=True) for a in node.args]
-            node.keywords = [self._visit(k, plain=True) for k in node.keywords]
-            node = _library_call(node)
         if dispatch:
             node.func = _runtime("fn", node.func, like=node.func)
         return node
