@@ -38,14 +38,6 @@ def _share(x, y, pick):
     return np.where(x == y, 0.5, pick(x, y).astype(float))
 
 
-def _sigmoid(x):
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
-
-
-def _relu(x):
-    return np.maximum(x, 0.0)
-
-
 def _any_zero(out, x):
     return bool(np.any(np.asarray(x) == 0))
 
@@ -64,22 +56,10 @@ def _zero(g, out, x, y):
     return np.zeros(np.shape(g))
 
 
-def _mod_dy(g, out, x, y):
-    return -g * np.floor_divide(x, y)
-
-
 # --------------------------------------------------------------------------- where
-def _where(x, y, cond):
-    return np.where(cond, x, y)
-
-
 def _where_batched(x, y, cond):
     c, x, y = _lift(np.asarray(cond)[None], np.asarray(x, dtype=float), np.asarray(y, dtype=float))
     return np.where(c, x, y)
-
-
-def _torch_where(torch):
-    return lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y)
 
 
 def _negated_grad(g, out, *args):
@@ -131,10 +111,6 @@ def _binary_entry(name, f, dx, dy, rule, torch=None, kink=None):
         numpy=(name,),
         torch=torch or _unit(name),
     )
-
-
-def _cbrt_torch(torch):
-    return lambda x: torch.sign(x) * torch.abs(x) ** (1.0 / 3.0)
 
 
 def _sinc_dx(g, out, x):
@@ -221,7 +197,7 @@ OPS = [
         "%",
         2,
         _quiet(np.mod),
-        (_same_grad, _quiet(_mod_dy)),
+        (_same_grad, _quiet(lambda g, out, x, y: -g * np.floor_divide(x, y))),
         _quiet(_pairwise(np.mod)),
         "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋",
         kink=_on_a_jump,
@@ -248,14 +224,14 @@ OPS = [
     TensorOp(
         "where",
         2,
-        _where,
+        lambda x, y, cond: np.where(cond, x, y),
         (
             lambda g, out, x, y, cond: np.where(cond, g, 0.0),
             lambda g, out, x, y, cond: np.where(cond, 0.0, g),
         ),
         _where_batched,
         "∂where(c,a,b)/∂a = c, ∂where(c,a,b)/∂b = 1 − c",
-        torch=_torch_where,
+        torch=lambda torch: lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y),
     ),
     # elementwise unary
     _unary_entry(
@@ -293,7 +269,7 @@ OPS = [
     ),
     _unary_entry(
         "sigmoid",
-        _sigmoid,
+        lambda x: 0.5 * (np.tanh(0.5 * x) + 1.0),
         lambda g, out, x: g * out * (1.0 - out),
         "∂σ(a)/∂a = σ(a)(1 − σ(a))",
         numpy=(),
@@ -302,7 +278,7 @@ OPS = [
     ),
     _unary_entry(
         "relu",
-        _relu,
+        lambda x: np.maximum(x, 0.0),
         lambda g, out, x: g * (x > 0),
         "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)",
         numpy=(),
@@ -380,7 +356,7 @@ OPS = [
         np.cbrt,
         lambda g, out, x: g / (3.0 * out * out),
         "∂∛a/∂a = 1/(3∛a²) (infinite at 0)",
-        torch=_cbrt_torch,
+        torch=lambda torch: lambda x: torch.sign(x) * torch.abs(x) ** (1.0 / 3.0),
         kink=_any_zero,
     ),
     _unary_entry("sinc", np.sinc, _sinc_dx, "∂sinc a/∂a = (cos πa − sinc a)/a (0 at a = 0)"),

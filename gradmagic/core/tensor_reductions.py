@@ -75,27 +75,15 @@ def _cumsum_dx(g, out, x, axis):
     return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
 
 
-def _cumsum_batched(x, axis):
-    return np.cumsum(x, axis + 1)
-
-
 # --------------------------------------------------------------------------- softmax
 def _softmax(x, axis):
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def _softmax_dx(g, out, x, axis):
-    return out * (g - np.sum(g * out, axis=axis, keepdims=True))
-
-
 def _log_softmax(x, axis):
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-
-
-def _log_softmax_dx(g, out, x, axis):
-    return g - np.exp(out) * np.sum(g, axis=axis, keepdims=True)
 
 
 def _along(f):
@@ -170,10 +158,6 @@ def _cumprod_dx(g, out, x, axis):
     return np.moveaxis(gx, -1, axis)
 
 
-def _cumprod_batched(x, axis):
-    return np.cumprod(x, axis + 1)
-
-
 OPS = [
     # reductions over axes (axis: None or a tuple of non-negative ints)
     TensorOp(
@@ -213,7 +197,7 @@ OPS = [
         1,
         lambda x, axis: np.cumsum(x, axis),
         (_cumsum_dx,),
-        _cumsum_batched,
+        lambda x, axis: np.cumsum(x, axis + 1),
         "∂(Σ_{j≤i} a_j)/∂a_k = 1 for k ≤ i: the gradient summed from the end",
         torch=_torch_cumsum,
     ),
@@ -221,7 +205,7 @@ OPS = [
         "softmax",
         1,
         _quiet(_softmax),
-        (_softmax_dx,),
+        (lambda g, out, x, axis: out * (g - np.sum(g * out, axis=axis, keepdims=True)),),
         _quiet(_along(_softmax)),
         "∂L/∂a = s ⊙ (g − Σ g⊙s) for s = softmax(a)",
         torch=_torch_along("softmax"),
@@ -230,7 +214,7 @@ OPS = [
         "log_softmax",
         1,
         _quiet(_log_softmax),
-        (_quiet(_log_softmax_dx),),
+        (_quiet(lambda g, out, x, axis: g - np.exp(out) * np.sum(g, axis=axis, keepdims=True)),),
         _quiet(_along(_log_softmax)),
         "∂L/∂a = g − softmax(a)·Σg",
         torch=_torch_along("log_softmax"),
@@ -250,7 +234,7 @@ OPS = [
         1,
         lambda x, axis: np.cumprod(x, axis),
         (_cumprod_dx,),
-        _cumprod_batched,
+        lambda x, axis: np.cumprod(x, axis + 1),
         "∂(Π_{j≤i} a_j)/∂a_k = Π_{j≤i, j≠k} a_j for k ≤ i",
         torch=_kw_torch(lambda torch, x, axis: torch.cumprod(x, dim=axis)),
     ),
