@@ -278,26 +278,13 @@ def option_specs() -> list[OptionSpec]:
     return list(_SPECS)
 
 
-def _specs() -> tuple[OptionSpec, ...]:
-    specs = []
-    for f in fields(Options):
-        meta = f.metadata
-        specs.append(
-            OptionSpec(
-                name=f.name,
-                flags=_flags(f),
-                type=meta["type"],
-                default=f.default,
-                help=meta["help"],
-                metavar=meta["metavar"],
-                choices=meta["choices"],
-                check=meta["check"],
-            )
-        )
-    return tuple(specs)
+def _spec(f: Field[Any]) -> OptionSpec:
+    meta = f.metadata
+    more = (meta["help"], meta["metavar"], meta["choices"], meta["check"])
+    return OptionSpec(f.name, _flags(f), meta["type"], f.default, *more)
 
 
-_SPECS = _specs()
+_SPECS = tuple(map(_spec, fields(Options)))
 
 DEFAULTS = Options()
 """Every option at its default (the defaults of the keywords of every entry point)."""

@@ -758,17 +758,12 @@ def namespace_names(ns) -> tuple[set, set, set]:
     calls through them get plain literals. Scalar Values, numbers, containers
     and anything defined in the notebook itself are not library objects.
     """
-    plain, math_names, engines = set(), set(), set()
+    kinds: dict[str, set] = {"library": set(), "math": set(), "engine": set()}
     for name, obj in ns.items():
-        if not name.startswith("_"):
-            kind = _kind(obj)
-            if kind == "math":
-                math_names.add(name)
-            elif kind == "library":
-                plain.add(name)
-            elif kind == "engine":
-                engines.add(name)
-    return plain, math_names, engines
+        kind = "" if name.startswith("_") else _kind(obj)
+        if kind:
+            kinds[kind].add(name)
+    return kinds["library"], kinds["math"], kinds["engine"]
 
 
 def _kind(obj) -> str:
