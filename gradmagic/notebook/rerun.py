@@ -599,8 +599,11 @@ class Rerun:
                 if held is None:
                     want = np.asarray(trace.tensor_data[i], dtype=float)
                     held = (want.shape, float(want.sum()))
-                met = isinstance(got, tuple) and tuple(got[0]) == tuple(held[0])
-                met = met and _same(got[1], held[1])
+                met = (
+                    isinstance(got, tuple)
+                    and tuple(got[0]) == tuple(held[0])
+                    and _same(got[1], held[1])
+                )
             else:
                 met = got is not None and _same(got, float(trace.data[i]))
             if not met:
