@@ -312,13 +312,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Attribute(self, node, wrap=True):
         """``math.pi``: a library's float as a constant node (``num``); ``x.__class__``: as
         ``type(x)``, Python's own type."""
-        value = node.value
-        if isinstance(value, ast.Attribute):
-            node.value = self.visit_Attribute(value, wrap=False)
-        elif isinstance(value, ast.Name):
-            node.value = self.visit_Name(value, wrap=False)
-        else:
-            node.value = self.visit(value)
+        node.value = self._callee(node.value)
         if not isinstance(node.ctx, ast.Load):
             return node
         if node.attr == "__class__":
@@ -328,7 +322,8 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def _callee(self, func):
-        """A called expression: visited, but never read as a library constant."""
+        """A called expression (or one whose attribute is read): visited, but never read as a
+        library constant."""
         if isinstance(func, ast.Attribute):
             return self.visit_Attribute(func, wrap=False)
         if isinstance(func, ast.Name):
