@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 import gradmagic
 from gradmagic import Tensor, Value
 from gradmagic.analysis import explanations
+from gradmagic.analysis.graph import children_of
 from gradmagic.analysis.trace import Trace
 from gradmagic.views import render
 from gradmagic.views import teaching as views
@@ -95,7 +96,7 @@ def test_jvp_is_linear_in_the_seed(case, ws):
 
 def brute_paths(trace, start):
     """Every path from ``start`` to the target as lists of local derivatives (exhaustive)."""
-    kids = explanations.children(trace)
+    kids = children_of(trace)
     target = trace.target.index
     out = []
 

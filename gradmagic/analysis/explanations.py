@@ -41,7 +41,6 @@ __all__ = [
     "Pass",
     "Comparison",
     "forward_vs_reverse",
-    "children",
     "edge_count",
     "inputs",
     "forward_operations",
@@ -113,16 +112,6 @@ def _graph(trace) -> _Graph:
         while len(_GRAPHS) > 2:  # only the latest runs: Out[] keeps every displayed trace
             del _GRAPHS[next(iter(_GRAPHS))]
         return g
-
-
-def children(trace) -> list:
-    """For each node, the nodes computed from it (one entry per use: ``a + a`` twice)."""
-    parents = _graph(trace).parents
-    out: list[list[int]] = [[] for _ in parents]
-    for i, ps in enumerate(parents):
-        for p in ps:
-            out[p].append(i)
-    return out
 
 
 def edge_count(trace) -> int:
