@@ -25,8 +25,8 @@ def _expand(g, axis, keepdims: bool):
 
 
 # --------------------------------------------------------------------------- reductions
-def _reduction(reduce):
-    """Forward and batched forward of a reduction over ``axis`` (numpy's ``reduce``)."""
+def _reduction(name, reduce, dx, rule, torch, kink=None) -> TensorOp:
+    """The entry of a reduction over ``axis`` that numpy's ``reduce`` computes."""
 
     def f(x, axis, keepdims):
         return reduce(x, axis=axis, keepdims=keepdims)
@@ -34,12 +34,7 @@ def _reduction(reduce):
     def batched(x, axis, keepdims):
         return reduce(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
 
-    return f, batched
-
-
-_sum, _sum_batched = _reduction(np.sum)
-_mean, _mean_batched = _reduction(np.mean)
-_prod, _prod_batched = _reduction(np.prod)
+    return TensorOp(name, 1, f, (dx,), batched, rule, kink=kink, torch=torch)
 
 
 def _sum_dx(g, out, x, axis, keepdims):
@@ -51,24 +46,18 @@ def _mean_dx(g, out, x, axis, keepdims):
     return np.broadcast_to(_expand(g, axis, keepdims) / count, np.shape(x))
 
 
-def _extreme(reduce):
-    """Forward, rule, batched forward and kink test of a max or min reduction."""
-
-    def winners(out, x, axis, keepdims):
-        return x == _expand(out, axis, keepdims)
-
-    def dx(g, out, x, axis, keepdims):
-        hit = winners(out, x, axis, keepdims)
-        return hit * (_expand(g, axis, keepdims) / hit.sum(axis=axis, keepdims=True))
-
-    def kink(out, x, axis, keepdims):
-        return bool(np.any(winners(out, x, axis, keepdims).sum(axis=axis) > 1))
-
-    return *_reduction(reduce), dx, kink
+def _winners(out, x, axis, keepdims):
+    """Where a max or min reduction found its result."""
+    return x == _expand(out, axis, keepdims)
 
 
-_max_f, _max_batched, _max_dx, _max_kink = _extreme(np.max)
-_min_f, _min_batched, _min_dx, _min_kink = _extreme(np.min)
+def _extreme_dx(g, out, x, axis, keepdims):
+    hit = _winners(out, x, axis, keepdims)
+    return hit * (_expand(g, axis, keepdims) / hit.sum(axis=axis, keepdims=True))
+
+
+def _extreme_kink(out, x, axis, keepdims):
+    return bool(np.any(_winners(out, x, axis, keepdims).sum(axis=axis) > 1))
 
 
 def _cumsum_dx(g, out, x, axis):
@@ -160,37 +149,23 @@ def _cumprod_dx(g, out, x, axis):
 
 OPS = [
     # reductions over axes (axis: None or a tuple of non-negative ints)
-    TensorOp(
-        "sum", 1, _sum, (_sum_dx,), _sum_batched, "∂(Σa)/∂aᵢ = 1", torch=_torch_reduction("sum")
-    ),
-    TensorOp(
-        "mean",
-        1,
-        _mean,
-        (_mean_dx,),
-        _mean_batched,
-        "∂mean(a)/∂aᵢ = 1/n",
-        torch=_torch_reduction("mean"),
-    ),
-    TensorOp(
+    _reduction("sum", np.sum, _sum_dx, "∂(Σa)/∂aᵢ = 1", _torch_reduction("sum")),
+    _reduction("mean", np.mean, _mean_dx, "∂mean(a)/∂aᵢ = 1/n", _torch_reduction("mean")),
+    _reduction(
         "max",
-        1,
-        _max_f,
-        (_max_dx,),
-        _max_batched,
+        np.max,
+        _extreme_dx,
         "∂max(a)/∂aᵢ = 1 at the maximum (shared equally between ties)",
-        kink=_max_kink,
-        torch=_torch_reduction("amax"),
+        _torch_reduction("amax"),
+        _extreme_kink,
     ),
-    TensorOp(
+    _reduction(
         "min",
-        1,
-        _min_f,
-        (_min_dx,),
-        _min_batched,
+        np.min,
+        _extreme_dx,
         "∂min(a)/∂aᵢ = 1 at the minimum (shared equally between ties)",
-        kink=_min_kink,
-        torch=_torch_reduction("amin"),
+        _torch_reduction("amin"),
+        _extreme_kink,
     ),
     TensorOp(
         "cumsum",
@@ -220,14 +195,8 @@ OPS = [
         torch=_torch_along("log_softmax"),
     ),
     # reductions
-    TensorOp(
-        "prod",
-        1,
-        _prod,
-        (_prod_dx,),
-        _prod_batched,
-        "∂(Πa)/∂aᵢ = the product of the other elements",
-        torch=_torch_prod,
+    _reduction(
+        "prod", np.prod, _prod_dx, "∂(Πa)/∂aᵢ = the product of the other elements", _torch_prod
     ),
     TensorOp(
         "cumprod",
