@@ -304,17 +304,10 @@ def _parser(prog: str = "%autograd") -> _Parser:
     )
     for spec in _SPECS:
         if spec.type is bool:
-            parser.add_argument(*spec.flags, dest=spec.name, action="store_true", help=_help(spec))
-        else:
-            parser.add_argument(
-                *spec.flags,
-                dest=spec.name,
-                type=spec.type,
-                default=None,
-                metavar=spec.metavar,
-                choices=spec.choices,
-                help=_help(spec),
-            )
+            how: dict = {"action": "store_true"}
+        else:  # (not given: None, argparse's default)
+            how = {"type": spec.type, "metavar": spec.metavar, "choices": spec.choices}
+        parser.add_argument(*spec.flags, dest=spec.name, help=_help(spec), **how)
     parser.add_argument(
         "expression", nargs="*", help="line form only: the expression to differentiate"
     )
