@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 import gradmagic
 from gradmagic import Tensor, Value
 from gradmagic.analysis import explanations
+from gradmagic.analysis.graph import children_of
 from gradmagic.analysis.trace import Trace
 from gradmagic.views import render
 from gradmagic.views import teaching as views
@@ -95,7 +96,7 @@ def test_jvp_is_linear_in_the_seed(case, ws):
 
 def brute_paths(trace, start):
     """Every path from ``start`` to the target as lists of local derivatives (exhaustive)."""
-    kids = explanations.children(trace)
+    kids = children_of(trace)
     target = trace.target.index
     out = []
 
@@ -245,7 +246,6 @@ def test_topological_order_is_valid_and_is_the_seeds(case):
     k = len(walk.events) // 2
     v, o, event = walk.at(k)
     assert v == walk.visited[: len(v)] and o == walk.order[: len(o)]
-    assert walk.counts(k) == (len(v), len(o))
 
 
 def test_seed_paths_of_df_dx_read_as_the_seed_writes_them(ip):

@@ -41,7 +41,6 @@ __all__ = [
     "Pass",
     "Comparison",
     "forward_vs_reverse",
-    "children",
     "edge_count",
     "inputs",
     "forward_operations",
@@ -87,10 +86,8 @@ class _Graph:
         tensor[list(trace.tensor_data)] = True
         self.tensor = tensor.tolist()
         self.labels = list(map(trace.label_names.__getitem__, trace.label_code.tolist()))
-        leaves = trace.leaf_index
-        self.inputs = leaves[~trace.constant[leaves]].tolist()
         self._local = None
-        self._trace = weakref.ref(trace) if _weak(trace) else (lambda: trace)
+        self._trace = weakref.ref(trace)
 
     @property
     def local(self) -> list:
@@ -104,14 +101,6 @@ class _Graph:
         return self._local
 
 
-def _weak(trace) -> bool:
-    try:
-        weakref.ref(trace)
-        return True
-    except TypeError:
-        return False
-
-
 _GRAPHS: weakref.WeakKeyDictionary[Any, _Graph] = weakref.WeakKeyDictionary()
 
 
@@ -123,18 +112,6 @@ def _graph(trace) -> _Graph:
         while len(_GRAPHS) > 2:  # only the latest runs: Out[] keeps every displayed trace
             del _GRAPHS[next(iter(_GRAPHS))]
         return g
-    except TypeError:  # a trace without weak references: read each time
-        return _Graph(trace)
-
-
-def children(trace) -> list:
-    """For each node, the nodes computed from it (one entry per use: ``a + a`` twice)."""
-    parents = _graph(trace).parents
-    out: list[list[int]] = [[] for _ in parents]
-    for i, ps in enumerate(parents):
-        for p in ps:
-            out[p].append(i)
-    return out
 
 
 def edge_count(trace) -> int:
@@ -172,12 +149,12 @@ def tensor_nodes(trace) -> list:
     return [i for i, (p, t) in enumerate(zip(g.parents, g.tensor)) if p and t]
 
 
-def _scalar_only(trace) -> None:
+def _scalar_only(trace, what: str = "forward mode here covers") -> None:
     bad = tensor_nodes(trace)
     if bad:
         first = trace.nodes[bad[0]]
         raise ForwardModeError(
-            f"forward mode here covers scalar graphs: this run has {len(bad):,} tensor "
+            f"{what} scalar graphs: this run has {len(bad):,} tensor "
             f"operation node{'s' if len(bad) != 1 else ''} (the first: {first.name}, "
             f"op {first.op}), whose local derivative is a Jacobian the trace does not record"
         )
@@ -436,12 +413,6 @@ class Walk:
         order = [i for kind, i in self.events[:step] if kind == "t"]
         return visited, order, (self.events[step - 1] if step else None)
 
-    def counts(self, step: int) -> tuple:
-        """(len(visited), len(order)) after ``step`` events, without building the lists."""
-        step = max(0, min(step, len(self.events)))
-        v = sum(1 for kind, _ in self.events[:step] if kind == "v")
-        return v, step - v
-
     def depth(self, step: int) -> list:
         """The recursion stack (node indices, the target first) during event ``step``."""
         stack = []
@@ -568,19 +539,10 @@ def paths(trace, input, *, handful: int = HANDFUL, top: int = TOP) -> Paths:
     nodes = trace.nodes
     src = nodes[i]
     target = trace.target.index
-    bad = tensor_nodes(trace)
-    if bad:
-        return Paths(
-            i,
-            0,
-            [],
-            math.nan,
-            src.grad,
-            False,
-            error="paths are listed for scalar graphs: this run has "
-            f"{len(bad):,} tensor operation nodes, whose local derivatives "
-            "are Jacobians the trace does not record",
-        )
+    try:
+        _scalar_only(trace, "paths are listed for")
+    except ForwardModeError as exc:
+        return Paths(i, 0, [], math.nan, src.grad, False, error=str(exc))
     g = _graph(trace)
     count = [0] * len(nodes)
     total = [0.0] * len(nodes)

@@ -221,9 +221,7 @@ class Grouping:
         kind, call, k, function = self._parse(base)
         if kind == "call":
             lines = self._lines(call)
-            if (
-                len(lines) == 1 and call
-            ):  # a call of one line: the line's items, under the call's name
+            if len(lines) == 1 and call:  # a call of one line: the line's items, as the call's
                 return self._items(f"c{call}.{lines[0]}")
             return [f"c{call}.{line}" for line in lines]
         if kind == "calls":
@@ -334,61 +332,51 @@ class Grouping:
 
     def view(self, opened=None) -> View:
         """The picture with the groups ``opened`` opened (None: :meth:`opened_by_default`)."""
-        if opened is None:
-            opened = self.opened_by_default()
-        opened = set(opened)
-        groups, nodes = [], []
-        frames: dict = {}  # an opened group → (its title, the opened group around it)
-        frame_of: dict = {}  # a drawn key → the opened group it is drawn in (None: the cell)
+        opened = set(self.opened_by_default() if opened is None else opened)
+        view = View([], [], list(self.params), {})
         stack = [(item, None) for item in reversed(self.top())]
-        while stack:
+        while stack:  # frames: an opened group → (its Group, the opened group around it)
             item, frame = stack.pop()
             if isinstance(item, int):
-                nodes.append(item)
-                frame_of[f"n{item}"] = frame
+                view.nodes.append(item)
+                view.frame_of[f"n{item}"] = frame
             elif item in opened:
-                frames[item] = (self.group(item), frame)
+                view.frames[item] = (self.group(item), frame)
                 stack.extend((kid, item) for kid in reversed(self.children(item)))
             else:
-                groups.append(self.group(item))
-                frame_of[item] = frame
-        keys = [g.id for g in groups] + [f"n{i}" for i in nodes + self.params]
-        rep = np.full(self.n, -1, dtype=np.int64)
+                view.groups.append(self.group(item))
+                view.frame_of[item] = frame
+        self._connect(view)
+        return view
+
+    def _connect(self, view: View) -> None:
+        """The view's edges, and each drawn group's inputs and outputs."""
+        groups, keys, n = view.groups, view.keys(), np.int64(self.n)
+        rep = np.full(self.n, -1, dtype=np.int64)  # node → the position of what draws it
         for j, g in enumerate(groups):
             rep[self.members(g.id)] = j
-        for j, i in enumerate(nodes + self.params, start=len(groups)):
+        for j, i in enumerate(view.nodes + view.params, start=len(groups)):
             rep[i] = j
-        t = self.trace
-        edges: dict = {}
-        inputs: dict = {}
-        outputs: dict = {}
         width = np.int64(len(keys) + 1)
         ins, outs = [], []  # (group, node) pairs, as one int each
-        for parent in (t.parent_a, t.parent_b):
+        for parent in (self.trace.parent_a, self.trace.parent_b):
             child = np.flatnonzero(parent >= 0)
             src, dst = rep[parent[child]], rep[child]
             cross = (src != dst) & (src >= 0) & (dst >= 0)
             pairs, counts = np.unique(src[cross] * width + dst[cross], return_counts=True)
             for pair, c in zip(pairs.tolist(), counts.tolist()):
                 key = (keys[pair // width], keys[pair % width])
-                edges[key] = edges.get(key, 0) + c
+                view.edges[key] = view.edges.get(key, 0) + c
             p, d, s = parent[child][cross], dst[cross], src[cross]
-            n = np.int64(self.n)
             ins.append(d[d < len(groups)] * n + p[d < len(groups)])
             outs.append(s[s < len(groups)] * n + p[s < len(groups)])
+        inputs: dict = {}
+        outputs: dict = {}
         for found, into in ((ins, inputs), (outs, outputs)):
             for pair in np.unique(np.concatenate(found)).tolist():
                 into.setdefault(keys[pair // self.n], set()).add(pair % self.n)
-        target = t.n - 1
+        target = self.n - 1
         if 0 <= rep[target] < len(groups):
             outputs.setdefault(keys[rep[target]], set()).add(target)
-        return View(
-            groups,
-            nodes,
-            list(self.params),
-            edges,
-            {k: sorted(v) for k, v in inputs.items()},
-            {k: sorted(v) for k, v in outputs.items()},
-            frames,
-            frame_of,
-        )
+        view.inputs = {k: sorted(v) for k, v in inputs.items()}
+        view.outputs = {k: sorted(v) for k, v in outputs.items()}

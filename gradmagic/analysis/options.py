@@ -279,26 +279,13 @@ def option_specs() -> list[OptionSpec]:
     return list(_SPECS)
 
 
-def _specs() -> tuple[OptionSpec, ...]:
-    specs = []
-    for f in fields(Options):
-        meta = f.metadata
-        specs.append(
-            OptionSpec(
-                name=f.name,
-                flags=_flags(f),
-                type=meta["type"],
-                default=f.default,
-                help=meta["help"],
-                metavar=meta["metavar"],
-                choices=meta["choices"],
-                check=meta["check"],
-            )
-        )
-    return tuple(specs)
+def _spec(f: Field[Any]) -> OptionSpec:
+    meta = f.metadata
+    more = (meta["help"], meta["metavar"], meta["choices"], meta["check"])
+    return OptionSpec(f.name, _flags(f), meta["type"], f.default, *more)
 
 
-_SPECS = _specs()
+_SPECS = tuple(map(_spec, fields(Options)))
 
 DEFAULTS = Options()
 """Every option at its default (the defaults of the keywords of every entry point)."""
@@ -318,17 +305,10 @@ def _parser(prog: str = "%autograd") -> _Parser:
     )
     for spec in _SPECS:
         if spec.type is bool:
-            parser.add_argument(*spec.flags, dest=spec.name, action="store_true", help=_help(spec))
-        else:
-            parser.add_argument(
-                *spec.flags,
-                dest=spec.name,
-                type=spec.type,
-                default=None,
-                metavar=spec.metavar,
-                choices=spec.choices,
-                help=_help(spec),
-            )
+            how: dict = {"action": "store_true"}
+        else:  # (not given: None, argparse's default)
+            how = {"type": spec.type, "metavar": spec.metavar, "choices": spec.choices}
+        parser.add_argument(*spec.flags, dest=spec.name, help=_help(spec), **how)
     parser.add_argument(
         "expression", nargs="*", help="line form only: the expression to differentiate"
     )

@@ -40,14 +40,7 @@ class Perturbation:
         return len(self.node) + len(self.signs)
 
     def __getitem__(self, part: slice) -> "Perturbation":
-        start, stop, _ = part.indices(len(self))
-        k = len(self.node)
-        return Perturbation(
-            self.node[start:stop],
-            self.elem[start:stop],
-            self.spread,
-            self.signs[max(0, start - k) : max(0, stop - k)],
-        )
+        return self.select(range(*part.indices(len(self))))
 
     def select(self, positions) -> "Perturbation":
         """The perturbations at ``positions`` (elements first, then directions)."""

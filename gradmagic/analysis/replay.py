@@ -381,12 +381,12 @@ class Replay:
             if not _same(got, node.data):
                 first = f" (it first differs at node #{node.index} {node.name!r}"
                 if node.shape is None:
-                    first += f": replayed {_num(float(got))}, recorded {_num(node.data)}"
+                    first += f": replayed {fmt(float(got), 6)}, recorded {fmt(node.data, 6)}"
                 first += ")"
                 break
         return False, (
-            f"Replay mismatch: replaying the graph gives {_num(float(f0))} but the "
-            f"run recorded {_num(recorded)}{first}. The numerical check is not "
+            f"Replay mismatch: replaying the graph gives {fmt(float(f0), 6)} but the "
+            f"run recorded {fmt(recorded, 6)}{first}. The numerical check is not "
             "trustworthy: an op's numpy forward differs from its float forward, "
             "or a node was changed after the run."
         )
@@ -409,10 +409,6 @@ def _float_pass(
             values[out] = f(values[a])
         else:
             values[out] = f(values[a], values[b])
-
-
-def _num(x) -> str:
-    return fmt(x, 6)
 
 
 def _with_params(fn, params):

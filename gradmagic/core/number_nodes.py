@@ -35,6 +35,15 @@ _FLOAT, _INT = float, int
 _float_of, _int_of = float.__float__, int.__index__
 
 
+def _leaf(node):
+    """``node``, a number just made, as a leaf of the graph made at the current site."""
+    node.grad = 0.0
+    node.label = ""
+    node._op = node._a = node._b = node._mark = None
+    node._site = cursor.site
+    return node
+
+
 def _set_data(self, value):
     """``x.data = ...`` on a number node: a number cannot change; the message says how a
     training step is written instead."""
@@ -72,12 +81,7 @@ class Float(GraphNode, float):
     data = property(float.__float__, _set_data, doc="The number as a plain float.")
 
     def __new__(cls, x=0.0, /):
-        self = _FLOAT.__new__(cls, x)
-        self.grad = 0.0
-        self.label = ""
-        self._op = self._a = self._b = self._mark = None
-        self._site = cursor.site
-        return self
+        return _leaf(_FLOAT.__new__(cls, x))
 
     def __reduce_ex__(self, protocol):  # pickles are plain floats
         return _FLOAT, (_float_of(self),)
@@ -104,12 +108,7 @@ class Int(GraphNode, int):
     data = property(int.__index__, _set_data, doc="The number as a plain int.")
 
     def __new__(cls, x=0, /, *base):
-        self = _INT.__new__(cls, x, *base)
-        self.grad = 0.0
-        self.label = ""
-        self._op = self._a = self._b = self._mark = None
-        self._site = cursor.site
-        return self
+        return _leaf(_INT.__new__(cls, x, *base))
 
     def __reduce_ex__(self, protocol):
         return _INT, (_int_of(self),)
@@ -138,12 +137,7 @@ class Float64(np.float64):
     data = property(float.__float__, _set_data, doc="The number as a plain float.")
 
     def __new__(cls, x=0.0, /):
-        self = np.float64.__new__(cls, x)
-        self.grad = 0.0
-        self.label = ""
-        self._op = self._a = self._b = self._mark = None
-        self._site = cursor.site
-        return self
+        return _leaf(np.float64.__new__(cls, x))
 
     def __reduce_ex__(self, protocol):
         return np.float64, (_float_of(self),)
@@ -206,14 +200,9 @@ def _number_node(r, op, a, b):
 def of_tensor(number, node):
     """A Float holding ``number``, the one number of the tensor node ``node`` (``float(s)``,
     ``s.item()``): a scalar node of the same graph, linked to ``node`` by ``float``."""
-    out = float.__new__(Float, number)
-    out.grad = 0.0
-    out.label = ""
-    out._mark = None
-    out._site = cursor.site
+    out = Float(number)
     out._op = OPS["float"]
     out._a = node
-    out._b = None
     return out
 
 
@@ -256,11 +245,6 @@ def with_data(node, number):
 
 def plain(x):
     """A number node's plain number (of its own type: float, int or numpy float64)."""
-    return _plain_of(x)
-
-
-def _plain_of(x):
-    """A number node's plain number (of its own type: float, int or numpy float64)."""
     cls = x.__class__
     if cls is Float:
         return _float_of(x)
@@ -269,6 +253,9 @@ def _plain_of(x):
     if cls is Float64:
         return np.float64(_float_of(x))
     return x
+
+
+_plain_of = plain
 
 
 def _recording() -> bool:
@@ -401,6 +388,9 @@ def _number_binary(op, method, reflected, swap: bool, own=_OWN, pyop=None, quiet
                     r = reflected(y, x)
         if r is NotImplemented or not _recording():
             return r
+        if r.__class__ is complex:  # a negative number to a fractional power
+            _complex_cut(self, x)
+            return r
         return _number_node(r, op, other, self) if swap else _number_node(r, op, self, other)
 
     return forward
@@ -490,42 +480,16 @@ def _direct(f, *args):
 
 
 def _number_pow(base, swap: bool, own=_OWN, quiet=False):
+    """``**`` as :func:`_number_binary` makes it, and ``pow(a, b, m)`` (integers only, no
+    gradient) on the plain numbers."""
     method = base.__rpow__ if swap else base.__pow__
     reflected = float.__pow__ if swap else float.__rpow__
+    binary = _number_binary(OPS["**"], method, reflected, swap, own, pow, quiet)
 
     def forward(self, other, mod=None):
-        if mod is not None:  # pow(a, b, m): integers only, no gradient
+        if mod is not None:
             return method(_plain_of(self), _plain_of(other), _plain_of(mod))
-        x = _plain_of(self)
-        if other.__class__ not in own:
-            if other.__class__ in LIFTED:
-                return _lifted(pow, x, other, swap, self)
-            if not isinstance(other, _NP_GENERIC) or other.__class__ in DEFER:
-                return NotImplemented
-            y = _plain_of(other)
-            r = _at_caller(pow, y, x) if swap else _at_caller(pow, x, y)
-        else:
-            y = _plain_of(other)
-            if quiet and not (
-                _finite_as_floats(pow, y, x) if swap else _finite_as_floats(pow, x, y)
-            ):
-                r = _at_caller(method, x, y)
-                if r is NotImplemented and y.__class__ is _FLOAT:
-                    r = _at_caller(reflected, y, x)
-            else:
-                r = method(x, y)
-                if r is NotImplemented and y.__class__ is _FLOAT:
-                    r = reflected(y, x)
-        if r is NotImplemented or not _recording():
-            return r
-        if r.__class__ is complex:  # a negative number to a fractional power
-            _complex_cut(self, x)
-            return r
-        return (
-            _number_node(r, OPS["**"], other, self)
-            if swap
-            else _number_node(r, OPS["**"], self, other)
-        )
+        return binary(self, other)
 
     return forward
 
@@ -541,32 +505,11 @@ for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN), (Float64, np.f
             if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
                 _rname = _name.replace("__", "__r", 1)
                 _pyop = getattr(operator, _name.strip("_"))
-                setattr(
-                    _cls,
-                    _name,
-                    _number_binary(
-                        _op,
-                        getattr(_base, _name),
-                        getattr(float, _rname),
-                        False,
-                        _own,
-                        _pyop,
-                        _quiet,
-                    ),
-                )
-                setattr(
-                    _cls,
-                    _rname,
-                    _number_binary(
-                        _op,
-                        getattr(_base, _rname),
-                        getattr(float, _name),
-                        True,
-                        _own,
-                        _pyop,
-                        _quiet,
-                    ),
-                )
+                for _m, _r, _swap in ((_name, _rname, False), (_rname, _name, True)):
+                    _forward = _number_binary(
+                        _op, getattr(_base, _m), getattr(float, _r), _swap, _own, _pyop, _quiet
+                    )
+                    setattr(_cls, _m, _forward)
             elif _op.arity == 1 and _name in ("__neg__", "__abs__"):
                 setattr(_cls, _name, _number_unary(_op, getattr(_base, _name)))
             elif _op.arity == 1 and not _name.startswith("__"):
@@ -584,7 +527,7 @@ for _cls, _base, _own in ((Float, float, _OWN), (Int, int, _OWN), (Float64, np.f
             f"__{_name}__",
             _number_compare(getattr(_base, f"__{_name}__"), getattr(operator, _name)),
         )
-del _cls, _base, _own, _rname, _name, _op, _pyop, _quiet
+del _cls, _base, _own, _rname, _name, _op, _pyop, _quiet, _m, _r, _swap, _forward
 
 
 # ---------------------------------------------------------------- Float's fast path
@@ -632,13 +575,7 @@ def _float_fast(general, op, method, swap: bool):
 for _op in OPS.values():
     for _name in _op.method.split():
         if _op.arity == 2 and _name.startswith("__") and _name != "__pow__":
-            _rname = _name.replace("__", "__r", 1)
-            setattr(
-                Float, _name, _float_fast(Float.__dict__[_name], _op, getattr(float, _name), False)
-            )
-            setattr(
-                Float,
-                _rname,
-                _float_fast(Float.__dict__[_rname], _op, getattr(float, _rname), True),
-            )
-del _op, _name, _rname
+            for _m in (_name, _name.replace("__", "__r", 1)):
+                _forward = _float_fast(Float.__dict__[_m], _op, getattr(float, _m), _m != _name)
+                setattr(Float, _m, _forward)
+del _op, _name, _m, _forward

@@ -200,20 +200,21 @@ def _sqrt(x):
     return NAN
 
 
-def _safe(f):
-    """``f`` with a domain error turned into nan (``math.sin(inf)``)."""
+def _guarded(f, errors, fallback):
+    """``f``, giving ``fallback(x)`` where it raises one of ``errors``."""
 
     def g(x):
         try:
             return f(x)
-        except ValueError:
-            return NAN
+        except errors:
+            return fallback(x)
 
     g.__name__ = f.__name__
     return g
 
 
-_sin, _cos, _tan = _safe(math.sin), _safe(math.cos), _safe(math.tan)
+# a domain error is nan (``math.sin(inf)``)
+_sin, _cos, _tan = (_guarded(f, ValueError, lambda x: NAN) for f in (math.sin, math.cos, math.tan))
 
 
 def _to_integer(f):
@@ -221,15 +222,7 @@ def _to_integer(f):
 
     ``math.floor(inf)`` raises; here, as in numpy, it is ``inf``.
     """
-
-    def g(x):
-        try:
-            return f(x)
-        except (OverflowError, ValueError):
-            return x
-
-    g.__name__ = f.__name__
-    return g
+    return _guarded(f, (OverflowError, ValueError), lambda x: x)
 
 
 def _sigmoid(x):

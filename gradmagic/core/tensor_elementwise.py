@@ -38,14 +38,6 @@ def _share(x, y, pick):
     return np.where(x == y, 0.5, pick(x, y).astype(float))
 
 
-def _sigmoid(x):
-    return 0.5 * (np.tanh(0.5 * x) + 1.0)
-
-
-def _relu(x):
-    return np.maximum(x, 0.0)
-
-
 def _any_zero(out, x):
     return bool(np.any(np.asarray(x) == 0))
 
@@ -64,22 +56,10 @@ def _zero(g, out, x, y):
     return np.zeros(np.shape(g))
 
 
-def _mod_dy(g, out, x, y):
-    return -g * np.floor_divide(x, y)
-
-
 # --------------------------------------------------------------------------- where
-def _where(x, y, cond):
-    return np.where(cond, x, y)
-
-
 def _where_batched(x, y, cond):
     c, x, y = _lift(np.asarray(cond)[None], np.asarray(x, dtype=float), np.asarray(y, dtype=float))
     return np.where(c, x, y)
-
-
-def _torch_where(torch):
-    return lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y)
 
 
 def _negated_grad(g, out, *args):
@@ -110,7 +90,7 @@ def _torch_nan_to_num(torch):
     return lambda x, nan, posinf, neginf: torch.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
 
 
-def _unary_entry(name, f, d, rule, torch=None, numpy=None, kink=None, display=""):
+def _unary_entry(name, f, d, rule, torch=None, numpy=None, kink=None, display="", method=""):
     return TensorOp(
         name,
         1,
@@ -120,6 +100,7 @@ def _unary_entry(name, f, d, rule, torch=None, numpy=None, kink=None, display=""
         rule,
         kink=kink,
         display=display,
+        method=method,
         numpy=(name,) if numpy is None else numpy,
         torch=torch or _unit(name),
     )
@@ -139,10 +120,6 @@ def _binary_entry(name, f, dx, dy, rule, torch=None, kink=None):
     )
 
 
-def _cbrt_torch(torch):
-    return lambda x: torch.sign(x) * torch.abs(x) ** (1.0 / 3.0)
-
-
 def _sinc_dx(g, out, x):
     x = np.asarray(x, dtype=float)
     px = np.pi * x
@@ -152,10 +129,6 @@ def _sinc_dx(g, out, x):
 
 def _torch_imag(torch):
     return lambda x: torch.imag(x) if x.is_complex() else torch.zeros_like(x)
-
-
-def _zero_at(out, x):
-    return bool(np.any(np.asarray(x) == 0))
 
 
 OPS = [
@@ -231,7 +204,7 @@ OPS = [
         "%",
         2,
         _quiet(np.mod),
-        (_same_grad, _quiet(_mod_dy)),
+        (_same_grad, _quiet(lambda g, out, x, y: -g * np.floor_divide(x, y))),
         _quiet(_pairwise(np.mod)),
         "∂(a mod b)/∂a = 1, ∂(a mod b)/∂b = −⌊a/b⌋",
         kink=_on_a_jump,
@@ -239,169 +212,94 @@ OPS = [
         numpy=("remainder",),
         torch="remainder",
     ),
-    TensorOp(
+    _binary_entry(
         "maximum",
-        2,
         np.maximum,
-        (
-            lambda g, out, x, y: g * _share(x, y, np.greater),
-            lambda g, out, x, y: g * _share(y, x, np.greater),
-        ),
-        _pairwise(np.maximum),
+        lambda g, out, x, y: g * _share(x, y, np.greater),
+        lambda g, out, x, y: g * _share(y, x, np.greater),
         "∂max(a,b)/∂a = 1 where a > b (½ at ties)",
         kink=_any_tie,
-        numpy=("maximum",),
-        torch="maximum",
     ),
-    TensorOp(
+    _binary_entry(
         "minimum",
-        2,
         np.minimum,
-        (
-            lambda g, out, x, y: g * _share(x, y, np.less),
-            lambda g, out, x, y: g * _share(y, x, np.less),
-        ),
-        _pairwise(np.minimum),
+        lambda g, out, x, y: g * _share(x, y, np.less),
+        lambda g, out, x, y: g * _share(y, x, np.less),
         "∂min(a,b)/∂a = 1 where a < b (½ at ties)",
         kink=_any_tie,
-        numpy=("minimum",),
-        torch="minimum",
     ),
     TensorOp(
         "where",
         2,
-        _where,
+        lambda x, y, cond: np.where(cond, x, y),
         (
             lambda g, out, x, y, cond: np.where(cond, g, 0.0),
             lambda g, out, x, y, cond: np.where(cond, 0.0, g),
         ),
         _where_batched,
         "∂where(c,a,b)/∂a = c, ∂where(c,a,b)/∂b = 1 − c",
-        torch=_torch_where,
+        torch=lambda torch: lambda x, y, cond: torch.where(torch.as_tensor(np.asarray(cond)), x, y),
     ),
     # elementwise unary
-    TensorOp(
+    _unary_entry(
         "neg",
-        1,
         np.negative,
-        (_negated_grad,),
-        np.negative,
+        _negated_grad,
         "∂(−a)/∂a = −1",
+        numpy=("negative",),
         display="−",
         method="__neg__",
-        numpy=("negative",),
-        torch="neg",
     ),
-    TensorOp(
-        "exp",
-        1,
-        _quiet(np.exp),
-        (lambda g, out, x: g * out,),
-        _quiet(np.exp),
-        "∂eᵃ/∂a = eᵃ",
-        method="exp",
-        numpy=("exp",),
-        torch="exp",
+    _unary_entry("exp", np.exp, lambda g, out, x: g * out, "∂eᵃ/∂a = eᵃ", method="exp"),
+    _unary_entry("log", np.log, lambda g, out, x: g / x, "∂ln a/∂a = 1/a", method="log"),
+    _unary_entry(
+        "sqrt", np.sqrt, lambda g, out, x: g * 0.5 / out, "∂√a/∂a = 1/(2√a)", method="sqrt"
     ),
-    TensorOp(
-        "log",
-        1,
-        _quiet(np.log),
-        (_quiet(lambda g, out, x: g / x),),
-        _quiet(np.log),
-        "∂ln a/∂a = 1/a",
-        method="log",
-        numpy=("log",),
-        torch="log",
-    ),
-    TensorOp(
-        "sqrt",
-        1,
-        _quiet(np.sqrt),
-        (_quiet(lambda g, out, x: g * 0.5 / out),),
-        _quiet(np.sqrt),
-        "∂√a/∂a = 1/(2√a)",
-        method="sqrt",
-        numpy=("sqrt",),
-        torch="sqrt",
-    ),
-    TensorOp(
+    _unary_entry(
         "tanh",
-        1,
         np.tanh,
-        (_tanh_dx,),
-        np.tanh,
+        _tanh_dx,
         "∂tanh a/∂a = 1 − tanh²a",
         method="tanh",
-        numpy=("tanh",),
-        torch="tanh",
     ),
-    TensorOp(
-        "sin",
-        1,
-        _quiet(np.sin),
-        (lambda g, out, x: g * np.cos(x),),
-        _quiet(np.sin),
-        "∂sin a/∂a = cos a",
-        method="sin",
-        numpy=("sin",),
-        torch="sin",
+    _unary_entry("sin", np.sin, lambda g, out, x: g * np.cos(x), "∂sin a/∂a = cos a", method="sin"),
+    _unary_entry(
+        "cos", np.cos, lambda g, out, x: -g * np.sin(x), "∂cos a/∂a = −sin a", method="cos"
     ),
-    TensorOp(
-        "cos",
-        1,
-        _quiet(np.cos),
-        (lambda g, out, x: -g * np.sin(x),),
-        _quiet(np.cos),
-        "∂cos a/∂a = −sin a",
-        method="cos",
-        numpy=("cos",),
-        torch="cos",
-    ),
-    TensorOp(
+    _unary_entry(
         "atan",
-        1,
         np.arctan,
-        (lambda g, out, x: g / (1.0 + x * x),),
-        np.arctan,
+        lambda g, out, x: g / (1.0 + x * x),
         "∂atan a/∂a = 1/(1 + a²)",
-        method="atan",
         numpy=("arctan",),
-        torch="atan",
+        method="atan",
     ),
-    TensorOp(
+    _unary_entry(
         "sigmoid",
-        1,
-        _sigmoid,
-        (lambda g, out, x: g * out * (1.0 - out),),
-        _sigmoid,
+        lambda x: 0.5 * (np.tanh(0.5 * x) + 1.0),
+        lambda g, out, x: g * out * (1.0 - out),
         "∂σ(a)/∂a = σ(a)(1 − σ(a))",
+        numpy=(),
         display="σ",
         method="sigmoid",
-        torch="sigmoid",
     ),
-    TensorOp(
+    _unary_entry(
         "relu",
-        1,
-        _relu,
-        (lambda g, out, x: g * (x > 0),),
-        _relu,
+        lambda x: np.maximum(x, 0.0),
+        lambda g, out, x: g * (x > 0),
         "∂relu(a)/∂a = 1 if a > 0 else 0 (0 at a = 0)",
+        numpy=(),
         kink=_any_zero,
         method="relu",
-        torch="relu",
     ),
-    TensorOp(
+    _unary_entry(
         "abs",
-        1,
         np.abs,
-        (lambda g, out, x: g * np.conj(np.sign(x)),),
-        np.abs,
+        lambda g, out, x: g * np.conj(np.sign(x)),
         "∂|a|/∂a = sign(a) (0 at a = 0; of a complex a: conj(a) / abs(a))",
+        numpy=("absolute", "fabs"),
         kink=_any_zero,
         method="__abs__ abs",
-        numpy=("absolute", "fabs"),
-        torch="abs",
     ),
     # complex numbers: gradients are d/d(real part) − i d/d(imaginary part)
     _unary_entry(
@@ -465,8 +363,8 @@ OPS = [
         np.cbrt,
         lambda g, out, x: g / (3.0 * out * out),
         "∂∛a/∂a = 1/(3∛a²) (infinite at 0)",
-        torch=_cbrt_torch,
-        kink=_zero_at,
+        torch=lambda torch: lambda x: torch.sign(x) * torch.abs(x) ** (1.0 / 3.0),
+        kink=_any_zero,
     ),
     _unary_entry("sinc", np.sinc, _sinc_dx, "∂sinc a/∂a = (cos πa − sinc a)/a (0 at a = 0)"),
     _unary_entry(

@@ -25,20 +25,20 @@ def _expand(g, axis, keepdims: bool):
 
 
 # --------------------------------------------------------------------------- reductions
-def _sum(x, axis, keepdims):
-    return np.sum(x, axis=axis, keepdims=keepdims)
+def _reduction(name, reduce, dx, rule, torch, kink=None) -> TensorOp:
+    """The entry of a reduction over ``axis`` that numpy's ``reduce`` computes."""
+
+    def f(x, axis, keepdims):
+        return reduce(x, axis=axis, keepdims=keepdims)
+
+    def batched(x, axis, keepdims):
+        return reduce(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
+
+    return TensorOp(name, 1, f, (dx,), batched, rule, kink=kink, torch=torch)
 
 
 def _sum_dx(g, out, x, axis, keepdims):
     return np.broadcast_to(_expand(g, axis, keepdims), np.shape(x))
-
-
-def _sum_batched(x, axis, keepdims):
-    return np.sum(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
-
-
-def _mean(x, axis, keepdims):
-    return np.mean(x, axis=axis, keepdims=keepdims)
 
 
 def _mean_dx(g, out, x, axis, keepdims):
@@ -46,42 +46,22 @@ def _mean_dx(g, out, x, axis, keepdims):
     return np.broadcast_to(_expand(g, axis, keepdims) / count, np.shape(x))
 
 
-def _mean_batched(x, axis, keepdims):
-    return np.mean(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
+def _winners(out, x, axis, keepdims):
+    """Where a max or min reduction found its result."""
+    return x == _expand(out, axis, keepdims)
 
 
-def _extreme(reduce):
-    """Forward, rule, batched forward and kink test of a max or min reduction."""
-
-    def f(x, axis, keepdims):
-        return reduce(x, axis=axis, keepdims=keepdims)
-
-    def winners(out, x, axis, keepdims):
-        return x == _expand(out, axis, keepdims)
-
-    def dx(g, out, x, axis, keepdims):
-        hit = winners(out, x, axis, keepdims)
-        return hit * (_expand(g, axis, keepdims) / hit.sum(axis=axis, keepdims=True))
-
-    def batched(x, axis, keepdims):
-        return reduce(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
-
-    def kink(out, x, axis, keepdims):
-        return bool(np.any(winners(out, x, axis, keepdims).sum(axis=axis) > 1))
-
-    return f, dx, batched, kink
+def _extreme_dx(g, out, x, axis, keepdims):
+    hit = _winners(out, x, axis, keepdims)
+    return hit * (_expand(g, axis, keepdims) / hit.sum(axis=axis, keepdims=True))
 
 
-_max_f, _max_dx, _max_batched, _max_kink = _extreme(np.max)
-_min_f, _min_dx, _min_batched, _min_kink = _extreme(np.min)
+def _extreme_kink(out, x, axis, keepdims):
+    return bool(np.any(_winners(out, x, axis, keepdims).sum(axis=axis) > 1))
 
 
 def _cumsum_dx(g, out, x, axis):
     return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
-
-
-def _cumsum_batched(x, axis):
-    return np.cumsum(x, axis + 1)
 
 
 # --------------------------------------------------------------------------- softmax
@@ -90,26 +70,14 @@ def _softmax(x, axis):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def _softmax_dx(g, out, x, axis):
-    return out * (g - np.sum(g * out, axis=axis, keepdims=True))
-
-
 def _log_softmax(x, axis):
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
-def _log_softmax_dx(g, out, x, axis):
-    return g - np.exp(out) * np.sum(g, axis=axis, keepdims=True)
-
-
 def _along(f):
     """A softmax-like forward for a batched input (the axis moves by one)."""
-
-    def g(x, axis):
-        return f(x, axis + 1)
-
-    return g
+    return lambda x, axis: f(x, axis + 1)
 
 
 # --------------------------------------------------------------------------- PyTorch
@@ -137,23 +105,14 @@ def _torch_cumsum(torch):
     )
 
 
-# --------------------------------------------------------------------------- reductions
 def _all_axes(axis, ndim):
     return tuple(range(ndim)) if axis is None else tuple(axis)
-
-
-def _prod(x, axis, keepdims):
-    return np.prod(x, axis=axis, keepdims=keepdims)
 
 
 def _prod_dx(g, out, x, axis, keepdims):
     axes = _all_axes(axis, np.ndim(x))
     ge = _expand(g, axis, keepdims)
     return ge * _others_product(np.asarray(x), axes)
-
-
-def _prod_batched(x, axis, keepdims):
-    return np.prod(x, axis=_shift(axis, x.ndim), keepdims=keepdims)
 
 
 def _torch_prod(torch):
@@ -188,50 +147,32 @@ def _cumprod_dx(g, out, x, axis):
     return np.moveaxis(gx, -1, axis)
 
 
-def _cumprod_batched(x, axis):
-    return np.cumprod(x, axis + 1)
-
-
 OPS = [
     # reductions over axes (axis: None or a tuple of non-negative ints)
-    TensorOp(
-        "sum", 1, _sum, (_sum_dx,), _sum_batched, "∂(Σa)/∂aᵢ = 1", torch=_torch_reduction("sum")
-    ),
-    TensorOp(
-        "mean",
-        1,
-        _mean,
-        (_mean_dx,),
-        _mean_batched,
-        "∂mean(a)/∂aᵢ = 1/n",
-        torch=_torch_reduction("mean"),
-    ),
-    TensorOp(
+    _reduction("sum", np.sum, _sum_dx, "∂(Σa)/∂aᵢ = 1", _torch_reduction("sum")),
+    _reduction("mean", np.mean, _mean_dx, "∂mean(a)/∂aᵢ = 1/n", _torch_reduction("mean")),
+    _reduction(
         "max",
-        1,
-        _max_f,
-        (_max_dx,),
-        _max_batched,
+        np.max,
+        _extreme_dx,
         "∂max(a)/∂aᵢ = 1 at the maximum (shared equally between ties)",
-        kink=_max_kink,
-        torch=_torch_reduction("amax"),
+        _torch_reduction("amax"),
+        _extreme_kink,
     ),
-    TensorOp(
+    _reduction(
         "min",
-        1,
-        _min_f,
-        (_min_dx,),
-        _min_batched,
+        np.min,
+        _extreme_dx,
         "∂min(a)/∂aᵢ = 1 at the minimum (shared equally between ties)",
-        kink=_min_kink,
-        torch=_torch_reduction("amin"),
+        _torch_reduction("amin"),
+        _extreme_kink,
     ),
     TensorOp(
         "cumsum",
         1,
         lambda x, axis: np.cumsum(x, axis),
         (_cumsum_dx,),
-        _cumsum_batched,
+        lambda x, axis: np.cumsum(x, axis + 1),
         "∂(Σ_{j≤i} a_j)/∂a_k = 1 for k ≤ i: the gradient summed from the end",
         torch=_torch_cumsum,
     ),
@@ -239,7 +180,7 @@ OPS = [
         "softmax",
         1,
         _quiet(_softmax),
-        (_softmax_dx,),
+        (lambda g, out, x, axis: out * (g - np.sum(g * out, axis=axis, keepdims=True)),),
         _quiet(_along(_softmax)),
         "∂L/∂a = s ⊙ (g − Σ g⊙s) for s = softmax(a)",
         torch=_torch_along("softmax"),
@@ -248,27 +189,21 @@ OPS = [
         "log_softmax",
         1,
         _quiet(_log_softmax),
-        (_quiet(_log_softmax_dx),),
+        (_quiet(lambda g, out, x, axis: g - np.exp(out) * np.sum(g, axis=axis, keepdims=True)),),
         _quiet(_along(_log_softmax)),
         "∂L/∂a = g − softmax(a)·Σg",
         torch=_torch_along("log_softmax"),
     ),
     # reductions
-    TensorOp(
-        "prod",
-        1,
-        _prod,
-        (_prod_dx,),
-        _prod_batched,
-        "∂(Πa)/∂aᵢ = the product of the other elements",
-        torch=_torch_prod,
+    _reduction(
+        "prod", np.prod, _prod_dx, "∂(Πa)/∂aᵢ = the product of the other elements", _torch_prod
     ),
     TensorOp(
         "cumprod",
         1,
         lambda x, axis: np.cumprod(x, axis),
         (_cumprod_dx,),
-        _cumprod_batched,
+        lambda x, axis: np.cumprod(x, axis + 1),
         "∂(Π_{j≤i} a_j)/∂a_k = Π_{j≤i, j≠k} a_j for k ≤ i",
         torch=_kw_torch(lambda torch, x, axis: torch.cumprod(x, dim=axis)),
     ),

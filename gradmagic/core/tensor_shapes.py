@@ -12,14 +12,6 @@ from .tensor_op import TensorOp, _same_grad, _kw_torch
 
 
 # --------------------------------------------------------------------------- shape ops
-def _reshape_batched(x, shape):
-    return x.reshape(x.shape[:1] + tuple(shape))
-
-
-def _transpose_dx(g, out, x, axes):
-    return np.transpose(g, None if axes is None else np.argsort(axes))
-
-
 def _transpose_batched(x, axes):
     n = x.ndim - 1
     rest = range(n, 0, -1) if axes is None else (a + 1 for a in axes)
@@ -31,10 +23,6 @@ def _bincount(pos, g, n: int):
     if np.iscomplexobj(g):
         return _bincount(pos, g.real, n) + 1j * _bincount(pos, g.imag, n)
     return np.bincount(pos, weights=g, minlength=n)
-
-
-def _getitem(x, index, basic):
-    return x[index]
 
 
 def _getitem_dx(g, out, x, index, basic):
@@ -121,31 +109,14 @@ class _WritesOp(TensorOp):
                 parent._add_grad(g.reshape(np.shape(parent.data)), None)
 
 
-def _torch_reshape(torch):
-    return lambda x, shape: x.reshape(tuple(shape))
-
-
 def _torch_transpose(torch):
     return lambda x, axes: x.permute(
         tuple(reversed(range(x.ndim))) if axes is None else tuple(axes)
     )
 
 
-def _torch_getitem(torch):
-    def convert(i):
-        """A numpy index (ints, slices, arrays, masks, tuples of them) for a torch tensor."""
-        if isinstance(i, tuple):
-            return tuple(convert(j) for j in i)
-        if isinstance(i, (np.ndarray, list)):
-            return torch.as_tensor(np.asarray(i))
-        if isinstance(i, np.integer):
-            return int(i)
-        return i
-
-    return lambda x, index, basic: x[convert(index)]
-
-
 def _torch_index(torch, i):
+    """A numpy index (ints, slices, arrays, masks, tuples of them) for a torch tensor."""
     if isinstance(i, tuple):
         return tuple(_torch_index(torch, j) for j in i)
     if isinstance(i, (np.ndarray, list)):
@@ -178,10 +149,7 @@ def _moving(fn):
         padded = np.concatenate((np.zeros((x.shape[0], 1)), flat), axis=1)
         return padded[:, pos]
 
-    def forward(x, **params):
-        return fn(x, **params)
-
-    return forward, dx, batched
+    return fn, dx, batched
 
 
 def _torch_moving(fn):
@@ -202,10 +170,6 @@ def _pad(x, pad_width, mode):
     return np.pad(x, pad_width, mode=mode)
 
 
-def _sorted(x, axis, order):
-    return np.take_along_axis(x, order, axis=axis)
-
-
 def _sort_dx(g, out, x, axis, order):
     gx = np.zeros(np.shape(x), g.dtype)  # (complex if g is)
     np.put_along_axis(gx, order, g, axis=axis)
@@ -216,19 +180,11 @@ def _sort_batched(x, axis, order):
     return np.take_along_axis(x, np.broadcast_to(order[None], x.shape), axis=axis + 1)
 
 
-def _sort_kink(out, x, axis, order):
-    return bool(np.any(np.diff(out, axis=axis) == 0))
-
-
 def _torch_sorted(torch):
     return lambda x, axis, order: torch.take_along_dim(x, torch.as_tensor(order), dim=axis)
 
 
 # --------------------------------------------------------------------------- concatenation
-def _concat(x, y, axis):
-    return np.concatenate((x, y), axis=axis)
-
-
 def _concat_dx(g, out, x, y, axis):
     return np.take(g, np.arange(np.shape(x)[axis]), axis=axis)
 
@@ -236,14 +192,6 @@ def _concat_dx(g, out, x, y, axis):
 def _concat_dy(g, out, x, y, axis):
     n = np.shape(x)[axis]
     return np.take(g, np.arange(n, n + np.shape(y)[axis]), axis=axis)
-
-
-def _concat_batched(x, y, axis):
-    return np.concatenate((x, y), axis=axis + 1)
-
-
-def _pack(x, y):
-    return np.concatenate((np.ravel(x), np.ravel(y)))
 
 
 def _pack_dx(g, out, x, y):
@@ -262,11 +210,9 @@ def _pack_batched(x, y):
 
 
 def _roll_torch(torch, x, shift, axis):
-    return (
-        torch.roll(x, shifts=shift, dims=axis if axis is not None else None)
-        if axis is not None
-        else torch.roll(x.reshape(-1), shifts=shift).reshape(x.shape)
-    )
+    if axis is None:
+        return torch.roll(x.reshape(-1), shifts=shift).reshape(x.shape)
+    return torch.roll(x, shifts=shift, dims=axis)
 
 
 def _moving_entry(name, fn, rule, torch=None, display=""):
@@ -302,15 +248,15 @@ OPS = [
         1,
         lambda x, shape: np.reshape(x, shape),
         (lambda g, out, x, shape: np.reshape(g, np.shape(x)),),
-        _reshape_batched,
+        lambda x, shape: x.reshape(x.shape[:1] + tuple(shape)),
         "the gradient is reshaped back",
-        torch=_torch_reshape,
+        torch=lambda torch: lambda x, shape: x.reshape(tuple(shape)),
     ),
     TensorOp(
         "transpose",
         1,
         lambda x, axes: np.transpose(x, axes),
-        (_transpose_dx,),
+        (lambda g, out, x, axes: np.transpose(g, None if axes is None else np.argsort(axes)),),
         _transpose_batched,
         "the gradient is transposed back",
         display="ᵀ",
@@ -335,12 +281,12 @@ OPS = [
     TensorOp(
         "getitem",
         1,
-        _getitem,
+        lambda x, index, basic: x[index],
         (_getitem_dx,),
         _getitem_batched,
         "the gradient goes back to the picked elements (summed where picked twice)",
         display="[]",
-        torch=_torch_getitem,
+        torch=lambda torch: lambda x, index, basic: x[_torch_index(torch, index)],
     ),
     # moving elements around (each output element is one input element, or 0)
     _moving_entry(
@@ -427,26 +373,26 @@ OPS = [
     TensorOp(
         "sort",
         1,
-        _sorted,
+        lambda x, axis, order: np.take_along_axis(x, order, axis=axis),
         (_sort_dx,),
         _sort_batched,
         "the gradient goes back to where each element was before sorting",
-        kink=_sort_kink,
+        kink=lambda out, x, axis, order: bool(np.any(np.diff(out, axis=axis) == 0)),
         torch=_torch_sorted,
     ),
     TensorOp(
         "concatenate",
         2,
-        _concat,
+        lambda x, y, axis: np.concatenate((x, y), axis=axis),
         (_concat_dx, _concat_dy),
-        _concat_batched,
+        lambda x, y, axis: np.concatenate((x, y), axis=axis + 1),
         "each input gets its own part of the gradient",
         torch=_kw_torch(lambda torch, x, y, axis: torch.cat((x, y), dim=axis)),
     ),
     TensorOp(
         "pack",
         2,
-        _pack,
+        lambda x, y: np.concatenate((np.ravel(x), np.ravel(y))),
         (_pack_dx, _pack_dy),
         _pack_batched,
         "each input gets its own part of the gradient, in its own shape",

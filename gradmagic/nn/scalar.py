@@ -94,14 +94,8 @@ class MLP(Module):
         rng = random.Random(seed)
         widths = [nin] + list(sizes)
         self.layers = [
-            Layer(
-                widths[i],
-                widths[i + 1],
-                activation if i < len(sizes) - 1 else "linear",
-                rng,
-                label=f"L{i}",
-            )
-            for i in range(len(sizes))
+            Layer(a, b, activation if i < len(sizes) - 1 else "linear", rng, label=f"L{i}")
+            for i, (a, b) in enumerate(zip(widths, widths[1:]))
         ]
 
     def __call__(self, x):
@@ -134,10 +128,7 @@ def _pairs(predictions, targets):
 
 def _mean(terms):
     terms = list(terms)
-    total = terms[0]
-    for t in terms[1:]:
-        total = total + t
-    return total * (1.0 / len(terms))
+    return sum(terms[1:], terms[0]) * (1.0 / len(terms))
 
 
 def mse_loss(predictions, targets):

@@ -9,6 +9,7 @@ import ast
 import asyncio
 import inspect
 import pkgutil
+import textwrap
 import threading
 import time
 import types
@@ -123,7 +124,6 @@ def _refile(code: types.CodeType, filename: str) -> types.CodeType:
 
 
 _TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-_CO_COROUTINE = inspect.CO_COROUTINE
 
 
 def _compile(compiler, tree, filename: str, mode: str):
@@ -141,7 +141,7 @@ def _compile(compiler, tree, filename: str, mode: str):
 def _run_code(code, global_ns, ns):
     """``exec`` or ``eval`` of the cell's code; a cell with top-level ``await`` is a
     coroutine, run to its end (see :func:`_await`)."""
-    if code.co_flags & _CO_COROUTINE:
+    if code.co_flags & inspect.CO_COROUTINE:
         return _await(eval(code, global_ns, ns))
     return eval(code, global_ns, ns)
 
@@ -199,11 +199,21 @@ class _Entry:
     owner: list = field(default_factory=list)  # the learner's object the target is the data of
     unfollowed: list = field(default_factory=list)  # inputs no leaf is made of
 
-    def made(self):
-        return _made(self.run, self.lifted, self.reached)
+    def made(self) -> dict:
+        """id(node) → (node, the object it stands for): library results, lifted names and
+        the numbers the cell's data held."""
+        made = dict(self.reached)
+        if self.run is not None:
+            made.update(self.run.made)
+        for old, new in self.lifted.values():
+            made[id(new)] = (new, old)
+        return made
 
-    def bound(self, ns):
-        return _bound(ns, self.before, self.lifted)
+    def bound(self, ns) -> set:
+        """The names the cell bound (or the magic lifted)."""
+        before, missing = self.before, object()
+        changed = {name for name, v in ns.items() if before.get(name, missing) is not v}
+        return changed | set(self.lifted)
 
 
 def execute(
@@ -267,10 +277,8 @@ def _execute(
     cell: Prepared, ns, global_ns, options: Options, counts, handled: bool = True
 ) -> tuple[Trace, tuple[dict, frozenset, frozenset]]:
     __tracebackhide__ = True
-    # an array the cell writes into is an input too: its leaf views the user's memory
-    written = [n for n in cell.rewritten.written if type(ns.get(n)) in (np.ndarray, Array)]
     unfollowed = boundary.unfollowed(ns, cell.rewritten.reads)
-    lifted = lift(ns, cell.rewritten.reads.union(written))
+    lifted = _lift_inputs(ns, cell.rewritten)
     before = dict(ns)
     reach = boundary.roots(ns, cell.rewritten.names)
     followed = follow(ns, reach)
@@ -330,8 +338,7 @@ class _PlainRun:
         probe = _runtime._probe = _runtime.Probe(*point)
         recorded = probe.recorded
         _runtime.births = 0
-        written = [n for n in rw.written if type(ns.get(n)) in (np.ndarray, Array)]
-        lift(ns, rw.reads.union(written))
+        _lift_inputs(ns, rw)
         follow(ns, boundary.roots(ns, rw.names))
         self.lifter = boundary.lift_reachable(
             ns, rw.reads, {}, _runtime.lent_leaf, learner.is_engine_object
@@ -344,15 +351,9 @@ class _PlainRun:
         # are still the code's own; the graph it builds is thrown away
         with _runtime.recording(cell.filename):
             cursor.start()
-            cursor.enter(rw.function)
-            try:
-                _run_code(cell.code, self.global_ns, ns)
-                cursor.site = cursor.base + rw.final_site
-                value = _run_code(cell.final, self.global_ns, ns) if cell.final else None
-            finally:
-                cursor.leave()
+            value = _run_recorded(cell, self.global_ns, ns)
         target = find_target(rw, self.target, value, ns)
-        return float(np.sum(np.asarray(target.data, dtype=float))), probe.seen
+        return _sum(target.data), probe.seen
 
     def undo(self) -> None:
         """Put back the numbers the last call moved or lent (the namespace is the caller's)."""
@@ -371,7 +372,29 @@ def _plain_number(rw: Rewritten, name, value, ns) -> float:
         value = ns.get(rw.target)
     if not isinstance(value, (np.ndarray, np.generic)) and hasattr(value, "data"):
         value = value.data  # the explicit engine's Value or Tensor
+    return _sum(value)
+
+
+def _sum(value) -> float:
     return float(np.sum(np.asarray(value, dtype=float)))
+
+
+def _lift_inputs(ns, rw: Rewritten) -> dict:
+    """:func:`lift` the names the cell reads, and the arrays it writes into: such an array
+    is an input too, its leaf a view of the user's memory."""
+    written = [n for n in rw.written if type(ns.get(n)) in (np.ndarray, Array)]
+    return lift(ns, rw.reads.union(written))
+
+
+def _run_recorded(cell: Prepared, global_ns, ns):
+    """The cell's code run with the site cursor in it (the recording on); its value."""
+    cursor.enter(cell.rewritten.function)
+    try:
+        _run_code(cell.code, global_ns, ns)
+        cursor.site = cursor.base + cell.rewritten.final_site
+        return _run_code(cell.final, global_ns, ns) if cell.final else None
+    finally:
+        cursor.leave()
 
 
 def _stray(value, inside: frozenset) -> bool:
@@ -408,13 +431,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
             memory.bounded(most=options.max_memory),
         ):
             entry.first = cursor.start()
-            cursor.enter(cell.rewritten.function)
-            try:
-                _run_code(cell.code, global_ns, ns)
-                cursor.site = cursor.base + cell.rewritten.final_site
-                value = _run_code(cell.final, global_ns, ns) if cell.final else None
-            finally:
-                cursor.leave()
+            value = _run_recorded(cell, global_ns, ns)
         return find_target(cell.rewritten, options.target, value, ns, entry.owner)
     except NoTarget as e:  # the names and the cell's value hold plain values
         unfollow(entry.followed)
@@ -572,9 +589,6 @@ _FOLLOWED: dict = {}  # a plain cell's function code → its rewritten code (Fal
 
 def _rewritten(f, plain, math_names, engines=()):
     """``f``'s code rewritten as a magic cell's is, or False where that cannot be done."""
-    import inspect
-    import textwrap
-
     code = f.__code__
     if code.co_name == "<lambda>":
         return False
@@ -665,23 +679,6 @@ def _cuts_text(cuts) -> str:
     return "numbers left the graph at " + "; ".join(places[:3]) + more
 
 
-def _made(run, lifted, reached) -> dict:
-    """id(node) → (node, the object it stands for): library results, lifted names and the
-    numbers the cell's data held."""
-    made = dict(reached)
-    if run is not None:
-        made.update(run.made)
-    for old, new in lifted.values():
-        made[id(new)] = (new, old)
-    return made
-
-
-def _bound(ns, before: dict, lifted: dict) -> set:
-    """The names the cell bound (or the magic lifted)."""
-    missing = object()
-    return {name for name, v in ns.items() if before.get(name, missing) is not v} | set(lifted)
-
-
 NO_TARGET = (
     "the cell does not end with an expression or an assignment; "
     "end it with one, or name the target with -t NAME"
@@ -770,17 +767,12 @@ def namespace_names(ns) -> tuple[set, set, set]:
     calls through them get plain literals. Scalar Values, numbers, containers
     and anything defined in the notebook itself are not library objects.
     """
-    plain, math_names, engines = set(), set(), set()
+    kinds: dict[str, set] = {"library": set(), "math": set(), "engine": set()}
     for name, obj in ns.items():
-        if not name.startswith("_"):
-            kind = _kind(obj)
-            if kind == "math":
-                math_names.add(name)
-            elif kind == "library":
-                plain.add(name)
-            elif kind == "engine":
-                engines.add(name)
-    return plain, math_names, engines
+        kind = "" if name.startswith("_") else _kind(obj)
+        if kind:
+            kinds[kind].add(name)
+    return kinds["library"], kinds["math"], kinds["engine"]
 
 
 def _kind(obj) -> str:

@@ -36,18 +36,11 @@ class _Facts:
 
 
 _FACT_NODES = frozenset(
-    {
-        ast.FunctionDef,
-        ast.AsyncFunctionDef,
-        ast.ClassDef,
-        ast.Import,
-        ast.ImportFrom,
-        ast.keyword,
-        ast.Assign,
-        ast.AugAssign,
-        ast.AnnAssign,
-        ast.Delete,
-    }
+    getattr(ast, name)
+    for name in (
+        "FunctionDef AsyncFunctionDef ClassDef Import ImportFrom keyword Assign AugAssign "
+        "AnnAssign Delete"
+    ).split()
 )
 
 

@@ -29,15 +29,10 @@ def _flat(xs):
 
 
 _ARRAY_MAKERS = frozenset(
-    {
-        np.array,
-        np.asarray,
-        np.asanyarray,
-        np.ascontiguousarray,
-        np.asfortranarray,
-        np.require,
-        np.asarray_chkfinite,
-    }
+    getattr(np, name)
+    for name in (
+        "array asarray asanyarray ascontiguousarray asfortranarray require asarray_chkfinite"
+    ).split()
 )
 """``np.array(T)`` gives a graph-keeping copy of a Tensor, ``np.asarray(T)`` the Tensor; on an
 array node, what numpy would give (the node itself where numpy gives the array back)."""
@@ -83,28 +78,11 @@ def _array_of_one_tensor(f, args, kwargs) -> bool:
 
 
 _GRAPH_FUNCTIONS = frozenset(
-    {
-        np.sum,
-        np.mean,
-        np.prod,
-        np.dot,
-        np.inner,
-        np.outer,
-        np.vdot,
-        np.max,
-        np.min,
-        np.amax,
-        np.amin,
-        np.clip,
-        np.where,
-        np.cumsum,
-        np.cumprod,
-        np.average,
-        np.trace,
-        np.diff,
-        np.sort,
-        np.median,
-    }
+    getattr(np, name)
+    for name in (
+        "sum mean prod dot inner outer vdot max min amax amin clip where cumsum cumprod "
+        "average trace diff sort median"
+    ).split()
 )
 """Numpy functions that compute with Values (object arrays) and keep the graph."""
 

@@ -311,78 +311,29 @@ _NUMPY_NAMES = {
     "deg2rad": "radians",
     "arctan2": "atan2",
 }
-_MATH_COMPOSITES = (
-    "log",
-    "log2",
-    "log10",
-    "log1p",
-    "expm1",
-    "exp2",
-    "sinh",
-    "cosh",
-    "asinh",
-    "acosh",
-    "atanh",
-    "fabs",
-    "degrees",
-    "radians",
-    "hypot",
-    "pow",
-    "atan2",
-    "copysign",
-    "fmod",
-    "remainder",
-    "cbrt",
-)
 _NUMPY_COMPOSITES = (
-    "log2",
-    "log10",
-    "log1p",
-    "expm1",
-    "exp2",
-    "sinh",
-    "cosh",
-    "arcsinh",
-    "arccosh",
-    "arctanh",
-    "fabs",
-    "degrees",
-    "radians",
-    "rad2deg",
-    "deg2rad",
-    "hypot",
-    "arctan2",
-    "copysign",
-    "fmod",
-    "cbrt",
-)
+    "log2 log10 log1p expm1 exp2 sinh cosh arcsinh arccosh arctanh fabs degrees radians "
+    "rad2deg deg2rad hypot arctan2 copysign fmod cbrt"
+).split()
 # functions of real numbers that have no gradient rule here: unless an op covers them, they
 # compute on the plain numbers and the cut is recorded
 _MAYBE_NO_GRADIENT = (
-    "atan",
-    "asin",
-    "acos",
-    "atan2",
-    "erf",
-    "erfc",
-    "gamma",
-    "lgamma",
-    "cbrt",
-    "copysign",
-    "fmod",
-    "remainder",
-    "arctan",
-    "arcsin",
-    "arccos",
-    "arctan2",
-)
+    "atan asin acos atan2 erf erfc gamma lgamma cbrt copysign fmod remainder arctan "
+    "arcsin arccos arctan2"
+).split()
 _PREDICATES = ("isclose", "isfinite", "isnan", "isinf")
+
+
+def _named_method(op) -> str:
+    """A unary op's method that is not an operator (``"exp"``), or ``""``."""
+    name = op.method.split()[0] if op.method else ""
+    return name if op.arity == 1 and not name.startswith("__") else ""
 
 
 def _op_builder(op):
     """The graph of ``op`` applied to nodes: its method (``x.exp()``) or engine.apply."""
-    name = op.method.split()[0] if op.method else ""
-    if op.arity == 1 and name and not name.startswith("__"):
+    name = _named_method(op)
+    if name:
         return lambda x: getattr(_value(x), name)()
     return lambda *xs: engine.apply(op.name, *xs)
 
@@ -404,16 +355,11 @@ def _table() -> tuple[dict, frozenset[str]]:
                 add(module, name, _keeps(_op_builder(op)))
         # numpy's ufunc of the method's name (np.tanh): on a number node numpy would
         # compute on the plain float and cut the graph silently
-        name = op.method.split()[0] if op.method else ""
-        if (
-            op.arity == 1
-            and name
-            and not name.startswith("__")
-            and isinstance(getattr(np, name, None), np.ufunc)
-        ):
+        name = _named_method(op)
+        if name and isinstance(getattr(np, name, None), np.ufunc):
             add(np, name, _keeps(_op_builder(op)))
-    for name in _MATH_COMPOSITES:
-        add(math, name, _keeps(_COMPOSITES[name]))
+    for name, build in _COMPOSITES.items():  # math has every one, by these names
+        add(math, name, _keeps(build))
     for name in _NUMPY_COMPOSITES:
         add(np, name, _keeps(_COMPOSITES[_NUMPY_NAMES.get(name, name)]))
     for module in (math, np):

@@ -45,36 +45,13 @@ __all__ = ["Zygote", "Rerun", "available", "OUTSIDE"]
 
 # events a re-run may not cause: they reach past the process (files written, the network,
 # other programs); reading a file is fine
-_OUTSIDE_PREFIXES = (
-    "socket.",
-    "subprocess.",
-    "os.exec",
-    "os.posix_spawn",
-    "os.spawn",
-    "os.fork",
-    "os.kill",
-    "os.system",
-    "os.remove",
-    "os.rename",
-    "os.rmdir",
-    "os.mkdir",
-    "os.link",
-    "os.symlink",
-    "os.truncate",
-    "os.chmod",
-    "os.chown",
-    "os.utime",
-    "shutil.",
-    "tempfile.",
-    "sqlite3.connect",
-    "urllib.",
-    "http.",
-    "ftplib.",
-    "smtplib.",
-    "webbrowser.",
-    "winreg.",
-    "ctypes.dlopen",
-    "pty.",
+_OUTSIDE_PREFIXES = tuple(
+    (
+        "socket. subprocess. os.exec os.posix_spawn os.spawn os.fork os.kill os.system "
+        "os.remove os.rename os.rmdir os.mkdir os.link os.symlink os.truncate os.chmod "
+        "os.chown os.utime shutil. tempfile. sqlite3.connect urllib. http. ftplib. "
+        "smtplib. webbrowser. winreg. ctypes.dlopen pty."
+    ).split()
 )
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 OUTSIDE = "outside"
@@ -438,14 +415,14 @@ def _work(job, point):
             finally:
                 job.undo()
     except _Outside:
-        return (OUTSIDE, _Stop.event)
+        pass
     except BaseException as e:  # noqa: BLE001 - the re-run's own error, reported
-        if _Stop.event is not None:
-            return (OUTSIDE, _Stop.event)
-        return ("error", f"{type(e).__name__}: {e}"[:300])
-    if _Stop.event is not None:
-        return (OUTSIDE, _Stop.event)
-    return ("ok", value, seen)
+        if _Stop.event is None:
+            return ("error", f"{type(e).__name__}: {e}"[:300])
+    else:
+        if _Stop.event is None:
+            return ("ok", value, seen)
+    return (OUTSIDE, _Stop.event)
 
 
 # --------------------------------------------------------------------------- the measures
@@ -602,12 +579,11 @@ class Rerun:
             if answer[0] != "ok":
                 self.problem = _why(answer, self.what)
                 return None
-        if not self._same_inputs(trace, answers[0][2]) or not _same(
-            answers[0][1], trace.target.data
-        ):
+        value = answers[0][1]
+        if not self._same_inputs(trace, answers[0][2]) or not _same(value, trace.target.data):
             if not self.problem:
                 self.problem = (
-                    f"re-running the {self.what} plainly gives {answers[0][1]:.6g}, but the "
+                    f"re-running the {self.what} plainly gives {value:.6g}, but the "
                     f"recorded run gave {float(np.sum(trace.target.data)):.6g}: the {self.what} "
                     "does not compute the same thing twice (randomness it does not seed, state "
                     "it changes), so it cannot be compared with itself"
@@ -623,24 +599,21 @@ class Rerun:
                 if held is None:
                     want = np.asarray(trace.tensor_data[i], dtype=float)
                     held = (want.shape, float(want.sum()))
-                if not (
+                met = (
                     isinstance(got, tuple)
                     and tuple(got[0]) == tuple(held[0])
                     and _same(got[1], held[1])
-                ):
-                    self.problem = self._lost(trace, i)
-                    return False
-            elif got is None or not _same(got, float(trace.data[i])):
-                self.problem = self._lost(trace, i)
+                )
+            else:
+                met = got is not None and _same(got, float(trace.data[i]))
+            if not met:
+                self.problem = (
+                    f"re-running the {self.what} plainly did not meet the input "
+                    f"{trace.nodes[i].name!r} where the recorded run made it, so the two runs "
+                    "cannot be matched"
+                )
                 return False
         return True
-
-    def _lost(self, trace, i) -> str:
-        return (
-            f"re-running the {self.what} plainly did not meet the input "
-            f"{trace.nodes[i].name!r} where the recorded run made it, so the two runs "
-            "cannot be matched"
-        )
 
 
 def _why(answer, what: str) -> str:

@@ -171,14 +171,15 @@ def rewrite(
     )
 
 
-def _calls_builtin(node, name: str, defined) -> bool:
-    """``node`` is a call of the builtin ``name`` (not one the cell defines) on literals."""
+def _calls_builtin(node, name: str, defined, constants: bool = True) -> bool:
+    """``node`` is a call of the builtin ``name`` (not one the cell defines) without keywords,
+    on literals if ``constants``."""
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == name
         and name not in defined
-        and all(isinstance(a, ast.Constant) for a in node.args)
+        and not (constants and any(not isinstance(a, ast.Constant) for a in node.args))
         and not node.keywords
     )
 
@@ -311,13 +312,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Attribute(self, node, wrap=True):
         """``math.pi``: a library's float as a constant node (``num``); ``x.__class__``: as
         ``type(x)``, Python's own type."""
-        value = node.value
-        if isinstance(value, ast.Attribute):
-            node.value = self.visit_Attribute(value, wrap=False)
-        elif isinstance(value, ast.Name):
-            node.value = self.visit_Name(value, wrap=False)
-        else:
-            node.value = self.visit(value)
+        node.value = self._callee(node.value)
         if not isinstance(node.ctx, ast.Load):
             return node
         if node.attr == "__class__":
@@ -327,7 +322,8 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def _callee(self, func):
-        """A called expression: visited, but never read as a library constant."""
+        """A called expression (or one whose attribute is read): visited, but never read as a
+        library constant."""
         if isinstance(func, ast.Attribute):
             return self.visit_Attribute(func, wrap=False)
         if isinstance(func, ast.Name):
@@ -505,24 +501,17 @@ class _Rewriter(ast.NodeTransformer):
             self._adapt_args(node, self._shown)
         elif kind == _INTS:
             self._adapt_args(node, self._count)
-        elif kind == _PLAIN:  # literals stay plain; names read here are read (lifted)
+        else:  # plain and library calls: literals stay plain; names read here are lifted
             node.args = [self._visit(a, plain=True) for a in node.args]
             node.keywords = [self._visit(k, plain=True) for k in node.keywords]
-            if _is_timeit(node):  # it keeps nothing: what it times is the plain code
+            if kind != _PLAIN:  # a library call, adapted at run time
+                node = _library_call(node)
+            elif _is_timeit(node):  # it keeps nothing: what it times is the plain code
                 node.args.insert(0, node.func)
                 node.func = _runtime("unrecorded", like=node).func
-            if (
-                isinstance(node.func, ast.Name)
-                and node.func.id == "type"
-                and len(node.args) == 1
-                and not node.keywords
-            ):
+            elif _calls_builtin(node, "type", (), constants=False) and len(node.args) == 1:
                 # type(x) names Python's type for a number node (float, not a subclass)
                 node.func = _runtime("type_of", like=node).func
-        else:  # a library call: plain literals, names lifted, adapted at run time
-            node.args = [self._visit(a, plain=True) for a in node.args]
-            node.keywords = [self._visit(k, plain=True) for k in node.keywords]
-            node = _library_call(node)
         if dispatch:
             node.func = _runtime("fn", node.func, like=node.func)
         return node

@@ -23,64 +23,14 @@ SITE = "\x00gradmagic.core.sites.cursor"
 
 
 _DISPLAY = frozenset({"print", "repr", "str", "format", "ascii", "display"})
-_INT_BUILTINS = frozenset(
-    {
-        "range",
-        "enumerate",
-        "chr",
-        "hex",
-        "oct",
-        "bin",
-        "slice",
-        "bytes",
-        "bytearray",
-        "int",
-    }
-)
+_INT_BUILTINS = frozenset("range enumerate chr hex oct bin slice bytes bytearray int".split())
 _PLAIN_BUILTINS = frozenset(
-    {
-        "len",
-        "isinstance",
-        "issubclass",
-        "getattr",
-        "setattr",
-        "hasattr",
-        "delattr",
-        "iter",
-        "next",
-        "zip",
-        "map",
-        "filter",
-        "sorted",
-        "reversed",
-        "all",
-        "any",
-        "type",
-        "open",
-        "id",
-        "hash",
-        "ord",
-        "bool",
-        "super",
-        "vars",
-        "dir",
-        "callable",
-        "input",
-        "globals",
-        "locals",
-        "exec",
-        "eval",
-        "compile",
-        "object",
-        "property",
-        "staticmethod",
-        "classmethod",
-        "memoryview",
-        "breakpoint",
-        "dict",
-        "set",
-        "frozenset",
-    }
+    (
+        "len isinstance issubclass getattr setattr hasattr delattr iter next zip map "
+        "filter sorted reversed all any type open id hash ord bool super vars dir "
+        "callable input globals locals exec eval compile object property staticmethod "
+        "classmethod memoryview breakpoint dict set frozenset"
+    ).split()
 )
 
 # how a call's arguments are treated
@@ -94,11 +44,15 @@ def _at(like, node):
     return node
 
 
+def _slot(name: str, like):
+    """``RUNTIME.name`` at ``like``'s position."""
+    runtime = _at(like, ast.Constant(RUNTIME))
+    return _at(like, ast.Attribute(value=runtime, attr=name, ctx=ast.Load()))
+
+
 def _runtime(helper: str, *args, like):
     """``RUNTIME.helper(*args)``, placed (with any new argument) at ``like``'s position."""
-    func = _at(
-        like, ast.Attribute(value=_at(like, ast.Constant(RUNTIME)), attr=helper, ctx=ast.Load())
-    )
+    func = _slot(helper, like)
     placed = [a if hasattr(a, "lineno") else _at(like, a) for a in args]
     return _at(like, ast.Call(func=func, args=placed, keywords=[]))
 
@@ -152,19 +106,12 @@ def _library_call(node):
     the arguments adapted by ``prepare_call``, the call made from the user's own frame."""
     prepare = _runtime("prepare_call", node.func, *node.args, like=node)
     prepare.keywords = node.keywords
-
-    def slot(name):
-        return _at(
-            node,
-            ast.Attribute(value=_at(node, ast.Constant(RUNTIME)), attr=name, ctx=ast.Load()),
-        )
-
     made = _at(
         node,
         ast.Call(
-            func=slot("call_function"),
-            args=[_at(node, ast.Starred(slot("call_args"), ast.Load()))],
-            keywords=[_at(node, ast.keyword(arg=None, value=slot("call_kwargs")))],
+            func=_slot("call_function", node),
+            args=[_at(node, ast.Starred(_slot("call_args", node), ast.Load()))],
+            keywords=[_at(node, ast.keyword(arg=None, value=_slot("call_kwargs", node)))],
         ),
     )
     return _runtime("finish_call", prepare, made, like=node)

@@ -10,19 +10,22 @@ from __future__ import annotations
 import ast
 
 from ..core.sites import function_id
-from .rewrite_calls import RUNTIME, SITE, _at
+from .rewrite_calls import SITE, _at
+
+
+def _cursor(attr: str, like, ctx=None) -> ast.Attribute:
+    """``SITE.attr``, placed at ``like``."""
+    return _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), attr, ctx or ast.Load()))
 
 
 def _site_set(k: int, like) -> ast.stmt:
     """``SITE.site = SITE.base + k``, placed at ``like``."""
-    base = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), "base", ast.Load()))
-    value = _at(like, ast.BinOp(base, ast.Add(), _at(like, ast.Constant(k))))
-    store = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), "site", ast.Store()))
-    return _at(like, ast.Assign([store], value))
+    value = _at(like, ast.BinOp(_cursor("base", like), ast.Add(), _at(like, ast.Constant(k))))
+    return _at(like, ast.Assign([_cursor("site", like, ast.Store())], value))
 
 
 def _site_call(method: str, like, *args) -> ast.stmt:
-    func = _at(like, ast.Attribute(_at(like, ast.Constant(SITE)), method, ast.Load()))
+    func = _cursor(method, like)
     call = ast.Call(func, [_at(like, ast.Constant(a)) for a in args], [])
     return _at(like, ast.Expr(_at(like, call)))
 
@@ -31,42 +34,22 @@ _NO_NODES = (ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal, ast.Im
 
 
 def _quiet(stmt) -> bool:
-    """A statement that makes no node: no site to set before it."""
-    if isinstance(stmt, _NO_NODES) or isinstance(stmt, ast.ImportFrom):
-        return True
+    """A statement that makes no node (a docstring too): no site to set before it."""
     if isinstance(stmt, ast.Expr):
-        v = stmt.value
-        if isinstance(v, ast.Constant):  # a docstring
-            return True
-        f = v.func if isinstance(v, ast.Call) else None
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Constant):
-            return f.value.value == RUNTIME and f.attr == "lab"  # a label
-    return False
+        return isinstance(stmt.value, ast.Constant)
+    return isinstance(stmt, _NO_NODES) or isinstance(stmt, ast.ImportFrom)
 
 
-def _makes_generator(fn) -> bool:
-    """``fn``'s own body yields or awaits (its frame is left and resumed)."""
-    stack = list(fn.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
-            return True
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        stack.extend(ast.iter_child_nodes(n))
-    return False
+_YIELDS = (ast.Yield, ast.YieldFrom, ast.Await)  # a frame left and resumed: a generator's
+_EARLY = (ast.Break, ast.Continue, ast.Return, ast.Raise, *_YIELDS)  # an iteration ended early
 
 
-_EARLY = (ast.Break, ast.Continue, ast.Return, ast.Raise, ast.Yield, ast.YieldFrom, ast.Await)
-
-
-def _leaves_early(body: list) -> bool:
-    """A statement in ``body`` (not in a function or class it defines) may end an
-    iteration before the body's end."""
+def _holds(body: list, kinds: tuple) -> bool:
+    """A node of ``kinds`` is in ``body``, outside the functions and classes it defines."""
     stack = list(body)
     while stack:
         n = stack.pop()
-        if isinstance(n, _EARLY):
+        if isinstance(n, kinds):
             return True
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
@@ -133,15 +116,15 @@ class _Sites:
                 if not hasattr(b, "body") and not _quiet(b) and not isinstance(b, ast.If)
             )
         )
-        if not ks or _leaves_early(loop.body):
+        if not ks or _holds(loop.body, _EARLY):
             return
-        func = _at(loop.iter, ast.Attribute(_at(loop.iter, ast.Constant(SITE)), "loop", ast.Load()))
+        func = _cursor("loop", loop.iter)
         # (compile takes a tuple constant; typeshed lists only scalar ones)
         ks_node = _at(loop.iter, ast.Constant(ks))  # type: ignore[arg-type]
         loop.iter = _at(loop.iter, ast.Call(func, [ks_node, loop.iter], []))
 
     def function(self, fn) -> None:
-        if isinstance(fn, ast.AsyncFunctionDef) or _makes_generator(fn):
+        if isinstance(fn, ast.AsyncFunctionDef) or _holds(fn.body, _YIELDS):
             return
         name = f"{self.scope}{fn.name}"
         inner = _Sites(self.filename, f"{name}.")
