@@ -592,8 +592,36 @@ def _rewritten(f, plain, math_names, engines=()):
             new = _link(c)
             if hasattr(code, "co_qualname"):
                 new = new.replace(co_qualname=code.co_qualname)
-            return new
+            return _plain_closures(new, code) if _engine_method(f) else new
     return False
+
+
+def _engine_method(f) -> bool:
+    """``f`` is a method of a learner's autograd class (:func:`.learner.engine_class`)."""
+    parts = f.__qualname__.split(".")
+    owner = f.__globals__.get(parts[0]) if len(parts) > 1 else None
+    for part in parts[1:-1]:
+        owner = getattr(owner, part, None)
+    return isinstance(owner, type) and learner.engine_class(owner)
+
+
+def _plain_closures(new: types.CodeType, old: types.CodeType) -> types.CodeType:
+    """``new`` with the functions its text defines (a ``_backward`` closure) as written: in
+    a learner's engine they are the bookkeeping of their backward, which runs on plain
+    numbers (the true gradients come from the graph of the method's own arithmetic)."""
+    mine = [c for c in old.co_consts if isinstance(c, types.CodeType) and c.co_name[0] != "<"]
+    by_name = {c.co_name: c for c in mine}
+    if len(by_name) != len(mine):
+        return new
+    consts = [
+        by_name[c.co_name]
+        if isinstance(c, types.CodeType)
+        and c.co_name in by_name
+        and by_name[c.co_name].co_freevars == c.co_freevars
+        else c
+        for c in new.co_consts
+    ]
+    return new.replace(co_consts=tuple(consts))
 
 
 def _classes_of(qualname: str) -> list:

@@ -329,7 +329,7 @@ def backward_of(obj):
         pass
     run.links = {}
     run.held = [(v, v.data) for v in learner.learner_graph(obj, run.links)]
-    return unrecorded(obj.backward)
+    return unrecorded(learner.plainly, obj.backward, run.held)
 
 
 def _step_value(data) -> float:
