@@ -113,6 +113,9 @@ _FOREIGN = (
 _SHELL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 
 
+_float_of = float.__float__
+
+
 class Settled:
     """What :func:`settle` did: the leaves it named (graph position → name), how many
     objects it visited, and how many it left unvisited past :data:`LIMIT`."""
@@ -512,7 +515,7 @@ class _Walker:
         are not visited as objects of their own."""
         if type(getattr(root, "__dict__", None)) is not dict or _slots(cls):
             return self._attributes(root, cls, path, depth)
-        seen, stack = self.seen, [(root, path)]
+        seen, made, stack = self.seen, self.made, [(root, path)]
         while stack:
             v, path = stack.pop()
             attributes = v.__dict__
@@ -521,7 +524,10 @@ class _Walker:
                 if kind in _ATOMS:
                     continue
                 if kind in NUMBER_NODES:
-                    attributes[k] = self.node(e, (path, ".", k))
+                    if kind is Float and e._a is not None and id(e) not in made:
+                        attributes[k] = _float_of(e)  # (a result in their graph: most of them)
+                    else:
+                        attributes[k] = self.node(e, (path, ".", k))
                     continue
                 linked = _linked(e, kind, cls)
                 if linked is None:

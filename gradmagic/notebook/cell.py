@@ -569,6 +569,8 @@ def _rewritten(f, plain, math_names, engines=()):
     code = f.__code__
     if code.co_name == "<lambda>":
         return False
+    # a learner's engine's method: its nodes count at the line that called it (``a * b``)
+    engine = _engine_method(f)
     try:
         source = textwrap.dedent(inspect.getsource(f))
         qualname = getattr(code, "co_qualname", code.co_name)
@@ -581,6 +583,7 @@ def _rewritten(f, plain, math_names, engines=()):
             engine_names=engines,
             scope=qualname[: -len(code.co_name)].replace("<locals>.", ""),
             method=bool(_classes_of(qualname)),
+            sites_kept=not engine,
         )
         module = compile(_mangle(rw.module, qualname), code.co_filename, "exec", dont_inherit=True)
     except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
@@ -592,7 +595,7 @@ def _rewritten(f, plain, math_names, engines=()):
             new = _link(c)
             if hasattr(code, "co_qualname"):
                 new = new.replace(co_qualname=code.co_qualname)
-            return _plain_closures(new, code) if _engine_method(f) else new
+            return _plain_closures(new, code) if engine else new
     return False
 
 

@@ -116,6 +116,9 @@ def links(v) -> list:
                 held = getattr(v, attr, None)
             except Exception:  # noqa: BLE001 - a property of theirs that raises
                 continue
+        if type(held) in _HOLDERS:  # (the common case first)
+            found += [e for e in held if type(e) is type(v) or is_engine_object(e)]
+            continue
         if held is None:
             continue
         if attr == "_ctx" and not isinstance(held, (list, tuple, set, frozenset)):
@@ -125,6 +128,9 @@ def links(v) -> list:
         elif isinstance(held, (list, tuple, set, frozenset, collections.deque)):
             found += [e for e in held if type(e) is type(v) or is_engine_object(e)]
     return found
+
+
+_HOLDERS = frozenset({set, tuple, list})
 
 
 def learner_graph(target, parents: dict | None = None) -> list:
@@ -342,8 +348,13 @@ def name(claims: Claims, walk, ns) -> list:
     """Find the learner's objects' data in the graph ``walk`` (kept in ``claims.index``) and
     label those nodes with the learner's names (their variables' paths, else their labels),
     unless a name of ``ns`` is bound to the node itself; returns the positions labelled."""
-    named = []
-    claims.index = [walk.index(item[1]) for item in claims.items]
+    named: list = []
+    order, base, index = walk.order, walk.base, []
+    for item in claims.items:  # (walk.index of each, inlined: the most numerous call here)
+        i = getattr(item[1], "_mark", None)
+        i = i - base if i.__class__ is int else -1
+        index.append(i if 0 <= i < len(order) and order[i] is item[1] else -1)
+    claims.index = index
     for k, ((v, data, grad, label, mine), i) in enumerate(zip(claims.items, claims.index)):
         if i < 0 or mine:
             continue
