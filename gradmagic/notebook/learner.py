@@ -217,13 +217,14 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
     wrote into ``.grad`` is read and then put back, so the objects hold what the cell
     left in them. ``held`` and ``parents``: the (object, data) pairs of the graph of the
     cell's last ``backward()`` (its target first), and each one's links, when known."""
+    numbers = {id(v): data for v, data in held}
     if parents and held and held[0][0] is owner:  # that graph's walk, not made again
-        graph = [v for v, _ in held]
+        graph, known = [v for v, _ in held], numbers
     else:
         parents = {}
         graph = learner_graph(owner, parents)
+        known = {id(v) for v in graph}
     reached = paths(ns, roots, later)
-    known = {id(v) for v in graph}
     objects = graph + [v for key, (v, _) in reached.items() if key not in known]
     names = {key: path_text(path) for key, (_, path) in reached.items()}
     claims = Claims(owner, names.get(id(owner)) or _label(owner) or "target")
@@ -241,34 +242,33 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
             f"The cell trained {len(steps)} steps ({claims.name}: {steps[0]:.6g} → "
             f"{steps[-1]:.6g}); this is the last step: its graph, from the numbers it started with."
         )
-    numbers = {id(v): data for v, data in held}
+    items, first, shared = claims.items, set(), set()
     try:
         for v in objects:
             data = numbers[id(v)] if id(v) in numbers else v.data
             grad = v.grad
-            claims.items.append(
-                (v, data, grad if type(grad) is float else _numbers(grad, data), names.get(id(v)))
-            )
+            if id(data) in first:
+                shared.add(id(data))
+            first.add(id(data))
+            name = names.get(id(v)) or _label(v)
+            grad = grad if type(grad) is float else _numbers(grad, data)
+            items.append((v, data, grad, name, False))
     finally:
         _put_back(before or ())
-    _made_here(claims.items, numbers, parents)
+    if shared:
+        _made_here(items, shared, numbers, parents)
     return claims
 
 
-def _made_here(items: list, numbers: dict, parents: dict) -> None:
-    """Finish each item with its name (else its label) and whether one of its links holds
-    the same data node (a relu passing its input on: not the object that made it), which
-    only a number held by several objects can be."""
-    holders: dict = {}
-    for item in items:
-        holders[id(item[1])] = holders.get(id(item[1]), 0) + 1
-    for k, (v, data, grad, name) in enumerate(items):
-        mine = False
-        if holders[id(data)] > 1:
+def _made_here(items: list, shared: set, numbers: dict, parents: dict) -> None:
+    """Mark the items whose data one of their links holds too (a relu passing its input
+    on: not the object that made it), which only a number held by several can be."""
+    for k, (v, data, grad, name, _) in enumerate(items):
+        if id(data) in shared:
             made_from = parents.get(id(v))
             made_from = links(v) if made_from is None else made_from
-            mine = any([numbers.get(id(p), p.data) is data for p in made_from])
-        items[k] = (v, data, grad, name or _label(v), mine)
+            if any([numbers.get(id(p), p.data) is data for p in made_from]):
+                items[k] = (v, data, grad, name, True)
 
 
 def plainly(backward, held):
@@ -421,7 +421,8 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
         # one number held by several objects: the one that made it (not a relu passing
         # its input on); several wrapping the same number (Value(x) at each use of x)
         # share its gradient, which is the sum of theirs
-        items = [it for it in items if not it[4]] or items
+        if len(items) > 1:
+            items = [it for it in items if not it[4]] or items
         v, _, grad, label, _ = items[0]
         note = ""
         if len(items) > 1:
