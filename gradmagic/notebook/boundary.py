@@ -515,35 +515,38 @@ class _Walker:
         are not visited as objects of their own."""
         if type(getattr(root, "__dict__", None)) is not dict or _slots(cls):
             return self._attributes(root, cls, path, depth)
-        seen, made, stack = self.seen, self.made, [(root, path)]
+        seen, made, stack, settled = self.seen, self.made, [(root, path)], self.settled
         while stack:
             v, path = stack.pop()
             attributes = v.__dict__
-            for k, e in list(attributes.items()):
+            for k, e in attributes.items():  # (values replaced in place: the keys stay)
                 kind = type(e)
                 if kind in _ATOMS:
                     continue
-                if kind in NUMBER_NODES:
-                    if kind is Float and e._a is not None and id(e) not in made:
-                        attributes[k] = _float_of(e)  # (a result in their graph: most of them)
-                    else:
-                        attributes[k] = self.node(e, (path, ".", k))
+                if kind is Float and e._a is not None and id(e) not in made:
+                    attributes[k] = _float_of(e)  # (a result in their graph: most of them)
                     continue
-                linked = _linked(e, kind, cls)
+                if kind in NUMBER_NODES:
+                    attributes[k] = self.node(e, (path, ".", k))
+                    continue
+                linked = e if kind is set or kind is tuple or kind is list else _closure(e, kind)
+                for x in linked or ():
+                    if type(x) is not cls and type(x) not in _ATOMS:
+                        linked = None  # (visited as any object: what was walked here is seen)
+                        break
                 if linked is None:
                     new = self.value(e, (path, ".", k), depth)
                     if new is not e:
                         attributes[k] = new
                     continue
-                for x in linked:
+                for x in linked:  # (kept alive by the graph being walked)
                     if type(x) is cls and id(x) not in seen:
                         seen[id(x)] = x
-                        self.keep_alive.append(x)
                         self.budget -= 1
                         if self.budget < 0:
-                            self.settled.unvisited += 1
+                            settled.unvisited += 1
                             continue
-                        self.settled.visited += 1
+                        settled.visited += 1
                         stack.append((x, (path, ".", k)))
 
     def _attributes(self, v, cls, path, depth):
@@ -581,22 +584,14 @@ class _Walker:
                     pass
 
 
-def _linked(e, kind, cls):
-    """The items of ``e`` when it is the links of a learner's object of class ``cls`` (a
-    set, tuple or list, or a closure, of such objects and plain numbers); else None."""
-    if kind is set or kind is tuple or kind is list:
-        held = e
-    elif kind is types.FunctionType and not (e.__defaults__ or e.__kwdefaults__ or e.__dict__):
-        try:
-            held = [c.cell_contents for c in e.__closure__ or ()]
-        except ValueError:  # an empty cell
-            return None
-    else:
+def _closure(e, kind):
+    """What the closure ``e`` holds (a learner's ``_backward``); None for anything else."""
+    if kind is not types.FunctionType or e.__defaults__ or e.__kwdefaults__ or e.__dict__:
         return None
-    for x in held:
-        if type(x) is not cls and type(x) not in _ATOMS:
-            return None
-    return held
+    try:
+        return [c.cell_contents for c in e.__closure__ or ()]
+    except ValueError:  # an empty cell
+        return None
 
 
 _SLOTS: dict = {}  # class → the names of its instances' slots

@@ -23,7 +23,6 @@ import numpy as np
 
 from ..analysis.check import CheckReport, CheckRow, compare_row, differences
 from ..core.engine import Value
-from ..core.number_nodes import Float
 from ..core.tensor import Tensor
 from . import boundary
 from .boundary import path_text
@@ -231,7 +230,7 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
     before = None
     if not _nonzero(getattr(owner, "grad", None)):
         before = [(v, v.__dict__.get("grad")) for v in objects if hasattr(v, "__dict__")]
-        claims.judged = _call_backward(owner, claims, held or [(v, v.data) for v in graph])
+        claims.judged = _call_backward(owner, claims)
         if claims.judged:
             claims.notes.append(
                 f"The cell did not call {claims.name}.backward(): the magic called it, "
@@ -271,33 +270,12 @@ def _made_here(items: list, shared: set, numbers: dict, parents: dict) -> None:
                 items[k] = (v, data, grad, name, True)
 
 
-def plainly(backward, held):
-    """``backward()`` with each object of ``held`` ((object, data) pairs) holding its plain
-    number: the learner's backward is bookkeeping on numbers (the truth is gradmagic's own
-    graph), run as fast as without the magic; the data nodes are put back after."""
-    swapped = []
-    nodes, plain_of = boundary.NUMBER_NODES, boundary.plain_of
-    for v, data in held:
-        attributes = getattr(v, "__dict__", None)
-        if type(attributes) is dict and type(data) in nodes:
-            attributes["data"] = _float_of(data) if type(data) is Float else plain_of(data, {})
-            swapped.append((attributes, data))
-    try:
-        return backward()
-    finally:
-        for attributes, data in swapped:
-            attributes["data"] = data
-
-
-_float_of = float.__float__
-
-
 def _put_back(grads) -> None:
     for v, grad in grads:
         v.__dict__["grad"] = grad
 
 
-def _call_backward(owner, claims: Claims, held) -> bool:
+def _call_backward(owner, claims: Claims) -> bool:
     """Call ``owner.backward()``; False (said in the notes) when there is none or it raised."""
     backward = getattr(owner, "backward", None)
     if not callable(backward):
@@ -308,7 +286,7 @@ def _call_backward(owner, claims: Claims, held) -> bool:
         return False
     try:
         with np.errstate(all="ignore"):
-            plainly(backward, held)
+            backward()
     except Exception as e:  # noqa: BLE001 - their code: said, not raised
         claims.notes.append(f"{claims.name}.backward() raised {type(e).__name__}: {e}")
         return False
