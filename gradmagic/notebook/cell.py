@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import inspect
 import pkgutil
 import threading
@@ -402,6 +403,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
             _runtime.recording(cell.filename) as entry.run,
             memory.bounded(most=options.max_memory),
         ):
+            entry.run.follow = functools.partial(_follow_imported, ns, entry.followed)
             entry.first = cursor.start()
             cursor.enter(cell.rewritten.function)
             try:
@@ -551,6 +553,18 @@ def follow(ns, reach) -> list:
     return followed
 
 
+def _follow_imported(ns, followed: list, names: tuple) -> None:
+    """:func:`follow` the names an import in the cell bound (``*module``: what it defines),
+    into ``followed`` (which :func:`unfollow` puts back at the cell's end)."""
+    import sys
+
+    reach = set()
+    for name in names:
+        module = sys.modules.get(name[1:]) if name.startswith("*") else None
+        reach.update(vars(module) if module is not None else [name])
+    followed += follow(ns, boundary.roots(ns, reach))
+
+
 def unfollow(followed: list) -> None:
     """Put back the code :func:`follow` replaced."""
     for f, code in followed:
@@ -609,10 +623,15 @@ def _engine_method(f) -> bool:
 
 
 def _plain_closures(new: types.CodeType, old: types.CodeType) -> types.CodeType:
-    """``new`` with the functions its text defines (a ``_backward`` closure) as written: in
-    a learner's engine they are the bookkeeping of their backward, which runs on plain
-    numbers (the true gradients come from the graph of the method's own arithmetic)."""
-    mine = [c for c in old.co_consts if isinstance(c, types.CodeType) and c.co_name[0] != "<"]
+    """``new`` with the functions of no arguments its text defines (a ``_backward`` closure)
+    as written: in a learner's engine they are the bookkeeping of their backward, which runs
+    on plain numbers (the true gradients come from the graph of the method's own arithmetic).
+    A helper the method calls with arguments stays followed."""
+    mine = [
+        c
+        for c in old.co_consts
+        if isinstance(c, types.CodeType) and c.co_name[0] != "<" and _no_arguments(c)
+    ]
     by_name = {c.co_name: c for c in mine}
     if len(by_name) != len(mine):
         return new
@@ -625,6 +644,10 @@ def _plain_closures(new: types.CodeType, old: types.CodeType) -> types.CodeType:
         for c in new.co_consts
     ]
     return new.replace(co_consts=tuple(consts))
+
+
+def _no_arguments(code: types.CodeType) -> bool:
+    return not (code.co_argcount or code.co_kwonlyargcount or code.co_flags & 0x0C)
 
 
 def _classes_of(qualname: str) -> list:

@@ -640,6 +640,21 @@ class _Rewriter(ast.NodeTransformer):
             node.value = _runtime("backward_of", call.func.value, like=call)
         return node
 
+    def visit_Import(self, node):
+        """An import in the cell itself: ``RUNTIME.imported(names)`` after it, so that the
+        learner's own code among them is followed as an earlier cell's import would be."""
+        if self.scopes or self.method:
+            return node
+        names = [a.asname or a.name.partition(".")[0] for a in node.names if a.name != "*"]
+        if any(a.name == "*" for a in node.names) and isinstance(node, ast.ImportFrom):
+            names.append(f"*{node.module}")
+        return [
+            node,
+            _at(node, ast.Expr(_runtime("imported", ast.Constant(tuple(names)), like=node))),
+        ]
+
+    visit_ImportFrom = visit_Import
+
     def visit_For(self, node):
         node = self.generic_visit(node)
         if not (
