@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -317,11 +318,12 @@ def path_text(path) -> str:
     return "".join(reversed(steps))
 
 
-def _no_engine(v) -> bool:
+def _no_engine(v: Any) -> bool:
     return False
 
 
-is_engine_object = engine_class = _no_engine
+is_engine_object: Callable[[Any], bool] = _no_engine
+engine_class: Callable[[Any], bool] = _no_engine
 """Whether an object is a learner's own autograd object, and a class that of one (set by
 :mod:`.learner`, which imports this module)."""
 

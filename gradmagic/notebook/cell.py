@@ -558,7 +558,7 @@ def _follow_imported(ns, followed: list, names: tuple) -> None:
     into ``followed`` (which :func:`unfollow` puts back at the cell's end)."""
     import sys
 
-    reach = set()
+    reach: set = set()
     for name in names:
         module = sys.modules.get(name[1:]) if name.startswith("*") else None
         reach.update(vars(module) if module is not None else [name])

@@ -218,7 +218,7 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
     cell's last ``backward()`` (its target first), and each one's links, when known."""
     numbers = {id(v): data for v, data in held}
     if parents and held and held[0][0] is owner:  # that graph's walk, not made again
-        graph, known = [v for v, _ in held], numbers
+        graph, known = [v for v, _ in held], set(numbers)
     else:
         parents = {}
         graph = learner_graph(owner, parents)
