@@ -182,3 +182,31 @@ def test_a_missing_cell_is_a_failing_report_with_or_without_answers(expected):
     report = run_check(Check("cell", ("q9", expected), {}), [])
     assert report.outcome == "error" and not report.passed
     assert "no code cell 'q9'" in str(report)
+
+
+def test_the_modules_beside_a_students_notebook_are_graded_with_it(tmp_path):
+    """A learner's engine kept in ``engine.py`` beside the notebook is judged in the sandbox
+    as one the cell defines; a notebook handed in alone has no modules of its own."""
+    from learner_engines import SCALAR, buggy
+
+    cell = "%%autograd\nfrom engine import Num\na = Num(0.5, label='a')\nb = (a + a).tanh() * a\n"
+    cell += "b.backward()\nb"
+    subs = tmp_path / "submitted"
+    for student, engine in {"right": SCALAR, "equals": buggy("add_overwrites")}.items():
+        (subs / student / "ps1").mkdir(parents=True)
+        (subs / student / "ps1" / "neuron.ipynb").write_text(notebook(RIGHT, cell[11:]))
+        (subs / student / "ps1" / "engine.py").write_text(engine)
+    (subs / "alone.ipynb").write_text(notebook(RIGHT, cell[11:]))
+    (subs / "engine.py").write_text(SCALAR)  # the class's folder: nobody's own
+    assert _classroom.modules(str(subs / "alone.ipynb"), str(subs)) == {}
+    assert _classroom.modules(str(subs / "right" / "ps1" / "neuron.ipynb"), str(subs)) == {
+        "engine.py": SCALAR
+    }
+    (tmp_path / "assignment.py").write_text(
+        "from gradmagic.grade import check_cell\ncheck_cell('autograd', None, name='engine')\n"
+    )
+    book = _classroom.grade_class(str(tmp_path / "assignment.py"), str(subs), str(tmp_path / "o"))
+    outcomes = {s: e["checks"][0]["outcome"] for s, e in book["students"].items()}
+    assert outcomes == {"right": "pass", "equals": "wrong", "alone": "error"}, outcomes
+    report = (tmp_path / "o" / "reports" / "equals.txt").read_text()
+    assert "✗" in report and "look at that backward" in report

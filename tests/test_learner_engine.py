@@ -388,6 +388,57 @@ def test_grade_judges_an_engine_in_the_sandbox_beside_the_answers():
     assert "✗ a.grad: wrong" in text and "2.0" not in text
 
 
+def _rows(report) -> list:
+    return [(r.name, r.status, r.got, r.expected) for r in report.rows]
+
+
+@pytest.mark.parametrize("bug", ["none", *BUGS])
+def test_grade_judges_an_engine_in_the_students_module_as_one_in_the_cell(bug):
+    setup, cell, wrong = BUGS[bug] if bug != "none" else (*CASES["notebook"][1:], [])
+    engine = buggy(bug) if bug != "none" else SCALAR
+    module = gradmagic.grade(
+        f"from engine import Num\n{setup}\n{cell}", None, files={"engine.py": engine}
+    )
+    assert module.sandbox["sandboxed"], str(module)
+    pasted = graded([engine], setup, cell, isolate=False)
+    assert _rows(module) == _rows(pasted) and module.outcome == pasted.outcome
+    assert module.outcome == ("pass" if not wrong else "wrong"), str(module)
+    failed = {r.name: r for r in module.rows if not r.ok}
+    assert set(failed) == {f"{name}.grad" for name in wrong} or bug == "tanh_derivative"
+    ns = plain([engine, setup], cell)[0]
+    for name in wrong:  # their number beside the truth, from the plain code
+        assert failed[f"{name}.grad"].got == ns[name].grad
+        want = numeric([engine], setup, cell, name)
+        assert failed[f"{name}.grad"].expected == pytest.approx(want, rel=1e-4)
+    assert not wrong or any("look at that backward" in note for note in module.notes)
+
+
+def test_grade_runs_a_students_package_beside_the_cell_and_leaves_nothing(tmp_path):
+    files = {"hw/engine.py": SCALAR, "hw/model.py": "from hw.engine import Num\n"}
+    cwd, path = __import__("os").getcwd(), list(sys.path)
+    report = gradmagic.grade(
+        "from hw.model import *\nw = Num(0.5, label='w')\nL = (w * w).tanh()\nL.backward()\nL",
+        None,
+        isolate=False,
+        files=files,
+    )
+    rows = {r.name: r for r in report.rows}
+    assert report.outcome == "pass" and len(rows) == 3 and "L.grad" in rows, str(report)
+    want = 2 * 0.5 * (1 - np.tanh(0.25) ** 2)  # d tanh(w²)/dw, by hand
+    assert rows["w.grad"].got == pytest.approx(want, rel=1e-12)
+    assert __import__("os").getcwd() == cwd and sys.path == path
+    assert not any(m.startswith("hw") for m in sys.modules)
+    for bad, error in [
+        ({"../x.py": ""}, ValueError),
+        ({"x.txt": ""}, ValueError),
+        ({"/x.py": ""}, ValueError),
+        ({"x.py": 3}, TypeError),
+        ([1], TypeError),
+    ]:
+        with pytest.raises(error):
+            gradmagic.grade("1.0", None, isolate=False, files=bad)
+
+
 def test_grade_with_nothing_to_judge_says_so():
     report = gradmagic.grade("L = 2.0 * 3.0\nL", None, isolate=False)
     assert report.outcome == "error" and not report.passed

@@ -12,11 +12,12 @@ from ._classroom import GRADEBOOK, REPORTS, TABLE, grade_class
 DESCRIPTION = f"""Grade every submitted notebook in SUBMISSIONS against the checks that
 ASSIGNMENT declares (lines such as check_cell("autograd", {{"w": -4.0}}, points=2) or
 check_answers("answers", QUESTION); the file is read, not run). Each submission is
-SUBMISSIONS/STUDENT.ipynb or a notebook under SUBMISSIONS/STUDENT/. Its cells are read as
-text and each check runs in gradmagic's sandbox, JOBS at a time. Results go to OUT:
+SUBMISSIONS/STUDENT.ipynb or a notebook under SUBMISSIONS/STUDENT/ (the .py modules in its
+folder come with it). Its cells are read as text and each check runs in gradmagic's
+sandbox, JOBS at a time. Results go to OUT:
 {GRADEBOOK} and {TABLE} (one row per student, written after each one), and
 {REPORTS}/STUDENT.txt and .json (the reports to hand back). Run again, it grades only the
-students whose notebook changed since."""
+students whose notebook or modules changed since."""
 
 
 def main(argv=None) -> int:

@@ -347,7 +347,9 @@ def _work(job: dict, out) -> None:
         ns = {"__name__": "__main__"}
         if job["namespace"] is not None:
             ns.update(pickle.loads(job["namespace"]))
-        data = collect(job["source"], job["names"], ns, job["target"], restore=True)
+        data = collect(
+            job["source"], job["names"], ns, job["target"], restore=True, files=job["files"]
+        )
         raw = dumps(data).encode("utf-8")
         if isinstance(out, int):
             while raw:

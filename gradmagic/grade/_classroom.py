@@ -2,8 +2,9 @@
 resumable gradebook (``gradebook.json``, ``gradebook.csv``) and one report file per student.
 
 The assignment is test code that declares checks (``check_cell(...)``, ``check_answers(...)``,
-each with ``points=`` if not 1), read, not run. Each submission is a notebook read as text;
-nothing a student wrote runs outside the sandbox. See ``python -m gradmagic.grade --help``.
+each with ``points=`` if not 1), read, not run. Each submission is a notebook read as text,
+with the modules beside it in the student's folder; nothing a student wrote runs outside the
+sandbox. See ``python -m gradmagic.grade --help``.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def _notebook_in(folder: str, notebook: str | None) -> str | None:
     return paths[0] if paths else None
 
 
-def _read(path: str | None) -> bytes:
-    """A submission's bytes: a regular file no larger than the notebook bound, no link."""
+def _read(path: str | None, most: int = MAX_BYTES) -> bytes:
+    """A submission's bytes: a regular file no larger than ``most`` (the notebook bound),
+    no link."""
     if path is None:
         raise NotebookError("no notebook was handed in")
     try:
@@ -63,22 +65,49 @@ def _read(path: str | None) -> bytes:
     except OSError as exc:
         raise NotebookError(f"the notebook cannot be opened: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        if not os.path.isfile(path) or os.fstat(f.fileno()).st_size > MAX_BYTES:
+        if not os.path.isfile(path) or os.fstat(f.fileno()).st_size > most:
             raise NotebookError("the notebook is not a regular file of at most 64 MiB")
-        return f.read(MAX_BYTES + 1)
+        return f.read(most + 1)
 
 
 # =========================================================================== one student
+def modules(path: str | None, folder: str) -> dict:
+    """The student's own modules: each ``.py`` file in their notebook's folder and below
+    (``engine.py``, ``cs231n/layers.py``), by its path from there, as text; none for a
+    notebook handed in alone in the class's folder. Links are not followed; past
+    ``MOST_FILES`` files or ``FILE_BYTES`` bytes the rest are left out."""
+    from ._grading import FILE_BYTES, MOST_FILES
+
+    home = os.path.dirname(path) if path is not None else folder
+    if os.path.realpath(home) == os.path.realpath(folder):
+        return {}
+    found: dict = {}
+    budget = FILE_BYTES
+    for root, dirs, files in os.walk(home):  # os.walk follows no link to a folder
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(f for f in files if f.endswith(".py")):
+            try:
+                text = _read(os.path.join(root, name), budget).decode("utf-8", "replace")
+            except NotebookError:
+                continue
+            budget -= len(text.encode())
+            if budget < 0 or len(found) == MOST_FILES:
+                return found
+            found[os.path.relpath(os.path.join(root, name), home).replace(os.sep, "/")] = text
+    return found
+
+
 def grade_student(checks: list, path: str | None, defaults: dict) -> dict:
     """One submission's gradebook entry and its reports: ``{"score", "possible", "checks":
-    [...], "sha256", "text", "reports"}``; never raises."""
+    [...], "sha256", "text", "reports"}``; never raises. ``defaults["files"]``: the
+    student's modules (:func:`modules`), beside the cells in the sandbox."""
     from ._checks import run_check
 
     possible = sum(_points(c) for c in checks)
     digest = UNREADABLE
     try:
         raw = _read(path)
-        digest = hashlib.sha256(raw).hexdigest()
+        digest = _digest_of(raw, defaults.get("files"))
         cells = read_cells(raw)
     except NotebookError as exc:
         why = f"The submission could not be graded: {exc}."
@@ -168,15 +197,16 @@ def grade_class(
     book = _load(os.path.join(out, GRADEBOOK), stamp)
     todo = {}
     for student, path in submissions(folder, notebook).items():
+        files = modules(path, folder)
         kept = book["students"].get(student)
-        if kept is None or kept.get("sha256") != _digest(path):
-            todo[student] = path
+        if kept is None or kept.get("sha256") != _digest(path, files):
+            todo[student] = (path, dict(defaults, files=files) if files else defaults)
     lock = threading.Lock()
     bar = progress or (lambda done, total: None)
     done = 0
     bar(done, len(todo))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_student, checks, p, defaults): s for s, p in todo.items()}
+        futures = {pool.submit(grade_student, checks, *job): s for s, job in todo.items()}
         for future in concurrent.futures.as_completed(futures):
             student = futures[future]
             entry = future.result()
@@ -187,11 +217,17 @@ def grade_class(
     return book
 
 
-def _digest(path: str | None) -> str:
+def _digest(path: str | None, files: dict) -> str:
     try:
-        return hashlib.sha256(_read(path)).hexdigest()
+        return _digest_of(_read(path), files)
     except NotebookError:
         return UNREADABLE
+
+
+def _digest_of(raw: bytes, files) -> str:
+    """The sha256 of a notebook, and of the student's modules beside it when there are."""
+    modules = json.dumps(files, sort_keys=True).encode() if files else b""
+    return hashlib.sha256(raw + modules).hexdigest()
 
 
 def _load(path: str, stamp: str) -> dict:

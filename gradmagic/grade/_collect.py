@@ -28,7 +28,13 @@ _MOST_CLAIMS = 10_000  # the learner's .grad values a run reports (as many as no
 
 # =========================================================================== the run
 def collect(
-    source: str, names, ns: dict, target=None, raise_errors: bool = False, restore: bool = False
+    source: str,
+    names,
+    ns: dict,
+    target=None,
+    raise_errors: bool = False,
+    restore: bool = False,
+    files: dict | None = None,
 ) -> dict:
     """Run ``source`` in ``ns`` and return what happened as plain (JSON-able) data.
 
@@ -40,11 +46,13 @@ def collect(
     student's code (the child, or the grader's with ``isolate=False``); the
     grader judges the data with :func:`_judge`. ``restore`` (the child) puts
     back ``builtins`` and ``sys.modules`` as they were once the cell has run, so
-    that the data can still be gathered after a cell that broke them.
+    that the data can still be gathered after a cell that broke them. ``files``: the
+    student's modules (``{relative path: text}``), beside the cell in a folder of its own.
     """
     err = io.StringIO()
     after = _snapshot() if restore else None
     with (
+        _beside(files or {}),
         contextlib.redirect_stdout(io.StringIO()),
         contextlib.redirect_stderr(err),
         warnings.catch_warnings(record=True) as caught,
@@ -159,6 +167,39 @@ def _collect_torch(body, first_line, names, ns, target, after) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _beside(files: dict):
+    """Run in a fresh folder that holds ``files`` (the student's modules), importable from
+    it: the working folder, so the magic follows them as the student's own code. Then the
+    folder, the modules imported from it and the way to them are gone."""
+    if not files:
+        yield
+        return
+    import os
+    import shutil
+    import tempfile
+
+    folder, back = os.path.realpath(tempfile.mkdtemp(prefix="gradmagic-files-")), os.getcwd()
+    try:
+        for path, text in files.items():
+            where = os.path.join(folder, *path.split("/"))
+            os.makedirs(os.path.dirname(where), exist_ok=True)
+            with open(where, "w", encoding="utf-8") as f:
+                f.write(text)
+        os.chdir(folder)
+        sys.path.insert(0, folder)
+        yield
+    finally:
+        os.chdir(back)
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+        for name, module in list(sys.modules.items()):  # (a folder of modules: its __path__)
+            places = [getattr(module, "__file__", None), *(getattr(module, "__path__", None) or ())]
+            if any(str(p).startswith(folder + os.sep) for p in places):
+                del sys.modules[name]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _snapshot():
     """A function that puts ``builtins`` and ``sys.modules`` back as they are now."""
     import builtins
@@ -258,7 +299,9 @@ def _cut(text: str) -> str:
 
 
 # =========================================================================== the child
-def _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox) -> dict:
+def _run_isolated(
+    source, names, target, namespace, timeout, memory, processes, sandbox, files=None
+) -> dict:
     """Run the cell in a fresh ``python -I`` process (in the sandbox or not); its report
     as plain data, or ``{"status": "timeout" | "crash", ...}``."""
     ns_bytes = None
@@ -278,6 +321,7 @@ def _run_isolated(source, names, target, namespace, timeout, memory, processes, 
         "memory": memory,
         "timeout": timeout,
         "processes": processes,
+        "files": files or {},
     }
     try:
         return _sandbox.run(job, timeout, sandbox)

@@ -44,6 +44,7 @@ def grade(
     sandbox: bool = True,
     raise_errors: bool = False,
     feedback: str = "full",
+    files: Mapping | None = None,
 ) -> GradeReport:
     """Run ``source`` under ``%%autograd``'s rewrite and judge it: a :class:`GradeReport`
     (kind ``"expect"``; print it, or call ``assert_passed()`` in a test cell). It never
@@ -68,17 +69,23 @@ def grade(
     - ``raise_errors``: re-raise the cell's exception (needs ``isolate=False``).
     - ``feedback``: ``"full"``, or ``"verdicts"`` (each answer's verdict, the expected
       values left out everywhere the report is shown).
+    - ``files``: the student's own modules beside the notebook, by their paths
+      (``{"engine.py": text, "cs231n/layers.py": text}``): the cell runs in a folder that
+      holds them, imports them from there and follows them as the student's own code (an
+      engine class of theirs is judged as one the cell defines).
     """
     pairs = [] if expected is None else _expected(expected)
     source, target = _arguments(source, target, atol, rtol, timeout, memory, processes)
     _options(namespace, feedback, sandbox, isolate, raise_errors)
+    files = _files(files)
     names = _names(pairs)
     if not isolate:
         ns = {"__name__": "__main__"} if namespace is None else namespace
-        data = collect(source, names, ns, target, raise_errors)
+        data = collect(source, names, ns, target, raise_errors, files=files)
         how = {"sandboxed": False, "how": "in the grader's own process", "limits": {}}
         return _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
-    data = _run_isolated(source, names, target, namespace, timeout, memory, processes, sandbox)
+    job = (source, names, target, namespace, timeout, memory, processes, sandbox, files)
+    data = _run_isolated(*job)
     how = _how(sandbox, timeout, memory)
     report = _judge(data, pairs, source, atol, rtol, timeout, memory, how, feedback)
     if not sandbox:
@@ -126,6 +133,34 @@ def _options(namespace, feedback, sandbox, isolate, raise_errors) -> None:
             f"process instead (no sandbox: the cell can read and write whatever this user "
             f"can), pass sandbox=False."
         )
+
+
+MOST_FILES = 256
+"""The most module files ``grade(files=...)`` takes, together at most ``FILE_BYTES``."""
+FILE_BYTES = 16 << 20
+
+
+def _files(files) -> dict:
+    """``files`` as a plain ``{relative path: text}``; raises for anything else: a path that
+    leaves the folder, a file that is not a ``.py`` module, too many or too large files."""
+    if files is None:
+        return {}
+    if not isinstance(files, Mapping):
+        raise TypeError(f"files must be a dict of path -> source text, got {_type_name(files)}")
+    out = {}
+    for path, text in dict(files).items():
+        if type(path) is not str or type(text) is not str:
+            raise TypeError("files must map each path (a str) to the module's text (a str)")
+        parts = path.replace("\\", "/").split("/")
+        if not path.endswith(".py") or path.startswith("/") or {"", ".", ".."} & set(parts):
+            raise ValueError(
+                f"a file of files must be a .py module inside the notebook's folder, "
+                f"given by its relative path (cs231n/layers.py), got {path!r}"
+            )
+        out["/".join(parts)] = text
+    if len(out) > MOST_FILES or sum(len(t.encode()) for t in out.values()) > FILE_BYTES:
+        raise ValueError(f"files takes at most {MOST_FILES} modules of 16 MiB together")
+    return out
 
 
 def _how(sandbox: bool, timeout, memory) -> dict:

@@ -27,6 +27,7 @@ import cmath
 import collections
 import math
 import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,9 @@ _FOREIGN = (
 )
 """Modules whose objects are the shell's or the machinery's, never the cell's numbers."""
 _SHELL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
+
+
+_float_of = float.__float__
 
 
 class Settled:
@@ -238,7 +242,9 @@ def functions_of(v) -> list:
     for klass in cls.__mro__:
         if not own.is_own(klass):
             continue
-        for attr in vars(klass).values():
+        for name, attr in vars(klass).items():
+            if name == "backward" and engine_class(klass):
+                continue  # a learner's engine's own backward: run plainly (see .learner)
             f = getattr(attr, "__func__", attr)
             if isinstance(f, property):
                 f = f.fget
@@ -337,13 +343,14 @@ def path_text(path) -> str:
     return "".join(reversed(steps))
 
 
-def _no_engine(v) -> bool:
+def _no_engine(v: Any) -> bool:
     return False
 
 
-is_engine_object = _no_engine
-"""Whether an object is a learner's own autograd object (set by :mod:`.learner`, which
-imports this module)."""
+is_engine_object: Callable[[Any], bool] = _no_engine
+engine_class: Callable[[Any], bool] = _no_engine
+"""Whether an object is a learner's own autograd object, and a class that of one (set by
+:mod:`.learner`, which imports this module)."""
 
 
 class _Walker:
@@ -416,7 +423,7 @@ class _Walker:
         elif isinstance(v, dict):
             self._dict(v, path, depth)
         elif self.engine(v):  # a learner's autograd object: asked early, the most numerous
-            self._attributes(v, cls, path, depth, cls)
+            self._engine(v, cls, path, depth)
         elif isinstance(v, tuple):
             return self._tuple(v, cls, path, depth)
         elif isinstance(v, (set, frozenset)):
@@ -528,31 +535,48 @@ class _Walker:
         if f.__dict__:
             self._dict(f.__dict__, path, depth)
 
-    def _links(self, e, cls, path, depth) -> bool:
-        """True when ``e``, held by a learner's autograd object of class ``cls``, is its links
-        (a set, tuple or list) or its ``_backward`` closure, holding only objects of ``cls``
-        and plain numbers: those objects are walked, ``e`` is not visited as an object of
-        its own (their graph is most of what a training cell leaves)."""
-        kind = type(e)
-        if kind is set or kind is tuple or kind is list:
-            held = e
-        elif kind is types.FunctionType and not (e.__defaults__ or e.__kwdefaults__ or e.__dict__):
-            try:
-                held = [c.cell_contents for c in e.__closure__ or ()]
-            except ValueError:  # an empty cell
-                return False
-        else:
-            return False
-        for x in held:
-            kind = type(x)
-            if kind is cls:
-                if id(x) not in self.seen:
-                    self.value(x, path, depth)
-            elif kind not in _ATOMS:
-                return False  # (visited as any object: what was walked here is seen)
-        return True
+    def _engine(self, root, cls, path, depth):
+        """A learner's autograd object and, without recursion, the objects of its class its
+        links hold (a set, tuple or list of them and plain numbers, its ``_backward``
+        closure): their graph is most of what a training cell leaves. The links themselves
+        are not visited as objects of their own."""
+        if type(getattr(root, "__dict__", None)) is not dict or _slots(cls):
+            return self._attributes(root, cls, path, depth)
+        seen, made, stack, settled = self.seen, self.made, [(root, path)], self.settled
+        while stack:
+            v, path = stack.pop()
+            attributes = v.__dict__
+            for k, e in attributes.items():  # (values replaced in place: the keys stay)
+                kind = type(e)
+                if kind in _ATOMS:
+                    continue
+                if kind is Float and e._a is not None and id(e) not in made:
+                    attributes[k] = _float_of(e)  # (a result in their graph: most of them)
+                    continue
+                if kind in NUMBER_NODES:
+                    attributes[k] = self.node(e, (path, ".", k))
+                    continue
+                linked = e if kind is set or kind is tuple or kind is list else _closure(e, kind)
+                for x in linked or ():
+                    if type(x) is not cls and type(x) not in _ATOMS:
+                        linked = None  # (visited as any object: what was walked here is seen)
+                        break
+                if linked is None:
+                    new = self.value(e, (path, ".", k), depth)
+                    if new is not e:
+                        attributes[k] = new
+                    continue
+                for x in linked:  # (kept alive by the graph being walked)
+                    if type(x) is cls and id(x) not in seen:
+                        seen[id(x)] = x
+                        self.budget -= 1
+                        if self.budget < 0:
+                            settled.unvisited += 1
+                            continue
+                        settled.visited += 1
+                        stack.append((x, (path, ".", k)))
 
-    def _attributes(self, v, cls, path, depth, mine=None):
+    def _attributes(self, v, cls, path, depth):
         if isinstance(v, type):  # the notebook's class: its class attributes
             for k, e in list(vars(v).items()):
                 if type(e) in _ATOMS or k.startswith("__"):
@@ -567,7 +591,7 @@ class _Walker:
         attributes = getattr(v, "__dict__", None)
         if type(attributes) is dict:
             for k, e in list(attributes.items()):
-                if type(e) in _ATOMS or (mine and self._links(e, mine, (path, ".", k), depth)):
+                if type(e) in _ATOMS:
                     continue
                 new = self.value(e, (path, ".", k), depth)
                 if new is not e:
@@ -585,6 +609,16 @@ class _Walker:
                     object.__setattr__(v, slot, new)
                 except (AttributeError, TypeError):
                     pass
+
+
+def _closure(e, kind):
+    """What the closure ``e`` holds (a learner's ``_backward``); None for anything else."""
+    if kind is not types.FunctionType or e.__defaults__ or e.__kwdefaults__ or e.__dict__:
+        return None
+    try:
+        return [c.cell_contents for c in e.__closure__ or ()]
+    except ValueError:  # an empty cell
+        return None
 
 
 _SLOTS: dict = {}  # class → the names of its instances' slots

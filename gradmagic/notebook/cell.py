@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import inspect
 import pkgutil
 import textwrap
@@ -430,6 +431,7 @@ def _run(cell: Prepared, ns, global_ns, options: Options, entry: _Entry):
             _runtime.recording(cell.filename) as entry.run,
             memory.bounded(most=options.max_memory),
         ):
+            entry.run.follow = functools.partial(_follow_imported, ns, entry.followed)
             entry.first = cursor.start()
             value = _run_recorded(cell, global_ns, ns)
         return find_target(cell.rewritten, options.target, value, ns, entry.owner)
@@ -577,6 +579,18 @@ def follow(ns, reach) -> list:
     return followed
 
 
+def _follow_imported(ns, followed: list, names: tuple) -> None:
+    """:func:`follow` the names an import in the cell bound (``*module``: what it defines),
+    into ``followed`` (which :func:`unfollow` puts back at the cell's end)."""
+    import sys
+
+    reach: set = set()
+    for name in names:
+        module = sys.modules.get(name[1:]) if name.startswith("*") else None
+        reach.update(vars(module) if module is not None else [name])
+    followed += follow(ns, boundary.roots(ns, reach))
+
+
 def unfollow(followed: list) -> None:
     """Put back the code :func:`follow` replaced."""
     for f, code in followed:
@@ -592,6 +606,8 @@ def _rewritten(f, plain, math_names, engines=()):
     code = f.__code__
     if code.co_name == "<lambda>":
         return False
+    # a learner's engine's method: its nodes count at the line that called it (``a * b``)
+    engine = _engine_method(f)
     try:
         source = textwrap.dedent(inspect.getsource(f))
         qualname = getattr(code, "co_qualname", code.co_name)
@@ -604,6 +620,7 @@ def _rewritten(f, plain, math_names, engines=()):
             engine_names=engines,
             scope=qualname[: -len(code.co_name)].replace("<locals>.", ""),
             method=bool(_classes_of(qualname)),
+            sites_kept=not engine,
         )
         module = compile(_mangle(rw.module, qualname), code.co_filename, "exec", dont_inherit=True)
     except Exception:  # no source (a file gone, exec'd text), or one the rewrite refuses
@@ -615,8 +632,45 @@ def _rewritten(f, plain, math_names, engines=()):
             new = _link(c)
             if hasattr(code, "co_qualname"):
                 new = new.replace(co_qualname=code.co_qualname)
-            return new
+            return _plain_closures(new, code) if engine else new
     return False
+
+
+def _engine_method(f) -> bool:
+    """``f`` is a method of a learner's autograd class (:func:`.learner.engine_class`)."""
+    parts = f.__qualname__.split(".")
+    owner = f.__globals__.get(parts[0]) if len(parts) > 1 else None
+    for part in parts[1:-1]:
+        owner = getattr(owner, part, None)
+    return isinstance(owner, type) and learner.engine_class(owner)
+
+
+def _plain_closures(new: types.CodeType, old: types.CodeType) -> types.CodeType:
+    """``new`` with the functions of no arguments its text defines (a ``_backward`` closure)
+    as written: in a learner's engine they are the bookkeeping of their backward, which runs
+    on plain numbers (the true gradients come from the graph of the method's own arithmetic).
+    A helper the method calls with arguments stays followed."""
+    mine = [
+        c
+        for c in old.co_consts
+        if isinstance(c, types.CodeType) and c.co_name[0] != "<" and _no_arguments(c)
+    ]
+    by_name = {c.co_name: c for c in mine}
+    if len(by_name) != len(mine):
+        return new
+    consts = [
+        by_name[c.co_name]
+        if isinstance(c, types.CodeType)
+        and c.co_name in by_name
+        and by_name[c.co_name].co_freevars == c.co_freevars
+        else c
+        for c in new.co_consts
+    ]
+    return new.replace(co_consts=tuple(consts))
+
+
+def _no_arguments(code: types.CodeType) -> bool:
+    return not (code.co_argcount or code.co_kwonlyargcount or code.co_flags & 0x0C)
 
 
 def _classes_of(qualname: str) -> list:

@@ -116,6 +116,9 @@ def links(v) -> list:
                 held = getattr(v, attr, None)
             except Exception:  # noqa: BLE001 - a property of theirs that raises
                 continue
+        if type(held) in _HOLDERS:  # (the common case first)
+            found += [e for e in held if type(e) is type(v) or is_engine_object(e)]
+            continue
         if held is None:
             continue
         if attr == "_ctx" and not isinstance(held, (list, tuple, set, frozenset)):
@@ -123,8 +126,11 @@ def links(v) -> list:
         if is_engine_object(held):
             found.append(held)
         elif isinstance(held, (list, tuple, set, frozenset, collections.deque)):
-            found += [e for e in held if is_engine_object(e)]
+            found += [e for e in held if type(e) is type(v) or is_engine_object(e)]
     return found
+
+
+_HOLDERS = frozenset({set, tuple, list})
 
 
 def learner_graph(target, parents: dict | None = None) -> list:
@@ -211,13 +217,14 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
     wrote into ``.grad`` is read and then put back, so the objects hold what the cell
     left in them. ``held`` and ``parents``: the (object, data) pairs of the graph of the
     cell's last ``backward()`` (its target first), and each one's links, when known."""
+    numbers = {id(v): data for v, data in held}
     if parents and held and held[0][0] is owner:  # that graph's walk, not made again
-        graph = [v for v, _ in held]
+        graph, known = [v for v, _ in held], set(numbers)
     else:
         parents = {}
         graph = learner_graph(owner, parents)
+        known = {id(v) for v in graph}
     reached = paths(ns, roots, later)
-    known = {id(v) for v in graph}
     objects = graph + [v for key, (v, _) in reached.items() if key not in known]
     names = {key: path_text(path) for key, (_, path) in reached.items()}
     claims = Claims(owner, names.get(id(owner)) or _label(owner) or "target")
@@ -235,19 +242,33 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
             f"The cell trained {len(steps)} steps ({claims.name}: {steps[0]:.6g} → "
             f"{steps[-1]:.6g}); this is the last step: its graph, from the numbers it started with."
         )
-    numbers = {id(v): data for v, data in held}
+    items, first, shared = claims.items, set(), set()
     try:
         for v in objects:
-            data = numbers.get(id(v), v.data)
-            made_from = parents.get(id(v))
-            if made_from is None:
-                made_from = links(v)
-            mine = any([numbers.get(id(p), p.data) is data for p in made_from])
-            grad = _numbers(v.grad, data)
-            claims.items.append((v, data, grad, names.get(id(v)) or _label(v), mine))
+            data = numbers[id(v)] if id(v) in numbers else v.data
+            grad = v.grad
+            if id(data) in first:
+                shared.add(id(data))
+            first.add(id(data))
+            name = names.get(id(v)) or _label(v)
+            grad = grad if type(grad) is float else _numbers(grad, data)
+            items.append((v, data, grad, name, False))
     finally:
         _put_back(before or ())
+    if shared:
+        _made_here(items, shared, numbers, parents)
     return claims
+
+
+def _made_here(items: list, shared: set, numbers: dict, parents: dict) -> None:
+    """Mark the items whose data one of their links holds too (a relu passing its input
+    on: not the object that made it), which only a number held by several can be."""
+    for k, (v, data, grad, name, _) in enumerate(items):
+        if id(data) in shared:
+            made_from = parents.get(id(v))
+            made_from = links(v) if made_from is None else made_from
+            if any([numbers.get(id(p), p.data) is data for p in made_from]):
+                items[k] = (v, data, grad, name, True)
 
 
 def _put_back(grads) -> None:
@@ -306,8 +327,13 @@ def name(claims: Claims, walk, ns) -> list:
     """Find the learner's objects' data in the graph ``walk`` (kept in ``claims.index``) and
     label those nodes with the learner's names (their variables' paths, else their labels),
     unless a name of ``ns`` is bound to the node itself; returns the positions labelled."""
-    named = []
-    claims.index = [walk.index(item[1]) for item in claims.items]
+    named: list = []
+    order, base, index = walk.order, walk.base, []
+    for item in claims.items:  # (walk.index of each, inlined: the most numerous call here)
+        i = getattr(item[1], "_mark", None)
+        i = i - base if i.__class__ is int else -1
+        index.append(i if 0 <= i < len(order) and order[i] is item[1] else -1)
+    claims.index = index
     for k, ((v, data, grad, label, mine), i) in enumerate(zip(claims.items, claims.index)):
         if i < 0 or mine:
             continue
@@ -374,7 +400,8 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
         # one number held by several objects: the one that made it (not a relu passing
         # its input on); several wrapping the same number (Value(x) at each use of x)
         # share its gradient, which is the sum of theirs
-        items = [it for it in items if not it[4]] or items
+        if len(items) > 1:
+            items = [it for it in items if not it[4]] or items
         v, _, grad, label, _ = items[0]
         note = ""
         if len(items) > 1:
@@ -402,4 +429,4 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
     )
 
 
-boundary.is_engine_object = is_engine_object  # (the end-of-cell walk asks it; see there)
+boundary.is_engine_object, boundary.engine_class = is_engine_object, engine_class  # (see there)

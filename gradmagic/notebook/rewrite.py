@@ -125,6 +125,7 @@ def rewrite(
     scope: str = "",
     engine_names=(),
     method: bool = False,
+    sites_kept: bool = True,
 ) -> Rewritten:
     """Rewrite ``source`` (see the module docstring); raises ``SyntaxError``.
 
@@ -136,7 +137,8 @@ def rewrite(
     are found here; ``engine_names`` are names of a learner's autograd classes, whose
     calls get numbers as the cell's own functions do; ``method`` says that ``source`` is a
     method's text (code in a class: no step of training there). ``scope`` prefixes the names of the functions defined in
-    ``source`` in their sites (``"Neuron."`` for a method's text).
+    ``source`` in their sites (``"Neuron."`` for a method's text); with ``sites_kept`` False the
+    functions of ``source`` keep no sites of their own (their nodes count at their caller's).
     """
     tree = ast.parse("\n" * (first_line - 1) + source, filename)
     names = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
@@ -155,7 +157,8 @@ def rewrite(
     if isinstance(last, ast.Expr):
         final = ast.Expression(body=tree.body.pop().value)
     sites = _Sites(filename, scope)
-    tree.body = sites.block(tree.body)
+    if sites_kept:
+        tree.body = sites.block(tree.body)
     final_site = sites.line(last.lineno) if final is not None and last is not None else 0
     function = function_id("<cell>", filename, tuple(sites.lines))
     return Rewritten(
@@ -630,6 +633,21 @@ class _Rewriter(ast.NodeTransformer):
         ):
             node.value = _runtime("backward_of", call.func.value, like=call)
         return node
+
+    def visit_Import(self, node):
+        """An import in the cell itself: ``RUNTIME.imported(names)`` after it, so that the
+        learner's own code among them is followed as an earlier cell's import would be."""
+        if self.scopes or self.method:
+            return node
+        names = [a.asname or a.name.partition(".")[0] for a in node.names if a.name != "*"]
+        if any(a.name == "*" for a in node.names) and isinstance(node, ast.ImportFrom):
+            names.append(f"*{node.module}")
+        return [
+            node,
+            _at(node, ast.Expr(_runtime("imported", ast.Constant(tuple(names)), like=node))),
+        ]
+
+    visit_ImportFrom = visit_Import
 
     def visit_For(self, node):
         node = self.generic_visit(node)

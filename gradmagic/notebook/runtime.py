@@ -332,6 +332,14 @@ def backward_of(obj):
     return unrecorded(obj.backward)
 
 
+def imported(names: tuple) -> None:
+    """The cell imported ``names`` (``*module``: all that module defines): the learner's own
+    functions and classes among them are followed from here on, as if an earlier cell had
+    imported them (a ``Value`` from their module keeps the graph through ``math.exp``)."""
+    if _run is not None and _run.follow is not None:
+        _run.follow(names)
+
+
 def _step_value(data) -> float:
     """The loss of a training step: a number's (an array's sum), read without a cut."""
     if isinstance(data, np.ndarray):
@@ -911,6 +919,7 @@ class _Run:
         self.held: list = []
         self.step_roots: list = []  # id() of each gradmagic node backward() was called on
         self.links: dict = {}
+        self.follow: Callable | None = None  # follows the names an import in the cell bound
 
 
 _run: _Run | None = None
