@@ -3,8 +3,8 @@
 Every cell runs twice in one shell, in two namespaces kept apart: as written, and under
 ``%%autograd -q``. After each cell the two runs must have printed the same text, raised
 the same exception, given the same value and left the same deep state in every name.
-Each cell that ends in a learner's ``Value`` has its gradients checked against the plain
-code and the learner's own ``.grad`` judged: right where the engine is right, wrong where
+Each cell that ends in a learner's ``Value`` has its gradients checked against central
+differences of the plain cells and the learner's own ``.grad`` judged: right where the engine is right, wrong where
 the notebook's ``=``-for-``+=`` slip is still in it.
 """
 
@@ -105,10 +105,45 @@ def test_the_lecture_runs_as_plain_python_and_judges_the_learners_engine(ip):
                 else:
                     assert report.passed, (i, str(report))
                 judged[i] = trace.claims.passed
+                for name in TRUTHS.get(i, ()):
+                    want = _central(CELLS, i, name)
+                    assert trace.grads[name] == pytest.approx(want, rel=1e-5, abs=1e-9), name
     finally:
         del ip.showtraceback
     assert judged == JUDGED
     assert len(unstable) <= 2, unstable
+
+
+# cell -> inputs whose true gradient is checked: a number the cell writes (Value(2.0,
+# label='x1')) or an object made by an earlier cell, by its path
+TRUTHS = {
+    13: ["x1", "w1"],
+    15: ["a"],
+    17: ["a", "b"],
+    19: ["a"],
+    21: ["x1", "b"],
+    26: ["n.layers[0].neurons[1].w[2]", "n.layers[2].neurons[0].b"],
+}
+
+
+def _central(cells, k, name, h=1e-6):
+    """d (cell k's value).data / d name, by central differences of the plain cells."""
+
+    def at(d):
+        ns = {"__name__": "__main__"}
+        with contextlib.redirect_stdout(io.StringIO()):
+            for cell in cells[:k]:
+                exec(cell, ns)
+            written = re.compile(rf"Value\((-?[0-9.]+), label=(['\"]){re.escape(name)}\2\)")
+            cell = _keeping_the_value(cells[k])
+            if written.search(cell):
+                cell = written.sub(lambda m: f"Value({float(m[1]) + d!r}, label='{name}')", cell)
+            else:
+                eval(name, ns).data += d
+            exec(cell, ns)
+        return ns["_value"].data
+
+    return (at(h) - at(-h)) / (2 * h)
 
 
 def test_the_first_cells_derivative_is_the_parameters(ip):
