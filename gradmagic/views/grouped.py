@@ -12,9 +12,11 @@ value ``v<i>`` as in the whole graph, an input table ``t<k>`` with a port ``i<i>
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import re
+import weakref
 
 from ..analysis.groups import Grouping, View
 from . import dot, render
@@ -46,12 +48,22 @@ def _place(label: str) -> tuple:
 
 def containers(trace, params: list) -> dict:
     """The inputs as tables: ``table name`` → ``{row: {column: node index}}`` (see
-    :func:`_place`), so that a model's weights read as a grid, a neuron a row."""
+    :func:`_place`), so that a model's weights read as a grid, a neuron a row. (Kept for the
+    trace's last ``params``: the picture and the live view's cells read the same tables.)"""
+    key = tuple(params)
+    kept = _TABLES.get(trace)
+    if kept is not None and kept[0] == key:
+        return kept[1]
     out: dict = {}
     places = [(_place(trace.nodes[i].label or f"input {i}"), i) for i in params]
     for (table, row, column), i in sorted(places, key=lambda p: tuple(map(_natural, p[0]))):
         out.setdefault(table, {}).setdefault(row, {})[column] = i
+    with contextlib.suppress(TypeError):  # (a trace that takes no weak reference)
+        _TABLES[trace] = (key, out)
     return out
+
+
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def gradient_cells(trace, params: list) -> list:

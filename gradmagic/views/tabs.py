@@ -143,23 +143,38 @@ def _flag_words(node, status) -> str:
     return ", ".join(_flags(node, status))
 
 
-def _node_entry(trace, i, fold, status) -> dict:
-    """A drawn node's entry, without its explanation (:func:`_explained`)."""
+def _node_entry(trace, i, fold, status, numbers) -> dict:
+    """A drawn node's entry, without its explanation (:func:`_explained`); ``numbers`` are
+    its data and grad written short and whole (:func:`_numbers`)."""
     node = trace.nodes[i]
-    data, grad, parents, shape = node.data, node.grad, node.parents, node.shape
+    parents, shape = node.parents, node.shape
+    data, grad, data_full, grad_full = numbers
     return {
         "name": node.name,
         "label": node.label,
         "op": render.op_label(trace, i, fold) if parents else "",
         "shape": render.dims(shape) if shape is not None else "",
-        "data": render.figure(data),
-        "grad": render.figure(grad),
-        "dataFull": render.full(data),
-        "gradFull": render.full(grad),
+        "data": data,
+        "grad": grad,
+        "dataFull": data_full,
+        "gradFull": grad_full,
         "parents": [int(p) for p in parents if p not in fold],
         "leaf": bool(node.is_leaf),
         "flags": _flags(node, status.get(i)),
     }
+
+
+def _numbers(trace, rows) -> list:
+    """Each row's (data, grad, whole data, whole grad) as the entries write them
+    (:func:`~gradmagic.views.formatting.figure` and ``full``), a column at a time: a
+    number's straight from the trace's columns, an array's or an exact int's one by one."""
+    columns = [render.column_text(trace, rows, c, d) for d in (4, 8) for c in ("data", "grad")]
+    out = list(zip(columns[0], columns[1], columns[2], columns[3]))
+    for k, i in enumerate(rows):
+        if i in trace.tensor_data or i in trace.tensor_grad:
+            data, grad = trace._data(i), trace._grad(i)
+            out[k] = (render.figure(data), render.figure(grad), render.full(data), render.full(grad))
+    return out
 
 
 def use_counts(trace) -> list:
@@ -551,8 +566,8 @@ def _node_entries(trace, report, drawn, drawn_set, fold, explained=True) -> dict
     :func:`_explainer`)."""
     status = render.statuses(report)
     entries = {}
-    for i in drawn:
-        entry = _node_entry(trace, i, fold, status)
+    for i, numbers in zip(drawn, _numbers(trace, drawn)):
+        entry = _node_entry(trace, i, fold, status, numbers)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
     if explained:

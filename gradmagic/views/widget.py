@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import html
 import secrets
+import threading
 import weakref
 import json
 from collections import OrderedDict
@@ -211,26 +212,36 @@ def static_bundle(
 class _Drawing(SvgCache):
     """An SVG cache whose one drawing ``dot`` is making while the rest of the display is built.
 
-    The graph is handed to the kernel's ``dot`` process (:func:`gradmagic.views.render.svg`)
-    first and its answer read when the static copy needs the picture: dot's 1-15 ms run
-    beside the Python work instead of after it.
+    The graph is handed to Graphviz (:func:`gradmagic.views.render.svg`) on a thread of its
+    own, which only waits on ``dot``'s pipes: the layout and the writing of a big DOT run
+    beside the Python work instead of before or after it, and the static copy reads the
+    picture when it needs it (a failure is raised then, and said there).
     """
 
     def __init__(self, source: str, known=None):
         super().__init__()
         self.source = source
+        self._thread: threading.Thread | None = None
+        self._made: dict = {}
         if known is not None and source in known:
             self[source] = known[source]
-            self._job = None
         else:
-            self._job = render.dot_process.submit(source)
+            self._thread = threading.Thread(target=self._draw, daemon=True)
+            self._thread.start()
+
+    def _draw(self):
+        try:
+            self._made["image"] = render.svg(self.source)
+        except Exception as exc:  # noqa: BLE001 - raised where the picture is read
+            self._made["error"] = exc
 
     def get(self, key, default=None):
-        if key == self.source and self._job is not None:
-            job, self._job = self._job, None
-            image = render.dot_process.collect(job)
-            if image is not None:  # else the static copy asks dot again and says why
-                self[key] = image
+        if key == self.source and self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            if "error" in self._made:
+                raise self._made["error"]
+            self[key] = self._made["image"]
         return super().get(key, default)
 
 
