@@ -73,6 +73,8 @@ class DotServer:
             _dot_argv(dot), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         self._key = (os.getpid(), dot)
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            _widen(pipe)
         if not self._registered:
             atexit.register(self.close)
             self._registered = True
@@ -176,10 +178,24 @@ class DotServer:
             left = started + self.TIMEOUT - time.monotonic()
             if left <= 0 or not poller.poll(left * 1000):
                 raise TimeoutError("dot gave no answer")
-            chunk = os.read(fd, 1 << 16)
+            chunk = os.read(fd, PIPE_BYTES)
             if not chunk:
                 raise EOFError("dot ended")
             buf += chunk
+
+
+PIPE_BYTES = 1 << 20  # a pipe to or from dot holds a big graph or picture whole
+
+
+def _widen(pipe) -> None:
+    """Let ``pipe`` hold ``PIPE_BYTES`` (Linux): dot then writes a picture of a few hundred
+    KB at once instead of waiting, a 64 KB piece at a time, for a busy kernel to read it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError, ValueError):  # (another system, or a lower limit)
+        pass
 
 
 class DotJob:

@@ -104,17 +104,21 @@ def _table(trace, name: str, rows: dict, target: int) -> str:
     blocks = [columns[a : a + COLUMNS] for a in range(0, len(columns), COLUMNS)] or [[]]
     width = min(len(columns), COLUMNS) + (1 if any(rows) else 0)
     out = [f'<TR><TD COLSPAN="{width}" ALIGN="LEFT"><B>{html.escape(dot.clip(name))}</B></TD></TR>']
+    ids = [i for cells in rows.values() for i in cells.values()]
+    shown = dict(
+        zip(ids, zip(render.column_figures(trace, ids), render.column_figures(trace, ids, "grad")))
+    )
     for block in blocks:
-        out += _rows(trace, rows, block, any(rows))
+        out += _rows(shown, rows, block, any(rows))
     return (
         f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1" '
         f'BGCOLOR="{fill}" COLOR="{render.LINE["plain"]}">{"".join(out)}</TABLE>>'
     )
 
 
-def _rows(trace, rows: dict, columns: list, named_rows: bool) -> list:
+def _rows(shown: dict, rows: dict, columns: list, named_rows: bool) -> list:
     """The rows of one block of columns: their names, then each row's values over its
-    gradients."""
+    gradients (``shown``: each input's value and gradient written)."""
     out = []
     if any(columns):
         out.append(
@@ -133,11 +137,10 @@ def _rows(trace, rows: dict, columns: list, named_rows: bool) -> list:
                 values.append("<TD></TD>")
                 grads.append("<TD></TD>")
                 continue
-            node = trace.nodes[i]
-            values.append(_cell(render.figure(node.data), ALIGN="RIGHT"))
+            data, grad = shown[i]
+            values.append(_cell(data, ALIGN="RIGHT"))
             grads.append(
-                f'<TD ALIGN="RIGHT"><FONT COLOR="{_GRAD}">'
-                f"∇{html.escape(render.figure(node.grad))}</FONT></TD>"
+                f'<TD ALIGN="RIGHT"><FONT COLOR="{_GRAD}">∇{html.escape(grad)}</FONT></TD>'
             )
         head = _cell(row, ROWSPAN="2", ALIGN="LEFT") if named_rows else ""
         out.append(f"<TR>{head}{''.join(values)}</TR><TR>{''.join(grads)}</TR>")

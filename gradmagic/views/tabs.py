@@ -165,16 +165,12 @@ def _node_entry(trace, i, fold, status, numbers) -> dict:
 
 
 def _numbers(trace, rows) -> list:
-    """Each row's (data, grad, whole data, whole grad) as the entries write them
-    (:func:`~gradmagic.views.formatting.figure` and ``full``), a column at a time: a
-    number's straight from the trace's columns, an array's or an exact int's one by one."""
-    columns = [render.column_text(trace, rows, c, d) for d in (4, 8) for c in ("data", "grad")]
-    out = list(zip(columns[0], columns[1], columns[2], columns[3]))
-    for k, i in enumerate(rows):
-        if i in trace.tensor_data or i in trace.tensor_grad:
-            data, grad = trace._data(i), trace._grad(i)
-            out[k] = (render.figure(data), render.figure(grad), render.full(data), render.full(grad))
-    return out
+    """Each row's (data, grad, whole data, whole grad) as the entries write them, a column
+    at a time (:func:`~gradmagic.views.formatting.column_figures`)."""
+    columns = [
+        render.column_figures(trace, rows, c, w) for w in (False, True) for c in ("data", "grad")
+    ]
+    return list(zip(*columns))
 
 
 def use_counts(trace) -> list:
