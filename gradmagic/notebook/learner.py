@@ -27,7 +27,7 @@ from ..core.tensor import Tensor
 from . import boundary
 from .boundary import path_text
 
-__all__ = ["is_engine_object", "engine_class", "owner_data", "collect", "name", "judge"]
+__all__ = ["is_engine_object", "engine_class", "owner_data", "collect", "name", "judge", "drawing"]
 
 LINKS = ("_prev", "_children", "children", "_parents", "parents", "prev", "_inputs", "_ctx")
 """Attributes in which a learner's engine keeps what an object was computed from."""
@@ -201,6 +201,8 @@ class Claims:
         self.index: list = []  # each item's position in the graph (-1: not in it)
         self.notes: list[str] = []
         self.judged = True  # False: their backward() failed, the objects are only named
+        self.links: list = []  # the target's graph (the first items): each one's links' positions
+        self.ops: list = []  # ... and each one's ``_op``
 
 
 def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Claims:
@@ -235,6 +237,9 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
             f"{steps[-1]:.6g}); this is the last step: its graph, from the numbers it started with."
         )
     numbers = {id(v): data for v, data in held}
+    at = {id(v): k for k, v in enumerate(graph)}
+    claims.links = [[at[id(p)] for p in parents.get(id(v), ()) if id(p) in at] for v in graph]
+    claims.ops = [op if isinstance(op := getattr(v, "_op", ""), str) else "" for v in graph]
     try:
         for v in objects:
             data = numbers.get(id(v), v.data)
@@ -399,6 +404,35 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
         columns=("true", "your .grad"),
         unchecked="your engine's objects hold no number of the graph",
     )
+
+
+DRAWN = 300  # the most of the learner's objects their graph draws
+
+
+def drawing(trace, claims: Claims, report: CheckReport) -> dict:
+    """The learner's own graph as plain data for the views, as their ``draw_dot`` draws it:
+    ``nodes`` (the target first; each its ``label``, ``op``, ``data``, their ``.grad`` as
+    ``yours``, the ``true`` gradient, ``ok``: the verdict on that number, None if unjudged),
+    ``parents`` (each node's inputs, by position) and ``total`` (the objects in their graph:
+    past ``DRAWN``, the ones nearest the target are drawn)."""
+    rows = {r.index: r for r in report.rows}
+    nodes = []
+    for k, ((v, data, grad, _, _), i) in enumerate(zip(claims.items[:DRAWN], claims.index)):
+        if k >= len(claims.links):
+            break
+        row = rows.get(i)
+        nodes.append(
+            {
+                "label": _label(v),
+                "op": claims.ops[k],
+                "data": trace._data(i) if i >= 0 else _numbers(data, data),
+                "yours": grad,
+                "true": trace._grad(i) if i >= 0 else None,
+                "ok": None if row is None else row.ok,
+            }
+        )
+    parents = [[p for p in ps if p < len(nodes)] for ps in claims.links[: len(nodes)]]
+    return {"nodes": nodes, "parents": parents, "total": len(claims.links)}
 
 
 boundary.is_engine_object = is_engine_object  # (the end-of-cell walk asks it; see there)

@@ -39,6 +39,8 @@ from .dot import (  # noqa: F401 - re-exported
     op_label,
     op_labels,
     op_symbol,
+    own_dot,
+    own_note,
     statuses,
     to_dot,
     use_count,
@@ -115,6 +117,8 @@ __all__ = [
     "svg",
     "fit",
     "graph_html",
+    "own_dot",
+    "own_graph_html",
     "legend_html",
     "op_label",
     "node_order",
@@ -204,6 +208,20 @@ def graph_html(
     )
     parts.append(legend_html())
     return "".join(parts)
+
+
+def own_graph_html(own: dict) -> str:
+    """A learner's own graph (:func:`own_dot`) as a picture, with what it shows."""
+    source = own_dot(own)
+    try:
+        image = svg(source)
+    except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
+        return graph_failure_html(exc, source)
+    note = f'<p style="margin:0 0 4px 0">{html.escape(own_note(own))}</p>'
+    return (
+        note
+        + f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">{fit(image)}</div>'
+    )
 
 
 def choose_dot(trace, report=None, *, subset=None, fold=None, cache=None, **options) -> str:
@@ -383,6 +401,9 @@ def static_html(
     steps = getattr(trace, "steps", None) or []
     if len(steps) > 1:  # a training loop of the learner's engine: its loss per step
         out.append(_section("Training", steps_svg(steps)))
+    own = getattr(trace, "own_graph", None)  # a learner's engine: their graph, as they draw it
+    if own and own["nodes"]:
+        out.append(_section("Your graph", own_graph_html(own)))
     graph = len(out)  # made last: the picture may still be being drawn (see widget._Drawing)
     out.append("")
     if report is not None:

@@ -425,6 +425,14 @@ def _training_tab(trace, report, context) -> dict | None:
     return {"id": "training", "title": "Training", "kind": "html", "payload": {"html": html}}
 
 
+def _own_tab(trace, report, context) -> dict | None:
+    own = getattr(trace, "own_graph", None)  # a learner's engine: their graph, as they draw it
+    if not own or not own["nodes"]:
+        return None
+    payload = {"dot": render.own_dot(own), "note": render.own_note(own)}
+    return {"id": "yours", "title": "Your graph", "kind": "picture", "payload": payload}
+
+
 def _graph_tab(trace, report, context) -> dict:
     return {"id": "graph", "title": "Graph", "kind": "graph", "payload": {}}
 
@@ -441,6 +449,7 @@ def _backward_tab(trace, report, context) -> dict:
 #: Makers of the widget's tabs, in order: ``(trace, report, context) -> tab | None``.
 #: ``context`` has ``fold``, ``drawn``, ``children``, ``expected``, ``torch``.
 TAB_MAKERS = [
+    _own_tab,
     _answers_tab,
     _training_tab,
     _graph_tab,
