@@ -157,7 +157,7 @@ export class LiveView {
   context() {
     return {
       model: this.model, data: this.data, panel: this.panel,
-      graph: (kind, fields) => this.graph(kind, fields), select: (i) => this.select(i), on: (e, f) => this.on(e, f),
+      graph: (kind, fields, dot) => this.graph(kind, fields, dot), select: (i) => this.select(i), on: (e, f) => this.on(e, f),
     };
   }
 
