@@ -414,7 +414,7 @@ def drawing(trace, claims: Claims, report: CheckReport) -> dict:
     ``nodes`` (the target first; each its ``label``, ``op``, ``data``, their ``.grad`` as
     ``yours``, the ``true`` gradient, ``ok``: the verdict on that number, None if unjudged),
     ``parents`` (each node's inputs, by position) and ``total`` (the objects in their graph:
-    past ``DRAWN``, the ones nearest the target are drawn)."""
+    past ``DRAWN``, the first ones reached from the target are drawn)."""
     rows = {r.index: r for r in report.rows}
     nodes = []
     for k, ((v, data, grad, _, _), i) in enumerate(zip(claims.items[:DRAWN], claims.index)):

@@ -549,7 +549,7 @@ def own_note(own: dict) -> str:
     """What the learner's own graph shows, in a sentence (and how much of it is drawn)."""
     drawn, total = len(own["nodes"]), own["total"]
     part = (
-        f" The {drawn:,} of your {total:,} objects nearest the target are drawn."
+        f" The first {drawn:,} of your {total:,} objects reached from the target are drawn."
         if total > drawn
         else ""
     )
