@@ -173,12 +173,21 @@ def _node_id(key: str, where: dict) -> str:
     return f'"g:{key}"'
 
 
+STATIC_INPUTS = 24  # the most inputs a table of the static picture draws one by one
+
+
 def grouped_dot(
-    trace, grouping: Grouping | None = None, opened=None, report=None, view: View | None = None
+    trace,
+    grouping: Grouping | None = None,
+    opened=None,
+    report=None,
+    view: View | None = None,
+    bound: bool = False,
 ) -> str:
     """The DOT of ``trace`` grouped by its code, with the groups ``opened`` opened
     (None: the default view, :meth:`Grouping.opened_by_default`); ``view`` is the grouping's
-    view of them when the caller has it."""
+    view of them when the caller has it. ``bound`` (the static copy's picture): a table of
+    more than ``STATIC_INPUTS`` inputs is one box saying where its numbers are."""
     grouping = Grouping(trace) if grouping is None else grouping
     view = grouping.view(opened) if view is None else view
     target = trace.n - 1
@@ -194,7 +203,16 @@ def grouped_dot(
         for cells in rows.values():
             for i in cells.values():
                 where[f"n{i}"] = f"t{k}"
-        lines.append(f"  t{k} [shape=plaintext, label={_table(trace, name, rows, target)}];")
+        count = sum(map(len, rows.values()))
+        if bound and count > STATIC_INPUTS:
+            said = (
+                f"{dot.clip(name)}\n{count:,} inputs: values and gradients in the Gradients table"
+            )
+            box = {"shape": "box", "style": "filled", "label": render.escape_string(said)}
+            box.update(fillcolor=render.FILL["leaf"], color=render.LINE["plain"])
+            lines.append(f"  t{k} [{dot._attrs(box)}];")
+        else:
+            lines.append(f"  t{k} [shape=plaintext, label={_table(trace, name, rows, target)}];")
     body = _frame_bodies(trace, view, target, render.statuses(report))
     lines += body[None]
     lines += _frames(view, body)
@@ -296,6 +314,7 @@ def summarise(trace, max_nodes=None, report=None):
     view = grouping.view(opened)
     summary.shown = sorted(i for i in set(view.nodes) | set(view.params) if not trace.constant[i])
     summary.dot = grouped_dot(trace, grouping, opened, report, view)
+    summary.static = _static(trace, grouping, opened, report, view)
     summary.groups = grouping
     why = summary.note.split(":", 1)[0]
     summary.note = (
@@ -305,3 +324,14 @@ def summarise(trace, max_nodes=None, report=None):
     )
     summary.hint = "Click a box to open it, a frame's title to close it."
     return summary
+
+
+def _static(trace, grouping, opened=None, report=None, view=None) -> str | None:
+    """The static copy's picture when it draws less than the live view's (a big input table
+    as one box: no one reads hundreds of numbers in an image, and Graphviz lays each out);
+    None when it draws the same."""
+    view = grouping.view(opened) if view is None else view
+    tables = containers(trace, view.params).values()
+    if all(sum(map(len, rows.values())) <= STATIC_INPUTS for rows in tables):
+        return None
+    return grouped_dot(trace, grouping, opened, report, view, bound=True)

@@ -181,7 +181,7 @@ def graph_html(
             f"{md_code(summary.note)}</p>"
         )
     if dot is None and summary is not None and summary.dot is not None:
-        dot = summary.dot  # a picture grouped by the code: text kept at 10 px, the rest scrolls
+        dot = summary.static or summary.dot  # grouped by the code: text kept at 10 px, it scrolls
         shrink = GROUPED_SHRINK
     else:
         shrink = SHRINK
@@ -202,12 +202,20 @@ def graph_html(
                 cache[source] = image
     except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
         return "".join(parts) + graph_failure_html(exc, source)
+    if summary is not None and summary.static is not None and source == summary.static:
+        parts.append(f'<p style="margin:0 0 4px 0">{html.escape(BOXED)}</p>')
     parts.append(
         f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
         f"{fit(image, shrink)}</div>"
     )
     parts.append(legend_html())
     return "".join(parts)
+
+
+BOXED = (
+    "Here a table of more than 24 inputs is one box (the live view draws each): their values "
+    "and gradients are in the Gradients table below."
+)
 
 
 def own_graph_html(own: dict) -> str:

@@ -254,8 +254,9 @@ def _graph(trace) -> dict:
     drawn = render.drawn_nodes(trace, summary, fold)
     ways = render.directions(trace, drawn)
     known = SvgCache()
+    picture = None  # the static copy's DOT when it is not the live view's
     if summary is not None and summary.dot is not None:  # grouped by the code: left to right
-        dot, ways = summary.dot, ("LR",)
+        dot, ways, picture = summary.dot, ("LR",), summary.static
     elif len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
         dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
     else:
@@ -266,24 +267,31 @@ def _graph(trace) -> dict:
         "drawn": drawn,
         "ways": ways,
         "dot": dot,
-        "drawing": _Drawing(dot, known),
+        "picture": picture or dot,
+        "drawing": _Drawing(picture or dot, known),
     }
 
 
 def _checked_graph(trace, report, graph) -> tuple:
     """(dot, dots, drawing) after the check: drawn again only if the check marks a drawn
-    node; ``dots`` has a small graph in both directions (the live view picks one)."""
+    node; ``dots`` has a small graph in both directions (the live view picks one). The
+    static copy's DOT, if made again, is ``graph["picture"]``."""
     summary, fold, ways = graph["summary"], graph["fold"], graph["ways"]
     subset = summary.shown if summary else None
     dot, drawing = graph["dot"], graph["drawing"]
     rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
     marked = [i for i, status in render.statuses(report).items() if status in render.MARKED]
     if marked and summary is not None and summary.groups is not None:
-        opened = summary.groups.opened_by_default()
-        dot = summary.dot = grouped.grouped_dot(trace, summary.groups, opened, report)
-        drawing = _Drawing(dot)
+        groups = summary.groups
+        opened = groups.opened_by_default()
+        dot = summary.dot = grouped.grouped_dot(trace, groups, opened, report)
+        summary.static = grouped._static(trace, groups, opened, report)
+        graph["picture"] = summary.static or dot
+        drawing = _Drawing(graph["picture"])
     elif marked and not set(marked).isdisjoint(graph["drawn"]):
-        dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
+        dot = graph["picture"] = render.to_dot(
+            trace, report, subset=subset, fold=fold, rankdir=rankdir
+        )
         drawing = _Drawing(dot)
     if len(ways) < 2:
         return dot, None, drawing
@@ -351,7 +359,7 @@ def mimebundle(trace, publish=None) -> dict:
         cache=drawing,
         summary=summary,
         fold=fold,
-        dot=dot,
+        dot=graph["picture"],
         gradients=gradients["payload"],
     )
     return _shown(static, view, publish, lambda: one_line(trace, report, expected))
