@@ -201,8 +201,9 @@ class Claims:
         self.index: list = []  # each item's position in the graph (-1: not in it)
         self.notes: list[str] = []
         self.judged = True  # False: their backward() failed, the objects are only named
-        self.links: list = []  # the target's graph (the first items): each one's links' positions
-        self.ops: list = []  # ... and each one's ``_op``
+        self.links: list = []  # the first DRAWN of the target's graph: their links' positions
+        self.ops: list = []  # ... and their ``_op``
+        self.size = 0  # the objects in the target's graph (the first items)
 
 
 def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Claims:
@@ -237,9 +238,10 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
             f"{steps[-1]:.6g}); this is the last step: its graph, from the numbers it started with."
         )
     numbers = {id(v): data for v, data in held}
-    at = {id(v): k for k, v in enumerate(graph)}
-    claims.links = [[at[id(p)] for p in parents.get(id(v), ()) if id(p) in at] for v in graph]
-    claims.ops = [op if isinstance(op := getattr(v, "_op", ""), str) else "" for v in graph]
+    drawn, claims.size = graph[:DRAWN], len(graph)  # (their graph as the views draw it)
+    at = {id(v): k for k, v in enumerate(drawn)}
+    claims.links = [[at[id(p)] for p in parents.get(id(v), ()) if id(p) in at] for v in drawn]
+    claims.ops = [op if isinstance(op := getattr(v, "_op", ""), str) else "" for v in drawn]
     try:
         for v in objects:
             data = numbers.get(id(v), v.data)
@@ -417,7 +419,7 @@ def drawing(trace, claims: Claims, report: CheckReport) -> dict:
     past ``DRAWN``, the first ones reached from the target are drawn)."""
     rows = {r.index: r for r in report.rows}
     nodes = []
-    for k, ((v, data, grad, _, _), i) in enumerate(zip(claims.items[:DRAWN], claims.index)):
+    for k, ((v, data, grad, _, _), i) in enumerate(zip(claims.items, claims.index)):
         if k >= len(claims.links):
             break
         row = rows.get(i)
@@ -431,8 +433,7 @@ def drawing(trace, claims: Claims, report: CheckReport) -> dict:
                 "ok": None if row is None else row.ok,
             }
         )
-    parents = [[p for p in ps if p < len(nodes)] for ps in claims.links[: len(nodes)]]
-    return {"nodes": nodes, "parents": parents, "total": len(claims.links)}
+    return {"nodes": nodes, "parents": claims.links, "total": claims.size}
 
 
 boundary.is_engine_object = is_engine_object  # (the end-of-cell walk asks it; see there)

@@ -218,11 +218,13 @@ BOXED = (
 )
 
 
-def own_graph_html(own: dict) -> str:
-    """A learner's own graph (:func:`own_dot`) as a picture, with what it shows."""
+def own_graph_html(own: dict, cache: dict | None = None) -> str:
+    """A learner's own graph (:func:`own_dot`) as a picture, with what it shows (``cache``:
+    DOT → SVG, as :func:`graph_html`'s)."""
     source = own_dot(own)
     try:
-        image = svg(source)
+        image = cache.get(source) if cache is not None else None
+        image = svg(source) if image is None else image
     except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
         return graph_failure_html(exc, source)
     note = f'<p style="margin:0 0 4px 0">{html.escape(own_note(own))}</p>'
@@ -411,7 +413,7 @@ def static_html(
         out.append(_section("Training", steps_svg(steps)))
     own = getattr(trace, "own_graph", None)  # a learner's engine: their graph, as they draw it
     if own and own["nodes"]:
-        out.append(_section("Your graph", own_graph_html(own)))
+        out.append(_section("Your graph", own_graph_html(own, cache)))
     graph = len(out)  # made last: the picture may still be being drawn (see widget._Drawing)
     out.append("")
     if report is not None:

@@ -210,38 +210,45 @@ def static_bundle(
 
 
 class _Drawing(SvgCache):
-    """An SVG cache whose one drawing ``dot`` is making while the rest of the display is built.
+    """An SVG cache whose drawings ``dot`` is making while the rest of the display is built.
 
-    The graph is handed to Graphviz (:func:`gradmagic.views.render.svg`) on a thread of its
+    Each graph is handed to Graphviz (:func:`gradmagic.views.render.svg`) on a thread of its
     own, which only waits on ``dot``'s pipes: the layout and the writing of a big DOT run
-    beside the Python work instead of before or after it, and the static copy reads the
+    beside the Python work instead of before or after it, and the static copy reads a
     picture when it needs it (a failure is raised then, and said there).
     """
 
-    def __init__(self, source: str, known=None):
+    def __init__(self, *sources: str, known=None):
         super().__init__()
-        self.source = source
-        self._thread: threading.Thread | None = None
+        self._threads: dict = {}
         self._made: dict = {}
-        if known is not None and source in known:
-            self[source] = known[source]
-        else:
-            self._thread = threading.Thread(target=self._draw, daemon=True)
-            self._thread.start()
+        for source in sources:
+            if known is not None and source in known:
+                self[source] = known[source]
+            else:
+                self.draw(source)
 
-    def _draw(self):
+    def draw(self, source: str) -> None:
+        """Start drawing ``source``."""
+        self._threads[source] = thread = threading.Thread(
+            target=self._draw, args=(source,), daemon=True
+        )
+        thread.start()
+
+    def _draw(self, source: str):
         try:
-            self._made["image"] = render.svg(self.source)
+            self._made[source] = ("image", render.svg(source))
         except Exception as exc:  # noqa: BLE001 - raised where the picture is read
-            self._made["error"] = exc
+            self._made[source] = ("error", exc)
 
     def get(self, key, default=None):
-        if key == self.source and self._thread is not None:
-            self._thread.join()
-            self._thread = None
-            if "error" in self._made:
-                raise self._made["error"]
-            self[key] = self._made["image"]
+        thread = self._threads.pop(key, None)
+        if thread is not None:
+            thread.join()
+            kind, made = self._made.pop(key)
+            if kind == "error":
+                raise made
+            self[key] = made
         return super().get(key, default)
 
 
@@ -261,6 +268,7 @@ def _graph(trace) -> dict:
         dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
     else:
         dot = render.to_dot(trace, None, subset=subset, fold=fold, rankdir=ways[0])
+    own = trace.own_graph and render.own_dot(trace.own_graph)  # a learner's, as they draw it
     return {
         "summary": summary,
         "fold": fold,
@@ -268,7 +276,7 @@ def _graph(trace) -> dict:
         "ways": ways,
         "dot": dot,
         "picture": picture or dot,
-        "drawing": _Drawing(picture or dot, known),
+        "drawing": _Drawing(picture or dot, *filter(None, [own]), known=known),
     }
 
 
@@ -287,12 +295,12 @@ def _checked_graph(trace, report, graph) -> tuple:
         dot = summary.dot = grouped.grouped_dot(trace, groups, opened, report)
         summary.static = grouped._static(trace, groups, opened, report)
         graph["picture"] = summary.static or dot
-        drawing = _Drawing(graph["picture"])
+        drawing.draw(graph["picture"])
     elif marked and not set(marked).isdisjoint(graph["drawn"]):
         dot = graph["picture"] = render.to_dot(
             trace, report, subset=subset, fold=fold, rankdir=rankdir
         )
-        drawing = _Drawing(dot)
+        drawing.draw(dot)
     if len(ways) < 2:
         return dot, None, drawing
     dots = {
