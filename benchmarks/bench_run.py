@@ -171,9 +171,7 @@ def _dot_time(repeat: int) -> float:
     source = render.to_dot(
         trace, None, subset=summary.shown if summary else None, fold=render.Folded(trace)
     )
-    return best(
-        {"dot": lambda: render.dot_process.collect(render.dot_process.submit(source))}, repeat
-    )["dot"]
+    return best({"dot": lambda: render.dot_process.draw(source)}, repeat)["dot"]
 
 
 def traced_run(target) -> Trace:

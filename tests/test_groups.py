@@ -491,3 +491,33 @@ y"""
     )
     assert result.error_in_exec is None
     assert len(ip.user_ns["out"]) == 4
+
+
+def test_the_static_picture_draws_a_big_table_as_one_box_saying_where_its_numbers_are(ip):
+    """The live view's picture draws every input; the static copy's lays out a table of more
+    than STATIC_INPUTS inputs as one box, and its Gradients table holds their numbers."""
+    from gradmagic.views import grouped, render
+    from gradmagic.views.widget import _graph, static_bundle
+
+    trace = _run(ip, MLP.replace("--max-nodes 20", "").replace("[4, 4, 1]", "[4, 8, 1]"))
+    graph = _graph(trace)
+    summary = graph["summary"]
+    tables = grouped.containers(trace, summary.groups.params)
+    counts = {n: sum(map(len, rows.values())) for n, rows in tables.items()}
+    big = [n for n, count in counts.items() if count > grouped.STATIC_INPUTS]
+    assert big and len(big) < len(tables)
+    assert graph["picture"] == summary.static != summary.dot
+    text = _svg_text(render.svg(summary.static))
+    for name in big:
+        assert f"{counts[name]:,} inputs: values and gradients in the Gradients table" in text
+    drawn = sum(counts[n] for n in tables if n not in big)
+    assert text.count("∇") == drawn  # the small tables drawn as before, a gradient an input
+    assert _svg_text(render.svg(summary.dot)).count("∇") == sum(counts.values())
+    page = static_bundle(trace, summary=summary, dot=graph["picture"], cache=graph["drawing"])
+    html = page["text/html"]
+    assert render.BOXED in html
+    gradients = html[html.index("<b>Gradients</b>") :]
+    for name in big:  # every input of a boxed table is a row of the Gradients table
+        for cells in tables[name].values():
+            for i in cells.values():
+                assert f">{trace.nodes[i].label}<" in gradients

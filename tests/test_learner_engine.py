@@ -494,3 +494,42 @@ def test_grade_judges_claims_in_the_grader_not_by_the_childs_verdict():
     report = _judge(forged, [], "", 1e-5, 1e-3, 10, 1024)
     assert report.outcome == "wrong" and report.rows[0].status == "fail"
     assert str(report).startswith("✗ 0 of 1 correct") and "\u2028" not in str(report)
+
+
+def test_the_view_draws_the_learners_own_graph_with_both_gradients(ip, capsys):
+    """Their objects, labels and ops as their draw_dot draws them, each grad field the true
+    gradient (central differences of the plain code) beside theirs; a hostile label is text."""
+    import base64
+    import math
+    import re
+
+    from gradmagic.views.render import own_dot, svg
+
+    sources = [buggy("tanh_derivative")]
+    setup = "x = Num(0.5, label='x<b>\"{|}</text>'); w = Num(-1.5, label='w')"
+    cell = "n = x * w + 0.25; n.label = 'n'\no = n.tanh(); o.label = 'o'\no.backward()\no"
+    trace, _ = magic(ip, sources, setup, cell, capsys)
+    ns = plain(sources + [setup], cell)[0]
+    own = trace.own_graph
+    nodes = own["nodes"]
+    assert nodes[0]["label"] == "o" and nodes[0]["op"] == "tanh"
+    by_label = {n["label"]: k for k, n in enumerate(nodes)}
+    assert {"o", "n", "w", 'x<b>"{|}</text>'} <= set(by_label)
+    assert {"tanh", "+", "*"} <= {n["op"] for n in nodes}
+    assert own["parents"][0] == [by_label["n"]]  # tanh's input is their n
+    dot = own_dot(own)
+    for name in ("x", "w"):
+        true, theirs = numeric(sources, setup, cell, name), ns[name].grad
+        assert abs(true - theirs) > 0.1  # (the planted bug shows on both)
+        assert f"|grad {true:.4g} · yours {theirs:.4g} ✗}}" in dot
+    target = f"|data {ns['o'].data:.4g}|grad 1 · yours 1 ✓}}"  # o: the seed, theirs and true
+    assert target in dot and ns["o"].data == pytest.approx(math.tanh(-0.5))
+    assert re.search(r"p0 \[[^\]]*label=\"tanh\"", dot) and f"u{by_label['n']} -> p0;" in dot
+    tab = payload(trace)["tabs"][0]
+    assert tab["id"] == "yours" and tab["kind"] == "picture" and tab["payload"]["dot"] == dot
+    page = static_bundle(trace, None, expected=trace.claims)["text/html"]
+    assert "Your graph" in page
+    images = [base64.b64decode(u).decode() for u in re.findall(r"base64,([A-Za-z0-9+/=]+)", page)]
+    drawn = next(image for image in images if "yours" in image)
+    assert svg(dot) in drawn
+    assert "x&lt;b&gt;&quot;{|}&lt;/text&gt;" in drawn and "<b>" not in drawn

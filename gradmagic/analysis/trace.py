@@ -218,6 +218,8 @@ class Trace:
         self.rerun: Any = None
         # a learner's own engine's gradients judged (an expect-kind CheckReport), or None
         self.claims: Any = None
+        # ... and their own graph as their draw_dot draws it (notebook.learner.drawing), or None
+        self.own_graph: dict | None = None
         self.steps: list = []  # a training loop: the loss at each backward() the cell called
         self.trained = False  # backward() was called on a node other than the target
         self.zero_grads: dict = {}  # label → 0: a function's inputs that do not reach the target

@@ -313,6 +313,7 @@ def _execute(
     trace = _trace(cell, ns, options, target, walk, named, settled, entry, counts)
     if claims is not None:
         trace.claims = learner.judge(trace, claims, options.atol, options.rtol)
+        trace.own_graph = learner.drawing(trace, claims, trace.claims)
     trace.steps = list(run.steps)
     # trained: backward() on another node of gradmagic's, or steps of a learner's engine
     trace.trained = any(r != id(target) for r in run.step_roots) or (

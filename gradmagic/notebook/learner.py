@@ -27,7 +27,7 @@ from ..core.tensor import Tensor
 from . import boundary
 from .boundary import path_text
 
-__all__ = ["is_engine_object", "engine_class", "owner_data", "collect", "name", "judge"]
+__all__ = ["is_engine_object", "engine_class", "owner_data", "collect", "name", "judge", "drawing"]
 
 LINKS = ("_prev", "_children", "children", "_parents", "parents", "prev", "_inputs", "_ctx")
 """Attributes in which a learner's engine keeps what an object was computed from."""
@@ -208,6 +208,9 @@ class Claims:
         self.index: list = []  # each item's position in the graph (-1: not in it)
         self.notes: list[str] = []
         self.judged = True  # False: their backward() failed, the objects are only named
+        self.links: list = []  # the first DRAWN of the target's graph: their links' positions
+        self.ops: list = []  # ... and their ``_op``
+        self.size = 0  # the objects in the target's graph (the first items)
 
 
 def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Claims:
@@ -242,6 +245,10 @@ def collect(owner, ns, roots, later=(), held=(), steps=(), parents=None) -> Clai
             f"The cell trained {len(steps)} steps ({claims.name}: {steps[0]:.6g} → "
             f"{steps[-1]:.6g}); this is the last step: its graph, from the numbers it started with."
         )
+    drawn, claims.size = graph[:DRAWN], len(graph)  # (their graph as the views draw it)
+    at = {id(v): k for k, v in enumerate(drawn)}
+    claims.links = [[at[id(p)] for p in parents.get(id(v), ()) if id(p) in at] for v in drawn]
+    claims.ops = [op if isinstance(op := getattr(v, "_op", ""), str) else "" for v in drawn]
     items, first, shared = claims.items, set(), set()
     try:
         for v in objects:
@@ -427,6 +434,34 @@ def judge(trace, claims: Claims, atol: float, rtol: float) -> CheckReport:
         columns=("true", "your .grad"),
         unchecked="your engine's objects hold no number of the graph",
     )
+
+
+DRAWN = 300  # the most of the learner's objects their graph draws
+
+
+def drawing(trace, claims: Claims, report: CheckReport) -> dict:
+    """The learner's own graph as plain data for the views, as their ``draw_dot`` draws it:
+    ``nodes`` (the target first; each its ``label``, ``op``, ``data``, their ``.grad`` as
+    ``yours``, the ``true`` gradient, ``ok``: the verdict on that number, None if unjudged),
+    ``parents`` (each node's inputs, by position) and ``total`` (the objects in their graph:
+    past ``DRAWN``, the first ones reached from the target are drawn)."""
+    rows = {r.index: r for r in report.rows}
+    nodes = []
+    for k, ((v, data, grad, _, _), i) in enumerate(zip(claims.items, claims.index)):
+        if k >= len(claims.links):
+            break
+        row = rows.get(i)
+        nodes.append(
+            {
+                "label": _label(v),
+                "op": claims.ops[k],
+                "data": trace._data(i) if i >= 0 else _numbers(data, data),
+                "yours": grad,
+                "true": trace._grad(i) if i >= 0 else None,
+                "ok": None if row is None else row.ok,
+            }
+        )
+    return {"nodes": nodes, "parents": claims.links, "total": claims.size}
 
 
 boundary.is_engine_object, boundary.engine_class = is_engine_object, engine_class  # (see there)

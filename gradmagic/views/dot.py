@@ -502,3 +502,59 @@ def legend_html() -> str:
         for key, text in LEGEND_LINES
     ]
     return f'<p class="gradmagic-legend" style="margin:2px 0; font-size:12px">{"".join(items)}</p>'
+
+
+def own_dot(own: dict) -> str:
+    """The DOT of a learner's own graph (:func:`gradmagic.notebook.learner.drawing`) as their
+    ``draw_dot`` draws it: a record a learner's object (its ``label``, ``data`` and ``grad``),
+    its ``_op`` an ellipse between it and its inputs; the grad field holds the true gradient
+    beside theirs (``grad 2 · yours 1 ✗``), a wrong one drawn red. Object ``k`` is DOT node
+    ``u{k}`` (the target ``u0``), its op ``p{k}``."""
+    nodes = own["nodes"]
+    lines = [
+        "digraph gradmagic {",
+        f'  graph [rankdir=LR, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
+        f"{layout_attrs(len(nodes))}];",
+        '  node [fontname="Helvetica", fontsize=10, penwidth=1];',
+        '  edge [color="#6b7280", arrowsize=0.6];',
+    ]
+    for k, (node, inputs) in enumerate(zip(nodes, own["parents"])):
+        wrong = node["ok"] is False
+        grad = f"grad {figure(node['true'])} · " if node["true"] is not None else ""
+        grad += f"yours {figure(node['yours'])}"
+        grad += "" if node["ok"] is None else " ✓" if node["ok"] else " ✗"
+        fields = [node["label"], f"data {figure(node['data'])}", grad]
+        attrs = {
+            "shape": "record",
+            "label": "{" + "|".join(escape_record(f) for f in fields) + "}",
+            "style": "filled",
+            "fillcolor": FILL["fail" if wrong else "target" if k == 0 else "value"],
+            "color": LINE["fail" if wrong else "plain"],
+        }
+        if wrong:
+            attrs["penwidth"] = "2"
+        lines.append(f"  u{k} [{_attrs(attrs)}];")
+        head = f"u{k}"
+        if node["op"]:
+            op = {"shape": "ellipse", "label": escape_string(node["op"]), "style": "filled"}
+            op.update(fillcolor=FILL["op"], color=LINE["plain"], margin="0.04,0.02", height="0.22")
+            lines += [f"  p{k} [{_attrs(op)}];", _edge(f"p{k}", head)]
+            head = f"p{k}"
+        lines += [_edge(f"u{p}", head) for p in dict.fromkeys(inputs)]
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def own_note(own: dict) -> str:
+    """What the learner's own graph shows, in a sentence (and how much of it is drawn)."""
+    drawn, total = len(own["nodes"]), own["total"]
+    part = (
+        f" The first {drawn:,} of your {total:,} objects reached from the target are drawn."
+        if total > drawn
+        else ""
+    )
+    return (
+        "Your objects as your draw_dot draws them: label, data and grad, each _op between an "
+        "object and its inputs. A grad field holds the true gradient, then your .grad "
+        f"(✗ and red where yours is wrong).{part}"
+    )

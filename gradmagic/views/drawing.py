@@ -65,7 +65,6 @@ class DotServer:
         self._key = None  # (pid, dot's path) the process was started for
         self._count = 0
         self._registered = False
-        self._pending = None  # the DotJob dot is working on
 
     def _start(self, dot: str):
         self._stop()
@@ -73,6 +72,8 @@ class DotServer:
             _dot_argv(dot), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         self._key = (os.getpid(), dot)
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            _widen(pipe)
         if not self._registered:
             atexit.register(self.close)
             self._registered = True
@@ -102,17 +103,16 @@ class DotServer:
             except Exception:  # noqa: BLE001
                 pass
 
-    def submit(self, source: str):
-        """Hand ``source`` to dot and return at once: :meth:`collect` gives its SVG.
+    def draw(self, source: str) -> str | None:
+        """The SVG of ``source``, None when this way cannot give it (no ``dot``, Windows, dot
+        rejected the graph or died: a one-shot ``dot`` then says why).
 
-        dot lays it out in its own process meanwhile (no thread here, so nothing
-        waits for the GIL). None when this way cannot draw (no ``dot``, Windows).
+        Raises :class:`DrawError` when dot took longer than ``TIMEOUT`` (it is ended).
         """
         dot = shutil.which("dot")
         if dot is None or not hasattr(select, "poll"):  # (Windows: no poll() on pipes)
             return None
         with self._lock:
-            self._finish()  # one graph in flight at a time
             try:
                 if (
                     self._proc is None
@@ -122,45 +122,22 @@ class DotServer:
                     self._start(dot)
                 self._count += 1
                 marker = f"gm_end_{os.getpid()}_{self._count}"
-                proc = self._proc
+                proc, started = self._proc, time.monotonic()
                 proc.stdin.write(source.encode() + f"\ndigraph {marker} {{}}\n".encode())
                 proc.stdin.flush()
-            except Exception:  # noqa: BLE001 - a broken pipe: start afresh next time
+                out = self._read(proc, f"<!-- Title: {marker} ".encode(), started)
+            except TimeoutError:
+                self._stop()
+                raise DrawError(_too_slow()) from None
+            except Exception:  # noqa: BLE001 - a broken pipe, dot died: start afresh next time
                 self._stop()
                 return None
-            job = self._pending = DotJob(proc, marker)
-            job.started = time.monotonic()
-            return job
-
-    def collect(self, job) -> str | None:
-        """The SVG of a :meth:`submit`-ted graph, None if dot could not give it.
-
-        Raises :class:`DrawError` when dot took longer than ``TIMEOUT`` (it is ended).
-        """
-        with self._lock:
-            if self._pending is job:
-                self._finish()
-        if job.error is not None:
-            raise DrawError(job.error)
-        return job.image()
-
-    def _finish(self):
-        """Read the graph in flight (with the lock held)."""
-        job, self._pending = self._pending, None
-        if job is None:
-            return
-        try:
-            job.out = self._read(job.proc, f"<!-- Title: {job.marker} ".encode(), job.started)
-        except TimeoutError:
-            job.error = _too_slow()
-            self._stop()
-        except Exception:  # noqa: BLE001 - dot died (out of memory): start afresh next time
-            self._stop()
-
-    def draw(self, source: str) -> str | None:
-        """The SVG of ``source``, or None when this way cannot give it (use a one-shot ``dot``)."""
-        job = self.submit(source)
-        return None if job is None else self.collect(job)
+        text = out.decode("utf-8", errors="replace")
+        start = text.find("<svg")
+        if start < 0:  # dot rejected the graph: only the marker was drawn
+            return None
+        # dot names a later graph's group as a page of a document ("page0,1_graph0")
+        return _PAGE_ID.sub('<g id="graph0"', text[start:], count=1)
 
     def _read(self, proc, marker: bytes, started: float) -> bytes:
         """Everything dot writes before ``marker``'s picture (then reads past that picture)."""
@@ -176,28 +153,24 @@ class DotServer:
             left = started + self.TIMEOUT - time.monotonic()
             if left <= 0 or not poller.poll(left * 1000):
                 raise TimeoutError("dot gave no answer")
-            chunk = os.read(fd, 1 << 16)
+            chunk = os.read(fd, PIPE_BYTES)
             if not chunk:
                 raise EOFError("dot ended")
             buf += chunk
 
 
-class DotJob:
-    """One graph handed to :class:`DotServer`: ``out`` is what dot wrote for it."""
+PIPE_BYTES = 1 << 20  # a pipe to or from dot holds a big graph or picture whole
 
-    def __init__(self, proc, marker: str):
-        self.proc, self.marker, self.out, self.error = proc, marker, None, None
-        self.started = 0.0
 
-    def image(self) -> str | None:
-        if self.out is None:
-            return None
-        text = self.out.decode("utf-8", errors="replace")
-        start = text.find("<svg")
-        if start < 0:  # dot rejected the graph: only the marker was drawn
-            return None
-        # dot names a later graph's group as a page of a document ("page0,1_graph0")
-        return _PAGE_ID.sub('<g id="graph0"', text[start:], count=1)
+def _widen(pipe) -> None:
+    """Let ``pipe`` hold ``PIPE_BYTES`` (Linux): dot then writes a picture of a few hundred
+    KB at once instead of waiting, a 64 KB piece at a time, for a busy kernel to read it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError, ValueError):  # (another system, or a lower limit)
+        pass
 
 
 dot_process = DotServer()

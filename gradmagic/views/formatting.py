@@ -117,6 +117,20 @@ def md_code(text: str) -> str:
     return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(pieces))
 
 
+def column_figures(trace, rows, column: str = "data", whole: bool = False) -> list:
+    """:func:`figure` (``whole``: :func:`full`) of the data (or grad) of nodes ``rows``, a
+    column at a time: numbers straight from the trace's columns, arrays one by one."""
+    rows = list(rows)
+    out = column_text(trace, rows, column, 8 if whole else 4)
+    arrays = trace.tensor_data if column == "data" else trace.tensor_grad
+    if arrays:
+        write = full if whole else figure
+        for k, i in enumerate(rows):
+            if i in arrays:
+                out[k] = write(arrays[i])
+    return out
+
+
 def column_text(trace, rows, column: str = "data", digits: int = 6) -> list:
     """``fmt`` of the data (or grad) of nodes ``rows``, read from the trace's columns.
 

@@ -12,9 +12,11 @@ value ``v<i>`` as in the whole graph, an input table ``t<k>`` with a port ``i<i>
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import re
+import weakref
 
 from ..analysis.groups import Grouping, View
 from . import dot, render
@@ -46,12 +48,22 @@ def _place(label: str) -> tuple:
 
 def containers(trace, params: list) -> dict:
     """The inputs as tables: ``table name`` → ``{row: {column: node index}}`` (see
-    :func:`_place`), so that a model's weights read as a grid, a neuron a row."""
+    :func:`_place`), so that a model's weights read as a grid, a neuron a row. (Kept for the
+    trace's last ``params``: the picture and the live view's cells read the same tables.)"""
+    key = tuple(params)
+    kept = _TABLES.get(trace)
+    if kept is not None and kept[0] == key:
+        return kept[1]
     out: dict = {}
     places = [(_place(trace.nodes[i].label or f"input {i}"), i) for i in params]
     for (table, row, column), i in sorted(places, key=lambda p: tuple(map(_natural, p[0]))):
         out.setdefault(table, {}).setdefault(row, {})[column] = i
+    with contextlib.suppress(TypeError):  # (a trace that takes no weak reference)
+        _TABLES[trace] = (key, out)
     return out
+
+
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def gradient_cells(trace, params: list) -> list:
@@ -92,17 +104,21 @@ def _table(trace, name: str, rows: dict, target: int) -> str:
     blocks = [columns[a : a + COLUMNS] for a in range(0, len(columns), COLUMNS)] or [[]]
     width = min(len(columns), COLUMNS) + (1 if any(rows) else 0)
     out = [f'<TR><TD COLSPAN="{width}" ALIGN="LEFT"><B>{html.escape(dot.clip(name))}</B></TD></TR>']
+    ids = [i for cells in rows.values() for i in cells.values()]
+    shown = dict(
+        zip(ids, zip(render.column_figures(trace, ids), render.column_figures(trace, ids, "grad")))
+    )
     for block in blocks:
-        out += _rows(trace, rows, block, any(rows))
+        out += _rows(shown, rows, block, any(rows))
     return (
         f'<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1" '
         f'BGCOLOR="{fill}" COLOR="{render.LINE["plain"]}">{"".join(out)}</TABLE>>'
     )
 
 
-def _rows(trace, rows: dict, columns: list, named_rows: bool) -> list:
+def _rows(shown: dict, rows: dict, columns: list, named_rows: bool) -> list:
     """The rows of one block of columns: their names, then each row's values over its
-    gradients."""
+    gradients (``shown``: each input's value and gradient written)."""
     out = []
     if any(columns):
         out.append(
@@ -121,11 +137,10 @@ def _rows(trace, rows: dict, columns: list, named_rows: bool) -> list:
                 values.append("<TD></TD>")
                 grads.append("<TD></TD>")
                 continue
-            node = trace.nodes[i]
-            values.append(_cell(render.figure(node.data), ALIGN="RIGHT"))
+            data, grad = shown[i]
+            values.append(_cell(data, ALIGN="RIGHT"))
             grads.append(
-                f'<TD ALIGN="RIGHT"><FONT COLOR="{_GRAD}">'
-                f"∇{html.escape(render.figure(node.grad))}</FONT></TD>"
+                f'<TD ALIGN="RIGHT"><FONT COLOR="{_GRAD}">∇{html.escape(grad)}</FONT></TD>'
             )
         head = _cell(row, ROWSPAN="2", ALIGN="LEFT") if named_rows else ""
         out.append(f"<TR>{head}{''.join(values)}</TR><TR>{''.join(grads)}</TR>")
@@ -158,12 +173,21 @@ def _node_id(key: str, where: dict) -> str:
     return f'"g:{key}"'
 
 
+STATIC_INPUTS = 24  # the most inputs a table of the static picture draws one by one
+
+
 def grouped_dot(
-    trace, grouping: Grouping | None = None, opened=None, report=None, view: View | None = None
+    trace,
+    grouping: Grouping | None = None,
+    opened=None,
+    report=None,
+    view: View | None = None,
+    bound: bool = False,
 ) -> str:
     """The DOT of ``trace`` grouped by its code, with the groups ``opened`` opened
     (None: the default view, :meth:`Grouping.opened_by_default`); ``view`` is the grouping's
-    view of them when the caller has it."""
+    view of them when the caller has it. ``bound`` (the static copy's picture): a table of
+    more than ``STATIC_INPUTS`` inputs is one box saying where its numbers are."""
     grouping = Grouping(trace) if grouping is None else grouping
     view = grouping.view(opened) if view is None else view
     target = trace.n - 1
@@ -179,7 +203,16 @@ def grouped_dot(
         for cells in rows.values():
             for i in cells.values():
                 where[f"n{i}"] = f"t{k}"
-        lines.append(f"  t{k} [shape=plaintext, label={_table(trace, name, rows, target)}];")
+        count = sum(map(len, rows.values()))
+        if bound and count > STATIC_INPUTS:
+            said = (
+                f"{dot.clip(name)}\n{count:,} inputs: values and gradients in the Gradients table"
+            )
+            box = {"shape": "box", "style": "filled", "label": render.escape_string(said)}
+            box.update(fillcolor=render.FILL["leaf"], color=render.LINE["plain"])
+            lines.append(f"  t{k} [{dot._attrs(box)}];")
+        else:
+            lines.append(f"  t{k} [shape=plaintext, label={_table(trace, name, rows, target)}];")
     body = _frame_bodies(trace, view, target, render.statuses(report))
     lines += body[None]
     lines += _frames(view, body)
@@ -281,6 +314,7 @@ def summarise(trace, max_nodes=None, report=None):
     view = grouping.view(opened)
     summary.shown = sorted(i for i in set(view.nodes) | set(view.params) if not trace.constant[i])
     summary.dot = grouped_dot(trace, grouping, opened, report, view)
+    summary.static = _static(trace, grouping, opened, report, view)
     summary.groups = grouping
     why = summary.note.split(":", 1)[0]
     summary.note = (
@@ -290,3 +324,14 @@ def summarise(trace, max_nodes=None, report=None):
     )
     summary.hint = "Click a box to open it, a frame's title to close it."
     return summary
+
+
+def _static(trace, grouping, opened=None, report=None, view=None) -> str | None:
+    """The static copy's picture when it draws less than the live view's (a big input table
+    as one box: no one reads hundreds of numbers in an image, and Graphviz lays each out);
+    None when it draws the same."""
+    view = grouping.view(opened) if view is None else view
+    tables = containers(trace, view.params).values()
+    if all(sum(map(len, rows.values())) <= STATIC_INPUTS for rows in tables):
+        return None
+    return grouped_dot(trace, grouping, opened, report, view, bound=True)

@@ -39,6 +39,8 @@ from .dot import (  # noqa: F401 - re-exported
     op_label,
     op_labels,
     op_symbol,
+    own_dot,
+    own_note,
     statuses,
     to_dot,
     use_count,
@@ -55,6 +57,7 @@ from .formatting import (  # noqa: F401 - re-exported
     FILL,
     LINE,
     UNDEFINED,
+    column_figures,
     column_text,
     figure,
     fmt,
@@ -114,6 +117,8 @@ __all__ = [
     "svg",
     "fit",
     "graph_html",
+    "own_dot",
+    "own_graph_html",
     "legend_html",
     "op_label",
     "node_order",
@@ -122,6 +127,7 @@ __all__ = [
     "nodes_table_html",
     "table_html",
     "nodes_table_text",
+    "column_figures",
     "column_text",
     "op_labels",
     "flags_text",
@@ -175,7 +181,7 @@ def graph_html(
             f"{md_code(summary.note)}</p>"
         )
     if dot is None and summary is not None and summary.dot is not None:
-        dot = summary.dot  # a picture grouped by the code: text kept at 10 px, the rest scrolls
+        dot = summary.static or summary.dot  # grouped by the code: text kept at 10 px, it scrolls
         shrink = GROUPED_SHRINK
     else:
         shrink = SHRINK
@@ -196,12 +202,36 @@ def graph_html(
                 cache[source] = image
     except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
         return "".join(parts) + graph_failure_html(exc, source)
+    if summary is not None and summary.static is not None and source == summary.static:
+        parts.append(f'<p style="margin:0 0 4px 0">{html.escape(BOXED)}</p>')
     parts.append(
         f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">'
         f"{fit(image, shrink)}</div>"
     )
     parts.append(legend_html())
     return "".join(parts)
+
+
+BOXED = (
+    "Here a table of more than 24 inputs is one box (the live view draws each): their values "
+    "and gradients are in the Gradients table below."
+)
+
+
+def own_graph_html(own: dict, cache: dict | None = None) -> str:
+    """A learner's own graph (:func:`own_dot`) as a picture, with what it shows (``cache``:
+    DOT → SVG, as :func:`graph_html`'s)."""
+    source = own_dot(own)
+    try:
+        image = cache.get(source) if cache is not None else None
+        image = svg(source) if image is None else image
+    except Exception as exc:  # noqa: BLE001 - any Graphviz failure becomes a message
+        return graph_failure_html(exc, source)
+    note = f'<p style="margin:0 0 4px 0">{html.escape(own_note(own))}</p>'
+    return (
+        note
+        + f'<div style="overflow:auto; max-width:100%; max-height:{GRAPH_HEIGHT}px">{fit(image)}</div>'
+    )
 
 
 def choose_dot(trace, report=None, *, subset=None, fold=None, cache=None, **options) -> str:
@@ -381,6 +411,9 @@ def static_html(
     steps = getattr(trace, "steps", None) or []
     if len(steps) > 1:  # a training loop of the learner's engine: its loss per step
         out.append(_section("Training", steps_svg(steps)))
+    own = getattr(trace, "own_graph", None)  # a learner's engine: their graph, as they draw it
+    if own and own["nodes"]:
+        out.append(_section("Your graph", own_graph_html(own, cache)))
     graph = len(out)  # made last: the picture may still be being drawn (see widget._Drawing)
     out.append("")
     if report is not None:

@@ -30,6 +30,7 @@ class Summary:
     note: str  # why and how to see more
     dot: str | None = None  # the picture's DOT when it is not the nodes ``shown`` (grouped)
     groups: object = None  # the analysis.groups.Grouping the picture was made from
+    static: str | None = None  # the static copy's DOT when it draws less than ``dot`` (grouped)
     hint: str = ""  # what a click does: said by the live view only (a static picture is inert)
 
 

@@ -143,23 +143,34 @@ def _flag_words(node, status) -> str:
     return ", ".join(_flags(node, status))
 
 
-def _node_entry(trace, i, fold, status) -> dict:
-    """A drawn node's entry, without its explanation (:func:`_explained`)."""
+def _node_entry(trace, i, fold, status, numbers) -> dict:
+    """A drawn node's entry, without its explanation (:func:`_explained`); ``numbers`` are
+    its data and grad written short and whole (:func:`_numbers`)."""
     node = trace.nodes[i]
-    data, grad, parents, shape = node.data, node.grad, node.parents, node.shape
+    parents, shape = node.parents, node.shape
+    data, grad, data_full, grad_full = numbers
     return {
         "name": node.name,
         "label": node.label,
         "op": render.op_label(trace, i, fold) if parents else "",
         "shape": render.dims(shape) if shape is not None else "",
-        "data": render.figure(data),
-        "grad": render.figure(grad),
-        "dataFull": render.full(data),
-        "gradFull": render.full(grad),
+        "data": data,
+        "grad": grad,
+        "dataFull": data_full,
+        "gradFull": grad_full,
         "parents": [int(p) for p in parents if p not in fold],
         "leaf": bool(node.is_leaf),
         "flags": _flags(node, status.get(i)),
     }
+
+
+def _numbers(trace, rows) -> list:
+    """Each row's (data, grad, whole data, whole grad) as the entries write them, a column
+    at a time (:func:`~gradmagic.views.formatting.column_figures`)."""
+    columns = [
+        render.column_figures(trace, rows, c, w) for w in (False, True) for c in ("data", "grad")
+    ]
+    return list(zip(*columns))
 
 
 def use_counts(trace) -> list:
@@ -414,6 +425,14 @@ def _training_tab(trace, report, context) -> dict | None:
     return {"id": "training", "title": "Training", "kind": "html", "payload": {"html": html}}
 
 
+def _own_tab(trace, report, context) -> dict | None:
+    own = getattr(trace, "own_graph", None)  # a learner's engine: their graph, as they draw it
+    if not own or not own["nodes"]:
+        return None
+    payload = {"dot": render.own_dot(own), "note": render.own_note(own)}
+    return {"id": "yours", "title": "Your graph", "kind": "picture", "payload": payload}
+
+
 def _graph_tab(trace, report, context) -> dict:
     return {"id": "graph", "title": "Graph", "kind": "graph", "payload": {}}
 
@@ -430,6 +449,7 @@ def _backward_tab(trace, report, context) -> dict:
 #: Makers of the widget's tabs, in order: ``(trace, report, context) -> tab | None``.
 #: ``context`` has ``fold``, ``drawn``, ``children``, ``expected``, ``torch``.
 TAB_MAKERS = [
+    _own_tab,
     _answers_tab,
     _training_tab,
     _graph_tab,
@@ -551,8 +571,8 @@ def _node_entries(trace, report, drawn, drawn_set, fold, explained=True) -> dict
     :func:`_explainer`)."""
     status = render.statuses(report)
     entries = {}
-    for i in drawn:
-        entry = _node_entry(trace, i, fold, status)
+    for i, numbers in zip(drawn, _numbers(trace, drawn)):
+        entry = _node_entry(trace, i, fold, status, numbers)
         entry["parents"] = [p for p in entry["parents"] if p in drawn_set]
         entries[str(i)] = entry
     if explained:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import html
 import secrets
+import threading
 import weakref
 import json
 from collections import OrderedDict
@@ -209,28 +210,45 @@ def static_bundle(
 
 
 class _Drawing(SvgCache):
-    """An SVG cache whose one drawing ``dot`` is making while the rest of the display is built.
+    """An SVG cache whose drawings ``dot`` is making while the rest of the display is built.
 
-    The graph is handed to the kernel's ``dot`` process (:func:`gradmagic.views.render.svg`)
-    first and its answer read when the static copy needs the picture: dot's 1-15 ms run
-    beside the Python work instead of after it.
+    Each graph is handed to Graphviz (:func:`gradmagic.views.render.svg`) on a thread of its
+    own, which only waits on ``dot``'s pipes: the layout and the writing of a big DOT run
+    beside the Python work instead of before or after it, and the static copy reads a
+    picture when it needs it (a failure is raised then, and said there).
     """
 
-    def __init__(self, source: str, known=None):
+    def __init__(self, *sources: str, known=None):
         super().__init__()
-        self.source = source
-        if known is not None and source in known:
-            self[source] = known[source]
-            self._job = None
-        else:
-            self._job = render.dot_process.submit(source)
+        self._threads: dict = {}
+        self._made: dict = {}
+        for source in sources:
+            if known is not None and source in known:
+                self[source] = known[source]
+            else:
+                self.draw(source)
+
+    def draw(self, source: str) -> None:
+        """Start drawing ``source``."""
+        self._threads[source] = thread = threading.Thread(
+            target=self._draw, args=(source,), daemon=True
+        )
+        thread.start()
+
+    def _draw(self, source: str):
+        try:
+            self._made[source] = ("image", render.svg(source))
+        except Exception as exc:  # noqa: BLE001 - raised where the picture is read
+            self._made[source] = ("error", exc)
 
     def get(self, key, default=None):
-        if key == self.source and self._job is not None:
-            job, self._job = self._job, None
-            image = render.dot_process.collect(job)
-            if image is not None:  # else the static copy asks dot again and says why
-                self[key] = image
+        thread = self._threads.pop(key, None)
+        if thread is not None:
+            thread.join()
+            kind, made = self._made.pop(key)
+            if kind == "error":
+                raise made
+            self[key] = made
         return super().get(key, default)
 
 
@@ -243,37 +261,46 @@ def _graph(trace) -> dict:
     drawn = render.drawn_nodes(trace, summary, fold)
     ways = render.directions(trace, drawn)
     known = SvgCache()
+    picture = None  # the static copy's DOT when it is not the live view's
     if summary is not None and summary.dot is not None:  # grouped by the code: left to right
-        dot, ways = summary.dot, ("LR",)
+        dot, ways, picture = summary.dot, ("LR",), summary.static
     elif len(ways) > 1:  # a small graph: both directions drawn (a few ms), the fitting one kept
         dot = render.choose_dot(trace, None, subset=subset, fold=fold, cache=known)
     else:
         dot = render.to_dot(trace, None, subset=subset, fold=fold, rankdir=ways[0])
+    own = trace.own_graph and render.own_dot(trace.own_graph)  # a learner's, as they draw it
     return {
         "summary": summary,
         "fold": fold,
         "drawn": drawn,
         "ways": ways,
         "dot": dot,
-        "drawing": _Drawing(dot, known),
+        "picture": picture or dot,
+        "drawing": _Drawing(picture or dot, *filter(None, [own]), known=known),
     }
 
 
 def _checked_graph(trace, report, graph) -> tuple:
     """(dot, dots, drawing) after the check: drawn again only if the check marks a drawn
-    node; ``dots`` has a small graph in both directions (the live view picks one)."""
+    node; ``dots`` has a small graph in both directions (the live view picks one). The
+    static copy's DOT, if made again, is ``graph["picture"]``."""
     summary, fold, ways = graph["summary"], graph["fold"], graph["ways"]
     subset = summary.shown if summary else None
     dot, drawing = graph["dot"], graph["drawing"]
     rankdir = "TB" if "rankdir=TB" in dot[:120] else "LR"
     marked = [i for i, status in render.statuses(report).items() if status in render.MARKED]
     if marked and summary is not None and summary.groups is not None:
-        opened = summary.groups.opened_by_default()
-        dot = summary.dot = grouped.grouped_dot(trace, summary.groups, opened, report)
-        drawing = _Drawing(dot)
+        groups = summary.groups
+        opened = groups.opened_by_default()
+        dot = summary.dot = grouped.grouped_dot(trace, groups, opened, report)
+        summary.static = grouped._static(trace, groups, opened, report)
+        graph["picture"] = summary.static or dot
+        drawing.draw(graph["picture"])
     elif marked and not set(marked).isdisjoint(graph["drawn"]):
-        dot = render.to_dot(trace, report, subset=subset, fold=fold, rankdir=rankdir)
-        drawing = _Drawing(dot)
+        dot = graph["picture"] = render.to_dot(
+            trace, report, subset=subset, fold=fold, rankdir=rankdir
+        )
+        drawing.draw(dot)
     if len(ways) < 2:
         return dot, None, drawing
     dots = {
@@ -340,7 +367,7 @@ def mimebundle(trace, publish=None) -> dict:
         cache=drawing,
         summary=summary,
         fold=fold,
-        dot=dot,
+        dot=graph["picture"],
         gradients=gradients["payload"],
     )
     return _shown(static, view, publish, lambda: one_line(trace, report, expected))

@@ -157,23 +157,24 @@ export class LiveView {
   context() {
     return {
       model: this.model, data: this.data, panel: this.panel,
-      graph: (kind, fields) => this.graph(kind, fields), select: (i) => this.select(i), on: (e, f) => this.on(e, f),
+      graph: (kind, fields, dot) => this.graph(kind, fields, dot), select: (i) => this.select(i), on: (e, f) => this.on(e, f),
     };
   }
 
-  // A GraphView of the run's graph, laid out by Graphviz; `ready` resolves to the view.
-  // `fields` (index -> text): the widest text a stepped tab writes in a value's grad field,
-  // which the layout makes room for (fields.js).
-  graph(kind, fields = null) {
+  // A GraphView of the run's graph (or of `source`, another picture's DOT), laid out by
+  // Graphviz; `ready` resolves to the view. `fields` (index -> text): the widest text a stepped
+  // tab writes in a value's grad field, which the layout makes room for (fields.js).
+  graph(kind, fields = null, source = null) {
     const view = new GraphView({
       onClick: (node, e) => NODE_CLICKS[node.kind]?.(this, node, e),
       onHover: this.tip.hover,
     });
     const started = performance.now();
-    this.chosen ||= this.choose();
+    if (!source) this.chosen ||= this.choose();
     const entry = { kind, view };
     const saved = kind === "graph" ? this.openedTabs().graph : null; // groups opened before
-    entry.ready = (saved && saved.dot ? Promise.resolve(saved.dot) : this.chosen).then(async (chosen) => {
+    const dot = source || (saved && saved.dot) || null;
+    entry.ready = (dot ? Promise.resolve(dot) : this.chosen).then(async (chosen) => {
       const { dot, grads } = widenFields(chosen, fields);
       const svg = await layout(this.model, dot);
       view.el.dataset.layoutMs = String(Math.round(performance.now() - started));

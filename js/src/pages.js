@@ -1,7 +1,7 @@
 // The tab kinds the kernel sends, each made into a page by a function of (payload, ctx):
 //   -> {page: the element, entry?: {view, ready, show(), stepper?}} (entry: a page with a graph)
-// ctx (made by the live view) has model, data (the run), graph(kind, fields?) (a GraphView laid out
-// with the run's DOT, destroyed with the view), select(i) and on(event, f) (a model listener
+// ctx (made by the live view) has model, data (the run), graph(kind, fields?, dot?) (a GraphView laid
+// out with the run's DOT or the one given, destroyed with the view), select(i) and on(event, f) (a model listener
 // removed with the view). Another kind of tab adds a function to PAGES.
 
 import { codeSpans, h, legend } from "./dom.js";
@@ -26,6 +26,17 @@ function graphPage(payload, ctx) {
   return { page, entry };
 }
 
+// another picture than the run's graph (a learner's own graph): its DOT, a note above it
+function picturePage(payload, ctx) {
+  const page = h("div", { class: "gm-page" }, h("p", { class: "gm-summary", text: payload.note }));
+  const entry = ctx.graph("picture", null, payload.dot);
+  page.append(entry.view.el);
+  entry.show = () => entry.ready.then((v) => {
+    if (!v.view) v.initialView(0, WHOLE_TEXT_PX / FONT_PT); // (u0: the target)
+  });
+  return { page, entry };
+}
+
 function htmlPage(payload) {
   const page = h("div", { class: "gm-page" });
   page.innerHTML = payload.html; // made by gradmagic's Python with every name escaped
@@ -38,4 +49,5 @@ export const PAGES = {
   steps: stepsPage,
   table: (payload) => ({ page: h("div", { class: "gm-page" }, table(payload)) }),
   html: htmlPage,
+  picture: picturePage,
 };

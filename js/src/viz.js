@@ -35,7 +35,7 @@ async function loadViz(model) {
 }
 
 // Graphviz, one instance per page (a failed load is tried again by the next view).
-function viz(model) {
+export function viz(model) {
   if (!globalThis[VIZ_KEY]) {
     globalThis[VIZ_KEY] = loadViz(model);
     globalThis[VIZ_KEY].catch(() => { delete globalThis[VIZ_KEY]; });

@@ -23,11 +23,13 @@
 import { LiveView, NODE_CLICKS } from "./liveview.js";
 import { PAGES } from "./pages.js";
 import { TORCH_CLICKS, TORCH_PAGES } from "./torch.js";
+import { viz } from "./viz.js";
 
 Object.assign(PAGES, TORCH_PAGES);
 Object.assign(NODE_CLICKS, TORCH_CLICKS);
 
 function render({ model, el }) {
+  viz(model).catch(() => {}); // (loaded while the view is built: its first layout waits less)
   let view = new LiveView(model, el);
   const again = () => {
     view.destroy();
