@@ -11,6 +11,8 @@ in a learner's ``Value`` after calling its ``backward()`` to whether the learner
 engine is right at that point of the notebook.
 """
 
+import learner_engines
+
 VALUE_V1 = """
 class Value:
     def __init__(self, data, _children=(), _op="", label=""):
@@ -30,8 +32,9 @@ class Value:
         return Value(self.data * other.data, (self, other), "*")
 """
 
-# the chain rule as closures; the slip: = where += belongs in __add__ and __mul__
-VALUE_V2 = """
+# the chain rule as closures, grown twice: first with the slip (= where += belongs),
+# then fixed, with numbers on either side and the other operations (see _grown)
+_CLOSURES = """
 import math
 
 class Value:
@@ -47,18 +50,20 @@ class Value:
         return f"Value(data={self.data})"
 
     def __add__(self, other):
+        WRAP
         out = Value(self.data + other.data, (self, other), "+")
         def _backward():
-            self.grad = 1.0 * out.grad
-            other.grad = 1.0 * out.grad
+            self.grad SET 1.0 * out.grad
+            other.grad SET 1.0 * out.grad
         out._backward = _backward
         return out
 
     def __mul__(self, other):
+        WRAP
         out = Value(self.data * other.data, (self, other), "*")
         def _backward():
-            self.grad = other.data * out.grad
-            other.grad = self.data * out.grad
+            self.grad SET other.data * out.grad
+            other.grad SET self.data * out.grad
         out._backward = _backward
         return out
 
@@ -67,7 +72,7 @@ class Value:
         t = (math.exp(2 * x) - 1) / (math.exp(2 * x) + 1)
         out = Value(t, (self,), "tanh")
         def _backward():
-            self.grad = (1 - t**2) * out.grad
+            self.grad SET (1 - t**2) * out.grad
         out._backward = _backward
         return out
 
@@ -83,42 +88,9 @@ class Value:
         self.grad = 1.0
         for node in reversed(topo):
             node._backward()
-"""
+MORE"""
 
-# the fix (+=), the other operations, numbers on either side
-VALUE_V3 = """
-import math
-
-class Value:
-    def __init__(self, data, _children=(), _op="", label=""):
-        self.data = data
-        self.grad = 0.0
-        self._backward = lambda: None
-        self._prev = set(_children)
-        self._op = _op
-        self.label = label
-
-    def __repr__(self):
-        return f"Value(data={self.data})"
-
-    def __add__(self, other):
-        other = other if isinstance(other, Value) else Value(other)
-        out = Value(self.data + other.data, (self, other), "+")
-        def _backward():
-            self.grad += 1.0 * out.grad
-            other.grad += 1.0 * out.grad
-        out._backward = _backward
-        return out
-
-    def __mul__(self, other):
-        other = other if isinstance(other, Value) else Value(other)
-        out = Value(self.data * other.data, (self, other), "*")
-        def _backward():
-            self.grad += other.data * out.grad
-            other.grad += self.data * out.grad
-        out._backward = _backward
-        return out
-
+_MORE = """
     def __pow__(self, other):
         assert isinstance(other, (int, float)), "only int or float powers"
         out = Value(self.data**other, (self,), f"**{other}")
@@ -149,29 +121,16 @@ class Value:
             self.grad += out.data * out.grad
         out._backward = _backward
         return out
-
-    def tanh(self):
-        x = self.data
-        t = (math.exp(2 * x) - 1) / (math.exp(2 * x) + 1)
-        out = Value(t, (self,), "tanh")
-        def _backward():
-            self.grad += (1 - t**2) * out.grad
-        out._backward = _backward
-        return out
-
-    def backward(self):
-        topo, visited = [], set()
-        def build_topo(v):
-            if v not in visited:
-                visited.add(v)
-                for child in v._prev:
-                    build_topo(child)
-                topo.append(v)
-        build_topo(self)
-        self.grad = 1.0
-        for node in reversed(topo):
-            node._backward()
 """
+
+
+def _grown(fixed: bool) -> str:
+    wrap = "other = other if isinstance(other, Value) else Value(other)" if fixed else ""
+    text = _CLOSURES.replace("SET", "+=" if fixed else "=").replace("MORE", _MORE if fixed else "")
+    return text.replace("WRAP", wrap)
+
+
+VALUE_V2, VALUE_V3 = _grown(False), _grown(True)
 
 NEURON = """
 x1 = Value(2.0, label="x1"); x2 = Value(0.0, label="x2")
@@ -182,45 +141,7 @@ x2w2 = x2 * w2; x2w2.label = "x2*w2"
 n = x1w1 + x2w2 + b; n.label = "n"
 """
 
-MLP = """
-import random
-
-class Neuron:
-    def __init__(self, nin):
-        self.w = [Value(random.uniform(-1, 1)) for _ in range(nin)]
-        self.b = Value(random.uniform(-1, 1))
-
-    def __call__(self, x):
-        act = sum((wi * xi for wi, xi in zip(self.w, x)), self.b)
-        return act.tanh()
-
-    def parameters(self):
-        return self.w + [self.b]
-
-class Layer:
-    def __init__(self, nin, nout):
-        self.neurons = [Neuron(nin) for _ in range(nout)]
-
-    def __call__(self, x):
-        outs = [n(x) for n in self.neurons]
-        return outs[0] if len(outs) == 1 else outs
-
-    def parameters(self):
-        return [p for neuron in self.neurons for p in neuron.parameters()]
-
-class MLP:
-    def __init__(self, nin, nouts):
-        sizes = [nin] + nouts
-        self.layers = [Layer(sizes[i], sizes[i + 1]) for i in range(len(nouts))]
-
-    def __call__(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-    def parameters(self):
-        return [p for layer in self.layers for p in layer.parameters()]
-"""
+MLP = learner_engines.MLP.replace("Num(", "Value(")  # Neuron, Layer, MLP of Values
 
 CELLS = [
     "import math\nimport numpy as np",
