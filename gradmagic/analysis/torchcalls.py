@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import math
+import time
 import types
 from dataclasses import dataclass
 
@@ -27,7 +28,12 @@ __all__ = [
     "torch_as_shipped",
     "RANDOM",
     "CALL_NAME",
+    "CLOCK",
 ]
+
+# the clock of a step's time and of the checks' budget: this thread's CPU time, which
+# other programs' load on the machine does not stretch
+CLOCK = time.thread_time
 
 
 # torch calls that are not operations on values: read an attribute, ask a size, print, run

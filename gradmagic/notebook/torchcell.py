@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import time
 import types
 import warnings
 
@@ -155,6 +154,8 @@ def _recorded(recorder, code, final_code, global_ns, ns, options) -> tuple:
     """Run the cell under ``recorder``: (its value, the seconds it took, the memory bound
     if the process outgrew it). What the cell raises is raised, with every hook removed."""
     __tracebackhide__ = True
+    from ..analysis.torchcalls import CLOCK
+
     value, full = None, []
 
     def stop(limit):  # (the record stops at its next op)
@@ -162,13 +163,13 @@ def _recorded(recorder, code, final_code, global_ns, ns, options) -> tuple:
         recorder.budget = -1
 
     try:
-        started = time.perf_counter()
+        started = CLOCK()
         with recorder, memory.bounded(stop, options.max_memory):
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
         # (the seconds of what the record kept: a loop's last step, not the whole loop)
-        return value, time.perf_counter() - max(started, recorder.kept_since), full
+        return value, CLOCK() - max(started, recorder.kept_since), full
     except BaseException:
         recorder.remove_hooks()
         raise
@@ -191,7 +192,8 @@ def _finished(recorder, value, source, options, ns, ran):
         if not options.no_check:
             with warnings.catch_warnings():  # the check replays the cell's ops: their
                 warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-                result.checks = torchcheck_run.check(result, recorder, eps=None, ran=ran)
+                step = ran + recorder.backward_seconds  # (its forward and backward)
+                result.checks = torchcheck_run.check(result, recorder, eps=None, ran=step)
     return result
 
 
