@@ -107,6 +107,10 @@ def _shipped(func):
     return func
 
 
+# Tensor's attributes as torch made them (a user's replaced before this import are not)
+_SHIPPED = {name: value for name, value in vars(torch.Tensor).items() if not _users(value)}
+
+
 @contextlib.contextmanager
 def torch_as_shipped():
     """Tensor methods of torch's C core that a user replaced (``torch.Tensor.mean = ...``),
@@ -117,7 +121,7 @@ def torch_as_shipped():
     patched = {
         name: value
         for name, value in list(vars(tensor).items())
-        if _users(value) and hasattr(base, name)
+        if _SHIPPED.get(name) is not value and _users(value) and hasattr(base, name)
     }
     grad = torch.autograd.grad
     try:
