@@ -259,10 +259,14 @@ def _left(run, rec, left: list, checked: dict, budget: float) -> str:
     never = [n for n in counts if n not in seen]
     return (
         f"{len(left)} of {total} ops were not checked one by one (they would go past the "
-        f"checks' {budget * 1e3:.3g} ms, {BUDGET:g}x the step or {FLOOR * 1e3:g} ms): the "
-        f"{len(checked)} checked are a sample, each kind of op first; left: "
-        f"{listed(named, 8)}"
-        + (f"; never checked: {listed(never, 8)}" if never else "; each kind was checked")
+        f"checks' budget of {budget * 1e3:.3g} ms: {BUDGET:g}x the step, at least "
+        f"{FLOOR * 1e3:g} ms): the {len(checked)} checked are a sample, one op of each "
+        f"function first; left: {listed(named, 8)}"
+        + (
+            f"; functions never checked: {listed(never, 8)}"
+            if never
+            else "; each of these functions was checked at another op"
+        )
     )
 
 
