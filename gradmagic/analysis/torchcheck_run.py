@@ -171,9 +171,8 @@ def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> 
     ``ran``: the seconds of the recorded step (its forward and backward). The checks may
     take ``budget`` seconds, by default :data:`BUDGET` times ``ran`` and at least
     :data:`FLOOR`: the whole-cell check, about :data:`WHOLE_COST` times the step, is
-    skipped when it would not fit; an op is not started when the longest op check so far
-    would not fit in what is left (before the first, half the whole check's time stands for
-    one). An op whose tensors hold more than :data:`OP_ELEMENTS` numbers is not checked
+    skipped when it would not fit; an op is not checked when its check, predicted from its
+    numbers and the checks timed so far, would not fit in what is left. An op whose tensors hold more than :data:`OP_ELEMENTS` numbers is not checked
     alone (one replay of it could outlast the budget). Torch's generators are as they were
     on return.
 
@@ -216,28 +215,30 @@ def _sample(run, rec) -> list:
 
 
 def _each_op(run, rec, how: tuple, budget: float, start: float) -> tuple:
-    """``(op index → its result, notes)``: the ops of :func:`_sample`'s order while the
-    budget lasts; an op like one checked takes its result."""
+    """``(op index → its result, notes)``: the ops of :func:`_sample`'s order whose check
+    is predicted to fit in what is left of the budget; an op like one checked takes its
+    result. A check's time is predicted from its op's numbers (:func:`_Predicted`)."""
     ops: dict[int, Any] = {}
     notes = []
-    order = _sample(run, rec)
-    # until an op check is timed, one is guessed at half the whole check (one big op)
     alike: dict[tuple, int] = {}  # an op's kind → the first op of that kind
-    done, longest = 0, (CLOCK() - start) / 2
-    for k in order:
-        now = CLOCK()
-        if now - start + longest > budget:
-            notes.append(_left(run, rec, order[done:], ops, budget))
-            break
-        done += 1
+    sizes = {k: _numbers(run, rec.ops[k]) for k in run.graph}
+    guess = _Predicted(CLOCK() - start, sum(sizes.values()))
+    left = []
+    for k in _sample(run, rec):
         key = _kind(run, rec, k)
         first = alike.get(key)
         if first is not None:  # the same op on the same shapes in the same kind of module
             ops[k] = dict(ops[first], like=first)
             continue
+        now = CLOCK()
+        if now - start + guess(sizes[k]) >= budget:
+            left.append(k)
+            continue
         alike[key] = k
         ops[k] = _one(run, rec, k, *how)
-        longest = max(longest, CLOCK() - now)
+        guess.timed(sizes[k], CLOCK() - now)
+    if left:
+        notes.append(_left(run, rec, left, ops, budget))
     same = sum(1 for r in ops.values() if "like" in r)
     if same:
         notes.append(
@@ -246,6 +247,28 @@ def _each_op(run, rec, how: tuple, budget: float, start: float) -> tuple:
             "repeated blocks): each takes that op's result"
         )
     return ops, notes
+
+
+def _numbers(run, op) -> int:
+    return sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
+
+
+class _Predicted:
+    """An op check's seconds from its op's numbers: a fixed part (the fastest check so far)
+    and a part per number (the most any check took per number beyond the fixed part).
+    Until one is timed, the whole-cell check, which ran every op twice, stands for them:
+    an op check runs its op about five times (three calls and a backward)."""
+
+    def __init__(self, whole: float, numbers: int):
+        self.base, self.rate, self.seen = 0.0, 2.5 * whole / max(numbers, 1), []
+
+    def __call__(self, numbers: int) -> float:
+        return self.base + self.rate * numbers
+
+    def timed(self, numbers: int, seconds: float) -> None:
+        self.seen.append((numbers, seconds))
+        self.base = min(t for _, t in self.seen)
+        self.rate = max((t - self.base) / max(n, 1) for n, t in self.seen)
 
 
 def _left(run, rec, left: list, checked: dict, budget: float) -> str:
@@ -456,7 +479,7 @@ def _not_checked(run, rec, k, op) -> str:
             "an input was written over in place (through .data or a detached "
             "alias) before this op read it"
         )
-    size = sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
+    size = _numbers(run, op)
     if size > OP_ELEMENTS:
         return f"too big to replay within the budget ({size:,} numbers)"
     return ""
