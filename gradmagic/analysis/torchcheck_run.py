@@ -260,7 +260,8 @@ class _Predicted:
     an op check runs its op about five times (three calls and a backward)."""
 
     def __init__(self, whole: float, numbers: int):
-        self.base, self.rate, self.seen = 0.0, 2.5 * whole / max(numbers, 1), []
+        self.base, self.rate = 0.0, 2.5 * whole / max(numbers, 1)
+        self.seen: list[tuple[int, float]] = []  # (numbers, seconds) of each check timed
 
     def __call__(self, numbers: int) -> float:
         return self.base + self.rate * numbers
