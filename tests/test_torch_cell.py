@@ -596,7 +596,7 @@ def test_statistics_of_mixed_dtypes_and_non_finite_values_are_torchs_own():
         assert run.grad_stats[i, 2] == pytest.approx(g.double().abs().max().item(), rel=1e-6)
 
 
-@pytest.mark.parametrize("rows", [3, 1200])  # (1200 x 40: past torchstats.BIG, reduced alone)
+@pytest.mark.parametrize("rows", [3, 1200])  # (1200 x 40: past torchstats.BIG)
 def test_statistics_of_small_and_big_tensors_match_float64(rows):
     from gradmagic.analysis import torchstats
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import math
+import time
 import types
 from dataclasses import dataclass
 
@@ -27,7 +28,12 @@ __all__ = [
     "torch_as_shipped",
     "RANDOM",
     "CALL_NAME",
+    "CLOCK",
 ]
+
+# the clock of a step's time and of the checks' budget: this thread's CPU time, which
+# other programs' load on the machine does not stretch
+CLOCK = time.thread_time
 
 
 # torch calls that are not operations on values: read an attribute, ask a size, print, run
@@ -101,6 +107,10 @@ def _shipped(func):
     return func
 
 
+# Tensor's attributes as torch made them (a user's replaced before this import are not)
+_SHIPPED = {name: value for name, value in vars(torch.Tensor).items() if not _users(value)}
+
+
 @contextlib.contextmanager
 def torch_as_shipped():
     """Tensor methods of torch's C core that a user replaced (``torch.Tensor.mean = ...``),
@@ -111,7 +121,7 @@ def torch_as_shipped():
     patched = {
         name: value
         for name, value in list(vars(tensor).items())
-        if _users(value) and hasattr(base, name)
+        if _SHIPPED.get(name) is not value and _users(value) and hasattr(base, name)
     }
     grad = torch.autograd.grad
     try:

@@ -8,8 +8,15 @@ float64 copies), so the cell's tensors, random numbers and modules are untouched
   difference ``(f(x + eps v) - f(x - eps v)) / 2 eps``;
 - **each op** on its own: for random ``u`` (output) and ``v`` (inputs), ``<u, J v>`` from
   autograd's vector-Jacobian product against a central difference of ``<u, op(x + eps v)>``.
-  A wrong backward is caught at its op. Custom ``autograd.Function`` s go first, then the
-  others in the order they ran, within a time budget.
+  A wrong backward is caught at its op.
+
+The whole-cell check's analytic side is the gradient the run shows (what the cell's backward
+gave), so it costs two float64 forward replays; where that gradient is not at hand (a random
+op on the path, a low-precision gradient), autograd runs on a third replay. Both checks spend
+a budget relative to the recorded step (:data:`BUDGET` times its forward and backward, at
+least :data:`FLOOR` seconds): the ops are sampled within it, custom ``autograd.Function`` s
+first, then one op of each kind not yet checked, then the rest, in the order they ran; the
+notes say how many were checked and which kinds were left.
 
 Ops whose result is random (dropout, a recurrent layer's dropout while training) are taken
 as recorded by the whole-cell check; ops whose inputs were written over in place after they ran are not checked one by
@@ -24,7 +31,6 @@ the shared :class:`~gradmagic.analysis.check.CheckReport` (``TorchRun.check()``)
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -32,13 +38,14 @@ import torch
 
 from .options import DEFAULTS
 from .torchgraph import listed
-from .torchcalls import _TENSOR, RANDOM, unflatten, version_of
+from .torchcalls import _TENSOR, CLOCK, RANDOM, unflatten, version_of
 
-__all__ = ["check", "replay", "rng_kept", "BUDGET", "EPS"]
+__all__ = ["check", "replay", "rng_kept", "BUDGET", "FLOOR", "EPS"]
 
 EPS = DEFAULTS.eps  # float64 step of both checks (unless the run says)
-BUDGET = 1.0  # seconds the per-op checks may take in all (and the whole check, predicted)
-WHOLE_COST = 4  # the whole check's time over the cell's: float64 replays, with a backward
+BUDGET = 1.5  # the checks' time over the recorded step's (its forward and backward)
+FLOOR = 0.01  # seconds the checks may take whatever the step's time (a tiny cell's)
+WHOLE_COST = 1  # the whole check's time over the step's: two float64 forward replays
 OP_ELEMENTS = 1 << 22  # numbers in an op's tensors past which it is not checked alone
 KINKS = frozenset(
     (
@@ -98,15 +105,17 @@ def rng_kept():
 
 def _seeded(f, *args):
     """``f(*args)`` with torch's generators seeded the same way each time, so an op that
-    draws random numbers draws the same ones on each call; the generators are left as they
-    were."""
-    with rng_kept():
-        # (the generators in use only: torch.manual_seed also queues a seed, with a stack
-        # trace, for every GPU kind not started, which costs far more than the replay)
-        torch.default_generator.manual_seed(0)
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.manual_seed_all(0)
-        return f(*args)
+    draws random numbers draws the same ones on each call (:func:`check` leaves the
+    generators as they were)."""
+    # (the generators in use only: torch.manual_seed also queues a seed, with a stack
+    # trace, for every GPU kind not started, which costs far more than the replay)
+    torch.default_generator.manual_seed(0)
+    if _CUDA and torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(0)
+    return f(*args)
+
+
+_CUDA = torch.cuda.is_available()
 
 
 def replay(run, rec, leaf_values: dict):
@@ -135,67 +144,101 @@ def replay(run, rec, leaf_values: dict):
     return env[run.target]
 
 
-def _random_like(t, gen):
-    return torch.randn(t.shape, generator=gen, dtype=torch.float64)
+class _Directions:
+    """Random directions for the checks (float64, on the CPU), cut from one buffer of normal
+    numbers drawn in float32: drawing float64 normals one tensor at a time costs more than
+    the replays of most ops."""
+
+    POOL = 1 << 16
+
+    def __init__(self, gen):
+        self.gen, self.pool, self.at = gen, torch.empty(0, dtype=torch.float64), 0
+
+    def like(self, t):
+        n = t.numel()
+        if n > self.POOL:
+            return torch.randn(t.shape, generator=self.gen).to(torch.float64)
+        if self.at + n > self.pool.numel():
+            self.pool = torch.randn(self.POOL, generator=self.gen).to(torch.float64)
+            self.at = 0
+        self.at += n
+        return self.pool[self.at - n : self.at].view(t.shape)
 
 
 def check(run, rec, eps=None, budget: float | None = None, ran: float = 0.0) -> dict:
     """``{"whole": {...}, "ops": {op index: {...}}, "notes": [...]}`` (see the module doc).
 
-    Time is bounded by ``budget`` (seconds): the whole-cell check, which replays the cell
-    about four times in float64, is skipped when the cell took ``ran`` seconds and four
-    times that is more than the budget; an op is not started when the longest op check so
-    far would not fit in what is left of it (before the first, half the whole check's time
-    stands for one). An op whose tensors hold more than :data:`OP_ELEMENTS` numbers is not
-    checked alone (one replay of it could outlast the budget).
+    ``ran``: the seconds of the recorded step (its forward and backward). The checks may
+    take ``budget`` seconds, by default :data:`BUDGET` times ``ran`` and at least
+    :data:`FLOOR`: the whole-cell check, about :data:`WHOLE_COST` times the step, is
+    skipped when it would not fit; an op is not checked when its check, predicted from its
+    numbers and the checks timed so far, would not fit in what is left. An op whose tensors hold more than :data:`OP_ELEMENTS` numbers is not checked
+    alone (one replay of it could outlast the budget). Torch's generators are as they were
+    on return.
 
     Each result has ``analytic``, ``numeric``, ``error`` (relative) and ``status``:
     ``pass``, ``fail``, ``kink`` (a mismatch at an op with a kink), ``skipped`` (with
     ``why``). A pass needs ``|a - n| <= atol + rtol |n|`` with the run's tolerances.
     """
     eps = eps or run.options.eps
-    budget = BUDGET if budget is None else budget
+    if budget is None:
+        budget = max(BUDGET * ran, FLOOR) if BUDGET else 0.0
     atol, rtol = run.options.atol, run.options.rtol
-    gen = torch.Generator().manual_seed(0)  # its own: the cell's random numbers stay as they are
-    start = time.perf_counter()
-    if ran * WHOLE_COST > budget:
-        whole = {
-            "status": "skipped",
-            "why": f"the cell took {ran:.2g} s; replaying it in float64 would take about "
-            f"{ran * WHOLE_COST:.2g} s, over the checks' {budget:g} s",
-        }
-    else:
-        whole = _whole(run, rec, eps, atol, rtol, gen)
-    ops, notes = _each_op(run, rec, eps, atol, rtol, gen, budget, start)
+    # (a generator of its own: the cell's random numbers stay as they are)
+    gen = _Directions(torch.Generator().manual_seed(0))
+    start = CLOCK()
+    with rng_kept():
+        if ran * WHOLE_COST > budget:
+            whole = {
+                "status": "skipped",
+                "why": f"the cell took {ran:.2g} s; replaying it in float64 would take about "
+                f"{ran * WHOLE_COST:.2g} s, over the checks' {budget:.2g} s",
+            }
+        else:
+            whole = _whole(run, rec, eps, atol, rtol, gen)
+        ops, notes = _each_op(run, rec, (eps, atol, rtol, gen), budget, start)
     return {"whole": whole, "ops": ops, "notes": notes}
 
 
-def _each_op(run, rec, eps, atol, rtol, gen, budget: float, start: float) -> tuple:
-    """``(op index → its result, notes)``: custom Functions first, then the others in the
-    order they ran, while the budget lasts; an op like one checked takes its result."""
+def _sample(run, rec) -> list:
+    """The graph's ops in the order they are checked: custom Functions, then the first op
+    of each name, then the others, each group in the order they ran."""
+    seen: set = set()
+    first = []
+    for k in run.graph:
+        name = rec.ops[k].name
+        if not rec.ops[k].custom and name not in seen:
+            seen.add(name)
+            first.append(k)
+    rank = dict.fromkeys(first, 1)
+    return sorted(run.graph, key=lambda k: (0 if rec.ops[k].custom else rank.get(k, 2), k))
+
+
+def _each_op(run, rec, how: tuple, budget: float, start: float) -> tuple:
+    """``(op index → its result, notes)``: the ops of :func:`_sample`'s order whose check
+    is predicted to fit in what is left of the budget; an op like one checked takes its
+    result. A check's time is predicted from its op's numbers (:func:`_Predicted`)."""
     ops: dict[int, Any] = {}
     notes = []
-    order = sorted(run.graph, key=lambda k: (not rec.ops[k].custom, k))
-    # until an op check is timed, one is guessed at half the whole check (one big op)
     alike: dict[tuple, int] = {}  # an op's kind → the first op of that kind
-    done, longest = 0, (time.perf_counter() - start) / 2
-    for k in order:
-        now = time.perf_counter()
-        if now - start + longest > budget:
-            notes.append(
-                f"{len(order) - done} of {len(order)} ops were not checked "
-                f"one by one (they would go past the {budget:g} s budget)"
-            )
-            break
-        done += 1
+    sizes = {k: _numbers(run, rec.ops[k]) for k in run.graph}
+    guess = _Predicted(CLOCK() - start, sum(sizes.values()))
+    left = []
+    for k in _sample(run, rec):
         key = _kind(run, rec, k)
         first = alike.get(key)
         if first is not None:  # the same op on the same shapes in the same kind of module
             ops[k] = dict(ops[first], like=first)
             continue
+        now = CLOCK()
+        if now - start + guess(sizes[k]) >= budget:
+            left.append(k)
+            continue
         alike[key] = k
-        ops[k] = _one(run, rec, k, eps, atol, rtol, gen)
-        longest = max(longest, time.perf_counter() - now)
+        ops[k] = _one(run, rec, k, *how)
+        guess.timed(sizes[k], CLOCK() - now)
+    if left:
+        notes.append(_left(run, rec, left, ops, budget))
     same = sum(1 for r in ops.values() if "like" in r)
     if same:
         notes.append(
@@ -204,6 +247,51 @@ def _each_op(run, rec, eps, atol, rtol, gen, budget: float, start: float) -> tup
             "repeated blocks): each takes that op's result"
         )
     return ops, notes
+
+
+def _numbers(run, op) -> int:
+    return sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
+
+
+class _Predicted:
+    """An op check's seconds from its op's numbers: a fixed part (the fastest check so far)
+    and a part per number (the most any check took per number beyond the fixed part).
+    Until one is timed, the whole-cell check, which ran every op twice, stands for them:
+    an op check runs its op about five times (three calls and a backward)."""
+
+    def __init__(self, whole: float, numbers: int):
+        self.base, self.rate = 0.0, 2.5 * whole / max(numbers, 1)
+        self.seen: list[tuple[int, float]] = []  # (numbers, seconds) of each check timed
+
+    def __call__(self, numbers: int) -> float:
+        return self.base + self.rate * numbers
+
+    def timed(self, numbers: int, seconds: float) -> None:
+        self.seen.append((numbers, seconds))
+        self.base = min(t for _, t in self.seen)
+        self.rate = max((t - self.base) / max(n, 1) for n, t in self.seen)
+
+
+def _left(run, rec, left: list, checked: dict, budget: float) -> str:
+    """What the op checks left within their ``budget``, said as a sample."""
+    total = len(left) + len(checked)
+    counts: dict[str, int] = {}
+    for k in sorted(left):
+        counts[rec.ops[k].name] = counts.get(rec.ops[k].name, 0) + 1
+    named = [f"{n} x{c}" if c > 1 else n for n, c in counts.items()]
+    seen = {rec.ops[k].name for k in checked}
+    never = [n for n in counts if n not in seen]
+    return (
+        f"{len(left)} of {total} ops were not checked one by one (they would go past the "
+        f"checks' budget of {budget * 1e3:.3g} ms: {BUDGET:g}x the step, at least "
+        f"{FLOOR * 1e3:g} ms): the {len(checked)} checked are a sample, one op of each "
+        f"function first; left: {listed(named, 8)}"
+        + (
+            f"; functions never checked: {listed(never, 8)}"
+            if never
+            else "; each of these functions was checked at another op"
+        )
+    )
 
 
 def _kind(run, rec, k) -> tuple:
@@ -262,26 +350,24 @@ def _whole(run, rec, eps, atol, rtol, gen) -> dict:
 def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
     try:
         x0 = {i: _f64(rec.held(i)) for i in params}
-        v = {i: _random_like(x0[i], gen) for i in params}
-        with torch.enable_grad():
-            xs = {i: x.clone().requires_grad_(True) for i, x in x0.items()}
-            f = _seeded(replay, run, rec, xs)
-            if not f.requires_grad:
+        v = {i: gen.like(x0[i]) for i in params}
+        shown = _shown_gradient(run, rec, params, v)
+        with torch.no_grad():
+            fp = float(_seeded(replay, run, rec, {i: x0[i] + eps * v[i] for i in params}).sum())
+            fm = float(_seeded(replay, run, rec, {i: x0[i] - eps * v[i] for i in params}).sum())
+        numeric, f0 = (fp - fm) / (2 * eps), (fp + fm) / 2  # (f0: to within eps squared)
+        out = None if shown is None else _verdict(shown[0], numeric, atol + shown[1], rtol)
+        if out is None or out["status"] == "fail":  # (autograd on a replay, to say which)
+            analytic, f0 = _replayed_gradient(run, rec, params, x0, v)
+            if analytic is None:
                 return {
                     "status": "skipped",
                     "why": "the target reaches the parameters only through random ops, "
                     "taken as they came",
                 }
-            grads = torch.autograd.grad(f.sum(), [xs[i] for i in params], allow_unused=True)
-        analytic = sum(float((g * v[i]).sum()) for i, g in zip(params, grads) if g is not None)
-        with torch.no_grad():
-            fp = float(_seeded(replay, run, rec, {i: x0[i] + eps * v[i] for i in params}).sum())
-            fm = float(_seeded(replay, run, rec, {i: x0[i] - eps * v[i] for i in params}).sum())
-            f0 = float(f.detach().sum())
+            out = _differs(_verdict(analytic, numeric, atol, rtol), out)
     except Exception as e:  # noqa: BLE001 - an op that cannot be replayed: say which
         return {"status": "skipped", "why": f"the replay failed: {type(e).__name__}: {e}"}
-    numeric = (fp - fm) / (2 * eps)
-    out = _verdict(analytic, numeric, atol, rtol)
     value = run.value  # (the kept value: the stats' mean of an inf is not inf)
     recorded = float(np.sum(value)) if np.size(value) else float(run.stats[run.target, 0])
     out["replayed"] = f0
@@ -309,6 +395,51 @@ def _whole_real(run, rec, params, eps, atol, rtol, gen) -> dict:
             "so this check would not be about the cell"
         )
     return out
+
+
+def _shown_gradient(run, rec, params, v) -> tuple | None:
+    """``(sum <g, v>, its rounding)`` over the gradients ``g`` the run shows (the cell's own
+    backward's), or None where they cannot stand for the replay's: a parameter has none,
+    one is not in float32 or float64, or a random op lies on the path (the replay takes
+    its output as it came; the cell's gradient goes through it)."""
+    grads = [rec.grads.get(i) for i in params]
+    if run.no_gradients or any(_is_random(rec.ops[k]) for k in run.graph):
+        return None
+    if any(g is None or g.dtype not in (torch.float32, torch.float64) for g in grads):
+        return None
+    total = spread = 0.0
+    for i, g in zip(params, grads):
+        gv = g.detach().to(torch.float64) * v[i]
+        total += float(gv.sum())
+        spread += float(gv.abs().sum()) * torch.finfo(g.dtype).eps
+    return total, 4 * spread
+
+
+def _replayed_gradient(run, rec, params, x0, v) -> tuple:
+    """``(sum <g, v>, the replay's value)`` with ``g`` from autograd on a float64 replay;
+    ``(None, None)`` when the replay does not depend on the parameters."""
+    with torch.enable_grad():
+        xs = {i: x.clone().requires_grad_(True) for i, x in x0.items()}
+        f = _seeded(replay, run, rec, xs)
+        if not f.requires_grad:
+            return None, None
+        grads = torch.autograd.grad(f.sum(), [xs[i] for i in params], allow_unused=True)
+    analytic = sum(float((g * v[i]).sum()) for i, g in zip(params, grads) if g is not None)
+    return analytic, float(f.detach().sum())
+
+
+def _differs(replayed: dict, shown: dict | None) -> dict:
+    """The verdict of the replay's gradient; where it passes and the gradient shown did
+    not, no verdict: the record did not follow every path the cell's backward took."""
+    if shown is None or replayed["status"] != "pass":
+        return replayed
+    return dict(
+        replayed,
+        status="skipped",
+        why="the gradient shown (the cell's own backward's) differs from the float64 "
+        "replay's, which agrees with finite differences: the record missed a path to the "
+        "target (ops it did not see, as in another thread), or a hook changed the gradient",
+    )
 
 
 _SCATTERS = frozenset({"scatter", "scatter_"})
@@ -349,10 +480,19 @@ def _not_checked(run, rec, k, op) -> str:
             "an input was written over in place (through .data or a detached "
             "alias) before this op read it"
         )
-    size = sum(math.prod(run.shapes[i]) for i in (*op.inputs, *op.outputs))
+    size = _numbers(run, op)
     if size > OP_ELEMENTS:
         return f"too big to replay within the budget ({size:,} numbers)"
     return ""
+
+
+def _weighted(outs, us, masks, keep=None):
+    """``sum <u, o>`` over the outputs (those ``keep`` takes), within each one's mask."""
+    return sum(
+        (o * u if m is None else torch.where(m, o * u, 0.0)).sum()
+        for o, u, m in zip(outs, us, masks)
+        if keep is None or keep(o)
+    )
 
 
 def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
@@ -369,7 +509,7 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
         ]
         if not diff:
             return {"status": "skipped", "why": "no input takes a gradient"}
-        v = {j: _random_like(xs[j], gen) for j in diff}
+        v = {j: gen.like(xs[j]) for j in diff}
 
         def f(tensors):
             if op.inplace:  # it writes into its first input: a copy of it, made inside
@@ -382,10 +522,12 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
             leaves = [x.clone().requires_grad_(True) if j in v else x for j, x in enumerate(xs)]
             outs = f(leaves)
             # (entries that are not finite, like an attention mask's -inf, are left out)
-            us = [torch.where(torch.isfinite(o.detach()), _random_like(o, gen), 0.0) for o in outs]
-            s = sum(
-                torch.where(u != 0, o * u, 0.0).sum() for o, u in zip(outs, us) if o.requires_grad
-            )
+            masks = [None if bool(torch.isfinite(o).all()) else torch.isfinite(o) for o in outs]
+            us = [
+                gen.like(o) if m is None else torch.where(m, gen.like(o), 0.0)
+                for o, m in zip(outs, masks)
+            ]
+            s = _weighted(outs, us, masks, lambda o: o.requires_grad)
             if not isinstance(s, torch.Tensor):
                 return {"status": "skipped", "why": "no output takes a gradient"}
             grads = torch.autograd.grad(s, [leaves[j] for j in diff], allow_unused=True)
@@ -394,9 +536,7 @@ def _one(run, rec, k, eps, atol, rtol, gen) -> dict:
         def moved(sign):
             with torch.no_grad():
                 shifted = [x + sign * eps * v[j] if j in v else x for j, x in enumerate(xs)]
-                return sum(
-                    float(torch.where(u != 0, o * u, 0.0).sum()) for o, u in zip(f(shifted), us)
-                )
+                return float(_weighted(f(shifted), us, masks))
 
         numeric = (moved(1) - moved(-1)) / (2 * eps)
     except Exception as e:  # noqa: BLE001 - an op that cannot be replayed alone

@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import functools
 import sys
-import time
 from typing import Any
 
 import torch
@@ -35,6 +34,7 @@ from .torchcalls import (
     _SEQUENCES,
     _TENSOR,
     _TRACING,
+    CLOCK,
     Op,
     _inplace,
     _leave,
@@ -119,6 +119,7 @@ class Recorder(TorchFunctionMode):
         self.losses: list = []  # what each backward() of the cell began at (one real number)
         self.mark = 0  # values recorded when the last backward() began (see _let_go)
         self.since = self.kept_since = 0.0  # when it began; when what is kept began
+        self.backward_seconds = 0.0  # the backward pass run for the cell when it ran none
         self.slots: dict = {}  # value index → [it], read by the hook that keeps its gradient
         self.last_line = None
 
@@ -521,7 +522,7 @@ class Recorder(TorchFunctionMode):
         unless this pass reaches it or a tensor of the namespace depends on it: a training
         loop keeps about one step in the record, as a plain run keeps one step's graph."""
         mark, since = self.mark, self.since
-        self.mark, self.since = len(self.tensors), time.perf_counter()
+        self.mark, self.since = len(self.tensors), CLOCK()
         if not mark:
             return
         self.kept_since = since

@@ -32,7 +32,7 @@ from .options import Options
 from .torchbackward import backward_order
 from .torchgraph import listed, shown_name
 from .torchhealth import health, probes
-from .torchcalls import assigned_names, modes_set_aside, torch_as_shipped, version_of
+from .torchcalls import CLOCK, assigned_names, modes_set_aside, torch_as_shipped, version_of
 from .torchrecord import Recorder, ancestors, graph_values
 from .torchstats import STAT_NAMES, keep_full, summarise, to_numpy
 
@@ -258,7 +258,9 @@ def finish(rec: Recorder, target, *, source: str, options=None, ns=None) -> Torc
     not_computed = None
     if not ran_backward and target.requires_grad and target.grad_fn is not None:
         rec.pass_root = (target, False)
+        started = CLOCK()
         not_computed = _gradients(rec, target)
+        rec.backward_seconds = CLOCK() - started
     others = _not_the_targets(rec, target, given)
     rec.remove_hooks()
     if t_index not in rec.grads and target.requires_grad:

@@ -13,6 +13,7 @@ This module imports torch; nothing imports it unless a cell uses torch.
 from __future__ import annotations
 
 from collections.abc import Mapping
+import bisect
 from itertools import accumulate
 
 import numpy as np
@@ -33,7 +34,8 @@ __all__ = [
 
 KEEP_BYTES = 16 << 20  # bytes of full values and gradients a run keeps (for --expect)
 KEEP_ONE = 1 << 20  # the largest single tensor kept whole
-BIG = 1 << 14  # numbers in a CPU tensor reduced where it lies, not copied into the buffer
+BIG = 1 << 14  # numbers in a CPU tensor reduced where it lies once the buffer is full
+CHUNK = 1 << 16  # numbers squared at a time (in a scratch array the cache holds)
 STAT_NAMES = ("mean", "std", "absmax", "zero", "nonfinite", "saturated")
 
 
@@ -126,15 +128,22 @@ def _reduce(parts, sat_kind, extra) -> tuple:
     """(a row of statistics per part, the ``extra`` tensors on the host, each part's numbers
     on the host or None): the device's work and the one read back.
 
-    On the CPU a part of :data:`BIG` numbers or more is reduced where it lies
-    (:func:`_alone`): copying it into the shared buffer would cost more than the calls
-    saved."""
+    On the CPU the buffer (float64, kept as the values' host copy) holds at most
+    :data:`KEEP_BYTES`: a part of :data:`BIG` numbers or more that would not fit is reduced
+    where it lies (:func:`_alone`)."""
     device = parts[0].device
     if any(p.device != device for p in parts):
         parts = [p.detach().to(device) for p in parts]
     m = len(parts)
     sizes = [p.numel() for p in parts]
-    big = [r for r in range(m) if sizes[r] >= BIG] if device.type == "cpu" else []
+    big = []
+    if device.type == "cpu":
+        room = KEEP_BYTES // 8 - sum(n for n in sizes if n < BIG)
+        for r in range(m):
+            if sizes[r] >= BIG:
+                room -= sizes[r]
+                if room < 0:
+                    big.append(r)
     small = sorted(set(range(m)) - set(big))
     columns = np.full((5, m), np.nan)  # per part: mean, variance, max |x|, non-zeros, saturated
     host, extra_host = None, None
@@ -240,17 +249,15 @@ def _flat(parts, dtype=None):
 
 
 def _on_host(parts, sizes, offsets, saturating, sat_kind, extra) -> tuple:
-    """The reductions of tensors in the CPU's memory: one concatenation, then numpy's
-    ``reduceat`` over one float64 buffer, where torch would pay a dispatch per piece."""
-    flat = _flat(parts)
-    # one float64 copy first: numpy's reductions that cast as they go cost twice as much
-    x = (flat if flat.dtype in _NUMPY_FLOATS else flat.to(torch.float64)).numpy()
-    x = x.astype(np.float64)
+    """The reductions of tensors in the CPU's memory: one float64 buffer filled in one call,
+    then numpy's ``reduceat`` over it, where torch would pay a dispatch per piece."""
+    x = np.empty(offsets[-1])
+    with torch.no_grad():
+        torch.cat([p.flatten() for p in parts], out=torch.from_numpy(x))
     starts = np.array(offsets[:-1], dtype=np.intp)
     sums = [
         np.add.reduceat(x, starts),
-        np.sqrt(np.add.reduceat(x * x, starts)),
-        np.add.reduceat(x != 0, starts, dtype=np.float64),
+        *_squares_nonzeros(x, offsets),
         # max |x| without a pass making |x|
         np.maximum(np.maximum.reduceat(x, starts), -np.minimum.reduceat(x, starts)),
     ]
@@ -262,6 +269,33 @@ def _on_host(parts, sizes, offsets, saturating, sat_kind, extra) -> tuple:
     sums.append(np.array(hits, dtype=np.float64))
     extra_host = [np.asarray(_plain(e), dtype=np.float64).reshape(-1) for e in extra]
     return sums, extra_host, (x if x.nbytes <= KEEP_BYTES else None)
+
+
+def _squares_nonzeros(x, offsets) -> tuple:
+    """(the square root of each piece's sum of squares, its count of non-zeros), a chunk
+    of :data:`CHUNK` numbers at a time in one scratch array (a fresh array the size of
+    ``x`` costs more in page faults than the arithmetic)."""
+    m = len(offsets) - 1
+    squares, nonzero = np.zeros(m), np.zeros(m)
+    scratch = np.empty(min(CHUNK, x.size))
+    flags = np.empty(scratch.size, dtype=bool)
+    r = 0
+    while r < m:
+        lo = offsets[r]
+        end = bisect.bisect_right(offsets, lo + CHUNK, r + 1) - 1  # (the pieces that fit)
+        if end == r:  # a piece bigger than a chunk: its chunks one by one
+            for a in range(lo, offsets[r + 1], CHUNK):
+                part = x[a : min(a + CHUNK, offsets[r + 1])]
+                squares[r] += np.multiply(part, part, out=scratch[: part.size]).sum()
+                nonzero[r] += np.count_nonzero(part)
+            r += 1
+            continue
+        n, at = offsets[end] - lo, np.array(offsets[r:end], dtype=np.intp) - lo
+        part = x[lo : offsets[end]]
+        squares[r:end] = np.add.reduceat(np.multiply(part, part, out=scratch[:n]), at)
+        nonzero[r:end] = np.add.reduceat(np.not_equal(part, 0, out=flags[:n]), at, dtype=np.intp)
+        r = end
+    return np.sqrt(squares), nonzero
 
 
 def _plain(e):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import time
 import types
 import warnings
 
@@ -155,6 +154,8 @@ def _recorded(recorder, code, final_code, global_ns, ns, options) -> tuple:
     """Run the cell under ``recorder``: (its value, the seconds it took, the memory bound
     if the process outgrew it). What the cell raises is raised, with every hook removed."""
     __tracebackhide__ = True
+    from ..analysis.torchcalls import CLOCK
+
     value, full = None, []
 
     def stop(limit):  # (the record stops at its next op)
@@ -162,13 +163,13 @@ def _recorded(recorder, code, final_code, global_ns, ns, options) -> tuple:
         recorder.budget = -1
 
     try:
-        started = time.perf_counter()
+        started = CLOCK()
         with recorder, memory.bounded(stop, options.max_memory):
             exec(code, global_ns, ns)
             if final_code is not None:
                 value = eval(final_code, global_ns, ns)
         # (the seconds of what the record kept: a loop's last step, not the whole loop)
-        return value, time.perf_counter() - max(started, recorder.kept_since), full
+        return value, CLOCK() - max(started, recorder.kept_since), full
     except BaseException:
         recorder.remove_hooks()
         raise
@@ -191,7 +192,8 @@ def _finished(recorder, value, source, options, ns, ran):
         if not options.no_check:
             with warnings.catch_warnings():  # the check replays the cell's ops: their
                 warnings.simplefilter("ignore")  # warnings were the cell's, shown once
-                result.checks = torchcheck_run.check(result, recorder, eps=None, ran=ran)
+                step = ran + recorder.backward_seconds  # (its forward and backward)
+                result.checks = torchcheck_run.check(result, recorder, eps=None, ran=step)
     return result
 
 
@@ -241,13 +243,40 @@ def _tensor_target(torch, name, value, ns, final_code, assigned):
     return value
 
 
+_CODES: dict = {}  # (text, first line, compiler, its flags) → what _compiled made of it
+_KEPT_CODES = 64
+
+
 def _compiled(source, filename, first_line, compiler):
     """(code, code of the last expression or None, the name the last statement assigns,
-    line → names assigned) of a cell."""
+    line → names assigned) of a cell. A cell run again (a training step) is not parsed
+    again: its code is the last run's, given this run's file name."""
+    key = (source, first_line, compiler, getattr(compiler, "flags", None))
+    made = _CODES.get(key)
+    if made is None:
+        if len(_CODES) >= _KEPT_CODES:
+            _CODES.clear()
+        made = _CODES[key] = _parsed(source, filename, first_line, compiler)
+    code, final_code, assigned, assigns = made
+    if code.co_filename != filename:
+        code = _renamed(code, filename)
+        final_code = final_code and _renamed(final_code, filename)
+    return code, final_code, assigned, assigns
+
+
+def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
+    """``code`` (and the functions and classes it defines) as compiled in ``filename``."""
+    consts = tuple(
+        _renamed(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _parsed(source, filename, first_line, compiler):
     from ..analysis.torchrun import assigned_names
 
-    tree = ast.parse(source, filename)
-    ast.increment_lineno(tree, first_line - 1)
+    # (the lines before it as blank lines: numbered as in the notebook with no walk of the tree)
+    tree = ast.parse("\n" * (first_line - 1) + source, filename)
     final = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         final = ast.Expression(tree.body.pop().value)
