@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core.array_nodes import Array, Scalar64
 from ..core.engine import walk as engine_walk
-from ..core.ops import OPS, real
+from ..core.ops import OPS, Op, real
 from ..core.tensor_ops import TENSOR_OPS
 from .nodes import ExactInts, Node, Nodes, nest
 from .numbers import all_finite, short
@@ -64,6 +64,12 @@ del _c, _op
 _ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 _FLOATS = {float}
+
+
+def _kink(v, data) -> bool:
+    """Whether the tensor op that made ``v`` (holding ``data``) used a subgradient."""
+    parents = [p.data for p in (v._a, v._b) if p is not None]
+    return v._op.kink(data, *parents, **(v._params or {}))
 
 
 def _fresh(order, classes):
@@ -379,7 +385,21 @@ class Trace:
             fresh = _fresh(order, _FRESH_GRADS)
             grad = self._column(list(map(_GRAD, order)), self.tensor_grad, None, fresh)
         self.grad = grad
+        self._numbers_of_arrays(order)
         self._flags(order)
+
+    def _numbers_of_arrays(self, order) -> None:
+        """A float64 number node an array op made (``W[i, j]``, ``np.sum(A)``) is kept as the
+        0-d array node it stands for: its data and gradient 0-d arrays, its op's params."""
+        codes = [c for c, e in enumerate(self.ops) if e.__class__ is not Op]
+        if not codes:
+            return
+        data, grad, tensors, grads = self.data, self.grad, self.tensor_data, self.tensor_grad
+        for i in np.flatnonzero(np.isin(self.op_code, codes)).tolist():
+            if i not in tensors:
+                tensors[i] = np.array(data[i])
+                grads[i] = np.array(grad[i])
+                data[i] = grad[i] = np.nan
 
     def _flags(self, order) -> None:
         """``constant``, ``finite``, ``kink`` (and the tensor nodes' extras) from the columns."""
@@ -402,9 +422,9 @@ class Trace:
             else:
                 fixed = constant[i] = False
                 if v._params:  # (replay reads none as no params)
-                    params[i] = v.params
+                    params[i] = dict(v._params)
                 if v._op.kink is not None:
-                    self.kink[i] = bool(v.kink)
+                    self.kink[i] = bool(_kink(v, x))
             finite[i] = all_finite(x) and (fixed or all_finite(g))
         self.no_grad = frozenset(no_grad)
         self._scalar_kinks()
@@ -531,6 +551,8 @@ class Trace:
         value = self._data(self.n - 1)
         if self._scalar_target and isinstance(value, np.ndarray) and value.ndim == 0:
             return value[()]
+        if self._scalar_target and value.__class__ is float:  # a float64 number node's
+            return np.float64(value)
         return value
 
     @property

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import array_writes as _writes
 from . import tensor as _t
+from .number_nodes import Float64
 from .array import (
     FUNCTION_RULES,
     _COPY,
@@ -38,7 +39,6 @@ from .array import (
     _numpy,
     _plain_key,
     _pv,
-    plain_array,
     _setitem,
     _tracked,
     _view,
@@ -402,7 +402,7 @@ del _op, _name, _m
 
 def _scalar_astype(self, dtype, *args, **kwargs):
     """``s.astype(dtype)`` of a numpy scalar node: numpy's number, linked by a copy."""
-    exact = plain_array(self).astype(dtype, *args, **kwargs)
+    exact = _pv(self).astype(dtype, *args, **kwargs)
     if not (tracking() and self.requires_grad) or exact.dtype.kind not in "fc":
         return exact
     if exact.dtype not in _HELD:
@@ -410,5 +410,5 @@ def _scalar_astype(self, dtype, *args, **kwargs):
     return _link(_COPY, exact, self)
 
 
-for _cls in _SCALAR_ARRAYS - {Complex}:
+for _cls in (*(_SCALAR_ARRAYS - {Complex}), Float64):
     _cls.astype = _scalar_astype

@@ -23,9 +23,10 @@ import warnings as _warnings
 import numpy as np
 
 from . import graph as _graph
+from .fpstate import WARNS as _WARNS, calm as _calm
 from .engine import Value
 from .graph import GraphNode, state
-from .ops import OPS, real
+from .ops import OPS, Op, real
 from .sites import cursor
 
 __all__ = ["Float", "Int", "Float64", "SCALARS", "constant", "with_data", "plain", "DEFER"]
@@ -227,7 +228,7 @@ def with_data(node, number):
         return node
     if _NODE_OF.get(number.__class__) is cls and number == node.data:
         return node
-    if node._op is None:  # np.float64(x) of a leaf: the new type, linked to x by x * 1
+    if node._op.__class__ is not Op:  # np.float64(x) of a leaf, float(a[i]): x * 1
         out = _number_node(number, OPS["*"], node, 1)
     else:
         out = _number_node(number, node._op, node._a, node._b)
@@ -264,6 +265,9 @@ def _at_caller(f, *args):
     numpy names the innermost Python frame in its RuntimeWarning: without this it
     would be this module's, where plain Python names the user's line.
     """
+    r = _calm(f, args)
+    if r is not _WARNS:
+        return r
     with _warnings.catch_warnings(record=True) as caught:
         _warnings.simplefilter("always")
         r = f(*args)

@@ -27,6 +27,7 @@ from ..core import array as _array
 from ..core import engine, number_nodes
 from ..core.array import Scalar16, Scalar32, Scalar64
 from ..core.engine import SCALAR_NODES, Value
+from ..core.fpstate import WARNS, calm
 from ..core.number_nodes import SCALARS, Int, with_data
 from ..core.ops import OPS
 from ..core.tensor import Tensor
@@ -101,6 +102,11 @@ def _warning_at_caller(f):
     """
 
     def call(*args, **kwargs):
+        # numpy's own loop on numbers (no node's code, nothing written that it reads)
+        if len(args) == f.nin and "out" not in kwargs and _ARRAY_NODES.isdisjoint(map(type, args)):
+            result = calm(f, args, kwargs)
+            if result is not WARNS:
+                return result
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = f(*args, **kwargs)
