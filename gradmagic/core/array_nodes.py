@@ -658,6 +658,8 @@ def _caller():
 
 
 _WARNS = _fp.WARNS
+# numpy's C code (ufuncs, scalar arithmetic): a warning names the Python frame calling it
+_C_CODE = frozenset(map(type, (np.add, np.add.__call__, np.add.reduce, _F64.__add__)))
 _PACKAGE = __file__.rsplit("/core/", 1)[0] + "/"  # gradmagic's own files
 _REGISTRIES: dict = {}  # file -> the registry of the warnings numpy's own code raised there
 
@@ -676,9 +678,11 @@ def _numpy(f, args, kwargs, pure: bool = False):
     """
     if pure:
         result = _fp.calm(f, args, kwargs)
+        if result is _WARNS and f.__class__ in _C_CODE:  # numpy would warn at the caller's line
+            result = _numbers.warned_at(f, args, kwargs, _caller())
         if result is not _WARNS:
             return result
-        # numpy would have warned (or raised): again, the careful way
+        # numpy would have warned (or raised), or only numpy can: again, the careful way
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = f(*args, **kwargs)

@@ -26,7 +26,7 @@ try:  # numpy >= 2.0 keeps its error state in a context variable
 except ImportError:  # pragma: no cover - an older numpy: the public, slower way
     STATE = _make_extobj = None
 
-__all__ = ["STATE", "TWINS", "ignoring", "quiet", "raising", "calm", "WARNS"]
+__all__ = ["STATE", "TWINS", "ignoring", "quiet", "raising", "calm", "careful", "WARNS"]
 
 _CATEGORIES = ("divide", "over", "under", "invalid")
 _IGNORE = None if STATE is None else _make_extobj(all="ignore")
@@ -121,3 +121,32 @@ def calm(f, args, kwargs=None):
         return WARNS
     finally:
         STATE.reset(token)
+
+
+def careful(f, args, kwargs=None):
+    """``f(*args, **kwargs)`` (as for :func:`calm`) in the error state in force, its warnings
+    returned instead of issued: ``(result, messages, error)``, numpy's words in numpy's order,
+    and numpy's ``FloatingPointError`` (result None) where the state says ``"raise"``, to raise
+    after the warnings. None where the state calls, prints or logs (only numpy can do that).
+
+    Nothing touches the warnings filters (``catch_warnings`` would reset every registry, so
+    a warning plain code shows once a line would show at each pass of a loop): each kind of
+    error numpy would warn about is asked for alone, as an exception bearing its message.
+    Only a computation that warns pays for these runs."""
+    if raising() is None:
+        return None
+    kwargs = kwargs or {}
+    modes = np.geterr()
+    messages = []
+    for kind in _CATEGORIES:  # numpy's own order
+        if modes[kind] == "ignore":
+            continue
+        try:
+            with np.errstate(**{c: "raise" if c == kind else "ignore" for c in _CATEGORIES}):
+                f(*args, **kwargs)
+        except FloatingPointError as error:
+            if modes[kind] == "raise":
+                return None, messages, error
+            messages.append(str(error))
+    with np.errstate(all="ignore"):
+        return f(*args, **kwargs), messages, None

@@ -23,7 +23,7 @@ import warnings as _warnings
 import numpy as np
 
 from . import graph as _graph
-from .fpstate import WARNS as _WARNS, calm as _calm
+from .fpstate import WARNS as _WARNS, calm as _calm, careful as _careful
 from .engine import Value
 from .graph import GraphNode, state
 from .ops import OPS, Op, real
@@ -266,6 +266,8 @@ def _at_caller(f, *args):
     would be this module's, where plain Python names the user's line.
     """
     r = _calm(f, args)
+    if r is _WARNS:
+        r = warned_at(f, args, None, _sys._getframe(2))
     if r is not _WARNS:
         return r
     with _warnings.catch_warnings(record=True) as caught:
@@ -274,6 +276,24 @@ def _at_caller(f, *args):
     if caught:
         reissue(caught, _sys._getframe(2))
     return r
+
+
+def warned_at(f, args, kwargs, frame):
+    """``f(*args, **kwargs)`` (numpy's C code on numbers, which writes nothing it reads), its
+    floating-point warnings issued at ``frame``'s line as numpy issues them at the line that
+    calls it; :data:`~gradmagic.core.fpstate.WARNS` where only numpy can (see
+    :func:`~gradmagic.core.fpstate.careful`)."""
+    done = _careful(f, args, kwargs)
+    if done is None:
+        return _WARNS
+    result, messages, error = done
+    reissue(
+        [_warnings.WarningMessage(RuntimeWarning(m), RuntimeWarning, "", 0) for m in messages],
+        frame,
+    )
+    if error is not None:
+        raise error
+    return result
 
 
 def reissue(caught, frame) -> None:

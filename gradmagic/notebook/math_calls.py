@@ -105,6 +105,8 @@ def _warning_at_caller(f):
         # numpy's own loop on numbers (no node's code, nothing written that it reads)
         if len(args) == f.nin and "out" not in kwargs and _ARRAY_NODES.isdisjoint(map(type, args)):
             result = calm(f, args, kwargs)
+            if result is WARNS:
+                result = number_nodes.warned_at(f, args, kwargs, sys._getframe(2))
             if result is not WARNS:
                 return result
         with warnings.catch_warnings(record=True) as caught:
