@@ -385,21 +385,27 @@ class Trace:
             fresh = _fresh(order, _FRESH_GRADS)
             grad = self._column(list(map(_GRAD, order)), self.tensor_grad, None, fresh)
         self.grad = grad
-        self._numbers_of_arrays(order)
         self._flags(order)
 
     def _numbers_of_arrays(self, order) -> None:
         """A float64 number node an array op made (``W[i, j]``, ``np.sum(A)``) is kept as the
-        0-d array node it stands for: its data and gradient 0-d arrays, its op's params."""
+        0-d array node it stands for: its data and gradient 0-d arrays, its op's params and
+        kink (its ``finite`` is its numbers', read with the columns)."""
         codes = [c for c, e in enumerate(self.ops) if e.__class__ is not Op]
         if not codes:
             return
         data, grad, tensors, grads = self.data, self.grad, self.tensor_data, self.tensor_grad
         for i in np.flatnonzero(np.isin(self.op_code, codes)).tolist():
-            if i not in tensors:
-                tensors[i] = np.array(data[i])
-                grads[i] = np.array(grad[i])
-                data[i] = grad[i] = np.nan
+            if i in tensors:
+                continue
+            x = tensors[i] = np.array(data[i])
+            grads[i] = np.array(grad[i])
+            data[i] = grad[i] = np.nan
+            v = order[i]
+            if v._params:
+                self.params[i] = dict(v._params)
+            if v._op.kink is not None:
+                self.kink[i] = bool(_kink(v, x))
 
     def _flags(self, order) -> None:
         """``constant``, ``finite``, ``kink`` (and the tensor nodes' extras) from the columns."""
@@ -427,6 +433,7 @@ class Trace:
                     self.kink[i] = bool(_kink(v, x))
             finite[i] = all_finite(x) and (fixed or all_finite(g))
         self.no_grad = frozenset(no_grad)
+        self._numbers_of_arrays(order)
         self._scalar_kinks()
         self._leaves = None
 

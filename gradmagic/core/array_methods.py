@@ -49,6 +49,18 @@ from .engine import state
 from .tensor import TENSOR_OPS, Tensor
 
 
+def _element(key, ndim: int):
+    """``key`` as a tuple of ``ndim`` plain ints, if it is one element's (else None)."""
+    if key.__class__ is int:
+        return (key,) if ndim == 1 else None
+    if key.__class__ is not tuple or len(key) != ndim:
+        return None
+    for k in key:
+        if k.__class__ is not int:
+            return None
+    return key
+
+
 class _ArraySurface:
     """Array's indexing, views and reductions as numpy has them; copied onto Array below."""
 
@@ -60,6 +72,10 @@ class _ArraySurface:
             node = _writes.read(self, key)
             if node is not None:
                 return node
+        index = _element(key, self.ndim)
+        if index is not None:  # one element (a loop's W[i, j]): a number node of it
+            exact = _ndarray.__getitem__(self, index)
+            return _link(_GETITEM, exact, self, None, {"index": index, "basic": True}, False)
         exact = _ndarray.__getitem__(self, _plain_key(key))
         try:
             index, basic = _t._index(key)
