@@ -153,7 +153,10 @@ class Tensor:
         if g.dtype is not kind:  # in this node's precision (a real node: the real part)
             g = (g.real if g.dtype is _COMPLEX and kind is not _COMPLEX else g).astype(kind)
         if old is not None:
-            self._grad = old + g
+            if old is getattr(self, "_owned_grad", None) and old.shape == g.shape:
+                old += g  # (an array of its own, made by an earlier sum: added in place)
+            else:
+                self._grad = self._owned_grad = old + g
         elif self._a is None and (g is upstream or g.base is not None or not g.flags.writeable):
             self._grad = np.array(g)
         else:
