@@ -186,6 +186,12 @@ def _number_node(r, op, a, b):
     return out
 
 
+def result(number, op, a, b=None):
+    """``number``, the plain result of ``op`` on ``a`` (a node) and ``b`` (numpy's
+    ``np.log(x)``), as a node linked to them while a cell is recorded (else ``number``)."""
+    return _number_node(number, op, a, b) if _recording() else number
+
+
 def of_tensor(number, node):
     """A Float holding ``number``, the one number of the tensor node ``node`` (``float(s)``,
     ``s.item()``): a scalar node of the same graph, linked to ``node`` by ``float``."""

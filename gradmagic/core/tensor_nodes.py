@@ -156,7 +156,8 @@ class Tensor:
             if old is getattr(self, "_owned_grad", None) and old.shape == g.shape:
                 old += g  # (an array of its own, made by an earlier sum: added in place)
             else:
-                self._grad = self._owned_grad = old + g
+                new = self._grad = old + g  # (a 0-d sum is a numpy scalar: not owned)
+                self._owned_grad = new if new.__class__ is np.ndarray else None
         elif self._a is None and (g is upstream or g.base is not None or not g.flags.writeable):
             self._grad = np.array(g)
         else:
