@@ -1,5 +1,6 @@
 """The magic's array nodes: :class:`Array` and the numpy scalar nodes (:class:`Scalar64`,
-``Scalar32``, ``Scalar16``, :class:`Complex128`), and how numpy's results become nodes.
+``Scalar32``, ``Scalar16``, :class:`Complex128`), and how numpy's results become nodes (a
+float64 one, ``W[i, j]`` or ``W.sum()``, a number node: see :func:`_number64`).
 
 The classes carry a tensor node's links in their instance dict and show themselves as
 numpy's own (``ndarray``, ``float64``). Here too: an object's plain value (``_pv``), numpy's
