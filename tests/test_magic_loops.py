@@ -114,3 +114,18 @@ def test_an_error_state_that_raises_raises_numpy_s_error(ip):
     result = ip.run_cell("%%autograd -q\n" + cell)
     assert isinstance(result.error_in_exec, FloatingPointError)
     assert str(result.error_in_exec) == "divide by zero encountered in log"
+
+
+def test_a_number_of_arrays_written_into_an_array_is_no_conversion(ip):
+    """``K[i, j] = np.dot(W[i], W[j])``: the number stays in the graph through the write, so
+    the run counts no conversion to plain numbers; its gradient is the plain cell's."""
+    cell = (
+        "K = np.zeros((3, 3))\nfor i in range(3):\n    for j in range(3):\n"
+        "        K[i, j] = np.dot(W[i], W[j])\nL = np.sum(K * K)"
+    )
+    ip.user_ns.update(np=np, W=INPUTS["W"].copy())
+    assert ip.run_cell("%%autograd -q\n" + cell).success
+    trace = gradmagic.last
+    assert trace.float_conversions == 0
+    want = central(lambda x: float(_plain(cell, {"W": x})["L"]), INPUTS["W"].copy())
+    np.testing.assert_allclose(trace.grads_of("W"), want, rtol=1e-6, atol=1e-7)
