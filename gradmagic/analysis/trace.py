@@ -19,10 +19,13 @@ from itertools import chain, repeat
 from typing import Any
 from operator import attrgetter
 
+import math
+
 import numpy as np
 
 from ..core.array_nodes import Array, Scalar64
 from ..core.engine import walk as engine_walk
+from ..core.fpstate import ignoring
 from ..core.ops import OPS, Op, real
 from ..core.tensor_ops import TENSOR_OPS
 from .nodes import ExactInts, Node, Nodes, nest
@@ -64,6 +67,16 @@ del _c, _op
 _ONE_PASS = 1 << 15  # from this many nodes on, read the links in one pass
 _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anything else: 2
 _FLOATS = {float}
+
+
+def _finite(x) -> bool:
+    """:func:`all_finite` of an array, with numpy's errors ignored already."""
+    if x.__class__ is np.ndarray and x.dtype.kind == "f" and x.ndim:
+        return math.isfinite(_sum(x, None)) or bool(np.isfinite(x).all())
+    return all_finite(x)
+
+
+_sum = np.add.reduce
 
 
 def _kink(v, data) -> bool:
@@ -410,12 +423,21 @@ class Trace:
     def _flags(self, order) -> None:
         """``constant``, ``finite``, ``kink`` (and the tensor nodes' extras) from the columns."""
         n = self.n
-        no_grad = []
+        no_grad: list[int] = []
         self.constant = (self.parent_a < 0) & (self.label_code == 0)
         self.finite = np.isfinite(self.data) & (np.isfinite(self.grad) | self.constant)
         self.kink = np.zeros(n, dtype=bool)
+        with ignoring():  # (the error state set once for the loop, not at each sum)
+            self._tensor_flags(order, no_grad)
+        self.no_grad = frozenset(no_grad)
+        self._numbers_of_arrays(order)
+        self._scalar_kinks()
+        self._leaves = None
+
+    def _tensor_flags(self, order, no_grad: list) -> None:
+        """``_flags`` of the tensor nodes, one by one, numpy's errors ignored."""
         grads, params, constant, finite = self.tensor_grad, self.params, self.constant, self.finite
-        for i, x in self.tensor_data.items():  # tensor nodes, one by one
+        for i, x in self.tensor_data.items():
             v = order[i]
             g = grads.get(i)
             if g is None:  # a numpy scalar gradient
@@ -431,11 +453,7 @@ class Trace:
                     params[i] = dict(v._params)
                 if v._op.kink is not None:
                     self.kink[i] = bool(_kink(v, x))
-            finite[i] = all_finite(x) and (fixed or all_finite(g))
-        self.no_grad = frozenset(no_grad)
-        self._numbers_of_arrays(order)
-        self._scalar_kinks()
-        self._leaves = None
+            finite[i] = _finite(x) and (fixed or _finite(g))
 
     def _find(self, query: np.ndarray) -> np.ndarray:
         """The index of the node with each id in ``query`` (int32), -1 where none has it."""
