@@ -39,6 +39,10 @@ CELLS = [
         "L = s * np.sum(W * W) + float(W[1, 1]) * W[0, 2].item()",
     ),
     (
+        "math_of_a_reduction",
+        "import math\nL = math.exp(np.sum(W) / 10) * W[0, 0] + math.sqrt(W[1, 1] ** 2)",
+    ),
+    (
         "numbers_of_numbers",
         "a = W[0, 0]\nb = a * a - W[1, 2] / (1 + W[2, 1] ** 2)\n"
         "L = np.sqrt(b * b + 1) + np.tanh(b) * abs(a) + np.float64(b).astype(np.float64)",

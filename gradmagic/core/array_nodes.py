@@ -492,6 +492,8 @@ _Float64 = _numbers.Float64
 _Float64._params = None  # type: ignore[attr-defined]  # (an array op's params, if one made it)
 _Float64.requires_grad = True  # type: ignore[attr-defined]  # (a number node always is one)
 _Float64.item = _number_item  # type: ignore[method-assign]
+_Float64.params = Tensor.params  # type: ignore[attr-defined]  # (as an array node's)
+_Float64._replay = Tensor._replay  # type: ignore[attr-defined]
 _new64 = np.float64.__new__
 
 
