@@ -198,7 +198,10 @@ def test_a_value_with_nothing_to_differentiate_is_shown_as_plain_python_shows_it
 @pytest.mark.parametrize(
     "body, where",
     [
-        ("import numpy as np, math\nW = np.array([1.0, 2.0])\nmath.exp(W.sum())", "math.exp"),
+        (
+            "import numpy as np, math\nW = np.array([1.0, 2.0], dtype=np.float32)\nmath.exp(W.sum())",
+            "math.exp",
+        ),
         ("from decimal import Decimal\nx = 2.0\nDecimal(x) * 3", "decimal.Decimal"),
         ("import numpy as np\nx = 0.9\nnp.complex64(x) * 3", "numpy.complex64"),
     ],

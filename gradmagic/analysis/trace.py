@@ -22,11 +22,14 @@ from typing import Any
 from operator import attrgetter
 from sys import getrefcount
 
+import math
+
 import numpy as np
 
 from ..core.array_nodes import Array, Scalar64
 from ..core.engine import walk as engine_walk
-from ..core.ops import OPS, real
+from ..core.fpstate import ignoring
+from ..core.ops import OPS, Op, real
 from ..core.tensor_ops import TENSOR_OPS
 from .nodes import ExactInts, Node, Nodes, nest
 from .numbers import all_finite, short
@@ -69,6 +72,14 @@ _FLOAT_TYPES = {float: 0, int: 1}  # a value's Python type → its kind; anythin
 _FLOATS = {float}
 
 
+def _finite(x) -> bool:
+    """:func:`all_finite` of an array, with numpy's errors ignored already."""
+    if x.__class__ is np.ndarray and x.dtype.kind == "f" and x.ndim:
+        return math.isfinite(_sum(x, None)) or bool(np.isfinite(x).all())
+    return all_finite(x)
+
+
+_sum = np.add.reduce
 _FRESH_GRADS = frozenset({Array, Scalar64})
 _COUNTED = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
 
@@ -408,6 +419,24 @@ class Trace:
         self.grad = grad
         self._flags(order)
 
+    def _numbers_of_arrays(self, order) -> None:
+        """A float64 number node an array op made (``W[i, j]``, ``np.sum(A)``) is kept as the
+        0-d array node it stands for: its data and gradient 0-d arrays and its op's params
+        (its ``finite`` and ``kink`` are read from them as a tensor node's are)."""
+        codes = [c for c, e in enumerate(self.ops) if e.__class__ is not Op]
+        if not codes:
+            return
+        data, grad, tensors, grads = self.data, self.grad, self.tensor_data, self.tensor_grad
+        for i in np.flatnonzero(np.isin(self.op_code, codes)).tolist():
+            if i in tensors:
+                continue
+            tensors[i] = np.array(data[i])
+            grads[i] = np.array(grad[i])
+            data[i] = grad[i] = np.nan
+            v = order[i]
+            if v._params:
+                self.params[i] = dict(v._params)
+
     def _flags(self, order) -> None:
         """``constant`` (and the tensor nodes' extras) from the columns; ``finite`` and
         ``kink`` are made from them when first read."""
@@ -428,6 +457,7 @@ class Trace:
                 if v._params:  # (replay reads none as no params)
                     params[i] = v.params
         self.no_grad = frozenset(no_grad)
+        self._numbers_of_arrays(order)
         self._finite = self._kink = self._leaves = None
 
     @property
@@ -436,8 +466,9 @@ class Trace:
         if self._finite is None:
             constant = self.constant
             finite = np.isfinite(self.data) & (np.isfinite(self.grad) | constant)
-            for i, x in self.tensor_data.items():
-                finite[i] = all_finite(x) and (constant[i] or all_finite(self.tensor_grad[i]))
+            with ignoring():  # (the error state set once for the loop, not at each sum)
+                for i, x in self.tensor_data.items():
+                    finite[i] = _finite(x) and (constant[i] or _finite(self.tensor_grad[i]))
             self._finite = finite
         return self._finite
 
@@ -575,6 +606,8 @@ class Trace:
         value = self._data(self.n - 1)
         if self._scalar_target and isinstance(value, np.ndarray) and value.ndim == 0:
             return value[()]
+        if self._scalar_target and value.__class__ is float:  # a float64 number node's
+            return np.float64(value)
         return value
 
     @property

@@ -573,7 +573,8 @@ def _tensor_result(node, exact, plain_ok=False):
     cls = node.__class__
     if cls is Tensor:
         return node
-    if cls is Array or cls is Scalar64 or plain_ok:
+    of_arrays = cls is _numbers.Float64 and node._op.__class__ is not _numbers.Op
+    if cls is Array or cls is Scalar64 or of_arrays or plain_ok:  # (a 0-d one: a float64 node)
         data = np.asarray(_pv(exact))
         if data.dtype != _F64:
             return NotImplemented if not plain_ok else exact

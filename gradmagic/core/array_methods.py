@@ -17,6 +17,7 @@ import numpy as np
 
 from . import array_writes as _writes
 from . import tensor as _t
+from .number_nodes import Float64
 from .array import (
     FUNCTION_RULES,
     _COPY,
@@ -38,7 +39,6 @@ from .array import (
     _numpy,
     _plain_key,
     _pv,
-    plain_array,
     _setitem,
     _tracked,
     _view,
@@ -47,6 +47,18 @@ from .array import (
 )
 from .engine import state
 from .tensor import TENSOR_OPS, Tensor
+
+
+def _element(key, ndim: int):
+    """``key`` as a tuple of ``ndim`` plain ints, if it is one element's (else None)."""
+    if key.__class__ is int:
+        return (key,) if ndim == 1 else None
+    if key.__class__ is not tuple or len(key) != ndim:
+        return None
+    for k in key:
+        if k.__class__ is not int:
+            return None
+    return key
 
 
 class _ArraySurface:
@@ -60,6 +72,10 @@ class _ArraySurface:
             node = _writes.read(self, key)
             if node is not None:
                 return node
+        index = _element(key, self.ndim)
+        if index is not None:  # one element (a loop's W[i, j]): a number node of it
+            exact = _ndarray.__getitem__(self, index)
+            return _link(_GETITEM, exact, self, None, {"index": index, "basic": True}, False)
         exact = _ndarray.__getitem__(self, _plain_key(key))
         try:
             index, basic = _t._index(key)
@@ -391,7 +407,7 @@ def _item(self, *args):
     """``a.item()``, ``a.item(k)``, ``a.item(i, j)``: a number node of the same graph."""
     if not (tracking() and self.requires_grad and self.dtype.kind == "f"):
         return _converting_item(self, *args)
-    plain_array(self).item(*args)  # numpy's own error for a wrong index
+    _view(self, _ndarray).item(*args)  # numpy's own error for a wrong index
     if not args:
         return as_float(self)
     if len(args) == 1 and not isinstance(args[0], tuple):
@@ -408,7 +424,7 @@ del _op, _name, _m
 
 def _scalar_astype(self, dtype, *args, **kwargs):
     """``s.astype(dtype)`` of a numpy scalar node: numpy's number, linked by a copy."""
-    exact = plain_array(self).astype(dtype, *args, **kwargs)
+    exact = _pv(self).astype(dtype, *args, **kwargs)
     if not (tracking() and self.requires_grad) or exact.dtype.kind not in "fc":
         return exact
     if exact.dtype not in _HELD:
@@ -416,5 +432,5 @@ def _scalar_astype(self, dtype, *args, **kwargs):
     return _link(_COPY, exact, self)
 
 
-for _cls in _SCALAR_ARRAYS - {Complex}:
+for _cls in (*(_SCALAR_ARRAYS - {Complex}), Float64):
     _cls.astype = _scalar_astype

@@ -1,5 +1,6 @@
 """The magic's array nodes: :class:`Array` and the numpy scalar nodes (:class:`Scalar64`,
-``Scalar32``, ``Scalar16``, :class:`Complex128`), and how numpy's results become nodes.
+``Scalar32``, ``Scalar16``, :class:`Complex128`), and how numpy's results become nodes (a
+float64 one, ``W[i, j]`` or ``W.sum()``, a number node: see :func:`_number64`).
 
 The classes carry a tensor node's links in their instance dict and show themselves as
 numpy's own (``ndarray``, ``float64``). Here too: an object's plain value (``_pv``), numpy's
@@ -26,6 +27,7 @@ import numpy as np
 from . import fpstate as _fp
 from . import number_nodes as _numbers
 from .engine import SCALAR_NODES, Value, state
+from .ops import Op as _Op
 from .sites import cursor
 from . import tensor as _t
 from .tensor import Tensor, TENSOR_OPS
@@ -452,11 +454,15 @@ def _adopt(exact, node):
         if exact.dtype not in _HELD:
             return exact
         out = _view(exact, Array)
-    elif cls is np.float64:
+    elif cls is np.float64 or cls is _Float64:
+        number = _number64(exact, node._op, node._a, node._b, node._params, -1)
+        if number is not None:
+            return number
         out = Scalar64(exact)
     elif cls in _SCALAR_ARRAYS:  # a node made by the rule itself (a composite): a new one
         out = cls(plain_array(exact))
-    elif cls is float and node.data.size == 1:  # numpy's Python float (np.real(1j))
+    elif cls is float and (node.__class__ in SCALAR_NODES or node.data.size == 1):
+        # numpy's Python float (np.real(1j))
         return _numbers.of_tensor(exact, node)
     else:
         out = _scalar_node(exact)
@@ -469,6 +475,47 @@ def _adopt(exact, node):
     _t._used(out._a, out)
     if out._b is not None:
         _t._used(out._b, out)
+    return out
+
+
+def _number_item(self, *args):
+    """``x.item()`` of a float64 node while a cell is recorded: a Python float that is a
+    number node of the same graph (``float`` of it)."""
+    if not args and tracking():
+        return _numbers.of_tensor(_float_of(self), self)
+    return _F64(_float_of(self)).item(*args)
+
+
+_NUMBER_TWIN = {t: _numbers.OPS[n] for n, t in TENSOR_OPS.items() if n in _numbers.OPS}
+_NUMBER_TWIN = {t: op for t, op in _NUMBER_TWIN.items() if op.arity == t.arity}
+_Float64 = _numbers.Float64
+_Float64._params = None  # type: ignore[attr-defined]  # (an array op's params, if one made it)
+_Float64.requires_grad = True  # type: ignore[attr-defined]  # (a number node always is one)
+_Float64.item = _number_item  # type: ignore[method-assign]
+_Float64.params = Tensor.params  # type: ignore[attr-defined]  # (as an array node's)
+_Float64._replay = Tensor._replay  # type: ignore[attr-defined]
+_new64 = np.float64.__new__
+
+
+def _number64(exact, op, a, b, params, site):
+    """numpy's float64 result of the tensor op ``op`` as a float64 number node: the scalar
+    engine's node, cheap to make, walk, sweep and trace. Computed from an array node, its
+    entry's rule pulls its gradient back (an element read adds into that element); from
+    numbers only, the number engine's entry of the same name does (None without one)."""
+    if op.__class__ is not _Op and a.__class__ in SCALAR_NODES:
+        if b is None or b.__class__ in SCALAR_NODES:
+            op = _NUMBER_TWIN.get(op)
+            if op is None or params:
+                return None
+    out = _new64(_Float64, exact)
+    out.grad = 0.0
+    out.label = ""
+    out._mark = None
+    out._site = site
+    out._op, out._a, out._b, out._params = op, a, b, params
+    _t._used(a, out)
+    if b is not None:
+        _t._used(b, out)
     return out
 
 
@@ -485,12 +532,17 @@ def _link(op, exact, a, b=None, params=None, sited=True):
     """``exact`` (numpy's result of ``op`` on ``a``, ``b``) as a node linked to them
     (``sited``: marked as made at the running line, as :func:`_adopt` does not)."""
     cls = exact.__class__
-    if cls is _ndarray:
+    if cls is _ndarray and exact.ndim == 0 and exact.dtype is _F64_TYPE:
+        exact, cls = exact[()], _F64
+    if cls is _F64:
+        out = _number64(exact, op, a, b, params, cursor.site if sited else -1)
+        if out is not None:
+            return out
+        out = Scalar64(exact)
+    elif cls is _ndarray:
         if exact.dtype not in _HELD:
             return exact
         out = _scalar_node(exact[()]) if exact.ndim == 0 else _view(exact, Array)
-    elif cls is np.float64:
-        out = Scalar64(exact)
     elif cls is Array and exact.dtype in _HELD:
         out = exact
     elif cls is float:  # Python's float of a complex node (abs(z)): a number node
@@ -608,7 +660,9 @@ def _caller():
     return frame
 
 
-_FP_STATE, _TWINS, _MISSING = _fp.STATE, _fp.TWINS, object()
+_WARNS = _fp.WARNS
+# numpy's C code (ufuncs, scalar arithmetic): a warning names the Python frame calling it
+_C_CODE = frozenset(map(type, (np.add, np.add.__call__, np.add.reduce, _F64.__add__)))
 _PACKAGE = __file__.rsplit("/core/", 1)[0] + "/"  # gradmagic's own files
 _REGISTRIES: dict = {}  # file -> the registry of the warnings numpy's own code raised there
 
@@ -626,17 +680,12 @@ def _numpy(f, args, kwargs, pure: bool = False):
     warnings caught. A call that warns about nothing pays for no catching.
     """
     if pure:
-        twin = _TWINS.get(_FP_STATE.get(), _MISSING) if _FP_STATE is not None else None
-        if twin is _MISSING:
-            twin = _fp.raising()
-        if twin is not None:
-            token = _FP_STATE.set(twin)
-            try:
-                return f(*args, **kwargs)
-            except FloatingPointError:
-                pass  # numpy would have warned (or raised): again, the careful way
-            finally:
-                _FP_STATE.reset(token)
+        result = _fp.calm(f, args, kwargs)
+        if result is _WARNS and f.__class__ in _C_CODE:  # numpy would warn at the caller's line
+            result = _numbers.warned_at(f, args, kwargs, _caller())
+        if result is not _WARNS:
+            return result
+        # numpy would have warned (or raised), or only numpy can: again, the careful way
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = f(*args, **kwargs)

@@ -17,6 +17,7 @@ numbers are slices of one buffer.
 
 from __future__ import annotations
 
+import math
 import operator
 import weakref
 
@@ -86,6 +87,13 @@ def start(arr, base) -> None:
 def add(arr, index, y) -> None:
     """Record ``arr[index] = y`` (the value as a node), which numpy has done."""
     open_ = arr.__dict__["_open"]
+    k = len(open_.writes)
+    if y.__class__ in SCALAR_NODES and _element(index, arr.ndim):  # K[i, j] = a number
+        open_.writes.append((index, open_.size, open_.size + 1, ()))
+        open_.values.append(y)
+        open_.size += 1
+        open_.writer[index] = k
+        return
     ndim = np.ndim(open_.writer[index])
     if y.__class__ is Array or (y.__class__ is Tensor and not y.requires_grad):
         if y.requires_grad:  # its memory may change later: the write keeps its numbers now
@@ -97,12 +105,21 @@ def add(arr, index, y) -> None:
     if len(shape) > ndim:  # numpy drops a value's leading ones
         shape = shape[len(shape) - ndim :]
     shape = (1,) * (ndim - len(shape)) + shape
-    size = int(np.prod(shape))
-    k = len(open_.writes)
+    size = math.prod(shape)
     open_.writes.append((index, open_.size, open_.size + size, shape))
     open_.values.append(y)
     open_.size += size
     open_.writer[index] = k
+
+
+def _element(index, ndim: int) -> bool:
+    """Whether ``index`` (a tuple of numpy's) picks one element by ints."""
+    if len(index) != ndim:
+        return False
+    for i in index:
+        if i.__class__ is not int:
+            return False
+    return True
 
 
 def distinct(shape, index) -> bool:

@@ -26,7 +26,7 @@ try:  # numpy >= 2.0 keeps its error state in a context variable
 except ImportError:  # pragma: no cover - an older numpy: the public, slower way
     STATE = _make_extobj = None
 
-__all__ = ["STATE", "TWINS", "ignoring", "quiet", "raising"]
+__all__ = ["STATE", "TWINS", "ignoring", "quiet", "raising", "calm", "careful", "WARNS"]
 
 _CATEGORIES = ("divide", "over", "under", "invalid")
 _IGNORE = None if STATE is None else _make_extobj(all="ignore")
@@ -95,3 +95,58 @@ def _twin():
     if any(modes[c] not in ("ignore", "warn", "raise") for c in _CATEGORIES):
         return None
     return _make_extobj(**{c: "raise" if modes[c] == "warn" else modes[c] for c in _CATEGORIES})
+
+
+WARNS = object()
+"""What :func:`calm` gives for a computation that would warn."""
+
+
+def calm(f, args, kwargs=None):
+    """``f(*args, **kwargs)`` (a computation that warns only through numpy's error state, and
+    writes nothing it reads) run with the warnings it would give made errors; :data:`WARNS`
+    when one is raised (or the state cannot be made), and the caller runs it again the careful
+    way, catching the warning to show it where plain code does. A computation that warns about
+    nothing (nearly all) pays for no warning machinery."""
+    if STATE is None:  # pragma: no cover
+        return WARNS
+    twin = TWINS.get(STATE.get(), _MISSING)
+    if twin is _MISSING:
+        twin = raising()
+    if twin is None:
+        return WARNS
+    token = STATE.set(twin)
+    try:
+        return f(*args, **kwargs) if kwargs else f(*args)
+    except FloatingPointError:
+        return WARNS
+    finally:
+        STATE.reset(token)
+
+
+def careful(f, args, kwargs=None):
+    """``f(*args, **kwargs)`` (as for :func:`calm`) in the error state in force, its warnings
+    returned instead of issued: ``(result, messages, error)``, numpy's words in numpy's order,
+    and numpy's ``FloatingPointError`` (result None) where the state says ``"raise"``, to raise
+    after the warnings. None where the state calls, prints or logs (only numpy can do that).
+
+    Nothing touches the warnings filters (``catch_warnings`` would reset every registry, so
+    a warning plain code shows once a line would show at each pass of a loop): each kind of
+    error numpy would warn about is asked for alone, as an exception bearing its message.
+    Only a computation that warns pays for these runs."""
+    if raising() is None:
+        return None
+    kwargs = kwargs or {}
+    modes = np.geterr()
+    messages = []
+    for kind in _CATEGORIES:  # numpy's own order
+        if modes[kind] == "ignore":
+            continue
+        try:
+            with np.errstate(**{c: "raise" if c == kind else "ignore" for c in _CATEGORIES}):
+                f(*args, **kwargs)
+        except FloatingPointError as error:
+            if modes[kind] == "raise":
+                return None, messages, error
+            messages.append(str(error))
+    with np.errstate(all="ignore"):
+        return f(*args, **kwargs), messages, None

@@ -303,8 +303,7 @@ def _backward_nodes(root, seed, order) -> None:
         op = v._op
         if op is None or v._a is None:  # a leaf, or cut from its parents by an earlier cell
             continue
-        cls = v.__class__
-        if cls not in SCALAR_NODES:
+        if v.__class__ not in SCALAR_NODES or op.__class__ is not Op:  # a tensor entry's rule
             op.vjp(v)
             continue
         g = v.grad

@@ -23,9 +23,10 @@ import warnings as _warnings
 import numpy as np
 
 from . import graph as _graph
+from .fpstate import WARNS as _WARNS, calm as _calm, careful as _careful
 from .engine import Value
 from .graph import GraphNode, state
-from .ops import OPS, real
+from .ops import OPS, Op, real
 from .sites import cursor
 
 __all__ = ["Float", "Int", "Float64", "SCALARS", "constant", "with_data", "plain", "DEFER"]
@@ -197,6 +198,12 @@ def _number_node(r, op, a, b):
     return out
 
 
+def result(number, op, a, b=None):
+    """``number``, the plain result of ``op`` on ``a`` (a node) and ``b`` (numpy's
+    ``np.log(x)``), as a node linked to them while a cell is recorded (else ``number``)."""
+    return _number_node(number, op, a, b) if _recording() else number
+
+
 def of_tensor(number, node):
     """A Float holding ``number``, the one number of the tensor node ``node`` (``float(s)``,
     ``s.item()``): a scalar node of the same graph, linked to ``node`` by ``float``."""
@@ -234,7 +241,7 @@ def with_data(node, number):
         return node
     if _NODE_OF.get(number.__class__) is cls and number == node.data:
         return node
-    if node._op is None:  # np.float64(x) of a leaf: the new type, linked to x by x * 1
+    if node._op.__class__ is not Op:  # np.float64(x) of a leaf, float(a[i]): x * 1
         out = _number_node(number, OPS["*"], node, 1)
     else:
         out = _number_node(number, node._op, node._a, node._b)
@@ -269,12 +276,35 @@ def _at_caller(f, *args):
     numpy names the innermost Python frame in its RuntimeWarning: without this it
     would be this module's, where plain Python names the user's line.
     """
+    r = _calm(f, args)
+    if r is _WARNS:
+        r = warned_at(f, args, None, _sys._getframe(2))
+    if r is not _WARNS:
+        return r
     with _warnings.catch_warnings(record=True) as caught:
         _warnings.simplefilter("always")
         r = f(*args)
     if caught:
         reissue(caught, _sys._getframe(2))
     return r
+
+
+def warned_at(f, args, kwargs, frame):
+    """``f(*args, **kwargs)`` (numpy's C code on numbers, which writes nothing it reads), its
+    floating-point warnings issued at ``frame``'s line as numpy issues them at the line that
+    calls it; :data:`~gradmagic.core.fpstate.WARNS` where only numpy can (see
+    :func:`~gradmagic.core.fpstate.careful`)."""
+    done = _careful(f, args, kwargs)
+    if done is None:
+        return _WARNS
+    result, messages, error = done
+    reissue(
+        [_warnings.WarningMessage(RuntimeWarning(m), RuntimeWarning, "", 0) for m in messages],
+        frame,
+    )
+    if error is not None:
+        raise error
+    return result
 
 
 def reissue(caught, frame) -> None:

@@ -153,7 +153,11 @@ class Tensor:
         if g.dtype is not kind:  # in this node's precision (a real node: the real part)
             g = (g.real if g.dtype is _COMPLEX and kind is not _COMPLEX else g).astype(kind)
         if old is not None:
-            self._grad = old + g
+            if old.shape == g.shape and old is getattr(self, "_owned_grad", None):
+                old += g  # (an array of its own, made by an earlier sum: added in place)
+            else:
+                new = self._grad = old + g  # (a 0-d sum is a numpy scalar: not owned)
+                self._owned_grad = new if new.__class__ is np.ndarray else None
         elif self._a is None and (g is upstream or g.base is not None or not g.flags.writeable):
             self._grad = np.array(g)
         else:

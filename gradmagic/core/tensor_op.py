@@ -44,6 +44,8 @@ class TensorOp(OpBase):
         params = node._params or _NO_PARAMS
         a, b = node._a, node._b
         out, grad = node.data, node.grad
+        if out.__class__ is float:  # a float64 number node: its number and gradient 0-d
+            out, grad = np.array(out), np.array(grad)
         args = (a.data,) if b is None else (a.data, b.data)
         if (
             self._scatter is not None

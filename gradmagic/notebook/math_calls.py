@@ -27,6 +27,7 @@ from ..core import array as _array
 from ..core import engine, number_nodes
 from ..core.array import Scalar16, Scalar32, Scalar64
 from ..core.engine import SCALAR_NODES, Value
+from ..core.fpstate import WARNS, calm
 from ..core.number_nodes import SCALARS, Int, with_data
 from ..core.ops import OPS
 from ..core.tensor import Tensor
@@ -36,6 +37,7 @@ from .runtime import _ARRAY_NODES, _as_constant, _describe, _record, _who, is_no
 
 _SCALAR_NODES = SCALAR_NODES
 _FLOAT_SCALARS = frozenset({Scalar64, Scalar32, Scalar16})
+_FLOATS = frozenset({number_nodes.Float, number_nodes.Float64})
 
 
 def _num(x):
@@ -54,7 +56,7 @@ def _as_float(x):
     return x * 1.0 if type(x.data) is int else x
 
 
-def _keeps(build, tensors: bool = True):
+def _keeps(build, tensors: bool = True, op=None):
     """Wrap ``f``: plain numbers go to ``f``; with a Value, ``build`` makes the graph.
 
     ``f`` itself runs first on the plain numbers, so it fails as in plain
@@ -66,8 +68,14 @@ def _keeps(build, tensors: bool = True):
 
     def wrap(f):
         plain = _warning_at_caller(f) if isinstance(f, np.ufunc) else f
+        lean = op if isinstance(f, np.ufunc) and op is not None and op.arity == 1 else None
 
         def keep(*args, **kwargs):
+            if lean is not None and len(args) == 1 and type(args[0]) in _FLOATS and not kwargs:
+                if _runtime._run is not None and _array.tracking():  # np.log(x): one node
+                    number = plain(number_nodes.plain(args[0]))
+                    if type(number) is np.float64:
+                        return number_nodes.result(number, lean, args[0])
             if kwargs or not _has_value(args):
                 if tensors and len(args) == 1 and type(args[0]) in _ARRAY_NODES:
                     if type(args[0]) is Tensor:
@@ -101,6 +109,13 @@ def _warning_at_caller(f):
     """
 
     def call(*args, **kwargs):
+        # numpy's own loop on numbers (no node's code, nothing written that it reads)
+        if len(args) == f.nin and "out" not in kwargs and _ARRAY_NODES.isdisjoint(map(type, args)):
+            result = calm(f, args, kwargs)
+            if result is WARNS:
+                result = number_nodes.warned_at(f, args, kwargs, sys._getframe(2))
+            if result is not WARNS:
+                return result
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = f(*args, **kwargs)
@@ -352,12 +367,12 @@ def _table() -> tuple[dict, frozenset[str]]:
     for op in OPS.values():  # an op's own names first: they win over composites
         for module, wanted in ((math, op.math), (np, op.numpy)):
             for name in wanted:
-                add(module, name, _keeps(_op_builder(op)))
+                add(module, name, _keeps(_op_builder(op), op=op))
         # numpy's ufunc of the method's name (np.tanh): on a number node numpy would
         # compute on the plain float and cut the graph silently
         name = _named_method(op)
         if name and isinstance(getattr(np, name, None), np.ufunc):
-            add(np, name, _keeps(_op_builder(op)))
+            add(np, name, _keeps(_op_builder(op), op=op))
     for name, build in _COMPOSITES.items():  # math has every one, by these names
         add(math, name, _keeps(build))
     for name in _NUMPY_COMPOSITES:

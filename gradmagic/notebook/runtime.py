@@ -35,6 +35,7 @@ from ..core.number_nodes import SCALARS, Float, Int, constant
 from ..core import array as _array
 from ..core.array import Array, Scalar64, array_leaf, scalar_leaf, PLAIN_TYPES
 from ..core.tensor import Tensor
+from ..core.tensor_op import TensorOp
 from . import learner
 from .library_calls import (
     _ARRAY_MAKERS,
@@ -480,8 +481,9 @@ def _shown(x, memo):
 
 def stored(x):
     """``x``, about to be stored into a library object (``B[1] = x``): a number node
-    keeps only its number there, which is counted as a conversion."""
-    if type(x) in SCALAR_NODES:
+    keeps only its number there, which is counted as a conversion (not for a number an
+    array op made, a 0-d array's number: stored into an array node, it keeps its graph)."""
+    if type(x) in SCALAR_NODES and type(x._op) is not TensorOp:
         engine.state.float_conversions += 1
     return x
 
