@@ -123,9 +123,14 @@ def homework(tmp_path, monkeypatch):
     (tmp_path / "hw" / "layers.py").write_text(LAYERS)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    _forget_hw()  # (another test's package of that name)
     yield tmp_path
-    for name in ("hw", "hw.layers"):
-        sys.modules.pop(name, None)
+    _forget_hw()
+
+
+def _forget_hw():
+    for name in [n for n in sys.modules if n == "hw" or n.startswith("hw.")]:
+        del sys.modules[name]
 
 
 def plain_value(source, cell, path=None, index=None, h=0.0):
@@ -223,4 +228,3 @@ def test_what_a_learners_module_keeps_is_plain_after_the_cell(ip, homework):
     keeper = sys.modules["hw.keeper"]
     assert [type(v) for v in keeper.SEEN] == [float, float]
     assert [(type(k), type(v)) for k, v in keeper._cache.items()] == [(float, np.float64)]
-    sys.modules.pop("hw.keeper", None)

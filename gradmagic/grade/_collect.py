@@ -193,11 +193,23 @@ def _beside(files: dict):
         os.chdir(back)
         with contextlib.suppress(ValueError):
             sys.path.remove(folder)
-        for name, module in list(sys.modules.items()):  # (a folder of modules: its __path__)
-            places = [getattr(module, "__file__", None), *(getattr(module, "__path__", None) or ())]
-            if any(str(p).startswith(folder + os.sep) for p in places):
+        for name, module in list(sys.modules.items()):
+            if any(str(p).startswith(folder + os.sep) for p in _places(module)):
                 del sys.modules[name]
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _places(module) -> list:
+    """Where a module was loaded from: its file, and a package's folders (``__path__``; some
+    modules hold an object there that is no list of folders, or refuse to be asked)."""
+    places = []
+    for attribute in ("__file__", "__path__"):
+        try:
+            held = getattr(module, attribute, None)
+            places += [held] if attribute == "__file__" else list(held or ())
+        except Exception:  # noqa: BLE001
+            continue
+    return places
 
 
 def _snapshot():
