@@ -527,6 +527,11 @@ def test_the_view_draws_the_learners_own_graph_with_both_gradients(ip, capsys):
     assert re.search(r"p0 \[[^\]]*label=\"tanh\"", dot) and f"u{by_label['n']} -> p0;" in dot
     tab = payload(trace)["tabs"][0]
     assert tab["id"] == "yours" and tab["kind"] == "picture" and tab["payload"]["dot"] == dot
+    # top to bottom too, for an output too narrow for it: the same records, fields side by side
+    down = tab["payload"]["dots"]["TB"]
+    assert tab["payload"]["dots"]["LR"] == dot and "rankdir=TB" in down
+    assert target.rstrip("}") in down and target not in down
+    svg(down)  # (Graphviz lays it out)
     page = static_bundle(trace, None, expected=trace.claims)["text/html"]
     assert "Your graph" in page
     images = [base64.b64decode(u).decode() for u in re.findall(r"base64,([A-Za-z0-9+/=]+)", page)]

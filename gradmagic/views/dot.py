@@ -504,20 +504,22 @@ def legend_html() -> str:
     return f'<p class="gradmagic-legend" style="margin:2px 0; font-size:12px">{"".join(items)}</p>'
 
 
-def own_dot(own: dict) -> str:
+def own_dot(own: dict, rankdir: str = "LR") -> str:
     """The DOT of a learner's own graph (:func:`gradmagic.notebook.learner.drawing`) as their
     ``draw_dot`` draws it: a record a learner's object (its ``label``, ``data`` and ``grad``),
     its ``_op`` an ellipse between it and its inputs; the grad field holds the true gradient
     beside theirs (``grad 2 · yours 1 ✗``), a wrong one drawn red. Object ``k`` is DOT node
-    ``u{k}`` (the target ``u0``), its op ``p{k}``."""
+    ``u{k}`` (the target ``u0``), its op ``p{k}``. ``rankdir``: ``"LR"``, as draw_dot, or
+    ``"TB"``, which the live view takes where that fits the output better."""
     nodes = own["nodes"]
     lines = [
         "digraph gradmagic {",
-        f'  graph [rankdir=LR, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
+        f'  graph [rankdir={rankdir}, bgcolor="transparent", nodesep=0.25, ranksep=0.35'
         f"{layout_attrs(len(nodes))}];",
         '  node [fontname="Helvetica", fontsize=10, penwidth=1];',
         '  edge [color="#6b7280", arrowsize=0.6];',
     ]
+    row = "{{{}}}" if rankdir == "LR" else "{}"  # a record's fields side by side either way
     for k, (node, inputs) in enumerate(zip(nodes, own["parents"])):
         wrong = node["ok"] is False
         grad = f"grad {figure(node['true'])} · " if node["true"] is not None else ""
@@ -526,7 +528,7 @@ def own_dot(own: dict) -> str:
         fields = [node["label"], f"data {figure(node['data'])}", grad]
         attrs = {
             "shape": "record",
-            "label": "{" + "|".join(escape_record(f) for f in fields) + "}",
+            "label": row.format("|".join(escape_record(f) for f in fields)),
             "style": "filled",
             "fillcolor": FILL["fail" if wrong else "target" if k == 0 else "value"],
             "color": LINE["fail" if wrong else "plain"],

@@ -429,7 +429,8 @@ def _own_tab(trace, report, context) -> dict | None:
     own = getattr(trace, "own_graph", None)  # a learner's engine: their graph, as they draw it
     if not own or not own["nodes"]:
         return None
-    payload = {"dot": render.own_dot(own), "note": render.own_note(own)}
+    dots = {d: render.own_dot(own, d) for d in ("LR", "TB")}
+    payload = {"dot": dots["LR"], "dots": dots, "note": render.own_note(own)}
     return {"id": "yours", "title": "Your graph", "kind": "picture", "payload": payload}
 
 

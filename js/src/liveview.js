@@ -158,6 +158,7 @@ export class LiveView {
     return {
       model: this.model, data: this.data, panel: this.panel,
       graph: (kind, fields, dot) => this.graph(kind, fields, dot), select: (i) => this.select(i), on: (e, f) => this.on(e, f),
+      choose: (data) => this.choose(data),
     };
   }
 
@@ -191,11 +192,12 @@ export class LiveView {
     return entry;
   }
 
-  // the direction of a small graph for the output's width and the screen's height now
-  choose() {
+  // the direction of a small graph (the run's, or that of `data`'s dots) for the output's
+  // width and the screen's height now
+  choose(data = this.data) {
     this.width = this.root.clientWidth || 800;
     const room = Math.min(MAX_HEIGHT, screenHeight() - AROUND_GRAPH);
-    return chooseDot(this.model, this.data, Math.max(200, this.width - 2), Math.max(120, room));
+    return chooseDot(this.model, data, Math.max(200, this.width - 2), Math.max(120, room));
   }
 
   // The output became wider or narrower (a sidebar closed, the window resized): a small

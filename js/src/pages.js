@@ -26,10 +26,11 @@ function graphPage(payload, ctx) {
   return { page, entry };
 }
 
-// another picture than the run's graph (a learner's own graph): its DOT, a note above it
+// another picture than the run's graph (a learner's own graph): its DOT (of the directions in
+// `dots`, the one that fits the output best), a note above it
 function picturePage(payload, ctx) {
   const page = h("div", { class: "gm-page" }, h("p", { class: "gm-summary", text: payload.note }));
-  const entry = ctx.graph("picture", null, payload.dot);
+  const entry = ctx.graph("picture", null, payload.dots ? ctx.choose(payload) : payload.dot);
   page.append(entry.view.el);
   entry.show = () => entry.ready.then((v) => {
     if (!v.view) v.initialView(0, WHOLE_TEXT_PX / FONT_PT); // (u0: the target)
