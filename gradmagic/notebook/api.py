@@ -310,14 +310,23 @@ def _definition(fn) -> tuple[str, str, int, list[str]] | None:
 def _default_names(fn, code: str) -> dict:
     """The defaults that are a name (``def f(x, r=red)``), by that name: the ``def`` is run
     again where the name may not be (a local of the function that made ``fn``)."""
+    positional, keywords = _named_defaults(code)
+    values = fn.__defaults__ or ()
+    found = {name: values[k] for name, k in positional if k < len(values)}
+    found.update((name, (fn.__kwdefaults__ or {}).get(arg)) for name, arg in keywords)
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def _named_defaults(code: str) -> tuple[tuple, tuple]:
+    """Of the ``def`` in ``code``: (name, position) of each positional default that is a name,
+    (name, parameter) of each keyword-only one (parsed once per text)."""
     args = ast.parse(code).body[0].args  # type: ignore[attr-defined]
-    pairs = list(zip(args.defaults, fn.__defaults__ or ()))
-    pairs += [
-        (d, (fn.__kwdefaults__ or {}).get(a.arg))
-        for a, d in zip(args.kwonlyargs, args.kw_defaults)
-        if d is not None
-    ]
-    return {d.id: v for d, v in pairs if isinstance(d, ast.Name)}
+    positional = tuple((d.id, k) for k, d in enumerate(args.defaults) if isinstance(d, ast.Name))
+    keywords = tuple(
+        (d.id, a.arg) for a, d in zip(args.kwonlyargs, args.kw_defaults) if isinstance(d, ast.Name)
+    )
+    return positional, keywords
 
 
 def _module_names(fn, defined) -> frozenset:

@@ -52,13 +52,22 @@ def own_module(name, folders=None) -> bool:
 
 
 def own_modules() -> list:
-    """The learner's own modules that are imported (not the notebook's ``__main__``)."""
+    """The learner's own modules that are imported (not the notebook's ``__main__``): found
+    again only when the number of imported modules or the folders changed, or one of them
+    was imported afresh (a cell's end asks, and a process holds thousands of modules)."""
     folders = _folders()
-    return [
-        m
-        for name, m in list(sys.modules.items())
-        if name != "__main__" and m is not None and own_module(name, folders)
-    ]
+    key, found = _OWN
+    if key != (len(sys.modules), folders) or any(sys.modules.get(n) is not m for n, m in found):
+        found = [
+            (name, m)
+            for name, m in list(sys.modules.items())
+            if name != "__main__" and m is not None and own_module(name, folders)
+        ]
+        _OWN[:] = [(len(sys.modules), folders), found]
+    return [m for _, m in found]
+
+
+_OWN: list = [None, []]  # (the number of modules and the folders, the (name, module) pairs)
 
 
 def _folders() -> tuple:
