@@ -40,6 +40,7 @@ import time
 
 from gradmagic.core.engine import Value, backward, walk
 from gradmagic.analysis.trace import Trace
+import timing
 from timing import best
 
 import bench_engine
@@ -205,7 +206,7 @@ def main(argv=None) -> bool:
     argv = sys.argv[1:] if argv is None else argv
     big = "--big" in argv
     ok = True
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    load = timing.load()
     print(f"## Budgets a user can feel ({os.cpu_count()} CPUs, load average {load})\n")
 
     print("### 1. A default cell beyond its own forward + backward (the loop cell)\n")

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import sys
 import time
 from pathlib import Path
 
+import timing
 from timing import best
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -48,13 +48,7 @@ SIZES = {  # (hidden layers, examples / 2)
 
 
 def _shell():
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.extension_manager.load_extension("gradmagic")  # (once: quietly if loaded)
-    for source in (SCALAR, MLP):
-        assert shell.run_cell(source).success
-    return shell
+    return timing.shell(SCALAR, MLP)
 
 
 def measure(shell, sizes, half: int, repeat: int) -> tuple:
@@ -80,7 +74,7 @@ def measure(shell, sizes, half: int, repeat: int) -> tuple:
 
 
 def main() -> bool:
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    load = timing.load()
     print(f"## A learner's own engine under `%%autograd -q` (load average {load})\n")
     print("| cell | their nodes | plain | %%autograd -q | ratio | |")
     print("| --- | --- | --- | --- | --- | --- |")

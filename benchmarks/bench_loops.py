@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+import timing
 from timing import best
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -125,12 +125,7 @@ def _inputs() -> dict:
 
 
 def _shell():
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.extension_manager.load_extension("gradmagic")  # (once: quietly if loaded)
-    shell.run_cell("import numpy as np")
-    return shell
+    return timing.shell("import numpy as np")
 
 
 def measure(shell, source: str, names: dict, repeat: int) -> dict:
@@ -153,7 +148,7 @@ def measure(shell, source: str, names: dict, repeat: int) -> dict:
 
 
 def main() -> bool:
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    load = timing.load()
     print(f"## Loops over numpy scalars under `%%autograd -q` (load average {load})\n")
     print("| cell | plain | %%autograd -q | ratio | |")
     print("| --- | --- | --- | --- | --- |")

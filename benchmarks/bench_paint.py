@@ -24,12 +24,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-import os
 import sys
 import time
 from pathlib import Path
 
 import bench_shown
+import timing
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -122,7 +122,7 @@ def main() -> bool:
         print(f"{CHROMIUM} is missing (apt-get install chromium): nothing measured")
         return True
 
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    load = timing.load()
     print(f"## The live view's first paint in Chromium (load average {load})\n")
     print("| nodes | payload | -q run | first paint, cold | warm | budget | |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -69,6 +69,7 @@ import numpy as np
 import gradmagic
 from gradmagic.core.engine import Value, backward, walk
 from gradmagic.analysis.trace import Trace
+import timing
 from timing import best
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -88,11 +89,7 @@ def _iterations(nodes: int) -> int:
 
 # ------------------------------------------------------------------ 1. stages by size
 def _shell():
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gradmagic")
-    return shell
+    return timing.shell()
 
 
 def stages(size: int, shell, repeat: int) -> dict:

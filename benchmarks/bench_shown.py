@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import sys
 from pathlib import Path
 
+import timing
 from timing import best
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -41,10 +41,7 @@ BUDGETS = {10_000: 2.0, 100_000: 3.0}  # nodes (about) -> display over -q
 
 
 def _shell():
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.extension_manager.load_extension("gradmagic")  # (once: quietly if loaded)
+    shell = timing.shell()
     shell.display_pub.publish = lambda *args, **kwargs: None  # what a frontend would get
     assert shell.run_cell(SETUP).success
     return shell
@@ -70,7 +67,7 @@ def measure(shell, points: int, repeat: int) -> dict:
 
 
 def main() -> bool:
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    load = timing.load()
     print(f"## A big cell shown, against the same cell under -q (load average {load})\n")
     print("| nodes | -q | --no-check | default | display / -q | default / -q | budget | |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -27,6 +27,22 @@ def timed(f, clock=time.perf_counter) -> float:
         gc.enable()
 
 
+def shell(*setup: str):
+    """IPython's shell with gradmagic loaded (once: quietly if loaded), each ``setup`` cell run."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.extension_manager.load_extension("gradmagic")
+    for source in setup:
+        assert ip.run_cell(source).success
+    return ip
+
+
+def load() -> str:
+    """The load averages over 1, 5 and 15 minutes, as a benchmark's title gives them."""
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def best(fns: dict, repeat: int, clock=time.perf_counter) -> dict:
     """Best time of each function, called round-robin ``repeat`` times."""
     fastest = dict.fromkeys(fns, math.inf)
