@@ -23,6 +23,17 @@ def _unhurried_torch_checks(request, monkeypatch):
     monkeypatch.setattr(torchcheck_run, "BUDGET", 60.0)
 
 
+@pytest.fixture(autouse=True)
+def _unhurried_reruns(request, monkeypatch):
+    """The plain re-runs' time budget is generous too, so that on a loaded machine a test
+    still sees every input moved alone; a test of the budget (its name says so) keeps it."""
+    if "budget" in request.node.name:
+        return
+    from gradmagic.notebook import rerun
+
+    monkeypatch.setattr(rerun, "BUDGET", 30.0)
+
+
 def _central_differences(f, xs, eps=1e-6):
     """d f / d xs[i] for each i, by central differences with a step scaled to xs[i]."""
     xs = [float(x) for x in xs]
